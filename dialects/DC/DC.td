@@ -1,0 +1,2 @@
+//===- DC.td - the whole dc dialect (for docs) -----------------*- tablegen -*-===//
+include "DC/DCOps.td"

@@ -1,0 +1,48 @@
+//===- DCAttrs.td - dc attributes -----------------------------*- tablegen -*-===//
+#ifndef DC_ATTRS_TD
+#define DC_ATTRS_TD
+
+include "DC/DCBase.td"
+include "mlir/IR/EnumAttr.td"
+
+class DC_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<DC_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def DC_ParamAttr : DC_Attr<"Param", "param"> {
+  let summary = "marks a function argument as a trainable parameter";
+  let description = [{
+    Placed on a step function's argument as `{dc.param = #dc.param<id = 3>}`
+    (optionally with a name). The id is stable across the forward and
+    backward graphs and across runs: checkpoints and the runtime's parameter
+    registry are keyed by it.
+
+    ```mlir
+    func.func @step(%w: tensor<8x8xf32> {dc.param = #dc.param<id = 0, name = "fc1.weight">})
+    ```
+  }];
+  let parameters = (ins "int64_t":$id,
+                        OptionalParameter<"::mlir::StringAttr">:$name);
+  let assemblyFormat = "`<` `id` `=` $id (`,` `name` `=` $name^)? `>`";
+  let genVerifyDecl = 1;
+}
+
+def DC_GradAttr : DC_Attr<"Grad", "grad"> {
+  let summary = "marks a function result as the gradient of a parameter";
+  let description = [{
+    Placed on a step function's result: `{dc.grad = #dc.grad<param = 3>}`
+    names the `#dc.param` id whose gradient the result is.
+  }];
+  let parameters = (ins "int64_t":$param);
+  let assemblyFormat = "`<` `param` `=` $param `>`";
+  let genVerifyDecl = 1;
+}
+
+def DC_ReduceKind : I32EnumAttr<"ReduceKind", "gradient reduction", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Avg", 1, "avg">]> {
+  let cppNamespace = "::dc";
+}
+
+#endif // DC_ATTRS_TD

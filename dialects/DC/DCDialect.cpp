@@ -1,0 +1,154 @@
+//===- DCDialect.cpp - dc dialect, types and attributes ---------------------===//
+#include "DC/DCDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace dc;
+
+#include "DC/DCDialect.cpp.inc"
+#include "DC/DCEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "DC/DCAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "DC/DCTypes.cpp.inc"
+
+void DCDialect::initialize() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "DC/DCTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "DC/DCAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "DC/DCOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
+                  RankedTensorType logical, FlatSymbolRefAttr grid,
+                  int64_t axis, int64_t local) {
+  if (!logical.hasStaticShape())
+    return emitError() << "shard of a dynamically shaped tensor " << logical
+                       << " (dc needs static shapes)";
+  if (axis < 0)
+    return emitError() << "grid axis must be non-negative, got " << axis;
+  if (local < 1)
+    return emitError() << "local size must be positive, got " << local;
+  if (local > logical.getNumElements() && logical.getNumElements() > 0)
+    return emitError() << "local size " << local
+                       << " exceeds the tensor's " << logical.getNumElements()
+                       << " elements";
+  return success();
+}
+
+RankedTensorType ShardType::getLocalTensorType() const {
+  return RankedTensorType::get({getLocal()}, getElementType());
+}
+
+int64_t ShardType::getLocalBytes() const {
+  return getLocal() *
+         static_cast<int64_t>((getElementType().getIntOrFloatBitWidth() + 7) /
+                              8);
+}
+
+static bool isDeviceValueType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return (tensor && tensor.hasStaticShape()) || isa<ShardType>(type);
+}
+
+LogicalResult HostType::verify(function_ref<InFlightDiagnostic()> emitError,
+                               Type value) {
+  if (!isDeviceValueType(value))
+    return emitError() << "host value must be a statically shaped tensor or "
+                          "a !dc.shard, got "
+                       << value;
+  return success();
+}
+
+LogicalResult FutureType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 Type value) {
+  if (!isDeviceValueType(value) && !isa<HostType>(value))
+    return emitError() << "future must hold a statically shaped tensor, a "
+                          "!dc.shard or a !dc.host value, got "
+                       << value;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t id, StringAttr name) {
+  if (id < 0)
+    return emitError() << "parameter id must be non-negative, got " << id;
+  return success();
+}
+
+LogicalResult GradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t param) {
+  if (param < 0)
+    return emitError() << "gradient must name a non-negative parameter id, "
+                          "got "
+                       << param;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Grid helpers
+//===----------------------------------------------------------------------===//
+
+FailureOr<int64_t> dc::getGridAxisSize(Operation *from, FlatSymbolRefAttr grid,
+                                       int64_t axis,
+                                       SymbolTableCollection &symbols) {
+  auto gridOp =
+      symbols.lookupNearestSymbolFrom<shard::GridOp>(from, grid.getAttr());
+  if (!gridOp)
+    return from->emitOpError() << "refers to grid " << grid
+                               << ", which is not a shard.grid in scope";
+  ArrayRef<int64_t> shape = gridOp.getShape();
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return from->emitOpError() << "grid " << grid << " has " << shape.size()
+                               << " axes; axis " << axis << " does not exist";
+  if (ShapedType::isDynamic(shape[axis]))
+    return from->emitOpError() << "axis " << axis << " of grid " << grid
+                               << " is dynamic; dc needs the world size at "
+                                  "compile time";
+  return shape[axis];
+}
+
+LogicalResult dc::verifyShardAgainstGrid(Operation *op, Type type,
+                                         SymbolTableCollection &symbols) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValue();
+  if (auto host = dyn_cast<HostType>(type))
+    type = host.getValue();
+  auto shard = dyn_cast<ShardType>(type);
+  if (!shard)
+    return success();
+  FailureOr<int64_t> parts =
+      getGridAxisSize(op, shard.getGrid(), shard.getAxis(), symbols);
+  if (failed(parts))
+    return failure();
+  int64_t expected =
+      shardLocalSize(shard.getLogical().getNumElements(), *parts);
+  if (shard.getLocal() != expected)
+    return op->emitOpError()
+           << "shard " << shard << " has local size " << shard.getLocal()
+           << " but ceil(" << shard.getLogical().getNumElements() << " / "
+           << *parts << ") = " << expected;
+  return success();
+}

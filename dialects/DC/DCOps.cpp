@@ -1,0 +1,199 @@
+//===- DCOps.cpp - dc op verifiers and interfaces ---------------------------===//
+#include "DC/DCDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace dc;
+
+/// A gathered or reduced value may change its element type only between
+/// floats (cast before sending, to move fewer bytes).
+static bool isCompatibleElementType(Type from, Type to) {
+  return from == to || (isa<FloatType>(from) && isa<FloatType>(to));
+}
+
+static LogicalResult verifyShardOperands(Operation *op,
+                                         SymbolTableCollection &symbols) {
+  for (Type type : op->getOperandTypes())
+    if (failed(verifyShardAgainstGrid(op, type, symbols)))
+      return failure();
+  for (Type type : op->getResultTypes())
+    if (failed(verifyShardAgainstGrid(op, type, symbols)))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GatherStartOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherStartOp::verify() {
+  if (getShards().empty())
+    return emitOpError("needs at least one shard");
+  if (getShards().size() != getFutures().size())
+    return emitOpError() << "has " << getShards().size() << " shards but "
+                         << getFutures().size() << " futures";
+  for (auto [i, shardValue, future] :
+       llvm::enumerate(getShards(), getFutures())) {
+    auto shard = cast<ShardType>(shardValue.getType());
+    auto full = dyn_cast<RankedTensorType>(
+        cast<FutureType>(future.getType()).getValue());
+    if (!full)
+      return emitOpError() << "future #" << i << " must hold a tensor";
+    if (full.getShape() != shard.getLogical().getShape())
+      return emitOpError() << "future #" << i << " holds " << full
+                           << " but the shard's logical tensor is "
+                           << shard.getLogical();
+    if (!isCompatibleElementType(shard.getElementType(),
+                                 full.getElementType()))
+      return emitOpError() << "cannot gather " << shard.getElementType()
+                           << " shard #" << i << " as "
+                           << full.getElementType();
+  }
+  return success();
+}
+
+LogicalResult
+GatherStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOperands(*this, symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// ReleaseOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReleaseOp::verify() {
+  auto wait = getGathered().getDefiningOp<WaitOp>();
+  auto gather =
+      wait ? wait.getFuture().getDefiningOp<GatherStartOp>() : GatherStartOp();
+  if (!gather)
+    return emitOpError("operand must be a gathered parameter (the result of "
+                       "dc.wait on a dc.gather_start future)");
+  if (gather.getPersistent())
+    return emitOpError("releases a persistent gather; persistent gathers stay "
+                       "live until the end of the step");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceScatterStartOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceScatterStartOp::verify() {
+  if (getGradients().empty())
+    return emitOpError("needs at least one gradient");
+  if (getGradients().size() != getFutures().size())
+    return emitOpError() << "has " << getGradients().size()
+                         << " gradients but " << getFutures().size()
+                         << " futures";
+  for (auto [i, grad, future] :
+       llvm::enumerate(getGradients(), getFutures())) {
+    auto full = cast<RankedTensorType>(grad.getType());
+    auto shard =
+        dyn_cast<ShardType>(cast<FutureType>(future.getType()).getValue());
+    if (!shard)
+      return emitOpError() << "future #" << i << " must hold a !dc.shard";
+    if (full.getShape() != shard.getLogical().getShape())
+      return emitOpError() << "gradient #" << i << " is " << full
+                           << " but its shard's logical tensor is "
+                           << shard.getLogical();
+    if (!isCompatibleElementType(full.getElementType(),
+                                 shard.getElementType()))
+      return emitOpError() << "cannot reduce " << full.getElementType()
+                           << " gradient #" << i << " into a "
+                           << shard.getElementType() << " shard";
+  }
+  return success();
+}
+
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOperands(*this, symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// EndBackwardOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EndBackwardOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location,
+    ValueRange operands, DictionaryAttr attributes, OpaqueProperties properties,
+    RegionRange regions, SmallVectorImpl<Type> &inferredReturnTypes) {
+  for (Value operand : operands) {
+    auto future = dyn_cast<FutureType>(operand.getType());
+    if (!future)
+      return emitOptionalError(location, "operand is not a !dc.future");
+    inferredReturnTypes.push_back(future.getValue());
+  }
+  return success();
+}
+
+LogicalResult EndBackwardOp::verify() {
+  for (auto [i, future] : llvm::enumerate(getFutures()))
+    if (!future.getDefiningOp<ReduceScatterStartOp>())
+      return emitOpError() << "operand #" << i
+                           << " is not a dc.reduce_scatter_start future";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllToAllOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllToAllOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t rank = input.getRank();
+  if (!input.hasStaticShape() || !result.hasStaticShape())
+    return emitOpError("needs statically shaped tensors");
+  if (result.getRank() != rank)
+    return emitOpError() << "result rank " << result.getRank()
+                         << " differs from input rank " << rank;
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("must not change the element type");
+  for (auto [name, dim] : {std::pair<StringRef, int64_t>{"split_dim",
+                                                         getSplitDim()},
+                           {"concat_dim", getConcatDim()}})
+    if (dim < 0 || dim >= rank)
+      return emitOpError() << name << " " << dim
+                           << " is out of range for a rank-" << rank
+                           << " tensor";
+  return success();
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> parts =
+      getGridAxisSize(*this, getGridAttr(), getAxis(), symbols);
+  if (failed(parts))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (input.getDimSize(split) % *parts != 0)
+    return emitOpError() << "split dim " << split << " of size "
+                         << input.getDimSize(split)
+                         << " is not divisible by the axis size " << *parts;
+  SmallVector<int64_t> expected(input.getShape());
+  expected[split] /= *parts;
+  expected[concat] *= *parts;
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result shape must be "
+                         << RankedTensorType::get(expected,
+                                                  input.getElementType())
+                         << " for an axis of size " << *parts << ", got "
+                         << result;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// InvalidateGatheredOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+InvalidateGatheredOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOperands(*this, symbols);
+}
+
+#define GET_OP_CLASSES
+#include "DC/DCOps.cpp.inc"

@@ -1,0 +1,249 @@
+//===- DCOps.td - dc operations --------------------------------*- tablegen -*-===//
+#ifndef DC_OPS_TD
+#define DC_OPS_TD
+
+include "DC/DCBase.td"
+include "DC/DCTypes.td"
+include "DC/DCAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def DC_AnyValueOnDevice : AnyTypeOf<[AnyRankedTensor, DC_AnyShard]>;
+
+//===----------------------------------------------------------------------===//
+// Parameter gathers (ZeRO-3)
+//===----------------------------------------------------------------------===//
+
+def DC_GatherStartOp : DC_Op<"gather_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
+  let summary = "start all-gathering one or more parameter shards (one group)";
+  let description = [{
+    Starts an all-gather of each shard over its grid axis into a full tensor
+    in the gather arena and returns a future per shard. With several shards
+    the gathers form one communication group (one NCCL group call): this is
+    how `dc-prefetch` fuses neighbouring gathers.
+
+    A result element type narrower than the shard's (e.g. `f32` shard,
+    `bf16` result) means the shard is cast before it is sent, so half the
+    bytes move; `dc-zero3` does this when a parameter's only use is such a
+    cast.
+
+    `persistent` marks a gather whose full tensor stays live until the end of
+    the step (no `dc.release`); `dc-selective-gather` sets it.
+
+    ```mlir
+    %f0, %f1 = dc.gather_start %w0, %w1
+        : !dc.shard<tensor<8x8xf32>, @world[0], local = 32>,
+          !dc.shard<tensor<8xf32>, @world[0], local = 4>
+       -> !dc.future<tensor<8x8xf32>>, !dc.future<tensor<8xf32>>
+    ```
+  }];
+  let arguments = (ins Variadic<DC_AnyShard>:$shards, UnitAttr:$persistent);
+  let results = (outs Variadic<DC_AnyFuture>:$futures);
+  let assemblyFormat = [{
+    $shards attr-dict `:` qualified(type($shards)) `->` qualified(type($futures))
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_WaitOp : DC_Op<"wait", [
+    TypesMatchWith<"result type is the future's value type", "future", "result",
+                   "::llvm::cast<::dc::FutureType>($_self).getValue()">,
+    MemoryEffects<[MemRead<DC_Communicator>, MemWrite<DC_Communicator>]>]> {
+  let summary = "wait for an asynchronous op and take its value";
+  let description = [{
+    Blocks the compute stream until the transfer behind `future` completes
+    and yields its value: a gathered tensor, a reduced gradient shard, a
+    host copy or a reloaded tensor. Each future must be waited exactly once.
+
+    ```mlir
+    %w = dc.wait %f : !dc.future<tensor<8x8xf32>>
+    ```
+  }];
+  let arguments = (ins DC_AnyFuture:$future);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$future attr-dict `:` qualified(type($future))";
+}
+
+def DC_ReleaseOp : DC_Op<"release", [MemoryEffects<[MemFree<DC_GatherArena>]>]> {
+  let summary = "free a gathered parameter";
+  let description = [{
+    Returns the full tensor made by a `dc.gather_start` / `dc.wait` pair to
+    the gather arena. The tensor must not be used after it;
+    `dc-verify-schedule` proves that.
+
+    ```mlir
+    dc.release %w : tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$gathered);
+  let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradient reduction
+//===----------------------------------------------------------------------===//
+
+def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
+  let summary = "start reduce-scattering gradients into shards (one bucket)";
+  let description = [{
+    Starts a reduce-scatter (`sum` or `avg` over the grid axis) of each full
+    gradient into the shard layout of its parameter. The gradients of one op
+    form one bucket: they are packed into one padded buffer and reduced in
+    one group call. The futures are taken by `dc.wait` or, at the end of
+    backward, `dc.end_backward`.
+
+    ```mlir
+    %f = dc.reduce_scatter_start avg %g : tensor<8x8xf32>
+        -> !dc.future<!dc.shard<tensor<8x8xf32>, @world[0], local = 32>>
+    ```
+  }];
+  let arguments = (ins DC_ReduceKind:$kind,
+                       Variadic<AnyRankedTensor>:$gradients);
+  let results = (outs Variadic<DC_AnyFuture>:$futures);
+  let assemblyFormat = [{
+    $kind $gradients attr-dict `:` type($gradients) `->` qualified(type($futures))
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_EndBackwardOp : DC_Op<"end_backward", [
+    DeclareOpInterfaceMethods<InferTypeOpInterface>,
+    MemoryEffects<[MemRead<DC_Communicator>, MemWrite<DC_Communicator>]>]> {
+  let summary = "flush: wait for every outstanding gradient reduction";
+  let description = [{
+    The end-of-backward barrier: waits for the reduce-scatters behind all
+    `futures` (each from `dc.reduce_scatter_start`) and yields the reduced
+    gradient shards, in order. Equivalent to one `dc.wait` per future, but
+    lets the runtime flush partially filled buckets in one go.
+
+    ```mlir
+    %g0, %g1 = dc.end_backward %f0, %f1
+        : !dc.future<!dc.shard<tensor<8x8xf32>, @world[0], local = 32>>,
+          !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
+    ```
+  }];
+  let arguments = (ins Variadic<DC_AnyFuture>:$futures);
+  let results = (outs Variadic<DC_AnyShard>:$shards);
+  let assemblyFormat = "$futures attr-dict `:` qualified(type($futures))";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Host offload (activations and parameter shards)
+//===----------------------------------------------------------------------===//
+
+def DC_OffloadStartOp : DC_Op<"offload_start", [
+    TypesMatchWith<"result is a future of the value in host memory", "value",
+                   "future",
+                   "::dc::FutureType::get(::dc::HostType::get($_self))">,
+    MemoryEffects<[MemAlloc<DC_HostPool>, MemWrite<DC_HostPool>]>]> {
+  let summary = "start copying a device value to host memory";
+  let description = [{
+    Starts copying an activation (a tensor) or a parameter shard (ZeRO-
+    Offload) to the runtime's host pool on the device-to-host copy stream.
+    The device buffer stays live until the future is waited; after the wait
+    only the `!dc.host` value remains.
+
+    ```mlir
+    %f = dc.offload_start %act : tensor<4x16xf32>
+    %h = dc.wait %f : !dc.future<!dc.host<tensor<4x16xf32>>>
+    ```
+  }];
+  let arguments = (ins DC_AnyValueOnDevice:$value);
+  let results = (outs DC_AnyFuture:$future);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def DC_ReloadStartOp : DC_Op<"reload_start", [
+    TypesMatchWith<"result is a future of the device value", "host", "future",
+                   "::dc::FutureType::get("
+                   "::llvm::cast<::dc::HostType>($_self).getValue())">,
+    MemoryEffects<[MemRead<DC_HostPool>, MemFree<DC_HostPool>]>]> {
+  let summary = "start copying a host value back to the device";
+  let description = [{
+    Starts the host-to-device copy of an offloaded value on the reload copy
+    stream and returns a future of the device value; the host buffer goes
+    back to the pool once the copy completes.
+
+    ```mlir
+    %f = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
+    %act = dc.wait %f : !dc.future<tensor<4x16xf32>>
+    ```
+  }];
+  let arguments = (ins DC_AnyHost:$host);
+  let results = (outs DC_AnyFuture:$future);
+  let assemblyFormat = "$host attr-dict `:` qualified(type($host))";
+}
+
+//===----------------------------------------------------------------------===//
+// Sequence parallelism (Ulysses)
+//===----------------------------------------------------------------------===//
+
+def DC_AllToAllOp : DC_Op<"all_to_all", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite<DC_Communicator>]>]> {
+  let summary = "all-to-all over a grid axis: split one dim, concat another";
+  let description = [{
+    Each rank of axis `axis` of `grid` splits `input` into equal pieces along
+    `split_dim`, sends piece i to rank i, and concatenates what it receives
+    along `concat_dim`. Ulysses sequence parallelism uses it to turn a
+    sequence-sharded activation into a head-sharded one before attention and
+    back after it. The result type must be the input type with `split_dim`
+    divided and `concat_dim` multiplied by the axis size.
+
+    ```mlir
+    %h = dc.all_to_all %x on @world[0] split 2 concat 1
+        : tensor<1x512x32x64xbf16> -> tensor<1x1024x16x64xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+                       I64Attr:$axis, I64Attr:$split_dim, I64Attr:$concat_dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `[` $axis `]` `split` $split_dim `concat` $concat_dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime-only ops for profiling runs
+//===----------------------------------------------------------------------===//
+
+def DC_InvalidateGatheredOp : DC_Op<"invalidate_gathered", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemFree<DC_GatherArena>]>]> {
+  let summary = "drop any gathered copy the runtime holds for a parameter";
+  let description = [{
+    Profiling runs measure each gather by forcing it: this drops a cached
+    (persistent) full copy of the parameter behind `shard` so that the next
+    gather really communicates.
+
+    ```mlir
+    dc.invalidate_gathered %w : !dc.shard<tensor<8x8xf32>, @world[0], local = 32>
+    ```
+  }];
+  let arguments = (ins DC_AnyShard:$shard);
+  let assemblyFormat = "$shard attr-dict `:` qualified(type($shard))";
+}
+
+def DC_ClearGatheredOp : DC_Op<"clear_gathered", [
+    MemoryEffects<[MemFree<DC_GatherArena>]>]> {
+  let summary = "free every gathered parameter the runtime holds";
+  let description = [{
+    Returns the whole gather arena, persistent gathers included: used between
+    profiling runs and before a checkpoint restore.
+
+    ```mlir
+    dc.clear_gathered
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+#endif // DC_OPS_TD

@@ -1,0 +1,91 @@
+// RUN: dc-opt %s --verify-roundtrip | FileCheck %s
+// RUN: dc-opt %s --mlir-print-op-generic | dc-opt | FileCheck %s
+
+shard.grid @world(shape = 2)
+shard.grid @grid2d(shape = 2x4)
+
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+!b = !dc.shard<tensor<7xf32>, @world[0], local = 4>
+
+// CHECK-LABEL: func.func @gather_wait_release
+// CHECK-SAME: {dc.param = #dc.param<id = 0, name = "fc.weight">}
+// CHECK-SAME: {dc.param = #dc.param<id = 1>}
+func.func @gather_wait_release(%w: !w {dc.param = #dc.param<id = 0, name = "fc.weight">},
+                               %b: !b {dc.param = #dc.param<id = 1>}) -> tensor<6x5xf32> {
+  // CHECK: %[[F:.*]]:2 = dc.gather_start %{{.*}}, %{{.*}} : !dc.shard<tensor<6x5xf32>, @world[0], local = 15>, !dc.shard<tensor<7xf32>, @world[0], local = 4> -> !dc.future<tensor<6x5xf32>>, !dc.future<tensor<7xf32>>
+  %f:2 = dc.gather_start %w, %b : !w, !b -> !dc.future<tensor<6x5xf32>>, !dc.future<tensor<7xf32>>
+  // CHECK: %[[W:.*]] = dc.wait %[[F]]#0 : !dc.future<tensor<6x5xf32>>
+  %full = dc.wait %f#0 : !dc.future<tensor<6x5xf32>>
+  %bias = dc.wait %f#1 : !dc.future<tensor<7xf32>>
+  %sum = arith.addf %full, %full : tensor<6x5xf32>
+  // CHECK: dc.release %[[W]] : tensor<6x5xf32>
+  dc.release %full : tensor<6x5xf32>
+  dc.release %bias : tensor<7xf32>
+  return %sum : tensor<6x5xf32>
+}
+
+// CHECK-LABEL: func.func @gather_cast_persistent
+// CHECK: dc.gather_start %{{.*}} {persistent} : !dc.shard<tensor<6x5xf32>, @world[0], local = 15> -> !dc.future<tensor<6x5xbf16>>
+func.func @gather_cast_persistent(%w: !w) -> tensor<6x5xbf16> {
+  %f = dc.gather_start %w {persistent} : !w -> !dc.future<tensor<6x5xbf16>>
+  %full = dc.wait %f : !dc.future<tensor<6x5xbf16>>
+  return %full : tensor<6x5xbf16>
+}
+
+// CHECK-LABEL: func.func @reduce_and_flush
+// CHECK: %[[R:.*]]:2 = dc.reduce_scatter_start avg %{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>, !dc.future<!dc.shard<tensor<7xf32>, @world[0], local = 4>>
+// CHECK: dc.end_backward %[[R]]#0, %[[R]]#1 : !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>, !dc.future<!dc.shard<tensor<7xf32>, @world[0], local = 4>>
+// CHECK: dc.reduce_scatter_start sum
+func.func @reduce_and_flush(%gw: tensor<6x5xf32>, %gb: tensor<7xf32>) -> (!w, !b, !w) {
+  %f:2 = dc.reduce_scatter_start avg %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
+  %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<!w>, !dc.future<!b>
+  %g = dc.reduce_scatter_start sum %gw : tensor<6x5xf32> -> !dc.future<!w>
+  %s2 = dc.wait %g : !dc.future<!w>
+  return %s#0, %s#1, %s2 : !w, !b, !w
+}
+
+// CHECK-LABEL: func.func @offload_reload
+// CHECK: %[[O:.*]] = dc.offload_start %{{.*}} : tensor<4x16xf32>
+// CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<!dc.host<tensor<4x16xf32>>>
+// CHECK: %[[L:.*]] = dc.reload_start %[[H]] : !dc.host<tensor<4x16xf32>>
+// CHECK: dc.wait %[[L]] : !dc.future<tensor<4x16xf32>>
+func.func @offload_reload(%act: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %o = dc.offload_start %act : tensor<4x16xf32>
+  %h = dc.wait %o : !dc.future<!dc.host<tensor<4x16xf32>>>
+  %l = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
+  %back = dc.wait %l : !dc.future<tensor<4x16xf32>>
+  return %back : tensor<4x16xf32>
+}
+
+// CHECK-LABEL: func.func @param_offload
+// CHECK: dc.offload_start %{{.*}} : !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+// CHECK: dc.reload_start %{{.*}} : !dc.host<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>
+func.func @param_offload(%w: !w) -> !w {
+  %o = dc.offload_start %w : !w
+  %h = dc.wait %o : !dc.future<!dc.host<!w>>
+  %l = dc.reload_start %h : !dc.host<!w>
+  %back = dc.wait %l : !dc.future<!w>
+  return %back : !w
+}
+
+// CHECK-LABEL: func.func @ulysses
+// CHECK: dc.all_to_all %{{.*}} on @grid2d[1] split 2 concat 1 : tensor<1x512x32x64xbf16> -> tensor<1x2048x8x64xbf16>
+func.func @ulysses(%x: tensor<1x512x32x64xbf16>) -> tensor<1x2048x8x64xbf16> {
+  %h = dc.all_to_all %x on @grid2d[1] split 2 concat 1 : tensor<1x512x32x64xbf16> -> tensor<1x2048x8x64xbf16>
+  return %h : tensor<1x2048x8x64xbf16>
+}
+
+// CHECK-LABEL: func.func @profiling
+// CHECK: dc.invalidate_gathered %{{.*}} : !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+// CHECK: dc.clear_gathered
+func.func @profiling(%w: !w) {
+  dc.invalidate_gathered %w : !w
+  dc.clear_gathered
+  return
+}
+
+// CHECK-LABEL: func.func @contract_attrs
+// CHECK-SAME: -> (tensor<f32> {dc.loss}, tensor<6x5xf32> {dc.grad = #dc.grad<param = 0>})
+func.func @contract_attrs(%x: tensor<f32>, %g: tensor<6x5xf32>) -> (tensor<f32> {dc.loss}, tensor<6x5xf32> {dc.grad = #dc.grad<param = 0>}) {
+  return %x, %g : tensor<f32>, tensor<6x5xf32>
+}
