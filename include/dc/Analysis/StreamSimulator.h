@@ -1,0 +1,61 @@
+//===- StreamSimulator.h - predicted execution on compute/comm/copy streams -*- C++ -*-===//
+//
+// Replays a step function's op order on four streams: compute (every compute
+// op and every wait, in order), collective (all-gather, reduce-scatter,
+// all-to-all, FIFO like one NCCL stream), host-to-device and device-to-host
+// copies. A start op is issued when the compute stream reaches it and runs
+// when its stream is free; a wait stalls compute until its transfer is done.
+// The stall time is the exposed communication (or copy) time.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_ANALYSIS_STREAMSIMULATOR_H
+#define DC_ANALYSIS_STREAMSIMULATOR_H
+
+#include "dc/Analysis/CostModel.h"
+#include "dc/Analysis/MemoryTimeline.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace dc {
+
+struct SimulatedOp {
+  mlir::Operation *op = nullptr;
+  StreamKind stream = StreamKind::None;
+  double issue = 0; // when the compute stream reached it (s)
+  double start = 0; // when its stream started it
+  double end = 0;   // when it finished
+  double stall = 0; // compute stall caused by this op (waits only)
+};
+
+struct SimulationResult {
+  double stepSeconds = 0;
+  double computeSeconds = 0;       // busy time of the compute stream
+  double collectiveSeconds = 0;    // busy time of the collective stream
+  double copySeconds = 0;          // busy time of both copy streams
+  double exposedCollectiveSeconds = 0; // compute stalled on collectives
+  double exposedCopySeconds = 0;       // compute stalled on copies
+  std::vector<SimulatedOp> ops;    // one per top-level op, in order
+  /// Readiness time of each future value (when its transfer completes).
+  llvm::DenseMap<mlir::Value, double> futureReady;
+};
+
+class StreamSimulator {
+public:
+  explicit StreamSimulator(const CostModel &costModel) : costModel(costModel) {}
+
+  /// Simulates `fn` (whose op order `timeline` was built from).
+  SimulationResult run(mlir::func::FuncOp fn,
+                       const MemoryTimeline &timeline) const;
+
+private:
+  const CostModel &costModel;
+};
+
+/// Writes the predicted streams as a Chrome trace (JSON, Perfetto-viewable):
+/// one track per stream, one slice per op, times in microseconds.
+void writeChromeTrace(const SimulationResult &result, llvm::StringRef fnName,
+                      llvm::raw_ostream &os);
+
+} // namespace dc
+
+#endif // DC_ANALYSIS_STREAMSIMULATOR_H

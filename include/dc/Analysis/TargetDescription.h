@@ -1,0 +1,64 @@
+//===- TargetDescription.h - what the cost model knows of a machine -*- C++ -*-===//
+//
+// The numbers the cost model turns FLOPs and bytes into seconds with: compute
+// rates, memory and link bandwidths, collective latency and bus bandwidth.
+// Built-in presets ("h200", "cpu") or a JSON file with the same fields.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_ANALYSIS_TARGETDESCRIPTION_H
+#define DC_ANALYSIS_TARGETDESCRIPTION_H
+
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dc {
+
+/// One point of a measured bandwidth curve: at `bytes` per rank-group call
+/// the collective reached `busBandwidth` bytes/s (nccl-tests "busbw").
+struct BandwidthPoint {
+  int64_t bytes = 0;
+  double busBandwidth = 0;
+};
+
+struct TargetDescription {
+  std::string name;
+  /// Dense matrix-multiply rate (FLOP/s) for 16-bit floats and for f32.
+  double matmulFlops16 = 0;
+  double matmulFlops32 = 0;
+  /// Rate of elementwise/reduction arithmetic (FLOP/s).
+  double vectorFlops = 0;
+  /// Device memory bandwidth (bytes/s, read + write counted once each).
+  double memoryBandwidth = 0;
+  /// Fixed cost of launching one compute op (s).
+  double opLaunchLatency = 0;
+  /// Collective latency alpha (s) and bus bandwidth beta (bytes/s); when a
+  /// curve is given it replaces beta (interpolated in log(bytes)).
+  double collectiveLatency = 0;
+  double collectiveBusBandwidth = 0;
+  std::vector<BandwidthPoint> allGatherCurve;
+  std::vector<BandwidthPoint> reduceScatterCurve;
+  /// Host <-> device copy bandwidth (bytes/s, each way) and latency (s).
+  double hostLinkBandwidth = 0;
+  double hostLinkLatency = 0;
+  /// Device memory capacity (bytes): the default memory budget.
+  int64_t deviceMemoryBytes = 0;
+
+  /// Built-in presets: "h200" (from measured H200 numbers) and "cpu".
+  static llvm::Expected<TargetDescription> getPreset(llvm::StringRef name);
+  /// Parses the JSON form (the field names above); missing fields fall
+  /// back to the "base" preset named in the file, or error.
+  static llvm::Expected<TargetDescription> fromJSON(llvm::StringRef text);
+  /// A preset name, or a path to a JSON file.
+  static llvm::Expected<TargetDescription> load(llvm::StringRef presetOrPath);
+  /// The JSON form (round-trips through fromJSON).
+  std::string toJSON() const;
+};
+
+} // namespace dc
+
+#endif // DC_ANALYSIS_TARGETDESCRIPTION_H
