@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# dc's one entry point for building, testing and running the bundled example.
+#
+#   ./build.sh example   set up, build everything, run the main job on the bundled example
+#   ./build.sh test      set up, build everything, run every test (GoogleTest, then lit)
+#   ./build.sh setup     only install what a fresh Debian 12 machine lacks
+#
+# BUILD_DIR (default: build) and JOBS (default: 2) can be set in the environment.
+set -euo pipefail
+cd "$(dirname "$0")"
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-2}
+LLVM=/usr/lib/llvm-22
+
+PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev
+          mlir-22-tools libgtest-dev libopenmpi-dev openmpi-bin)
+
+setup() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+}
+
+build() {
+  cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DDC_WERROR=ON \
+    -DLLVM_EXTERNAL_LIT="$LLVM/bin/lit"
+  ninja -C "$BUILD_DIR" -j "$JOBS"
+}
+
+run_tests() {
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+  # lit last: its summary line ends the run.
+  "$LLVM/bin/lit" -sv "$BUILD_DIR/test"
+}
+
+run_example() {
+  "$BUILD_DIR/bin/dc-opt" examples/mlp_step.mlir
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  test) setup; build; run_tests ;;
+  example) setup; build; run_example ;;
+  *) echo "usage: $0 {example|test|setup}" >&2; exit 2 ;;
+esac
