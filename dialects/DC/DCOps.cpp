@@ -187,6 +187,15 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 //===----------------------------------------------------------------------===//
+// AllReduceStartOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return getGridAxisSize(*this, getGridAttr(), getAxis(), symbols);
+}
+
+//===----------------------------------------------------------------------===//
 // InvalidateGatheredOp
 //===----------------------------------------------------------------------===//
 

@@ -133,6 +133,30 @@ def DC_EndBackwardOp : DC_Op<"end_backward", [
   let hasVerifier = 1;
 }
 
+def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    TypesMatchWith<"result is a future of the reduced tensor", "input",
+                   "future", "::dc::FutureType::get($_self)">,
+    MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
+  let summary = "start all-reducing a replicated gradient (or the loss)";
+  let description = [{
+    Starts a `sum` or `avg` all-reduce of `input` over axis `axis` of `grid`
+    and returns a future of the reduced tensor. `dc-zero3` uses it for the
+    gradients of parameters small enough to stay replicated.
+
+    ```mlir
+    %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+    %r = dc.wait %f : !dc.future<tensor<16xf32>>
+    ```
+  }];
+  let arguments = (ins DC_ReduceKind:$kind, AnyRankedTensor:$input,
+                       FlatSymbolRefAttr:$grid, I64Attr:$axis);
+  let results = (outs DC_AnyFuture:$future);
+  let assemblyFormat = [{
+    $kind $input `on` $grid `[` $axis `]` attr-dict `:` type($input)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Host offload (activations and parameter shards)
 //===----------------------------------------------------------------------===//

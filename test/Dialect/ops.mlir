@@ -89,3 +89,12 @@ func.func @profiling(%w: !w) {
 func.func @contract_attrs(%x: tensor<f32>, %g: tensor<6x5xf32>) -> (tensor<f32> {dc.loss}, tensor<6x5xf32> {dc.grad = #dc.grad<param = 0>}) {
   return %x, %g : tensor<f32>, tensor<6x5xf32>
 }
+
+// CHECK-LABEL: func.func @replicated_grad
+// CHECK: %[[A:.*]] = dc.all_reduce_start avg %{{.*}} on @world[0] : tensor<7xf32>
+// CHECK: dc.wait %[[A]] : !dc.future<tensor<7xf32>>
+func.func @replicated_grad(%g: tensor<7xf32>) -> tensor<7xf32> {
+  %f = dc.all_reduce_start avg %g on @world[0] : tensor<7xf32>
+  %r = dc.wait %f : !dc.future<tensor<7xf32>>
+  return %r : tensor<7xf32>
+}
