@@ -1,0 +1,750 @@
+#!/usr/bin/env python3
+"""Emit a Llama-style decoder training step as MLIR in dc's input form.
+
+The step is one `func.func @train_step` on tensors (upstream linalg, tensor,
+arith, math) holding the forward pass and a hand-derived backward pass:
+
+  arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
+             order of `parameter_specs`, then `%tokens`, `%targets`
+             (tensor<BxSxi32>);
+  results:   the mean cross-entropy `tensor<f32> {dc.loss}`, then the
+             gradient of every parameter in parameter order
+             (`{dc.grad = #dc.grad<param = id>}`, the parameter's type).
+
+docs/models.md lists the layouts and derives every backward formula used here.
+The output depends only on the options, byte for byte.
+"""
+
+import argparse
+import math
+import sys
+
+PRESETS = {
+    "tiny": dict(layers=2, dim=16, ffn=32, heads=2, vocab=32, batch=2, seq=8),
+    "A": dict(layers=16, dim=2048, ffn=5632, heads=16, vocab=32000, batch=4,
+              seq=2048),
+    "B": dict(layers=8, dim=4096, ffn=11008, heads=32, vocab=32000, batch=1,
+              seq=1024),
+}
+
+RMS_EPS = 1e-5
+STATS = "f32"  # element type of softmax / norm / loss statistics
+
+
+def tensor_type(shape, elt):
+    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
+
+
+class Value:
+    """An SSA tensor value of the function body."""
+
+    def __init__(self, name, shape, elt):
+        self.name = name
+        self.shape = list(shape)
+        self.elt = elt
+
+    @property
+    def type(self):
+        return tensor_type(self.shape, self.elt)
+
+
+class Body:
+    """Builds the scalar region of one linalg.generic. Arithmetic happens in
+    f32: `load` widens a bf16 block argument and `store` narrows the result,
+    the way a GPU kernel keeps bf16 in memory and f32 in registers."""
+
+    def __init__(self, in_elts, out_elts):
+        self.lines = []
+        self.ins = [f"%a{i}" for i in range(len(in_elts))]
+        self.outs = [f"%o{i}" for i in range(len(out_elts))]
+        self.in_elts = in_elts
+        self.out_elts = out_elts
+
+    def __call__(self, rhs):
+        name = f"%e{len(self.lines)}"
+        self.lines.append(f"{name} = {rhs}")
+        return name
+
+    def load(self, i):
+        return self._widen(self.ins[i], self.in_elts[i])
+
+    def acc(self, i=0):
+        return self._widen(self.outs[i], self.out_elts[i])
+
+    def _widen(self, v, elt):
+        return v if elt == "f32" else self(f"arith.extf {v} : {elt} to f32")
+
+    def narrow(self, v, elt):
+        return v if elt == "f32" else self(f"arith.truncf {v} : f32 to {elt}")
+
+    def add(self, a, b):
+        return self(f"arith.addf {a}, {b} : f32")
+
+    def sub(self, a, b):
+        return self(f"arith.subf {a}, {b} : f32")
+
+    def mul(self, a, b):
+        return self(f"arith.mulf {a}, {b} : f32")
+
+    def div(self, a, b):
+        return self(f"arith.divf {a}, {b} : f32")
+
+    def exp(self, a):
+        return self(f"math.exp {a} : f32")
+
+    def sigmoid(self, a, one):
+        return self.div(one, self.add(one, self.exp(self(f"arith.negf {a} : f32"))))
+
+    def index(self, dim):
+        return self(f"linalg.index {dim} : index")
+
+
+def affine_map(num_dims, results):
+    dims = ", ".join(f"d{i}" for i in range(num_dims))
+    res = ", ".join(f"d{i}" for i in results)
+    return f"affine_map<({dims}) -> ({res})>"
+
+
+class Emitter:
+    def __init__(self, elt):
+        self.elt = elt
+        self.lines = []
+        self.used_names = set()
+        self.map_aliases = {}
+        self.constants = {}
+
+    # -- names, constants, maps ---------------------------------------------
+
+    def fresh(self, hint):
+        name, n = hint, 1
+        while name in self.used_names:
+            n += 1
+            name = f"{hint}_{n}"
+        self.used_names.add(name)
+        return "%" + name
+
+    def emit(self, line):
+        self.lines.append("  " + line)
+
+    def const(self, value, elt):
+        """A scalar constant, emitted once at the top of the function."""
+        key = (repr(value), elt)
+        if key not in self.constants:
+            if value == -math.inf:
+                text = "0xFF800000" if elt == "f32" else "0xFF80"
+            else:
+                # MLIR float literals need a '.' before any exponent.
+                text = repr(float(value))
+                if "." not in text:
+                    text = text.replace("e", ".0e")
+            self.constants[key] = (self.fresh(f"c{len(self.constants)}"),
+                                   f"arith.constant {text} : {elt}")
+        return self.constants[key][0]
+
+    def map(self, num_dims, results):
+        """Alias of a projection map, e.g. #m3_02 = (d0, d1, d2) -> (d0, d2)."""
+        alias = f"#m{num_dims}_" + "".join(str(r) for r in results)
+        self.map_aliases[alias] = affine_map(num_dims, results)
+        return alias
+
+    # -- tensor ops -----------------------------------------------------------
+
+    def empty(self, shape, elt, hint="init"):
+        v = Value(self.fresh(hint), shape, elt)
+        self.emit(f"{v.name} = tensor.empty() : {v.type}")
+        return v
+
+    def filled(self, shape, elt, value, hint="init"):
+        init = self.empty(shape, elt, hint)
+        v = Value(self.fresh(hint), shape, elt)
+        self.emit(f"{v.name} = linalg.fill ins({self.const(value, elt)} : "
+                  f"{elt}) outs({init.name} : {v.type}) -> {v.type}")
+        return v
+
+    def generic(self, hint, ins, inits, in_maps, out_maps, iterators, body):
+        """linalg.generic over `ins` into `inits` (Values). The maps are
+        result-dim lists over len(iterators) loop dims; `body(b)` returns the
+        yielded scalars. Returns one Value per init."""
+        n = len(iterators)
+        b = Body([v.elt for v in ins], [v.elt for v in inits])
+        yields = body(b)
+        base = self.fresh(hint)
+        if len(inits) == 1:
+            lhs, names = base, [base]
+        else:
+            lhs = f"{base}:{len(inits)}"
+            names = [f"{base}#{i}" for i in range(len(inits))]
+        results = [Value(name, v.shape, v.elt) for name, v in zip(names, inits)]
+        maps = ", ".join(self.map(n, m) for m in list(in_maps) + list(out_maps))
+        its = ", ".join(f'"{t}"' for t in iterators)
+        head = f"{lhs} = linalg.generic {{indexing_maps = [{maps}], " \
+               f"iterator_types = [{its}]}}"
+        if ins:
+            head += (" ins(" + ", ".join(v.name for v in ins) + " : " +
+                     ", ".join(v.type for v in ins) + ")")
+        head += (" outs(" + ", ".join(v.name for v in inits) + " : " +
+                 ", ".join(v.type for v in inits) + ") {")
+        self.emit(head)
+        args = [f"{a}: {v.elt}" for a, v in zip(b.ins, ins)]
+        args += [f"{a}: {v.elt}" for a, v in zip(b.outs, inits)]
+        self.emit(f"^bb0({', '.join(args)}):")
+        for line in b.lines:
+            self.emit("  " + line)
+        self.emit(f"  linalg.yield {', '.join(yields)} : "
+                  f"{', '.join(v.elt for v in inits)}")
+        types = ", ".join(v.type for v in inits)
+        self.emit("} -> " + (types if len(inits) == 1 else f"({types})"))
+        return results if len(results) > 1 else results[0]
+
+    def elementwise(self, hint, ins, elt, body, shape=None):
+        """A parallel generic over the shape of ins[0] (broadcast inputs are
+        given as (Value, dims) pairs)."""
+        vals, maps = [], []
+        shape = shape or ins[0].shape
+        rank = len(shape)
+        for x in ins:
+            v, dims = x if isinstance(x, tuple) else (x, list(range(rank)))
+            vals.append(v)
+            maps.append(dims)
+        init = self.empty(shape, elt)
+        return self.generic(hint, vals, [init], maps, [list(range(rank))],
+                            ["parallel"] * rank, body)
+
+    def matmul(self, hint, a, b, transpose_a=False, transpose_b=False,
+               acc=None):
+        """a @ b with optional transposed operands (as indexing maps); adds
+        into `acc` when given (linalg.matmul accumulates into its init)."""
+        m = a.shape[1] if transpose_a else a.shape[0]
+        n = b.shape[0] if transpose_b else b.shape[1]
+        out = acc or self.filled([m, n], self.elt, 0.0)
+        v = Value(self.fresh(hint), [m, n], self.elt)
+        maps = ""
+        if transpose_a or transpose_b:
+            maps = "indexing_maps = [{}, {}, {}] ".format(
+                self.map(3, [2, 0] if transpose_a else [0, 2]),
+                self.map(3, [1, 2] if transpose_b else [2, 1]),
+                self.map(3, [0, 1]))
+        self.emit(f"{v.name} = linalg.matmul {maps}ins({a.name}, {b.name} : "
+                  f"{a.type}, {b.type}) outs({out.name} : {v.type}) -> "
+                  f"{v.type}")
+        return v
+
+    def batch_matmul(self, hint, a, b, transpose_a=False, transpose_b=False):
+        batch = a.shape[0]
+        m = a.shape[2] if transpose_a else a.shape[1]
+        n = b.shape[1] if transpose_b else b.shape[2]
+        out = self.filled([batch, m, n], self.elt, 0.0)
+        v = Value(self.fresh(hint), [batch, m, n], self.elt)
+        maps = ""
+        if transpose_a or transpose_b:
+            maps = "indexing_maps = [{}, {}, {}] ".format(
+                self.map(4, [0, 3, 1] if transpose_a else [0, 1, 3]),
+                self.map(4, [0, 2, 3] if transpose_b else [0, 3, 2]),
+                self.map(4, [0, 1, 2]))
+        self.emit(f"{v.name} = linalg.batch_matmul {maps}ins({a.name}, "
+                  f"{b.name} : {a.type}, {b.type}) outs({out.name} : "
+                  f"{v.type}) -> {v.type}")
+        return v
+
+    def transpose(self, hint, x, perm):
+        init = self.empty([x.shape[p] for p in perm], x.elt)
+        v = Value(self.fresh(hint), init.shape, x.elt)
+        self.emit(f"{v.name} = linalg.transpose ins({x.name} : {x.type}) "
+                  f"outs({init.name} : {v.type}) permutation = "
+                  f"[{', '.join(map(str, perm))}]")
+        return v
+
+    @staticmethod
+    def _reassoc(groups):
+        return "[" + ", ".join(
+            "[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+
+    def expand(self, hint, x, groups, shape):
+        v = Value(self.fresh(hint), shape, x.elt)
+        self.emit(f"{v.name} = tensor.expand_shape {x.name} "
+                  f"{self._reassoc(groups)} output_shape "
+                  f"[{', '.join(map(str, shape))}] : {x.type} into {v.type}")
+        return v
+
+    def collapse(self, hint, x, groups):
+        shape = [math.prod(x.shape[i] for i in g) for g in groups]
+        v = Value(self.fresh(hint), shape, x.elt)
+        self.emit(f"{v.name} = tensor.collapse_shape {x.name} "
+                  f"{self._reassoc(groups)} : {x.type} into {v.type}")
+        return v
+
+    def extract_slice(self, hint, x, offsets, sizes):
+        v = Value(self.fresh(hint), sizes, x.elt)
+        ones = ", ".join("1" for _ in sizes)
+        self.emit(f"{v.name} = tensor.extract_slice {x.name}"
+                  f"[{', '.join(map(str, offsets))}] "
+                  f"[{', '.join(map(str, sizes))}] [{ones}] : {x.type} to "
+                  f"{v.type}")
+        return v
+
+    def insert_slice(self, hint, src, dst, offsets):
+        v = Value(self.fresh(hint), dst.shape, dst.elt)
+        ones = ", ".join("1" for _ in src.shape)
+        self.emit(f"{v.name} = tensor.insert_slice {src.name} into {dst.name}"
+                  f"[{', '.join(map(str, offsets))}] "
+                  f"[{', '.join(map(str, src.shape))}] [{ones}] : {src.type} "
+                  f"into {dst.type}")
+        return v
+
+    def comment(self, text):
+        self.emit("// " + text)
+
+
+class LlamaStep:
+    """Forward and backward of the decoder, emitted block by block."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.e = Emitter(cfg.dtype)
+        self.elt = cfg.dtype
+        self.n_tok = cfg.batch * cfg.seq
+        self.head_dim = cfg.dim // cfg.heads
+
+    # -- shared pieces --------------------------------------------------------
+
+    def add(self, hint, x, y):
+        return self.e.elementwise(
+            hint, [x, y], x.elt,
+            lambda b: [b.narrow(b.add(b.load(0), b.load(1)), x.elt)])
+
+    def to_param_type(self, hint, acc32):
+        """Gradient reductions accumulate in f32; bf16 parameters get their
+        gradient rounded once at the end."""
+        if self.elt == "f32":
+            return acc32
+        return self.e.elementwise(
+            hint, [acc32], self.elt, lambda b: [b.narrow(b.load(0), self.elt)])
+
+    def row_reduce(self, hint, ins, in_maps, rank, init_value, body):
+        """Reduce the last of `rank` loop dims into an f32 tensor of the
+        leading dims' shape."""
+        shape = ins[0].shape[:rank - 1]
+        init = self.e.filled(shape, STATS, init_value)
+        return self.e.generic(hint, ins, [init], in_maps,
+                              [list(range(rank - 1))],
+                              ["parallel"] * (rank - 1) + ["reduction"], body)
+
+    # -- RMSNorm --------------------------------------------------------------
+
+    def rmsnorm(self, hint, x, weight):
+        """y = x * r * w with r = rsqrt(mean(x^2) + eps) per row (f32)."""
+        e, d = self.e, self.cfg.dim
+        sumsq = self.row_reduce(
+            f"{hint}_sumsq", [x], [[0, 1]], 2, 0.0,
+            lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(0)))])
+        inv_d, eps = e.const(1.0 / d, STATS), e.const(RMS_EPS, STATS)
+        rstd = e.elementwise(
+            f"{hint}_rstd", [sumsq], STATS,
+            lambda b: [b(f"math.rsqrt {b.add(b.mul(b.load(0), inv_d), eps)}"
+                         " : f32")])
+        y = e.elementwise(
+            hint, [x, (rstd, [0]), (weight, [1])], self.elt,
+            lambda b: [b.narrow(
+                b.mul(b.mul(b.load(0), b.load(1)), b.load(2)), self.elt)])
+        return y, rstd
+
+    def rmsnorm_backward(self, hint, x, rstd, weight, dy, dresidual=None):
+        """Returns (dresidual + dx, dweight), with xhat = x r, g = dy w:
+        dx = r (g - xhat mean(g xhat)),  dweight = sum_rows(dy xhat). The
+        residual stream's gradient is added here to save a pass over it."""
+        e = self.e
+        inv_d = e.const(1.0 / self.cfg.dim, STATS)
+
+        def dot_body(b):
+            g = b.mul(b.load(0), b.load(1))
+            xhat = b.mul(b.load(2), b.load(3))
+            return [b.add(b.acc(), b.mul(g, xhat))]
+
+        dot = self.row_reduce(f"{hint}_dot", [dy, weight, x, rstd],
+                              [[0, 1], [1], [0, 1], [0]], 2, 0.0, dot_body)
+
+        def dx_body(b):
+            r = b.load(3)
+            g = b.mul(b.load(0), b.load(1))
+            xhat = b.mul(b.load(2), r)
+            mean = b.mul(b.load(4), inv_d)
+            dx = b.mul(r, b.sub(g, b.mul(xhat, mean)))
+            if dresidual is not None:
+                dx = b.add(b.load(5), dx)
+            return [b.narrow(dx, self.elt)]
+
+        ins = [dy, (weight, [1]), x, (rstd, [0]), (dot, [0])]
+        dx = e.elementwise(f"{hint}_dx", ins + ([dresidual] if dresidual else []),
+                           self.elt, dx_body)
+        dw_init = e.filled([self.cfg.dim], STATS, 0.0)
+        dw32 = e.generic(
+            f"{hint}_dw32", [dy, x, rstd], [dw_init], [[0, 1], [0, 1], [0]],
+            [[1]], ["reduction", "parallel"],
+            lambda b: [b.add(b.acc(),
+                             b.mul(b.load(0), b.mul(b.load(1), b.load(2))))])
+        return dx, self.to_param_type(f"{hint}_dw", dw32)
+
+    # -- attention ------------------------------------------------------------
+
+    def split_heads(self, hint, x):
+        """[B*S, D] -> [B*H, S, Dh] (expand, transpose, collapse)."""
+        c, e = self.cfg, self.e
+        x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2, 3]],
+                      [c.batch, c.seq, c.heads, self.head_dim])
+        xt = e.transpose(f"{hint}_t", x4, [0, 2, 1, 3])
+        return e.collapse(hint, xt, [[0, 1], [2], [3]])
+
+    def merge_heads(self, hint, x):
+        """[B*H, S, Dh] -> [B*S, D]."""
+        c, e = self.cfg, self.e
+        x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2], [3]],
+                      [c.batch, c.heads, c.seq, self.head_dim])
+        xt = e.transpose(f"{hint}_t", x4, [0, 2, 1, 3])
+        return e.collapse(hint, xt, [[0, 1], [2, 3]])
+
+    def attention(self, p, x, w_qkv, w_o):
+        """Causal multi-head attention on normed x; returns the output and
+        what backward needs."""
+        e, d, n = self.e, self.cfg.dim, self.n_tok
+        qkv = e.matmul(f"{p}_qkv", x, w_qkv)
+        q, k, v = (self.split_heads(
+            f"{p}_{name}", e.extract_slice(f"{p}_{name}_2d", qkv, [0, i * d],
+                                           [n, d]))
+            for i, name in enumerate("qkv"))
+        scores = e.batch_matmul(f"{p}_scores", q, k, transpose_b=True)
+        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS)
+        neg_inf = e.const(-math.inf, STATS)
+
+        def scale_mask(b):
+            above_diagonal = b("arith.cmpi ugt, {}, {} : index".format(
+                b.index(2), b.index(1)))
+            scaled = b.mul(b.load(0), scale)
+            return [b.narrow(b(f"arith.select {above_diagonal}, {neg_inf}, "
+                               f"{scaled} : f32"), self.elt)]
+
+        masked = e.elementwise(f"{p}_masked", [scores], self.elt, scale_mask)
+        rowmax = self.row_reduce(
+            f"{p}_max", [masked], [[0, 1, 2]], 3, -math.inf,
+            lambda b: [b(f"arith.maximumf {b.acc()}, {b.load(0)} : f32")])
+        denom = self.row_reduce(
+            f"{p}_denom", [masked, rowmax], [[0, 1, 2], [0, 1]], 3, 0.0,
+            lambda b: [b.add(b.acc(), b.exp(b.sub(b.load(0), b.load(1))))])
+        probs = e.elementwise(
+            f"{p}_probs", [masked, (rowmax, [0, 1]), (denom, [0, 1])],
+            self.elt, lambda b: [b.narrow(b.div(
+                b.exp(b.sub(b.load(0), b.load(1))), b.load(2)), self.elt)])
+        heads_out = e.batch_matmul(f"{p}_ctx", probs, v)
+        ctx = self.merge_heads(f"{p}_ctx_2d", heads_out)
+        out = e.matmul(f"{p}_out", ctx, w_o)
+        return out, dict(q=q, k=k, v=v, probs=probs, ctx=ctx)
+
+    def attention_backward(self, p, x, w_qkv, w_o, saved, dout):
+        """Returns (dx, dw_qkv, dw_o) for dout = d(attention output)."""
+        e, d, n = self.e, self.cfg.dim, self.n_tok
+        dw_o = e.matmul(f"{p}_dwo", saved["ctx"], dout, transpose_a=True)
+        dctx = self.split_heads(
+            f"{p}_dctx", e.matmul(f"{p}_dctx_2d", dout, w_o, transpose_b=True))
+        probs = saved["probs"]
+        dprobs = e.batch_matmul(f"{p}_dprobs", dctx, saved["v"],
+                                transpose_b=True)
+        dv = e.batch_matmul(f"{p}_dv", probs, dctx, transpose_a=True)
+        # Softmax: dz = p (dp - sum_j dp p); masked entries have p = 0.
+        rowdot = self.row_reduce(
+            f"{p}_rowdot", [dprobs, probs], [[0, 1, 2], [0, 1, 2]], 3, 0.0,
+            lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
+        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS)
+        dscores = e.elementwise(
+            f"{p}_dscores", [dprobs, probs, (rowdot, [0, 1])], self.elt,
+            lambda b: [b.narrow(b.mul(b.mul(b.load(1), b.sub(
+                b.load(0), b.load(2))), scale), self.elt)])
+        dq = e.batch_matmul(f"{p}_dq", dscores, saved["k"])
+        dk = e.batch_matmul(f"{p}_dk", dscores, saved["q"], transpose_a=True)
+        dqkv = e.empty([n, 3 * d], self.elt)
+        for i, (name, g) in enumerate((("dq", dq), ("dk", dk), ("dv", dv))):
+            dqkv = e.insert_slice(f"{p}_dqkv", self.merge_heads(
+                f"{p}_{name}_2d", g), dqkv, [0, i * d])
+        dw_qkv = e.matmul(f"{p}_dwqkv", x, dqkv, transpose_a=True)
+        dx = e.matmul(f"{p}_dx", dqkv, w_qkv, transpose_b=True)
+        return dx, dw_qkv, dw_o
+
+    # -- SwiGLU MLP -----------------------------------------------------------
+
+    def mlp(self, p, x, w_gate, w_up, w_down):
+        e = self.e
+        gate = e.matmul(f"{p}_gate", x, w_gate)
+        up = e.matmul(f"{p}_up", x, w_up)
+
+        one = e.const(1.0, STATS)
+
+        def swiglu(b):
+            g = b.load(0)
+            silu = b.mul(g, b.sigmoid(g, one))
+            return [b.narrow(b.mul(silu, b.load(1)), self.elt)]
+
+        act = e.elementwise(f"{p}_act", [gate, up], self.elt, swiglu)
+        out = e.matmul(f"{p}_out", act, w_down)
+        return out, dict(gate=gate, up=up, act=act)
+
+    def mlp_backward(self, p, x, w_gate, w_up, w_down, saved, dout):
+        """Returns (dx, dw_gate, dw_up, dw_down)."""
+        e = self.e
+        dw_down = e.matmul(f"{p}_dwdown", saved["act"], dout, transpose_a=True)
+        dact = e.matmul(f"{p}_dact", dout, w_down, transpose_b=True)
+        one = e.const(1.0, STATS)
+
+        def swiglu_backward(b):
+            # s = sigmoid(g), silu = g s, silu' = s (1 + g (1 - s))
+            da, g, up = b.load(0), b.load(1), b.load(2)
+            s = b.sigmoid(g, one)
+            dsilu = b.mul(s, b.add(one, b.mul(g, b.sub(one, s))))
+            dgate = b.mul(b.mul(da, up), dsilu)
+            dup = b.mul(da, b.mul(g, s))
+            return [b.narrow(dgate, self.elt), b.narrow(dup, self.elt)]
+
+        shape = saved["gate"].shape
+        dgate, dup = e.generic(
+            f"{p}_dgate", [dact, saved["gate"], saved["up"]],
+            [e.empty(shape, self.elt), e.empty(shape, self.elt)],
+            [[0, 1]] * 3, [[0, 1]] * 2, ["parallel"] * 2, swiglu_backward)
+        dw_gate = e.matmul(f"{p}_dwgate", x, dgate, transpose_a=True)
+        dw_up = e.matmul(f"{p}_dwup", x, dup, transpose_a=True)
+        dx = e.matmul(f"{p}_dx", dup, w_up, transpose_b=True,
+                      acc=e.matmul(f"{p}_dx_gate", dgate, w_gate,
+                                   transpose_b=True))
+        return dx, dw_gate, dw_up, dw_down
+
+    # -- embedding and loss ---------------------------------------------------
+
+    def embed(self, table, tokens):
+        e = self.e
+        out = e.empty([self.n_tok, self.cfg.dim], self.elt)
+
+        def gather(b):
+            row = b(f"arith.index_cast {b.ins[0]} : i32 to index")
+            return [b(f"tensor.extract {table.name}[{row}, {b.index(1)}] : "
+                      f"{table.type}")]
+
+        return e.generic("embed", [tokens], [out], [[0]], [[0, 1]],
+                         ["parallel", "parallel"], gather)
+
+    def embed_backward(self, tokens, dx):
+        """Scatter-add of dx rows into the token rows, as a reduction over
+        tokens: dtable[v, :] = sum_n [tokens[n] == v] dx[n, :]."""
+        e = self.e
+        init = e.filled([self.cfg.vocab, self.cfg.dim], STATS, 0.0)
+
+        def scatter_add(b):
+            row = b(f"arith.index_cast {b.ins[0]} : i32 to index")
+            hit = b(f"arith.cmpi eq, {row}, {b.index(0)} : index")
+            return [b(f"arith.select {hit}, {b.add(b.acc(), b.load(1))}, "
+                      f"{b.outs[0]} : f32")]
+
+        d32 = e.generic("d_embed32", [tokens, dx], [init], [[1], [1, 2]],
+                        [[0, 2]], ["parallel", "reduction", "parallel"],
+                        scatter_add)
+        return self.to_param_type("d_embed", d32)
+
+    def cross_entropy(self, logits, targets):
+        """Mean over tokens of logsumexp(logits) - logits[target], with the
+        statistics in f32. Returns (loss, lse)."""
+        e = self.e
+        rowmax = self.row_reduce(
+            "logits_max", [logits], [[0, 1]], 2, -math.inf,
+            lambda b: [b(f"arith.maximumf {b.acc()}, {b.load(0)} : f32")])
+        sumexp = self.row_reduce(
+            "logits_sumexp", [logits, rowmax], [[0, 1], [0]], 2, 0.0,
+            lambda b: [b.add(b.acc(), b.exp(b.sub(b.load(0), b.load(1))))])
+        lse = e.elementwise(
+            "lse", [rowmax, sumexp], STATS,
+            lambda b: [b.add(b.load(0), b(f"math.log {b.load(1)} : f32"))])
+
+        def nll(b):
+            col = b(f"arith.index_cast {b.ins[0]} : i32 to index")
+            picked = b(f"tensor.extract {logits.name}[{b.index(0)}, {col}] : "
+                       f"{logits.type}")
+            if self.elt != "f32":
+                picked = b(f"arith.extf {picked} : {self.elt} to f32")
+            return [b.add(b.acc(), b.sub(b.load(1), picked))]
+
+        total = e.generic("nll_sum", [targets, lse],
+                          [e.filled([], STATS, 0.0)], [[0], [0]], [[]],
+                          ["reduction"], nll)
+        inv_n = e.const(1.0 / self.n_tok, STATS)
+        loss = e.generic("loss", [total], [e.empty([], STATS)], [[]], [[]], [],
+                         lambda b: [b.mul(b.load(0), inv_n)])
+        return loss, lse
+
+    def cross_entropy_backward(self, logits, lse, targets):
+        """dlogits = (softmax(logits) - onehot(target)) / N."""
+        e = self.e
+        inv_n, one = e.const(1.0 / self.n_tok, STATS), e.const(1.0, STATS)
+        zero = e.const(0.0, STATS)
+
+        def body(b):
+            col = b(f"arith.index_cast {b.ins[2]} : i32 to index")
+            is_target = b(f"arith.cmpi eq, {col}, {b.index(1)} : index")
+            onehot = b(f"arith.select {is_target}, {one}, {zero} : f32")
+            prob = b.exp(b.sub(b.load(0), b.load(1)))
+            return [b.narrow(b.mul(b.sub(prob, onehot), inv_n), self.elt)]
+
+        return e.elementwise("dlogits", [logits, (lse, [0]), (targets, [0])],
+                             self.elt, body)
+
+    # -- the whole step -------------------------------------------------------
+
+    def build(self, params):
+        c, e = self.cfg, self.e
+        arg = {name: Value("%" + name, shape, self.elt)
+               for name, shape in params}
+        e.used_names.update(name for name, _ in params)
+        e.used_names.update(("tokens", "targets"))
+        tokens = e.collapse("tokens_flat",
+                            Value("%tokens", [c.batch, c.seq], "i32"), [[0, 1]])
+        targets = e.collapse("targets_flat",
+                             Value("%targets", [c.batch, c.seq], "i32"),
+                             [[0, 1]])
+
+        e.comment("---- forward ----")
+        h = self.embed(arg["tok_embeddings"], tokens)
+        saved = []
+        for i in range(c.layers):
+            w = {s: arg[f"layers.{i}.{s}"] for s in LAYER_PARAMS}
+            e.comment(f"layer {i}: attention")
+            xa, ra = self.rmsnorm(f"l{i}_attn_norm", h, w["attn_norm"])
+            att, att_saved = self.attention(f"l{i}_attn", xa, w["attn.wqkv"],
+                                            w["attn.wo"])
+            h_mid = self.add(f"l{i}_h_attn", h, att)
+            e.comment(f"layer {i}: SwiGLU MLP")
+            xm, rm = self.rmsnorm(f"l{i}_mlp_norm", h_mid, w["mlp_norm"])
+            mlp_out, mlp_saved = self.mlp(f"l{i}_mlp", xm, w["mlp.w_gate"],
+                                          w["mlp.w_up"], w["mlp.w_down"])
+            saved.append(dict(h=h, xa=xa, ra=ra, att=att_saved, h_mid=h_mid,
+                              xm=xm, rm=rm, mlp=mlp_saved))
+            h = self.add(f"l{i}_h_out", h_mid, mlp_out)
+        e.comment("head: final norm, LM head, cross-entropy")
+        hf, rf = self.rmsnorm("final_norm", h, arg["norm"])
+        logits = e.matmul("logits", hf, arg["lm_head"])
+        loss, lse = self.cross_entropy(logits, targets)
+
+        e.comment("---- backward ----")
+        grads = {}
+        dlogits = self.cross_entropy_backward(logits, lse, targets)
+        grads["lm_head"] = e.matmul("d_lm_head", hf, dlogits, transpose_a=True)
+        dhf = e.matmul("d_final_norm_out", dlogits, arg["lm_head"],
+                       transpose_b=True)
+        dh, grads["norm"] = self.rmsnorm_backward("d_final_norm", h, rf,
+                                                  arg["norm"], dhf)
+        for i in reversed(range(c.layers)):
+            w = {s: arg[f"layers.{i}.{s}"] for s in LAYER_PARAMS}
+            g = {}
+            s = saved[i]
+            e.comment(f"layer {i} backward: SwiGLU MLP")
+            dxm, g["mlp.w_gate"], g["mlp.w_up"], g["mlp.w_down"] = \
+                self.mlp_backward(f"d_l{i}_mlp", s["xm"], w["mlp.w_gate"],
+                                  w["mlp.w_up"], w["mlp.w_down"], s["mlp"], dh)
+            dh, g["mlp_norm"] = self.rmsnorm_backward(
+                f"d_l{i}_mlp_norm", s["h_mid"], s["rm"], w["mlp_norm"], dxm,
+                dh)
+            e.comment(f"layer {i} backward: attention")
+            dxa, g["attn.wqkv"], g["attn.wo"] = self.attention_backward(
+                f"d_l{i}_attn", s["xa"], w["attn.wqkv"], w["attn.wo"],
+                s["att"], dh)
+            dh, g["attn_norm"] = self.rmsnorm_backward(
+                f"d_l{i}_attn_norm", s["h"], s["ra"], w["attn_norm"], dxa, dh)
+            grads.update((f"layers.{i}.{k}", v) for k, v in g.items())
+        grads["tok_embeddings"] = self.embed_backward(tokens, dh)
+
+        results = [loss] + [grads[name] for name, _ in params]
+        e.emit(f"return {', '.join(v.name for v in results)} : "
+               f"{', '.join(v.type for v in results)}")
+
+
+# Per-layer parameters (suffixes of "layers.<i>."), in id order.
+LAYER_PARAMS = ("attn_norm", "attn.wqkv", "attn.wo", "mlp_norm", "mlp.w_gate",
+                "mlp.w_up", "mlp.w_down")
+
+
+def parameter_specs(c):
+    """(name, shape) of every parameter, in #dc.param id order."""
+    layer_shapes = {"attn_norm": [c.dim], "attn.wqkv": [c.dim, 3 * c.dim],
+                    "attn.wo": [c.dim, c.dim], "mlp_norm": [c.dim],
+                    "mlp.w_gate": [c.dim, c.ffn], "mlp.w_up": [c.dim, c.ffn],
+                    "mlp.w_down": [c.ffn, c.dim]}
+    specs = [("tok_embeddings", [c.vocab, c.dim])]
+    for i in range(c.layers):
+        specs += [(f"layers.{i}.{s}", layer_shapes[s]) for s in LAYER_PARAMS]
+    specs += [("norm", [c.dim]), ("lm_head", [c.dim, c.vocab])]
+    return specs
+
+
+def generate(c):
+    params = parameter_specs(c)
+    step = LlamaStep(c)
+    step.build(params)
+    e = step.e
+    count = sum(math.prod(shape) for _, shape in params)
+    millions = f" ({count / 1e6:.1f}M)" if count >= 100000 else ""
+    out = [
+        "// Llama-style decoder training step, generated by dc-gen-llama.",
+        f"// config: layers={c.layers} dim={c.dim} ffn={c.ffn} "
+        f"heads={c.heads} vocab={c.vocab} batch={c.batch} seq={c.seq} "
+        f"dtype={c.dtype}",
+        f"// parameters: {count}{millions} in {len(params)} tensors",
+        "",
+    ]
+    out += [f"{alias} = {text}" for alias, text in e.map_aliases.items()]
+    out.append("")
+    sig = [f"    {'%' + name}: {tensor_type(shape, c.dtype)} {{dc.param = "
+           f"#dc.param<id = {i}, name = \"{name}\">}}"
+           for i, (name, shape) in enumerate(params)]
+    sig += [f"    %tokens: {tensor_type([c.batch, c.seq], 'i32')}",
+            f"    %targets: {tensor_type([c.batch, c.seq], 'i32')}"]
+    res = ["tensor<f32> {dc.loss}"]
+    res += [f"{tensor_type(shape, c.dtype)} {{dc.grad = #dc.grad<param = {i}>}}"
+            for i, (_, shape) in enumerate(params)]
+    out.append("func.func @train_step(\n" + ",\n".join(sig) + ")\n    -> (" +
+               ",\n        ".join(res) + ") {")
+    out += [f"  {name} = {text}" for name, text in e.constants.values()]
+    out += e.lines
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="dc-gen-llama",
+        description="Emit a Llama-style decoder training step (forward and "
+        "backward) as MLIR in dc's input form.")
+    ap.add_argument("--config", choices=sorted(PRESETS), default="tiny",
+                    help="preset sizes; the options below override them")
+    for key in ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq"):
+        ap.add_argument(f"--{key}", type=int)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                    help="element type of parameters and activations")
+    ap.add_argument("-o", dest="output", default="-",
+                    help="output file (default: stdout)")
+    args = ap.parse_args(argv)
+    for key, value in PRESETS[args.config].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+        if getattr(args, key) <= 0:
+            ap.error(f"--{key} must be positive")
+    if args.dim % args.heads:
+        ap.error(f"--dim ({args.dim}) must be a multiple of --heads "
+                 f"({args.heads})")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    text = generate(args)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
