@@ -139,14 +139,26 @@ def main_function(args, result_types, values, checks):
                      f"tensor<{len(checks)}xf32>")
     printed = [(f"%diffs{len(checks) - 1}", f"tensor<{len(checks)}xf32>")]
     printed += [(f"%base#{i}", t) for i, t in enumerate(result_types)]
-    for k, (v, t) in enumerate(printed):
-        shape, _ = parse_tensor_type(t)
+    lines += print_tensors(printed)
+    lines += ["  return", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def print_tensors(values):
+    """Lines of @main that print each (SSA value, tensor type), widening
+    bf16 to f32 first, with printMemrefF32."""
+    lines = []
+    for k, (v, t) in enumerate(values):
+        shape, elt = parse_tensor_type(t)
+        if elt != "f32":
+            wide = tensor_type(shape, "f32")
+            lines.append(f"  %w{k} = arith.extf {v} : {t} to {wide}")
+            v, t = f"%w{k}", wide
         mem = t.replace("tensor<", "memref<")
         lines.append(f"  %b{k} = bufferization.to_buffer {v} : {t} to {mem}")
         lines.append(f"  %u{k} = memref.cast %b{k} : {mem} to memref<*xf32>")
         lines.append(f"  call @printMemrefF32(%u{k}) : (memref<*xf32>) -> ()")
-    lines += ["  return", "}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def run(cmd, **kw):
@@ -157,6 +169,8 @@ def run(cmd, **kw):
 
 
 def execute(module, workdir):
+    """Lowers `module` with mlir-opt, runs its @main with mlir-runner and
+    returns the printed tensors as flat lists of floats."""
     mlir_opt = shutil.which("mlir-opt")
     runner = shutil.which("mlir-runner")
     if not mlir_opt or not runner:
@@ -166,7 +180,8 @@ def execute(module, workdir):
     lowered = os.path.join(workdir, "step.llvm.mlir")
     with open(src, "w") as f:
         f.write(module)
-    run([mlir_opt, src, "--one-shot-bufferize=bufferize-function-boundaries",
+    run([mlir_opt, src, "--convert-elementwise-to-linalg",
+         "--one-shot-bufferize=bufferize-function-boundaries",
          "--convert-linalg-to-loops", "--convert-scf-to-cf",
          "--expand-strided-metadata", "--lower-affine",
          "--finalize-memref-to-llvm", "--convert-math-to-llvm",
@@ -178,6 +193,15 @@ def execute(module, workdir):
     chunks = out.split("Unranked Memref")[1:]
     return [[float(x) for x in FLOAT_RE.findall(c.split("data =", 1)[1])]
             for c in chunks]
+
+
+def lower_and_run(module, keep=None):
+    """execute() in `keep` when given, else in a temporary directory."""
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        return execute(module, keep)
+    with tempfile.TemporaryDirectory() as tmp:
+        return execute(module, tmp)
 
 
 def main(argv):
@@ -208,12 +232,7 @@ def main(argv):
                          opts.entries)
     module = ATTR_RE.sub("", text) + main_function(args, result_types, values,
                                                    checks)
-    if opts.keep:
-        os.makedirs(opts.keep, exist_ok=True)
-        out = execute(module, opts.keep)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = execute(module, tmp)
+    out = lower_and_run(module, opts.keep)
     diffs, loss, grads = out[0], out[1][0], out[2:]
     grad_of = {a: g for a, g in zip([i for i, a in enumerate(args) if a[3]],
                                     grads)}
