@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace dc;
@@ -43,11 +44,28 @@ ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!logical.hasStaticShape())
     return emitError() << "shard of a dynamically shaped tensor " << logical
                        << " (dc needs static shapes)";
+  // Shard sizes are counted in bytes of int or float elements.
+  if (!logical.getElementType().isIntOrFloat())
+    return emitError() << "shard element type must be an integer or float, "
+                          "got "
+                       << logical.getElementType();
+  // Sizes are int64_t element and byte counts; they must not wrap.
+  int64_t totalBytes =
+      (logical.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  for (int64_t dim : logical.getShape())
+    if (llvm::MulOverflow(totalBytes, dim, totalBytes))
+      return emitError() << logical << " is too large: its size in bytes "
+                         << "overflows int64_t";
+  // A shard holds at least one element, so an empty tensor has no valid
+  // local size; leave such tensors replicated.
+  if (logical.getNumElements() == 0)
+    return emitError() << "cannot shard " << logical
+                       << ", which has no elements";
   if (axis < 0)
     return emitError() << "grid axis must be non-negative, got " << axis;
   if (local < 1)
     return emitError() << "local size must be positive, got " << local;
-  if (local > logical.getNumElements() && logical.getNumElements() > 0)
+  if (local > logical.getNumElements())
     return emitError() << "local size " << local
                        << " exceeds the tensor's " << logical.getNumElements()
                        << " elements";
@@ -95,6 +113,8 @@ LogicalResult ParamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 int64_t id, StringAttr name) {
   if (id < 0)
     return emitError() << "parameter id must be non-negative, got " << id;
+  if (name && name.getValue().empty())
+    return emitError() << "parameter name must not be empty; omit it instead";
   return success();
 }
 

@@ -3,6 +3,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace dc;
@@ -11,6 +12,31 @@ using namespace dc;
 /// floats (cast before sending, to move fewer bytes).
 static bool isCompatibleElementType(Type from, Type to) {
   return from == to || (isa<FloatType>(from) && isa<FloatType>(to));
+}
+
+/// The shards of one gather group (or one reduce-scatter bucket) move in one
+/// collective call, which runs on the communicator of one grid axis.
+static bool isOnSameGridAxis(ShardType a, ShardType b) {
+  return a.getGrid() == b.getGrid() && a.getAxis() == b.getAxis();
+}
+
+/// Prints "@grid[axis]".
+static std::string gridAxisName(ShardType shard) {
+  return llvm::formatv("@{0}[{1}]", shard.getGrid().getValue(),
+                       shard.getAxis());
+}
+
+/// Fails, naming both operands, if `values` holds one value twice.
+static LogicalResult verifyNoRepeatedOperand(Operation *op, ValueRange values,
+                                             StringRef what, StringRef reason) {
+  llvm::SmallDenseMap<Value, size_t> firstIndex;
+  for (auto [i, value] : llvm::enumerate(values)) {
+    auto [it, inserted] = firstIndex.try_emplace(value, i);
+    if (!inserted)
+      return op->emitOpError() << what << " #" << i << " repeats " << what
+                               << " #" << it->second << "; " << reason;
+  }
+  return success();
 }
 
 static LogicalResult verifyShardOperands(Operation *op,
@@ -34,9 +60,18 @@ LogicalResult GatherStartOp::verify() {
   if (getShards().size() != getFutures().size())
     return emitOpError() << "has " << getShards().size() << " shards but "
                          << getFutures().size() << " futures";
+  if (failed(verifyNoRepeatedOperand(*this, getShards(), "shard",
+                                     "a group gathers each parameter once")))
+    return failure();
+  auto firstShard = cast<ShardType>(getShards()[0].getType());
   for (auto [i, shardValue, future] :
        llvm::enumerate(getShards(), getFutures())) {
     auto shard = cast<ShardType>(shardValue.getType());
+    if (!isOnSameGridAxis(shard, firstShard))
+      return emitOpError() << "shard #" << i << " is split over "
+                           << gridAxisName(shard) << " but shard #0 over "
+                           << gridAxisName(firstShard)
+                           << "; one group must use one communicator";
     auto full = dyn_cast<RankedTensorType>(
         cast<FutureType>(future.getType()).getValue());
     if (!full)
@@ -87,6 +122,7 @@ LogicalResult ReduceScatterStartOp::verify() {
     return emitOpError() << "has " << getGradients().size()
                          << " gradients but " << getFutures().size()
                          << " futures";
+  ShardType firstShard;
   for (auto [i, grad, future] :
        llvm::enumerate(getGradients(), getFutures())) {
     auto full = cast<RankedTensorType>(grad.getType());
@@ -94,6 +130,13 @@ LogicalResult ReduceScatterStartOp::verify() {
         dyn_cast<ShardType>(cast<FutureType>(future.getType()).getValue());
     if (!shard)
       return emitOpError() << "future #" << i << " must hold a !dc.shard";
+    if (!firstShard)
+      firstShard = shard;
+    if (!isOnSameGridAxis(shard, firstShard))
+      return emitOpError() << "gradient #" << i << " is scattered over "
+                           << gridAxisName(shard) << " but gradient #0 over "
+                           << gridAxisName(firstShard)
+                           << "; one bucket must use one communicator";
     if (full.getShape() != shard.getLogical().getShape())
       return emitOpError() << "gradient #" << i << " is " << full
                            << " but its shard's logical tensor is "
@@ -130,11 +173,26 @@ LogicalResult EndBackwardOp::inferReturnTypes(
 }
 
 LogicalResult EndBackwardOp::verify() {
+  if (failed(verifyNoRepeatedOperand(*this, getFutures(), "operand",
+                                     "each future is taken exactly once")))
+    return failure();
   for (auto [i, future] : llvm::enumerate(getFutures()))
     if (!future.getDefiningOp<ReduceScatterStartOp>())
       return emitOpError() << "operand #" << i
                            << " is not a dc.reduce_scatter_start future";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// OffloadStartOp, ReloadStartOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OffloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOperands(*this, symbols);
+}
+
+LogicalResult ReloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardOperands(*this, symbols);
 }
 
 //===----------------------------------------------------------------------===//

@@ -8,7 +8,8 @@ include "DC/DCAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
-def DC_AnyValueOnDevice : AnyTypeOf<[AnyRankedTensor, DC_AnyShard]>;
+// Static shapes only: a future or host value of a dynamic tensor is invalid.
+def DC_AnyValueOnDevice : AnyTypeOf<[AnyStaticShapeTensor, DC_AnyShard]>;
 
 //===----------------------------------------------------------------------===//
 // Parameter gathers (ZeRO-3)
@@ -22,7 +23,9 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
     Starts an all-gather of each shard over its grid axis into a full tensor
     in the gather arena and returns a future per shard. With several shards
     the gathers form one communication group (one NCCL group call): this is
-    how `dc-prefetch` fuses neighbouring gathers.
+    how `dc-prefetch` fuses neighbouring gathers. A group runs on one
+    communicator, so all its shards must be split over the same grid axis,
+    and it gathers each shard value once.
 
     A result element type narrower than the shard's (e.g. `f32` shard,
     `bf16` result) means the shard is cast before it is sent, so half the
@@ -94,7 +97,8 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     Starts a reduce-scatter (`sum` or `avg` over the grid axis) of each full
     gradient into the shard layout of its parameter. The gradients of one op
     form one bucket: they are packed into one padded buffer and reduced in
-    one group call. The futures are taken by `dc.wait` or, at the end of
+    one group call, so all their shards must be split over the same grid
+    axis. The futures are taken by `dc.wait` or, at the end of
     backward, `dc.end_backward`.
 
     ```mlir
@@ -117,9 +121,9 @@ def DC_EndBackwardOp : DC_Op<"end_backward", [
   let summary = "flush: wait for every outstanding gradient reduction";
   let description = [{
     The end-of-backward barrier: waits for the reduce-scatters behind all
-    `futures` (each from `dc.reduce_scatter_start`) and yields the reduced
-    gradient shards, in order. Equivalent to one `dc.wait` per future, but
-    lets the runtime flush partially filled buckets in one go.
+    `futures` (each from `dc.reduce_scatter_start`, each listed once) and
+    yields the reduced gradient shards, in order. Equivalent to one `dc.wait`
+    per future, but lets the runtime flush partially filled buckets in one go.
 
     ```mlir
     %g0, %g1 = dc.end_backward %f0, %f1
@@ -149,7 +153,7 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
     %r = dc.wait %f : !dc.future<tensor<16xf32>>
     ```
   }];
-  let arguments = (ins DC_ReduceKind:$kind, AnyRankedTensor:$input,
+  let arguments = (ins DC_ReduceKind:$kind, AnyStaticShapeTensor:$input,
                        FlatSymbolRefAttr:$grid, I64Attr:$axis);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = [{
@@ -162,6 +166,7 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
 //===----------------------------------------------------------------------===//
 
 def DC_OffloadStartOp : DC_Op<"offload_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the value in host memory", "value",
                    "future",
                    "::dc::FutureType::get(::dc::HostType::get($_self))">,
@@ -184,6 +189,7 @@ def DC_OffloadStartOp : DC_Op<"offload_start", [
 }
 
 def DC_ReloadStartOp : DC_Op<"reload_start", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the device value", "host", "future",
                    "::dc::FutureType::get("
                    "::llvm::cast<::dc::HostType>($_self).getValue())">,
@@ -218,7 +224,9 @@ def DC_AllToAllOp : DC_Op<"all_to_all", [
     along `concat_dim`. Ulysses sequence parallelism uses it to turn a
     sequence-sharded activation into a head-sharded one before attention and
     back after it. The result type must be the input type with `split_dim`
-    divided and `concat_dim` multiplied by the axis size.
+    divided and `concat_dim` multiplied by the axis size. `split_dim` may
+    equal `concat_dim`, as in a general all-to-all: the shape is then
+    unchanged and the op exchanges blocks of that dim between the ranks.
 
     ```mlir
     %h = dc.all_to_all %x on @world[0] split 2 concat 1
