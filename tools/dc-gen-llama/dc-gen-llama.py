@@ -50,8 +50,8 @@ class Value:
 
 class Body:
     """Builds the scalar region of one linalg.generic. Arithmetic happens in
-    f32: `load` widens a bf16 block argument and `store` narrows the result,
-    the way a GPU kernel keeps bf16 in memory and f32 in registers."""
+    f32: `load`/`acc` widen bf16 block arguments and `narrow` rounds the
+    result, the way a GPU kernel keeps bf16 in memory and f32 in registers."""
 
     def __init__(self, in_elts, out_elts):
         self.lines = []
@@ -93,7 +93,8 @@ class Body:
         return self(f"math.exp {a} : f32")
 
     def sigmoid(self, a, one):
-        return self.div(one, self.add(one, self.exp(self(f"arith.negf {a} : f32"))))
+        minus_a = self(f"arith.negf {a} : f32")
+        return self.div(one, self.add(one, self.exp(minus_a)))
 
     def index(self, dim):
         return self(f"linalg.index {dim} : index")
@@ -106,6 +107,9 @@ def affine_map(num_dims, results):
 
 
 class Emitter:
+    """Writes the function body as text: fresh readable SSA names, scalar
+    constants hoisted to the top, affine maps as named aliases."""
+
     def __init__(self, elt):
         self.elt = elt
         self.lines = []
@@ -126,18 +130,22 @@ class Emitter:
     def emit(self, line):
         self.lines.append("  " + line)
 
-    def const(self, value, elt):
-        """A scalar constant, emitted once at the top of the function."""
-        key = (repr(value), elt)
+    def const(self, value, elt, hint=None):
+        """A scalar constant, emitted once per (hint, value, type) at the top
+        of the function. Zero, one and -inf name themselves."""
+        hint = hint or {0.0: "zero", 1.0: "one", -math.inf: "neg_inf"}[value]
+        key = (hint, repr(value), elt)
         if key not in self.constants:
             if value == -math.inf:
-                text = "0xFF800000" if elt == "f32" else "0xFF80"
+                assert elt == "f32", "-inf only seeds f32 statistics"
+                text = "0xFF800000"
             else:
                 # MLIR float literals need a '.' before any exponent.
                 text = repr(float(value))
                 if "." not in text:
                     text = text.replace("e", ".0e")
-            self.constants[key] = (self.fresh(f"c{len(self.constants)}"),
+            name = hint if elt == "f32" else f"{hint}_{elt}"
+            self.constants[key] = (self.fresh(name),
                                    f"arith.constant {text} : {elt}")
         return self.constants[key][0]
 
@@ -196,11 +204,11 @@ class Emitter:
         self.emit("} -> " + (types if len(inits) == 1 else f"({types})"))
         return results if len(results) > 1 else results[0]
 
-    def elementwise(self, hint, ins, elt, body, shape=None):
-        """A parallel generic over the shape of ins[0] (broadcast inputs are
-        given as (Value, dims) pairs)."""
+    def elementwise(self, hint, ins, elt, body):
+        """A parallel generic over the shape of ins[0]; broadcast inputs are
+        given as (Value, dims) pairs."""
         vals, maps = [], []
-        shape = shape or ins[0].shape
+        shape = ins[0].shape
         rank = len(shape)
         for x in ins:
             v, dims = x if isinstance(x, tuple) else (x, list(range(rank)))
@@ -230,6 +238,8 @@ class Emitter:
         return v
 
     def batch_matmul(self, hint, a, b, transpose_a=False, transpose_b=False):
+        """Per-batch a @ b on [batch, rows, cols] tensors, transposes as in
+        matmul."""
         batch = a.shape[0]
         m = a.shape[2] if transpose_a else a.shape[1]
         n = b.shape[1] if transpose_b else b.shape[2]
@@ -337,7 +347,8 @@ class LlamaStep:
         sumsq = self.row_reduce(
             f"{hint}_sumsq", [x], [[0, 1]], 2, 0.0,
             lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(0)))])
-        inv_d, eps = e.const(1.0 / d, STATS), e.const(RMS_EPS, STATS)
+        inv_d = e.const(1.0 / d, STATS, "inv_dim")
+        eps = e.const(RMS_EPS, STATS, "rms_eps")
         rstd = e.elementwise(
             f"{hint}_rstd", [sumsq], STATS,
             lambda b: [b(f"math.rsqrt {b.add(b.mul(b.load(0), inv_d), eps)}"
@@ -353,7 +364,7 @@ class LlamaStep:
         dx = r (g - xhat mean(g xhat)),  dweight = sum_rows(dy xhat). The
         residual stream's gradient is added here to save a pass over it."""
         e = self.e
-        inv_d = e.const(1.0 / self.cfg.dim, STATS)
+        inv_d = e.const(1.0 / self.cfg.dim, STATS, "inv_dim")
 
         def dot_body(b):
             g = b.mul(b.load(0), b.load(1))
@@ -412,7 +423,7 @@ class LlamaStep:
                                            [n, d]))
             for i, name in enumerate("qkv"))
         scores = e.batch_matmul(f"{p}_scores", q, k, transpose_b=True)
-        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS)
+        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS, "attn_scale")
         neg_inf = e.const(-math.inf, STATS)
 
         def scale_mask(b):
@@ -452,7 +463,7 @@ class LlamaStep:
         rowdot = self.row_reduce(
             f"{p}_rowdot", [dprobs, probs], [[0, 1, 2], [0, 1, 2]], 3, 0.0,
             lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
-        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS)
+        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS, "attn_scale")
         dscores = e.elementwise(
             f"{p}_dscores", [dprobs, probs, (rowdot, [0, 1])], self.elt,
             lambda b: [b.narrow(b.mul(b.mul(b.load(1), b.sub(
@@ -569,7 +580,7 @@ class LlamaStep:
         total = e.generic("nll_sum", [targets, lse],
                           [e.filled([], STATS, 0.0)], [[0], [0]], [[]],
                           ["reduction"], nll)
-        inv_n = e.const(1.0 / self.n_tok, STATS)
+        inv_n = e.const(1.0 / self.n_tok, STATS, "inv_tokens")
         loss = e.generic("loss", [total], [e.empty([], STATS)], [[]], [[]], [],
                          lambda b: [b.mul(b.load(0), inv_n)])
         return loss, lse
@@ -577,7 +588,8 @@ class LlamaStep:
     def cross_entropy_backward(self, logits, lse, targets):
         """dlogits = (softmax(logits) - onehot(target)) / N."""
         e = self.e
-        inv_n, one = e.const(1.0 / self.n_tok, STATS), e.const(1.0, STATS)
+        inv_n = e.const(1.0 / self.n_tok, STATS, "inv_tokens")
+        one = e.const(1.0, STATS)
         zero = e.const(0.0, STATS)
 
         def body(b):
