@@ -2,6 +2,8 @@
 #include "dc/Registration/Registration.h"
 
 #include "DC/DCDialect.h"
+#include "dc/Pipelines/Pipelines.h"
+#include "dc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -30,7 +32,9 @@ void dc::registerDCDialects(mlir::DialectRegistry &registry) {
                   mlir::vector::VectorDialect>();
 }
 
-void dc::registerDCPasses() {
+void dc::registerDCPassesAndPipelines() {
+  dc::registerDCPasses();
+  dc::registerZero3Pipeline();
   // Upstream passes the dc pipelines are built from.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

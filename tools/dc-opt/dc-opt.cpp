@@ -5,7 +5,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
-  dc::registerDCPasses();
+  dc::registerDCPassesAndPipelines();
   mlir::DialectRegistry registry;
   dc::registerDCDialects(registry);
   return mlir::asMainReturnCode(

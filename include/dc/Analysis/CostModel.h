@@ -1,9 +1,10 @@
-//===- CostModel.h - time of each op on a target -------------------*- C++ -*-===//
+//===- CostModel.h - time of each op on a target ----------------*- C++ -*-===//
 //
 // Compute ops: roofline of FLOPs (exact for linalg named ops and
 // linalg.generic, from indexing maps and iterator types) against bytes moved.
 // Collectives: alpha-beta per kind. Host copies: link bandwidth. A measured
 // profile (per-op times written by dc-run) overrides the estimates.
+// docs/cost-model.md has the formulas and where the preset numbers come from.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_ANALYSIS_COSTMODEL_H
@@ -11,8 +12,12 @@
 
 #include "dc/Analysis/TargetDescription.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
 
 namespace dc {
 
@@ -28,12 +33,20 @@ struct OpCost {
   double seconds = 0;
 };
 
-/// Measured per-op times keyed by an op's `dc.op_id` (see assignOpIds).
+/// Measured per-op times (s) keyed by getProfileKey. JSON form:
+/// {"ops": {"step:0": 1.5e-05, "step:1": 3.2e-04}}; any other field, a
+/// malformed key or a negative time is an error.
 struct Profile {
   llvm::StringMap<double> secondsByOpId;
   static llvm::Expected<Profile> fromJSON(llvm::StringRef text);
   static llvm::Expected<Profile> load(llvm::StringRef path);
 };
+
+/// "<function name>:<ordinal>", the ordinal counting only the non-dc ops of
+/// the function body: inserting or moving dc ops keeps the keys of a profile
+/// taken earlier valid. Empty for dc ops and ops not directly in a function
+/// body. Scans the block: use CostModel::estimateFunction for a whole body.
+std::string getProfileKey(mlir::Operation *op);
 
 class CostModel {
 public:
@@ -45,10 +58,16 @@ public:
   /// Cost of one op. Start ops cost their transfer on their stream; wait,
   /// release and other bookkeeping ops cost nothing (StreamKind::None).
   OpCost estimate(mlir::Operation *op) const;
+  /// The costs of the top-level ops of `fn`'s body, in order (the index
+  /// space of MemoryTimeline::getOps). Linear in the body: grid sizes and
+  /// profile keys are computed once per body, not per op.
+  std::vector<OpCost> estimateFunction(mlir::func::FuncOp fn) const;
 
   /// FLOPs of a compute op (0 if unknown): exact for linalg ops.
   static double countFlops(mlir::Operation *op);
-  /// Bytes of all tensor operands and results of a compute op.
+  /// Bytes a compute op reads and writes: its tensor operands and results,
+  /// except a linalg init operand its payload never reads (a tensor.empty
+  /// output is only written).
   static int64_t countBytes(mlir::Operation *op);
 
   /// Time of one collective over `groupSize` ranks moving a full tensor of
@@ -59,6 +78,10 @@ public:
   double copySeconds(int64_t bytes) const;
 
 private:
+  class GridSizes;
+  OpCost estimate(mlir::Operation *op, GridSizes &grids,
+                  llvm::StringRef profileKey) const;
+
   TargetDescription target;
   const Profile *profile;
 };

@@ -1,28 +1,33 @@
-//===- MemoryTimeline.h - device and host bytes live at each op ----*- C++ -*-===//
+//===- MemoryTimeline.h - device and host bytes live at each op -*- C++ -*-===//
 //
 // The body of a step function, in op order, is its execution order. Each
 // buffer lives over an interval of op indices:
 //  - a tensor from its def to its last use; a use by a start op
-//    (reduce-scatter, offload) lasts until that start's future is waited;
+//    (reduce-scatter, offload, gather, reload) lasts until that start's
+//    future is waited;
 //  - an async transfer's destination from its start op to the last use of
-//    the value its wait yields (for a gather: its dc.release; for a gather
-//    without a release: the end of the function);
+//    the value its wait yields (for a gather: its dc.release; for a
+//    persistent gather or one without a release: the end of the function);
 //  - function arguments and returned values for the whole function.
-// Uses inside a nested region count at the enclosing top-level op. Host
-// values (!dc.host) are counted apart from device bytes.
+// Values that allocate nothing share their source's buffer: the results of
+// dc.wait / dc.end_backward (the transfer's destination) and of reshapes and
+// casts (tensor.expand_shape, collapse_shape, cast, bitcast). Uses inside a
+// nested region count at the enclosing top-level op. Host values (!dc.host,
+// and futures of them) are counted apart from device bytes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_ANALYSIS_MEMORYTIMELINE_H
 #define DC_ANALYSIS_MEMORYTIMELINE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <vector>
 
 namespace dc {
 
 struct Buffer {
-  mlir::Value value;     // the value that names the buffer (future for async)
+  mlir::Value value; // the value that names the buffer (future for async)
   int64_t bytes = 0;
   bool onHost = false;
   size_t begin = 0, end = 0; // op indices, inclusive
@@ -45,9 +50,11 @@ public:
   int64_t getPeakHostBytes() const { return peakHost; }
   /// Bytes live from the first op to the last (args, results).
   int64_t getBaseDeviceBytes() const { return baseDevice; }
-  /// The largest single op's need: the sum of the operand and result bytes
-  /// of one op. No budget below it can work.
+  /// Base bytes plus the largest single op's need: the distinct device
+  /// buffers one op reads or writes (operands, results, values its regions
+  /// capture) that are not already in the base. No budget below it can work.
   int64_t getFloorBytes() const { return floorBytes; }
+  /// Index of a top-level op of the function (asserts that it is one).
   size_t indexOf(mlir::Operation *op) const;
 
 private:

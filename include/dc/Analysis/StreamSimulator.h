@@ -1,11 +1,13 @@
-//===- StreamSimulator.h - predicted execution on compute/comm/copy streams -*- C++ -*-===//
+//===- StreamSimulator.h - predicted execution on four streams --*- C++ -*-===//
 //
 // Replays a step function's op order on four streams: compute (every compute
 // op and every wait, in order), collective (all-gather, reduce-scatter,
 // all-to-all, FIFO like one NCCL stream), host-to-device and device-to-host
 // copies. A start op is issued when the compute stream reaches it and runs
-// when its stream is free; a wait stalls compute until its transfer is done.
-// The stall time is the exposed communication (or copy) time.
+// when its stream is free; a wait (or dc.end_backward) stalls compute until
+// its transfer is done, and the synchronous dc.all_to_all stalls it until
+// the all-to-all ends. The stall time is the exposed communication (or copy)
+// time, charged to the stream of the transfer that finished last.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_ANALYSIS_STREAMSIMULATOR_H
@@ -21,20 +23,21 @@ namespace dc {
 struct SimulatedOp {
   mlir::Operation *op = nullptr;
   StreamKind stream = StreamKind::None;
-  double issue = 0; // when the compute stream reached it (s)
-  double start = 0; // when its stream started it
-  double end = 0;   // when it finished
-  double stall = 0; // compute stall caused by this op (waits only)
+  double issue = 0;  // when the compute stream reached it (s)
+  double start = 0;  // when its stream started it
+  double end = 0;    // when it finished
+  double stall = 0;  // compute stall caused by this op (waits, all_to_all)
+  int64_t bytes = 0; // OpCost::bytes
 };
 
 struct SimulationResult {
   double stepSeconds = 0;
-  double computeSeconds = 0;       // busy time of the compute stream
-  double collectiveSeconds = 0;    // busy time of the collective stream
-  double copySeconds = 0;          // busy time of both copy streams
+  double computeSeconds = 0;           // busy time of the compute stream
+  double collectiveSeconds = 0;        // busy time of the collective stream
+  double copySeconds = 0;              // busy time of both copy streams
   double exposedCollectiveSeconds = 0; // compute stalled on collectives
   double exposedCopySeconds = 0;       // compute stalled on copies
-  std::vector<SimulatedOp> ops;    // one per top-level op, in order
+  std::vector<SimulatedOp> ops;        // one per top-level op, in order
   /// Readiness time of each future value (when its transfer completes).
   llvm::DenseMap<mlir::Value, double> futureReady;
 };

@@ -1,4 +1,4 @@
-//===- TargetDescription.h - what the cost model knows of a machine -*- C++ -*-===//
+//===- TargetDescription.h - the numbers of a machine -----------*- C++ -*-===//
 //
 // The numbers the cost model turns FLOPs and bytes into seconds with: compute
 // rates, memory and link bandwidths, collective latency and bus bandwidth.

@@ -19,7 +19,7 @@ void registerDCDialects(mlir::DialectRegistry &registry);
 
 /// Registers dc's passes and pipelines plus the upstream passes the dc
 /// pipelines use, so `dc-opt` can run each step on its own.
-void registerDCPasses();
+void registerDCPassesAndPipelines();
 
 } // namespace dc
 

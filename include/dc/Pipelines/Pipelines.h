@@ -1,0 +1,72 @@
+//===- Pipelines.h - dc's pipelines as public functions -----------*- C++ -*-===//
+//
+// What `dc-opt --dc-zero3-pipeline` runs, callable by any compiler that
+// links dc: build the pass pipeline into your own OpPassManager.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_PIPELINES_PIPELINES_H
+#define DC_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace dc {
+
+struct Zero3PipelineOptions
+    : public mlir::PassPipelineOptions<Zero3PipelineOptions> {
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("Ranks the parameters are sharded "
+                                           "over (0: from the module's grid)"),
+                            llvm::cl::init(0)};
+  Option<std::string> grid{*this, "grid",
+                           llvm::cl::desc("shard.grid to shard over"),
+                           llvm::cl::init("world")};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Device memory budget: bytes (16GiB) or a fraction of "
+                     "the target's memory (0.9, 90%); empty: all of it"),
+      llvm::cl::init("")};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("Target preset (h200, cpu) or target JSON file"),
+      llvm::cl::init("h200")};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("Measured per-op times (JSON from dc-run)"),
+      llvm::cl::init("")};
+  Option<int64_t> bucketBytes{*this, "bucket-bytes",
+                              llvm::cl::desc("Gradient bucket size (bytes)"),
+                              llvm::cl::init(26214400)};
+  Option<int64_t> replicateBelow{
+      *this, "replicate-below",
+      llvm::cl::desc("Parameters smaller than this (bytes) stay replicated"),
+      llvm::cl::init(0)};
+  Option<bool> prefetch{*this, "prefetch",
+                        llvm::cl::desc("Hoist and fuse gathers (dc-prefetch)"),
+                        llvm::cl::init(true)};
+  Option<bool> selectiveGather{
+      *this, "selective-gather",
+      llvm::cl::desc("Keep parameters gathered where the budget allows"),
+      llvm::cl::init(true)};
+  Option<int64_t> maxFusedBytes{
+      *this, "max-fused-bytes",
+      llvm::cl::desc("Most bytes one fused gather group moves (0: no "
+                     "fusion)"),
+      llvm::cl::init(268435456)};
+  Option<int64_t> maxInFlightBytes{
+      *this, "max-in-flight-bytes",
+      llvm::cl::desc("Most gather bytes in flight (0: no limit)"),
+      llvm::cl::init(0)};
+};
+
+/// dc-zero3, then dc-prefetch and dc-selective-gather (as enabled), then
+/// dc-verify-schedule against the same budget.
+void buildZero3Pipeline(mlir::OpPassManager &pm,
+                        const Zero3PipelineOptions &options);
+
+/// Registers `dc-zero3-pipeline` with the pass pipeline registry.
+void registerZero3Pipeline();
+
+} // namespace dc
+
+#endif // DC_PIPELINES_PIPELINES_H

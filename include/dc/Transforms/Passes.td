@@ -1,0 +1,143 @@
+//===- Passes.td - dc passes ---------------------------------*- tablegen -*-===//
+#ifndef DC_TRANSFORMS_PASSES_TD
+#define DC_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
+  let summary = "Shard parameters ZeRO-3 style: gather before each interval "
+                "of uses, release after it, reduce-scatter gradients";
+  let description = [{
+    Every `#dc.param` argument (at least `replicate-below` bytes) becomes a
+    `!dc.shard` over axis `grid-axis` of the grid `grid` (created with
+    `world-size` ranks when the module has none). Its uses are split into
+    intervals: uses the loss depends on (forward) and the others (backward);
+    when the two interleave they form one interval. Each interval gets a
+    `dc.gather_start` + `dc.wait` right before its first use and a
+    `dc.release` right after its last use. When every use of a parameter is
+    an `arith.truncf` to one narrower float type, the gather is done in that
+    type and the casts disappear.
+
+    Each `#dc.grad` result is reduce-scattered into its parameter's shard as
+    soon as it is computed, packed into buckets of at most `bucket-bytes`;
+    one `dc.end_backward` before the return waits for all of them. Gradients
+    of replicated parameters are all-reduced instead.
+
+    Prefetching, fusion and persistence are left to later passes: this pass
+    places every gather just in time.
+  }];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Ranks on the grid axis; 0 takes it from an existing grid">,
+    Option<"gridName", "grid", "std::string", "\"world\"",
+           "Name of the shard.grid to shard over (created if missing)">,
+    Option<"gridAxis", "grid-axis", "int64_t", "0",
+           "Grid axis the parameters are sharded over">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+           "Largest gradient bucket of one reduce-scatter (bytes)">,
+    Option<"replicateBelow", "replicate-below", "int64_t", "0",
+           "Parameters smaller than this (bytes) stay replicated">,
+    Option<"reduceKind", "reduce", "std::string", "\"avg\"",
+           "Gradient reduction over ranks: avg or sum">,
+    Option<"castGather", "cast-gather", "bool", "true",
+           "Gather in the narrower type when a parameter is only cast">,
+  ];
+}
+
+// Options every planning pass shares: they all plan against ONE budget with
+// ONE cost model.
+defvar DCPlanningOptions = [
+  Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+         "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction of "
+         "the target's memory (e.g. 0.9 or 90%); empty: all of it">,
+  Option<"target", "target", "std::string", "\"h200\"",
+         "Target preset (h200, cpu) or a target JSON file">,
+  Option<"profile", "profile", "std::string", "\"\"",
+         "Measured per-op times (JSON written by dc-run) replacing the "
+         "cost model's compute estimates">,
+];
+
+def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Start gathers early enough to hide them, under the budget, "
+                "and fuse neighbouring gathers";
+  let description = [{
+    Moves each `dc.gather_start` earlier until, by the stream simulator, its
+    transfer finishes before its `dc.wait` -- as long as the device memory
+    the memory timeline predicts stays within the budget at every op and
+    the bytes in flight stay under `max-in-flight-bytes`. Gathers keep their
+    relative order (the collective stream is FIFO) and never move above the
+    release of the same parameter's previous interval.
+
+    Then neighbouring gathers are fused into one group start when the cost
+    model predicts a gain: the fused transfer is cheaper than the two apart
+    and the first gather's wait does not stall longer (at most
+    `max-fused-bytes` per group). A budget the just-in-time schedule already
+    exceeds is an error that says by how much.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t", "0",
+           "Most bytes of gathers started but not yet waited; 0: no limit">,
+    Option<"maxFusedBytes", "max-fused-bytes", "int64_t", "268435456",
+           "Most bytes one fused gather group may move; 0: no fusion">,
+  ]);
+}
+
+def DCSelectiveGather : Pass<"dc-selective-gather", "::mlir::ModuleOp"> {
+  let summary = "Keep parameters gathered across intervals where the budget "
+                "has room";
+  let description = [{
+    For each parameter gathered more than once, keeping its first gathered
+    copy instead of releasing it and gathering again saves one all-gather
+    and costs its bytes over the gap between the two intervals. Candidates
+    are taken best saved-communication-per-byte first (then shortest gap,
+    then parameter order) while the memory timeline stays within the budget
+    at every op of the gap: the release is dropped and the later interval
+    uses the earlier copy.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = DCPlanningOptions;
+}
+
+def DCReport : Pass<"dc-report", "::mlir::ModuleOp"> {
+  let summary = "Print the predicted step: time, exposed communication, "
+                "peak memory, each parameter's decisions";
+  let description = [{
+    Runs the memory timeline and stream simulator on every step function and
+    prints what they predict: step time; compute, collective and copy time
+    and how much of each is exposed (not overlapped); peak device memory and
+    the op where it happens; and for each parameter whether it is sharded,
+    how many gathers it takes, in which dtype, in which fused groups, and
+    the lead and stall of its waits. `json` prints the same as JSON for
+    tools; `trace` writes the predicted streams as a Chrome trace
+    (Perfetto-viewable). The IR is not changed.
+  }];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"json", "json", "bool", "false", "Print JSON instead of text">,
+    Option<"output", "output", "std::string", "\"-\"",
+           "Where to write the report (- for stdout)">,
+    Option<"trace", "trace", "std::string", "\"\"",
+           "Write the predicted streams as a Chrome trace JSON file">,
+  ]);
+}
+
+def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Prove a dc schedule is safe and fits its memory budget";
+  let description = [{
+    Checks, for every function: each future is waited exactly once; no
+    gathered parameter is used after its `dc.release` or released twice;
+    every gather is released or persistent; and, when a budget is given,
+    the memory timeline's peak fits it. Each error names the op.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = [
+    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+           "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction "
+           "of the target's memory (e.g. 0.9 or 90%); empty: not checked">,
+    Option<"target", "target", "std::string", "\"h200\"",
+           "Target preset (h200, cpu) or a target JSON file">,
+  ];
+}
+
+#endif // DC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,47 @@
+//===- Planning.h - what every planning pass loads: target, budget  -*- C++ -*-===//
+#ifndef DC_TRANSFORMS_PLANNING_H
+#define DC_TRANSFORMS_PLANNING_H
+
+#include "dc/Analysis/CostModel.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+#include <string>
+
+namespace dc {
+
+/// Parses a byte size: a plain or scientific number of bytes ("2.5e9"), with
+/// an optional unit (B, KB, MB, GB, KiB, MiB, GiB, TiB).
+std::optional<int64_t> parseByteSize(llvm::StringRef text);
+
+/// The budget a pass option names: bytes ("16GiB") or a fraction of the
+/// target's device memory ("0.9", "90%"). Empty text: no budget (nullopt).
+/// Errors (bad text, unknown target) are reported on `errorAt`.
+mlir::FailureOr<std::optional<int64_t>>
+resolveMemoryBudget(mlir::Operation *errorAt, llvm::StringRef text,
+                    llvm::StringRef target);
+
+/// The inputs every planning pass shares: one target, an optional measured
+/// profile, and the one device-memory budget.
+struct PlanningSetup {
+  TargetDescription target;
+  std::optional<Profile> profile;
+  int64_t budgetBytes = 0;
+  CostModel makeCostModel() const {
+    return CostModel(target, profile ? &*profile : nullptr);
+  }
+};
+
+/// Loads the target and profile and resolves the budget (empty text: the
+/// target's whole device memory). Errors are reported on `errorAt`.
+mlir::FailureOr<PlanningSetup>
+loadPlanningSetup(mlir::Operation *errorAt, llvm::StringRef budgetText,
+                  llvm::StringRef target, llvm::StringRef profilePath);
+
+/// "1.50 GiB (1610612736 B)"-style text for diagnostics and reports.
+std::string formatBytes(int64_t bytes);
+
+} // namespace dc
+
+#endif // DC_TRANSFORMS_PLANNING_H

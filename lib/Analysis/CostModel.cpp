@@ -1,0 +1,378 @@
+//===- CostModel.cpp - time of each op on a target ------------------------===//
+#include "dc/Analysis/CostModel.h"
+
+#include "DC/DCDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+using namespace dc;
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static bool isDCOp(Operation *op) {
+  return op->getName().getDialectNamespace() ==
+         DCDialect::getDialectNamespace();
+}
+
+/// Ops that only rename or allocate a tensor: no kernel runs for them.
+static bool isFreeOp(Operation *op) {
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+             tensor::BitcastOp, tensor::EmptyOp, arith::ConstantOp>(op);
+}
+
+static int64_t getElementBytes(Type type) {
+  if (auto complex = dyn_cast<ComplexType>(type))
+    return 2 * getElementBytes(complex.getElementType());
+  if (type.isIndex())
+    return 8;
+  if (type.isIntOrFloat())
+    return (type.getIntOrFloatBitWidth() + 7) / 8;
+  return 0;
+}
+
+int64_t dc::getTypeBytes(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    return getTypeBytes(future.getValue());
+  if (auto host = dyn_cast<HostType>(type))
+    return getTypeBytes(host.getValue());
+  if (auto shard = dyn_cast<ShardType>(type))
+    return shard.getLocalBytes();
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  return tensor.getNumElements() * getElementBytes(tensor.getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Profile
+//===----------------------------------------------------------------------===//
+
+static std::string makeProfileKey(func::FuncOp fn, size_t ordinal) {
+  return (fn.getSymName() + ":" + llvm::Twine(ordinal)).str();
+}
+
+std::string dc::getProfileKey(Operation *op) {
+  auto fn = dyn_cast_or_null<func::FuncOp>(op->getParentOp());
+  if (!fn || isDCOp(op))
+    return {};
+  size_t ordinal = 0;
+  for (Block &block : fn.getBody()) {
+    for (Operation &other : block) {
+      if (&other == op)
+        return makeProfileKey(fn, ordinal);
+      if (!isDCOp(&other))
+        ++ordinal;
+    }
+  }
+  llvm_unreachable("an op is in its parent's region");
+}
+
+llvm::Expected<Profile> Profile::fromJSON(llvm::StringRef text) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return makeError("invalid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *object = parsed->getAsObject();
+  if (!object)
+    return makeError("a profile must be a JSON object {\"ops\": {...}}");
+  for (const auto &[key, unused] : *object)
+    if (key != "ops")
+      return makeError("unknown field \"" + llvm::StringRef(key) +
+                       "\" in profile (expected only \"ops\")");
+  const llvm::json::Object *ops = object->getObject("ops");
+  if (!ops)
+    return makeError("profile field \"ops\" must be an object of "
+                     "\"<function>:<ordinal>\": seconds");
+  Profile profile;
+  for (const auto &[key, value] : *ops) {
+    auto [function, ordinal] = llvm::StringRef(key).rsplit(':');
+    if (function.empty() || ordinal.empty() ||
+        !llvm::all_of(ordinal, llvm::isDigit))
+      return makeError("profile key \"" + llvm::StringRef(key) +
+                       "\" is not \"<function>:<ordinal>\"");
+    std::optional<double> seconds = value.getAsNumber();
+    if (!seconds || !(*seconds >= 0))
+      return makeError("profile time of \"" + llvm::StringRef(key) +
+                       "\" must be a non-negative number (seconds)");
+    profile.secondsByOpId[key] = *seconds;
+  }
+  return profile;
+}
+
+llvm::Expected<Profile> Profile::load(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return makeError("cannot read profile '" + path +
+                     "': " + file.getError().message());
+  llvm::Expected<Profile> profile = fromJSON((*file)->getBuffer());
+  if (!profile)
+    return makeError(path + ": " + llvm::toString(profile.takeError()));
+  return profile;
+}
+
+//===----------------------------------------------------------------------===//
+// Counting FLOPs and bytes
+//===----------------------------------------------------------------------===//
+
+/// linalg ops whose payload multiply-adds into a reduction: they run on the
+/// matrix units.
+static bool isContraction(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp && linalg::isaContractionOpInterface(linalgOp);
+}
+
+double CostModel::countFlops(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  if (!linalgOp)
+    return 0;
+  double iterations = 1;
+  for (int64_t range : linalgOp.getStaticLoopRanges()) {
+    if (ShapedType::isDynamic(range))
+      return 0;
+    iterations *= static_cast<double>(range);
+  }
+  if (isContraction(op))
+    return 2 * iterations;
+  int64_t perIteration = 0;
+  for (Operation &bodyOp : *linalgOp.getBlock()) {
+    llvm::StringRef dialect = bodyOp.getName().getDialectNamespace();
+    if (dialect == arith::ArithDialect::getDialectNamespace() ||
+        dialect == math::MathDialect::getDialectNamespace())
+      ++perIteration;
+  }
+  return iterations * static_cast<double>(perIteration);
+}
+
+int64_t CostModel::countBytes(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  int64_t bytes = 0;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (linalgOp && linalgOp.isDpsInit(&operand) &&
+        !linalgOp.payloadUsesValueFromOperand(&operand))
+      continue;
+    bytes += getTypeBytes(operand.get().getType());
+  }
+  for (Value result : op->getResults())
+    bytes += getTypeBytes(result.getType());
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and copies
+//===----------------------------------------------------------------------===//
+
+/// Bus bandwidth at `bytes`, linear in log2(bytes) between the points and
+/// clamped at both ends.
+static double interpolateBandwidth(llvm::ArrayRef<BandwidthPoint> curve,
+                                   int64_t bytes) {
+  if (bytes <= curve.front().bytes)
+    return curve.front().busBandwidth;
+  if (bytes >= curve.back().bytes)
+    return curve.back().busBandwidth;
+  const BandwidthPoint *upper = llvm::upper_bound(
+      curve, bytes,
+      [](int64_t b, const BandwidthPoint &point) { return b < point.bytes; });
+  const BandwidthPoint *lower = upper - 1;
+  double fraction =
+      (std::log2(double(bytes)) - std::log2(double(lower->bytes))) /
+      (std::log2(double(upper->bytes)) - std::log2(double(lower->bytes)));
+  return lower->busBandwidth +
+         fraction * (upper->busBandwidth - lower->busBandwidth);
+}
+
+double CostModel::collectiveSeconds(CollectiveKind kind, int64_t bytes,
+                                    int64_t groupSize) const {
+  if (groupSize <= 1)
+    return 0;
+  double n = static_cast<double>(groupSize);
+  // Each rank sends and receives (n-1)/n of the tensor; an all-reduce is a
+  // reduce-scatter followed by an all-gather.
+  double fraction =
+      kind == CollectiveKind::AllReduce ? 2 * (n - 1) / n : (n - 1) / n;
+  const std::vector<BandwidthPoint> *curve = nullptr;
+  if (kind == CollectiveKind::AllGather)
+    curve = &target.allGatherCurve;
+  else if (kind == CollectiveKind::ReduceScatter)
+    curve = &target.reduceScatterCurve;
+  if (curve && !curve->empty()) {
+    // A measured busbw already includes the latency of that size: the
+    // latency is only a floor for sizes below the curve.
+    return std::max(target.collectiveLatency,
+                    fraction * static_cast<double>(bytes) /
+                        interpolateBandwidth(*curve, bytes));
+  }
+  return target.collectiveLatency +
+         fraction * static_cast<double>(bytes) / target.collectiveBusBandwidth;
+}
+
+double CostModel::copySeconds(int64_t bytes) const {
+  return target.hostLinkLatency +
+         static_cast<double>(bytes) / target.hostLinkBandwidth;
+}
+
+//===----------------------------------------------------------------------===//
+// Estimates
+//===----------------------------------------------------------------------===//
+
+/// Axis sizes of the grids seen from one function, looked up once each:
+/// every collective of a step names the same one or two axes.
+class CostModel::GridSizes {
+public:
+  int64_t get(Operation *from, FlatSymbolRefAttr grid, int64_t axis) {
+    auto [it, inserted] = sizes.try_emplace({grid.getAttr(), axis}, 1);
+    if (inserted) {
+      // Verified IR always finds a static axis (verifySymbolUses); a
+      // missing one leaves a group of 1, which costs nothing.
+      auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+          from, grid.getAttr());
+      if (gridOp && axis >= 0 &&
+          axis < static_cast<int64_t>(gridOp.getShape().size()) &&
+          !ShapedType::isDynamic(gridOp.getShape()[axis]))
+        it->second = gridOp.getShape()[axis];
+    }
+    return it->second;
+  }
+
+private:
+  llvm::DenseMap<std::pair<Attribute, int64_t>, int64_t> sizes;
+};
+
+namespace {
+/// The bytes one start op moves over one grid axis.
+struct AxisTransfer {
+  FlatSymbolRefAttr grid;
+  int64_t axis;
+  int64_t bytes;
+};
+} // namespace
+
+/// Adds `bytes` to the transfer over (grid, axis): the tensors of one start
+/// op on one axis travel in one group call.
+static void addTransfer(llvm::SmallVectorImpl<AxisTransfer> &transfers,
+                        ShardType shard, int64_t bytes) {
+  for (AxisTransfer &transfer : transfers) {
+    if (transfer.grid == shard.getGrid() && transfer.axis == shard.getAxis()) {
+      transfer.bytes += bytes;
+      return;
+    }
+  }
+  transfers.push_back({shard.getGrid(), shard.getAxis(), bytes});
+}
+
+OpCost CostModel::estimate(Operation *op, GridSizes &grids,
+                           llvm::StringRef profileKey) const {
+  OpCost cost;
+  auto groupCost = [&](CollectiveKind kind,
+                       llvm::ArrayRef<AxisTransfer> transfers) {
+    cost.stream = StreamKind::Collective;
+    for (const AxisTransfer &transfer : transfers) {
+      cost.bytes += transfer.bytes;
+      cost.seconds += collectiveSeconds(
+          kind, transfer.bytes, grids.get(op, transfer.grid, transfer.axis));
+    }
+    return cost;
+  };
+
+  if (auto gather = dyn_cast<GatherStartOp>(op)) {
+    // Fused gathers are one call over the sum of their (full) results.
+    llvm::SmallVector<AxisTransfer, 1> transfers;
+    for (auto [shard, future] :
+         llvm::zip(gather.getShards(), gather.getFutures()))
+      addTransfer(transfers, cast<ShardType>(shard.getType()),
+                  getTypeBytes(future.getType()));
+    return groupCost(CollectiveKind::AllGather, transfers);
+  }
+  if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
+    llvm::SmallVector<AxisTransfer, 1> transfers;
+    for (auto [gradient, future] :
+         llvm::zip(reduce.getGradients(), reduce.getFutures()))
+      addTransfer(
+          transfers,
+          cast<ShardType>(cast<FutureType>(future.getType()).getValue()),
+          getTypeBytes(gradient.getType()));
+    return groupCost(CollectiveKind::ReduceScatter, transfers);
+  }
+  if (auto allToAll = dyn_cast<AllToAllOp>(op)) {
+    AxisTransfer transfer{allToAll.getGridAttr(),
+                          static_cast<int64_t>(allToAll.getAxis()),
+                          getTypeBytes(allToAll.getInput().getType())};
+    return groupCost(CollectiveKind::AllToAll, transfer);
+  }
+  if (auto offload = dyn_cast<OffloadStartOp>(op)) {
+    cost.stream = StreamKind::DeviceToHost;
+    cost.bytes = getTypeBytes(offload.getValue().getType());
+    cost.seconds = copySeconds(cost.bytes);
+    return cost;
+  }
+  if (auto reload = dyn_cast<ReloadStartOp>(op)) {
+    cost.stream = StreamKind::HostToDevice;
+    cost.bytes = getTypeBytes(reload.getHost().getType());
+    cost.seconds = copySeconds(cost.bytes);
+    return cost;
+  }
+  if (isDCOp(op) || op->hasTrait<OpTrait::IsTerminator>())
+    return cost;
+
+  cost.stream = StreamKind::Compute;
+  if (!isFreeOp(op)) {
+    cost.flops = countFlops(op);
+    cost.bytes = countBytes(op);
+    // Scalar work on no tensor launches no kernel.
+    if (cost.flops > 0 || cost.bytes > 0) {
+      double rate = target.vectorFlops;
+      if (isContraction(op)) {
+        Type outElement = getElementTypeOrSelf(
+            cast<linalg::LinalgOp>(op).getDpsInits()[0].getType());
+        rate = outElement.isIntOrFloat() &&
+                       outElement.getIntOrFloatBitWidth() <= 16
+                   ? target.matmulFlops16
+                   : target.matmulFlops32;
+      }
+      cost.seconds =
+          target.opLaunchLatency +
+          std::max(cost.flops / rate,
+                   static_cast<double>(cost.bytes) / target.memoryBandwidth);
+    }
+  }
+  if (profile && !profileKey.empty()) {
+    auto measured = profile->secondsByOpId.find(profileKey);
+    if (measured != profile->secondsByOpId.end())
+      cost.seconds = measured->second;
+  }
+  return cost;
+}
+
+OpCost CostModel::estimate(Operation *op) const {
+  GridSizes grids;
+  return estimate(op, grids, profile ? getProfileKey(op) : std::string());
+}
+
+std::vector<OpCost> CostModel::estimateFunction(func::FuncOp fn) const {
+  std::vector<OpCost> costs;
+  GridSizes grids;
+  size_t ordinal = 0;
+  for (Block &block : fn.getBody()) {
+    for (Operation &op : block) {
+      std::string key;
+      if (!isDCOp(&op)) {
+        if (profile)
+          key = makeProfileKey(fn, ordinal);
+        ++ordinal;
+      }
+      costs.push_back(estimate(&op, grids, key));
+    }
+  }
+  return costs;
+}

@@ -1,0 +1,213 @@
+//===- MemoryTimeline.cpp - device and host bytes live at each op ---------===//
+#include "dc/Analysis/MemoryTimeline.h"
+
+#include "DC/DCDialect.h"
+#include "dc/Analysis/CostModel.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace dc;
+
+static bool isStartOp(Operation *op) {
+  return isa<GatherStartOp, ReduceScatterStartOp, OffloadStartOp,
+             ReloadStartOp>(op);
+}
+
+static bool isOnHost(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValue();
+  return isa<HostType>(type);
+}
+
+/// The value whose buffer `result` shares, or null if it allocates its own.
+static Value getAliasedValue(OpResult result) {
+  Operation *op = result.getOwner();
+  if (auto wait = dyn_cast<WaitOp>(op))
+    return wait.getFuture();
+  if (auto flush = dyn_cast<EndBackwardOp>(op))
+    return flush.getFutures()[result.getResultNumber()];
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+          tensor::BitcastOp>(op))
+    return op->getOperand(0);
+  return {};
+}
+
+static LogicalResult checkStaticShape(Value value, Operation *where,
+                                      const llvm::Twine &what) {
+  auto tensor = dyn_cast<TensorType>(value.getType());
+  if (!tensor || tensor.hasStaticShape())
+    return success();
+  return where->emitError()
+         << what << " has the dynamically shaped type " << tensor
+         << "; dc plans memory with static shapes only";
+}
+
+FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
+  if (fn.isExternal())
+    return fn.emitError() << "cannot plan the memory of '" << fn.getSymName()
+                          << "': it has no body";
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitError() << "cannot plan the memory of '" << fn.getSymName()
+                          << "': its body has "
+                          << fn.getBody().getBlocks().size()
+                          << " blocks, dc plans straight-line steps (one "
+                             "block)";
+  Block &body = fn.getBody().front();
+
+  MemoryTimeline timeline;
+  for (Operation &op : body) {
+    timeline.index[&op] = timeline.ops.size();
+    timeline.ops.push_back(&op);
+  }
+  const size_t numOps = timeline.ops.size();
+  if (numOps == 0)
+    return timeline;
+  const size_t last = numOps - 1;
+
+  for (BlockArgument arg : body.getArguments())
+    if (failed(checkStaticShape(
+            arg, fn, "argument #" + llvm::Twine(arg.getArgNumber()))))
+      return failure();
+  for (Operation *op : timeline.ops)
+    for (OpResult result : op->getResults())
+      if (failed(checkStaticShape(
+              result, op, "result #" + llvm::Twine(result.getResultNumber()))))
+        return failure();
+
+  // Name the buffers: every value that allocates, in definition order.
+  llvm::DenseMap<Value, unsigned> bufferOf;
+  std::vector<bool> wholeFunction;
+  std::vector<bool> isUnreleasedGather;
+  auto addBuffer = [&](Value value, size_t begin, bool gather) {
+    int64_t bytes = getTypeBytes(value.getType());
+    if (bytes == 0)
+      return;
+    bufferOf[value] = timeline.buffers.size();
+    timeline.buffers.push_back(
+        {value, bytes, isOnHost(value.getType()), begin, begin});
+    wholeFunction.push_back(false);
+    // Cleared by a dc.release; a persistent gather keeps it set.
+    isUnreleasedGather.push_back(gather);
+  };
+  std::vector<Value> namedValues;
+  for (BlockArgument arg : body.getArguments()) {
+    addBuffer(arg, 0, /*gather=*/false);
+    if (bufferOf.count(arg))
+      wholeFunction.back() = true;
+    namedValues.push_back(arg);
+  }
+  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
+    for (OpResult result : op->getResults()) {
+      namedValues.push_back(result);
+      if (Value source = getAliasedValue(result)) {
+        auto it = bufferOf.find(source);
+        if (it != bufferOf.end())
+          bufferOf[result] = it->second;
+        continue;
+      }
+      addBuffer(result, i, isa<GatherStartOp>(op));
+    }
+  }
+
+  // Where each start op's futures are waited: the operands it reads stay
+  // live until then. A future never waited keeps them to the end.
+  llvm::DenseMap<Operation *, size_t> waitedAt;
+  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
+    if (!isStartOp(op))
+      continue;
+    size_t waited = i;
+    for (Value future : op->getResults()) {
+      if (future.use_empty())
+        waited = last;
+      for (Operation *user : future.getUsers())
+        if (Operation *ancestor = body.findAncestorOpInBlock(*user))
+          waited = std::max(waited, timeline.index[ancestor]);
+    }
+    waitedAt[op] = waited;
+  }
+
+  // Extend each buffer over the uses of every value naming it, and record
+  // which buffers each op touches (for the floor).
+  std::vector<llvm::SmallVector<unsigned, 4>> touched(numOps);
+  for (Value value : namedValues) {
+    auto buffer = bufferOf.find(value);
+    if (buffer == bufferOf.end())
+      continue;
+    Buffer &live = timeline.buffers[buffer->second];
+    if (auto result = dyn_cast<OpResult>(value))
+      touched[timeline.index[result.getOwner()]].push_back(buffer->second);
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+      if (!user)
+        continue;
+      size_t at = timeline.index[user];
+      touched[at].push_back(buffer->second);
+      if (isStartOp(user))
+        at = waitedAt[user];
+      live.end = std::max(live.end, at);
+      if (isa<ReleaseOp>(use.getOwner()))
+        isUnreleasedGather[buffer->second] = false;
+    }
+  }
+  for (GatherStartOp gather : body.getOps<GatherStartOp>())
+    if (gather.getPersistent())
+      for (Value future : gather.getFutures())
+        if (auto it = bufferOf.find(future); it != bufferOf.end())
+          isUnreleasedGather[it->second] = true;
+  if (Operation *terminator = body.empty() ? nullptr : &body.back())
+    if (terminator->hasTrait<OpTrait::IsTerminator>())
+      for (Value returned : terminator->getOperands())
+        if (auto it = bufferOf.find(returned); it != bufferOf.end())
+          wholeFunction[it->second] = true;
+
+  // Sweep: +bytes at a buffer's begin, -bytes after its end.
+  std::vector<int64_t> deviceDelta(numOps + 1, 0), hostDelta(numOps + 1, 0);
+  for (auto [id, buffer] : llvm::enumerate(timeline.buffers)) {
+    if (wholeFunction[id]) {
+      buffer.begin = 0;
+      buffer.end = last;
+      if (!buffer.onHost)
+        timeline.baseDevice += buffer.bytes;
+    } else if (isUnreleasedGather[id]) {
+      buffer.end = last;
+    }
+    std::vector<int64_t> &delta = buffer.onHost ? hostDelta : deviceDelta;
+    delta[buffer.begin] += buffer.bytes;
+    delta[buffer.end + 1] -= buffer.bytes;
+  }
+  timeline.deviceBytes.resize(numOps);
+  timeline.hostBytes.resize(numOps);
+  int64_t device = 0, host = 0;
+  for (size_t i = 0; i < numOps; ++i) {
+    device += deviceDelta[i];
+    host += hostDelta[i];
+    timeline.deviceBytes[i] = device;
+    timeline.hostBytes[i] = host;
+    if (device > timeline.peakDevice) {
+      timeline.peakDevice = device;
+      timeline.peakIndex = i;
+    }
+    timeline.peakHost = std::max(timeline.peakHost, host);
+  }
+
+  int64_t largestOpNeed = 0;
+  for (llvm::SmallVector<unsigned, 4> &ids : touched) {
+    llvm::sort(ids);
+    int64_t need = 0;
+    for (unsigned id : llvm::make_range(ids.begin(), llvm::unique(ids)))
+      if (!wholeFunction[id] && !timeline.buffers[id].onHost)
+        need += timeline.buffers[id].bytes;
+    largestOpNeed = std::max(largestOpNeed, need);
+  }
+  timeline.floorBytes = timeline.baseDevice + largestOpNeed;
+  return timeline;
+}
+
+size_t MemoryTimeline::indexOf(Operation *op) const {
+  auto it = index.find(op);
+  assert(it != index.end() && "not a top-level op of the timeline's function");
+  return it->second;
+}

@@ -1,0 +1,171 @@
+//===- StreamSimulator.cpp - predicted execution on four streams ----------===//
+#include "dc/Analysis/StreamSimulator.h"
+
+#include "DC/DCDialect.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+#include <array>
+
+using namespace mlir;
+using namespace dc;
+
+static constexpr StreamKind kStreams[] = {
+    StreamKind::Compute, StreamKind::Collective, StreamKind::HostToDevice,
+    StreamKind::DeviceToHost};
+
+static size_t streamIndex(StreamKind stream) {
+  return static_cast<size_t>(stream);
+}
+
+static bool isCopyStream(StreamKind stream) {
+  return stream == StreamKind::HostToDevice ||
+         stream == StreamKind::DeviceToHost;
+}
+
+SimulationResult StreamSimulator::run(func::FuncOp fn,
+                                      const MemoryTimeline &timeline) const {
+  SimulationResult result;
+  const std::vector<Operation *> &ops = timeline.getOps();
+  std::vector<OpCost> costs = costModel.estimateFunction(fn);
+  assert(costs.size() == ops.size() && "timeline of another function");
+
+  double now = 0; // the compute stream's cursor
+  std::array<double, std::size(kStreams)> streamFree{};
+  std::array<double, std::size(kStreams)> streamBusy{};
+  llvm::DenseMap<Value, StreamKind> producerStream;
+  result.ops.reserve(ops.size());
+
+  for (auto [op, cost] : llvm::zip_equal(ops, costs)) {
+    SimulatedOp sim;
+    sim.op = op;
+    sim.stream = cost.stream;
+    sim.bytes = cost.bytes;
+    sim.issue = sim.start = sim.end = now;
+
+    if (isa<GatherStartOp, ReduceScatterStartOp, OffloadStartOp, ReloadStartOp>(
+            op)) {
+      size_t stream = streamIndex(cost.stream);
+      sim.start = std::max(now, streamFree[stream]);
+      sim.end = sim.start + cost.seconds;
+      streamFree[stream] = sim.end;
+      streamBusy[stream] += cost.seconds;
+      for (Value future : op->getResults()) {
+        result.futureReady[future] = sim.end;
+        producerStream[future] = cost.stream;
+      }
+    } else if (isa<AllToAllOp>(op)) {
+      size_t stream = streamIndex(StreamKind::Collective);
+      sim.start = std::max(now, streamFree[stream]);
+      sim.end = sim.start + cost.seconds;
+      streamFree[stream] = sim.end;
+      streamBusy[stream] += cost.seconds;
+      sim.stall = sim.end - now;
+      result.exposedCollectiveSeconds += sim.stall;
+      now = sim.end;
+    } else if (isa<WaitOp, EndBackwardOp>(op)) {
+      double ready = now;
+      StreamKind stalledOn = StreamKind::None;
+      for (Value future : op->getOperands()) {
+        auto it = result.futureReady.find(future);
+        if (it != result.futureReady.end() && it->second > ready) {
+          ready = it->second;
+          stalledOn = producerStream.lookup(future);
+        }
+      }
+      sim.stall = ready - now;
+      sim.end = ready;
+      if (stalledOn == StreamKind::Collective)
+        result.exposedCollectiveSeconds += sim.stall;
+      else if (isCopyStream(stalledOn))
+        result.exposedCopySeconds += sim.stall;
+      now = ready;
+    } else if (cost.stream == StreamKind::Compute) {
+      sim.end = now + cost.seconds;
+      streamBusy[streamIndex(StreamKind::Compute)] += cost.seconds;
+      now = sim.end;
+    }
+    result.ops.push_back(sim);
+  }
+
+  result.stepSeconds = now;
+  for (double free : streamFree)
+    result.stepSeconds = std::max(result.stepSeconds, free);
+  result.computeSeconds = streamBusy[streamIndex(StreamKind::Compute)];
+  result.collectiveSeconds = streamBusy[streamIndex(StreamKind::Collective)];
+  result.copySeconds = streamBusy[streamIndex(StreamKind::HostToDevice)] +
+                       streamBusy[streamIndex(StreamKind::DeviceToHost)];
+  return result;
+}
+
+static llvm::StringRef getStreamName(StreamKind stream) {
+  switch (stream) {
+  case StreamKind::Compute:
+    return "compute";
+  case StreamKind::Collective:
+    return "collective";
+  case StreamKind::HostToDevice:
+    return "host-to-device";
+  case StreamKind::DeviceToHost:
+    return "device-to-host";
+  case StreamKind::None:
+    break;
+  }
+  return "none";
+}
+
+/// Chrome trace thread ids: one per stream, from 1.
+static int64_t getTraceThread(StreamKind stream) {
+  return static_cast<int64_t>(streamIndex(stream)) + 1;
+}
+
+static double toMicroseconds(double seconds) { return seconds * 1e6; }
+
+void dc::writeChromeTrace(const SimulationResult &result,
+                          llvm::StringRef fnName, llvm::raw_ostream &os) {
+  namespace json = llvm::json;
+  json::Array events;
+  events.push_back(json::Object{{"name", "process_name"},
+                                {"ph", "M"},
+                                {"pid", 0},
+                                {"args", json::Object{{"name", fnName}}}});
+  for (StreamKind stream : kStreams) {
+    events.push_back(
+        json::Object{{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", 0},
+                     {"tid", getTraceThread(stream)},
+                     {"args", json::Object{{"name", getStreamName(stream)}}}});
+  }
+  // json::Value borrows a StringRef: the slice name is owned.
+  auto addSlice = [&](std::string name, StreamKind stream, double begin,
+                      double end, size_t index, const SimulatedOp &sim) {
+    llvm::StringRef opName = sim.op->getName().getStringRef();
+    events.push_back(json::Object{
+        {"name", std::move(name)},
+        {"cat", getStreamName(stream)},
+        {"ph", "X"},
+        {"pid", 0},
+        {"tid", getTraceThread(stream)},
+        {"ts", toMicroseconds(begin)},
+        {"dur", toMicroseconds(end - begin)},
+        {"args", json::Object{{"op", opName},
+                              {"index", static_cast<int64_t>(index)},
+                              {"bytes", sim.bytes}}}});
+  };
+  for (auto [index, sim] : llvm::enumerate(result.ops)) {
+    llvm::StringRef opName = sim.op->getName().getStringRef();
+    if (sim.stream != StreamKind::None)
+      addSlice(opName.str(), sim.stream, sim.start, sim.end, index, sim);
+    // Stalls show on the compute track, where the time is lost.
+    if (sim.stall > 0 && sim.stream != StreamKind::Compute)
+      addSlice(("stall: " + opName).str(), StreamKind::Compute, sim.issue,
+               sim.issue + sim.stall, index, sim);
+  }
+  os << llvm::formatv("{0}", json::Value(json::Object{
+                                 {"traceEvents", std::move(events)},
+                                 {"displayTimeUnit", "ms"},
+                             }));
+}

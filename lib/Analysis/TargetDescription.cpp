@@ -1,0 +1,267 @@
+//===- TargetDescription.cpp - presets and the JSON form ------------------===//
+#include "dc/Analysis/TargetDescription.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+
+using namespace dc;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+static Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+/// A field holding a double; `mayBeZero` for latencies.
+struct NumberField {
+  llvm::StringLiteral name;
+  double TargetDescription::*member;
+  bool mayBeZero;
+};
+struct CurveField {
+  llvm::StringLiteral name;
+  std::vector<BandwidthPoint> TargetDescription::*member;
+};
+} // namespace
+
+static const NumberField kNumberFields[] = {
+    {"matmulFlops16", &TargetDescription::matmulFlops16, false},
+    {"matmulFlops32", &TargetDescription::matmulFlops32, false},
+    {"vectorFlops", &TargetDescription::vectorFlops, false},
+    {"memoryBandwidth", &TargetDescription::memoryBandwidth, false},
+    {"opLaunchLatency", &TargetDescription::opLaunchLatency, true},
+    {"collectiveLatency", &TargetDescription::collectiveLatency, true},
+    {"collectiveBusBandwidth", &TargetDescription::collectiveBusBandwidth,
+     false},
+    {"hostLinkBandwidth", &TargetDescription::hostLinkBandwidth, false},
+    {"hostLinkLatency", &TargetDescription::hostLinkLatency, true},
+};
+static const CurveField kCurveFields[] = {
+    {"allGatherCurve", &TargetDescription::allGatherCurve},
+    {"reduceScatterCurve", &TargetDescription::reduceScatterCurve},
+};
+static constexpr llvm::StringLiteral kDeviceMemoryField = "deviceMemoryBytes";
+static constexpr llvm::StringLiteral kPresetNames = "h200, cpu";
+
+static constexpr int64_t kMiB = int64_t(1) << 20;
+static constexpr int64_t kGiB = int64_t(1) << 30;
+
+/// 2x H200 (NVLink NV18), measured 2026-11-29; docs/cost-model.md explains
+/// each number.
+static TargetDescription makeH200() {
+  TargetDescription target;
+  target.name = "h200";
+  target.matmulFlops16 = 600e12;
+  target.matmulFlops32 = 60e12;
+  target.vectorFlops = 60e12;
+  target.memoryBandwidth = 4.0e12;
+  target.opLaunchLatency = 2e-6;
+  target.collectiveLatency = 20e-6;
+  target.collectiveBusBandwidth = 268e9;
+  target.allGatherCurve = {{1 * kMiB, 12e9},
+                           {16 * kMiB, 146e9},
+                           {128 * kMiB, 227e9},
+                           {1 * kGiB, 268e9}};
+  // nccl-tests measured reduce-scatter at about the all-gather numbers.
+  target.reduceScatterCurve = target.allGatherCurve;
+  target.hostLinkBandwidth = 55e9;
+  target.hostLinkLatency = 10e-6;
+  target.deviceMemoryBytes = 139 * kGiB;
+  return target;
+}
+
+/// The host (MPI) backend: order-of-magnitude numbers for one CPU socket.
+static TargetDescription makeCPU() {
+  TargetDescription target;
+  target.name = "cpu";
+  target.matmulFlops16 = 100e9;
+  target.matmulFlops32 = 100e9;
+  target.vectorFlops = 20e9;
+  target.memoryBandwidth = 20e9;
+  target.opLaunchLatency = 1e-6;
+  target.collectiveLatency = 20e-6;
+  target.collectiveBusBandwidth = 5e9;
+  target.hostLinkBandwidth = 10e9;
+  target.hostLinkLatency = 1e-6;
+  target.deviceMemoryBytes = 16 * kGiB;
+  return target;
+}
+
+Expected<TargetDescription> TargetDescription::getPreset(StringRef name) {
+  if (name == "h200")
+    return makeH200();
+  if (name == "cpu")
+    return makeCPU();
+  return makeError("unknown target preset '" + name +
+                   "' (presets: " + kPresetNames + ")");
+}
+
+static Error parseCurve(StringRef field, const json::Value &value,
+                        std::vector<BandwidthPoint> &curve) {
+  const json::Array *points = value.getAsArray();
+  if (!points)
+    return makeError("field \"" + field +
+                     "\" must be an array of {\"bytes\", \"busBandwidth\"}");
+  curve.clear();
+  for (auto [i, pointValue] : llvm::enumerate(*points)) {
+    std::string where = llvm::formatv("{0}[{1}]", field, i).str();
+    const json::Object *point = pointValue.getAsObject();
+    if (!point)
+      return makeError(where + " must be an object {\"bytes\", "
+                               "\"busBandwidth\"}");
+    for (const auto &[key, unused] : *point)
+      if (key != "bytes" && key != "busBandwidth")
+        return makeError("unknown field \"" + StringRef(key) + "\" in " +
+                         where);
+    std::optional<int64_t> bytes = point->getInteger("bytes");
+    std::optional<double> bandwidth = point->getNumber("busBandwidth");
+    if (!bytes || *bytes <= 0)
+      return makeError(where + ".bytes must be a positive integer");
+    if (!bandwidth || !(*bandwidth > 0))
+      return makeError(where + ".busBandwidth must be a positive number");
+    if (!curve.empty() && *bytes <= curve.back().bytes)
+      return makeError(where + ".bytes must be larger than the previous "
+                               "point's (points in increasing size)");
+    curve.push_back({*bytes, *bandwidth});
+  }
+  return Error::success();
+}
+
+Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
+  Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return makeError("invalid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return makeError("a target description must be a JSON object");
+
+  // Reject typos before anything else: a misspelt field would otherwise
+  // silently keep the base preset's value.
+  llvm::SmallVector<std::string> unknown;
+  for (const auto &[key, unused] : *object) {
+    StringRef name = key;
+    bool known =
+        name == "base" || name == "name" || name == kDeviceMemoryField ||
+        llvm::any_of(kNumberFields, [&](auto &f) { return f.name == name; }) ||
+        llvm::any_of(kCurveFields, [&](auto &f) { return f.name == name; });
+    if (!known)
+      unknown.push_back(("\"" + name + "\"").str());
+  }
+  if (!unknown.empty()) {
+    llvm::sort(unknown);
+    return makeError("unknown field" +
+                     StringRef(unknown.size() > 1 ? "s" : "") + " " +
+                     llvm::join(unknown, ", ") + " in target description");
+  }
+
+  TargetDescription target;
+  bool hasBase = false;
+  if (const json::Value *base = object->get("base")) {
+    std::optional<StringRef> baseName = base->getAsString();
+    if (!baseName)
+      return makeError("field \"base\" must be a preset name (" + kPresetNames +
+                       ")");
+    Expected<TargetDescription> preset = getPreset(*baseName);
+    if (!preset)
+      return preset.takeError();
+    target = std::move(*preset);
+    hasBase = true;
+  } else {
+    target.name = "custom";
+  }
+
+  llvm::SmallVector<StringRef> missing;
+  if (const json::Value *name = object->get("name")) {
+    std::optional<StringRef> nameString = name->getAsString();
+    if (!nameString)
+      return makeError("field \"name\" must be a string");
+    target.name = nameString->str();
+  }
+  for (const NumberField &field : kNumberFields) {
+    const json::Value *value = object->get(field.name);
+    if (!value) {
+      missing.push_back(field.name);
+      continue;
+    }
+    std::optional<double> number = value->getAsNumber();
+    if (!number)
+      return makeError("field \"" + field.name + "\" must be a number");
+    target.*field.member = *number;
+  }
+  if (const json::Value *value = object->get(kDeviceMemoryField)) {
+    std::optional<int64_t> bytes = value->getAsInteger();
+    if (!bytes)
+      return makeError("field \"" + kDeviceMemoryField +
+                       "\" must be an integer (bytes)");
+    target.deviceMemoryBytes = *bytes;
+  } else {
+    missing.push_back(kDeviceMemoryField);
+  }
+  for (const CurveField &field : kCurveFields)
+    if (const json::Value *value = object->get(field.name))
+      if (Error error = parseCurve(field.name, *value, target.*field.member))
+        return error;
+
+  if (!hasBase && !missing.empty())
+    return makeError("missing field" +
+                     StringRef(missing.size() > 1 ? "s" : "") + " \"" +
+                     llvm::join(missing, "\", \"") +
+                     "\" in target description (give them, or \"base\": a "
+                     "preset to start from)");
+
+  for (const NumberField &field : kNumberFields) {
+    double value = target.*field.member;
+    if (field.mayBeZero ? !(value >= 0) : !(value > 0))
+      return makeError("field \"" + field.name + "\" must be " +
+                       (field.mayBeZero ? "non-negative" : "positive"));
+  }
+  if (target.deviceMemoryBytes <= 0)
+    return makeError("field \"" + kDeviceMemoryField + "\" must be positive");
+  return target;
+}
+
+Expected<TargetDescription> TargetDescription::load(StringRef presetOrPath) {
+  Expected<TargetDescription> preset = getPreset(presetOrPath);
+  if (preset)
+    return preset;
+  llvm::consumeError(preset.takeError());
+  if (!llvm::sys::fs::exists(presetOrPath))
+    return makeError("unknown target '" + presetOrPath +
+                     "': neither a preset (" + kPresetNames +
+                     ") nor an existing file");
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(presetOrPath);
+  if (!file)
+    return makeError("cannot read target file '" + presetOrPath +
+                     "': " + file.getError().message());
+  Expected<TargetDescription> target = fromJSON((*file)->getBuffer());
+  if (!target)
+    return makeError(presetOrPath + ": " + llvm::toString(target.takeError()));
+  return target;
+}
+
+std::string TargetDescription::toJSON() const {
+  json::Object object;
+  object["name"] = name;
+  for (const NumberField &field : kNumberFields)
+    object[field.name] = this->*field.member;
+  object[kDeviceMemoryField] = deviceMemoryBytes;
+  for (const CurveField &field : kCurveFields) {
+    json::Array points;
+    for (const BandwidthPoint &point : this->*field.member)
+      points.push_back(json::Object{{"bytes", point.bytes},
+                                    {"busBandwidth", point.busBandwidth}});
+    object[field.name] = std::move(points);
+  }
+  return llvm::formatv("{0:2}", json::Value(std::move(object))).str();
+}

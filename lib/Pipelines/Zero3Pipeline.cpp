@@ -1,0 +1,51 @@
+//===- Zero3Pipeline.cpp - shard, schedule and verify a training step -----===//
+#include "dc/Pipelines/Pipelines.h"
+
+#include "dc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+void dc::buildZero3Pipeline(OpPassManager &pm,
+                            const Zero3PipelineOptions &options) {
+  DCZero3Options zero3;
+  zero3.worldSize = options.worldSize;
+  zero3.gridName = options.grid;
+  zero3.bucketBytes = options.bucketBytes;
+  zero3.replicateBelow = options.replicateBelow;
+  pm.addPass(createDCZero3(zero3));
+
+  // Prefetch first: hiding a gather is worth more than saving one, and
+  // selective gather then spends only the headroom prefetch left.
+  if (options.prefetch) {
+    DCPrefetchOptions prefetch;
+    prefetch.memoryBudget = options.memoryBudget;
+    prefetch.target = options.target;
+    prefetch.profile = options.profile;
+    prefetch.maxFusedBytes = options.maxFusedBytes;
+    prefetch.maxInFlightBytes = options.maxInFlightBytes;
+    pm.addPass(createDCPrefetch(prefetch));
+  }
+  if (options.selectiveGather) {
+    DCSelectiveGatherOptions selective;
+    selective.memoryBudget = options.memoryBudget;
+    selective.target = options.target;
+    selective.profile = options.profile;
+    pm.addPass(createDCSelectiveGather(selective));
+  }
+  DCVerifyScheduleOptions verify;
+  verify.memoryBudget =
+      options.memoryBudget.empty() ? std::string("1.0")
+                                   : std::string(options.memoryBudget);
+  verify.target = options.target;
+  pm.addPass(createDCVerifySchedule(verify));
+}
+
+void dc::registerZero3Pipeline() {
+  PassPipelineRegistration<Zero3PipelineOptions>(
+      "dc-zero3-pipeline",
+      "Shard parameters ZeRO-3 style, prefetch and fuse gathers, keep some "
+      "gathered, all under one memory budget, and verify the schedule",
+      buildZero3Pipeline);
+}

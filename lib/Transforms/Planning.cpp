@@ -1,0 +1,117 @@
+//===- Planning.cpp - target, profile and budget for planning passes -------===//
+#include "dc/Transforms/Planning.h"
+
+#include "dc/Analysis/TargetDescription.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdlib>
+
+using namespace mlir;
+
+std::optional<int64_t> dc::parseByteSize(StringRef text) {
+  text = text.trim();
+  size_t unitAt = text.find_if([](char c) { return std::isalpha(c) && c != 'e' && c != 'E'; });
+  StringRef number = text.take_front(unitAt).trim();
+  StringRef unit = unitAt == StringRef::npos ? "" : text.drop_front(unitAt).trim();
+  double scale = llvm::StringSwitch<double>(unit)
+                     .Cases({"", "B"}, 1.0)
+                     .Case("KB", 1e3)
+                     .Case("MB", 1e6)
+                     .Case("GB", 1e9)
+                     .Case("TB", 1e12)
+                     .Case("KiB", 1024.0)
+                     .Case("MiB", 1024.0 * 1024)
+                     .Case("GiB", 1024.0 * 1024 * 1024)
+                     .Case("TiB", 1024.0 * 1024 * 1024 * 1024)
+                     .Default(-1);
+  if (scale < 0 || number.empty())
+    return std::nullopt;
+  std::string digits = number.str();
+  char *end = nullptr;
+  double value = std::strtod(digits.c_str(), &end);
+  if (end != digits.c_str() + digits.size() || !std::isfinite(value) ||
+      value < 0)
+    return std::nullopt;
+  return static_cast<int64_t>(std::llround(value * scale));
+}
+
+FailureOr<std::optional<int64_t>>
+dc::resolveMemoryBudget(Operation *errorAt, StringRef text, StringRef target) {
+  text = text.trim();
+  if (text.empty())
+    return std::optional<int64_t>();
+  // A fraction of the target's memory: "0.9" or "90%".
+  std::optional<double> fraction;
+  double value = 0;
+  if (text.consume_back("%")) {
+    if (!text.getAsDouble(value))
+      fraction = value / 100.0;
+  } else if (!text.getAsDouble(value) && value > 0 && value <= 1.0) {
+    fraction = value;
+  }
+  if (fraction) {
+    if (*fraction <= 0 || *fraction > 1)
+      return errorAt->emitError()
+             << "memory budget fraction must be in (0, 1], got " << *fraction;
+    llvm::Expected<TargetDescription> desc = TargetDescription::load(target);
+    if (!desc)
+      return errorAt->emitError()
+             << "cannot load target '" << target
+             << "': " << llvm::toString(desc.takeError());
+    return std::optional<int64_t>(static_cast<int64_t>(
+        std::floor(*fraction * static_cast<double>(desc->deviceMemoryBytes))));
+  }
+  std::optional<int64_t> bytes = parseByteSize(text);
+  if (!bytes)
+    return errorAt->emitError()
+           << "cannot parse memory budget '" << text
+           << "': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)";
+  return std::optional<int64_t>(*bytes);
+}
+
+std::string dc::formatBytes(int64_t bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  double value = static_cast<double>(bytes);
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::fabs(value) >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0)
+    os << bytes << " B";
+  else
+    os << llvm::format("%.2f", value) << " " << units[unit] << " (" << bytes
+       << " B)";
+  return text;
+}
+
+FailureOr<dc::PlanningSetup>
+dc::loadPlanningSetup(Operation *errorAt, StringRef budgetText,
+                      StringRef target, StringRef profilePath) {
+  PlanningSetup setup;
+  llvm::Expected<TargetDescription> desc = TargetDescription::load(target);
+  if (!desc)
+    return errorAt->emitError() << "cannot load target '" << target
+                                << "': " << llvm::toString(desc.takeError());
+  setup.target = std::move(*desc);
+  if (!profilePath.empty()) {
+    llvm::Expected<Profile> profile = Profile::load(profilePath);
+    if (!profile)
+      return errorAt->emitError()
+             << "cannot load profile '" << profilePath
+             << "': " << llvm::toString(profile.takeError());
+    setup.profile = std::move(*profile);
+  }
+  FailureOr<std::optional<int64_t>> budget =
+      resolveMemoryBudget(errorAt, budgetText, target);
+  if (failed(budget))
+    return failure();
+  setup.budgetBytes = budget->value_or(setup.target.deviceMemoryBytes);
+  return setup;
+}

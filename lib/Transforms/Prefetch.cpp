@@ -1,0 +1,331 @@
+//===- Prefetch.cpp - hide gathers behind compute, under the budget -------===//
+//
+// The GatherScheduler moves each gather start earlier until the stream
+// simulator predicts no stall at its wait, checking the memory timeline at
+// every op it moves across, then fuses neighbouring gathers into one group
+// where the cost model predicts a gain.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Transforms/Passes.h"
+#include "dc/Transforms/Planning.h"
+
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+
+namespace dc {
+#define GEN_PASS_DEF_DCPREFETCH
+#include "dc/Transforms/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// Below this a stall is noise, not a reason to move anything (s).
+constexpr double kStallEpsilon = 1e-9;
+/// Hoisting rounds: each re-simulates, since moving one gather changes
+/// when the others in the FIFO collective stream can start.
+constexpr int kMaxRounds = 64;
+
+int64_t gatherBytes(GatherStartOp gather) {
+  int64_t bytes = 0;
+  for (Value future : gather.getFutures())
+    bytes += getTypeBytes(future.getType());
+  return bytes;
+}
+
+/// The earliest wait of a gather group.
+Operation *firstWait(GatherStartOp gather, const MemoryTimeline &timeline) {
+  Operation *first = nullptr;
+  for (Value future : gather.getFutures())
+    for (Operation *user : future.getUsers())
+      if (!first || timeline.indexOf(user) < timeline.indexOf(first))
+        first = user;
+  return first;
+}
+
+/// The shard a gathered value came from, if `value` is a gathered tensor.
+Value gatheredShard(Value value) {
+  auto wait = value.getDefiningOp<WaitOp>();
+  if (!wait)
+    return Value();
+  auto result = dyn_cast<OpResult>(wait.getFuture());
+  auto gather = result ? dyn_cast<GatherStartOp>(result.getOwner())
+                       : GatherStartOp();
+  return gather ? gather.getShards()[result.getResultNumber()] : Value();
+}
+
+class GatherScheduler {
+public:
+  GatherScheduler(func::FuncOp fn, const CostModel &costModel, int64_t budget,
+                  int64_t maxInFlight, int64_t maxFused)
+      : fn(fn), costModel(costModel), budget(budget), maxInFlight(maxInFlight),
+        maxFused(maxFused) {}
+
+  LogicalResult run() {
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline) || failed(checkJustInTimeFits(*timeline)))
+      return failure();
+    hoistUntilHidden();
+    if (maxFused > 0 && fuseNeighbours())
+      hoistUntilHidden();
+    // Every move was checked against the budget; prove it once more.
+    timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return failure();
+    if (timeline->getPeakDeviceBytes() > budget)
+      return timeline->getOps()[timeline->getPeakIndex()]->emitError()
+             << "dc-prefetch: internal error: the schedule peaks at "
+             << formatBytes(timeline->getPeakDeviceBytes())
+             << ", over the budget";
+    return success();
+  }
+
+private:
+  LogicalResult checkJustInTimeFits(const MemoryTimeline &timeline) {
+    if (budget < timeline.getFloorBytes())
+      return fn.emitError()
+             << "memory budget " << formatBytes(budget)
+             << " is below this step's floor of "
+             << formatBytes(timeline.getFloorBytes())
+             << " (arguments plus the largest single op)";
+    if (timeline.getPeakDeviceBytes() > budget)
+      return timeline.getOps()[timeline.getPeakIndex()]->emitError()
+             << "even gathering just in time, device memory peaks here at "
+             << formatBytes(timeline.getPeakDeviceBytes()) << "; the budget of "
+             << formatBytes(budget) << " is short by "
+             << formatBytes(timeline.getPeakDeviceBytes() - budget);
+    return success();
+  }
+
+  /// Rounds of: simulate, then move every stalled gather up by its stall,
+  /// as far as memory, in-flight bytes and ordering allow.
+  void hoistUntilHidden() {
+    for (int round = 0; round < kMaxRounds; ++round) {
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return;
+      SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      if (!hoistRound(*timeline, sim))
+        return;
+    }
+  }
+
+  bool hoistRound(const MemoryTimeline &timeline, const SimulationResult &sim) {
+    const std::vector<Operation *> &ops = timeline.getOps();
+    size_t n = ops.size();
+    std::vector<int64_t> bytes(n), inFlight(n, 0);
+    for (size_t i = 0; i < n; ++i)
+      bytes[i] = timeline.deviceBytesAt(i);
+    for (size_t i = 0; i < n; ++i)
+      if (auto gather = dyn_cast<GatherStartOp>(ops[i])) {
+        size_t waitAt = timeline.indexOf(firstWait(gather, timeline));
+        for (size_t j = i; j < waitAt; ++j)
+          inFlight[j] += gatherBytes(gather);
+      }
+
+    // The latest time each collective may start so that it and everything
+    // queued behind it on the FIFO collective stream finish before their
+    // waits: walk the stream backwards from the last collective.
+    std::vector<double> latestStart(n, 0);
+    double nextLatestStart = std::numeric_limits<double>::infinity();
+    for (size_t i = n; i-- > 0;) {
+      if (sim.ops[i].stream != StreamKind::Collective)
+        continue;
+      double deadline = nextLatestStart;
+      for (Value result : ops[i]->getResults())
+        for (Operation *user : result.getUsers())
+          deadline = std::min(deadline, sim.ops[timeline.indexOf(user)].issue);
+      latestStart[i] = deadline - (sim.ops[i].end - sim.ops[i].start);
+      nextLatestStart = latestStart[i];
+    }
+
+    // Earliest index the next gather may move to: not above an earlier
+    // gather (FIFO order), the previous release of its own parameter, or
+    // its shard's definition.
+    size_t orderBound = 0;
+    llvm::DenseMap<Value, size_t> releasedAt;
+    SmallVector<std::pair<GatherStartOp, Operation *>> moves;
+    for (size_t p = 0; p < n; ++p) {
+      if (auto release = dyn_cast<ReleaseOp>(ops[p])) {
+        if (Value shard = gatheredShard(release.getGathered()))
+          releasedAt[shard] = p;
+        continue;
+      }
+      auto gather = dyn_cast<GatherStartOp>(ops[p]);
+      if (!gather)
+        continue;
+      size_t bound = orderBound;
+      for (Value shard : gather.getShards()) {
+        auto it = releasedAt.find(shard);
+        if (it != releasedAt.end())
+          bound = std::max(bound, it->second + 1);
+        if (Operation *def = shard.getDefiningOp())
+          bound = std::max(bound, timeline.indexOf(def) + 1);
+      }
+      size_t q = p;
+      // Issue it early enough to start by its latest start: later than
+      // that, it or a gather queued behind it stalls compute.
+      double wantIssue = latestStart[p];
+      if (sim.ops[p].issue > wantIssue + kStallEpsilon) {
+        int64_t size = gatherBytes(gather);
+        while (q > bound && sim.ops[q].issue > wantIssue + kStallEpsilon) {
+          size_t next = q - 1;
+          if (bytes[next] + size > budget ||
+              (maxInFlight > 0 && inFlight[next] + size > maxInFlight))
+            break;
+          bytes[next] += size;
+          inFlight[next] += size;
+          q = next;
+        }
+        if (q < p)
+          moves.push_back({gather, ops[q]});
+      }
+      // The next gather goes after this one: before the same anchor (moves
+      // apply in order) or after this unmoved gather.
+      orderBound = q < p ? q : p + 1;
+    }
+    for (auto [gather, anchor] : moves)
+      gather->moveBefore(anchor);
+    return !moves.empty();
+  }
+
+  /// Fuses each gather into the group right before it when the two are
+  /// adjacent, or the later one can be hoisted next to the earlier within
+  /// the budget, and the fused transfer is predicted cheaper without making
+  /// the earlier group's wait stall longer.
+  bool fuseNeighbours() {
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return false;
+    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    const std::vector<Operation *> &ops = timeline->getOps();
+    std::vector<int64_t> bytes(ops.size());
+    // Which shard each op releases: merging erases ops, so look nothing up
+    // in `ops` behind the cursor.
+    std::vector<Value> releasedShard(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      bytes[i] = timeline->deviceBytesAt(i);
+      if (auto release = dyn_cast<ReleaseOp>(ops[i]))
+        releasedShard[i] = gatheredShard(release.getGathered());
+    }
+
+    bool fused = false;
+    GatherStartOp group;
+    size_t groupAt = 0;
+    int64_t groupBytes = 0;
+    double groupStart = 0, groupWaitIssue = 0, groupStall = 0;
+    for (size_t p = 0; p < ops.size(); ++p) {
+      auto gather = dyn_cast<GatherStartOp>(ops[p]);
+      if (!gather)
+        continue;
+      int64_t size = gatherBytes(gather);
+      size_t waitAt = timeline->indexOf(firstWait(gather, *timeline));
+      bool canFuse = group && groupBytes + size <= maxFused;
+      // Hoisting the later gather next to the group must fit at every op,
+      // and it must not move above its own parameter's previous release.
+      for (size_t i = groupAt; canFuse && i < p; ++i)
+        canFuse = bytes[i] + size <= budget &&
+                  !(releasedShard[i] &&
+                    llvm::is_contained(gather.getShards(), releasedShard[i]));
+      if (canFuse) {
+        int64_t ranks = collectiveGroupSize(gather);
+        auto seconds = [&](int64_t bytes) {
+          return costModel.collectiveSeconds(CollectiveKind::AllGather, bytes,
+                                             ranks);
+        };
+        double together = seconds(groupBytes + size);
+        double fusedEnd = groupStart + together;
+        // What the group's wait gains or loses against what this gather's
+        // wait gains; with no change either way, a cheaper transfer frees
+        // the collective stream for later gathers.
+        double groupStallDelta =
+            std::max(0.0, fusedEnd - groupWaitIssue) - groupStall;
+        double stall = sim.ops[waitAt].stall;
+        double stallGain =
+            stall - std::max(0.0, fusedEnd - sim.ops[waitAt].issue);
+        bool cheaper = together < seconds(groupBytes) + seconds(size);
+        canFuse = cheaper && (groupStallDelta + kStallEpsilon < stallGain ||
+                              (groupStallDelta <= kStallEpsilon &&
+                               stallGain >= -kStallEpsilon));
+        if (canFuse)
+          groupStall += std::max(0.0, groupStallDelta);
+      }
+      if (!canFuse) {
+        group = gather;
+        groupAt = p;
+        groupBytes = size;
+        groupStart = sim.ops[p].start;
+        groupWaitIssue = sim.ops[waitAt].issue;
+        groupStall = sim.ops[waitAt].stall;
+        continue;
+      }
+      for (size_t i = groupAt; i < p; ++i)
+        bytes[i] += size;
+      group = mergeGroups(group, gather);
+      groupBytes += size;
+      fused = true;
+    }
+    return fused;
+  }
+
+  GatherStartOp mergeGroups(GatherStartOp first, GatherStartOp second) {
+    SmallVector<Value> shards(first.getShards());
+    shards.append(second.getShards().begin(), second.getShards().end());
+    SmallVector<Type> types(first.getFutures().getTypes());
+    types.append(second.getFutures().getTypes().begin(),
+                 second.getFutures().getTypes().end());
+    OpBuilder builder(first);
+    auto merged = GatherStartOp::create(builder, first.getLoc(), types, shards,
+                                        /*persistent=*/false);
+    unsigned n = first.getNumResults();
+    for (unsigned i = 0; i < n; ++i)
+      first.getFutures()[i].replaceAllUsesWith(merged.getFutures()[i]);
+    for (unsigned i = 0, e = second.getNumResults(); i < e; ++i)
+      second.getFutures()[i].replaceAllUsesWith(merged.getFutures()[n + i]);
+    first.erase();
+    second.erase();
+    return merged;
+  }
+
+  int64_t collectiveGroupSize(GatherStartOp gather) {
+    auto shard = cast<ShardType>(gather.getShards()[0].getType());
+    SymbolTableCollection symbols;
+    FailureOr<int64_t> size =
+        getGridAxisSize(gather, shard.getGrid(), shard.getAxis(), symbols);
+    return succeeded(size) ? *size : 1;
+  }
+
+  func::FuncOp fn;
+  const CostModel &costModel;
+  int64_t budget, maxInFlight, maxFused;
+};
+
+struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
+  using DCPrefetchBase::DCPrefetchBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PlanningSetup> setup =
+        loadPlanningSetup(module, memoryBudget, target, profile);
+    if (failed(setup))
+      return signalPassFailure();
+    CostModel costModel = setup->makeCostModel();
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal() || fn.getOps<GatherStartOp>().empty())
+        continue;
+      GatherScheduler scheduler(fn, costModel, setup->budgetBytes,
+                                maxInFlightBytes, maxFusedBytes);
+      if (failed(scheduler.run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

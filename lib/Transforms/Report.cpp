@@ -1,0 +1,252 @@
+//===- Report.cpp - print what the simulator predicts for a schedule ------===//
+#include "dc/Transforms/Passes.h"
+#include "dc/Transforms/Planning.h"
+
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCREPORT
+#include "dc/Transforms/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+namespace json = llvm::json;
+
+namespace {
+
+/// What dc decided for one parameter, as the schedule shows it.
+struct ParamReport {
+  int64_t id = 0;
+  std::string name, logicalType, gatherType;
+  bool sharded = false;
+  int64_t localElements = 0;
+  int gathers = 0, fusedGathers = 0;
+  double minLeadSeconds = -1, maxStallSeconds = 0;
+};
+
+std::string locationText(Location loc) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return text;
+}
+
+std::string typeText(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
+                            const SimulationResult &sim, int64_t budget) {
+  // Parameters in argument order, and which gathers and waits serve each.
+  llvm::MapVector<Value, ParamReport> params;
+  for (BlockArgument arg : fn.getArguments()) {
+    auto attr =
+        fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName);
+    if (!attr)
+      continue;
+    ParamReport &report = params[arg];
+    report.id = attr.getId();
+    report.name = attr.getName() ? attr.getName().str() : "";
+    if (auto shard = dyn_cast<ShardType>(arg.getType())) {
+      report.sharded = true;
+      report.logicalType = typeText(shard.getLogical());
+      report.localElements = shard.getLocal();
+    } else {
+      report.logicalType = typeText(arg.getType());
+    }
+  }
+  int groups = 0, gathers = 0, buckets = 0;
+  int64_t gatheredBytes = 0, reducedBytes = 0;
+  for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
+    if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
+      ++buckets;
+      reducedBytes += sim.ops[i].bytes;
+      continue;
+    }
+    auto gather = dyn_cast<GatherStartOp>(op);
+    if (!gather)
+      continue;
+    ++groups;
+    gatheredBytes += sim.ops[i].bytes;
+    for (auto [shard, future] :
+         llvm::zip(gather.getShards(), gather.getFutures())) {
+      ++gathers;
+      auto it = params.find(shard);
+      if (it == params.end())
+        continue;
+      ParamReport &report = it->second;
+      ++report.gathers;
+      if (gather.getNumResults() > 1)
+        ++report.fusedGathers;
+      report.gatherType =
+          typeText(cast<FutureType>(future.getType()).getValue());
+      for (Operation *wait : future.getUsers()) {
+        const SimulatedOp &waitSim = sim.ops[timeline.indexOf(wait)];
+        double lead = waitSim.issue - sim.ops[i].issue;
+        if (report.minLeadSeconds < 0 || lead < report.minLeadSeconds)
+          report.minLeadSeconds = lead;
+        report.maxStallSeconds = std::max(report.maxStallSeconds, waitSim.stall);
+      }
+    }
+  }
+
+  Operation *peakOp = timeline.getOps().empty()
+                          ? fn.getOperation()
+                          : timeline.getOps()[timeline.getPeakIndex()];
+  json::Array paramArray;
+  for (auto &[value, p] : params)
+    paramArray.push_back(json::Object{
+        {"id", p.id},
+        {"name", p.name},
+        {"type", p.logicalType},
+        {"sharded", p.sharded},
+        {"localElements", p.localElements},
+        {"gathers", p.gathers},
+        {"fusedGathers", p.fusedGathers},
+        {"gatherType", p.gatherType},
+        {"minLeadSeconds", std::max(0.0, p.minLeadSeconds)},
+        {"maxStallSeconds", p.maxStallSeconds},
+    });
+  return json::Object{
+      {"function", fn.getSymName().str()},
+      {"stepSeconds", sim.stepSeconds},
+      {"computeSeconds", sim.computeSeconds},
+      {"collectiveSeconds", sim.collectiveSeconds},
+      {"exposedCollectiveSeconds", sim.exposedCollectiveSeconds},
+      {"copySeconds", sim.copySeconds},
+      {"exposedCopySeconds", sim.exposedCopySeconds},
+      {"peakDeviceBytes", timeline.getPeakDeviceBytes()},
+      {"peakOp",
+       json::Object{{"index", static_cast<int64_t>(timeline.getPeakIndex())},
+                    {"name", peakOp->getName().getStringRef().str()},
+                    {"loc", locationText(peakOp->getLoc())}}},
+      {"peakHostBytes", timeline.getPeakHostBytes()},
+      {"budgetBytes", budget},
+      {"gatherGroups", groups},
+      {"gathers", gathers},
+      {"gatheredBytes", gatheredBytes},
+      {"reduceBuckets", buckets},
+      {"reducedBytes", reducedBytes},
+      {"params", std::move(paramArray)},
+  };
+}
+
+void printText(const json::Object &r, llvm::raw_ostream &os) {
+  auto num = [&](StringRef key) { return *r.getNumber(key); };
+  auto ms = [](double s) { return llvm::format("%10.3f ms", s * 1e3); };
+  auto pct = [&](double part) {
+    double step = num("stepSeconds");
+    return llvm::format("%5.1f%%", step > 0 ? 100.0 * part / step : 0.0);
+  };
+  os << "dc-report @" << *r.getString("function") << "\n";
+  os << "  predicted step        " << ms(num("stepSeconds")) << "\n";
+  os << "  compute (busy)        " << ms(num("computeSeconds")) << "\n";
+  os << "  collectives (busy)    " << ms(num("collectiveSeconds"))
+     << "   exposed " << ms(num("exposedCollectiveSeconds")) << " ("
+     << pct(num("exposedCollectiveSeconds")) << " of the step)\n";
+  os << "  host copies (busy)    " << ms(num("copySeconds")) << "   exposed "
+     << ms(num("exposedCopySeconds")) << " ("
+     << pct(num("exposedCopySeconds")) << " of the step)\n";
+  const json::Object *peak = r.getObject("peakOp");
+  os << "  peak device memory    "
+     << formatBytes(*r.getInteger("peakDeviceBytes")) << " of budget "
+     << formatBytes(*r.getInteger("budgetBytes")) << ", at op #"
+     << *peak->getInteger("index") << " '" << *peak->getString("name")
+     << "' " << *peak->getString("loc") << "\n";
+  os << "  peak host memory      "
+     << formatBytes(*r.getInteger("peakHostBytes")) << "\n";
+  os << "  gathers               " << *r.getInteger("gathers") << " in "
+     << *r.getInteger("gatherGroups") << " groups, "
+     << formatBytes(*r.getInteger("gatheredBytes")) << "\n";
+  os << "  gradient buckets      " << *r.getInteger("reduceBuckets") << ", "
+     << formatBytes(*r.getInteger("reducedBytes")) << "\n";
+  os << "  parameters:\n";
+  os << llvm::format("  %4s  %-28s %-24s %-10s %7s %5s %-18s %11s %11s\n",
+                     "id", "name", "type", "state", "gathers", "fused",
+                     "gathered as", "lead (us)", "stall (us)");
+  for (const json::Value &value : *r.getArray("params")) {
+    const json::Object &p = *value.getAsObject();
+    std::string state = *p.getBoolean("sharded")
+                            ? "sharded"
+                            : std::string("replicated");
+    os << llvm::format("  %4lld  %-28s %-24s %-10s %7lld %5lld %-18s %11.1f "
+                       "%11.1f\n",
+                       static_cast<long long>(*p.getInteger("id")),
+                       p.getString("name")->str().c_str(),
+                       p.getString("type")->str().c_str(), state.c_str(),
+                       static_cast<long long>(*p.getInteger("gathers")),
+                       static_cast<long long>(*p.getInteger("fusedGathers")),
+                       p.getString("gatherType")->str().c_str(),
+                       *p.getNumber("minLeadSeconds") * 1e6,
+                       *p.getNumber("maxStallSeconds") * 1e6);
+  }
+}
+
+struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
+  using DCReportBase::DCReportBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<PlanningSetup> setup =
+        loadPlanningSetup(module, memoryBudget, target, profile);
+    if (failed(setup))
+      return signalPassFailure();
+    CostModel costModel = setup->makeCostModel();
+
+    json::Array reports;
+    std::string traceText;
+    llvm::raw_string_ostream traceStream(traceText);
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return signalPassFailure();
+      SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      reports.push_back(
+          reportFunction(fn, *timeline, sim, setup->budgetBytes));
+      if (!trace.empty() && traceText.empty())
+        writeChromeTrace(sim, fn.getSymName(), traceStream);
+    }
+
+    std::string errorMessage;
+    auto out = mlir::openOutputFile(output, &errorMessage);
+    if (!out) {
+      module.emitError() << "dc-report: " << errorMessage;
+      return signalPassFailure();
+    }
+    if (json) {
+      out->os() << llvm::formatv("{0:2}", json::Value(std::move(reports)))
+                << "\n";
+    } else {
+      for (const json::Value &report : reports)
+        printText(*report.getAsObject(), out->os());
+    }
+    out->keep();
+    if (!trace.empty()) {
+      auto traceFile = mlir::openOutputFile(trace, &errorMessage);
+      if (!traceFile) {
+        module.emitError() << "dc-report: " << errorMessage;
+        return signalPassFailure();
+      }
+      traceFile->os() << traceText;
+      traceFile->keep();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

@@ -1,0 +1,429 @@
+//===- Zero3.cpp - shard parameters, gather per interval, reduce gradients ===//
+//
+// Turns a replicated training step into a ZeRO-3 one. Gathers are placed
+// just in time (right before each interval of uses); dc-prefetch moves them.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCZERO3
+#include "dc/Transforms/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// The ops the loss depends on (top-level ops of the body, including values
+/// captured by nested regions): a parameter use among them is a forward use.
+llvm::DenseSet<Operation *> collectLossDependencies(func::FuncOp fn) {
+  llvm::DenseSet<Operation *> deps;
+  auto returnOp = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  SmallVector<Operation *> worklist;
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (fn.getResultAttr(i, kLossAttrName))
+      if (Operation *def = returnOp.getOperand(i).getDefiningOp())
+        worklist.push_back(def);
+  Block &body = fn.getBody().front();
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!deps.insert(op).second)
+      continue;
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (!def || op->isAncestor(def))
+          continue;
+        if (Operation *top = body.findAncestorOpInBlock(*def))
+          worklist.push_back(top);
+      }
+    });
+  }
+  return deps;
+}
+
+/// Bytes of a tensor type (elements rounded up to whole bytes).
+int64_t tensorBytes(RankedTensorType type) {
+  return type.getNumElements() *
+         static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// One interval of uses of a parameter: the uses (operands) and the first and
+/// last top-level ops holding them.
+struct UseInterval {
+  SmallVector<OpOperand *> uses;
+  Operation *first = nullptr, *last = nullptr;
+};
+
+class Zero3Sharder {
+public:
+  Zero3Sharder(func::FuncOp fn, shard::GridOp grid, int64_t axis,
+               const DCZero3Options &options)
+      : fn(fn), grid(grid), axis(axis), options(options),
+        worldSize(grid.getShape()[axis]) {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult checkSupported();
+  LogicalResult collectIntervals(BlockArgument param, ArrayRef<Value> values,
+                                 SmallVectorImpl<UseInterval> &intervals);
+  LogicalResult shardParam(BlockArgument param);
+  LogicalResult reduceGradients();
+  size_t indexOf(Operation *op) const { return opIndex.lookup(op); }
+
+  func::FuncOp fn;
+  shard::GridOp grid;
+  int64_t axis;
+  DCZero3Options options;
+  int64_t worldSize;
+  llvm::DenseMap<Operation *, size_t> opIndex;
+  llvm::DenseSet<Operation *> lossDeps;
+  /// Parameter id -> argument, and which of them were sharded.
+  llvm::MapVector<int64_t, BlockArgument> paramsById;
+  llvm::DenseMap<int64_t, ShardType> shardedParams;
+};
+
+LogicalResult Zero3Sharder::checkSupported() {
+  if (!llvm::hasSingleElement(fn.getBody()))
+    return fn.emitError("dc-zero3 needs a step function with a single block; ")
+           << "@" << fn.getSymName() << " has "
+           << fn.getBody().getBlocks().size();
+  auto isStatic = [](Type type) {
+    auto shaped = dyn_cast<ShapedType>(type);
+    return !shaped || shaped.hasStaticShape();
+  };
+  for (auto [i, type] : llvm::enumerate(fn.getArgumentTypes()))
+    if (!isStatic(type))
+      return emitError(fn.getArgument(i).getLoc())
+             << "argument #" << i << " has dynamic shape " << type
+             << "; dc needs static shapes";
+  for (auto [i, type] : llvm::enumerate(fn.getResultTypes()))
+    if (!isStatic(type))
+      return fn.emitError() << "result #" << i << " has dynamic shape "
+                            << type << "; dc needs static shapes";
+  WalkResult walk = fn.walk([&](Operation *op) {
+    for (Type type : op->getResultTypes())
+      if (!isStatic(type)) {
+        op->emitError() << "result of dynamic shape " << type
+                        << "; dc needs static shapes";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+LogicalResult
+Zero3Sharder::collectIntervals(BlockArgument param, ArrayRef<Value> values,
+                               SmallVectorImpl<UseInterval> &intervals) {
+  Block &body = fn.getBody().front();
+  UseInterval forward, backward;
+  for (Value value : values) {
+    for (OpOperand &use : value.getUses()) {
+      Operation *owner = use.getOwner();
+      if (isa<func::ReturnOp>(owner))
+        return owner->emitError()
+               << "returns parameter #" << param.getArgNumber()
+               << " itself; dc-zero3 cannot return a sharded parameter";
+      Operation *top = body.findAncestorOpInBlock(*owner);
+      for (Operation *op = owner->getParentOp(); op && op != fn;
+           op = op->getParentOp())
+        if (op->hasTrait<OpTrait::IsIsolatedFromAbove>())
+          return owner->emitError()
+                 << "uses parameter #" << param.getArgNumber()
+                 << " inside an isolated region (" << op->getName()
+                 << "); dc-zero3 cannot gather it there";
+      UseInterval &interval = lossDeps.contains(top) ? forward : backward;
+      interval.uses.push_back(&use);
+      if (!interval.first || indexOf(top) < indexOf(interval.first))
+        interval.first = top;
+      if (!interval.last || indexOf(top) > indexOf(interval.last))
+        interval.last = top;
+    }
+  }
+  // Interleaved forward and backward uses cannot be split: one interval.
+  if (forward.first && backward.first &&
+      indexOf(forward.last) >= indexOf(backward.first)) {
+    forward.uses.append(backward.uses);
+    if (indexOf(backward.first) < indexOf(forward.first))
+      forward.first = backward.first;
+    if (indexOf(backward.last) > indexOf(forward.last))
+      forward.last = backward.last;
+    backward = UseInterval();
+  }
+  for (UseInterval *interval : {&forward, &backward})
+    if (interval->first)
+      intervals.push_back(std::move(*interval));
+  return success();
+}
+
+LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
+  auto logical = dyn_cast<RankedTensorType>(param.getType());
+  if (!logical)
+    return emitError(param.getLoc())
+           << "parameter #" << param.getArgNumber()
+           << " must be a ranked tensor, got " << param.getType();
+  int64_t bytes = tensorBytes(logical);
+  if (bytes < options.replicateBelow)
+    return success(); // stays replicated; its gradient is all-reduced
+
+  // A parameter only ever cast to one narrower float type is gathered in it.
+  SmallVector<Value> values{param};
+  SmallVector<Operation *> casts;
+  Type gatherType = logical;
+  if (options.castGather && !param.use_empty() &&
+      llvm::all_of(param.getUsers(), [&](Operation *user) {
+        auto truncate = dyn_cast<arith::TruncFOp>(user);
+        return truncate && truncate.getType() ==
+                               param.getUsers().begin()->getResult(0).getType();
+      })) {
+    values.clear();
+    for (Operation *user : param.getUsers()) {
+      casts.push_back(user);
+      values.push_back(user->getResult(0));
+    }
+    gatherType = casts.front()->getResult(0).getType();
+  }
+
+  SmallVector<UseInterval> intervals;
+  if (failed(collectIntervals(param, values, intervals)))
+    return failure();
+
+  auto shardType = ShardType::get(
+      fn.getContext(), logical, FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+      axis, shardLocalSize(logical.getNumElements(), worldSize));
+  param.setType(shardType);
+  auto futureType = FutureType::get(gatherType);
+  for (UseInterval &interval : intervals) {
+    OpBuilder builder(interval.first);
+    Location loc = interval.first->getLoc();
+    auto start = GatherStartOp::create(builder, loc, TypeRange{futureType},
+                                       ValueRange{param}, /*persistent=*/false);
+    auto wait = WaitOp::create(builder, loc, start.getFutures()[0]);
+    for (OpOperand *use : interval.uses)
+      use->set(wait.getResult());
+    builder.setInsertionPointAfter(interval.last);
+    ReleaseOp::create(builder, interval.last->getLoc(), wait.getResult());
+  }
+  for (Operation *castOp : casts)
+    castOp->erase();
+  shardedParams[cast<ParamAttr>(fn.getArgAttr(param.getArgNumber(),
+                                               kParamAttrName))
+                    .getId()] = shardType;
+  return success();
+}
+
+LogicalResult Zero3Sharder::reduceGradients() {
+  Block &body = fn.getBody().front();
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+  auto kind = options.reduceKind == "sum" ? ReduceKind::Sum : ReduceKind::Avg;
+
+  // Gradients in the order they become ready (their defining op's position).
+  struct Grad {
+    unsigned result;
+    Value value;
+    size_t readyAt;
+  };
+  SmallVector<Grad> sharded, replicated;
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i) {
+    auto attr = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName);
+    if (!attr)
+      continue;
+    auto param = paramsById.find(attr.getParam());
+    if (param == paramsById.end())
+      return returnOp.emitError() << "result #" << i << " is the gradient of "
+                                  << "parameter id " << attr.getParam()
+                                  << ", which no argument declares";
+    Value value = returnOp.getOperand(i);
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      return returnOp.emitError()
+             << "gradient result #" << i
+             << " is a function argument; dc-zero3 needs it computed";
+    auto shard = shardedParams.lookup(attr.getParam());
+    Type paramType = shard ? Type(shard.getLogical()) : param->second.getType();
+    if (value.getType() != paramType)
+      return returnOp.emitError()
+             << "gradient result #" << i << " has type " << value.getType()
+             << " but parameter id " << attr.getParam() << " is " << paramType;
+    (shard ? sharded : replicated)
+        .push_back({i, value, indexOf(body.findAncestorOpInBlock(*def))});
+  }
+  auto byReadiness = [](const Grad &a, const Grad &b) {
+    return std::tie(a.readyAt, a.result) < std::tie(b.readyAt, b.result);
+  };
+  llvm::stable_sort(sharded, byReadiness);
+  llvm::stable_sort(replicated, byReadiness);
+
+  // Reduce-scatter in buckets, each started right after its last gradient.
+  llvm::DenseMap<unsigned, Value> futureOfResult;
+  SmallVector<Grad> bucket;
+  int64_t bucketBytes = 0;
+  auto flush = [&]() {
+    if (bucket.empty())
+      return;
+    Operation *readyOp =
+        body.findAncestorOpInBlock(*bucket.back().value.getDefiningOp());
+    OpBuilder builder = OpBuilder::atBlockEnd(&body);
+    builder.setInsertionPointAfter(readyOp);
+    SmallVector<Type> futureTypes;
+    SmallVector<Value> grads;
+    for (const Grad &grad : bucket) {
+      auto attr = fn.getResultAttrOfType<GradAttr>(grad.result, kGradAttrName);
+      futureTypes.push_back(
+          FutureType::get(shardedParams.lookup(attr.getParam())));
+      grads.push_back(grad.value);
+    }
+    auto start = ReduceScatterStartOp::create(builder, readyOp->getLoc(),
+                                              futureTypes, kind, grads);
+    for (auto [grad, future] : llvm::zip(bucket, start.getFutures()))
+      futureOfResult[grad.result] = future;
+    bucket.clear();
+    bucketBytes = 0;
+  };
+  for (const Grad &grad : sharded) {
+    int64_t bytes =
+        tensorBytes(cast<RankedTensorType>(grad.value.getType()));
+    if (!bucket.empty() && bucketBytes + bytes > options.bucketBytes)
+      flush();
+    bucket.push_back(grad);
+    bucketBytes += bytes;
+  }
+  flush();
+
+  // Replicated gradients are all-reduced, each as soon as it is ready.
+  OpBuilder builder(returnOp);
+  llvm::DenseMap<unsigned, Value> allReduced;
+  for (const Grad &grad : replicated) {
+    if (worldSize == 1)
+      continue;
+    Operation *readyOp =
+        body.findAncestorOpInBlock(*grad.value.getDefiningOp());
+    OpBuilder after(readyOp->getContext());
+    after.setInsertionPointAfter(readyOp);
+    auto start = AllReduceStartOp::create(after, readyOp->getLoc(), kind,
+                                          grad.value, grid.getSymName(), axis);
+    allReduced[grad.result] = start.getFuture();
+  }
+
+  // One flush before the return waits for every reduction.
+  SmallVector<unsigned> resultOrder;
+  SmallVector<Value> futures;
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (Value future = futureOfResult.lookup(i)) {
+      resultOrder.push_back(i);
+      futures.push_back(future);
+    }
+  if (!futures.empty()) {
+    auto end = EndBackwardOp::create(builder, returnOp.getLoc(), futures);
+    for (auto [i, shard] : llvm::zip(resultOrder, end.getShards()))
+      returnOp.setOperand(i, shard);
+  }
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (Value future = allReduced.lookup(i))
+      returnOp.setOperand(
+          i, WaitOp::create(builder, returnOp.getLoc(), future).getResult());
+  return success();
+}
+
+LogicalResult Zero3Sharder::run() {
+  if (failed(checkSupported()))
+    return failure();
+  Block &body = fn.getBody().front();
+  for (auto [i, op] : llvm::enumerate(body.getOperations()))
+    opIndex[&op] = i;
+  lossDeps = collectLossDependencies(fn);
+
+  for (BlockArgument arg : fn.getArguments()) {
+    auto param = fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
+                                                kParamAttrName);
+    if (!param)
+      continue;
+    auto [it, inserted] = paramsById.insert({param.getId(), arg});
+    if (!inserted)
+      return emitError(arg.getLoc())
+             << "parameter id " << param.getId() << " is used by arguments #"
+             << it->second.getArgNumber() << " and #" << arg.getArgNumber();
+  }
+  for (auto &entry : paramsById)
+    if (failed(shardParam(entry.second)))
+      return failure();
+  if (failed(reduceGradients()))
+    return failure();
+  fn.setType(FunctionType::get(fn.getContext(), body.getArgumentTypes(),
+                               body.getTerminator()->getOperandTypes()));
+  return success();
+}
+
+struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
+  using DCZero3Base::DCZero3Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (reduceKind != "avg" && reduceKind != "sum") {
+      module.emitError() << "dc-zero3: reduce must be avg or sum, got '"
+                         << reduceKind << "'";
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> steps;
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal() &&
+          llvm::any_of(llvm::seq(fn.getNumArguments()), [&](unsigned i) {
+            return fn.getArgAttr(i, kParamAttrName) != nullptr;
+          }))
+        steps.push_back(fn);
+    if (steps.empty())
+      return;
+
+    FailureOr<shard::GridOp> grid = getOrCreateGrid(module);
+    if (failed(grid))
+      return signalPassFailure();
+    DCZero3Options options;
+    options.worldSize = worldSize;
+    options.gridName = gridName;
+    options.gridAxis = gridAxis;
+    options.bucketBytes = bucketBytes;
+    options.replicateBelow = replicateBelow;
+    options.reduceKind = reduceKind;
+    options.castGather = castGather;
+    for (func::FuncOp fn : steps)
+      if (failed(Zero3Sharder(fn, *grid, gridAxis, options).run()))
+        return signalPassFailure();
+  }
+
+  /// The grid named by `grid`, created with `world-size` ranks if missing.
+  FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module) {
+    auto grid = module.lookupSymbol<shard::GridOp>(gridName);
+    if (!grid) {
+      if (worldSize < 1)
+        return module.emitError()
+               << "dc-zero3: the module has no shard.grid @" << gridName
+               << "; pass world-size=N to create one";
+      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+      return shard::GridOp::create(builder, module.getLoc(), gridName,
+                                   ArrayRef<int64_t>{worldSize});
+    }
+    ArrayRef<int64_t> shape = grid.getShape();
+    if (gridAxis < 0 || gridAxis >= static_cast<int64_t>(shape.size()))
+      return grid.emitError() << "dc-zero3: grid-axis " << int64_t(gridAxis)
+                              << " does not exist on this grid";
+    if (ShapedType::isDynamic(shape[gridAxis]))
+      return grid.emitError() << "dc-zero3: grid axis " << int64_t(gridAxis)
+                              << " is dynamic; dc needs the world size";
+    if (worldSize > 0 && shape[gridAxis] != worldSize)
+      return grid.emitError() << "dc-zero3: world-size=" << int64_t(worldSize)
+                              << " but this grid's axis " << int64_t(gridAxis)
+                              << " has " << shape[gridAxis] << " ranks";
+    return grid;
+  }
+};
+
+} // namespace

@@ -1,0 +1,16 @@
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB" | FileCheck %s --check-prefix=FITS
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=50KiB" -verify-diagnostics -o /dev/null
+// RUN: not dc-opt %s --dc-verify-schedule="memory-budget=lots" 2>&1 | FileCheck %s --check-prefix=BADTEXT
+
+// Live while the weight is gathered: its 8 KiB shard, the 16 KiB input x,
+// the 16 KiB gathered weight and the 16 KiB result (a returned value lives
+// for the whole step): 56 KiB. The gather (which carries the addf's
+// location) is where that peak is first reached.
+// FITS-LABEL: func.func @step
+func.func @step(%w: tensor<64x64xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  // expected-error @+1 {{device memory peaks here at 56.00 KiB (57344 B), over the budget of 50.00 KiB (51200 B) by 6.00 KiB (6144 B)}}
+  %y = arith.addf %w, %x : tensor<64x64xf32>
+  return %y : tensor<64x64xf32>
+}
+
+// BADTEXT: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
