@@ -35,14 +35,19 @@ static Value getAliasedValue(OpResult result) {
   return {};
 }
 
-static LogicalResult checkStaticShape(Value value, Operation *where,
+/// Fails with an error on `fn`, and a note at the value, if `value` is a
+/// tensor of dynamic shape.
+static LogicalResult checkStaticShape(func::FuncOp fn, Value value,
                                       const llvm::Twine &what) {
   auto tensor = dyn_cast<TensorType>(value.getType());
   if (!tensor || tensor.hasStaticShape())
     return success();
-  return where->emitError()
-         << what << " has the dynamically shaped type " << tensor
-         << "; dc plans memory with static shapes only";
+  InFlightDiagnostic diag =
+      fn.emitError() << "cannot plan the memory of '" << fn.getSymName()
+                     << "': " << what << " has the dynamically shaped type "
+                     << tensor << " (dc needs static shapes)";
+  diag.attachNote(value.getLoc()) << "the dynamically shaped value";
+  return diag;
 }
 
 FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
@@ -69,12 +74,14 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
 
   for (BlockArgument arg : body.getArguments())
     if (failed(checkStaticShape(
-            arg, fn, "argument #" + llvm::Twine(arg.getArgNumber()))))
+            fn, arg, "argument #" + llvm::Twine(arg.getArgNumber()))))
       return failure();
   for (Operation *op : timeline.ops)
     for (OpResult result : op->getResults())
-      if (failed(checkStaticShape(
-              result, op, "result #" + llvm::Twine(result.getResultNumber()))))
+      if (failed(checkStaticShape(fn, result,
+                                  "result #" +
+                                      llvm::Twine(result.getResultNumber()) +
+                                      " of " + op->getName().getStringRef())))
         return failure();
 
   // Name the buffers: every value that allocates, in definition order.

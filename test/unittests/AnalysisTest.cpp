@@ -645,6 +645,10 @@ TEST_F(AnalysisTest, TimelineRejectsDynamicShapesAndBranches) {
 func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   return %x : tensor<?x4xf32>
 }
+func.func @dynamicOp(%n: index) {
+  %e = tensor.empty(%n) : tensor<?xf32>
+  return
+}
 func.func @branchy(%x: tensor<4xf32>) -> tensor<4xf32> {
   cf.br ^next
 ^next:
@@ -657,9 +661,13 @@ func.func @branchy(%x: tensor<4xf32>) -> tensor<4xf32> {
     return success();
   });
   EXPECT_TRUE(failed(MemoryTimeline::compute(getFunc(*module, "dynamic"))));
-  EXPECT_EQ(message, "argument #0 has the dynamically shaped type "
-                     "'tensor<?x4xf32>'; dc plans memory with static shapes "
-                     "only");
+  EXPECT_EQ(message, "cannot plan the memory of 'dynamic': argument #0 has "
+                     "the dynamically shaped type 'tensor<?x4xf32>' (dc needs "
+                     "static shapes)");
+  EXPECT_TRUE(failed(MemoryTimeline::compute(getFunc(*module, "dynamicOp"))));
+  EXPECT_EQ(message, "cannot plan the memory of 'dynamicOp': result #0 of "
+                     "tensor.empty has the dynamically shaped type "
+                     "'tensor<?xf32>' (dc needs static shapes)");
   EXPECT_TRUE(failed(MemoryTimeline::compute(getFunc(*module, "branchy"))));
   EXPECT_EQ(message, "cannot plan the memory of 'branchy': its body has 2 "
                      "blocks, dc plans straight-line steps (one block)");
