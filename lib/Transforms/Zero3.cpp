@@ -172,8 +172,10 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
            << "parameter #" << param.getArgNumber()
            << " must be a ranked tensor, got " << param.getType();
   int64_t bytes = tensorBytes(logical);
-  if (bytes < options.replicateBelow)
-    return success(); // stays replicated; its gradient is all-reduced
+  // Small parameters stay replicated (their gradients are all-reduced), and
+  // so does an empty one: there is nothing to shard.
+  if (bytes < options.replicateBelow || logical.getNumElements() == 0)
+    return success();
 
   // A parameter only ever cast to one narrower float type is gathered in it.
   SmallVector<Value> values{param};

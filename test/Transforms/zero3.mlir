@@ -104,3 +104,14 @@ func.func @cast_gather(%w: tensor<4x4xf32> {dc.param = #dc.param<id = 0>}, %x: t
   %y = linalg.matmul ins(%x, %wb : tensor<4x4xbf16>, tensor<4x4xbf16>) outs(%e : tensor<4x4xbf16>) -> tensor<4x4xbf16>
   return %y : tensor<4x4xbf16>
 }
+
+// -----
+
+// An empty parameter has nothing to shard: it stays replicated.
+// CHECK-LABEL: func.func @empty_param
+// CHECK-SAME: %{{.*}}: tensor<0x4xf32> {dc.param = #dc.param<id = 0>}
+// CHECK-NOT: dc.gather_start
+func.func @empty_param(%w: tensor<0x4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<0x4xf32>) -> (tensor<0x4xf32> {dc.loss}) {
+  %y = arith.addf %w, %x : tensor<0x4xf32>
+  return %y : tensor<0x4xf32>
+}
