@@ -40,8 +40,15 @@ run_tests() {
   "$LLVM/bin/lit" -sv "$BUILD_DIR/test"
 }
 
+# The main job on the bundled example: shard the MLP training step over 2
+# ranks, schedule it against one memory budget, verify the schedule, print it
+# and the predicted report.
 run_example() {
-  "$BUILD_DIR/bin/dc-opt" examples/mlp_step.mlir
+  echo "== dc-zero3-pipeline on examples/mlp_step.mlir (2 ranks, cpu target)"
+  "$BUILD_DIR/bin/dc-opt" examples/mlp_step.mlir \
+    --dc-zero3-pipeline="world-size=2 target=cpu memory-budget=64KiB" \
+    --dc-report="target=cpu memory-budget=64KiB trace=$BUILD_DIR/mlp_step.trace.json"
+  echo "== predicted streams written to $BUILD_DIR/mlp_step.trace.json (open in ui.perfetto.dev)"
 }
 
 case "${1:-}" in

@@ -69,11 +69,17 @@ def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
     relative order (the collective stream is FIFO) and never move above the
     release of the same parameter's previous interval.
 
-    Then neighbouring gathers are fused into one group start when the cost
-    model predicts a gain: the fused transfer is cheaper than the two apart
-    and the first gather's wait does not stall longer (at most
-    `max-fused-bytes` per group). A budget the just-in-time schedule already
-    exceeds is an error that says by how much.
+    Each round hoists a gather to its *latest start*: walking the FIFO
+    collective stream backwards from the end, the latest time a collective
+    may start so that it and everything queued behind it finish before
+    their waits.
+
+    Then neighbouring gathers are fused into one group start (at most
+    `max-fused-bytes` per group) when the cost model predicts a gain: the
+    fused transfer is cheaper than the two apart, and what the earlier
+    group's wait may lose is less than what the later gather's wait gains.
+    A budget the just-in-time schedule already exceeds, or one below the
+    step's floor, is an error that says by how much.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
