@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""dc's compile-time and schedule-quality benchmarks (no GPU needed).
+
+1. Compile time of the full dc-zero3-pipeline on generated Llama-style steps
+   of 8, 32 and 128 layers (config B's sizes), wall clock, median of runs,
+   with the parse/print-only time subtracted.
+2. Schedule quality predicted with the h200 preset on configs A and B at a
+   memory budget no larger than FSDP2's measured peak, for three schedules:
+   just in time (no prefetch), prefetch only, and the full pipeline.
+
+Prints Markdown tables; docs/performance.md records dated results.
+Usage: python3 bench/schedule_bench.py [--build build] [--runs 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# FSDP2's measured peaks on 2 x H200 (the smaller of eager and compiled), in
+# GiB: dc's schedule must fit in no more.
+FSDP2_PEAK_GIB = {"A": 15.1, "B": 8.9}
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+def timed(cmd, runs):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run(cmd)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def generator_supports_fused_attention(gen):
+    return "--attention" in run([gen, "--help"])
+
+
+def compile_time(build, runs, tmp):
+    gen = os.path.join(build, "bin", "dc-gen-llama")
+    opt = os.path.join(build, "bin", "dc-opt")
+    rows = []
+    for layers in (8, 32, 128):
+        path = os.path.join(tmp, f"B{layers}.mlir")
+        run([gen, "--config", "B", "--dtype", "bf16", "--layers", str(layers),
+             "-o", path])
+        ops = int(run([opt, path, "--mlir-print-op-generic"]).count("\n"))
+        parse = timed([opt, path, "-o", os.devnull], runs)
+        full = timed([opt, path, "--dc-zero3-pipeline=world-size=2",
+                      "-o", os.devnull], runs)
+        rows.append((layers, ops, parse, full, full - parse))
+    print("| layers | IR lines | parse+print (s) | with pipeline (s) | pipeline (s) | pipeline s per layer |")
+    print("|---|---|---|---|---|---|")
+    for layers, ops, parse, full, pipe in rows:
+        print(f"| {layers} | {ops} | {parse:.3f} | {full:.3f} | {pipe:.3f} | {pipe / layers * 1e3:.2f} ms |")
+    base = rows[0]
+    for layers, _, _, _, pipe in rows[1:]:
+        print(f"\n{layers} vs {base[0]} layers: {layers / base[0]:.0f}x the layers, "
+              f"{pipe / base[4]:.1f}x the pipeline time", end="")
+    print()
+
+
+def report(opt, path, pipeline, budget):
+    out = run([opt, path, f"--dc-zero3-pipeline={pipeline}",
+               f"--dc-report=json=true memory-budget={budget}", "-o", os.devnull])
+    return json.loads(out)[0]
+
+
+def schedule_quality(build, tmp):
+    gen = os.path.join(build, "bin", "dc-gen-llama")
+    opt = os.path.join(build, "bin", "dc-opt")
+    attention = ["--attention", "fused"] if generator_supports_fused_attention(gen) else []
+    print(f"attention form: {'fused (dc.attention)' if attention else 'decomposed (S x S probabilities kept for backward)'}\n")
+    print("| config | budget | schedule | step (ms) | compute-only (ms) | step / compute | exposed comm (ms) | exposed % | peak (GiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    schedules = [("just in time", "prefetch=false selective-gather=false"),
+                 ("prefetch", "prefetch=true selective-gather=false"),
+                 ("prefetch + selective", "prefetch=true selective-gather=true")]
+    for config in ("A", "B"):
+        path = os.path.join(tmp, f"{config}.mlir")
+        run([gen, "--config", config, "--dtype", "bf16", *attention, "-o", path])
+        budget = f"{FSDP2_PEAK_GIB[config]}GiB"
+        for name, flags in schedules:
+            try:
+                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}", budget)
+            except RuntimeError as error:
+                first = [l for l in str(error).splitlines() if "error:" in l][:1]
+                print(f"| {config} | {budget} | {name} | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | |")
+                continue
+            step, compute = r["stepSeconds"], r["computeSeconds"]
+            exposed = r["exposedCollectiveSeconds"]
+            print(f"| {config} | {budget} | {name} | {step * 1e3:.2f} | {compute * 1e3:.2f} | "
+                  f"{step / compute:.3f} | {exposed * 1e3:.2f} | {100 * exposed / step:.1f}% | "
+                  f"{r['peakDeviceBytes'] / 2**30:.2f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        print("## Compile time (config B sizes, bf16, world size 2)\n")
+        compile_time(args.build, args.runs, tmp)
+        print("\n## Schedule quality (h200 preset, 2 ranks)\n")
+        schedule_quality(args.build, tmp)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except RuntimeError as error:
+        sys.exit(str(error))
