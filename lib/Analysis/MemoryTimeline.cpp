@@ -5,6 +5,7 @@
 #include "dc/Analysis/CostModel.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 
 #include <algorithm>
 
@@ -32,8 +33,20 @@ static Value getAliasedValue(OpResult result) {
   if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
           tensor::BitcastOp>(op))
     return op->getOperand(0);
+  // A destination-style op writes its result into its init, as One-Shot
+  // Bufferize does in place when nothing else reads the init afterwards.
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
+    Value init = dps.getDpsInitOperand(result.getResultNumber())->get();
+    if (init.hasOneUse() && isa<OpResult>(init) &&
+        !init.getDefiningOp<tensor::EmptyOp>())
+      return init;
+  }
   return {};
 }
+
+/// tensor.empty only names a shape: its buffer is the one its first writer
+/// allocates.
+static bool allocatesNothing(Operation *op) { return isa<tensor::EmptyOp>(op); }
 
 /// Fails with an error on `fn`, and a note at the value, if `value` is a
 /// tensor of dynamic shape.
@@ -115,7 +128,8 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
           bufferOf[result] = it->second;
         continue;
       }
-      addBuffer(result, i, isa<GatherStartOp>(op));
+      if (!allocatesNothing(op))
+        addBuffer(result, i, isa<GatherStartOp>(op));
     }
   }
 

@@ -590,20 +590,21 @@ TEST_F(AnalysisTest, TimelineOfGatherOffloadAndReduceScatter) {
   // Whole function: %w (512), %x (256) and the returned values' buffers,
   // the reduced shard (512) and the reloaded tensor (256).
   EXPECT_EQ(timeline->getBaseDeviceBytes(), 1536);
-  // 0-4: the gathered 1 KiB until its release; 2-3: the matmul's init;
+  // 0-4: the gathered 1 KiB until its release; the matmul's tensor.empty
+  // init allocates nothing (the matmul writes its result in place);
   // 3-6: %y until its offload is waited; 7-11: the gradient until
   // end_backward waits its reduce-scatter.
-  std::vector<int64_t> expected = {2560, 2560, 2816, 3072, 2816, 1792, 1792,
+  std::vector<int64_t> expected = {2560, 2560, 2560, 2816, 2816, 1792, 1792,
                                    2560, 2560, 2560, 2560, 2560, 1536};
   EXPECT_EQ(deviceBytes(*timeline), expected);
-  EXPECT_EQ(timeline->getPeakDeviceBytes(), 3072);
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 2816);
   EXPECT_EQ(timeline->getPeakIndex(), 3u);
   // The host copy lives from its offload to the wait of its reload.
   for (size_t i = 0; i < 13; ++i)
     EXPECT_EQ(timeline->hostBytesAt(i), i >= 5 && i <= 10 ? 256 : 0) << i;
   EXPECT_EQ(timeline->getPeakHostBytes(), 256);
-  // The matmul touches the gathered weight, its init and its result.
-  EXPECT_EQ(timeline->getFloorBytes(), 1536 + 1024 + 256 + 256);
+  // The matmul touches the gathered weight and its result.
+  EXPECT_EQ(timeline->getFloorBytes(), 1536 + 1024 + 256);
 
   Operation *matmul = timeline->getOps()[3];
   EXPECT_EQ(timeline->indexOf(matmul), 3u);
@@ -623,20 +624,21 @@ TEST_F(AnalysisTest, TimelineKeepsPersistentGathersAndAliasesViews) {
       MemoryTimeline::compute(getFunc(*module, "persistent"));
   ASSERT_TRUE(succeeded(persistent));
   // Base: the shard (512) and the returned sum (1024); the persistent
-  // gather (1024) never ends.
+  // gather (1024) never ends; the add's empty init allocates nothing.
   EXPECT_EQ(deviceBytes(*persistent),
-            (std::vector<int64_t>{2560, 2560, 3584, 3584, 2560}));
-  EXPECT_EQ(persistent->getPeakIndex(), 2u);
-  EXPECT_EQ(persistent->getFloorBytes(), 1536 + 1024 + 1024);
+            (std::vector<int64_t>{2560, 2560, 2560, 2560, 2560}));
+  EXPECT_EQ(persistent->getPeakIndex(), 0u);
+  EXPECT_EQ(persistent->getFloorBytes(), 1536 + 1024);
 
   FailureOr<MemoryTimeline> views =
       MemoryTimeline::compute(getFunc(*module, "views"));
   ASSERT_TRUE(succeeded(views));
-  // The collapsed tensor is %y's buffer, which lives until %z reads it.
-  EXPECT_EQ(views->getBuffers().size(), 5u);
+  // The collapsed tensor is %y's buffer, which lives until %z reads it;
+  // the empties allocate nothing: buffers are %x, %y and %z.
+  EXPECT_EQ(views->getBuffers().size(), 3u);
   EXPECT_EQ(deviceBytes(*views),
-            (std::vector<int64_t>{768, 1024, 768, 1024, 1024, 512}));
-  EXPECT_EQ(views->getPeakDeviceBytes(), 1024);
+            (std::vector<int64_t>{512, 768, 768, 768, 768, 512}));
+  EXPECT_EQ(views->getPeakDeviceBytes(), 768);
   EXPECT_EQ(views->getPeakIndex(), 1u);
 }
 
