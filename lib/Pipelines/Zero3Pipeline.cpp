@@ -16,7 +16,18 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.replicateBelow = options.replicateBelow;
   pm.addPass(createDCZero3(zero3));
 
-  // Prefetch first: hiding a gather is worth more than saving one, and
+  // Offload first: it is the only way to fit a step whose activations
+  // exceed the budget, and what it frees is headroom for prefetch.
+  if (options.offloadActivations) {
+    DCOffloadActivationsOptions offload;
+    offload.memoryBudget = options.memoryBudget;
+    offload.target = options.target;
+    offload.profile = options.profile;
+    offload.minBytes = options.offloadMinBytes;
+    offload.keepLast = options.offloadKeepLast;
+    pm.addPass(createDCOffloadActivations(offload));
+  }
+  // Prefetch next: hiding a gather is worth more than saving one, and
   // selective gather then spends only the headroom prefetch left.
   if (options.prefetch) {
     DCPrefetchOptions prefetch;

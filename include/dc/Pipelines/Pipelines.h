@@ -48,6 +48,19 @@ struct Zero3PipelineOptions
       *this, "selective-gather",
       llvm::cl::desc("Keep parameters gathered where the budget allows"),
       llvm::cl::init(true)};
+  Option<bool> offloadActivations{
+      *this, "offload-activations",
+      llvm::cl::desc("Offload long-idle activations to host memory when the "
+                     "step does not fit the budget"),
+      llvm::cl::init(false)};
+  Option<int64_t> offloadMinBytes{
+      *this, "offload-min-bytes",
+      llvm::cl::desc("Smallest activation worth offloading (bytes)"),
+      llvm::cl::init(1048576)};
+  Option<int64_t> offloadKeepLast{
+      *this, "offload-keep-last",
+      llvm::cl::desc("Offload candidates kept on the device, from the last"),
+      llvm::cl::init(0)};
   Option<int64_t> maxFusedBytes{
       *this, "max-fused-bytes",
       llvm::cl::desc("Most bytes one fused gather group moves (0: no "
@@ -59,8 +72,9 @@ struct Zero3PipelineOptions
       llvm::cl::init(0)};
 };
 
-/// dc-zero3, then dc-prefetch and dc-selective-gather (as enabled), then
-/// dc-verify-schedule against the same budget.
+/// dc-zero3, then dc-offload-activations, dc-prefetch and
+/// dc-selective-gather (as enabled), then dc-verify-schedule against the same
+/// budget.
 void buildZero3Pipeline(mlir::OpPassManager &pm,
                         const Zero3PipelineOptions &options);
 

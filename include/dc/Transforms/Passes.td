@@ -58,6 +58,35 @@ defvar DCPlanningOptions = [
          "cost model's compute estimates">,
 ];
 
+def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
+  let summary = "Offload long-idle activations to host memory and reload "
+                "them in time, until the step fits the budget";
+  let description = [{
+    Candidates are tensors of at least `min-bytes` with a long idle gap
+    between two uses (typically made in forward and read again in
+    backward): not parameters, not step results, not views of other
+    buffers. The last `keep-last` candidates (by where their gap begins) stay
+    on the device.
+
+    While the memory timeline peaks over the budget, the candidate whose gap
+    spans the peak with the most idle bytes (bytes x idle seconds) is
+    offloaded: `dc.offload_start` right after its last use before the gap;
+    its `dc.wait` where the stream simulator predicts the copy done (the
+    device buffer is free from there); `dc.reload_start` early enough that
+    the copy ends before the next use, and no earlier; its `dc.wait` right
+    before that use, which then reads the reloaded tensor. Nothing is
+    offloaded when the step already fits; when even every candidate cannot
+    make it fit, the error says how much is missing.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"minBytes", "min-bytes", "int64_t", "1048576",
+           "Smallest tensor worth offloading (bytes)">,
+    Option<"keepLast", "keep-last", "int64_t", "0",
+           "Candidates kept on the device, counted from the last">,
+  ]);
+}
+
 def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
   let summary = "Start gathers early enough to hide them, under the budget, "
                 "and fuse neighbouring gathers";

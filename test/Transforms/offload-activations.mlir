@@ -1,0 +1,77 @@
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SOME
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=ALL
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 keep-last=2" 2>&1 | FileCheck %s --check-prefix=KEEP
+// RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=60KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
+
+// Three 16 KiB activations a1, a2, a3 made in forward and read again in
+// backward. Just in time the step peaks at 96.5 KiB (at the g3 matmul, with
+// all three alive). On the toy target a copy of 16 KiB takes 16.4 us each
+// way and a matmul 524 us, so every gap can hide both copies.
+
+// At 100 KiB the step fits: nothing moves.
+// NONE-LABEL: func.func @step
+// NONE-NOT: dc.offload_start
+
+// At 90 KiB one offload is enough: a1, the longest idle, goes to host right
+// after its last forward use, its copy overlaps the next matmul, and it is
+// reloaded one matmul before its backward use.
+// SOME-LABEL: func.func @step
+// SOME: %[[A1:.*]] = linalg.matmul ins(%arg0, %arg0
+// SOME-NEXT: %[[A2:.*]] = linalg.matmul ins(%[[A1]], %arg0
+// SOME-NEXT: %[[O:.*]] = dc.offload_start %[[A1]] : tensor<64x64xf32>
+// SOME-NEXT: linalg.matmul ins(%[[A2]], %arg0
+// SOME-NEXT: %[[H:.*]] = dc.wait %[[O]] : !dc.future<!dc.host<tensor<64x64xf32>>>
+// SOME-NOT: dc.offload_start
+// SOME: %[[L:.*]] = dc.reload_start %[[H]] : !dc.host<tensor<64x64xf32>>
+// SOME-NEXT: %[[G1:.*]] = linalg.matmul
+// SOME-NEXT: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<tensor<64x64xf32>>
+// SOME-NEXT: arith.mulf %[[G1]], %[[BACK]]
+
+// At 70 KiB a1 and a2 both go; a3, idle for less, stays.
+// ALL-LABEL: func.func @step
+// ALL: %[[A1:.*]] = linalg.matmul ins(%arg0, %arg0
+// ALL-NEXT: %[[A2:.*]] = linalg.matmul ins(%[[A1]], %arg0
+// ALL-NEXT: dc.offload_start %[[A1]]
+// ALL-NEXT: %[[A3:.*]] = linalg.matmul ins(%[[A2]], %arg0
+// ALL-NEXT: dc.offload_start %[[A2]]
+// ALL-NOT: dc.offload_start %[[A3]]
+// ALL-COUNT-2: dc.reload_start
+
+// REPORT: host copies (busy)         0.066 ms   exposed      0.000 ms (  0.0% of the step)
+// REPORT: peak device memory    64.50 KiB (66048 B) of budget 70.00 KiB (71680 B)
+// REPORT: peak host memory      32.00 KiB (32768 B)
+
+// Keeping the last two candidates on the device leaves only a1: not enough.
+// KEEP: error: device memory peaks here at 80.50 KiB (82432 B) and no activation idle across this point can be offloaded; the budget of 70.00 KiB (71680 B) is short by 10.50 KiB (10752 B)
+
+// FLOOR: error: memory budget 60.00 KiB (61440 B) is below this step's floor of 64.50 KiB (66048 B)
+
+func.func @step(%x: tensor<64x64xf32>) -> (tensor<64xf32> {dc.loss}, tensor<64xf32>) {
+  %e = tensor.empty() : tensor<64x64xf32>
+  %r = tensor.empty() : tensor<64xf32>
+  // Forward: three 16 KiB activations, each read again in backward.
+  %a1 = linalg.matmul ins(%x, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %a2 = linalg.matmul ins(%a1, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %a3 = linalg.matmul ins(%a2, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %out = linalg.matmul ins(%a3, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %loss = linalg.reduce ins(%out : tensor<64x64xf32>) outs(%r : tensor<64xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  // Backward: reads them again in reverse order.
+  %g3 = linalg.matmul ins(%out, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %h3 = arith.mulf %g3, %a3 : tensor<64x64xf32>
+  %g2 = linalg.matmul ins(%h3, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %h2 = arith.mulf %g2, %a2 : tensor<64x64xf32>
+  %g1 = linalg.matmul ins(%h2, %x : tensor<64x64xf32>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %h1 = arith.mulf %g1, %a1 : tensor<64x64xf32>
+  %grad = linalg.reduce ins(%h1 : tensor<64x64xf32>) outs(%r : tensor<64xf32>) dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  return %loss, %grad : tensor<64xf32>, tensor<64xf32>
+}
