@@ -199,17 +199,42 @@ private:
     size_t end = timeline.indexOf(candidate.firstAfter);
     double copy = costModel.copySeconds(candidate.bytes);
 
+    // Copies queue FIFO on their stream: one can start only once the
+    // stream has finished what was issued before it.
+    // freeBefore[k][i]: when stream k has finished everything issued
+    // before op i.
+    std::vector<double> freeBefore[2];
+    const StreamKind copyStreams[2] = {StreamKind::DeviceToHost,
+                                       StreamKind::HostToDevice};
+    for (int k = 0; k < 2; ++k) {
+      freeBefore[k].assign(ops.size() + 1, 0);
+      for (size_t i = 0; i < ops.size(); ++i)
+        freeBefore[k][i + 1] =
+            sim.ops[i].stream == copyStreams[k]
+                ? std::max(freeBefore[k][i], sim.ops[i].end)
+                : freeBefore[k][i];
+    }
+    auto streamFreeBefore = [&](size_t index, StreamKind stream) {
+      return freeBefore[stream == StreamKind::HostToDevice][index];
+    };
+
     // The offload's wait: at the first op the copy is predicted done by.
-    double offloadDone = sim.ops[begin].end + copy;
+    double offloadDone =
+        std::max(sim.ops[begin].end,
+                 streamFreeBefore(begin + 1, StreamKind::DeviceToHost)) +
+        copy;
     size_t waitAt = begin + 1;
     while (waitAt < end && sim.ops[waitAt].issue < offloadDone)
       ++waitAt;
-    // The reload: the latest op that leaves the copy time before the use.
-    double reloadBy = sim.ops[end].issue - copy;
+    // The reload: the latest op at which the copy, queued behind the
+    // reloads issued before it, still ends before the use.
+    double needBy = sim.ops[end].issue;
     size_t reloadAt = end;
-    while (reloadAt > waitAt && sim.ops[reloadAt - 1].issue >= reloadBy)
-      --reloadAt;
-    if (reloadAt > waitAt && sim.ops[reloadAt].issue > reloadBy)
+    while (reloadAt > waitAt &&
+           std::max(sim.ops[reloadAt].issue,
+                    streamFreeBefore(reloadAt, StreamKind::HostToDevice)) +
+                   copy >
+               needBy)
       --reloadAt;
     // The buffer must be off the device at the peak this offload is for:
     // wait before it and reload after it, even if compute then stalls.
