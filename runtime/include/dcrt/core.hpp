@@ -1,0 +1,125 @@
+//===- core.hpp - libdcrt's C++ API for the host program --------*- C++ -*-===//
+//
+// What dc-run (not the artifact) needs beyond the C ABI: memory statistics,
+// blocking collectives on the runtime's communicator, tracing and the
+// per-op profile. Artifacts use only dcrt.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_CORE_HPP
+#define DCRT_CORE_HPP
+
+#include "dcrt/dcrt.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dcrt {
+
+/// Owned host memory, 64-byte aligned (compiled code may assume vector
+/// alignment). Fatal, naming `what`, when the allocation fails.
+class AlignedBuffer {
+public:
+  AlignedBuffer() = default;
+  AlignedBuffer(int64_t bytes, const char *what, bool zeroed = true);
+  AlignedBuffer(AlignedBuffer &&other) noexcept;
+  AlignedBuffer &operator=(AlignedBuffer &&other) noexcept;
+  AlignedBuffer(const AlignedBuffer &) = delete;
+  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+  ~AlignedBuffer();
+
+  void *data() const { return data_; }
+  template <typename T> T *as() const { return static_cast<T *>(data_); }
+  int64_t size() const { return size_; }
+
+private:
+  void *data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+/// One pool of runtime memory, in bytes.
+struct PoolStats {
+  int64_t plan = 0;      // the planned bound (0: grows as needed)
+  int64_t live = 0;      // handed out now
+  int64_t highWater = 0; // most handed out at once since resetPeakMemory
+  int64_t reserved = 0;  // held from the system
+  int64_t systemAllocations = 0; // constant in steady state: no churn
+};
+
+struct MemoryStats {
+  PoolStats gatherArena; // gathered parameters (dcrt_gather_start)
+  PoolStats hostPool;    // offloaded copies (dcrt_offload_start)
+  PoolStats stepBuffers; // reduced shards, all-reduce results, reloads
+  PoolStats staging;     // packed send/receive buffers of collectives
+  /// Sum of the high-water marks: the peak dc-run reports.
+  int64_t peakBytes() const;
+};
+
+MemoryStats memoryStats();
+/// Starts a new high-water window (dc-run: once per step).
+void resetPeakMemory();
+
+/// True once the operation behind `future` has finished in the background:
+/// the runtime's communication and copy threads progress it without
+/// dcrt_wait. The future must still be waited.
+bool isComplete(dcrt_future future);
+
+/// Seconds a wait may block before it is an error (DCRT_TIMEOUT_S, 300).
+double timeoutSeconds();
+
+/// Blocking collectives for the host program, on the runtime's communicator
+/// and in program order with the artifact's collectives.
+void allReduceSum(double *values, int count);
+void broadcast(void *data, int64_t bytes, int root);
+/// `bytes` from every rank, concatenated in rank order into `out` on `root`.
+void gatherToRoot(const void *local, int64_t bytes, void *out, int root);
+/// Each rank's string, in rank order, on `root` (empty elsewhere).
+std::vector<std::string> gatherStrings(const std::string &local, int root);
+void barrier();
+
+/// Streams of the trace, as the CUDA backend will have them.
+enum class Track {
+  Compute,
+  Gather,
+  ReduceScatter,
+  AllReduce,
+  AllToAll,
+  HostCollective,
+  CopyToHost,
+  CopyToDevice,
+};
+
+/// Nanoseconds since the job's common start (set by a barrier in dcrt_init).
+int64_t nowNs();
+/// Recording spans costs a lock per event; off unless a trace is wanted.
+void setTracing(bool enabled);
+/// Records a span; `name` must stay valid until writeTrace (a literal).
+/// `argName`/`argValue`, when set, show as the span's argument.
+void traceSpan(Track track, const char *name, int64_t beginNs, int64_t endNs,
+               const char *argName = nullptr, int64_t argValue = 0);
+/// Collective: writes every rank's spans to `path` as a Chrome trace
+/// (Perfetto opens it); rank 0 writes.
+void writeTrace(const std::string &path);
+
+/// Count, time and bytes of each collective and copy kind so far.
+struct TransferStats {
+  const char *kind;
+  int64_t count = 0;
+  double seconds = 0; // start to completion
+  int64_t bytes = 0;  // this rank's payload
+};
+std::vector<TransferStats> transferStats();
+
+/// Mean time per op key from dcrt_op_begin/dcrt_op_end.
+struct OpTime {
+  std::string key;
+  double meanSeconds = 0;
+  int64_t count = 0;
+};
+std::vector<OpTime> opProfile();
+/// Forgets measurements so far (dc-run drops the warm-up step).
+void resetOpProfile();
+
+} // namespace dcrt
+
+#endif // DCRT_CORE_HPP

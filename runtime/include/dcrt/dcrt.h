@@ -1,0 +1,168 @@
+/*===- dcrt.h - the dc runtime's C ABI (libdcrt) ----------------------------===*
+ *
+ * The one contract between code dc compiles (the "artifact", a shared
+ * library) and the runtime that runs it (libdcrt, host or CUDA backend).
+ * Bump DCRT_ABI_VERSION on any change to this file that an existing artifact
+ * would notice: an artifact records the version it was compiled against and
+ * dc-run refuses a mismatch. Pure additions that older artifacts never call
+ * keep the version (they are marked "addition" below).
+ *
+ * Conventions:
+ *  - One process per rank; the runtime state is per process (dcrt_init).
+ *  - Buffers are raw pointers to dense row-major storage. Element counts
+ *    are `int64_t`; element types are dcrt_dtype codes.
+ *  - Every *_start returns a future handle; the artifact waits each future
+ *    exactly once with dcrt_wait (dc-verify-schedule proves it).
+ *  - Buffers the runtime hands out (gathered parameters, reduced gradient
+ *    shards, host copies, reloaded tensors) stay valid until dcrt_release
+ *    (gathers), until the step ends (reductions, reloads) or until the
+ *    reload of a host copy completes (offloads).
+ *  - Errors never return: the runtime prints what failed and where (rank,
+ *    op, reason) and aborts every rank (bounded time, no hang).
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef DCRT_DCRT_H
+#define DCRT_DCRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DCRT_ABI_VERSION 1
+
+typedef enum dcrt_dtype {
+  DCRT_F32 = 0,
+  DCRT_BF16 = 1,
+  DCRT_F16 = 2,
+  DCRT_I32 = 3,
+  DCRT_I64 = 4,
+} dcrt_dtype;
+
+typedef enum dcrt_reduce {
+  DCRT_SUM = 0,
+  DCRT_AVG = 1,
+} dcrt_reduce;
+
+/* An in-flight asynchronous operation. */
+typedef struct dcrt_future_impl *dcrt_future;
+
+/*--- Called by dc-run (the host program) ----------------------------------*/
+
+/* The ABI version libdcrt implements. */
+int32_t dcrt_abi_version(void);
+
+/* Joins the job: rank/world from MPI (host backend) or the launcher's
+ * environment; fails if the world size differs from `expected_world_size`
+ * (the artifact's; 0 accepts any, for tests and tools). `gather_arena_bytes`
+ * and `host_pool_bytes` come from the compile-time plan in the artifact's
+ * manifest (0: grow as needed). */
+void dcrt_init(int32_t expected_world_size, int64_t gather_arena_bytes,
+               int64_t host_pool_bytes);
+void dcrt_finalize(void);
+int32_t dcrt_rank(void);
+int32_t dcrt_world_size(void);
+
+/*--- Called by the artifact ------------------------------------------------*/
+
+/* All-gathers `n` shards as ONE group. Shard i holds local_numel[i]
+ * elements of type src_dtype[i] (the rank's slice of a flattened tensor of
+ * full_numel[i] elements, last slot padded); it is converted to
+ * dst_dtype[i] before sending. The runtime allocates each full tensor in
+ * its gather arena and writes its address to out_full[i] before returning
+ * (valid to read only after dcrt_wait). */
+dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
+                              const int64_t *local_numel,
+                              const int64_t *full_numel,
+                              const int32_t *src_dtype,
+                              const int32_t *dst_dtype, void **out_full);
+
+/* Waits for any future; afterwards its output buffers hold their values. */
+void dcrt_wait(dcrt_future future);
+
+/* Returns a gathered full tensor (an out_full of dcrt_gather_start) to the
+ * arena. */
+void dcrt_release(void *full);
+
+/* Reduce-scatters `n` full gradients as ONE bucket (packed, padded slots)
+ * with `op` over all ranks. Gradient i has full_numel[i] elements of
+ * grad_dtype[i]; the rank's reduced slice (local_numel[i] elements of
+ * shard_dtype[i]) is written to a runtime buffer whose address goes to
+ * out_shards[i]. The gradient buffers must stay untouched until the wait. */
+dcrt_future dcrt_reduce_scatter_start(int32_t n, int32_t op,
+                                      void *const *grads,
+                                      const int64_t *full_numel,
+                                      const int32_t *grad_dtype,
+                                      const int64_t *local_numel,
+                                      const int32_t *shard_dtype,
+                                      void **out_shards);
+
+/* All-reduces `numel` elements of `dtype` with `op` into a runtime buffer
+ * whose address goes to *out. */
+dcrt_future dcrt_all_reduce_start(int32_t op, const void *input, int64_t numel,
+                                  int32_t dtype, void **out);
+
+/* Copies `bytes` from device memory to a host-pool buffer (*out_host) on
+ * the device-to-host copy stream. */
+dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
+                               void **out_host);
+
+/* Copies `bytes` from a host-pool buffer back to a new device buffer
+ * (*out_device) on the host-to-device copy stream; the host buffer returns
+ * to the pool when the copy completes. */
+dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device);
+
+/* Synchronous all-to-all (Ulysses): `input` has `rank` dims `shape`; it is
+ * split evenly along split_dim, piece i goes to rank i, received pieces are
+ * concatenated along concat_dim into `output`. */
+void dcrt_all_to_all(const void *input, void *output, int32_t rank,
+                     const int64_t *shape, int64_t split_dim,
+                     int64_t concat_dim, int32_t dtype);
+
+/* Profiling: drop cached gathered copies (of one shard, or all). */
+void dcrt_invalidate_gathered(const void *shard);
+void dcrt_clear_gathered(void);
+
+/* Marks the end of one step: buffers for reductions and reloads of this
+ * step may be reused by the next. Called by the artifact's entry. */
+void dcrt_end_step(void);
+
+/*--- Profiling hooks (addition; optional) ----------------------------------
+ * Code compiled for a profiling run brackets each compute op with these:
+ *   int64_t t = dcrt_op_begin(); <op>; dcrt_op_end("train_step:7", t);
+ * The key is the cost model's "<function>:<ordinal>" (dc::getProfileKey); it
+ * must stay valid while the artifact is loaded. dc-run writes the mean time
+ * per key to --profile-out and shows each op on the trace's compute track. */
+int64_t dcrt_op_begin(void);
+void dcrt_op_end(const char *op_key, int64_t begin);
+
+#ifdef __cplusplus
+}
+#endif
+
+/*--- What an artifact exports (compiled by dc-compile) ---------------------
+ *
+ *   int32_t dc_artifact_abi_version(void);   // DCRT_ABI_VERSION it targets
+ *   const char *dc_artifact_manifest(void);  // JSON, below
+ *   void dc_entry_<step>(void **buffers);    // one per step function
+ *
+ * dc_entry_<step> takes the step's arguments then its results, in order, as
+ * buffer pointers (results are written in place: caller-allocated).
+ *
+ * Manifest JSON:
+ *   {"abi": 1, "world_size": 2, "grid": "world",
+ *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N},
+ *    "steps": [{"name": "train_step", "entry": "dc_entry_train_step",
+ *      "args": [{"kind": "param", "id": 0, "name": "fc1.weight",
+ *                "shape": [16, 32], "dtype": "f32", "local": 256},
+ *               {"kind": "data", "name": "x", "shape": [8, 16],
+ *                "dtype": "f32"}],
+ *      "results": [{"kind": "loss", "shape": [], "dtype": "f32"},
+ *                  {"kind": "grad", "param": 0, "shape": [16, 32],
+ *                   "dtype": "f32", "local": 256}]}]}
+ * "local" is present for sharded tensors (the buffer holds `local`
+ * elements); a replicated parameter or gradient has no "local".
+ *-------------------------------------------------------------------------*/
+
+#endif /* DCRT_DCRT_H */

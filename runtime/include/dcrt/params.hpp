@@ -1,0 +1,104 @@
+//===- params.hpp - parameters, their shards and AdamW ----------*- C++ -*-===//
+//
+// The host program owns the parameters: each rank holds its slice of every
+// sharded parameter (ceil(numel / world) elements, the last slot padded) in
+// the parameter's dtype for the artifact, plus an fp32 master copy, the
+// gradient the artifact writes and the AdamW moments.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_PARAMS_HPP
+#define DCRT_PARAMS_HPP
+
+#include "dcrt/core.hpp"
+#include "dcrt/dcrt.h"
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace dcrt {
+
+struct AdamWConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+};
+
+/// One AdamW step (PyTorch's: decoupled weight decay, bias-corrected
+/// moments) over `numel` elements; `step` counts from 1.
+void adamwUpdate(float *master, const float *grad, float *expAvg,
+                 float *expAvgSq, int64_t numel, const AdamWConfig &config,
+                 int64_t step);
+
+struct ParamSpec {
+  int32_t id = 0;
+  std::string name;
+  std::vector<int64_t> shape;
+  dcrt_dtype dtype = DCRT_F32;
+  dcrt_dtype gradDtype = DCRT_F32;
+  /// Sharded over all ranks (ZeRO-3), or replicated on every rank.
+  bool sharded = true;
+  /// Whether the step produces a gradient for it (else it is frozen).
+  bool hasGrad = true;
+};
+
+struct Param {
+  ParamSpec spec;
+  int64_t fullNumel = 0;
+  /// Elements in `data` and `grad`: the padded slot, or the full tensor.
+  int64_t localNumel = 0;
+  /// The full tensor's index of this rank's first element.
+  int64_t offset = 0;
+  /// Elements of the slot that are real (the rest is padding).
+  int64_t validNumel = 0;
+  AlignedBuffer data; // spec.dtype: what the artifact reads
+  AlignedBuffer grad; // spec.gradDtype: what the artifact writes
+  std::vector<float> master, expAvg, expAvgSq; // validNumel each
+};
+
+struct InitOptions {
+  uint64_t seed = 0;
+  /// Weights are N(0, std); "*bias" parameters start at 0 and 1-D
+  /// "*norm*" parameters at 1.
+  double std = 0.02;
+};
+
+/// The initial value of element `index` of the full tensor: a function of
+/// (seed, id, index) only.
+float initialValue(const InitOptions &options, const ParamSpec &spec,
+                   int64_t index);
+
+/// ceil(numel / world): the padded slot every rank holds.
+int64_t shardNumel(int64_t fullNumel, int32_t worldSize);
+
+class ParamRegistry {
+public:
+  ParamRegistry(int32_t rank, int32_t worldSize);
+
+  /// Fatal on a duplicate id or name.
+  Param &add(ParamSpec spec);
+  Param *find(int32_t id);
+  std::deque<Param> &params() { return params_; }
+  const std::deque<Param> &params() const { return params_; }
+  int32_t rank() const { return rank_; }
+  int32_t worldSize() const { return worldSize_; }
+
+  /// Fills every master copy (and `data`) from initialValue.
+  void initialize(const InitOptions &options);
+  /// Writes `data` (the artifact's view) from the fp32 master copies.
+  void refreshData();
+  /// AdamW on every shard from its gradient, then refreshData. `step`
+  /// counts from 1.
+  void optimizerStep(const AdamWConfig &config, int64_t step);
+
+private:
+  int32_t rank_, worldSize_;
+  std::deque<Param> params_; // stable addresses: dc-run keeps pointers
+};
+
+} // namespace dcrt
+
+#endif // DCRT_PARAMS_HPP

@@ -1,0 +1,379 @@
+//===- Checkpoint.cpp - safetensors checkpoints of full tensors -----------===//
+//
+// safetensors: an 8-byte little-endian header length N, N bytes of JSON
+// ({"__metadata__": {string: string}, "<tensor>": {"dtype", "shape",
+// "data_offsets": [begin, end)}}), then the tensor bytes, offsets counted
+// from the end of the header.
+//
+//===----------------------------------------------------------------------===//
+#include "dcrt/checkpoint.hpp"
+
+#include "dcrt/core.hpp"
+#include "dcrt/dtype.hpp"
+#include "dcrt/error.hpp"
+#include "dcrt/json.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace dcrt;
+
+namespace {
+/// A header longer than this is corruption, not a checkpoint.
+constexpr uint64_t maxHeaderBytes = uint64_t(100) << 20;
+
+const char *safetensorsDType(int32_t dtype) {
+  switch (dtype) {
+  case DCRT_F32:
+    return "F32";
+  case DCRT_BF16:
+    return "BF16";
+  case DCRT_F16:
+    return "F16";
+  case DCRT_I32:
+    return "I32";
+  case DCRT_I64:
+    return "I64";
+  }
+  return "?";
+}
+
+std::optional<dcrt_dtype> parseSafetensorsDType(const std::string &name) {
+  for (dcrt_dtype dtype : {DCRT_F32, DCRT_BF16, DCRT_F16, DCRT_I32, DCRT_I64})
+    if (name == safetensorsDType(dtype))
+      return dtype;
+  return std::nullopt;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// What a checkpoint stores about one parameter.
+enum class Part { Value, Master, ExpAvg, ExpAvgSq };
+
+const char *partSuffix(Part part) {
+  switch (part) {
+  case Part::Value:
+    return "";
+  case Part::Master:
+    return ".master";
+  case Part::ExpAvg:
+    return ".exp_avg";
+  case Part::ExpAvgSq:
+    return ".exp_avg_sq";
+  }
+  return "";
+}
+
+struct SavedTensor {
+  const Param *param;
+  Part part;
+  int32_t dtype;
+  int64_t begin, end;
+};
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Saving
+//===----------------------------------------------------------------------===//
+
+/// This rank's padded slot of `part` (what the gather moves).
+static AlignedBuffer slotOf(const Param &param, Part part, int32_t dtype) {
+  int64_t elementSize = dtypeSize(dtype);
+  AlignedBuffer slot(param.localNumel * elementSize, "a checkpoint slot");
+  const void *source = param.data.data();
+  if (part == Part::Master)
+    source = param.master.data();
+  else if (part == Part::ExpAvg)
+    source = param.expAvg.data();
+  else if (part == Part::ExpAvgSq)
+    source = param.expAvgSq.data();
+  std::memcpy(slot.data(), source, param.validNumel * elementSize);
+  return slot;
+}
+
+static void writeAll(FILE *file, const void *data, size_t bytes,
+                     const std::string &path) {
+  if (bytes > 0 && std::fwrite(data, 1, bytes, file) != bytes)
+    fatal("cannot write checkpoint '%s': %s", path.c_str(),
+          std::strerror(errno));
+}
+
+void dcrt::saveCheckpoint(const std::string &path,
+                          const ParamRegistry &registry, int64_t step) {
+  bool writer = registry.rank() == 0;
+  std::vector<SavedTensor> tensors;
+  int64_t offset = 0;
+  for (const Param &param : registry.params()) {
+    auto add = [&](Part part, int32_t dtype) {
+      int64_t bytes = param.fullNumel * dtypeSize(dtype);
+      tensors.push_back({&param, part, dtype, offset, offset + bytes});
+      offset += bytes;
+    };
+    add(Part::Value, param.spec.dtype);
+    if (param.spec.dtype != DCRT_F32)
+      add(Part::Master, DCRT_F32);
+    add(Part::ExpAvg, DCRT_F32);
+    add(Part::ExpAvgSq, DCRT_F32);
+  }
+
+  FILE *file = nullptr;
+  std::string temporary = path + ".tmp";
+  if (writer) {
+    std::string header = "{\"__metadata__\":{\"format\":\"dc\","
+                         "\"optimizer\":\"adamw\",\"step\":\"" +
+                         std::to_string(step) + "\",\"world_size\":\"" +
+                         std::to_string(registry.worldSize()) + "\"}";
+    for (const SavedTensor &tensor : tensors)
+      header += "," +
+                json::quote(tensor.param->spec.name + partSuffix(tensor.part)) +
+                ":{\"dtype\":\"" + safetensorsDType(tensor.dtype) +
+                "\",\"shape\":" + shapeText(tensor.param->spec.shape) +
+                ",\"data_offsets\":[" + std::to_string(tensor.begin) + "," +
+                std::to_string(tensor.end) + "]}";
+    header += "}";
+    // Pad so the tensor data starts 8-byte aligned, as the format suggests.
+    header.append((8 - header.size() % 8) % 8, ' ');
+    file = std::fopen(temporary.c_str(), "wb");
+    if (!file)
+      fatal("cannot create checkpoint '%s': %s", temporary.c_str(),
+            std::strerror(errno));
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] =
+          static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
+    writeAll(file, length, 8, temporary);
+    writeAll(file, header.data(), header.size(), temporary);
+  }
+
+  for (const SavedTensor &tensor : tensors) {
+    const Param &param = *tensor.param;
+    AlignedBuffer slot = slotOf(param, tensor.part, tensor.dtype);
+    int64_t fullBytes = param.fullNumel * dtypeSize(tensor.dtype);
+    if (!param.spec.sharded || registry.worldSize() == 1) {
+      if (writer)
+        writeAll(file, slot.data(), fullBytes, temporary);
+      continue;
+    }
+    // Slots are padded to equal sizes, so one gather collects them in order.
+    AlignedBuffer full(writer ? registry.worldSize() * slot.size() : 0,
+                       "a gathered checkpoint tensor", /*zeroed=*/false);
+    gatherToRoot(slot.data(), slot.size(), full.data(), 0);
+    if (writer)
+      writeAll(file, full.data(), fullBytes, temporary);
+  }
+
+  if (writer) {
+    if (std::fclose(file) != 0)
+      fatal("cannot write checkpoint '%s': %s", temporary.c_str(),
+            std::strerror(errno));
+    if (std::rename(temporary.c_str(), path.c_str()) != 0)
+      fatal("cannot rename '%s' to '%s': %s", temporary.c_str(), path.c_str(),
+            std::strerror(errno));
+  }
+  if (registry.worldSize() > 1)
+    barrier(); // every rank returns once the file is complete
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct StoredTensor {
+  dcrt_dtype dtype;
+  std::vector<int64_t> shape;
+  int64_t begin, end; // absolute file offsets
+};
+
+class CheckpointReader {
+public:
+  explicit CheckpointReader(const std::string &path) : path(path) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      fatal("cannot open checkpoint '%s': %s", path.c_str(),
+            std::strerror(errno));
+    struct stat info;
+    if (fstat(fd, &info) != 0)
+      fatal("cannot read checkpoint '%s': %s", path.c_str(),
+            std::strerror(errno));
+    fileSize = info.st_size;
+    readHeader();
+  }
+  ~CheckpointReader() { ::close(fd); }
+
+  const StoredTensor *find(const std::string &name) const {
+    auto found = tensors.find(name);
+    return found == tensors.end() ? nullptr : &found->second;
+  }
+
+  /// The tensor `name` with the parameter's shape, or a fatal error.
+  const StoredTensor &require(const std::string &name, const Param &param) {
+    const StoredTensor *tensor = find(name);
+    if (!tensor)
+      fatal("checkpoint '%s' has no tensor '%s' (parameter %d of the model)",
+            path.c_str(), name.c_str(), param.spec.id);
+    if (tensor->shape != param.spec.shape)
+      fatal("checkpoint '%s': tensor '%s' has shape %s, but the model's "
+            "parameter has shape %s",
+            path.c_str(), name.c_str(), shapeText(tensor->shape).c_str(),
+            shapeText(param.spec.shape).c_str());
+    return *tensor;
+  }
+
+  /// Elements [first, first + count) of `tensor`, converted to `dtype`.
+  void readElements(const StoredTensor &tensor, int64_t first, int64_t count,
+                    int32_t dtype, void *out) {
+    int64_t elementSize = dtypeSize(tensor.dtype);
+    buffer.resize(count * elementSize);
+    int64_t position = tensor.begin + first * elementSize;
+    for (int64_t done = 0; done < count * elementSize;) {
+      ssize_t got = ::pread(fd, buffer.data() + done,
+                            count * elementSize - done, position + done);
+      if (got <= 0)
+        fatal("cannot read checkpoint '%s' at byte %lld: %s", path.c_str(),
+              static_cast<long long>(position + done),
+              got == 0 ? "unexpected end of file" : std::strerror(errno));
+      done += got;
+    }
+    if (isFloatDType(tensor.dtype) != isFloatDType(dtype))
+      fatal("checkpoint '%s': a tensor stored as %s cannot be loaded as %s",
+            path.c_str(), dtypeName(tensor.dtype), dtypeName(dtype));
+    convert(buffer.data(), tensor.dtype, out, dtype, count);
+  }
+
+  int64_t step = 0;
+  bool hasOptimizerState = false;
+
+private:
+  [[noreturn]] void corrupt(const std::string &why) {
+    fatal("corrupt checkpoint '%s': %s", path.c_str(), why.c_str());
+  }
+
+  void readHeader() {
+    unsigned char length[8];
+    if (fileSize < 8 || ::pread(fd, length, 8, 0) != 8)
+      corrupt("the file (" + std::to_string(fileSize) +
+              " bytes) is too short for a safetensors header");
+    uint64_t headerBytes = 0;
+    for (int i = 0; i < 8; ++i)
+      headerBytes |= uint64_t(length[i]) << (8 * i);
+    if (headerBytes > maxHeaderBytes || headerBytes > uint64_t(fileSize - 8))
+      corrupt("the header length " + std::to_string(headerBytes) +
+              " does not fit the file (" + std::to_string(fileSize) +
+              " bytes)");
+    std::string text(headerBytes, '\0');
+    if (::pread(fd, text.data(), headerBytes, 8) !=
+        static_cast<ssize_t>(headerBytes))
+      corrupt("cannot read the header");
+    std::string error;
+    std::optional<json::Value> header = json::parse(text, error);
+    if (!header)
+      corrupt("the header is not valid JSON (" + error + ")");
+    if (!header->isObject())
+      corrupt("the header is not a JSON object");
+    int64_t dataStart = 8 + static_cast<int64_t>(headerBytes);
+    for (const auto &[name, entry] : header->object) {
+      if (name == "__metadata__")
+        readMetadata(entry);
+      else
+        tensors[name] = readEntry(name, entry, dataStart);
+    }
+  }
+
+  void readMetadata(const json::Value &metadata) {
+    if (!metadata.isObject())
+      corrupt("__metadata__ is not an object");
+    if (const json::Value *value = metadata.get("step")) {
+      char *end = nullptr;
+      step = value->isString() ? std::strtoll(value->string.c_str(), &end, 10)
+                               : -1;
+      if (!value->isString() || value->string.empty() || *end || step < 0)
+        corrupt("metadata \"step\" is not a step count");
+    }
+    const json::Value *optimizer = metadata.get("optimizer");
+    hasOptimizerState =
+        optimizer && optimizer->isString() && optimizer->string == "adamw";
+  }
+
+  StoredTensor readEntry(const std::string &name, const json::Value &entry,
+                         int64_t dataStart) {
+    auto bad = [&](const char *why) {
+      corrupt("tensor '" + name + "': " + why);
+    };
+    if (!entry.isObject())
+      bad("its entry is not an object");
+    const json::Value *dtype = entry.get("dtype");
+    const json::Value *shape = entry.get("shape");
+    const json::Value *offsets = entry.get("data_offsets");
+    if (!dtype || !dtype->isString())
+      bad("no \"dtype\"");
+    std::optional<dcrt_dtype> parsed = parseSafetensorsDType(dtype->string);
+    if (!parsed)
+      bad("unsupported dtype (F32, BF16, F16, I32 and I64 are known)");
+    StoredTensor tensor{*parsed, {}, 0, 0};
+    if (!shape || !shape->isArray())
+      bad("no \"shape\" array");
+    int64_t numel = 1;
+    for (const json::Value &dim : shape->array) {
+      if (!dim.integer || *dim.integer < 0)
+        bad("a dimension is not a non-negative integer");
+      tensor.shape.push_back(*dim.integer);
+      numel *= *dim.integer;
+    }
+    if (!offsets || !offsets->isArray() || offsets->array.size() != 2 ||
+        !offsets->array[0].integer || !offsets->array[1].integer)
+      bad("no \"data_offsets\" pair");
+    int64_t begin = *offsets->array[0].integer;
+    int64_t end = *offsets->array[1].integer;
+    if (begin < 0 || end < begin || end > fileSize - dataStart)
+      bad("its data lies outside the file");
+    if (end - begin != numel * dtypeSize(tensor.dtype))
+      bad("its data size does not match its shape and dtype");
+    tensor.begin = dataStart + begin;
+    tensor.end = dataStart + end;
+    return tensor;
+  }
+
+  std::string path;
+  int fd = -1;
+  int64_t fileSize = 0;
+  std::map<std::string, StoredTensor> tensors;
+  std::vector<char> buffer;
+};
+} // namespace
+
+int64_t dcrt::loadCheckpoint(const std::string &path, ParamRegistry &registry) {
+  CheckpointReader reader(path);
+  for (Param &param : registry.params()) {
+    const std::string &name = param.spec.name;
+    const StoredTensor &value = reader.require(name, param);
+    const StoredTensor *master = reader.find(name + ".master");
+    if (master)
+      master = &reader.require(name + ".master", param);
+    reader.readElements(master ? *master : value, param.offset,
+                        param.validNumel, DCRT_F32, param.master.data());
+    if (reader.hasOptimizerState) {
+      reader.readElements(reader.require(name + ".exp_avg", param),
+                          param.offset, param.validNumel, DCRT_F32,
+                          param.expAvg.data());
+      reader.readElements(reader.require(name + ".exp_avg_sq", param),
+                          param.offset, param.validNumel, DCRT_F32,
+                          param.expAvgSq.data());
+    } else {
+      std::fill(param.expAvg.begin(), param.expAvg.end(), 0.0f);
+      std::fill(param.expAvgSq.begin(), param.expAvgSq.end(), 0.0f);
+    }
+  }
+  registry.refreshData();
+  return reader.step;
+}

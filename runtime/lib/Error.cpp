@@ -1,0 +1,91 @@
+//===- Error.cpp - fatal errors that end every rank
+//------------------------===//
+#include "Internal.h"
+
+#include "dcrt/error.hpp"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+
+namespace {
+std::atomic<const char *> errorPrefix{"dcrt"};
+std::atomic<int> knownRank{-1};
+std::atomic<int> knownWorldSize{-1};
+std::atomic<bool> failing{false};
+
+/// Seconds MPI_Abort may take before this process exits on its own.
+constexpr unsigned abortGraceSeconds = 10;
+
+/// Before dcrt_init the rank comes from the launcher's environment.
+int rankFromEnvironment(const char *const *names) {
+  for (const char *const *name = names; *name; ++name)
+    if (const char *value = std::getenv(*name))
+      return std::atoi(value);
+  return -1;
+}
+
+void printMessage(const char *kind, const char *format, va_list args) {
+  int rank = knownRank.load(), world = knownWorldSize.load();
+  if (rank < 0) {
+    static const char *const rankNames[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                            "PMIX_RANK", nullptr};
+    static const char *const sizeNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            nullptr};
+    rank = rankFromEnvironment(rankNames);
+    world = rankFromEnvironment(sizeNames);
+  }
+  char message[4096];
+  std::vsnprintf(message, sizeof(message), format, args);
+  // One fprintf: lines of different ranks do not interleave mid-line.
+  if (rank >= 0 && world > 0)
+    std::fprintf(stderr, "%s: rank %d/%d: %s: %s\n", errorPrefix.load(), rank,
+                 world, kind, message);
+  else
+    std::fprintf(stderr, "%s: %s: %s\n", errorPrefix.load(), kind, message);
+  std::fflush(stderr);
+}
+
+bool mpiIsUp() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+} // namespace
+
+void dcrt::setErrorPrefix(const char *tool) { errorPrefix = tool; }
+
+void dcrt::detail::setErrorRank(int rank, int worldSize) {
+  knownRank = rank;
+  knownWorldSize = worldSize;
+}
+
+void dcrt::warn(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  printMessage("warning", format, args);
+  va_end(args);
+}
+
+void dcrt::fatal(const char *format, ...) {
+  // A second failing thread waits for the first one's abort to end us.
+  if (failing.exchange(true))
+    for (;;)
+      pause();
+  va_list args;
+  va_start(args, format);
+  printMessage("error", format, args);
+  va_end(args);
+  std::fflush(stdout);
+  if (mpiIsUp()) {
+    // SIGALRM's default action ends the process if the abort hangs.
+    alarm(abortGraceSeconds);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  std::_Exit(1);
+}

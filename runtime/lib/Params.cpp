@@ -1,0 +1,136 @@
+//===- Params.cpp - parameters, deterministic init and AdamW --------------===//
+#include "dcrt/params.hpp"
+
+#include "dcrt/dtype.hpp"
+#include "dcrt/error.hpp"
+#include "dcrt/random.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace dcrt;
+
+int64_t dcrt::shardNumel(int64_t fullNumel, int32_t worldSize) {
+  return (fullNumel + worldSize - 1) / worldSize;
+}
+
+void dcrt::adamwUpdate(float *master, const float *grad, float *expAvg,
+                       float *expAvgSq, int64_t numel,
+                       const AdamWConfig &config, int64_t step) {
+  if (step < 1)
+    fatal("AdamW step %lld: steps count from 1", static_cast<long long>(step));
+  // As torch.optim.AdamW: decay the weight, update both moments, then step
+  // by lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+  double decay = 1.0 - config.lr * config.weightDecay;
+  double stepSize = config.lr / (1.0 - std::pow(config.beta1, step));
+  double correction2 = std::sqrt(1.0 - std::pow(config.beta2, step));
+  for (int64_t i = 0; i < numel; ++i) {
+    double g = grad[i];
+    double m = config.beta1 * expAvg[i] + (1.0 - config.beta1) * g;
+    double v = config.beta2 * expAvgSq[i] + (1.0 - config.beta2) * g * g;
+    expAvg[i] = static_cast<float>(m);
+    expAvgSq[i] = static_cast<float>(v);
+    double denominator = std::sqrt(v) / correction2 + config.eps;
+    master[i] =
+        static_cast<float>(master[i] * decay - stepSize * m / denominator);
+  }
+}
+
+static bool endsWith(const std::string &text, const char *suffix) {
+  std::string_view tail(suffix);
+  return text.size() >= tail.size() &&
+         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+float dcrt::initialValue(const InitOptions &options, const ParamSpec &spec,
+                         int64_t index) {
+  if (endsWith(spec.name, "bias"))
+    return 0.0f;
+  if (spec.shape.size() == 1 && spec.name.find("norm") != std::string::npos)
+    return 1.0f;
+  return static_cast<float>(
+      options.std * standardNormal(options.seed, static_cast<uint64_t>(spec.id),
+                                   static_cast<uint64_t>(index)));
+}
+
+ParamRegistry::ParamRegistry(int32_t rank, int32_t worldSize)
+    : rank_(rank), worldSize_(worldSize) {
+  if (worldSize < 1 || rank < 0 || rank >= worldSize)
+    fatal("ParamRegistry: rank %d of %d", rank, worldSize);
+}
+
+Param &ParamRegistry::add(ParamSpec spec) {
+  for (const Param &other : params_) {
+    if (other.spec.id == spec.id)
+      fatal("parameter id %d appears twice ('%s' and '%s')", spec.id,
+            other.spec.name.c_str(), spec.name.c_str());
+    if (other.spec.name == spec.name)
+      fatal("parameter name '%s' appears twice (ids %d and %d)",
+            spec.name.c_str(), other.spec.id, spec.id);
+  }
+  if (!isFloatDType(spec.dtype) || !isFloatDType(spec.gradDtype))
+    fatal("parameter '%s' is %s with %s gradients; parameters are trained "
+          "in floating point",
+          spec.name.c_str(), dtypeName(spec.dtype), dtypeName(spec.gradDtype));
+  Param &param = params_.emplace_back();
+  param.fullNumel = 1;
+  for (int64_t dim : spec.shape) {
+    if (dim < 0)
+      fatal("parameter '%s' has a negative dimension", spec.name.c_str());
+    param.fullNumel *= dim;
+  }
+  if (spec.sharded) {
+    param.localNumel = shardNumel(param.fullNumel, worldSize_);
+    param.offset = rank_ * param.localNumel;
+    param.validNumel = std::clamp<int64_t>(param.fullNumel - param.offset, 0,
+                                           param.localNumel);
+  } else {
+    param.localNumel = param.validNumel = param.fullNumel;
+  }
+  const char *name = spec.name.c_str();
+  param.data = AlignedBuffer(param.localNumel * dtypeSize(spec.dtype), name);
+  param.grad =
+      AlignedBuffer(param.localNumel * dtypeSize(spec.gradDtype), name);
+  param.master.assign(param.validNumel, 0.0f);
+  param.expAvg.assign(param.validNumel, 0.0f);
+  param.expAvgSq.assign(param.validNumel, 0.0f);
+  param.spec = std::move(spec);
+  return param;
+}
+
+Param *ParamRegistry::find(int32_t id) {
+  for (Param &param : params_)
+    if (param.spec.id == id)
+      return &param;
+  return nullptr;
+}
+
+void ParamRegistry::initialize(const InitOptions &options) {
+  for (Param &param : params_) {
+    for (int64_t i = 0; i < param.validNumel; ++i)
+      param.master[i] = initialValue(options, param.spec, param.offset + i);
+    std::fill(param.expAvg.begin(), param.expAvg.end(), 0.0f);
+    std::fill(param.expAvgSq.begin(), param.expAvgSq.end(), 0.0f);
+  }
+  refreshData();
+}
+
+void ParamRegistry::refreshData() {
+  for (Param &param : params_)
+    convert(param.master.data(), DCRT_F32, param.data.data(), param.spec.dtype,
+            param.validNumel);
+}
+
+void ParamRegistry::optimizerStep(const AdamWConfig &config, int64_t step) {
+  std::vector<float> gradient;
+  for (Param &param : params_) {
+    if (!param.spec.hasGrad)
+      continue;
+    gradient.resize(param.validNumel);
+    convert(param.grad.data(), param.spec.gradDtype, gradient.data(), DCRT_F32,
+            param.validNumel);
+    adamwUpdate(param.master.data(), gradient.data(), param.expAvg.data(),
+                param.expAvgSq.data(), param.validNumel, config, step);
+  }
+  refreshData();
+}

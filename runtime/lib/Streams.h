@@ -1,0 +1,137 @@
+//===- Streams.h - background communication and copy threads --------------===//
+//
+// The host backend's streams. Open MPI progresses a nonblocking collective
+// only inside MPI calls, so a start alone would not overlap with compute: one
+// communication thread owns every MPI call after dcrt_init and keeps testing
+// the collectives in flight. Copies (offload, reload) run on their own
+// threads like the CUDA backend's copy streams.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_LIB_STREAMS_H
+#define DCRT_LIB_STREAMS_H
+
+#include "Memory.h"
+#include "Trace.h"
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dcrt::detail {
+
+/// The one condition every waiter blocks on; background threads signal it
+/// when they finish something.
+class Completion {
+public:
+  void markDone(std::atomic<bool> &flag);
+  /// False if `seconds` passed first.
+  bool waitFor(const std::atomic<bool> &flag, double seconds);
+
+private:
+  std::mutex mutex;
+  std::condition_variable changed;
+};
+
+enum class CommKind {
+  AllGather,
+  ReduceScatter,
+  AllReduce,
+  AllToAll,
+  Gather,
+  Gatherv,
+  Barrier,
+  Broadcast,
+};
+
+/// One MPI nonblocking collective, described by the caller and issued by the
+/// communication thread. Counts are in elements of `type` per rank.
+struct CommOp {
+  CommKind kind = CommKind::Barrier;
+  Track track = Track::HostCollective;
+  const char *name = "";
+  const void *send = nullptr;
+  void *recv = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_BYTE;
+  MPI_Op op = MPI_SUM;
+  int root = 0;
+  const int *recvCounts = nullptr; // Gatherv, on the root
+  const int *displacements = nullptr;
+  int64_t bytes = 0; // this rank's payload, for statistics
+  std::atomic<bool> done{false};
+  int64_t issuedNs = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+class CommEngine {
+public:
+  CommEngine(MPI_Comm comm, Completion &completion, Tracer &tracer)
+      : comm(comm), completion(completion), tracer(tracer) {}
+  ~CommEngine() { stop(); }
+
+  void start();
+  /// Returns once every submitted op has completed and the thread ended.
+  void stop();
+  /// Ops are issued in submission order: every rank submits the same
+  /// collectives in the same order, as MPI requires.
+  void submit(CommOp *op);
+
+private:
+  void run();
+  void issue(CommOp *op);
+
+  MPI_Comm comm;
+  Completion &completion;
+  Tracer &tracer;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable wakeUp;
+  std::vector<CommOp *> queue;
+  bool stopping = false;
+};
+
+/// A host-memory copy on a copy stream; `releaseTo`, when set, gets
+/// `releasePointer` back once the copy is done (a reload frees its host copy).
+struct CopyJob {
+  void *dst = nullptr;
+  const void *src = nullptr;
+  int64_t bytes = 0;
+  const char *name = "";
+  Arena *releaseTo = nullptr;
+  void *releasePointer = nullptr;
+  std::atomic<bool> done{false};
+};
+
+class CopyStream {
+public:
+  CopyStream(Track track, Completion &completion, Tracer &tracer)
+      : track(track), completion(completion), tracer(tracer) {}
+  ~CopyStream() { stop(); }
+
+  void start();
+  void stop();
+  void submit(CopyJob *job);
+
+private:
+  void run();
+
+  Track track;
+  Completion &completion;
+  Tracer &tracer;
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable wakeUp;
+  std::vector<CopyJob *> queue;
+  bool stopping = false;
+};
+
+/// What the communication thread is doing, for the MPI error handler.
+const char *currentMpiActivity();
+
+} // namespace dcrt::detail
+
+#endif // DCRT_LIB_STREAMS_H

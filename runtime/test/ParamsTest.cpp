@@ -1,0 +1,134 @@
+//===- ParamsTest.cpp - shards, deterministic init and AdamW --------------===//
+#include "dcrt/params.hpp"
+
+#include "dcrt/dtype.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace dcrt;
+
+TEST(AdamW, MatchesHandComputedSteps) {
+  AdamWConfig config;
+  config.lr = 0.1;
+  config.weightDecay = 0.01;
+  float master[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+  float m[4] = {}, v[4] = {};
+  const float grad1[4] = {0.5f, -1.0f, 0.0f, 2.0f};
+  const float grad2[4] = {0.25f, 0.5f, -2.0f, 2.0f};
+
+  // Step 1, element 0: p = 1 * (1 - 0.1 * 0.01) = 0.999; m = 0.05,
+  // v = 0.00025; m / (1 - 0.9) = 0.5 and sqrt(v / (1 - 0.999)) = 0.5, so
+  // p -= 0.1 * 0.5 / (0.5 + 1e-8): 0.899. A zero gradient only decays.
+  adamwUpdate(master, grad1, m, v, 4, config, 1);
+  EXPECT_NEAR(master[0], 0.899, 1e-6);
+  EXPECT_NEAR(master[1], -1.898, 1e-6);
+  EXPECT_NEAR(master[2], 0.4995, 1e-6);
+  EXPECT_NEAR(master[3], 2.897, 1e-6);
+  EXPECT_FLOAT_EQ(m[3], 0.2f);
+  EXPECT_FLOAT_EQ(v[3], 0.004f);
+
+  // Step 2, element 0: p = 0.899 * 0.999 = 0.898101; m = 0.07,
+  // v = 0.00031225; 0.07 / 0.19 = 0.368421,
+  // sqrt(0.00031225 / 0.001999) = 0.395225: p -= 0.1 * 0.932182 -> 0.804883.
+  adamwUpdate(master, grad2, m, v, 4, config, 2);
+  EXPECT_NEAR(master[0], 0.804883003, 1e-6);
+  EXPECT_NEAR(master[1], -1.86946833, 1e-6);
+  EXPECT_NEAR(master[2], 0.573414207, 1e-6);
+  EXPECT_NEAR(master[3], 2.79410315, 1e-6);
+  EXPECT_FLOAT_EQ(m[2], -0.2f);
+  EXPECT_FLOAT_EQ(v[1], 0.001249f);
+}
+
+TEST(AdamW, StepsCountFromOne) {
+  float value = 0, grad = 0, m = 0, v = 0;
+  EXPECT_EXIT(adamwUpdate(&value, &grad, &m, &v, 1, AdamWConfig(), 0),
+              testing::ExitedWithCode(1), "steps count from 1");
+}
+
+static ParamSpec spec(int32_t id, std::string name, std::vector<int64_t> shape,
+                      dcrt_dtype dtype = DCRT_F32) {
+  ParamSpec result;
+  result.id = id;
+  result.name = std::move(name);
+  result.shape = std::move(shape);
+  result.dtype = dtype;
+  return result;
+}
+
+TEST(ParamRegistry, ShardsArePaddedSlots) {
+  ParamRegistry last(2, 3);
+  Param &param = last.add(spec(0, "w", {7}));
+  EXPECT_EQ(param.fullNumel, 7);
+  EXPECT_EQ(param.localNumel, 3); // ceil(7 / 3)
+  EXPECT_EQ(param.offset, 6);
+  EXPECT_EQ(param.validNumel, 1); // the rest of the slot is padding
+  EXPECT_EQ(param.data.size(), 12);
+  ParamSpec replicated = spec(1, "norm", {5});
+  replicated.sharded = false;
+  Param &full = last.add(replicated);
+  EXPECT_EQ(full.localNumel, 5);
+  EXPECT_EQ(full.offset, 0);
+  EXPECT_EXIT(last.add(spec(0, "again", {1})), testing::ExitedWithCode(1),
+              "parameter id 0 appears twice");
+  EXPECT_EXIT(last.add(spec(9, "w", {1})), testing::ExitedWithCode(1),
+              "parameter name 'w' appears twice");
+}
+
+TEST(ParamRegistry, InitIsTheSameFullTensorOnEveryWorldSize) {
+  InitOptions options;
+  options.seed = 1234;
+  std::vector<ParamSpec> specs = {
+      spec(0, "layers.0.attn.wqkv", {5, 7}), spec(1, "fc.bias", {3}),
+      spec(2, "layers.0.attn_norm", {4}), spec(3, "emb", {11}, DCRT_BF16)};
+  ParamRegistry single(0, 1);
+  for (const ParamSpec &s : specs)
+    single.add(s);
+  single.initialize(options);
+  for (int32_t world : {2, 3, 4}) {
+    for (int32_t rank = 0; rank < world; ++rank) {
+      ParamRegistry registry(rank, world);
+      for (const ParamSpec &s : specs)
+        registry.add(s);
+      registry.initialize(options);
+      for (size_t p = 0; p < specs.size(); ++p) {
+        const Param &slice = registry.params()[p];
+        const Param &full = single.params()[p];
+        for (int64_t i = 0; i < slice.validNumel; ++i)
+          ASSERT_EQ(slice.master[i], full.master[slice.offset + i])
+              << specs[p].name << " world " << world << " rank " << rank;
+      }
+    }
+  }
+  const Param &weight = single.params()[0];
+  EXPECT_NE(weight.master[0], weight.master[1]);
+  EXPECT_EQ(single.params()[1].master[2], 0.0f); // a bias starts at 0
+  EXPECT_EQ(single.params()[2].master[3], 1.0f); // a norm weight at 1
+  // The artifact's view is the master copy in the parameter's dtype.
+  const Param &emb = single.params()[3];
+  EXPECT_EQ(emb.data.as<uint16_t>()[4], floatToBF16(emb.master[4]));
+  // Another seed, other values; the std scales them.
+  InitOptions other = options;
+  other.seed = 1235;
+  EXPECT_NE(initialValue(other, specs[0], 0), weight.master[0]);
+  other = options;
+  other.std = 0.04;
+  EXPECT_FLOAT_EQ(initialValue(other, specs[0], 5), 2 * weight.master[5]);
+}
+
+TEST(ParamRegistry, OptimizerStepUpdatesShardsFromTheirGradients) {
+  ParamRegistry registry(0, 1);
+  ParamSpec half = spec(0, "w", {2}, DCRT_BF16);
+  half.gradDtype = DCRT_BF16;
+  Param &param = registry.add(half);
+  param.master = {1.0f, -1.0f};
+  uint16_t *grad = param.grad.as<uint16_t>();
+  grad[0] = floatToBF16(0.5f);
+  grad[1] = floatToBF16(-0.25f);
+  AdamWConfig config;
+  config.lr = 0.01;
+  registry.optimizerStep(config, 1);
+  // First step moves each weight by lr against its gradient's sign.
+  EXPECT_NEAR(param.master[0], 0.99, 1e-6);
+  EXPECT_NEAR(param.master[1], -0.99, 1e-6);
+  EXPECT_EQ(param.data.as<uint16_t>()[0], floatToBF16(param.master[0]));
+}

@@ -1,0 +1,149 @@
+//===- dcrt-probe.cpp - misuse and failure scenarios of libdcrt -----------===//
+//
+// `dcrt-probe <scenario>` under mpirun does one thing libdcrt must turn into
+// an error that ends every rank with a message (test/Runtime checks the
+// message, the exit status and that it happens in bounded time).
+//
+//===----------------------------------------------------------------------===//
+#include "dcrt/core.hpp"
+#include "dcrt/dcrt.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+/// Gathers a tensor of `full` floats and returns the future.
+dcrt_future gather(std::vector<float> &slot, int64_t full, int64_t local,
+                   void **out) {
+  void *shard = slot.data();
+  int32_t f32 = DCRT_F32;
+  return dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, out);
+}
+
+int64_t slotFor(int64_t full) {
+  return (full + dcrt_world_size() - 1) / dcrt_world_size();
+}
+
+void overPlan() {
+  dcrt_init(0, /*gather_arena_bytes=*/100, 0);
+  std::vector<float> slot(slotFor(20));
+  void *first, *second;
+  dcrt_wait(gather(slot, 20, slotFor(20), &first)); // 80 of 100 bytes
+  gather(slot, 20, slotFor(20), &second);           // 80 more: over
+}
+
+void hostPoolOverPlan() {
+  dcrt_init(0, 0, /*host_pool_bytes=*/64);
+  std::vector<char> activation(100);
+  void *host;
+  dcrt_offload_start(activation.data(), 100, &host);
+}
+
+void peerNeverJoins() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  if (dcrt_rank() == 1)
+    sleep(120); // never reaches the gather; rank 0's wait must time out
+  dcrt_wait(gather(slot, 8, slotFor(8), &out));
+}
+
+void peerDies() {
+  dcrt_init(0, 0, 0);
+  if (dcrt_rank() == 1)
+    _exit(3);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  dcrt_wait(gather(slot, 8, slotFor(8), &out));
+}
+
+void waitTwice() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  dcrt_future future = gather(slot, 8, slotFor(8), &out);
+  dcrt_wait(future);
+  dcrt_wait(future);
+}
+
+void releaseTwice() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  dcrt_wait(gather(slot, 8, slotFor(8), &out));
+  dcrt_release(out);
+  dcrt_release(out);
+}
+
+void releaseBeforeWait() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  gather(slot, 8, slotFor(8), &out);
+  dcrt_release(out);
+}
+
+void wrongShardSize() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(8);
+  void *out;
+  gather(slot, 8, 8, &out); // 8 elements is not ceil(8 / 2)
+}
+
+void averageOfIntegers() {
+  dcrt_init(0, 0, 0);
+  int32_t values[2] = {1, 2};
+  void *out;
+  dcrt_all_reduce_start(DCRT_AVG, values, 2, DCRT_I32, &out);
+}
+
+void stepEndsWithFutureInFlight() {
+  dcrt_init(0, 0, 0);
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  gather(slot, 8, slotFor(8), &out);
+  dcrt_end_step();
+}
+
+void wrongWorldSize() { dcrt_init(5, 0, 0); }
+
+void callBeforeInit() { dcrt_end_step(); }
+
+struct Scenario {
+  const char *name;
+  void (*run)();
+};
+
+const Scenario scenarios[] = {
+    {"over-plan", overPlan},
+    {"host-pool-over-plan", hostPoolOverPlan},
+    {"peer-never-joins", peerNeverJoins},
+    {"peer-dies", peerDies},
+    {"wait-twice", waitTwice},
+    {"release-twice", releaseTwice},
+    {"release-before-wait", releaseBeforeWait},
+    {"wrong-shard-size", wrongShardSize},
+    {"average-of-integers", averageOfIntegers},
+    {"step-ends-with-future-in-flight", stepEndsWithFutureInFlight},
+    {"wrong-world-size", wrongWorldSize},
+    {"call-before-init", callBeforeInit},
+};
+} // namespace
+
+int main(int argc, char **argv) {
+  for (const Scenario &scenario : scenarios)
+    if (argc == 2 && std::strcmp(argv[1], scenario.name) == 0) {
+      scenario.run();
+      // Reaching this line means the runtime accepted the misuse.
+      std::fprintf(stderr, "dcrt-probe: %s was not reported\n", scenario.name);
+      return 0;
+    }
+  std::fprintf(stderr, "usage: dcrt-probe <scenario>; scenarios:");
+  for (const Scenario &scenario : scenarios)
+    std::fprintf(stderr, " %s", scenario.name);
+  std::fprintf(stderr, "\n");
+  return 2;
+}

@@ -1,0 +1,159 @@
+/*===- tiny_linear.c - a hand-written artifact for testing dc-run ---------===*
+ *
+ * What dc-compile will emit for a tiny linear classifier, written by hand:
+ *   logits = x W + b,  loss = mean over rows of cross-entropy(logits, label)
+ * with x: [B, 4] f32, labels: [B] i32 in [0, 3), W: [4, 3], b: [3], both
+ * ZeRO-3 sharded. The global batch is 6 rows, so the artifact compiled for
+ * TINY_WORLD ranks takes B = 6 / TINY_WORLD rows per rank: every world size
+ * trains on the same global batch and must print the same losses.
+ *
+ * The entry calls the runtime exactly as compiled code would: one fused
+ * gather of both shards, offload of the input while the gather is in
+ * flight, release after the forward, reload for the backward, one
+ * reduce-scatter bucket (avg) for both gradients, dcrt_end_step. The
+ * forward and backward are bracketed with the profiling hooks.
+ *
+ * Test hooks (environment): DC_TEST_EXIT_RANK=r with DC_TEST_EXIT_STEP=s
+ * makes rank r die (_exit(3)) when step s starts, mid-job.
+ *===----------------------------------------------------------------------===*/
+#include "dcrt/dcrt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef TINY_WORLD
+#error "define TINY_WORLD, the world size this artifact is compiled for"
+#endif
+#ifndef TINY_ABI
+#define TINY_ABI DCRT_ABI_VERSION
+#endif
+
+enum {
+  IN = 4,
+  CLASSES = 3,
+  GLOBAL_BATCH = 6,
+  BATCH = GLOBAL_BATCH / TINY_WORLD,
+  W_NUMEL = IN * CLASSES,
+  B_NUMEL = CLASSES,
+  /* ceil(numel / world): each rank's padded slot */
+  W_LOCAL = (W_NUMEL + TINY_WORLD - 1) / TINY_WORLD,
+  B_LOCAL = (B_NUMEL + TINY_WORLD - 1) / TINY_WORLD,
+  X_BYTES = BATCH * IN * 4,
+};
+
+int32_t dc_artifact_abi_version(void) { return TINY_ABI; }
+
+const char *dc_artifact_manifest(void) {
+  static char manifest[2048];
+  /* The plan: both gathered tensors at once (the arena's exact need), and
+   * the offloaded input. */
+  snprintf(
+      manifest, sizeof(manifest),
+      "{\"abi\": %d, \"world_size\": %d, \"grid\": \"world\", \"vocab\": %d,"
+      " \"plan\": {\"gather_arena_bytes\": %d, \"host_pool_bytes\": %d},"
+      " \"steps\": [{\"name\": \"train_step\","
+      " \"entry\": \"dc_entry_train_step\", \"args\": ["
+      "{\"kind\": \"param\", \"id\": 0, \"name\": \"fc.weight\","
+      " \"shape\": [%d, %d], \"dtype\": \"f32\", \"local\": %d},"
+      " {\"kind\": \"param\", \"id\": 1, \"name\": \"fc.bias\","
+      " \"shape\": [%d], \"dtype\": \"f32\", \"local\": %d},"
+      " {\"kind\": \"data\", \"name\": \"x\", \"shape\": [%d, %d],"
+      " \"dtype\": \"f32\"},"
+      " {\"kind\": \"data\", \"name\": \"labels\", \"shape\": [%d],"
+      " \"dtype\": \"i32\"}],"
+      " \"results\": [{\"kind\": \"loss\", \"shape\": [], \"dtype\": \"f32\"},"
+      " {\"kind\": \"grad\", \"param\": 0, \"shape\": [%d, %d],"
+      " \"dtype\": \"f32\", \"local\": %d},"
+      " {\"kind\": \"grad\", \"param\": 1, \"shape\": [%d],"
+      " \"dtype\": \"f32\", \"local\": %d}]}]}",
+      TINY_ABI, TINY_WORLD, CLASSES, (W_NUMEL + B_NUMEL) * 4, X_BYTES, IN,
+      CLASSES, W_LOCAL, CLASSES, B_LOCAL, BATCH, IN, BATCH, IN, CLASSES,
+      W_LOCAL, CLASSES, B_LOCAL);
+  return manifest;
+}
+
+static int steps_started;
+
+/* The test hook: this rank dies when the chosen step starts. */
+static void maybe_die(void) {
+  const char *rank = getenv("DC_TEST_EXIT_RANK");
+  const char *step = getenv("DC_TEST_EXIT_STEP");
+  if (rank && step && atoi(rank) == dcrt_rank() && atoi(step) == steps_started)
+    _exit(3);
+}
+
+/* buffers: W shard, b shard, x, labels, then loss, dW shard, db shard. */
+void dc_entry_train_step(void **buffers) {
+  ++steps_started;
+  maybe_die();
+  const int32_t *labels = (const int32_t *)buffers[3];
+  float *loss = (float *)buffers[4];
+
+  /* Prefetch both parameters as one group. */
+  void *shards[2] = {buffers[0], buffers[1]};
+  int64_t local[2] = {W_LOCAL, B_LOCAL}, full[2] = {W_NUMEL, B_NUMEL};
+  int32_t f32[2] = {DCRT_F32, DCRT_F32};
+  void *gathered[2];
+  dcrt_future gather =
+      dcrt_gather_start(2, shards, local, full, f32, f32, gathered);
+  /* x is not needed again until the backward: offload it meanwhile. */
+  void *x_host;
+  dcrt_future offload = dcrt_offload_start(buffers[2], X_BYTES, &x_host);
+  dcrt_wait(gather);
+  const float *w = (const float *)gathered[0];
+  const float *b = (const float *)gathered[1];
+  const float *x = (const float *)buffers[2];
+
+  int64_t t = dcrt_op_begin();
+  float probs[BATCH][CLASSES];
+  double total = 0;
+  for (int r = 0; r < BATCH; ++r) {
+    float logits[CLASSES], max = -INFINITY, sum = 0;
+    for (int c = 0; c < CLASSES; ++c) {
+      logits[c] = b[c];
+      for (int k = 0; k < IN; ++k)
+        logits[c] += x[r * IN + k] * w[k * CLASSES + c];
+      if (logits[c] > max)
+        max = logits[c];
+    }
+    for (int c = 0; c < CLASSES; ++c)
+      sum += expf(logits[c] - max);
+    for (int c = 0; c < CLASSES; ++c)
+      probs[r][c] = expf(logits[c] - max) / sum;
+    total += logf(sum) + max - logits[labels[r]];
+  }
+  *loss = (float)(total / BATCH);
+  dcrt_op_end("train_step:0", t);
+  dcrt_release(gathered[0]);
+  dcrt_release(gathered[1]);
+
+  dcrt_wait(offload);
+  void *x_back;
+  dcrt_future reload = dcrt_reload_start(x_host, X_BYTES, &x_back);
+  dcrt_wait(reload);
+  x = (const float *)x_back;
+
+  t = dcrt_op_begin();
+  /* dlogits = (softmax - onehot) / B; dW = x^T dlogits; db = sum dlogits */
+  float dw[W_NUMEL] = {0}, db[B_NUMEL] = {0};
+  for (int r = 0; r < BATCH; ++r)
+    for (int c = 0; c < CLASSES; ++c) {
+      float d = (probs[r][c] - (labels[r] == c ? 1.0f : 0.0f)) / BATCH;
+      db[c] += d;
+      for (int k = 0; k < IN; ++k)
+        dw[k * CLASSES + c] += x[r * IN + k] * d;
+    }
+  dcrt_op_end("train_step:1", t);
+
+  void *grads[2] = {dw, db};
+  void *reduced[2];
+  dcrt_future reduce = dcrt_reduce_scatter_start(2, DCRT_AVG, grads, full, f32,
+                                                 local, f32, reduced);
+  dcrt_wait(reduce);
+  memcpy(buffers[5], reduced[0], W_LOCAL * sizeof(float));
+  memcpy(buffers[6], reduced[1], B_LOCAL * sizeof(float));
+  dcrt_end_step();
+}
