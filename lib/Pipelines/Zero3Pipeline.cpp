@@ -27,6 +27,14 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     offload.keepLast = options.offloadKeepLast;
     pm.addPass(createDCOffloadActivations(offload));
   }
+  if (options.offloadParams != "none") {
+    DCOffloadParamsOptions offload;
+    offload.memoryBudget = options.memoryBudget;
+    offload.target = options.target;
+    offload.profile = options.profile;
+    offload.params = options.offloadParams;
+    pm.addPass(createDCOffloadParams(offload));
+  }
   // Prefetch next: hiding a gather is worth more than saving one, and
   // selective gather then spends only the headroom prefetch left.
   if (options.prefetch) {

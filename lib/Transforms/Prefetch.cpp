@@ -61,6 +61,33 @@ Value gatheredShard(Value value) {
   return gather ? gather.getShards()[result.getResultNumber()] : Value();
 }
 
+/// The reload feeding a shard, when the shard lives in host memory
+/// (dc-offload-params) and is brought back just for this gather.
+ReloadStartOp reloadOf(Value shard) {
+  auto wait = shard.getDefiningOp<WaitOp>();
+  return wait ? wait.getFuture().getDefiningOp<ReloadStartOp>()
+              : ReloadStartOp();
+}
+
+/// The parameter behind a gathered shard: the host argument of a reloaded
+/// shard, or the shard itself.
+Value paramOf(Value shard) {
+  if (ReloadStartOp reload = reloadOf(shard))
+    return reload.getHost();
+  return shard;
+}
+
+/// Moves a gather, with the reloads of its host-resident shards, before
+/// `anchor`.
+void moveGatherBefore(GatherStartOp gather, Operation *anchor) {
+  for (Value shard : gather.getShards())
+    if (ReloadStartOp reload = reloadOf(shard)) {
+      reload->moveBefore(anchor);
+      shard.getDefiningOp()->moveBefore(anchor);
+    }
+  gather->moveBefore(anchor);
+}
+
 class GatherScheduler {
 public:
   GatherScheduler(func::FuncOp fn, const CostModel &costModel, int64_t budget,
@@ -75,6 +102,7 @@ public:
     hoistUntilHidden();
     if (maxFused > 0 && fuseNeighbours())
       hoistUntilHidden();
+    hideReloads();
     // Every move was checked against the budget; prove it once more.
     timeline = MemoryTimeline::compute(fn);
     if (failed(timeline))
@@ -152,10 +180,11 @@ private:
     size_t orderBound = 0;
     llvm::DenseMap<Value, size_t> releasedAt;
     SmallVector<std::pair<GatherStartOp, Operation *>> moves;
+    llvm::DenseSet<Operation *> moved;
     for (size_t p = 0; p < n; ++p) {
       if (auto release = dyn_cast<ReleaseOp>(ops[p])) {
         if (Value shard = gatheredShard(release.getGathered()))
-          releasedAt[shard] = p;
+          releasedAt[paramOf(shard)] = p;
         continue;
       }
       auto gather = dyn_cast<GatherStartOp>(ops[p]);
@@ -163,10 +192,12 @@ private:
         continue;
       size_t bound = orderBound;
       for (Value shard : gather.getShards()) {
-        auto it = releasedAt.find(shard);
+        auto it = releasedAt.find(paramOf(shard));
         if (it != releasedAt.end())
           bound = std::max(bound, it->second + 1);
-        if (Operation *def = shard.getDefiningOp())
+        // A reloaded shard moves with its gather; any other defined shard
+        // bounds it.
+        if (Operation *def = paramOf(shard).getDefiningOp())
           bound = std::max(bound, timeline.indexOf(def) + 1);
       }
       size_t q = p;
@@ -184,16 +215,66 @@ private:
           inFlight[next] += size;
           q = next;
         }
-        if (q < p)
+        // Never anchor on an op this round already moved (a gather or a
+        // reload moved with one): that would reorder the two.
+        while (q < p && moved.contains(ops[q]))
+          ++q;
+        if (q < p) {
           moves.push_back({gather, ops[q]});
+          moved.insert(gather);
+          for (Value shard : gather.getShards())
+            if (ReloadStartOp reload = reloadOf(shard)) {
+              moved.insert(reload);
+              moved.insert(shard.getDefiningOp());
+            }
+        }
       }
       // The next gather goes after this one: before the same anchor (moves
       // apply in order) or after this unmoved gather.
       orderBound = q < p ? q : p + 1;
     }
     for (auto [gather, anchor] : moves)
-      gather->moveBefore(anchor);
+      moveGatherBefore(gather, anchor);
     return !moves.empty();
+  }
+
+  /// Starts the reload of each host-resident shard early enough that its
+  /// copy (queued FIFO behind earlier reloads) ends before its wait, as far
+  /// as the budget allows; the wait stays right before the gather.
+  void hideReloads() {
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return;
+    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    const std::vector<Operation *> &ops = timeline->getOps();
+    std::vector<double> h2dFree(ops.size() + 1, 0);
+    for (size_t i = 0; i < ops.size(); ++i)
+      h2dFree[i + 1] = sim.ops[i].stream == StreamKind::HostToDevice
+                           ? std::max(h2dFree[i], sim.ops[i].end)
+                           : h2dFree[i];
+    std::vector<int64_t> bytes(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i)
+      bytes[i] = timeline->deviceBytesAt(i);
+    SmallVector<std::pair<Operation *, Operation *>> moves;
+    for (size_t r = 0; r < ops.size(); ++r) {
+      auto reload = dyn_cast<ReloadStartOp>(ops[r]);
+      if (!reload || !isa<BlockArgument>(reload.getHost()) ||
+          !reload.getFuture().hasOneUse())
+        continue;
+      size_t waitAt = timeline->indexOf(*reload.getFuture().getUsers().begin());
+      int64_t size = getTypeBytes(reload.getFuture().getType());
+      double copy = sim.ops[r].end - sim.ops[r].start;
+      size_t at = r;
+      while (at > 0 &&
+             std::max(sim.ops[at].issue, h2dFree[at]) + copy >
+                 sim.ops[waitAt].issue &&
+             bytes[at - 1] + size <= budget && !isa<ReloadStartOp>(ops[at - 1]))
+        bytes[--at] += size;
+      if (at < r)
+        moves.push_back({reload, ops[at]});
+    }
+    for (auto [reload, anchor] : moves)
+      reload->moveBefore(anchor);
   }
 
   /// Fuses each gather into the group right before it when the two are
@@ -213,7 +294,8 @@ private:
     for (size_t i = 0; i < ops.size(); ++i) {
       bytes[i] = timeline->deviceBytesAt(i);
       if (auto release = dyn_cast<ReleaseOp>(ops[i]))
-        releasedShard[i] = gatheredShard(release.getGathered());
+        if (Value shard = gatheredShard(release.getGathered()))
+          releasedShard[i] = paramOf(shard);
     }
 
     bool fused = false;
@@ -233,7 +315,9 @@ private:
       for (size_t i = groupAt; canFuse && i < p; ++i)
         canFuse = bytes[i] + size <= budget &&
                   !(releasedShard[i] &&
-                    llvm::is_contained(gather.getShards(), releasedShard[i]));
+                    llvm::any_of(gather.getShards(), [&](Value shard) {
+                      return paramOf(shard) == releasedShard[i];
+                    }));
       if (canFuse) {
         int64_t ranks = collectiveGroupSize(gather);
         auto seconds = [&](int64_t bytes) {
@@ -281,6 +365,12 @@ private:
     SmallVector<Type> types(first.getFutures().getTypes());
     types.append(second.getFutures().getTypes().begin(),
                  second.getFutures().getTypes().end());
+    // The second group's reloads must come before the merged start.
+    for (Value shard : second.getShards())
+      if (ReloadStartOp reload = reloadOf(shard)) {
+        reload->moveBefore(first);
+        shard.getDefiningOp()->moveBefore(first);
+      }
     OpBuilder builder(first);
     auto merged = GatherStartOp::create(builder, first.getLoc(), types, shards,
                                         /*persistent=*/false);

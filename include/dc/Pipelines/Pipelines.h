@@ -61,6 +61,10 @@ struct Zero3PipelineOptions
       *this, "offload-keep-last",
       llvm::cl::desc("Offload candidates kept on the device, from the last"),
       llvm::cl::init(0)};
+  Option<std::string> offloadParams{
+      *this, "offload-params",
+      llvm::cl::desc("Parameter shards in host memory: none, all or budget"),
+      llvm::cl::init("none")};
   Option<int64_t> maxFusedBytes{
       *this, "max-fused-bytes",
       llvm::cl::desc("Most bytes one fused gather group moves (0: no "

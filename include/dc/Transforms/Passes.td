@@ -87,6 +87,27 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
   ]);
 }
 
+def DCOffloadParams : Pass<"dc-offload-params", "::mlir::ModuleOp"> {
+  let summary = "Keep parameter shards in host memory (ZeRO-Offload style) "
+                "and reload them before their gathers";
+  let description = [{
+    A chosen `!dc.shard` parameter argument becomes a `!dc.host` one: the
+    shard lives in the runtime's host pool, and each gather of it is
+    preceded by a `dc.reload_start` + `dc.wait` that brings the shard back
+    just for the gather (the device copy is free once the gather is
+    waited). `params=all` offloads every sharded parameter; `params=budget`
+    offloads the largest ones first, only until the memory timeline fits the
+    budget (nothing when it already fits; an error saying how much is
+    missing when even all of them are not enough). `dc-prefetch` moves each
+    reload together with its gather.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"params", "params", "std::string", "\"budget\"",
+           "Which parameter shards live in host memory: all or budget">,
+  ]);
+}
+
 def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
   let summary = "Start gathers early enough to hide them, under the budget, "
                 "and fuse neighbouring gathers";

@@ -1,0 +1,54 @@
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s --check-prefix=ALL
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=7168 target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=6144 target=%S/Inputs/toy-target.json" --dc-verify-schedule="memory-budget=6144" | FileCheck %s --check-prefix=TWO
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-report="target=%S/Inputs/toy-target.json" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=4096 target=%S/Inputs/toy-target.json" 2>&1 | FileCheck %s --check-prefix=SHORT
+// RUN: not dc-opt %s --dc-offload-params="params=some" 2>&1 | FileCheck %s --check-prefix=BADOPT
+
+// Four 1 KiB weights sharded over 2 ranks (512-byte shards); just in time
+// the step peaks at 7 KiB.
+
+// Every shard lives in host memory; each gather is preceded by a reload of
+// its shard, and dc-prefetch starts each reload (with its gather) early:
+// reload i+1 overlaps gather i.
+// ALL-LABEL: func.func @chain
+// ALL-SAME: %arg0: !dc.host<!dc.shard<tensor<16x16xf32>, @world[0], local = 128>> {dc.param = #dc.param<id = 0>}
+// ALL-SAME: %arg3: !dc.host<!dc.shard<tensor<16x16xf32>, @world[0], local = 128>> {dc.param = #dc.param<id = 3>}
+// ALL: %[[R0:.*]] = dc.reload_start %arg0
+// ALL-NEXT: %[[S0:.*]] = dc.wait %[[R0]] : !dc.future<!dc.shard<tensor<16x16xf32>, @world[0], local = 128>>
+// ALL-NEXT: %[[G0:.*]] = dc.gather_start %[[S0]]
+// ALL: %[[R1:.*]] = dc.reload_start %arg1
+// ALL-NEXT: dc.wait %[[G0]]
+// ALL-NEXT: %[[S1:.*]] = dc.wait %[[R1]]
+// ALL-NEXT: dc.gather_start %[[S1]]
+
+// NONE-LABEL: func.func @chain
+// NONE-NOT: dc.host
+// NONE-NOT: dc.reload_start
+
+// Each offloaded shard saves 512 bytes outside its reload: two are needed
+// for 6 KiB, largest first (all equal: argument order).
+// TWO-LABEL: func.func @chain
+// TWO-SAME: %arg0: !dc.host<!dc.shard
+// TWO-SAME: %arg1: !dc.host<!dc.shard
+// TWO-SAME: %arg2: !dc.shard
+// TWO-SAME: %arg3: !dc.shard
+
+// REPORT: host copies (busy)
+// REPORT: peak host memory      2.00 KiB (2048 B)
+
+// SHORT: error: with every parameter shard in host memory, device memory still peaks here at 5.00 KiB (5120 B); the budget of 4.00 KiB (4096 B) is short by 1.00 KiB (1024 B)
+// BADOPT: error: dc-offload-params: params must be all or budget, got 'some'
+
+func.func @chain(%w0: tensor<16x16xf32> {dc.param = #dc.param<id = 0>},
+                 %w1: tensor<16x16xf32> {dc.param = #dc.param<id = 1>},
+                 %w2: tensor<16x16xf32> {dc.param = #dc.param<id = 2>},
+                 %w3: tensor<16x16xf32> {dc.param = #dc.param<id = 3>},
+                 %x: tensor<16x16xf32>) -> (tensor<16x16xf32> {dc.loss}) {
+  %e = tensor.empty() : tensor<16x16xf32>
+  %h0 = linalg.matmul ins(%x, %w0 : tensor<16x16xf32>, tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %h1 = linalg.matmul ins(%h0, %w1 : tensor<16x16xf32>, tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %h2 = linalg.matmul ins(%h1, %w2 : tensor<16x16xf32>, tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %h3 = linalg.matmul ins(%h2, %w3 : tensor<16x16xf32>, tensor<16x16xf32>) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %h3 : tensor<16x16xf32>
+}
