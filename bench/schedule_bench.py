@@ -103,6 +103,32 @@ def schedule_quality(build, tmp):
                   f"{r['peakDeviceBytes'] / 2**30:.2f} |")
 
 
+def offload_overhead(build, tmp):
+    """Config A at a budget 40% under its no-offload peak: the predicted
+    step-time overhead of activation offload (with prefetch and selective
+    gather on too)."""
+    gen = os.path.join(build, "bin", "dc-gen-llama")
+    opt = os.path.join(build, "bin", "dc-opt")
+    attention = ["--attention", "fused"] if generator_supports_fused_attention(gen) else []
+    path = os.path.join(tmp, "A-offload.mlir")
+    run([gen, "--config", "A", "--dtype", "bf16", *attention, "-o", path])
+    base = report(opt, path, "world-size=2 selective-gather=false", "1.0")
+    peak = base["peakDeviceBytes"]
+    budget = int(peak * 0.6)
+    print("| schedule | budget | step (ms) | overhead | exposed copies (ms) | copies busy (ms) | peak (GiB) | host peak (GiB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| no offload | unlimited | {base['stepSeconds'] * 1e3:.2f} | - | 0 | 0 | {peak / 2**30:.2f} | 0 |")
+    try:
+        r = report(opt, path, f"world-size=2 memory-budget={budget} offload-activations=true", str(budget))
+    except RuntimeError as error:
+        first = [l for l in str(error).splitlines() if "error:" in l][:1]
+        print(f"| offload | {budget / 2**30:.2f} GiB (-40%) | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | |")
+        return
+    print(f"| offload | {budget / 2**30:.2f} GiB (-40%) | {r['stepSeconds'] * 1e3:.2f} | "
+          f"{100 * (r['stepSeconds'] / base['stepSeconds'] - 1):.1f}% | {r['exposedCopySeconds'] * 1e3:.2f} | "
+          f"{r['copySeconds'] * 1e3:.2f} | {r['peakDeviceBytes'] / 2**30:.2f} | {r['peakHostBytes'] / 2**30:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
@@ -113,6 +139,8 @@ def main():
         compile_time(args.build, args.runs, tmp)
         print("\n## Schedule quality (h200 preset, 2 ranks)\n")
         schedule_quality(args.build, tmp)
+        print("\n## Activation offload on config A, 40% under its peak (h200 preset, 2 ranks)\n")
+        offload_overhead(args.build, tmp)
 
 
 if __name__ == "__main__":
