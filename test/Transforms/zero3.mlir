@@ -115,3 +115,26 @@ func.func @empty_param(%w: tensor<0x4xf32> {dc.param = #dc.param<id = 0>}, %x: t
   %y = arith.addf %w, %x : tensor<0x4xf32>
   return %y : tensor<0x4xf32>
 }
+
+// -----
+
+// A parameter used inside a loop body is gathered once before the loop and
+// released after it: the whole loop is one use.
+// CHECK-LABEL: func.func @loop_use
+// CHECK: %[[F:.*]] = dc.gather_start %arg0
+// CHECK-NEXT: %[[W:.*]] = dc.wait %[[F]]
+// CHECK-NEXT: scf.for
+// CHECK: arith.addf %{{.*}}, %[[W]]
+// CHECK: scf.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: dc.release %[[W]]
+func.func @loop_use(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<4xf32>) -> (tensor<4xf32> {dc.loss}) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %x) -> (tensor<4xf32>) {
+    %s = arith.addf %acc, %w : tensor<4xf32>
+    scf.yield %s : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
