@@ -16,8 +16,19 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.replicateBelow = options.replicateBelow;
   pm.addPass(createDCZero3(zero3));
 
-  // Offload first: it is the only way to fit a step whose activations
-  // exceed the budget, and what it frees is headroom for prefetch.
+  // Parameter shards to host first (when asked): a smaller base leaves
+  // activation offload less to do.
+  if (options.offloadParams != "none") {
+    DCOffloadParamsOptions offload;
+    offload.memoryBudget = options.memoryBudget;
+    offload.target = options.target;
+    offload.profile = options.profile;
+    offload.params = options.offloadParams;
+    offload.failOverBudget = !options.offloadActivations;
+    pm.addPass(createDCOffloadParams(offload));
+  }
+  // Offload activations next: the only way to fit a step whose activations
+  // exceed the budget; what it frees is headroom for prefetch.
   if (options.offloadActivations) {
     DCOffloadActivationsOptions offload;
     offload.memoryBudget = options.memoryBudget;
@@ -26,14 +37,6 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     offload.minBytes = options.offloadMinBytes;
     offload.keepLast = options.offloadKeepLast;
     pm.addPass(createDCOffloadActivations(offload));
-  }
-  if (options.offloadParams != "none") {
-    DCOffloadParamsOptions offload;
-    offload.memoryBudget = options.memoryBudget;
-    offload.target = options.target;
-    offload.profile = options.profile;
-    offload.params = options.offloadParams;
-    pm.addPass(createDCOffloadParams(offload));
   }
   // Prefetch next: hiding a gather is worth more than saving one, and
   // selective gather then spends only the headroom prefetch left.

@@ -37,7 +37,8 @@ void offloadParam(func::FuncOp fn, BlockArgument arg) {
                                fn.getResultTypes()));
 }
 
-LogicalResult offloadParams(func::FuncOp fn, StringRef mode, int64_t budget) {
+LogicalResult offloadParams(func::FuncOp fn, StringRef mode, int64_t budget,
+                            bool failOverBudget) {
   SmallVector<BlockArgument> shards;
   for (BlockArgument arg : fn.getArguments())
     if (isa<ShardType>(arg.getType()) &&
@@ -58,6 +59,8 @@ LogicalResult offloadParams(func::FuncOp fn, StringRef mode, int64_t budget) {
     if (failed(timeline))
       return failure();
     if (timeline->getPeakDeviceBytes() <= budget)
+      return success();
+    if (next == shards.size() && !failOverBudget)
       return success();
     if (next == shards.size())
       return timeline->getOps()[timeline->getPeakIndex()]->emitError()
@@ -88,7 +91,8 @@ struct OffloadParamsPass
       return signalPassFailure();
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() &&
-          failed(offloadParams(fn, params, setup->budgetBytes)))
+          failed(offloadParams(fn, params, setup->budgetBytes,
+                               failOverBudget)))
         return signalPassFailure();
   }
 };

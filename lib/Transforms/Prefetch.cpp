@@ -88,6 +88,16 @@ void moveGatherBefore(GatherStartOp gather, Operation *anchor) {
   gather->moveBefore(anchor);
 }
 
+/// Bytes that become live earlier when a gather moves up: its gathered
+/// tensors and the device copies of the host-resident shards reloaded for it.
+int64_t movedBytes(GatherStartOp gather) {
+  int64_t bytes = gatherBytes(gather);
+  for (Value shard : gather.getShards())
+    if (reloadOf(shard))
+      bytes += getTypeBytes(shard.getType());
+  return bytes;
+}
+
 class GatherScheduler {
 public:
   GatherScheduler(func::FuncOp fn, const CostModel &costModel, int64_t budget,
@@ -205,7 +215,7 @@ private:
       // that, it or a gather queued behind it stalls compute.
       double wantIssue = latestStart[p];
       if (sim.ops[p].issue > wantIssue + kStallEpsilon) {
-        int64_t size = gatherBytes(gather);
+        int64_t size = movedBytes(gather);
         while (q > bound && sim.ops[q].issue > wantIssue + kStallEpsilon) {
           size_t next = q - 1;
           if (bytes[next] + size > budget ||
@@ -216,8 +226,15 @@ private:
           q = next;
         }
         // Never anchor on an op this round already moved (a gather or a
-        // reload moved with one): that would reorder the two.
-        while (q < p && moved.contains(ops[q]))
+        // reload moved with one) or on this gather's own reloads: that
+        // would reorder them.
+        llvm::SmallPtrSet<Operation *, 4> ownReloads;
+        for (Value shard : gather.getShards())
+          if (ReloadStartOp reload = reloadOf(shard)) {
+            ownReloads.insert(reload);
+            ownReloads.insert(shard.getDefiningOp());
+          }
+        while (q < p && (moved.contains(ops[q]) || ownReloads.contains(ops[q])))
           ++q;
         if (q < p) {
           moves.push_back({gather, ops[q]});
@@ -308,12 +325,20 @@ private:
       if (!gather)
         continue;
       int64_t size = gatherBytes(gather);
+      int64_t moving = movedBytes(gather);
       size_t waitAt = timeline->indexOf(firstWait(gather, *timeline));
-      bool canFuse = group && groupBytes + size <= maxFused;
+      // A group's operands live until its last wait, so fusing would keep
+      // reloaded (host-resident) shards on the device longer: not fused.
+      auto hasReloads = [](GatherStartOp g) {
+        return llvm::any_of(g.getShards(),
+                            [](Value shard) { return bool(reloadOf(shard)); });
+      };
+      bool canFuse = group && groupBytes + size <= maxFused &&
+                     !hasReloads(group) && !hasReloads(gather);
       // Hoisting the later gather next to the group must fit at every op,
       // and it must not move above its own parameter's previous release.
       for (size_t i = groupAt; canFuse && i < p; ++i)
-        canFuse = bytes[i] + size <= budget &&
+        canFuse = bytes[i] + moving <= budget &&
                   !(releasedShard[i] &&
                     llvm::any_of(gather.getShards(), [&](Value shard) {
                       return paramOf(shard) == releasedShard[i];
@@ -351,7 +376,7 @@ private:
         continue;
       }
       for (size_t i = groupAt; i < p; ++i)
-        bytes[i] += size;
+        bytes[i] += moving;
       group = mergeGroups(group, gather);
       groupBytes += size;
       fused = true;

@@ -105,6 +105,9 @@ def DCOffloadParams : Pass<"dc-offload-params", "::mlir::ModuleOp"> {
   let options = !listconcat(DCPlanningOptions, [
     Option<"params", "params", "std::string", "\"budget\"",
            "Which parameter shards live in host memory: all or budget">,
+    Option<"failOverBudget", "fail-over-budget", "bool", "true",
+           "With params=budget, fail when even every shard in host memory "
+           "does not fit (off when a later pass may still make it fit)">,
   ]);
 }
 
