@@ -1,0 +1,163 @@
+//===- Data.cpp - the step's data arguments, per step and rank ------------===//
+#include "Data.h"
+
+#include "dcrt/dtype.hpp"
+#include "dcrt/error.hpp"
+#include "dcrt/random.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+using namespace dcrun;
+
+/// Keeps data values apart from parameter values drawn with the same seed.
+constexpr uint64_t dataDomain = 0x64617461; // "data"
+
+/// Rows (first dimension) and elements per row of a data argument.
+static void rowsOf(const TensorSpec &spec, int64_t &rows, int64_t &rowNumel) {
+  rows = spec.shape.empty() ? 1 : spec.shape[0];
+  rowNumel = rows == 0 ? 0 : spec.numel() / rows;
+}
+
+static std::vector<int32_t> readTokens(const std::string &path) {
+  FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file)
+    dcrt::fatal("cannot open token file '%s': %s", path.c_str(),
+                std::strerror(errno));
+  std::vector<char> bytes;
+  char chunk[1 << 16];
+  size_t got;
+  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  bool failed = std::ferror(file);
+  std::fclose(file);
+  if (failed)
+    dcrt::fatal("cannot read token file '%s'", path.c_str());
+  if (bytes.size() % sizeof(int32_t) != 0)
+    dcrt::fatal("token file '%s' is not a whole number of int32 tokens "
+                "(%zu bytes)",
+                path.c_str(), bytes.size());
+  std::vector<int32_t> tokens(bytes.size() / sizeof(int32_t));
+  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  return tokens;
+}
+
+DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
+                       const std::string &tokenFile, int rank, int worldSize)
+    : seed(seed), rank(rank), worldSize(worldSize) {
+  if (!tokenFile.empty())
+    tokens = readTokens(tokenFile);
+  int integerArguments = 0;
+  for (size_t i = 0; i < step.args.size(); ++i) {
+    const TensorSpec &spec = step.args[i];
+    if (spec.kind != TensorKind::Data)
+      continue;
+    Argument argument{
+        &spec, i, 0, -1,
+        dcrt::AlignedBuffer(spec.numel() * dcrt::dtypeSize(spec.dtype),
+                            spec.name.c_str())};
+    if (!dcrt::isFloatDType(spec.dtype)) {
+      argument.vocab = spec.vocab.value_or(vocab);
+      if (!tokens.empty()) {
+        if (integerArguments == 2)
+          dcrt::fatal("a token file feeds at most two integer arguments "
+                      "(inputs and next-token targets); '%s' is a third",
+                      spec.name.c_str());
+        argument.tokenStream = integerArguments;
+        int64_t rows, rowNumel;
+        rowsOf(spec, rows, rowNumel);
+        if (static_cast<int64_t>(tokens.size()) < rowNumel + 2)
+          dcrt::fatal("token file '%s' has %zu tokens; '%s' needs at least "
+                      "%lld",
+                      tokenFile.c_str(), tokens.size(), spec.name.c_str(),
+                      static_cast<long long>(rowNumel + 2));
+      } else if (argument.vocab <= 0) {
+        dcrt::fatal("integer data '%s' needs a range: give --vocab V (the "
+                    "manifest has no \"vocab\")",
+                    spec.name.c_str());
+      }
+      ++integerArguments;
+    }
+    arguments.push_back(std::move(argument));
+  }
+  if (!tokens.empty()) {
+    int64_t limit = vocab;
+    for (const Argument &argument : arguments)
+      if (argument.tokenStream >= 0 && argument.vocab > 0)
+        limit = argument.vocab;
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] < 0 || (limit > 0 && tokens[i] >= limit))
+        dcrt::fatal("token %zu of '%s' is %d, outside [0, %lld)", i,
+                    tokenFile.c_str(), tokens[i],
+                    static_cast<long long>(limit));
+  }
+}
+
+void *DataSource::buffer(size_t index) {
+  for (Argument &argument : arguments)
+    if (argument.index == index)
+      return argument.buffer.data();
+  dcrt::fatal("internal: argument %zu is not data", index);
+}
+
+void DataSource::fill(int64_t step) {
+  for (Argument &argument : arguments) {
+    if (argument.tokenStream >= 0)
+      fillFromTokens(argument, step);
+    else
+      fillSynthetic(argument, step);
+  }
+}
+
+void DataSource::fillFromTokens(Argument &argument, int64_t step) {
+  const TensorSpec &spec = *argument.spec;
+  int64_t rows, rowNumel;
+  rowsOf(spec, rows, rowNumel);
+  // Row g of the global batch of step s reads the window starting at
+  // ((s - 1) G + g) R, wrapped so that the shifted window fits too.
+  int64_t globalRows = rows * worldSize;
+  int64_t windows = static_cast<int64_t>(tokens.size()) - rowNumel - 1;
+  std::vector<int32_t> row(rowNumel);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t global = rank * rows + r;
+    int64_t start = (((step - 1) * globalRows + global) * rowNumel) % windows +
+                    argument.tokenStream;
+    std::copy_n(tokens.begin() + start, rowNumel, row.begin());
+    dcrt::convert(row.data(), DCRT_I32,
+                  argument.buffer.as<char>() +
+                      r * rowNumel * dcrt::dtypeSize(spec.dtype),
+                  spec.dtype, rowNumel);
+  }
+}
+
+void DataSource::fillSynthetic(Argument &argument, int64_t step) {
+  const TensorSpec &spec = *argument.spec;
+  int64_t rows, rowNumel;
+  rowsOf(spec, rows, rowNumel);
+  uint64_t stepKey = dcrt::hashKey(seed, dataDomain, step);
+  int64_t first = rank * rows * rowNumel; // of the global batch
+  std::vector<float> values;
+  std::vector<int64_t> integers;
+  bool isFloat = dcrt::isFloatDType(spec.dtype);
+  for (int64_t i = 0; i < rows * rowNumel; ++i) {
+    uint64_t element = static_cast<uint64_t>(first + i);
+    if (isFloat) {
+      values.push_back(static_cast<float>(
+          dcrt::standardNormal(stepKey, argument.index, element)));
+    } else {
+      double u =
+          dcrt::uniformFromKey(dcrt::hashKey(stepKey, argument.index, element));
+      integers.push_back(std::min<int64_t>(
+          static_cast<int64_t>(u * argument.vocab), argument.vocab - 1));
+    }
+  }
+  if (isFloat)
+    dcrt::convert(values.data(), DCRT_F32, argument.buffer.data(), spec.dtype,
+                  values.size());
+  else
+    dcrt::convert(integers.data(), DCRT_I64, argument.buffer.data(), spec.dtype,
+                  integers.size());
+}

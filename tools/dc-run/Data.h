@@ -1,0 +1,58 @@
+//===- Data.h - the step's data arguments, per step and rank --------------===//
+//
+// Data arguments are batch-sharded on their first dimension: rank r holds
+// rows [r B, (r + 1) B) of a global batch of W B rows. Values depend on the
+// step and the global row only, so runs on different world sizes with the
+// same global batch see the same data.
+//  - float data: seeded N(0, 1);
+//  - integer data: from a token file (the second integer argument is the
+//    first shifted by one token: next-token targets), or seeded uniform in
+//    [0, vocab).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_RUN_DATA_H
+#define DC_RUN_DATA_H
+
+#include "Manifest.h"
+
+#include "dcrt/core.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dcrun {
+
+class DataSource {
+public:
+  /// Fatal when integer data has no vocabulary, or the token file is
+  /// unusable. `vocab` 0: none given.
+  DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
+             const std::string &tokenFile, int rank, int worldSize);
+
+  /// Fills the data arguments' buffers for `step` (counted from 1).
+  void fill(int64_t step);
+  /// The buffer of argument `index` of the step (a data argument).
+  void *buffer(size_t index);
+
+private:
+  struct Argument {
+    const TensorSpec *spec;
+    size_t index;    // in the step's arguments
+    int64_t vocab;   // integer data
+    int tokenStream; // -1: synthetic; 0, 1: tokens, shifted by that
+    dcrt::AlignedBuffer buffer;
+  };
+
+  void fillFromTokens(Argument &argument, int64_t step);
+  void fillSynthetic(Argument &argument, int64_t step);
+
+  uint64_t seed;
+  int rank, worldSize;
+  std::vector<Argument> arguments;
+  std::vector<int32_t> tokens;
+};
+
+} // namespace dcrun
+
+#endif // DC_RUN_DATA_H

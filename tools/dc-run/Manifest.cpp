@@ -1,0 +1,255 @@
+//===- Manifest.cpp - the artifact's manifest, read and checked -----------===//
+#include "Manifest.h"
+
+#include "dcrt/dtype.hpp"
+#include "dcrt/json.hpp"
+#include "dcrt/params.hpp"
+
+using namespace dcrun;
+using dcrt::json::Value;
+
+int64_t TensorSpec::numel() const {
+  int64_t result = 1;
+  for (int64_t dim : shape)
+    result *= dim;
+  return result;
+}
+
+const TensorSpec *StepSpec::findParam(int32_t id) const {
+  for (const TensorSpec &arg : args)
+    if (arg.kind == TensorKind::Param && arg.id == id)
+      return &arg;
+  return nullptr;
+}
+
+const TensorSpec *StepSpec::findGrad(int32_t param) const {
+  for (const TensorSpec &result : results)
+    if (result.kind == TensorKind::Grad && result.param == param)
+      return &result;
+  return nullptr;
+}
+
+namespace {
+/// Reads fields and remembers the first problem, with where it was found.
+class Reader {
+public:
+  explicit Reader(std::string &error) : error(error) {}
+
+  bool failed() const { return !error.empty(); }
+
+  void fail(const std::string &where, const std::string &what) {
+    if (error.empty())
+      error = where + ": " + what;
+  }
+
+  std::optional<int64_t> integer(const Value &object, const char *key,
+                                 const std::string &where, bool required) {
+    const Value *value = object.get(key);
+    if (!value) {
+      if (required)
+        fail(where, std::string("missing \"") + key + "\"");
+      return std::nullopt;
+    }
+    if (!value->integer) {
+      fail(where, std::string("\"") + key + "\" is not an integer");
+      return std::nullopt;
+    }
+    return *value->integer;
+  }
+
+  std::string string(const Value &object, const char *key,
+                     const std::string &where, bool required) {
+    const Value *value = object.get(key);
+    if (!value || !value->isString()) {
+      if (required || value)
+        fail(where, std::string("\"") + key + "\" is not a string");
+      return {};
+    }
+    return value->string;
+  }
+
+  std::optional<TensorSpec> tensor(const Value &entry,
+                                   const std::string &where) {
+    if (!entry.isObject()) {
+      fail(where, "not an object");
+      return std::nullopt;
+    }
+    TensorSpec spec;
+    spec.kindName = string(entry, "kind", where, true);
+    if (spec.kindName == "param")
+      spec.kind = TensorKind::Param;
+    else if (spec.kindName == "data")
+      spec.kind = TensorKind::Data;
+    else if (spec.kindName == "loss")
+      spec.kind = TensorKind::Loss;
+    else if (spec.kindName == "grad")
+      spec.kind = TensorKind::Grad;
+    spec.name = string(entry, "name", where, false);
+    const Value *shape = entry.get("shape");
+    if (!shape || !shape->isArray()) {
+      fail(where, "missing \"shape\" array");
+      return std::nullopt;
+    }
+    for (const Value &dim : shape->array) {
+      if (!dim.integer || *dim.integer < 0) {
+        fail(where, "a dimension is not a non-negative integer");
+        return std::nullopt;
+      }
+      spec.shape.push_back(*dim.integer);
+    }
+    std::string dtype = string(entry, "dtype", where, true);
+    std::optional<dcrt_dtype> parsed = dcrt::parseDType(dtype);
+    if (!parsed && !failed())
+      fail(where, "unknown dtype \"" + dtype + "\"");
+    spec.dtype = parsed.value_or(DCRT_F32);
+    spec.local = integer(entry, "local", where, false);
+    spec.vocab = integer(entry, "vocab", where, false);
+    if (spec.kind == TensorKind::Param)
+      spec.id =
+          static_cast<int32_t>(integer(entry, "id", where, true).value_or(-1));
+    if (spec.kind == TensorKind::Grad)
+      spec.param = static_cast<int32_t>(
+          integer(entry, "param", where, true).value_or(-1));
+    if (failed())
+      return std::nullopt;
+    return spec;
+  }
+
+private:
+  std::string &error;
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// What must hold between the tensors of one step.
+void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
+  std::string where = "step '" + step.name + "'";
+  for (TensorSpec &arg : step.args) {
+    if (arg.kind == TensorKind::Loss || arg.kind == TensorKind::Grad ||
+        arg.kind == TensorKind::Other)
+      reader.fail(where, "argument '" + arg.name + "' has kind \"" +
+                             arg.kindName + "\" (expected param or data)");
+    if (arg.kind != TensorKind::Param)
+      continue;
+    if (arg.name.empty())
+      arg.name = "param" + std::to_string(arg.id);
+    for (const TensorSpec &other : step.args)
+      if (&other != &arg && other.kind == TensorKind::Param &&
+          other.id == arg.id)
+        reader.fail(where, "parameter id " + std::to_string(arg.id) +
+                               " appears twice");
+    int64_t expected = dcrt::shardNumel(arg.numel(), worldSize);
+    if (arg.local && *arg.local != expected)
+      reader.fail(where, "parameter '" + arg.name +
+                             "' has \"local\": " + std::to_string(*arg.local) +
+                             ", but " + std::to_string(worldSize) +
+                             " ranks need " + std::to_string(expected));
+  }
+  int losses = 0;
+  for (const TensorSpec &result : step.results) {
+    if (result.kind == TensorKind::Data || result.kind == TensorKind::Param)
+      reader.fail(where, "a result has kind \"" + result.kindName + "\"");
+    if (result.kind == TensorKind::Loss) {
+      ++losses;
+      if (result.numel() != 1)
+        reader.fail(where, "the loss has shape " + shapeText(result.shape) +
+                               " (expected a scalar)");
+    }
+    if (result.kind != TensorKind::Grad)
+      continue;
+    const TensorSpec *param = step.findParam(result.param);
+    if (!param) {
+      reader.fail(where, "a gradient names parameter " +
+                             std::to_string(result.param) +
+                             ", which is not an argument");
+      continue;
+    }
+    if (result.shape != param->shape || result.local != param->local)
+      reader.fail(where, "the gradient of '" + param->name + "' has shape " +
+                             shapeText(result.shape) +
+                             (result.local ? " (sharded)" : " (replicated)") +
+                             ", the parameter " + shapeText(param->shape) +
+                             (param->local ? " (sharded)" : " (replicated)"));
+    if (!dcrt::isFloatDType(result.dtype) || !dcrt::isFloatDType(param->dtype))
+      reader.fail(where, "parameter '" + param->name +
+                             "' or its gradient is not floating point");
+  }
+  if (losses != 1)
+    reader.fail(where, "has " + std::to_string(losses) +
+                           " loss results (expected one)");
+}
+} // namespace
+
+std::optional<Manifest> dcrun::parseManifest(std::string_view text,
+                                             std::string &error) {
+  error.clear();
+  std::string parseError;
+  std::optional<Value> root = dcrt::json::parse(text, parseError);
+  if (!root) {
+    error = "not valid JSON (" + parseError + ")";
+    return std::nullopt;
+  }
+  if (!root->isObject()) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  Reader reader(error);
+  Manifest manifest;
+  manifest.abi = static_cast<int32_t>(
+      reader.integer(*root, "abi", "manifest", true).value_or(0));
+  manifest.worldSize = static_cast<int32_t>(
+      reader.integer(*root, "world_size", "manifest", true).value_or(1));
+  if (manifest.worldSize < 1)
+    reader.fail("manifest", "\"world_size\" must be at least 1");
+  manifest.grid = reader.string(*root, "grid", "manifest", false);
+  manifest.vocab = reader.integer(*root, "vocab", "manifest", false);
+  if (const Value *plan = root->get("plan")) {
+    manifest.gatherArenaBytes =
+        reader.integer(*plan, "gather_arena_bytes", "plan", false).value_or(0);
+    manifest.hostPoolBytes =
+        reader.integer(*plan, "host_pool_bytes", "plan", false).value_or(0);
+    if (manifest.gatherArenaBytes < 0 || manifest.hostPoolBytes < 0)
+      reader.fail("plan", "negative byte counts");
+  }
+  const Value *steps = root->get("steps");
+  if (!steps || !steps->isArray() || steps->array.empty())
+    reader.fail("manifest", "\"steps\" must be a non-empty array");
+  if (reader.failed())
+    return std::nullopt;
+
+  for (const Value &entry : steps->array) {
+    StepSpec step;
+    step.name = reader.string(entry, "name", "a step", true);
+    std::string where = "step '" + step.name + "'";
+    step.entry = reader.string(entry, "entry", where, true);
+    for (const char *list : {"args", "results"}) {
+      const Value *tensors = entry.get(list);
+      if (!tensors || !tensors->isArray()) {
+        reader.fail(where, std::string("missing \"") + list + "\" array");
+        break;
+      }
+      for (size_t i = 0; i < tensors->array.size(); ++i) {
+        std::string tensorWhere =
+            where + ", " + list + "[" + std::to_string(i) + "]";
+        std::optional<TensorSpec> spec =
+            reader.tensor(tensors->array[i], tensorWhere);
+        if (!spec)
+          return std::nullopt;
+        (std::string(list) == "args" ? step.args : step.results)
+            .push_back(std::move(*spec));
+      }
+    }
+    if (reader.failed())
+      return std::nullopt;
+    checkStep(step, manifest.worldSize, reader);
+    if (reader.failed())
+      return std::nullopt;
+    manifest.steps.push_back(std::move(step));
+  }
+  return manifest;
+}

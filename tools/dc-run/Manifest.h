@@ -1,0 +1,61 @@
+//===- Manifest.h - the artifact's manifest, read and checked -------------===//
+#ifndef DC_RUN_MANIFEST_H
+#define DC_RUN_MANIFEST_H
+
+#include "dcrt/dcrt.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dcrun {
+
+enum class TensorKind { Param, Data, Loss, Grad, Other };
+
+/// One argument or result of a step function.
+struct TensorSpec {
+  TensorKind kind = TensorKind::Other;
+  std::string kindName;
+  std::string name;
+  int32_t id = -1;    // a parameter's id
+  int32_t param = -1; // the parameter a gradient belongs to
+  std::vector<int64_t> shape;
+  dcrt_dtype dtype = DCRT_F32;
+  /// Elements per rank of a sharded tensor; absent when replicated.
+  std::optional<int64_t> local;
+  /// Integer data values lie in [0, vocab).
+  std::optional<int64_t> vocab;
+
+  int64_t numel() const;
+  /// Elements of the buffer the entry receives.
+  int64_t bufferNumel() const { return local ? *local : numel(); }
+};
+
+struct StepSpec {
+  std::string name, entry;
+  std::vector<TensorSpec> args, results;
+
+  const TensorSpec *findParam(int32_t id) const;
+  const TensorSpec *findGrad(int32_t param) const;
+};
+
+struct Manifest {
+  int32_t abi = 0;
+  int32_t worldSize = 1;
+  std::string grid;
+  int64_t gatherArenaBytes = 0;
+  int64_t hostPoolBytes = 0;
+  std::optional<int64_t> vocab;
+  std::vector<StepSpec> steps;
+};
+
+/// Parses and checks a manifest (dcrt.h documents the format). On failure
+/// returns nullopt and sets `error`, naming the step and tensor.
+std::optional<Manifest> parseManifest(std::string_view text,
+                                      std::string &error);
+
+} // namespace dcrun
+
+#endif // DC_RUN_MANIFEST_H

@@ -1,0 +1,345 @@
+//===- dc-run.cpp - run a training step compiled by dc --------------------===//
+//
+// Loads the artifact (a shared library dc-compile wrote), checks it against
+// this libdcrt, starts or joins the ranks, owns the parameters (shards, fp32
+// masters, AdamW state), feeds data, steps, logs, traces and checkpoints.
+//
+//===----------------------------------------------------------------------===//
+#include "Data.h"
+#include "Launcher.h"
+#include "Manifest.h"
+#include "Options.h"
+
+#include "dcrt/checkpoint.hpp"
+#include "dcrt/core.hpp"
+#include "dcrt/dcrt.h"
+#include "dcrt/dtype.hpp"
+#include "dcrt/error.hpp"
+#include "dcrt/json.hpp"
+#include "dcrt/params.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <dlfcn.h>
+#include <string>
+#include <vector>
+
+using namespace dcrun;
+
+namespace {
+using EntryFunction = void (*)(void **);
+
+struct Artifact {
+  void *handle = nullptr;
+  Manifest manifest;
+
+  void *symbol(const std::string &name, const std::string &path) const {
+    void *address = dlsym(handle, name.c_str());
+    if (!address)
+      dcrt::fatal("artifact '%s' does not export '%s'", path.c_str(),
+                  name.c_str());
+    return address;
+  }
+};
+
+/// Opens the artifact and checks that this runtime can run it.
+Artifact openArtifact(const std::string &path) {
+  Artifact artifact;
+  artifact.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!artifact.handle)
+    dcrt::fatal("cannot load artifact '%s': %s", path.c_str(), dlerror());
+  auto version = reinterpret_cast<int32_t (*)()>(
+      artifact.symbol("dc_artifact_abi_version", path));
+  if (version() != dcrt_abi_version())
+    dcrt::fatal("artifact '%s' was compiled for dcrt ABI version %d, but "
+                "this libdcrt implements version %d: recompile it with the "
+                "dc that matches this runtime",
+                path.c_str(), version(), dcrt_abi_version());
+  auto manifestText = reinterpret_cast<const char *(*)()>(
+      artifact.symbol("dc_artifact_manifest", path));
+  std::string error;
+  std::optional<Manifest> manifest = parseManifest(manifestText(), error);
+  if (!manifest)
+    dcrt::fatal("artifact '%s' has a bad manifest: %s", path.c_str(),
+                error.c_str());
+  if (manifest->abi != dcrt_abi_version())
+    dcrt::fatal("artifact '%s': its manifest says ABI version %d, but it "
+                "exports version %d",
+                path.c_str(), manifest->abi, version());
+  artifact.manifest = std::move(*manifest);
+  return artifact;
+}
+
+const StepSpec &pickStep(const Manifest &manifest, const std::string &name) {
+  if (name.empty())
+    return manifest.steps.front();
+  for (const StepSpec &step : manifest.steps)
+    if (step.name == name)
+      return step;
+  std::string known;
+  for (const StepSpec &step : manifest.steps)
+    known += " " + step.name;
+  dcrt::fatal("the artifact has no step '%s' (it has:%s)", name.c_str(),
+              known.c_str());
+}
+
+std::string formatBytes(int64_t bytes) {
+  char text[32];
+  if (bytes < 10 * 1024)
+    std::snprintf(text, sizeof(text), "%lld B", static_cast<long long>(bytes));
+  else if (bytes < 10 * 1024 * 1024)
+    std::snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / 1048576.0);
+  return text;
+}
+
+/// The training loop of one rank.
+class Trainer {
+public:
+  Trainer(const Options &options, const Artifact &artifact)
+      : options(options), artifact(artifact),
+        step(pickStep(artifact.manifest, options.step)), rank(dcrt_rank()),
+        worldSize(dcrt_world_size()), registry(rank, worldSize),
+        data(step, options.seed,
+             options.vocab ? options.vocab
+                           : artifact.manifest.vocab.value_or(0),
+             options.dataFile, rank, worldSize) {
+    entry = reinterpret_cast<EntryFunction>(
+        artifact.symbol(step.entry, options.artifact));
+    for (const TensorSpec &arg : step.args)
+      if (arg.kind == TensorKind::Param)
+        registry.add(paramSpec(arg));
+    bindBuffers();
+  }
+
+  void run() {
+    int64_t first = 1;
+    if (!options.load.empty()) {
+      first = dcrt::loadCheckpoint(options.load, registry) + 1;
+      report("loaded checkpoint %s (step %lld)\n", options.load.c_str(),
+             static_cast<long long>(first - 1));
+    } else {
+      dcrt::InitOptions init;
+      init.seed = options.seed;
+      init.std = options.initStd;
+      registry.initialize(init);
+    }
+    int64_t last = first + options.steps - 1;
+    int64_t saveAt = options.saveStep ? options.saveStep : last;
+    if (!options.save.empty() && (saveAt < first - 1 || saveAt > last))
+      dcrt::fatal("--save-step %lld is outside the steps run (%lld to %lld)",
+                  static_cast<long long>(saveAt), static_cast<long long>(first),
+                  static_cast<long long>(last));
+    if (!options.trace.empty())
+      dcrt::setTracing(true);
+    printHeader();
+
+    if (!options.save.empty() && saveAt == first - 1)
+      save(saveAt); // --steps 0: re-save what was loaded or initialized
+    double totalSeconds = 0;
+    for (int64_t s = first; s <= last; ++s) {
+      data.fill(s);
+      int64_t begin = dcrt::nowNs();
+      entry(pointers.data());
+      int64_t entryEnd = dcrt::nowNs();
+      double loss = dcrt::loadAsDouble(lossBuffer, lossType, 0);
+      dcrt::allReduceSum(&loss, 1);
+      loss /= worldSize;
+      int64_t optimizerBegin = dcrt::nowNs();
+      registry.optimizerStep(options.adamw, s);
+      int64_t end = dcrt::nowNs();
+      dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
+      dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
+      dcrt::traceSpan(dcrt::Track::Compute, "optimizer", optimizerBegin, end);
+
+      double seconds = (end - begin) * 1e-9;
+      totalSeconds += seconds;
+      int64_t peak = dcrt::memoryStats().peakBytes();
+      dcrt::resetPeakMemory();
+      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld\n",
+             static_cast<long long>(s), loss, seconds * 1e3,
+             static_cast<long long>(peak));
+      // The first step warms caches and pools: profile the others.
+      if (s == first && last > first)
+        dcrt::resetOpProfile();
+      if (!options.save.empty() && s == saveAt)
+        save(s);
+    }
+    printSummary(totalSeconds);
+    if (!options.trace.empty()) {
+      dcrt::writeTrace(options.trace);
+      report("wrote trace %s\n", options.trace.c_str());
+    }
+    if (!options.profileOut.empty())
+      writeProfile();
+  }
+
+private:
+  /// Prints on rank 0 only: every rank computes the same line.
+  void report(const char *format, ...) __attribute__((format(printf, 2, 3))) {
+    if (rank != 0)
+      return;
+    va_list args;
+    va_start(args, format);
+    std::vprintf(format, args);
+    va_end(args);
+    std::fflush(stdout);
+  }
+
+  dcrt::ParamSpec paramSpec(const TensorSpec &arg) const {
+    dcrt::ParamSpec spec;
+    spec.id = arg.id;
+    spec.name = arg.name;
+    spec.shape = arg.shape;
+    spec.dtype = arg.dtype;
+    spec.sharded = arg.local.has_value();
+    const TensorSpec *grad = step.findGrad(arg.id);
+    spec.hasGrad = grad != nullptr;
+    spec.gradDtype = grad ? grad->dtype : arg.dtype;
+    return spec;
+  }
+
+  /// The entry's buffers: arguments, then results, in manifest order.
+  void bindBuffers() {
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      const TensorSpec &arg = step.args[i];
+      pointers.push_back(arg.kind == TensorKind::Param
+                             ? registry.find(arg.id)->data.data()
+                             : data.buffer(i));
+    }
+    for (const TensorSpec &result : step.results) {
+      if (result.kind == TensorKind::Grad) {
+        pointers.push_back(registry.find(result.param)->grad.data());
+        continue;
+      }
+      ownedResults.emplace_back(result.bufferNumel() *
+                                    dcrt::dtypeSize(result.dtype),
+                                result.name.c_str());
+      pointers.push_back(ownedResults.back().data());
+      if (result.kind == TensorKind::Loss) {
+        lossBuffer = ownedResults.back().data();
+        lossType = result.dtype;
+      }
+    }
+  }
+
+  void save(int64_t atStep) {
+    dcrt::saveCheckpoint(options.save, registry, atStep);
+    report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
+           static_cast<long long>(atStep));
+  }
+
+  void printHeader() {
+    int64_t elements = 0;
+    for (const dcrt::Param &param : registry.params())
+      elements += param.fullNumel;
+    const Manifest &manifest = artifact.manifest;
+    report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld elements), "
+           "plan: gather arena %s, host pool %s\n",
+           options.artifact.c_str(), step.name.c_str(), worldSize,
+           worldSize == 1 ? "" : "s", registry.params().size(),
+           static_cast<long long>(elements),
+           formatBytes(
+               options.gatherArenaBytes.value_or(manifest.gatherArenaBytes))
+               .c_str(),
+           formatBytes(options.hostPoolBytes.value_or(manifest.hostPoolBytes))
+               .c_str());
+  }
+
+  void printSummary(double totalSeconds) {
+    if (options.steps == 0)
+      return;
+    report("summary: %lld steps, mean step %.3f ms\n",
+           static_cast<long long>(options.steps),
+           totalSeconds * 1e3 / options.steps);
+    for (const dcrt::TransferStats &stats : dcrt::transferStats())
+      report("  %-20s %6lld in %9.3f ms, %s\n", stats.kind,
+             static_cast<long long>(stats.count), stats.seconds * 1e3,
+             formatBytes(stats.bytes).c_str());
+    dcrt::MemoryStats memory = dcrt::memoryStats();
+    report("  memory reserved: gather arena %s, host pool %s, step buffers "
+           "%s, staging %s\n",
+           formatBytes(memory.gatherArena.reserved).c_str(),
+           formatBytes(memory.hostPool.reserved).c_str(),
+           formatBytes(memory.stepBuffers.reserved).c_str(),
+           formatBytes(memory.staging.reserved).c_str());
+  }
+
+  /// {"ops": {"<function>:<ordinal>": seconds}}: what the cost model reads.
+  void writeProfile() {
+    std::vector<dcrt::OpTime> ops = dcrt::opProfile();
+    if (rank != 0)
+      return;
+    FILE *file = std::fopen(options.profileOut.c_str(), "w");
+    if (!file)
+      dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
+    std::fprintf(file, "{\"ops\": {");
+    for (size_t i = 0; i < ops.size(); ++i)
+      std::fprintf(file, "%s\n  %s: %.9g", i ? "," : "",
+                   dcrt::json::quote(ops[i].key).c_str(), ops[i].meanSeconds);
+    std::fprintf(file, "%s}}\n", ops.empty() ? "" : "\n");
+    if (std::fclose(file) != 0)
+      dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
+    if (ops.empty())
+      report("note: the artifact records no per-op times (it does not call "
+             "dcrt_op_begin/dcrt_op_end); %s has no ops\n",
+             options.profileOut.c_str());
+    else
+      report("wrote profile %s (%zu ops)\n", options.profileOut.c_str(),
+             ops.size());
+  }
+
+  const Options &options;
+  const Artifact &artifact;
+  const StepSpec &step;
+  int rank, worldSize;
+  dcrt::ParamRegistry registry;
+  DataSource data;
+  EntryFunction entry = nullptr;
+  std::vector<void *> pointers;
+  std::vector<dcrt::AlignedBuffer> ownedResults;
+  void *lossBuffer = nullptr;
+  int32_t lossType = DCRT_F32;
+};
+} // namespace
+
+int main(int argc, char **argv) {
+  dcrt::setErrorPrefix("dc-run");
+  Options options;
+  bool help = false;
+  std::string error;
+  if (!parseOptions(argc, argv, options, help, error)) {
+    std::fprintf(stderr, "dc-run: error: %s\n%s", error.c_str(), usage);
+    return 2;
+  }
+  if (help) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+
+  Artifact artifact = openArtifact(options.artifact);
+  const Manifest &manifest = artifact.manifest;
+  int launched = launchedWorldSize();
+  if (launched == 0) {
+    int nproc = options.nproc ? options.nproc : manifest.worldSize;
+    if (nproc != manifest.worldSize)
+      dcrt::fatal("--nproc %d, but artifact '%s' was compiled for %d ranks",
+                  nproc, options.artifact.c_str(), manifest.worldSize);
+    if (nproc > 1)
+      relaunchUnderMpirun(nproc, options.mpirun, argc, argv);
+  } else if (options.nproc && options.nproc != launched) {
+    dcrt::fatal("--nproc %d, but the launcher started %d ranks", options.nproc,
+                launched);
+  }
+
+  dcrt_init(manifest.worldSize,
+            options.gatherArenaBytes.value_or(manifest.gatherArenaBytes),
+            options.hostPoolBytes.value_or(manifest.hostPoolBytes));
+  {
+    Trainer trainer(options, artifact);
+    trainer.run();
+  }
+  dcrt_finalize();
+  return 0;
+}
