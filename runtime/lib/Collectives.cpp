@@ -136,21 +136,19 @@ dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
   const void *send = shards[0];
   if (!sendDirect) {
     future->sendStaging = rt.staging.acquire(block, "gather staging");
-    for (const auto &item : future->items) {
-      size_t i = &item - future->items.data();
-      convert(shards[i], src_dtype[i],
-              bytesAt(future->sendStaging, item.segment), item.dtype,
-              item.localNumel);
+    for (int i = 0; i < n; ++i) {
+      const dcrt_future_impl::Item &item = future->items[i];
+      char *slot = bytesAt(future->sendStaging, item.segment);
+      convert(shards[i], src_dtype[i], slot, item.dtype, item.localNumel);
+      // Zero the gap to the next slot: no uninitialized bytes on the wire.
       int64_t used = item.localNumel * dtypeSize(item.dtype);
-      int64_t end =
-          i + 1 < future->items.size() ? future->items[i + 1].segment : block;
-      std::memset(bytesAt(future->sendStaging, item.segment + used), 0,
-                  end - item.segment - used);
+      int64_t next = i + 1 < n ? future->items[i + 1].segment : block;
+      std::memset(slot + used, 0, next - item.segment - used);
     }
     send = future->sendStaging;
   }
-  for (auto &item : future->items) {
-    size_t i = &item - future->items.data();
+  for (int i = 0; i < n; ++i) {
+    dcrt_future_impl::Item &item = future->items[i];
     item.out = rt.gatherArena.allocate(item.fullNumel * dtypeSize(item.dtype),
                                        "an all-gather");
     out_full[i] = item.out;

@@ -21,8 +21,8 @@ std::atomic<bool> failing{false};
 /// Seconds MPI_Abort may take before this process exits on its own.
 constexpr unsigned abortGraceSeconds = 10;
 
-/// Before dcrt_init the rank comes from the launcher's environment.
-int rankFromEnvironment(const char *const *names) {
+/// The first of `names` set in the environment, as an integer, or -1.
+int integerFromEnvironment(const char *const *names) {
   for (const char *const *name = names; *name; ++name)
     if (const char *value = std::getenv(*name))
       return std::atoi(value);
@@ -31,13 +31,13 @@ int rankFromEnvironment(const char *const *names) {
 
 void printMessage(const char *kind, const char *format, va_list args) {
   int rank = knownRank.load(), world = knownWorldSize.load();
-  if (rank < 0) {
+  if (rank < 0) { // before dcrt_init: ask the launcher's environment
     static const char *const rankNames[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
                                             "PMIX_RANK", nullptr};
     static const char *const sizeNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
                                             nullptr};
-    rank = rankFromEnvironment(rankNames);
-    world = rankFromEnvironment(sizeNames);
+    rank = integerFromEnvironment(rankNames);
+    world = integerFromEnvironment(sizeNames);
   }
   char message[4096];
   std::vsnprintf(message, sizeof(message), format, args);
