@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
@@ -110,6 +111,25 @@ void stepEndsWithFutureInFlight() {
 
 void wrongWorldSize() { dcrt_init(5, 0, 0); }
 
+void mpiError() {
+  dcrt_init(0, 0, 0);
+  char byte = 0;
+  dcrt::broadcast(&byte, 1, /*root=*/99); // no such rank: MPI_ERR_ROOT
+}
+
+void outOfMemory() {
+  dcrt_init(0, 0, 0);
+  // Cap this process's address space, then offload more than fits (the
+  // host pool has no plan, so it asks the system for it).
+  rlimit limit;
+  getrlimit(RLIMIT_AS, &limit);
+  limit.rlim_cur = rlim_t(8) << 30;
+  setrlimit(RLIMIT_AS, &limit);
+  static char source[1];
+  void *host;
+  dcrt_offload_start(source, int64_t(16) << 30, &host);
+}
+
 void callBeforeInit() { dcrt_end_step(); }
 
 struct Scenario {
@@ -129,6 +149,8 @@ const Scenario scenarios[] = {
     {"average-of-integers", averageOfIntegers},
     {"step-ends-with-future-in-flight", stepEndsWithFutureInFlight},
     {"wrong-world-size", wrongWorldSize},
+    {"mpi-error", mpiError},
+    {"out-of-memory", outOfMemory},
     {"call-before-init", callBeforeInit},
 };
 } // namespace
