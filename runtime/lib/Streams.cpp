@@ -26,17 +26,22 @@ bool Completion::waitFor(const std::atomic<bool> &flag, double seconds) {
   if (flag.load(std::memory_order_acquire))
     return true;
   std::unique_lock<std::mutex> lock(mutex);
-  return changed.wait_for(lock, std::chrono::duration<double>(seconds),
-                          [&] { return flag.load(std::memory_order_acquire); });
+  ++waiters;
+  bool done =
+      changed.wait_for(lock, std::chrono::duration<double>(seconds),
+                       [&] { return flag.load(std::memory_order_acquire); });
+  --waiters;
+  return done;
 }
 
 //===----------------------------------------------------------------------===//
 // CommEngine
 //===----------------------------------------------------------------------===//
 
-/// The longest pause between two tests of the collectives in flight: short
-/// enough for multi-round collectives to keep moving, long enough not to
-/// starve compute of a core.
+/// The longest pause between two tests of the collectives in flight while
+/// the caller computes: short enough for multi-round collectives to keep
+/// moving, long enough not to take a core from compute. While the caller
+/// waits, the thread only yields between tests.
 constexpr std::chrono::microseconds maxPollPause{100};
 
 void CommEngine::start() {
@@ -144,7 +149,13 @@ void CommEngine::run() {
     if (rc != MPI_SUCCESS)
       fatal("MPI failed while progressing collectives (error %d)", rc);
     if (completed == 0 || completed == MPI_UNDEFINED) {
-      pause = std::min(maxPollPause, pause * 2 + std::chrono::microseconds(1));
+      if (completion.hasWaiters()) {
+        pause = std::chrono::microseconds(0);
+        std::this_thread::yield();
+      } else {
+        pause =
+            std::min(maxPollPause, pause * 2 + std::chrono::microseconds(1));
+      }
       continue;
     }
     pause = std::chrono::microseconds(0);

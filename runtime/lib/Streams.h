@@ -30,10 +30,16 @@ public:
   void markDone(std::atomic<bool> &flag);
   /// False if `seconds` passed first.
   bool waitFor(const std::atomic<bool> &flag, double seconds);
+  /// Whether a thread is blocked in waitFor: the caller has nothing to
+  /// overlap with, so completion latency is all that matters.
+  bool hasWaiters() const {
+    return waiters.load(std::memory_order_relaxed) > 0;
+  }
 
 private:
   std::mutex mutex;
   std::condition_variable changed;
+  std::atomic<int> waiters{0};
 };
 
 enum class CommKind {
