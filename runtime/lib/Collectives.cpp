@@ -563,4 +563,5 @@ void dcrt_end_step(void) {
   // Persistent gathers live until here.
   dcrt_clear_gathered();
   rt.stepBuffers.releaseAll();
+  ++rt.endedSteps;
 }

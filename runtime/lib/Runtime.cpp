@@ -265,6 +265,8 @@ bool dcrt::isComplete(dcrt_future future) {
   return future->doneFlag().load(std::memory_order_acquire);
 }
 
+int64_t dcrt::endedSteps() { return runtime("dcrt::endedSteps").endedSteps; }
+
 double dcrt::timeoutSeconds() {
   return runtime("dcrt::timeoutSeconds").timeoutSeconds;
 }

@@ -77,6 +77,7 @@ struct Runtime {
   std::vector<dcrt_future_impl *> freeFutures;
   int outstanding = 0;
   uint64_t startedOps = 0;
+  int64_t endedSteps = 0;
   std::vector<GatheredTensor> gathered;
 
   dcrt_future_impl *newFuture(dcrt_future_impl::Kind kind);

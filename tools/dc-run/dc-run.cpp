@@ -141,8 +141,13 @@ public:
     for (int64_t s = first; s <= last; ++s) {
       data.fill(s);
       int64_t begin = dcrt::nowNs();
+      int64_t ended = dcrt::endedSteps();
       entry(pointers.data());
       int64_t entryEnd = dcrt::nowNs();
+      // Else its step buffers would pile up, step after step.
+      if (dcrt::endedSteps() == ended)
+        dcrt::fatal("the entry %s returned without calling dcrt_end_step",
+                    step.entry.c_str());
       double loss = dcrt::loadAsDouble(lossBuffer, lossType, 0);
       dcrt::allReduceSum(&loss, 1);
       loss /= worldSize;

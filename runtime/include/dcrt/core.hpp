@@ -64,6 +64,10 @@ void resetPeakMemory();
 /// dcrt_wait. The future must still be waited.
 bool isComplete(dcrt_future future);
 
+/// How many times dcrt_end_step ran: the host program checks that an entry
+/// ended its step.
+int64_t endedSteps();
+
 /// Seconds a wait may block before it is an error (DCRT_TIMEOUT_S, 300).
 double timeoutSeconds();
 
