@@ -4,7 +4,6 @@
 #include "dcrt/json.hpp"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <map>
 
