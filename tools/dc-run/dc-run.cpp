@@ -45,7 +45,10 @@ struct Artifact {
 /// Opens the artifact and checks that this runtime can run it.
 Artifact openArtifact(const std::string &path) {
   Artifact artifact;
-  artifact.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // A name without a slash would make dlopen search the library path, not
+  // the current directory.
+  std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  artifact.handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!artifact.handle)
     dcrt::fatal("cannot load artifact '%s': %s", path.c_str(), dlerror());
   auto version = reinterpret_cast<int32_t (*)()>(
