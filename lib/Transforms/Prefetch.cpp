@@ -213,7 +213,11 @@ private:
       size_t q = p;
       // Issue it early enough to start by its latest start: later than
       // that, it or a gather queued behind it stalls compute.
-      double wantIssue = latestStart[p];
+      // When it queues behind other collectives, issue it earlier by that
+      // wait too, so it can overtake them (e.g. a backward gather behind
+      // the previous layer's gradient reduce-scatter).
+      double queued = std::max(0.0, sim.ops[p].start - sim.ops[p].issue);
+      double wantIssue = latestStart[p] - queued;
       if (sim.ops[p].issue > wantIssue + kStallEpsilon) {
         int64_t size = movedBytes(gather);
         while (q > bound && sim.ops[q].issue > wantIssue + kStallEpsilon) {
