@@ -21,9 +21,16 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-static bool isDCOp(Operation *op) {
+/// dc's compute ops: they belong to the step like the linalg ops they fuse.
+static bool isAttentionOp(Operation *op) {
+  return isa<AttentionOp, AttentionGradOp>(op);
+}
+
+/// The ops a dc schedule adds and moves: transfers and their bookkeeping.
+static bool isScheduleOp(Operation *op) {
   return op->getName().getDialectNamespace() ==
-         DCDialect::getDialectNamespace();
+             DCDialect::getDialectNamespace() &&
+         !isAttentionOp(op);
 }
 
 /// Ops that only rename or allocate a tensor: no kernel runs for them.
@@ -65,14 +72,14 @@ static std::string makeProfileKey(func::FuncOp fn, size_t ordinal) {
 
 std::string dc::getProfileKey(Operation *op) {
   auto fn = dyn_cast_or_null<func::FuncOp>(op->getParentOp());
-  if (!fn || isDCOp(op))
+  if (!fn || isScheduleOp(op))
     return {};
   size_t ordinal = 0;
   for (Block &block : fn.getBody()) {
     for (Operation &other : block) {
       if (&other == op)
         return makeProfileKey(fn, ordinal);
-      if (!isDCOp(&other))
+      if (!isScheduleOp(&other))
         ++ordinal;
     }
   }
@@ -133,7 +140,24 @@ static bool isContraction(Operation *op) {
   return linalgOp && linalg::isaContractionOpInterface(linalgOp);
 }
 
+/// Matmul FLOPs of flash-attention forward: q k^T and p v, each
+/// 2 Sq Sk D per batch index; a causal mask skips half of them.
+static double attentionFlops(Value q, Value k, bool causal) {
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto kType = cast<RankedTensorType>(k.getType());
+  double flops = 4 * static_cast<double>(qType.getNumElements()) *
+                 static_cast<double>(kType.getDimSize(kType.getRank() - 2));
+  return causal ? flops / 2 : flops;
+}
+
 double CostModel::countFlops(Operation *op) {
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return attentionFlops(attention.getQ(), attention.getK(),
+                          attention.getCausal());
+  // The backward recomputes q k^T and adds the products for dv, dp, dq and
+  // dk: 5 matmuls against the forward's 2.
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return 2.5 * attentionFlops(grad.getQ(), grad.getK(), grad.getCausal());
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp)
     return 0;
@@ -167,6 +191,17 @@ int64_t CostModel::countBytes(Operation *op) {
   for (Value result : op->getResults())
     bytes += getTypeBytes(result.getType());
   return bytes;
+}
+
+/// The element type of the matrix products of an op that runs on the matrix
+/// units (a contraction's output, attention's operands); null for others.
+static Type getMatmulElementType(Operation *op) {
+  if (isContraction(op))
+    return getElementTypeOrSelf(
+        cast<linalg::LinalgOp>(op).getDpsInits()[0].getType());
+  if (isAttentionOp(op))
+    return getElementTypeOrSelf(op->getOperand(0).getType());
+  return {};
 }
 
 //===----------------------------------------------------------------------===//
@@ -322,7 +357,7 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     cost.seconds = copySeconds(cost.bytes);
     return cost;
   }
-  if (isDCOp(op) || op->hasTrait<OpTrait::IsTerminator>())
+  if (isScheduleOp(op) || op->hasTrait<OpTrait::IsTerminator>())
     return cost;
 
   cost.stream = StreamKind::Compute;
@@ -332,14 +367,10 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     // Scalar work on no tensor launches no kernel.
     if (cost.flops > 0 || cost.bytes > 0) {
       double rate = target.vectorFlops;
-      if (isContraction(op)) {
-        Type outElement = getElementTypeOrSelf(
-            cast<linalg::LinalgOp>(op).getDpsInits()[0].getType());
-        rate = outElement.isIntOrFloat() &&
-                       outElement.getIntOrFloatBitWidth() <= 16
+      if (Type element = getMatmulElementType(op))
+        rate = element.isIntOrFloat() && element.getIntOrFloatBitWidth() <= 16
                    ? target.matmulFlops16
                    : target.matmulFlops32;
-      }
       cost.seconds =
           target.opLaunchLatency +
           std::max(cost.flops / rate,
@@ -366,7 +397,7 @@ std::vector<OpCost> CostModel::estimateFunction(func::FuncOp fn) const {
   for (Block &block : fn.getBody()) {
     for (Operation &op : block) {
       std::string key;
-      if (!isDCOp(&op)) {
+      if (!isScheduleOp(&op)) {
         if (profile)
           key = makeProfileKey(fn, ordinal);
         ++ordinal;

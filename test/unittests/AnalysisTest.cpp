@@ -896,4 +896,61 @@ TEST_F(AnalysisTest, TimelineAndSimulationScaleLinearly) {
   EXPECT_LT(seconds, 0.5) << "timeline + simulation took " << seconds << " s";
 }
 
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+TEST_F(AnalysisTest, AttentionCostsItsKernelAndNoScoreMatrix) {
+  auto module = parse(R"mlir(
+!t = tensor<4x8x16xbf16>
+func.func @causal(%q: !t, %k: !t, %v: !t, %do: !t) -> (!t, !t, !t) {
+  %o, %lse = dc.attention %q, %k, %v causal scale = 0.25 : !t, !t, !t -> !t, tensor<4x8xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %v, %o, %lse, %do causal scale = 0.25 : !t, !t, !t, !t, tensor<4x8xf32>, !t -> !t, !t, !t
+  return %dq, %dk, %dv : !t, !t, !t
+}
+func.func @cross(%q: tensor<2x3x5x8xf32>, %kv: tensor<2x3x7x8xf32>) -> tensor<2x3x5x8xf32> {
+  %o, %lse = dc.attention %q, %kv, %kv scale = 0.25 : tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x8xf32> -> tensor<2x3x5x8xf32>, tensor<2x3x5xf32>
+  return %o : tensor<2x3x5x8xf32>
+}
+)mlir");
+  func::FuncOp causal = getFunc(*module, "causal");
+  func::FuncOp cross = getFunc(*module, "cross");
+  Operation *forward = opAt(causal, 0), *backward = opAt(causal, 1);
+
+  // 4 B Sq Sk D, halved by the mask; the backward 2.5 times that.
+  EXPECT_EQ(CostModel::countFlops(forward), 4.0 * 4 * 8 * 8 * 16 / 2);
+  EXPECT_EQ(CostModel::countFlops(backward), 2.5 * 4.0 * 4 * 8 * 8 * 16 / 2);
+  EXPECT_EQ(CostModel::countFlops(opAt(cross, 0)), 4.0 * 2 * 3 * 5 * 7 * 8);
+  // Operands and results only: q, k, v, o (1 KiB each) and the f32 lse; the
+  // backward adds do and the three gradients.
+  EXPECT_EQ(CostModel::countBytes(forward), 4 * 1024 + 128);
+  EXPECT_EQ(CostModel::countBytes(backward), 8 * 1024 + 128);
+  EXPECT_EQ(CostModel::countBytes(opAt(cross, 0)), 960 + 2 * 1344 + 960 + 120);
+
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+  // Compute stream at the matmul rate of the operands' element type.
+  OpCost cost = model.estimate(forward);
+  EXPECT_EQ(cost.stream, StreamKind::Compute);
+  EXPECT_DOUBLE_EQ(cost.seconds, 1e-6 + 8192 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(backward).seconds, 1e-6 + 20480 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(cross, 0)).seconds, 1e-6 + 6720 / 1e10);
+  // They are compute ops of the step, so a profile can time them.
+  EXPECT_EQ(getProfileKey(forward), "causal:0");
+  EXPECT_EQ(getProfileKey(backward), "causal:1");
+
+  // Only o and lse live between the two ops: the arguments and returned
+  // gradients (7 KiB) plus 1 KiB + 128 bytes, no 4x8x8 score matrix.
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(causal);
+  ASSERT_TRUE(succeeded(timeline));
+  EXPECT_EQ(timeline->getBaseDeviceBytes(), 7 * 1024);
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 8 * 1024 + 128);
+  EXPECT_EQ(timeline->deviceBytesAt(2), 7 * 1024);
+}
+
 } // namespace

@@ -2,7 +2,8 @@
 """Emit a Llama-style decoder training step as MLIR in dc's input form.
 
 The step is one `func.func @train_step` on tensors (upstream linalg, tensor,
-arith, math) holding the forward pass and a hand-derived backward pass:
+arith, math; with `--attention fused` also dc.attention and
+dc.attention_grad) holding the forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
              order of `parameter_specs`, then `%tokens`, `%targets`
@@ -256,6 +257,26 @@ class Emitter:
                   f"{v.type}) -> {v.type}")
         return v
 
+    def attention(self, hint, q, k, v, scale):
+        """Causal dc.attention on [B*H, S, Dh]; returns (o, lse)."""
+        o = Value(self.fresh(hint), q.shape, q.elt)
+        lse = Value(self.fresh(f"{hint}_lse"), q.shape[:-1], "f32")
+        self.emit(f"{o.name}, {lse.name} = dc.attention {q.name}, {k.name}, "
+                  f"{v.name} causal scale = {scale!r} : {q.type}, {k.type}, "
+                  f"{v.type} -> {o.type}, {lse.type}")
+        return o, lse
+
+    def attention_grad(self, hint, q, k, v, o, lse, do, scale):
+        """dc.attention_grad of a causal dc.attention; returns (dq, dk, dv)."""
+        grads = [Value(self.fresh(f"{hint}_{g}"), x.shape, x.elt)
+                 for g, x in (("dq", q), ("dk", k), ("dv", v))]
+        ins = (q, k, v, o, lse, do)
+        self.emit(f"{', '.join(g.name for g in grads)} = dc.attention_grad "
+                  f"{', '.join(x.name for x in ins)} causal scale = "
+                  f"{scale!r} : {', '.join(x.type for x in ins)} -> "
+                  f"{', '.join(g.type for g in grads)}")
+        return grads
+
     def transpose(self, hint, x, perm):
         init = self.empty([x.shape[p] for p in perm], x.elt)
         v = Value(self.fresh(hint), init.shape, x.elt)
@@ -314,6 +335,7 @@ class LlamaStep:
         self.elt = cfg.dtype
         self.n_tok = cfg.batch * cfg.seq
         self.head_dim = cfg.dim // cfg.heads
+        self.attn_scale = 1.0 / math.sqrt(self.head_dim)
 
     # -- shared pieces --------------------------------------------------------
 
@@ -422,8 +444,22 @@ class LlamaStep:
             f"{p}_{name}", e.extract_slice(f"{p}_{name}_2d", qkv, [0, i * d],
                                            [n, d]))
             for i, name in enumerate("qkv"))
+        if self.cfg.attention == "fused":
+            heads_out, lse = e.attention(f"{p}_ctx", q, k, v,
+                                         self.attn_scale)
+            saved = dict(q=q, k=k, v=v, o=heads_out, lse=lse)
+        else:
+            heads_out, saved = self.decomposed_attention(p, q, k, v)
+        ctx = self.merge_heads(f"{p}_ctx_2d", heads_out)
+        out = e.matmul(f"{p}_out", ctx, w_o)
+        return out, dict(saved, ctx=ctx)
+
+    def decomposed_attention(self, p, q, k, v):
+        """softmax(mask(scale q k^T)) v in the op order dc-raise-attention
+        matches; returns the heads' output and what backward needs."""
+        e = self.e
         scores = e.batch_matmul(f"{p}_scores", q, k, transpose_b=True)
-        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS, "attn_scale")
+        scale = e.const(self.attn_scale, STATS, "attn_scale")
         neg_inf = e.const(-math.inf, STATS)
 
         def scale_mask(b):
@@ -445,9 +481,7 @@ class LlamaStep:
             self.elt, lambda b: [b.narrow(b.div(
                 b.exp(b.sub(b.load(0), b.load(1))), b.load(2)), self.elt)])
         heads_out = e.batch_matmul(f"{p}_ctx", probs, v)
-        ctx = self.merge_heads(f"{p}_ctx_2d", heads_out)
-        out = e.matmul(f"{p}_out", ctx, w_o)
-        return out, dict(q=q, k=k, v=v, probs=probs, ctx=ctx)
+        return heads_out, dict(q=q, k=k, v=v, probs=probs)
 
     def attention_backward(self, p, x, w_qkv, w_o, saved, dout):
         """Returns (dx, dw_qkv, dw_o) for dout = d(attention output)."""
@@ -455,6 +489,23 @@ class LlamaStep:
         dw_o = e.matmul(f"{p}_dwo", saved["ctx"], dout, transpose_a=True)
         dctx = self.split_heads(
             f"{p}_dctx", e.matmul(f"{p}_dctx_2d", dout, w_o, transpose_b=True))
+        if self.cfg.attention == "fused":
+            dq, dk, dv = e.attention_grad(
+                p, saved["q"], saved["k"], saved["v"], saved["o"],
+                saved["lse"], dctx, self.attn_scale)
+        else:
+            dq, dk, dv = self.decomposed_attention_backward(p, saved, dctx)
+        dqkv = e.empty([n, 3 * d], self.elt)
+        for i, (name, g) in enumerate((("dq", dq), ("dk", dk), ("dv", dv))):
+            dqkv = e.insert_slice(f"{p}_dqkv", self.merge_heads(
+                f"{p}_{name}_2d", g), dqkv, [0, i * d])
+        dw_qkv = e.matmul(f"{p}_dwqkv", x, dqkv, transpose_a=True)
+        dx = e.matmul(f"{p}_dx", dqkv, w_qkv, transpose_b=True)
+        return dx, dw_qkv, dw_o
+
+    def decomposed_attention_backward(self, p, saved, dctx):
+        """dq, dk, dv from the saved probabilities (docs/models.md)."""
+        e = self.e
         probs = saved["probs"]
         dprobs = e.batch_matmul(f"{p}_dprobs", dctx, saved["v"],
                                 transpose_b=True)
@@ -463,20 +514,14 @@ class LlamaStep:
         rowdot = self.row_reduce(
             f"{p}_rowdot", [dprobs, probs], [[0, 1, 2], [0, 1, 2]], 3, 0.0,
             lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
-        scale = e.const(1.0 / math.sqrt(self.head_dim), STATS, "attn_scale")
+        scale = e.const(self.attn_scale, STATS, "attn_scale")
         dscores = e.elementwise(
             f"{p}_dscores", [dprobs, probs, (rowdot, [0, 1])], self.elt,
             lambda b: [b.narrow(b.mul(b.mul(b.load(1), b.sub(
                 b.load(0), b.load(2))), scale), self.elt)])
         dq = e.batch_matmul(f"{p}_dq", dscores, saved["k"])
         dk = e.batch_matmul(f"{p}_dk", dscores, saved["q"], transpose_a=True)
-        dqkv = e.empty([n, 3 * d], self.elt)
-        for i, (name, g) in enumerate((("dq", dq), ("dk", dk), ("dv", dv))):
-            dqkv = e.insert_slice(f"{p}_dqkv", self.merge_heads(
-                f"{p}_{name}_2d", g), dqkv, [0, i * d])
-        dw_qkv = e.matmul(f"{p}_dwqkv", x, dqkv, transpose_a=True)
-        dx = e.matmul(f"{p}_dx", dqkv, w_qkv, transpose_b=True)
-        return dx, dw_qkv, dw_o
+        return dq, dk, dv
 
     # -- SwiGLU MLP -----------------------------------------------------------
 
@@ -700,7 +745,8 @@ def generate(c):
         "// Llama-style decoder training step, generated by dc-gen-llama.",
         f"// config: layers={c.layers} dim={c.dim} ffn={c.ffn} "
         f"heads={c.heads} vocab={c.vocab} batch={c.batch} seq={c.seq} "
-        f"dtype={c.dtype}",
+        f"dtype={c.dtype}" +
+        (" attention=fused" if c.attention == "fused" else ""),
         f"// parameters: {count}{millions} in {len(params)} tensors",
         "",
     ]
@@ -733,6 +779,10 @@ def parse_args(argv):
         ap.add_argument(f"--{key}", type=int)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
                     help="element type of parameters and activations")
+    ap.add_argument("--attention", choices=["decomposed", "fused"],
+                    default="decomposed",
+                    help="attention as linalg ops (softmax(q k^T) v) or as "
+                    "dc.attention / dc.attention_grad")
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)

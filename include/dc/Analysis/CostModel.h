@@ -1,7 +1,8 @@
 //===- CostModel.h - time of each op on a target ----------------*- C++ -*-===//
 //
 // Compute ops: roofline of FLOPs (exact for linalg named ops and
-// linalg.generic, from indexing maps and iterator types) against bytes moved.
+// linalg.generic, from indexing maps and iterator types, and for the fused
+// attention ops) against bytes moved.
 // Collectives: alpha-beta per kind. Host copies: link bandwidth. A measured
 // profile (per-op times written by dc-run) overrides the estimates.
 // docs/cost-model.md has the formulas and where the preset numbers come from.
@@ -42,10 +43,12 @@ struct Profile {
   static llvm::Expected<Profile> load(llvm::StringRef path);
 };
 
-/// "<function name>:<ordinal>", the ordinal counting only the non-dc ops of
-/// the function body: inserting or moving dc ops keeps the keys of a profile
-/// taken earlier valid. Empty for dc ops and ops not directly in a function
-/// body. Scans the block: use CostModel::estimateFunction for a whole body.
+/// "<function name>:<ordinal>", the ordinal counting the ops of the function
+/// body except the dc ops a schedule adds (transfers, waits, releases; the
+/// compute ops dc.attention and dc.attention_grad count): inserting or moving
+/// those keeps the keys of a profile taken earlier valid. Empty for such ops
+/// and ops not directly in a function body. Scans the block: use
+/// CostModel::estimateFunction for a whole body.
 std::string getProfileKey(mlir::Operation *op);
 
 class CostModel {
@@ -63,7 +66,8 @@ public:
   /// profile keys are computed once per body, not per op.
   std::vector<OpCost> estimateFunction(mlir::func::FuncOp fn) const;
 
-  /// FLOPs of a compute op (0 if unknown): exact for linalg ops.
+  /// FLOPs of a compute op (0 if unknown): exact for linalg ops; the matmul
+  /// FLOPs of a flash-attention kernel for dc.attention(_grad).
   static double countFlops(mlir::Operation *op);
   /// Bytes a compute op reads and writes: its tensor operands and results,
   /// except a linalg init operand its payload never reads (a tensor.empty

@@ -199,4 +199,27 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
   ];
 }
 
+def DCRaiseAttention : Pass<"dc-raise-attention", "::mlir::func::FuncOp"> {
+  let summary = "Raise decomposed softmax(q k^T) v and its backward into "
+                "dc.attention and dc.attention_grad";
+  let description = [{
+    Matches the decomposed attention of dc-gen-llama (docs/models.md):
+    `linalg.batch_matmul` q k^T; one elementwise generic that scales and,
+    optionally, applies the causal mask; the f32 row max and sum-of-exp
+    reductions; the normalising generic; `linalg.batch_matmul` with v. It
+    becomes one `dc.attention`. The probabilities may feed only that
+    product or, besides it, the decomposed backward (dv = p^T do,
+    dp = do v^T, the row dot sum_j dp p, ds = scale p (dp - rowdot),
+    dq = ds k, dk = ds^T q), which becomes one `dc.attention_grad` on the
+    forward's o and lse. The score, probability and gradient-of-score
+    tensors (B H x S x S) disappear with the ops that made them.
+
+    Every op of a match must have no uses outside it and lie in one block,
+    the forward before the backward; IR that does not match is left as it
+    is. The fused ops compute in f32 internally, so a bf16 step changes only
+    by the roundings of the S x S intermediates it no longer stores.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+}
+
 #endif // DC_TRANSFORMS_PASSES_TD

@@ -1,0 +1,109 @@
+//===- DCAttentionOps.cpp - dc.attention and dc.attention_grad -----------===//
+#include "DC/DCDialect.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace dc;
+
+/// The lse type of a query tensor [..., S, D]: [..., S] in f32.
+static RankedTensorType getLSEType(Value q) {
+  auto type = cast<RankedTensorType>(q.getType());
+  return RankedTensorType::get(type.getShape().drop_back(),
+                               Float32Type::get(type.getContext()));
+}
+
+/// Checks what dc.attention and dc.attention_grad share: q [..., Sq, D],
+/// k and v [..., Sk, D] with q's batch dims and element type, a causal mask
+/// only on a square score matrix, a finite scale.
+static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
+                                             Value v, bool causal,
+                                             APFloat scale) {
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto kType = cast<RankedTensorType>(k.getType());
+  int64_t rank = qType.getRank();
+  if (rank < 3)
+    return op->emitOpError() << "q must be [batch..., seq, head_dim] with at "
+                                "least one batch dim, got "
+                             << qType;
+  if (kType.getRank() != rank)
+    return op->emitOpError() << "k has rank " << kType.getRank()
+                             << " but q has rank " << rank;
+  if (v.getType() != kType)
+    return op->emitOpError() << "v must have the type of k (" << kType
+                             << "), got " << v.getType();
+  if (kType.getElementType() != qType.getElementType())
+    return op->emitOpError() << "q, k and v must have one element type, got "
+                             << qType.getElementType() << " and "
+                             << kType.getElementType();
+  if (qType.getShape().drop_back(2) != kType.getShape().drop_back(2))
+    return op->emitOpError() << "q " << qType << " and k " << kType
+                             << " must have the same batch dims";
+  if (qType.getShape().back() != kType.getShape().back())
+    return op->emitOpError() << "q head dim " << qType.getShape().back()
+                             << " differs from k head dim "
+                             << kType.getShape().back();
+  if (causal && qType.getDimSize(rank - 2) != kType.getDimSize(rank - 2))
+    return op->emitOpError() << "causal attention needs as many queries as "
+                                "keys, got "
+                             << qType.getDimSize(rank - 2) << " and "
+                             << kType.getDimSize(rank - 2);
+  if (!scale.isFinite())
+    return op->emitOpError("scale must be finite");
+  return success();
+}
+
+/// Fails unless `value` has type `expected`; `what` names the value.
+static LogicalResult verifyTypeIs(Operation *op, Value value, Type expected,
+                                  StringRef what) {
+  if (value.getType() == expected)
+    return success();
+  return op->emitOpError() << what << " must be " << expected << ", got "
+                           << value.getType();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+void AttentionOp::build(OpBuilder &builder, OperationState &state, Value q,
+                        Value k, Value v, float scale, bool causal) {
+  build(builder, state, q.getType(), getLSEType(q), q, k, v,
+        APFloat(scale), causal);
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(),
+                                     getCausal(), getScale())) ||
+      failed(verifyTypeIs(*this, getO(), getQ().getType(),
+                          "o (the type of q)")))
+    return failure();
+  return verifyTypeIs(*this, getLse(), getLSEType(getQ()),
+                      "lse ([batch..., seq] of q, f32)");
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionGradOp
+//===----------------------------------------------------------------------===//
+
+void AttentionGradOp::build(OpBuilder &builder, OperationState &state, Value q,
+                            Value k, Value v, Value o, Value lse, Value dO,
+                            float scale, bool causal) {
+  build(builder, state, q.getType(), k.getType(), v.getType(), q, k, v, o, lse,
+        dO, APFloat(scale), causal);
+}
+
+LogicalResult AttentionGradOp::verify() {
+  Type qType = getQ().getType();
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(),
+                                     getCausal(), getScale())) ||
+      failed(verifyTypeIs(*this, getO(), qType, "o (the type of q)")) ||
+      failed(verifyTypeIs(*this, getLse(), getLSEType(getQ()),
+                          "lse ([batch..., seq] of q, f32)")) ||
+      failed(verifyTypeIs(*this, getDO(), qType, "do (the type of q)")) ||
+      failed(verifyTypeIs(*this, getDq(), qType, "dq (the type of q)")) ||
+      failed(verifyTypeIs(*this, getDk(), getK().getType(),
+                          "dk (the type of k)")))
+    return failure();
+  return verifyTypeIs(*this, getDv(), getV().getType(), "dv (the type of v)");
+}

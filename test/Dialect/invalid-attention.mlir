@@ -1,0 +1,206 @@
+// RUN: dc-opt %s -split-input-file -verify-diagnostics
+
+// Verifiers of dc.attention and dc.attention_grad, one rejected op per case.
+
+func.func @no_batch_dim(%q: tensor<16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op q must be [batch..., seq, head_dim] with at least one batch dim, got 'tensor<16x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32> -> tensor<16x4xf32>, tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @rank_mismatch(%q: tensor<8x16x4xf32>, %k: tensor<2x4x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op k has rank 4 but q has rank 3}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<8x16x4xf32>, tensor<2x4x16x4xf32>, tensor<2x4x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @v_not_k(%q: tensor<8x16x4xf32>, %v: tensor<8x16x2xf32>) {
+  // expected-error @+1 {{'dc.attention' op v must have the type of k ('tensor<8x16x4xf32>'), got 'tensor<8x16x2xf32>'}}
+  %o, %lse = dc.attention %q, %q, %v scale = 0.5 : tensor<8x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x2xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @mixed_element_types(%q: tensor<8x16x4xf32>, %k: tensor<8x16x4xbf16>) {
+  // expected-error @+1 {{'dc.attention' op q, k and v must have one element type, got 'f32' and 'bf16'}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<8x16x4xf32>, tensor<8x16x4xbf16>, tensor<8x16x4xbf16> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @batch_mismatch(%q: tensor<8x16x4xf32>, %k: tensor<4x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op q 'tensor<8x16x4xf32>' and k 'tensor<4x16x4xf32>' must have the same batch dims}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<8x16x4xf32>, tensor<4x16x4xf32>, tensor<4x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @head_dim_mismatch(%q: tensor<8x16x4xf32>, %k: tensor<8x16x8xf32>) {
+  // expected-error @+1 {{'dc.attention' op q head dim 4 differs from k head dim 8}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<8x16x4xf32>, tensor<8x16x8xf32>, tensor<8x16x8xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @causal_not_square(%q: tensor<8x16x4xf32>, %k: tensor<8x12x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op causal attention needs as many queries as keys, got 16 and 12}}
+  %o, %lse = dc.attention %q, %k, %k causal scale = 0.5 : tensor<8x16x4xf32>, tensor<8x12x4xf32>, tensor<8x12x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @scale_not_finite(%q: tensor<8x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op scale must be finite}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0x7F800000 : tensor<8x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @o_type(%q: tensor<8x16x4xbf16>) {
+  // expected-error @+1 {{'dc.attention' op o (the type of q) must be 'tensor<8x16x4xbf16>', got 'tensor<8x16x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<8x16x4xbf16>, tensor<8x16x4xbf16>, tensor<8x16x4xbf16> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @lse_shape(%q: tensor<8x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op lse ([batch..., seq] of q, f32) must be 'tensor<8x16xf32>', got 'tensor<8x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<8x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @lse_not_f32(%q: tensor<8x16x4xbf16>) {
+  // expected-error @+1 {{'dc.attention' op result #1 must be statically shaped tensor of 32-bit float values, but got 'tensor<8x16xbf16>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<8x16x4xbf16>, tensor<8x16x4xbf16>, tensor<8x16x4xbf16> -> tensor<8x16x4xbf16>, tensor<8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @dynamic_shape(%q: tensor<8x?x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<8x?x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<8x?x4xf32>, tensor<8x?x4xf32>, tensor<8x?x4xf32> -> tensor<8x?x4xf32>, tensor<8x?xf32>
+  return
+}
+
+// -----
+
+func.func @integer_operands(%q: tensor<8x16x4xi32>) {
+  // expected-error @+1 {{'dc.attention' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<8x16x4xi32>'}}
+  %o, %lse = dc.attention %q, %q, %q scale = 0.5 : tensor<8x16x4xi32>, tensor<8x16x4xi32>, tensor<8x16x4xi32> -> tensor<8x16x4xi32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @missing_scale(%q: tensor<8x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op requires attribute 'scale'}}
+  %o, %lse = "dc.attention"(%q, %q, %q) : (tensor<8x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x4xf32>) -> (tensor<8x16x4xf32>, tensor<8x16xf32>)
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// dc.attention_grad: the operand checks are shared; the types of o, lse,
+// do and the gradients are its own.
+//===----------------------------------------------------------------------===//
+
+// -----
+
+!t = tensor<8x16x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_causal_not_square(%q: !t, %k: tensor<8x12x4xf32>, %lse: !lse) {
+  // expected-error @+1 {{'dc.attention_grad' op causal attention needs as many queries as keys, got 16 and 12}}
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %k, %q, %lse, %q causal scale = 0.5 : !t, tensor<8x12x4xf32>, tensor<8x12x4xf32>, !t, !lse, !t -> !t, tensor<8x12x4xf32>, tensor<8x12x4xf32>
+  return
+}
+
+// -----
+
+!t = tensor<8x16x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_o_type(%q: !t, %o: tensor<8x16x4xbf16>, %lse: !lse) {
+  // expected-error @+1 {{'dc.attention_grad' op o (the type of q) must be 'tensor<8x16x4xf32>', got 'tensor<8x16x4xbf16>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %o, %lse, %q scale = 0.5 : !t, !t, !t, tensor<8x16x4xbf16>, !lse, !t -> !t, !t, !t
+  return
+}
+
+// -----
+
+!t = tensor<8x16x4xf32>
+
+func.func @grad_lse_shape(%q: !t, %lse: tensor<16x8xf32>) {
+  // expected-error @+1 {{'dc.attention_grad' op lse ([batch..., seq] of q, f32) must be 'tensor<8x16xf32>', got 'tensor<16x8xf32>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %q, %lse, %q scale = 0.5 : !t, !t, !t, !t, tensor<16x8xf32>, !t -> !t, !t, !t
+  return
+}
+
+// -----
+
+!t = tensor<8x16x4xf32>
+
+func.func @grad_lse_not_f32(%q: !t, %lse: tensor<8x16xf16>) {
+  // expected-error @+1 {{'dc.attention_grad' op operand #4 must be statically shaped tensor of 32-bit float values, but got 'tensor<8x16xf16>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %q, %lse, %q scale = 0.5 : !t, !t, !t, !t, tensor<8x16xf16>, !t -> !t, !t, !t
+  return
+}
+
+// -----
+
+!t = tensor<8x16x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_do_type(%q: !t, %lse: !lse, %do: tensor<8x16x8xf32>) {
+  // expected-error @+1 {{'dc.attention_grad' op do (the type of q) must be 'tensor<8x16x4xf32>', got 'tensor<8x16x8xf32>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %q, %lse, %do scale = 0.5 : !t, !t, !t, !t, !lse, tensor<8x16x8xf32> -> !t, !t, !t
+  return
+}
+
+// -----
+
+!t = tensor<8x16x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_dq_type(%q: !t, %lse: !lse) {
+  // expected-error @+1 {{'dc.attention_grad' op dq (the type of q) must be 'tensor<8x16x4xf32>', got 'tensor<8x16x4xf16>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %q, %lse, %q scale = 0.5 : !t, !t, !t, !t, !lse, !t -> tensor<8x16x4xf16>, !t, !t
+  return
+}
+
+// -----
+
+!q = tensor<8x16x4xf32>
+!kv = tensor<8x12x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_dk_type(%q: !q, %kv: !kv, %lse: !lse) {
+  // expected-error @+1 {{'dc.attention_grad' op dk (the type of k) must be 'tensor<8x12x4xf32>', got 'tensor<8x16x4xf32>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %q, %lse, %q scale = 0.5 : !q, !kv, !kv, !q, !lse, !q -> !q, !q, !kv
+  return
+}
+
+// -----
+
+!q = tensor<8x16x4xf32>
+!kv = tensor<8x12x4xf32>
+!lse = tensor<8x16xf32>
+
+func.func @grad_dv_type(%q: !q, %kv: !kv, %lse: !lse) {
+  // expected-error @+1 {{'dc.attention_grad' op dv (the type of v) must be 'tensor<8x12x4xf32>', got 'tensor<8x16x4xf32>'}}
+  %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %q, %lse, %q scale = 0.5 : !q, !kv, !kv, !q, !lse, !q -> !q, !kv, !q
+  return
+}
