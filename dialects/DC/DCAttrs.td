@@ -39,6 +39,19 @@ def DC_GradAttr : DC_Attr<"Grad", "grad"> {
   let genVerifyDecl = 1;
 }
 
+def DC_HostMemoryAttr : DC_Attr<"HostMemory", "host_memory"> {
+  let summary = "memory space of buffers in the runtime's host pool";
+  let description = [{
+    After bufferization a `!dc.host<T>` value is a memref in this memory
+    space: the buffer of an offload, which only `dc.reload_start` reads. Device
+    buffers use the default memory space.
+
+    ```mlir
+    memref<4x16xf32, #dc.host_memory>
+    ```
+  }];
+}
+
 def DC_ReduceKind : I32EnumAttr<"ReduceKind", "gradient reduction", [
     I32EnumAttrCase<"Sum", 0, "sum">,
     I32EnumAttrCase<"Avg", 1, "avg">]> {

@@ -24,6 +24,13 @@ def DC_Dialect : Dialect {
 
     Process groups are axes of an upstream `shard.grid`; a `!dc.shard` names
     the grid and the axis its tensor is split over.
+
+    Every op has a tensor form, which the scheduling passes build and read,
+    and a buffer form, which One-Shot Bufferize produces through the ops'
+    `BufferizableOpInterface` models and `dc-to-dcrt` lowers to runtime
+    calls: a `!dc.shard` becomes its local buffer `memref<local x T>`, a
+    `!dc.host` value a memref in `#dc.host_memory`, and a future holds the
+    buffer the runtime hands out.
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;

@@ -87,6 +87,33 @@ static bool isDeviceValueType(Type type) {
   return (tensor && tensor.hasStaticShape()) || isa<ShardType>(type);
 }
 
+/// A statically shaped identity-layout memref in memory space `space`.
+static bool isDenseBuffer(Type type, Attribute space) {
+  auto memref = dyn_cast<MemRefType>(type);
+  return memref && memref.hasStaticShape() && memref.getLayout().isIdentity() &&
+         memref.getMemorySpace() == space;
+}
+
+bool dc::isDeviceBuffer(Type type) { return isDenseBuffer(type, {}); }
+
+bool dc::isHostBuffer(Type type) {
+  return isDenseBuffer(type, HostMemoryAttr::get(type.getContext()));
+}
+
+Type dc::getHostValueType(Type device) {
+  if (auto memref = dyn_cast<MemRefType>(device))
+    return MemRefType::get(memref.getShape(), memref.getElementType(),
+                           MemRefLayoutAttrInterface(),
+                           HostMemoryAttr::get(device.getContext()));
+  return HostType::get(device);
+}
+
+Type dc::getDeviceValueType(Type host) {
+  if (auto memref = dyn_cast<MemRefType>(host))
+    return MemRefType::get(memref.getShape(), memref.getElementType());
+  return cast<HostType>(host).getValue();
+}
+
 LogicalResult HostType::verify(function_ref<InFlightDiagnostic()> emitError,
                                Type value) {
   if (!isDeviceValueType(value))
@@ -98,9 +125,11 @@ LogicalResult HostType::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult FutureType::verify(function_ref<InFlightDiagnostic()> emitError,
                                  Type value) {
-  if (!isDeviceValueType(value) && !isa<HostType>(value))
+  if (!isDeviceValueType(value) && !isa<HostType>(value) &&
+      !isDeviceBuffer(value) && !isHostBuffer(value))
     return emitError() << "future must hold a statically shaped tensor, a "
-                          "!dc.shard or a !dc.host value, got "
+                          "!dc.shard, a !dc.host value or a statically shaped "
+                          "identity-layout memref, got "
                        << value;
   return success();
 }

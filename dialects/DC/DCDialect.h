@@ -50,6 +50,17 @@ FailureOr<int64_t> getGridAxisSize(Operation *from, FlatSymbolRefAttr grid,
                                    int64_t axis,
                                    SymbolTableCollection &symbols);
 
+/// Buffer forms of dc values: statically shaped memrefs with the identity
+/// layout, in the default memory space (device) or in #dc.host_memory.
+bool isDeviceBuffer(Type type);
+bool isHostBuffer(Type type);
+
+/// The type of `device` once offloaded: !dc.host of a tensor or shard, the
+/// same memref in #dc.host_memory for a device buffer. getDeviceValueType is
+/// the inverse.
+Type getHostValueType(Type device);
+Type getDeviceValueType(Type host);
+
 /// ceil(numel / parts): the local element count of a shard.
 inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
   return (numel + parts - 1) / parts;

@@ -39,6 +39,46 @@ static LogicalResult verifyNoRepeatedOperand(Operation *op, ValueRange values,
   return success();
 }
 
+/// An op is in tensor form or, after bufferization, in buffer form: its
+/// `values` must not mix the two.
+static LogicalResult verifyOneForm(Operation *op, ValueRange values,
+                                   StringRef what) {
+  bool buffers = isa<MemRefType>(values.front().getType());
+  for (auto [i, value] : llvm::enumerate(values))
+    if (isa<MemRefType>(value.getType()) != buffers)
+      return op->emitOpError()
+             << what << " #" << i << " is " << value.getType() << " but "
+             << what << " #0 is " << values.front().getType()
+             << "; an op is either on tensors or on buffers";
+  return success();
+}
+
+/// In buffer form a shard is the rank's flat slice of the full buffer: at
+/// least one and at most all of its elements, of a compatible type.
+static LogicalResult verifyBufferShard(Operation *op, unsigned i,
+                                       MemRefType local, Type fullType,
+                                       StringRef what) {
+  auto full = dyn_cast<MemRefType>(fullType);
+  if (!full || !isDeviceBuffer(full))
+    return op->emitOpError()
+           << what << " #" << i << " must be a device buffer, got " << fullType;
+  if (local.getRank() != 1)
+    return op->emitOpError()
+           << "shard buffer #" << i << " must be 1-D, got " << local;
+  if (local.getNumElements() < 1 ||
+      local.getNumElements() > full.getNumElements())
+    return op->emitOpError()
+           << "shard buffer #" << i << " holds " << local.getNumElements()
+           << " elements; a slice of " << full << " holds 1 to "
+           << full.getNumElements();
+  if (!isCompatibleElementType(local.getElementType(), full.getElementType()))
+    return op->emitOpError()
+           << "shard buffer #" << i << " of " << local.getElementType()
+           << " does not match " << full.getElementType() << " " << what << " #"
+           << i;
+  return success();
+}
+
 static LogicalResult verifyShardOperands(Operation *op,
                                          SymbolTableCollection &symbols) {
   for (Type type : op->getOperandTypes())
@@ -61,8 +101,17 @@ LogicalResult GatherStartOp::verify() {
     return emitOpError() << "has " << getShards().size() << " shards but "
                          << getFutures().size() << " futures";
   if (failed(verifyNoRepeatedOperand(*this, getShards(), "shard",
-                                     "a group gathers each parameter once")))
+                                     "a group gathers each parameter once")) ||
+      failed(verifyOneForm(*this, getShards(), "shard")))
     return failure();
+  if (isa<MemRefType>(getShards()[0].getType())) {
+    for (auto [i, shard, future] : llvm::enumerate(getShards(), getFutures()))
+      if (failed(verifyBufferShard(
+              *this, i, cast<MemRefType>(shard.getType()),
+              cast<FutureType>(future.getType()).getValue(), "future")))
+        return failure();
+    return success();
+  }
   auto firstShard = cast<ShardType>(getShards()[0].getType());
   for (auto [i, shardValue, future] :
        llvm::enumerate(getShards(), getFutures())) {
@@ -122,6 +171,22 @@ LogicalResult ReduceScatterStartOp::verify() {
     return emitOpError() << "has " << getGradients().size()
                          << " gradients but " << getFutures().size()
                          << " futures";
+  if (failed(verifyOneForm(*this, getGradients(), "gradient")))
+    return failure();
+  if (isa<MemRefType>(getGradients()[0].getType())) {
+    for (auto [i, grad, future] :
+         llvm::enumerate(getGradients(), getFutures())) {
+      auto shard =
+          dyn_cast<MemRefType>(cast<FutureType>(future.getType()).getValue());
+      if (!shard)
+        return emitOpError()
+               << "future #" << i << " must hold a shard buffer (memref)";
+      if (failed(
+              verifyBufferShard(*this, i, shard, grad.getType(), "gradient")))
+        return failure();
+    }
+    return success();
+  }
   ShardType firstShard;
   for (auto [i, grad, future] :
        llvm::enumerate(getGradients(), getFutures())) {
@@ -199,9 +264,20 @@ LogicalResult ReloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
 // AllToAllOp
 //===----------------------------------------------------------------------===//
 
+ShapedType AllToAllOp::getOutputType() {
+  Value shaped = getOutput() ? Value(getOutput()) : Value(getResult());
+  return cast<ShapedType>(shaped.getType());
+}
+
 LogicalResult AllToAllOp::verify() {
-  auto input = cast<RankedTensorType>(getInput().getType());
-  auto result = cast<RankedTensorType>(getResult().getType());
+  bool buffers = isa<MemRefType>(getInput().getType());
+  if (buffers && (!getOutput() || getResult()))
+    return emitOpError("on buffers writes into an output buffer and has no "
+                       "result");
+  if (!buffers && (getOutput() || !getResult()))
+    return emitOpError("on tensors has a result and no output buffer");
+  auto input = cast<ShapedType>(getInput().getType());
+  ShapedType result = getOutputType();
   int64_t rank = input.getRank();
   if (!input.hasStaticShape() || !result.hasStaticShape())
     return emitOpError("needs statically shaped tensors");
@@ -225,7 +301,7 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
       getGridAxisSize(*this, getGridAttr(), getAxis(), symbols);
   if (failed(parts))
     return failure();
-  auto input = cast<RankedTensorType>(getInput().getType());
+  auto input = cast<ShapedType>(getInput().getType());
   int64_t split = getSplitDim(), concat = getConcatDim();
   if (input.getDimSize(split) % *parts != 0)
     return emitOpError() << "split dim " << split << " of size "
@@ -234,11 +310,9 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   SmallVector<int64_t> expected(input.getShape());
   expected[split] /= *parts;
   expected[concat] *= *parts;
-  auto result = cast<RankedTensorType>(getResult().getType());
+  ShapedType result = getOutputType();
   if (result.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError() << "result shape must be "
-                         << RankedTensorType::get(expected,
-                                                  input.getElementType())
+    return emitOpError() << "result shape must be " << input.clone(expected)
                          << " for an axis of size " << *parts << ", got "
                          << result;
   return success();

@@ -8,8 +8,20 @@ include "DC/DCAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
+// Buffer forms, after bufferization: statically shaped memrefs with the
+// identity layout (the dense row-major storage the runtime exchanges), on the
+// device (default memory space) or in the host pool (#dc.host_memory).
+def DC_DeviceBuffer : Type<CPred<"::dc::isDeviceBuffer($_self)">,
+    "statically shaped identity-layout memref (device)", "::mlir::MemRefType">;
+def DC_HostBuffer : Type<CPred<"::dc::isHostBuffer($_self)">,
+    "statically shaped identity-layout memref in #dc.host_memory",
+    "::mlir::MemRefType">;
+
 // Static shapes only: a future or host value of a dynamic tensor is invalid.
-def DC_AnyValueOnDevice : AnyTypeOf<[AnyStaticShapeTensor, DC_AnyShard]>;
+def DC_AnyValueOnDevice
+    : AnyTypeOf<[AnyStaticShapeTensor, DC_AnyShard, DC_DeviceBuffer]>;
+def DC_ShardOrBuffer : AnyTypeOf<[DC_AnyShard, DC_DeviceBuffer]>;
+def DC_TensorOrBuffer : AnyTypeOf<[AnyRankedTensor, DC_DeviceBuffer]>;
 
 //===----------------------------------------------------------------------===//
 // Parameter gathers (ZeRO-3)
@@ -35,6 +47,14 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
     `persistent` marks a gather whose full tensor stays live until the end of
     the step (no `dc.release`); `dc-selective-gather` sets it.
 
+    After bufferization each shard is its local buffer `memref<local x T>`
+    and each future holds the full buffer, which the runtime allocates in its
+    gather arena (no copy):
+
+    ```mlir
+    %f = dc.gather_start %w : memref<32xf32> -> !dc.future<memref<8x8xf32>>
+    ```
+
     ```mlir
     %f0, %f1 = dc.gather_start %w0, %w1
         : !dc.shard<tensor<8x8xf32>, @world[0], local = 32>,
@@ -42,7 +62,8 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
        -> !dc.future<tensor<8x8xf32>>, !dc.future<tensor<8xf32>>
     ```
   }];
-  let arguments = (ins Variadic<DC_AnyShard>:$shards, UnitAttr:$persistent);
+  let arguments = (ins Variadic<DC_ShardOrBuffer>:$shards,
+                       UnitAttr:$persistent);
   let results = (outs Variadic<DC_AnyFuture>:$futures);
   let assemblyFormat = [{
     $shards attr-dict `:` qualified(type($shards)) `->` qualified(type($futures))
@@ -59,6 +80,7 @@ def DC_WaitOp : DC_Op<"wait", [
     Blocks the compute stream until the transfer behind `future` completes
     and yields its value: a gathered tensor, a reduced gradient shard, a
     host copy or a reloaded tensor. Each future must be waited exactly once.
+    After bufferization the value is the runtime's buffer (a memref).
 
     ```mlir
     %w = dc.wait %f : !dc.future<tensor<8x8xf32>>
@@ -74,13 +96,14 @@ def DC_ReleaseOp : DC_Op<"release", [MemoryEffects<[MemFree<DC_GatherArena>]>]> 
   let description = [{
     Returns the full tensor made by a `dc.gather_start` / `dc.wait` pair to
     the gather arena. The tensor must not be used after it;
-    `dc-verify-schedule` proves that.
+    `dc-verify-schedule` proves that. Its buffer form releases the gathered
+    buffer.
 
     ```mlir
     dc.release %w : tensor<8x8xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$gathered);
+  let arguments = (ins DC_TensorOrBuffer:$gathered);
   let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
   let hasVerifier = 1;
 }
@@ -99,7 +122,9 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     form one bucket: they are packed into one padded buffer and reduced in
     one group call, so all their shards must be split over the same grid
     axis. The futures are taken by `dc.wait` or, at the end of
-    backward, `dc.end_backward`.
+    backward, `dc.end_backward`. After bufferization the gradients are
+    buffers the runtime reads until the wait, and the futures hold the
+    runtime's buffers of the reduced slices, `memref<local x T>`.
 
     ```mlir
     %f = dc.reduce_scatter_start avg %g : tensor<8x8xf32>
@@ -107,7 +132,7 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     ```
   }];
   let arguments = (ins DC_ReduceKind:$kind,
-                       Variadic<AnyRankedTensor>:$gradients);
+                       Variadic<DC_TensorOrBuffer>:$gradients);
   let results = (outs Variadic<DC_AnyFuture>:$futures);
   let assemblyFormat = [{
     $kind $gradients attr-dict `:` type($gradients) `->` qualified(type($futures))
@@ -132,7 +157,7 @@ def DC_EndBackwardOp : DC_Op<"end_backward", [
     ```
   }];
   let arguments = (ins Variadic<DC_AnyFuture>:$futures);
-  let results = (outs Variadic<DC_AnyShard>:$shards);
+  let results = (outs Variadic<DC_ShardOrBuffer>:$shards);
   let assemblyFormat = "$futures attr-dict `:` qualified(type($futures))";
   let hasVerifier = 1;
 }
@@ -146,14 +171,17 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
   let description = [{
     Starts a `sum` or `avg` all-reduce of `input` over axis `axis` of `grid`
     and returns a future of the reduced tensor. `dc-zero3` uses it for the
-    gradients of parameters small enough to stay replicated.
+    gradients of parameters small enough to stay replicated. After
+    bufferization the input is a buffer the runtime reads until the wait and
+    the future holds the runtime's buffer of the result.
 
     ```mlir
     %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
     %r = dc.wait %f : !dc.future<tensor<16xf32>>
     ```
   }];
-  let arguments = (ins DC_ReduceKind:$kind, AnyStaticShapeTensor:$input,
+  let arguments = (ins DC_ReduceKind:$kind,
+                       AnyTypeOf<[AnyStaticShapeTensor, DC_DeviceBuffer]>:$input,
                        FlatSymbolRefAttr:$grid, I64Attr:$axis);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = [{
@@ -169,14 +197,20 @@ def DC_OffloadStartOp : DC_Op<"offload_start", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the value in host memory", "value",
                    "future",
-                   "::dc::FutureType::get(::dc::HostType::get($_self))">,
+                   "::dc::FutureType::get(::dc::getHostValueType($_self))">,
     MemoryEffects<[MemAlloc<DC_HostPool>, MemWrite<DC_HostPool>]>]> {
   let summary = "start copying a device value to host memory";
   let description = [{
     Starts copying an activation (a tensor) or a parameter shard (ZeRO-
     Offload) to the runtime's host pool on the device-to-host copy stream.
     The device buffer stays live until the future is waited; after the wait
-    only the `!dc.host` value remains.
+    only the `!dc.host` value remains. After bufferization the host value is
+    a memref in `#dc.host_memory`:
+
+    ```mlir
+    %f = dc.offload_start %act : memref<4x16xf32>
+    %h = dc.wait %f : !dc.future<memref<4x16xf32, #dc.host_memory>>
+    ```
 
     ```mlir
     %f = dc.offload_start %act : tensor<4x16xf32>
@@ -191,21 +225,22 @@ def DC_OffloadStartOp : DC_Op<"offload_start", [
 def DC_ReloadStartOp : DC_Op<"reload_start", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the device value", "host", "future",
-                   "::dc::FutureType::get("
-                   "::llvm::cast<::dc::HostType>($_self).getValue())">,
+                   "::dc::FutureType::get(::dc::getDeviceValueType($_self))">,
     MemoryEffects<[MemRead<DC_HostPool>, MemFree<DC_HostPool>]>]> {
   let summary = "start copying a host value back to the device";
   let description = [{
     Starts the host-to-device copy of an offloaded value on the reload copy
     stream and returns a future of the device value; the host buffer goes
-    back to the pool once the copy completes.
+    back to the pool once the copy completes. In buffer form it reads a
+    `#dc.host_memory` memref and the future holds the runtime's new device
+    buffer.
 
     ```mlir
     %f = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
     %act = dc.wait %f : !dc.future<tensor<4x16xf32>>
     ```
   }];
-  let arguments = (ins DC_AnyHost:$host);
+  let arguments = (ins AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>:$host);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = "$host attr-dict `:` qualified(type($host))";
 }
@@ -228,17 +263,31 @@ def DC_AllToAllOp : DC_Op<"all_to_all", [
     equal `concat_dim`, as in a general all-to-all: the shape is then
     unchanged and the op exchanges blocks of that dim between the ranks.
 
+    The op is synchronous. Its buffer form writes into `output` and has no
+    result:
+
+    ```mlir
+    dc.all_to_all %x on @world[0] split 2 concat 1 into %y
+        : memref<1x512x32x64xbf16> into memref<1x1024x16x64xbf16>
+    ```
+
     ```mlir
     %h = dc.all_to_all %x on @world[0] split 2 concat 1
         : tensor<1x512x32x64xbf16> -> tensor<1x1024x16x64xbf16>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
-                       I64Attr:$axis, I64Attr:$split_dim, I64Attr:$concat_dim);
-  let results = (outs AnyRankedTensor:$result);
+  let arguments = (ins DC_TensorOrBuffer:$input, FlatSymbolRefAttr:$grid,
+                       I64Attr:$axis, I64Attr:$split_dim, I64Attr:$concat_dim,
+                       Optional<DC_DeviceBuffer>:$output);
+  let results = (outs Optional<AnyRankedTensor>:$result);
   let assemblyFormat = [{
     $input `on` $grid `[` $axis `]` `split` $split_dim `concat` $concat_dim
-    attr-dict `:` type($input) `->` type($result)
+    (`into` $output^)? attr-dict `:` type($input) (`into` type($output)^)?
+    (`->` type($result)^)?
+  }];
+  let extraClassDeclaration = [{
+    /// The shape the op produces: its result (tensors) or output (buffers).
+    ::mlir::ShapedType getOutputType();
   }];
   let hasVerifier = 1;
 }
@@ -260,7 +309,7 @@ def DC_InvalidateGatheredOp : DC_Op<"invalidate_gathered", [
     dc.invalidate_gathered %w : !dc.shard<tensor<8x8xf32>, @world[0], local = 32>
     ```
   }];
-  let arguments = (ins DC_AnyShard:$shard);
+  let arguments = (ins DC_ShardOrBuffer:$shard);
   let assemblyFormat = "$shard attr-dict `:` qualified(type($shard))";
 }
 

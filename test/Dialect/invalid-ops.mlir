@@ -484,7 +484,7 @@ func.func @end_backward_wrong_result(%g: tensor<8xf32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @offload_dynamic(%x: tensor<?x4xf32>) {
-  // expected-error @+1 {{'value' must be statically shaped tensor of any type values or dc shard, but got 'tensor<?x4xf32>'}}
+  // expected-error @+1 {{'value' must be statically shaped tensor of any type values or dc shard or statically shaped identity-layout memref (device), but got 'tensor<?x4xf32>'}}
   %f = dc.offload_start %x : tensor<?x4xf32>
   return
 }
@@ -546,7 +546,7 @@ func.func @reload_wrong_future(%h: !dc.host<tensor<8xf32>>) {
 shard.grid @world(shape = 2)
 
 func.func @all_reduce_dynamic(%g: tensor<?xf32>) {
-  // expected-error @+1 {{'input' must be statically shaped tensor of any type values, but got 'tensor<?xf32>'}}
+  // expected-error @+1 {{'input' must be statically shaped tensor of any type values or statically shaped identity-layout memref (device), but got 'tensor<?xf32>'}}
   %f = dc.all_reduce_start avg %g on @world[0] : tensor<?xf32>
   return
 }

@@ -90,23 +90,23 @@ func.func private @host_of_future(!dc.host<!dc.future<tensor<4xf32>>>)
 
 // -----
 
-// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard or a !dc.host value, got 'i32'}}
+// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard, a !dc.host value or a statically shaped identity-layout memref, got 'i32'}}
 func.func private @future_scalar(!dc.future<i32>)
 
 // -----
 
-// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard or a !dc.host value, got 'tensor<4x?xbf16>'}}
+// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard, a !dc.host value or a statically shaped identity-layout memref, got 'tensor<4x?xbf16>'}}
 func.func private @future_dynamic(!dc.future<tensor<4x?xbf16>>)
 
 // -----
 
-// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard or a !dc.host value, got '!dc.future<tensor<4xf32>>'}}
+// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard, a !dc.host value or a statically shaped identity-layout memref, got '!dc.future<tensor<4xf32>>'}}
 func.func private @future_of_future(!dc.future<!dc.future<tensor<4xf32>>>)
 
 // -----
 
-// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard or a !dc.host value, got 'memref<4xf32>'}}
-func.func private @future_memref(!dc.future<memref<4xf32>>)
+// expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard, a !dc.host value or a statically shaped identity-layout memref, got 'memref<4xf32, strided<[2]>>'}}
+func.func private @future_strided_memref(!dc.future<memref<4xf32, strided<[2]>>>)
 
 // -----
 

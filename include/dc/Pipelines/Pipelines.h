@@ -1,7 +1,8 @@
 //===- Pipelines.h - dc's pipelines as public functions -----------*- C++ -*-===//
 //
-// What `dc-opt --dc-zero3-pipeline` runs, callable by any compiler that
-// links dc: build the pass pipeline into your own OpPassManager.
+// What `dc-opt --dc-zero3-pipeline` and `--dc-lower-to-llvm` run, callable
+// by any compiler that links dc: build the pass pipeline into your own
+// OpPassManager.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_PIPELINES_PIPELINES_H
@@ -84,6 +85,27 @@ void buildZero3Pipeline(mlir::OpPassManager &pm,
 
 /// Registers `dc-zero3-pipeline` with the pass pipeline registry.
 void registerZero3Pipeline();
+
+struct LowerToLLVMPipelineOptions
+    : public mlir::PassPipelineOptions<LowerToLLVMPipelineOptions> {
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("World size the artifact must run on (0: the module's "
+                     "grid, 1 without one)"),
+      llvm::cl::init(0)};
+};
+
+/// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
+/// translation: dc-artifact-manifest; One-Shot Bufferize (function
+/// boundaries, identity layouts) with results as out-parameters and buffer
+/// deallocation; linalg to loops and the host's CPU lowering; dc-to-dcrt;
+/// everything to LLVM with the bare-pointer calling convention; then
+/// dc-artifact-entries.
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
+                              const LowerToLLVMPipelineOptions &options);
+
+/// Registers `dc-lower-to-llvm` with the pass pipeline registry.
+void registerLowerToLLVMPipeline();
 
 } // namespace dc
 

@@ -1,0 +1,158 @@
+//===- DCBufferization.cpp - One-Shot Bufferize models for dc -------------===//
+//
+// Every dc op bufferizes to the same op on the buffer forms of its operands
+// and results (see DCBase.td). No result aliases an operand: a future's value
+// is a buffer the runtime hands out (a gathered parameter in its arena, a
+// reduced shard, a host copy), so bufferization adds no allocation and no
+// copy for it. Only dc.all_to_all, which is synchronous and writes into a
+// caller buffer, allocates its result.
+//
+//===----------------------------------------------------------------------===//
+#include "DC/DCBufferization.h"
+
+#include "DC/DCDialect.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace mlir::bufferization;
+using namespace dc;
+
+Type dc::getBufferFormType(Type type) {
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
+  if (auto shard = dyn_cast<ShardType>(type))
+    return MemRefType::get({shard.getLocal()}, shard.getElementType());
+  if (auto host = dyn_cast<HostType>(type))
+    return getHostValueType(getBufferFormType(host.getValue()));
+  if (auto future = dyn_cast<FutureType>(type))
+    return FutureType::get(getBufferFormType(future.getValue()));
+  return type;
+}
+
+namespace {
+
+/// !dc.shard and !dc.host bufferize to their buffer forms.
+template <typename T>
+struct TensorLikeModel
+    : public TensorLikeType::ExternalModel<TensorLikeModel<T>, T> {
+  FailureOr<BufferLikeType>
+  getBufferType(Type type, const BufferizationOptions &options,
+                function_ref<InFlightDiagnostic()> emitError) const {
+    return cast<BufferLikeType>(getBufferFormType(type));
+  }
+
+  LogicalResult verifyCompatibleBufferType(
+      Type type, BufferLikeType bufferType,
+      function_ref<InFlightDiagnostic()> emitError) const {
+    if (bufferType == getBufferFormType(type))
+      return success();
+    return emitError() << bufferType << " is not the buffer form "
+                       << getBufferFormType(type) << " of " << type;
+  }
+};
+
+/// Creates `op` again with `operands` and `resultTypes`, keeping its
+/// attributes.
+Operation *rebuild(RewriterBase &rewriter, Operation *op, ValueRange operands,
+                   TypeRange resultTypes) {
+  OperationState state(op->getLoc(), op->getName(), operands, resultTypes,
+                       op->getDiscardableAttrDictionary().getValue());
+  state.propertiesAttr = op->getPropertiesAsAttribute();
+  return rewriter.create(state);
+}
+
+template <typename OpTy>
+struct DCOpModel
+    : public BufferizableOpInterface::ExternalModel<DCOpModel<OpTy>, OpTy> {
+  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
+                              const AnalysisState &state) const {
+    // Dropping a cached gather touches no data.
+    return !std::is_same_v<OpTy, InvalidateGatheredOp>;
+  }
+
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &state) const {
+    // The runtime reads these operands until the wait. Modelling that as a
+    // write keeps later ops from writing the buffer in place meanwhile: a
+    // value used again gives the transfer its own copy. Shards are never
+    // written by compute, so an offloaded shard needs no such care.
+    if constexpr (std::is_same_v<OpTy, OffloadStartOp>)
+      return !isa<ShardType>(operand.get().getType());
+    return llvm::is_one_of<OpTy, ReduceScatterStartOp, AllReduceStartOp>::value;
+  }
+
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &state) const {
+    return {};
+  }
+
+  bool bufferizesToAllocation(Operation *op, Value value) const {
+    return std::is_same_v<OpTy, AllToAllOp>;
+  }
+
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *op, Value value, const BufferizationOptions &options,
+                const BufferizationState &state,
+                SmallVector<Value> &invocationStack) const {
+    return cast<BufferLikeType>(getBufferFormType(value.getType()));
+  }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      Type type = operand.getType();
+      if (isa<TensorLikeType>(type)) {
+        FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
+        if (failed(buffer))
+          return failure();
+        operands.push_back(*buffer);
+        continue;
+      }
+      // Futures come from start ops, which bufferize first (in block order).
+      if (getBufferFormType(type) != type)
+        return op->emitError() << "operand of type " << type
+                               << " does not come from a bufferized dc op";
+      operands.push_back(operand);
+    }
+    rewriter.setInsertionPoint(op);
+    if constexpr (std::is_same_v<OpTy, AllToAllOp>) {
+      auto type = cast<MemRefType>(
+          getBufferFormType(cast<AllToAllOp>(op).getResult().getType()));
+      FailureOr<Value> output =
+          options.createAlloc(rewriter, op->getLoc(), type, {});
+      if (failed(output))
+        return failure();
+      operands.push_back(*output);
+      rebuild(rewriter, op, operands, {});
+      replaceOpWithBufferizedValues(rewriter, op, *output);
+      return success();
+    }
+    SmallVector<Type> resultTypes =
+        llvm::map_to_vector(op->getResultTypes(), getBufferFormType);
+    Operation *bufferOp = rebuild(rewriter, op, operands, resultTypes);
+    replaceOpWithBufferizedValues(rewriter, op, bufferOp->getResults());
+    return success();
+  }
+};
+
+template <typename... OpTys> void attachOpModels(MLIRContext *context) {
+  (OpTys::template attachInterface<DCOpModel<OpTys>>(*context), ...);
+}
+
+} // namespace
+
+void dc::registerBufferizableOpInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, DCDialect *dialect) {
+    ShardType::attachInterface<TensorLikeModel<ShardType>>(*context);
+    HostType::attachInterface<TensorLikeModel<HostType>>(*context);
+    attachOpModels<GatherStartOp, WaitOp, ReleaseOp, ReduceScatterStartOp,
+                   EndBackwardOp, AllReduceStartOp, OffloadStartOp,
+                   ReloadStartOp, AllToAllOp, InvalidateGatheredOp>(context);
+  });
+}

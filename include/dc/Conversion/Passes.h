@@ -1,0 +1,22 @@
+//===- Passes.h - dc lowering passes ----------------------------*- C++ -*-===//
+//
+// The passes that take a scheduled dc module to an artifact: its manifest,
+// the dc ops as dcrt runtime calls, and its exported entries.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_CONVERSION_PASSES_H
+#define DC_CONVERSION_PASSES_H
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Pass/Pass.h"
+
+namespace dc {
+
+#define GEN_PASS_DECL
+#define GEN_PASS_REGISTRATION
+#include "dc/Conversion/Passes.h.inc"
+
+} // namespace dc
+
+#endif // DC_CONVERSION_PASSES_H

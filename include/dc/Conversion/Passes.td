@@ -1,0 +1,98 @@
+//===- Passes.td - dc lowering passes ------------------------*- tablegen -*-===//
+#ifndef DC_CONVERSION_PASSES_TD
+#define DC_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
+  let summary = "Describe the step functions for the runtime: manifest, ABI "
+                "version and entry names";
+  let description = [{
+    Runs on the tensor-level module (scheduled or not), where parameters,
+    shards and gradients are still visible, and adds what the artifact
+    exports besides its entries:
+
+    - `dc_artifact_abi_version()`, returning `DCRT_ABI_VERSION`;
+    - `dc_artifact_manifest()`, returning the JSON that `dcrt.h` describes:
+      world size and grid, per step its entry and its arguments (parameters
+      with id, name, shape, dtype and, when sharded, `local`; data) and
+      results (loss, gradients), and the plan. The plan's
+      `gather_arena_bytes` is the peak bytes of gathered tensors live at once
+      and `host_pool_bytes` the peak bytes held in host memory, both by the
+      memory timeline, the largest over the steps.
+
+    Every public function with a body is a step. Each gets
+    `dc.entry = "dc_entry_<name>"` (read by `dc-artifact-entries`) and its
+    arguments `bufferization.writable = false`: they are the caller's
+    buffers, which bufferization must never write.
+
+    Fails, naming the value, on what the runtime ABI cannot express: a
+    dynamic shape, an element type without a `dcrt_dtype`, a result that is
+    neither `dc.loss` nor `dc.grad`, a grid with more than one axis of
+    several ranks (the runtime has one communicator, the world), or a world
+    size other than `world-size` when that is given; and, naming the op, on
+    what the lowering cannot take: ops outside the func, linalg, tensor,
+    arith, math, scf, affine, cf, memref, bufferization, ub and dc dialects,
+    dc ops without a buffer form (`dc.attention`: expand it first), calls of
+    functions without a body.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "Expected world size; 0 takes it from the grid (1 without one)">,
+  ];
+}
+
+def DCExpandStridedCopies : Pass<"dc-expand-strided-copies"> {
+  let summary = "Turn copies between non-contiguous buffers into linalg.copy";
+  let description = [{
+    `finalize-memref-to-llvm` lowers a `memref.copy` of contiguous buffers to
+    `llvm.memcpy`, but any other copy (into a slice, as a
+    `tensor.insert_slice` bufferizes) to a call of `memrefCopy` from MLIR's
+    runner utilities, which an artifact does not link. This pass rewrites
+    exactly those copies into `linalg.copy`, which lowers to loops with the
+    rest of the compute.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def DCToDCRT : Pass<"dc-to-dcrt", "::mlir::ModuleOp"> {
+  let summary = "Lower bufferized dc ops to calls of the dcrt C runtime";
+  let description = [{
+    Rewrites every dc op in buffer form into LLVM dialect calls of the
+    `dcrt_*` functions of `runtime/include/dcrt/dcrt.h`, declared in the
+    module and resolved when the artifact is loaded. The async structure
+    stays: a start op becomes one `dcrt_*_start` call, its futures the
+    returned `dcrt_future` handle plus the stack slot the runtime writes the
+    buffer address to; the first `dc.wait` (or `dc.end_backward`) of a start
+    op in block order calls `dcrt_wait` on the handle (one group or bucket is
+    one handle, waited exactly once), every wait then loads its buffer's
+    address from the slot. Operand lists are arrays built on the stack.
+
+    A persistent gather is released (`dcrt_release`) before the function
+    returns, so the gather arena holds one step's tensors. The `shard.grid`
+    ops are erased: the runtime's communicator is the whole world.
+
+    Memref values stay memrefs outside dc ops (unrealized casts join them),
+    so this pass runs before `finalize-memref-to-llvm` and
+    `convert-func-to-llvm`, which resolve the casts.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def DCArtifactEntries : Pass<"dc-artifact-entries", "::mlir::ModuleOp"> {
+  let summary = "Export dc_entry_<step>(void **buffers) for each step";
+  let description = [{
+    Runs on the LLVM dialect module, after `convert-func-to-llvm` with the
+    bare-pointer calling convention, when a step takes one pointer per
+    argument and per result (out-parameter). For each function marked
+    `dc.entry` it adds that exported entry: it loads the pointers from the
+    `buffers` array (arguments, then results, in order), calls the step,
+    then `dcrt_end_step()`. The step itself gets internal linkage, so the
+    artifact exports only its entries, `dc_artifact_abi_version` and
+    `dc_artifact_manifest`.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // DC_CONVERSION_PASSES_TD

@@ -1,0 +1,348 @@
+//===- ArtifactManifest.cpp - what the artifact tells the runtime ---------===//
+//
+// Writes the manifest JSON of dcrt.h from the tensor-level steps and exports
+// it, with the ABI version, as LLVM dialect functions that the rest of the
+// lowering carries through unchanged.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Conversion/Passes.h"
+
+#include "DC/DCDialect.h"
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dcrt/dcrt.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+
+namespace dc {
+#define GEN_PASS_DEF_DCARTIFACTMANIFEST
+#include "dc/Conversion/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// The manifest's name of a dcrt_dtype.
+std::optional<StringRef> getDTypeName(Type type) {
+  if (type.isF32())
+    return StringRef("f32");
+  if (type.isBF16())
+    return StringRef("bf16");
+  if (type.isF16())
+    return StringRef("f16");
+  if (type.isSignlessInteger(32))
+    return StringRef("i32");
+  if (type.isSignlessInteger(64))
+    return StringRef("i64");
+  return std::nullopt;
+}
+
+/// The source name of an argument: its NameLoc (dc-compile keeps the
+/// parsed SSA names there), else "arg<N>".
+std::string getArgName(BlockArgument arg) {
+  if (auto name = dyn_cast<NameLoc>(arg.getLoc()))
+    return name.getName().str();
+  return "arg" + std::to_string(arg.getArgNumber());
+}
+
+/// Peak bytes of gathered tensors live at once in `fn`, and of host memory.
+FailureOr<std::pair<int64_t, int64_t>> getPlanBytes(func::FuncOp fn) {
+  bool usesRuntimeMemory = false;
+  fn.walk([&](Operation *op) {
+    usesRuntimeMemory |= isa<GatherStartOp, OffloadStartOp>(op);
+  });
+  if (!usesRuntimeMemory)
+    return std::make_pair(int64_t(0), int64_t(0));
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  if (failed(timeline))
+    return failure();
+  std::vector<int64_t> delta(timeline->getOps().size() + 1, 0);
+  for (const Buffer &buffer : timeline->getBuffers()) {
+    auto result = dyn_cast<OpResult>(buffer.value);
+    if (!result || !isa<GatherStartOp>(result.getOwner()))
+      continue;
+    delta[buffer.begin] += buffer.bytes;
+    delta[buffer.end + 1] -= buffer.bytes;
+  }
+  int64_t live = 0, peak = 0;
+  for (int64_t change : delta)
+    peak = std::max(peak, live += change);
+  return std::make_pair(peak, timeline->getPeakHostBytes());
+}
+
+/// Fails, naming the op, if `fn` holds an op the lowering cannot take: one
+/// outside the dialects it lowers, a dc op without a buffer form, or a call
+/// of a function without a body.
+LogicalResult checkLowerable(func::FuncOp fn) {
+  static const llvm::StringSet<> dialects = {
+      "affine", "arith", "bufferization", "cf",  "dc",     "func",
+      "linalg", "math",  "memref",        "scf", "tensor", "ub"};
+  WalkResult walk = fn.walk([&](Operation *op) {
+    if (op == fn)
+      return WalkResult::advance();
+    StringRef dialect = op->getName().getDialectNamespace();
+    if (!dialects.contains(dialect)) {
+      op->emitError() << "'" << op->getName()
+                      << "' is not supported: the CPU lowering takes func, "
+                         "linalg, tensor, arith, math, scf, memref and dc "
+                         "ops";
+      return WalkResult::interrupt();
+    }
+    if (dialect == "dc" && !isa<bufferization::BufferizableOpInterface>(op) &&
+        bufferization::hasTensorSemantics(op)) {
+      op->emitError() << "'" << op->getName()
+                      << "' has no buffer form; rewrite it into linalg first "
+                         "(dc-expand-attention for attention)";
+      return WalkResult::interrupt();
+    }
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+          call, call.getCalleeAttr());
+      if (!callee || callee.isExternal()) {
+        call.emitError() << "calls @" << call.getCallee()
+                         << ", which has no body; an artifact cannot call "
+                            "outside functions";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
+struct ArtifactManifestPass
+    : public dc::impl::DCArtifactManifestBase<ArtifactManifestPass> {
+  using DCArtifactManifestBase::DCArtifactManifestBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult findWorld(ModuleOp module);
+  LogicalResult writeTensor(llvm::json::OStream &json, Operation *op, Type type,
+                            const Twine &what);
+  LogicalResult writeStep(llvm::json::OStream &json, func::FuncOp fn);
+  void exportFunctions(ModuleOp module, StringRef manifest);
+
+  std::string gridName = "world";
+  int64_t world = 1;
+  int64_t gatherArenaBytes = 0, hostPoolBytes = 0;
+};
+
+/// The world is the module's one grid (or a single rank without one). The
+/// runtime has one communicator, so only one grid axis may span ranks.
+LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
+  auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
+  if (grids.size() > 1)
+    return grids[1].emitError()
+           << "a second grid; the dcrt runtime has one communicator, the "
+              "world, so an artifact has one grid";
+  if (!grids.empty()) {
+    shard::GridOp grid = grids.front();
+    gridName = grid.getSymName().str();
+    int64_t axesOverOne = 0;
+    for (int64_t size : grid.getShape()) {
+      if (ShapedType::isDynamic(size))
+        return grid.emitError()
+               << "has a dynamic axis; an artifact needs the world size";
+      world *= size;
+      axesOverOne += size > 1;
+    }
+    if (axesOverOne > 1)
+      return grid.emitError()
+             << "has several axes of more than one rank; the dcrt runtime "
+                "has one communicator, the world";
+  }
+  if (worldSize != 0 && worldSize != world)
+    return module.emitError()
+           << "the module runs on " << world << " rank(s)"
+           << (grids.empty() ? " (it has no grid)" : "")
+           << " but world-size=" << int64_t(worldSize) << " was asked for";
+  return success();
+}
+
+/// Writes "shape", "dtype" and, for a shard, "local" of `type`.
+LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
+                                                Operation *op, Type type,
+                                                const Twine &what) {
+  RankedTensorType tensor;
+  std::optional<int64_t> local;
+  if (auto shard = dyn_cast<ShardType>(type)) {
+    tensor = shard.getLogical();
+    local = shard.getLocal();
+  } else {
+    tensor = dyn_cast<RankedTensorType>(type);
+  }
+  if (!tensor || !tensor.hasStaticShape())
+    return op->emitError() << what << " has type " << type
+                           << "; an artifact takes statically shaped "
+                              "tensors";
+  std::optional<StringRef> dtype = getDTypeName(tensor.getElementType());
+  if (!dtype)
+    return op->emitError() << what << " has element type "
+                           << tensor.getElementType()
+                           << ", which the dcrt runtime has no dtype for "
+                              "(f32, bf16, f16, i32, i64)";
+  json.attributeArray("shape", [&] {
+    for (int64_t dim : tensor.getShape())
+      json.value(dim);
+  });
+  json.attribute("dtype", *dtype);
+  if (local)
+    json.attribute("local", *local);
+  return success();
+}
+
+LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
+                                              func::FuncOp fn) {
+  auto entry = StringAttr::get(&getContext(), "dc_entry_" + fn.getSymName());
+  fn->setAttr("dc.entry", entry);
+  LogicalResult result = success();
+  json.object([&] {
+    json.attribute("name", fn.getSymName());
+    json.attribute("entry", entry.getValue());
+    llvm::DenseSet<int64_t> paramIds;
+    json.attributeArray("args", [&] {
+      for (BlockArgument arg : fn.getArguments()) {
+        unsigned i = arg.getArgNumber();
+        fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
+                      BoolAttr::get(&getContext(), false));
+        json.object([&] {
+          std::string name = getArgName(arg);
+          if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName)) {
+            json.attribute("kind", "param");
+            json.attribute("id", param.getId());
+            paramIds.insert(param.getId());
+            if (param.getName())
+              name = param.getName().str();
+          } else {
+            json.attribute("kind", "data");
+          }
+          json.attribute("name", name);
+          if (failed(writeTensor(json, fn, arg.getType(),
+                                 "argument #" + Twine(i))))
+            result = failure();
+        });
+      }
+    });
+    json.attributeArray("results", [&] {
+      for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+        json.object([&] {
+          if (fn.getResultAttr(i, kLossAttrName)) {
+            json.attribute("kind", "loss");
+          } else if (auto grad =
+                         fn.getResultAttrOfType<GradAttr>(i, kGradAttrName)) {
+            json.attribute("kind", "grad");
+            json.attribute("param", grad.getParam());
+            if (!paramIds.contains(grad.getParam())) {
+              fn.emitError()
+                  << "result #" << i << " is the gradient of parameter id "
+                  << grad.getParam() << ", which no argument declares";
+              result = failure();
+            }
+          } else {
+            fn.emitError() << "result #" << i
+                           << " is neither the loss (dc.loss) nor a "
+                              "gradient (dc.grad); the runtime knows no "
+                              "other results";
+            result = failure();
+          }
+          if (failed(writeTensor(json, fn, type, "result #" + Twine(i))))
+            result = failure();
+        });
+      }
+    });
+  });
+  FailureOr<std::pair<int64_t, int64_t>> plan = getPlanBytes(fn);
+  if (failed(plan))
+    return failure();
+  gatherArenaBytes = std::max(gatherArenaBytes, plan->first);
+  hostPoolBytes = std::max(hostPoolBytes, plan->second);
+  return result;
+}
+
+/// Adds `dc_artifact_abi_version` and `dc_artifact_manifest`.
+void ArtifactManifestPass::exportFunctions(ModuleOp module,
+                                           StringRef manifest) {
+  MLIRContext *context = &getContext();
+  Location loc = module.getLoc();
+  auto i32 = IntegerType::get(context, 32);
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+
+  auto version =
+      LLVM::LLVMFuncOp::create(builder, loc, "dc_artifact_abi_version",
+                               LLVM::LLVMFunctionType::get(i32, {}));
+  OpBuilder body = OpBuilder::atBlockBegin(version.addEntryBlock(builder));
+  LLVM::ReturnOp::create(
+      body, loc,
+      LLVM::ConstantOp::create(body, loc, i32, DCRT_ABI_VERSION).getResult());
+
+  auto manifestFn =
+      LLVM::LLVMFuncOp::create(builder, loc, "dc_artifact_manifest",
+                               LLVM::LLVMFunctionType::get(ptr, {}));
+  body.setInsertionPointToStart(manifestFn.addEntryBlock(builder));
+  // A C string: the global holds the terminating NUL.
+  Value text = LLVM::createGlobalString(loc, body, "dc_manifest_json",
+                                        (manifest + Twine('\0')).str(),
+                                        LLVM::Linkage::Internal);
+  LLVM::ReturnOp::create(body, loc, text);
+}
+
+void ArtifactManifestPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  for (StringRef name : {"dc_artifact_abi_version", "dc_artifact_manifest"})
+    if (Operation *existing = module.lookupSymbol(name)) {
+      existing->emitError()
+          << "@" << name << " is exported by the artifact itself";
+      return signalPassFailure();
+    }
+  if (failed(findWorld(module)))
+    return signalPassFailure();
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && failed(checkLowerable(fn)))
+      return signalPassFailure();
+
+  std::string manifest;
+  llvm::raw_string_ostream os(manifest);
+  llvm::json::OStream json(os);
+  LogicalResult result = success();
+  std::string steps;
+  llvm::raw_string_ostream stepsOs(steps);
+  llvm::json::OStream stepsJson(stepsOs);
+  // Steps first: they also give the plan, which comes before them.
+  stepsJson.array([&] {
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (fn.isPublic() && !fn.isExternal() && failed(writeStep(stepsJson, fn)))
+        result = failure();
+  });
+  if (failed(result))
+    return signalPassFailure();
+  if (steps == "[]") {
+    module.emitError("no step: an artifact exports the public functions with "
+                     "a body, and this module has none");
+    return signalPassFailure();
+  }
+
+  json.object([&] {
+    json.attribute("abi", DCRT_ABI_VERSION);
+    json.attribute("world_size", world);
+    json.attribute("grid", gridName);
+    json.attributeObject("plan", [&] {
+      json.attribute("gather_arena_bytes", gatherArenaBytes);
+      json.attribute("host_pool_bytes", hostPoolBytes);
+    });
+    json.attributeBegin("steps");
+    json.rawValue(steps);
+    json.attributeEnd();
+  });
+  exportFunctions(module, manifest);
+}
+
+} // namespace

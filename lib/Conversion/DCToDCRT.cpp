@@ -1,0 +1,464 @@
+//===- DCToDCRT.cpp - bufferized dc ops to dcrt runtime calls -------------===//
+//
+// Each dc op in buffer form becomes calls of the dcrt C ABI (dcrt.h). A
+// future is lowered to {dcrt_future handle, address of the stack slot the
+// runtime writes the buffer's address to}; a wait reads the slot after
+// dcrt_wait, so it holds whether the runtime fills it at the start or at
+// completion.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Conversion/Passes.h"
+
+#include "DC/DCDialect.h"
+#include "dcrt/dcrt.h"
+
+#include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCTODCRT
+#include "dc/Conversion/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// For each dc.wait and dc.end_backward, which of its futures it must pass
+/// to dcrt_wait: those whose start op it is the first (in block order) to
+/// wait. The futures of one start share one handle, waited once.
+using FirstWaits = llvm::DenseMap<Operation *, SmallVector<bool>>;
+
+FailureOr<FirstWaits> findFirstWaits(ModuleOp module) {
+  FirstWaits firstWaits;
+  llvm::DenseSet<Operation *> waitedStarts;
+  WalkResult walk = module.walk([&](Operation *op) {
+    if (!isa<WaitOp, EndBackwardOp>(op))
+      return WalkResult::advance();
+    SmallVector<bool> &first = firstWaits[op];
+    for (Value future : op->getOperands()) {
+      Operation *start = future.getDefiningOp();
+      if (!start || start->getBlock() != op->getBlock()) {
+        op->emitError("waits a future made outside its block; dc-to-dcrt "
+                      "needs each start op and its waits in one block");
+        return WalkResult::interrupt();
+      }
+      first.push_back(waitedStarts.insert(start).second);
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return firstWaits;
+}
+
+/// The dcrt_dtype of an element type.
+std::optional<int32_t> getDType(Type type) {
+  if (type.isF32())
+    return DCRT_F32;
+  if (type.isBF16())
+    return DCRT_BF16;
+  if (type.isF16())
+    return DCRT_F16;
+  if (type.isSignlessInteger(32))
+    return DCRT_I32;
+  if (type.isSignlessInteger(64))
+    return DCRT_I64;
+  return std::nullopt;
+}
+
+int32_t getReduceOp(ReduceKind kind) {
+  return kind == ReduceKind::Sum ? DCRT_SUM : DCRT_AVG;
+}
+
+MemRefType getBufferType(Value value) {
+  Type type = value.getType();
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValue();
+  return cast<MemRefType>(type);
+}
+
+int64_t getBytes(MemRefType type) {
+  return type.getNumElements() *
+         static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+/// Shared by the patterns: dcrt calls, stack arrays, futures.
+template <typename OpTy>
+class DCRTPattern : public ConvertOpToLLVMPattern<OpTy> {
+public:
+  DCRTPattern(const LLVMTypeConverter &converter, const FirstWaits &firstWaits)
+      : ConvertOpToLLVMPattern<OpTy>(converter), firstWaits(firstWaits) {}
+
+protected:
+  Type ptrType() const {
+    return LLVM::LLVMPointerType::get(this->getContext());
+  }
+  Type i32Type() const { return IntegerType::get(this->getContext(), 32); }
+  Type i64Type() const { return IntegerType::get(this->getContext(), 64); }
+
+  Value i32(OpBuilder &builder, Location loc, int64_t value) const {
+    return LLVM::ConstantOp::create(builder, loc, i32Type(), value);
+  }
+  Value i64(OpBuilder &builder, Location loc, int64_t value) const {
+    return LLVM::ConstantOp::create(builder, loc, i64Type(), value);
+  }
+
+  /// The dcrt_dtype of `type`'s elements; fails with an error on `op`.
+  FailureOr<int32_t> dtype(Operation *op, MemRefType type) const {
+    if (std::optional<int32_t> code = getDType(type.getElementType()))
+      return *code;
+    return op->emitError() << "element type " << type.getElementType()
+                           << " has no dcrt_dtype (f32, bf16, f16, i32, i64)";
+  }
+
+  /// Calls dcrt function `name`, declaring it on first use.
+  Value call(OpBuilder &builder, Operation *op, StringRef name, Type result,
+             ValueRange args) const {
+    Operation *module = op->getParentOfType<ModuleOp>();
+    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
+        builder, module, name, llvm::to_vector(args.getTypes()),
+        result ? result : LLVM::LLVMVoidType::get(this->getContext()));
+    assert(succeeded(fn) && "dcrt function declared with another type");
+    auto callOp = LLVM::CallOp::create(builder, op->getLoc(), *fn, args);
+    return result ? callOp.getResult() : Value();
+  }
+
+  /// `count` stack slots of `type` in the entry block of `op`'s function
+  /// (static allocas, however often the op runs).
+  Value stackSlots(OpBuilder &builder, Operation *op, Type type,
+                   int64_t count) const {
+    OpBuilder::InsertionGuard guard(builder);
+    auto fn = op->getParentOfType<FunctionOpInterface>();
+    builder.setInsertionPointToStart(&fn.getFunctionBody().front());
+    Value size = i64(builder, op->getLoc(), count);
+    return LLVM::AllocaOp::create(builder, op->getLoc(), ptrType(), type, size);
+  }
+
+  /// Address of slot `i` of the stack array `base` of `type`.
+  Value slot(OpBuilder &builder, Location loc, Type type, Value base,
+             int64_t i) const {
+    return LLVM::GEPOp::create(builder, loc, ptrType(), type, base,
+                               ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+  }
+
+  /// A stack array holding `values` (all of `type`).
+  Value array(OpBuilder &builder, Operation *op, Type type,
+              ValueRange values) const {
+    Value base = stackSlots(builder, op, type, values.size());
+    for (auto [i, value] : llvm::enumerate(values))
+      LLVM::StoreOp::create(builder, op->getLoc(), value,
+                            slot(builder, op->getLoc(), type, base, i));
+    return base;
+  }
+
+  Value alignedPtr(OpBuilder &builder, Location loc, Value memref) const {
+    return MemRefDescriptor(memref).alignedPtr(builder, loc);
+  }
+
+  /// The futures of a start op: its handle with each of its `count` slots.
+  SmallVector<Value> futures(OpBuilder &builder, Location loc, Value handle,
+                             Value slots, int64_t count) const {
+    Type type = LLVM::LLVMStructType::getLiteral(this->getContext(),
+                                                 {ptrType(), ptrType()});
+    SmallVector<Value> result;
+    for (int64_t i = 0; i < count; ++i) {
+      Value future = LLVM::PoisonOp::create(builder, loc, type);
+      future = LLVM::InsertValueOp::create(builder, loc, future, handle,
+                                           ArrayRef<int64_t>{0});
+      future = LLVM::InsertValueOp::create(
+          builder, loc, future, slot(builder, loc, ptrType(), slots, i),
+          ArrayRef<int64_t>{1});
+      result.push_back(future);
+    }
+    return result;
+  }
+
+  /// Waits the futures of `op` (dcrt_wait where `op` is the first waiter of
+  /// their start) and returns their buffers as memref descriptors.
+  SmallVector<Value> waitBuffers(OpBuilder &builder, Operation *op,
+                                 ValueRange futures) const {
+    Location loc = op->getLoc();
+    ArrayRef<bool> first = firstWaits.at(op);
+    SmallVector<Value> buffers;
+    for (auto [i, future] : llvm::enumerate(futures)) {
+      if (first[i])
+        call(builder, op, "dcrt_wait", {},
+             LLVM::ExtractValueOp::create(builder, loc, future,
+                                          ArrayRef<int64_t>{0})
+                 .getResult());
+    }
+    for (auto [future, result] : llvm::zip(futures, op->getResults())) {
+      Value slotPtr = LLVM::ExtractValueOp::create(builder, loc, future,
+                                                   ArrayRef<int64_t>{1});
+      Value address = LLVM::LoadOp::create(builder, loc, ptrType(), slotPtr);
+      buffers.push_back(MemRefDescriptor::fromStaticShape(
+          builder, loc, *this->getTypeConverter(),
+          cast<MemRefType>(result.getType()), address));
+    }
+    return buffers;
+  }
+
+  const FirstWaits &firstWaits;
+};
+
+struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(GatherStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> shards, local, full, src, dst;
+    for (auto [shard, future, buffer] :
+         llvm::zip(op.getShards(), op.getFutures(), adaptor.getShards())) {
+      MemRefType shardType = getBufferType(shard);
+      MemRefType fullType = getBufferType(future);
+      FailureOr<int32_t> srcType = dtype(op, shardType);
+      FailureOr<int32_t> dstType = dtype(op, fullType);
+      if (failed(srcType) || failed(dstType))
+        return failure();
+      shards.push_back(alignedPtr(rewriter, loc, buffer));
+      local.push_back(i64(rewriter, loc, shardType.getNumElements()));
+      full.push_back(i64(rewriter, loc, fullType.getNumElements()));
+      src.push_back(i32(rewriter, loc, *srcType));
+      dst.push_back(i32(rewriter, loc, *dstType));
+    }
+    int64_t n = shards.size();
+    Value outFull = stackSlots(rewriter, op, ptrType(), n);
+    Value handle =
+        call(rewriter, op, "dcrt_gather_start", ptrType(),
+             {i32(rewriter, loc, n), array(rewriter, op, ptrType(), shards),
+              array(rewriter, op, i64Type(), local),
+              array(rewriter, op, i64Type(), full),
+              array(rewriter, op, i32Type(), src),
+              array(rewriter, op, i32Type(), dst), outFull});
+    if (op.getPersistent()) {
+      // Kept for the rest of the step, then returned to the arena.
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPoint(op->getBlock()->getTerminator());
+      for (int64_t i = 0; i < n; ++i)
+        call(rewriter, op, "dcrt_release", {},
+             LLVM::LoadOp::create(rewriter, loc, ptrType(),
+                                  slot(rewriter, loc, ptrType(), outFull, i))
+                 .getResult());
+    }
+    rewriter.replaceOp(op, futures(rewriter, loc, handle, outFull, n));
+    return success();
+  }
+};
+
+struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(ReduceScatterStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> grads, full, gradTypes, local, shardTypes;
+    for (auto [grad, future, buffer] : llvm::zip(
+             op.getGradients(), op.getFutures(), adaptor.getGradients())) {
+      MemRefType gradType = getBufferType(grad);
+      MemRefType shardType = getBufferType(future);
+      FailureOr<int32_t> gradCode = dtype(op, gradType);
+      FailureOr<int32_t> shardCode = dtype(op, shardType);
+      if (failed(gradCode) || failed(shardCode))
+        return failure();
+      grads.push_back(alignedPtr(rewriter, loc, buffer));
+      full.push_back(i64(rewriter, loc, gradType.getNumElements()));
+      gradTypes.push_back(i32(rewriter, loc, *gradCode));
+      local.push_back(i64(rewriter, loc, shardType.getNumElements()));
+      shardTypes.push_back(i32(rewriter, loc, *shardCode));
+    }
+    int64_t n = grads.size();
+    Value outShards = stackSlots(rewriter, op, ptrType(), n);
+    Value handle = call(
+        rewriter, op, "dcrt_reduce_scatter_start", ptrType(),
+        {i32(rewriter, loc, n), i32(rewriter, loc, getReduceOp(op.getKind())),
+         array(rewriter, op, ptrType(), grads),
+         array(rewriter, op, i64Type(), full),
+         array(rewriter, op, i32Type(), gradTypes),
+         array(rewriter, op, i64Type(), local),
+         array(rewriter, op, i32Type(), shardTypes), outShards});
+    rewriter.replaceOp(op, futures(rewriter, loc, handle, outShards, n));
+    return success();
+  }
+};
+
+struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(AllReduceStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MemRefType type = getBufferType(op.getInput());
+    FailureOr<int32_t> code = dtype(op, type);
+    if (failed(code))
+      return failure();
+    Value out = stackSlots(rewriter, op, ptrType(), 1);
+    Value handle = call(rewriter, op, "dcrt_all_reduce_start", ptrType(),
+                        {i32(rewriter, loc, getReduceOp(op.getKind())),
+                         alignedPtr(rewriter, loc, adaptor.getInput()),
+                         i64(rewriter, loc, type.getNumElements()),
+                         i32(rewriter, loc, *code), out});
+    rewriter.replaceOp(op, futures(rewriter, loc, handle, out, 1));
+    return success();
+  }
+};
+
+/// dc.offload_start and dc.reload_start: copy the bytes of one buffer.
+template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
+  CopyStartLowering(const LLVMTypeConverter &converter,
+                    const FirstWaits &firstWaits, StringRef function)
+      : DCRTPattern<OpTy>(converter, firstWaits), function(function) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value source = op->getOperand(0);
+    Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
+    Value handle = this->call(
+        rewriter, op, function, this->ptrType(),
+        {this->alignedPtr(rewriter, loc, adaptor.getOperands()[0]),
+         this->i64(rewriter, loc, getBytes(getBufferType(source))), out});
+    rewriter.replaceOp(op, this->futures(rewriter, loc, handle, out, 1));
+    return success();
+  }
+
+  StringRef function;
+};
+
+template <typename OpTy> struct WaitLowering : public DCRTPattern<OpTy> {
+  using DCRTPattern<OpTy>::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op,
+                       this->waitBuffers(rewriter, op, adaptor.getOperands()));
+    return success();
+  }
+};
+
+struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(AllToAllOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (!op.getOutput())
+      return rewriter.notifyMatchFailure(op, "not in buffer form");
+    Location loc = op.getLoc();
+    MemRefType type = getBufferType(op.getInput());
+    FailureOr<int32_t> code = dtype(op, type);
+    if (failed(code))
+      return failure();
+    SmallVector<Value> shape = llvm::map_to_vector(
+        type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
+    call(rewriter, op, "dcrt_all_to_all", {},
+         {alignedPtr(rewriter, loc, adaptor.getInput()),
+          alignedPtr(rewriter, loc, adaptor.getOutput()),
+          i32(rewriter, loc, type.getRank()),
+          array(rewriter, op, i64Type(), shape),
+          i64(rewriter, loc, op.getSplitDim()),
+          i64(rewriter, loc, op.getConcatDim()), i32(rewriter, loc, *code)});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// dc.release and dc.invalidate_gathered: one call on one buffer.
+template <typename OpTy> struct BufferCallLowering : public DCRTPattern<OpTy> {
+  BufferCallLowering(const LLVMTypeConverter &converter,
+                     const FirstWaits &firstWaits, StringRef function)
+      : DCRTPattern<OpTy>(converter, firstWaits), function(function) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    this->call(
+        rewriter, op, function, {},
+        this->alignedPtr(rewriter, op.getLoc(), adaptor.getOperands()[0]));
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  StringRef function;
+};
+
+struct ClearGatheredLowering : public DCRTPattern<ClearGatheredOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(ClearGatheredOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    call(rewriter, op, "dcrt_clear_gathered", {}, {});
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    for (Operation &op : *module.getBody())
+      if (auto symbol = dyn_cast<SymbolOpInterface>(op);
+          symbol && symbol.getName().starts_with("dcrt_")) {
+        op.emitError() << "@" << symbol.getName()
+                       << ": names dcrt_* are reserved for the runtime";
+        return signalPassFailure();
+      }
+    FailureOr<FirstWaits> firstWaits = findFirstWaits(module);
+    if (failed(firstWaits))
+      return signalPassFailure();
+
+    LLVMTypeConverter converter(context);
+    auto ptr = LLVM::LLVMPointerType::get(context);
+    // A buffer-form future is {dcrt_future, address of its buffer's slot}.
+    converter.addConversion([=](FutureType type) -> std::optional<Type> {
+      if (!isa<MemRefType>(type.getValue()))
+        return std::nullopt;
+      return LLVM::LLVMStructType::getLiteral(context, {ptr, ptr});
+    });
+    // Host buffers are plain host addresses.
+    converter.addTypeAttributeConversion(
+        [](BaseMemRefType,
+           HostMemoryAttr attr) -> TypeConverter::AttributeConversionResult {
+          return IntegerAttr::get(IntegerType::get(attr.getContext(), 64), 0);
+        });
+
+    RewritePatternSet patterns(context);
+    patterns.add<GatherStartLowering, ReduceScatterStartLowering,
+                 AllReduceStartLowering, WaitLowering<WaitOp>,
+                 WaitLowering<EndBackwardOp>, AllToAllLowering,
+                 ClearGatheredLowering>(converter, *firstWaits);
+    patterns.add<CopyStartLowering<OffloadStartOp>>(converter, *firstWaits,
+                                                    "dcrt_offload_start");
+    patterns.add<CopyStartLowering<ReloadStartOp>>(converter, *firstWaits,
+                                                   "dcrt_reload_start");
+    patterns.add<BufferCallLowering<ReleaseOp>>(converter, *firstWaits,
+                                                "dcrt_release");
+    patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
+        converter, *firstWaits, "dcrt_invalidate_gathered");
+
+    ConversionTarget target(*context);
+    target.addLegalDialect<LLVM::LLVMDialect>();
+    target.addIllegalDialect<DCDialect>();
+    if (failed(applyPartialConversion(module, target, std::move(patterns))))
+      return signalPassFailure();
+
+    // The grids described the world, which is the runtime's communicator.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,72 @@
+// RUN: dc-opt %s --split-input-file --dc-artifact-manifest | FileCheck %s
+
+// A scheduled step on two ranks: one sharded parameter gathered (120 bytes
+// at the peak), one data argument named by its NameLoc, the loss and the
+// reduced gradient shard.
+
+// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:1,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
+// CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false}, %{{.*}}: tensor<4xi32> {bufferization.writable = false})
+// CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
+// CHECK: llvm.func @dc_artifact_abi_version() -> i32
+// CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: llvm.return %[[V]] : i32
+// CHECK: llvm.func @dc_artifact_manifest() -> !llvm.ptr
+// CHECK-NEXT: llvm.mlir.addressof @dc_manifest_json : !llvm.ptr
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
+                      %x: tensor<3x6xbf16> loc("x"("file":1:1)),
+                      %t: tensor<4xi32>)
+    -> (tensor<f32> {dc.loss}, !w {dc.grad = #dc.grad<param = 0>}) {
+  %f = dc.gather_start %w : !w -> !dc.future<tensor<6x5xf32>>
+  %full = dc.wait %f : !dc.future<tensor<6x5xf32>>
+  %g = arith.addf %full, %full : tensor<6x5xf32>
+  dc.release %full : tensor<6x5xf32>
+  %r = dc.reduce_scatter_start avg %g : tensor<6x5xf32> -> !dc.future<!w>
+  %s = dc.end_backward %r : !dc.future<!w>
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %s : tensor<f32>, !w
+}
+
+// -----
+
+// Unscheduled: one rank, replicated parameters (no "local"); the plan is
+// empty. A private function is no step.
+// CHECK: @dc_manifest_json("{\22abi\22:1,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
+// CHECK: func.func private @helper(%{{.*}}: tensor<2xf16>) -> tensor<2xf16> {
+// CHECK: func.func @step({{.*}}) attributes {dc.entry = "dc_entry_step"}
+func.func private @helper(%p: tensor<2xf16>) -> tensor<2xf16> {
+  return %p : tensor<2xf16>
+}
+func.func @step(%p: tensor<2xf16> {dc.param = #dc.param<id = 7>})
+    -> (tensor<f32> {dc.loss}, tensor<2xf16> {dc.grad = #dc.grad<param = 7>}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  %g = call @helper(%p) : (tensor<2xf16>) -> tensor<2xf16>
+  return %l, %g : tensor<f32>, tensor<2xf16>
+}
+
+// -----
+
+// Host memory: a 64-byte activation offloaded; two gathers of 16 and 32
+// bytes overlap, so the arena peaks at 48.
+// CHECK: \22plan\22:{\22gather_arena_bytes\22:48,\22host_pool_bytes\22:64}
+shard.grid @world(shape = 2)
+func.func @step(%a: !dc.shard<tensor<4xf32>, @world[0], local = 2> {dc.param = #dc.param<id = 0>},
+                %b: !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.param = #dc.param<id = 1>},
+                %x: tensor<16xf32>) -> (tensor<f32> {dc.loss}) {
+  %fa = dc.gather_start %a : !dc.shard<tensor<4xf32>, @world[0], local = 2> -> !dc.future<tensor<4xf32>>
+  %fb = dc.gather_start %b : !dc.shard<tensor<8xf32>, @world[0], local = 4> -> !dc.future<tensor<8xf32>>
+  %wa = dc.wait %fa : !dc.future<tensor<4xf32>>
+  %wb = dc.wait %fb : !dc.future<tensor<8xf32>>
+  %sa = arith.addf %wa, %wa : tensor<4xf32>
+  %sb = arith.addf %wb, %wb : tensor<8xf32>
+  dc.release %wa : tensor<4xf32>
+  dc.release %wb : tensor<8xf32>
+  %act = arith.addf %x, %x : tensor<16xf32>
+  %o = dc.offload_start %act : tensor<16xf32>
+  %h = dc.wait %o : !dc.future<!dc.host<tensor<16xf32>>>
+  %r = dc.reload_start %h : !dc.host<tensor<16xf32>>
+  %back = dc.wait %r : !dc.future<tensor<16xf32>>
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}

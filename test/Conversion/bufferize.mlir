@@ -1,0 +1,199 @@
+// RUN: dc-opt %s --split-input-file --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map unknown-type-conversion=identity-layout-map" | FileCheck %s
+
+// Each dc op bufferizes to its buffer form with no allocation and no copy:
+// a shard is its local buffer, a future's value is the runtime's buffer.
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+!b = !dc.shard<tensor<7xf32>, @world[0], local = 4>
+
+// CHECK-LABEL: func.func @gather_wait_release
+// CHECK-SAME: (%[[W:.*]]: memref<15xf32>, %[[B:.*]]: memref<4xf32>, %[[X:.*]]: memref<6x5xf32>) -> memref<6x5xf32>
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.copy
+// CHECK: %[[F:.*]]:2 = dc.gather_start %[[W]], %[[B]] : memref<15xf32>, memref<4xf32> -> !dc.future<memref<6x5xf32>>, !dc.future<memref<7xf32>>
+// CHECK: %[[FULL:.*]] = dc.wait %[[F]]#0 : !dc.future<memref<6x5xf32>>
+// CHECK: %[[BIAS:.*]] = dc.wait %[[F]]#1 : !dc.future<memref<7xf32>>
+// CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<6x5xf32>
+// CHECK: linalg.add ins(%[[FULL]], %[[X]] : memref<6x5xf32>, memref<6x5xf32>) outs(%[[OUT]] : memref<6x5xf32>)
+// CHECK: dc.release %[[FULL]] : memref<6x5xf32>
+// CHECK: dc.release %[[BIAS]] : memref<7xf32>
+// CHECK-NOT: memref.copy
+// CHECK: return %[[OUT]]
+func.func @gather_wait_release(%w: !w, %b: !b, %x: tensor<6x5xf32>) -> tensor<6x5xf32> {
+  %f:2 = dc.gather_start %w, %b : !w, !b -> !dc.future<tensor<6x5xf32>>, !dc.future<tensor<7xf32>>
+  %full = dc.wait %f#0 : !dc.future<tensor<6x5xf32>>
+  %bias = dc.wait %f#1 : !dc.future<tensor<7xf32>>
+  %init = tensor.empty() : tensor<6x5xf32>
+  %sum = linalg.add ins(%full, %x : tensor<6x5xf32>, tensor<6x5xf32>) outs(%init : tensor<6x5xf32>) -> tensor<6x5xf32>
+  dc.release %full : tensor<6x5xf32>
+  dc.release %bias : tensor<7xf32>
+  return %sum : tensor<6x5xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+
+// A cast gather, persistent: its buffer is used until the end of the step.
+// CHECK-LABEL: func.func @gather_cast_persistent
+// CHECK: dc.gather_start %{{.*}} {persistent} : memref<15xf32> -> !dc.future<memref<6x5xbf16>>
+// CHECK: dc.wait %{{.*}} : !dc.future<memref<6x5xbf16>>
+// CHECK-NOT: memref.copy
+func.func @gather_cast_persistent(%w: !w) -> tensor<6x5xbf16> {
+  %f = dc.gather_start %w {persistent} : !w -> !dc.future<tensor<6x5xbf16>>
+  %full = dc.wait %f : !dc.future<tensor<6x5xbf16>>
+  %init = tensor.empty() : tensor<6x5xbf16>
+  %twice = linalg.add ins(%full, %full : tensor<6x5xbf16>, tensor<6x5xbf16>) outs(%init : tensor<6x5xbf16>) -> tensor<6x5xbf16>
+  return %twice : tensor<6x5xbf16>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+// An in-place write into a gathered tensor before its release would write
+// the buffer the release frees: the release reads it, so the write goes to
+// a new buffer.
+// CHECK-LABEL: func.func @write_before_release
+// CHECK: %[[FULL:.*]] = dc.wait
+// CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<8xf32>
+// CHECK: linalg.add ins(%[[FULL]], %[[FULL]] : memref<8xf32>, memref<8xf32>) outs(%[[OUT]] : memref<8xf32>)
+// CHECK: dc.release %[[FULL]]
+// CHECK: return %[[OUT]]
+func.func @write_before_release(%w: !dc.shard<tensor<8xf32>, @world[0], local = 4>) -> tensor<8xf32> {
+  %f = dc.gather_start %w : !dc.shard<tensor<8xf32>, @world[0], local = 4> -> !dc.future<tensor<8xf32>>
+  %full = dc.wait %f : !dc.future<tensor<8xf32>>
+  %twice = linalg.add ins(%full, %full : tensor<8xf32>, tensor<8xf32>) outs(%full : tensor<8xf32>) -> tensor<8xf32>
+  dc.release %full : tensor<8xf32>
+  return %twice : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+!b = !dc.shard<tensor<7xf32>, @world[0], local = 4>
+
+// Reduced shards are the runtime's buffers, returned as they are.
+// CHECK-LABEL: func.func @reduce_and_flush
+// CHECK-SAME: (%[[GW:.*]]: memref<6x5xf32>, %[[GB:.*]]: memref<7xf32>, %[[GB2:.*]]: memref<7xf32>) -> (memref<15xf32>, memref<4xf32>, memref<4xf32>)
+// CHECK-NOT: memref.copy
+// CHECK: %[[F:.*]]:2 = dc.reduce_scatter_start avg %[[GW]], %[[GB]] : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
+// CHECK: %[[G:.*]] = dc.reduce_scatter_start sum %[[GB2]] : memref<7xf32> -> !dc.future<memref<4xf32>>
+// CHECK: %[[S:.*]]:2 = dc.end_backward %[[F]]#0, %[[F]]#1 : !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
+// CHECK: %[[S2:.*]] = dc.wait %[[G]] : !dc.future<memref<4xf32>>
+// CHECK: return %[[S]]#0, %[[S]]#1, %[[S2]]
+func.func @reduce_and_flush(%gw: tensor<6x5xf32>, %gb: tensor<7xf32>, %gb2: tensor<7xf32>) -> (!w, !b, !b) {
+  %f:2 = dc.reduce_scatter_start avg %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
+  %g = dc.reduce_scatter_start sum %gb2 : tensor<7xf32> -> !dc.future<!b>
+  %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<!w>, !dc.future<!b>
+  %s2 = dc.wait %g : !dc.future<!b>
+  return %s#0, %s#1, %s2 : !w, !b, !b
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+// The runtime reads a gradient until the wait: an op that writes the
+// gradient in place afterwards must not touch that buffer, so the
+// reduction gets its own copy.
+// CHECK-LABEL: func.func @gradient_written_after_start
+// CHECK: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<8xf32>
+// CHECK: memref.copy %[[G:.*]], %[[COPY]]
+// CHECK: dc.reduce_scatter_start avg %[[COPY]]
+// CHECK: linalg.add ins(%[[G]], %[[G]] : memref<8xf32>, memref<8xf32>) outs(%[[G]] : memref<8xf32>)
+func.func @gradient_written_after_start(%x: tensor<8xf32>) -> (!dc.shard<tensor<8xf32>, @world[0], local = 4>, tensor<8xf32>) {
+  %init = tensor.empty() : tensor<8xf32>
+  %g = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%init : tensor<8xf32>) -> tensor<8xf32>
+  %f = dc.reduce_scatter_start avg %g : tensor<8xf32> -> !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
+  %twice = linalg.add ins(%g, %g : tensor<8xf32>, tensor<8xf32>) outs(%g : tensor<8xf32>) -> tensor<8xf32>
+  %s = dc.wait %f : !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
+  return %s, %twice : !dc.shard<tensor<8xf32>, @world[0], local = 4>, tensor<8xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+// CHECK-LABEL: func.func @all_reduce
+// CHECK-SAME: (%[[G:.*]]: memref<16xf32>) -> memref<16xf32>
+// CHECK-NOT: memref.copy
+// CHECK: %[[F:.*]] = dc.all_reduce_start avg %[[G]] on @world[0] : memref<16xf32>
+// CHECK: %[[R:.*]] = dc.wait %[[F]] : !dc.future<memref<16xf32>>
+// CHECK: return %[[R]]
+func.func @all_reduce(%g: tensor<16xf32>) -> tensor<16xf32> {
+  %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+  %r = dc.wait %f : !dc.future<tensor<16xf32>>
+  return %r : tensor<16xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+
+// Host values are buffers in #dc.host_memory.
+// CHECK-LABEL: func.func @offload_reload
+// CHECK: %[[ACT:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
+// CHECK-NOT: memref.copy
+// CHECK: %[[O:.*]] = dc.offload_start %[[ACT]] : memref<4x16xf32>
+// CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<memref<4x16xf32, #dc.host_memory>>
+// CHECK: %[[L:.*]] = dc.reload_start %[[H]] : memref<4x16xf32, #dc.host_memory>
+// CHECK: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<memref<4x16xf32>>
+// CHECK: return %[[BACK]]
+func.func @offload_reload(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %init = tensor.empty() : tensor<4x16xf32>
+  %act = linalg.add ins(%x, %x : tensor<4x16xf32>, tensor<4x16xf32>) outs(%init : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %o = dc.offload_start %act : tensor<4x16xf32>
+  %h = dc.wait %o : !dc.future<!dc.host<tensor<4x16xf32>>>
+  %l = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
+  %back = dc.wait %l : !dc.future<tensor<4x16xf32>>
+  return %back : tensor<4x16xf32>
+}
+
+// CHECK-LABEL: func.func @param_offload
+// CHECK-SAME: (%[[W:.*]]: memref<15xf32>) -> memref<15xf32>
+// CHECK-NOT: memref.copy
+// CHECK: %[[O:.*]] = dc.offload_start %[[W]] : memref<15xf32>
+// CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<memref<15xf32, #dc.host_memory>>
+// CHECK: dc.reload_start %[[H]] : memref<15xf32, #dc.host_memory>
+func.func @param_offload(%w: !w) -> !w {
+  %o = dc.offload_start %w : !w
+  %h = dc.wait %o : !dc.future<!dc.host<!w>>
+  %l = dc.reload_start %h : !dc.host<!w>
+  %back = dc.wait %l : !dc.future<!w>
+  return %back : !w
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+// The synchronous all-to-all writes into a new buffer.
+// CHECK-LABEL: func.func @ulysses
+// CHECK-SAME: (%[[X:.*]]: memref<1x512x32x64xbf16>) -> memref<1x2048x8x64xbf16>
+// CHECK: %[[Y:.*]] = memref.alloc() {{.*}} : memref<1x2048x8x64xbf16>
+// CHECK: dc.all_to_all %[[X]] on @world[0] split 2 concat 1 into %[[Y]] : memref<1x512x32x64xbf16> into memref<1x2048x8x64xbf16>
+// CHECK: return %[[Y]]
+func.func @ulysses(%x: tensor<1x512x32x64xbf16>) -> tensor<1x2048x8x64xbf16> {
+  %h = dc.all_to_all %x on @world[0] split 2 concat 1 : tensor<1x512x32x64xbf16> -> tensor<1x2048x8x64xbf16>
+  return %h : tensor<1x2048x8x64xbf16>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+
+// CHECK-LABEL: func.func @profiling
+// CHECK-SAME: (%[[W:.*]]: memref<15xf32>)
+// CHECK: dc.invalidate_gathered %[[W]] : memref<15xf32>
+// CHECK: dc.clear_gathered
+func.func @profiling(%w: !w) {
+  dc.invalidate_gathered %w : !w
+  dc.clear_gathered
+  return
+}

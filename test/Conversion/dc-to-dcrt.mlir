@@ -1,0 +1,160 @@
+// RUN: dc-opt %s --split-input-file --dc-to-dcrt --canonicalize | FileCheck %s
+
+shard.grid @world(shape = 2)
+
+// A group of two gathers is one dcrt_gather_start with stack arrays of the
+// shards, their sizes and dtypes; the first wait of the group waits its one
+// handle, every wait reads its buffer's address from the group's slots.
+// CHECK-LABEL: func.func @gather_group
+// CHECK-SAME: (%[[W:.*]]: memref<15xf32>, %[[B:.*]]: memref<4xf32>)
+// CHECK-DAG: %[[N:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[FULL_B:.*]] = llvm.mlir.constant(7 : i64) : i64
+// CHECK-DAG: %[[LOCAL_B:.*]] = llvm.mlir.constant(4 : i64) : i64
+// CHECK-DAG: %[[BF16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[FULL_W:.*]] = llvm.mlir.constant(30 : i64) : i64
+// CHECK-DAG: %[[LOCAL_W:.*]] = llvm.mlir.constant(15 : i64) : i64
+// CHECK: %[[DST:.*]] = llvm.alloca %{{.*}} x i32
+// CHECK: %[[SRC:.*]] = llvm.alloca %{{.*}} x i32
+// CHECK: %[[FULL:.*]] = llvm.alloca %{{.*}} x i64
+// CHECK: %[[LOCAL:.*]] = llvm.alloca %{{.*}} x i64
+// CHECK: %[[SHARDS:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-DAG: %[[BD:.*]] = builtin.unrealized_conversion_cast %[[B]]
+// CHECK-DAG: %[[WD:.*]] = builtin.unrealized_conversion_cast %[[W]]
+// CHECK: %[[WP:.*]] = llvm.extractvalue %[[WD]][1]
+// CHECK: %[[BP:.*]] = llvm.extractvalue %[[BD]][1]
+// CHECK: llvm.store %[[WP]], %[[SHARDS]]
+// CHECK: %[[SHARD1:.*]] = llvm.getelementptr %[[SHARDS]][1]
+// CHECK: llvm.store %[[BP]], %[[SHARD1]]
+// CHECK: llvm.store %[[LOCAL_W]], %[[LOCAL]]
+// CHECK: llvm.store %[[LOCAL_B]]
+// CHECK: llvm.store %[[FULL_W]], %[[FULL]]
+// CHECK: llvm.store %[[FULL_B]]
+// CHECK: llvm.store %[[F32]], %[[SRC]]
+// CHECK: llvm.store %[[F32]]
+// CHECK: llvm.store %[[BF16]], %[[DST]]
+// CHECK: llvm.store %[[F32]]
+// CHECK: %[[H:.*]] = llvm.call @dcrt_gather_start(%[[N]], %[[SHARDS]], %[[LOCAL]], %[[FULL]], %[[SRC]], %[[DST]], %[[OUT]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[OUT]][1]
+// CHECK: llvm.call @dcrt_wait(%[[H]])
+// CHECK-NOT: llvm.call @dcrt_wait
+// CHECK: %[[P0:.*]] = llvm.load %[[OUT]] : !llvm.ptr -> !llvm.ptr
+// CHECK: %[[P1:.*]] = llvm.load %[[SLOT1]] : !llvm.ptr -> !llvm.ptr
+// CHECK: llvm.call @dcrt_release(%[[P0]])
+// CHECK: llvm.call @dcrt_release(%[[P1]])
+// CHECK: return
+func.func @gather_group(%w: memref<15xf32>, %b: memref<4xf32>) {
+  %f:2 = dc.gather_start %w, %b : memref<15xf32>, memref<4xf32> -> !dc.future<memref<6x5xbf16>>, !dc.future<memref<7xf32>>
+  %full = dc.wait %f#0 : !dc.future<memref<6x5xbf16>>
+  %bias = dc.wait %f#1 : !dc.future<memref<7xf32>>
+  dc.release %full : memref<6x5xbf16>
+  dc.release %bias : memref<7xf32>
+  return
+}
+
+// A persistent gather is released when the step returns.
+// CHECK-LABEL: func.func @persistent
+// CHECK: llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-NEXT: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: %[[H:.*]] = llvm.call @dcrt_gather_start
+// CHECK: llvm.call @dcrt_wait(%[[H]])
+// CHECK: %[[X:.*]] = memref.load
+// CHECK: %[[P:.*]] = llvm.load %[[OUT]] : !llvm.ptr -> !llvm.ptr
+// CHECK-NEXT: llvm.call @dcrt_release(%[[P]])
+// CHECK-NEXT: return %[[X]]
+func.func @persistent(%b: memref<4xf32>) -> f32 {
+  %p = dc.gather_start %b {persistent} : memref<4xf32> -> !dc.future<memref<7xf32>>
+  %kept = dc.wait %p : !dc.future<memref<7xf32>>
+  %c0 = arith.constant 0 : index
+  %x = memref.load %kept[%c0] : memref<7xf32>
+  return %x : f32
+}
+
+// -----
+
+// Two buckets flushed by one end_backward: each handle is waited once.
+// CHECK-LABEL: func.func @reduce_two_buckets
+// CHECK-DAG: %[[AVG:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG: %[[SUM:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK: llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-NEXT: %[[OUT1:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK-NEXT: %[[OUT0:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: %[[H0:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %[[AVG]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT0]]) : (i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[SLOT:.*]] = llvm.getelementptr %[[OUT0]][1]
+// CHECK: %[[H1:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %[[SUM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT1]])
+// CHECK-NEXT: llvm.call @dcrt_wait(%[[H0]])
+// CHECK-NEXT: llvm.call @dcrt_wait(%[[H1]])
+// CHECK-NOT: llvm.call @dcrt_wait
+// CHECK: llvm.load %[[OUT0]]
+// CHECK: llvm.load %[[SLOT]]
+// CHECK: llvm.load %[[OUT1]]
+// CHECK: return
+func.func @reduce_two_buckets(%gw: memref<6x5xf32>, %gb: memref<7xf32>) -> (memref<15xf32>, memref<4xf32>, memref<4xf32>) {
+  %f:2 = dc.reduce_scatter_start avg %gw, %gb : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
+  %g = dc.reduce_scatter_start sum %gb : memref<7xf32> -> !dc.future<memref<4xf32>>
+  %s:3 = dc.end_backward %f#0, %f#1, %g : !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>, !dc.future<memref<4xf32>>
+  return %s#0, %s#1, %s#2 : memref<15xf32>, memref<4xf32>, memref<4xf32>
+}
+
+// -----
+
+// The grid is gone: the runtime's communicator is the world. The dcrt
+// functions are declared as they are used.
+// CHECK-NOT: shard.grid
+// CHECK-DAG: llvm.func @dcrt_all_reduce_start(i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
+// CHECK-DAG: llvm.func @dcrt_wait(!llvm.ptr)
+// CHECK-DAG: llvm.func @dcrt_clear_gathered()
+shard.grid @world(shape = 2)
+
+// CHECK-LABEL: func.func @all_reduce
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[NUMEL:.*]] = llvm.mlir.constant(16 : i64) : i64
+// CHECK-DAG: %[[AVG:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+// CHECK: %[[H:.*]] = llvm.call @dcrt_all_reduce_start(%[[AVG]], %{{.*}}, %[[NUMEL]], %[[F32]], %[[OUT]]) : (i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[H]])
+// CHECK: llvm.load %[[OUT]]
+func.func @all_reduce(%g: memref<16xf32>) -> memref<16xf32> {
+  %f = dc.all_reduce_start avg %g on @world[0] : memref<16xf32>
+  %r = dc.wait %f : !dc.future<memref<16xf32>>
+  return %r : memref<16xf32>
+}
+
+// Offload and reload move bytes (4 x 16 x 4).
+// CHECK-LABEL: func.func @offload_reload
+// CHECK: %[[BYTES:.*]] = llvm.mlir.constant(256 : i64) : i64
+// CHECK: %[[O:.*]] = llvm.call @dcrt_offload_start(%{{.*}}, %[[BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[O]])
+// CHECK: %[[HOST:.*]] = llvm.load
+// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%[[HOST]], %[[BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[L]])
+func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
+  %o = dc.offload_start %act : memref<4x16xf32>
+  %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
+  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
+  return %back : memref<4x16xf32>
+}
+
+// The synchronous all-to-all: rank 2, shape [2, 8], split 1, concat 0, f32.
+// CHECK-LABEL: func.func @ulysses
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[CONCAT:.*]] = llvm.mlir.constant(0 : i64) : i64
+// CHECK-DAG: %[[SPLIT:.*]] = llvm.mlir.constant(1 : i64) : i64
+// CHECK-DAG: %[[RANK:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-DAG: %[[EIGHT:.*]] = llvm.mlir.constant(8 : i64) : i64
+// CHECK-DAG: %[[TWO:.*]] = llvm.mlir.constant(2 : i64) : i64
+// CHECK: %[[SHAPE:.*]] = llvm.alloca %{{.*}} x i64
+// CHECK: llvm.store %[[TWO]], %[[SHAPE]]
+// CHECK: llvm.store %[[EIGHT]]
+// CHECK: llvm.call @dcrt_all_to_all(%{{.*}}, %{{.*}}, %[[RANK]], %[[SHAPE]], %[[SPLIT]], %[[CONCAT]], %[[F32]]) : (!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i64, i64, i32) -> ()
+// CHECK: llvm.call @dcrt_invalidate_gathered(%{{.*}}) : (!llvm.ptr) -> ()
+// CHECK: llvm.call @dcrt_clear_gathered() : () -> ()
+func.func @ulysses(%x: memref<2x8xf32>, %y: memref<4x4xf32>, %w: memref<4xf32>) {
+  dc.all_to_all %x on @world[0] split 1 concat 0 into %y : memref<2x8xf32> into memref<4x4xf32>
+  dc.invalidate_gathered %w : memref<4xf32>
+  dc.clear_gathered
+  return
+}

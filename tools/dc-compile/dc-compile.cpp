@@ -1,0 +1,236 @@
+//===- dc-compile.cpp - a training step to a dcrt artifact ----------------===//
+//
+//   dc-compile step.mlir -o step.so [--world-size N] [scheduling options]
+//              [--no-schedule] [--emit=mlir|llvm|obj|so]
+//
+// Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
+// it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
+// the shared library runs the system's `cc`.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Conversion/Artifact.h"
+#include "dc/Pipelines/Pipelines.h"
+#include "dc/Registration/Registration.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/AsmParser/AsmParserState.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum class Emit { MLIR, LLVM, Obj, SO };
+
+cl::OptionCategory category("dc-compile options");
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                               cl::init("-"), cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                cl::value_desc("path"), cl::init("-"),
+                                cl::cat(category));
+cl::opt<Emit> emit(
+    "emit", cl::desc("What to write"), cl::init(Emit::SO),
+    cl::values(clEnumValN(Emit::MLIR, "mlir",
+                          "the lowered LLVM dialect module"),
+               clEnumValN(Emit::LLVM, "llvm", "LLVM IR (optimized, -O2)"),
+               clEnumValN(Emit::Obj, "obj", "a native object file"),
+               clEnumValN(Emit::SO, "so", "the artifact (shared library)")),
+    cl::cat(category));
+cl::opt<bool> noSchedule("no-schedule",
+                         cl::desc("The input is scheduled already (or is run "
+                                  "unsharded): only lower it"),
+                         cl::cat(category));
+
+// The dc-zero3-pipeline options.
+cl::opt<int64_t> worldSize("world-size",
+                           cl::desc("Ranks the parameters are sharded over "
+                                    "(0: from the module's grid)"),
+                           cl::init(0), cl::cat(category));
+cl::opt<std::string> grid("grid", cl::desc("shard.grid to shard over"),
+                          cl::init("world"), cl::cat(category));
+cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Device memory budget: bytes (16GiB) or a fraction of the "
+             "target's memory (0.9, 90%)"),
+    cl::init(""), cl::cat(category));
+cl::opt<std::string> target("target",
+                            cl::desc("Target preset (h200, cpu) or target "
+                                     "JSON file the schedule is planned for"),
+                            cl::init("h200"), cl::cat(category));
+cl::opt<std::string> profile("profile",
+                             cl::desc("Measured per-op times (JSON from "
+                                      "dc-run)"),
+                             cl::init(""), cl::cat(category));
+cl::opt<int64_t> bucketBytes("bucket-bytes",
+                             cl::desc("Gradient bucket size (bytes)"),
+                             cl::init(26214400), cl::cat(category));
+cl::opt<int64_t> replicateBelow(
+    "replicate-below",
+    cl::desc("Parameters smaller than this (bytes) stay replicated"),
+    cl::init(0), cl::cat(category));
+cl::opt<bool> prefetch("prefetch", cl::desc("Hoist and fuse gathers"),
+                       cl::init(true), cl::cat(category));
+cl::opt<bool> selectiveGather(
+    "selective-gather",
+    cl::desc("Keep parameters gathered where the budget allows"),
+    cl::init(true), cl::cat(category));
+cl::opt<int64_t> maxFusedBytes("max-fused-bytes",
+                               cl::desc("Most bytes one fused gather group "
+                                        "moves (0: no fusion)"),
+                               cl::init(268435456), cl::cat(category));
+cl::opt<int64_t> maxInFlightBytes("max-in-flight-bytes",
+                                  cl::desc("Most gather bytes in flight (0: "
+                                           "no limit)"),
+                                  cl::init(0), cl::cat(category));
+
+/// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
+/// NameLoc: the manifest names data arguments by them.
+OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
+                                        MLIRContext &context) {
+  Block block;
+  AsmParserState asmState;
+  ParserConfig config(&context);
+  if (failed(parseAsmSourceFile(sourceMgr, &block, config, &asmState)))
+    return {};
+  for (const AsmParserState::BlockDefinition &def : asmState.getBlockDefs())
+    for (auto [arg, argDef] :
+         llvm::zip(def.block->getArguments(), def.arguments)) {
+      StringRef name(argDef.loc.Start.getPointer(),
+                     argDef.loc.End.getPointer() -
+                         argDef.loc.Start.getPointer());
+      arg.setLoc(NameLoc::get(StringAttr::get(&context, name.drop_front()),
+                              arg.getLoc()));
+    }
+  auto fileLoc =
+      FileLineColLoc::get(&context,
+                          sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                              ->getBufferIdentifier(),
+                          0, 0);
+  return detail::constructContainerOpForParserIfNecessary<ModuleOp>(
+      &block, &context, fileLoc);
+}
+
+LogicalResult schedule(ModuleOp module) {
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  if (!noSchedule) {
+    dc::Zero3PipelineOptions options;
+    options.worldSize = worldSize;
+    options.grid = grid;
+    options.memoryBudget = memoryBudget;
+    options.target = target;
+    options.profile = profile;
+    options.bucketBytes = bucketBytes;
+    options.replicateBelow = replicateBelow;
+    options.prefetch = prefetch;
+    options.selectiveGather = selectiveGather;
+    options.maxFusedBytes = maxFusedBytes;
+    options.maxInFlightBytes = maxInFlightBytes;
+    dc::buildZero3Pipeline(pm, options);
+  }
+  dc::LowerToLLVMPipelineOptions lowering;
+  lowering.worldSize = worldSize;
+  dc::buildLowerToLLVMPipeline(pm, lowering);
+  return pm.run(module);
+}
+
+LogicalResult emitArtifact(ModuleOp module) {
+  std::string error;
+  if (emit == Emit::MLIR) {
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return emitError(module.getLoc()) << error;
+    module.print(output->os());
+    output->keep();
+    return success();
+  }
+  FailureOr<std::unique_ptr<llvm::TargetMachine>> machine =
+      dc::createHostTargetMachine(module);
+  if (failed(machine))
+    return failure();
+  llvm::LLVMContext llvmContext;
+  FailureOr<std::unique_ptr<llvm::Module>> llvmModule =
+      dc::translateToLLVMIR(module, llvmContext, **machine);
+  if (failed(llvmModule))
+    return failure();
+  if (emit == Emit::LLVM || emit == Emit::Obj) {
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return emitError(module.getLoc()) << error;
+    if (emit == Emit::LLVM)
+      (*llvmModule)->print(output->os(), nullptr);
+    else if (failed(dc::emitObjectFile(module, **llvmModule, **machine,
+                                       output->os())))
+      return failure();
+    output->keep();
+    return success();
+  }
+  if (outputFile == "-")
+    return emitError(module.getLoc())
+           << "a shared library needs an output file: pass -o <path>.so";
+  llvm::SmallString<128> object;
+  int fd;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("dc-artifact", "o", fd, object))
+    return emitError(module.getLoc())
+           << "cannot create a temporary object file: " << ec.message();
+  llvm::FileRemover removeObject(object);
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    if (failed(dc::emitObjectFile(module, **llvmModule, **machine, os)))
+      return failure();
+  }
+  return dc::linkSharedLibrary(module, object, outputFile);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  dc::registerDCPassesAndPipelines();
+  cl::ParseCommandLineOptions(argc, argv,
+                              "dc-compile: a training step to an artifact "
+                              "for the dcrt runtime\n");
+
+  DialectRegistry registry;
+  dc::registerDCDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Diagnostics name the source location; a dump of the op is noise here.
+  context.printOpOnDiagnostic(false);
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
+  if (!input) {
+    llvm::errs() << "dc-compile: " << error << "\n";
+    return 1;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module = parseWithArgNames(sourceMgr, context);
+  if (!module || failed(schedule(*module)) || failed(emitArtifact(*module)))
+    return 1;
+  return 0;
+}
