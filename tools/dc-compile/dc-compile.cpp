@@ -1,7 +1,7 @@
 //===- dc-compile.cpp - a training step to a dcrt artifact ----------------===//
 //
-//   dc-compile step.mlir -o step.so [--world-size N] [scheduling options]
-//              [--no-schedule] [--emit=mlir|llvm|obj|so]
+//   dc-compile step.mlir -o step.so [--world-size=N] [other options of
+//              dc-zero3-pipeline] [--no-schedule] [--emit=mlir|llvm|obj|so]
 //
 // Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
 // it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
@@ -57,47 +57,12 @@ cl::opt<bool> noSchedule("no-schedule",
                                   "unsharded): only lower it"),
                          cl::cat(category));
 
-// The dc-zero3-pipeline options.
-cl::opt<int64_t> worldSize("world-size",
-                           cl::desc("Ranks the parameters are sharded over "
-                                    "(0: from the module's grid)"),
-                           cl::init(0), cl::cat(category));
-cl::opt<std::string> grid("grid", cl::desc("shard.grid to shard over"),
-                          cl::init("world"), cl::cat(category));
-cl::opt<std::string> memoryBudget(
-    "memory-budget",
-    cl::desc("Device memory budget: bytes (16GiB) or a fraction of the "
-             "target's memory (0.9, 90%)"),
-    cl::init(""), cl::cat(category));
-cl::opt<std::string> target("target",
-                            cl::desc("Target preset (h200, cpu) or target "
-                                     "JSON file the schedule is planned for"),
-                            cl::init("h200"), cl::cat(category));
-cl::opt<std::string> profile("profile",
-                             cl::desc("Measured per-op times (JSON from "
-                                      "dc-run)"),
-                             cl::init(""), cl::cat(category));
-cl::opt<int64_t> bucketBytes("bucket-bytes",
-                             cl::desc("Gradient bucket size (bytes)"),
-                             cl::init(26214400), cl::cat(category));
-cl::opt<int64_t> replicateBelow(
-    "replicate-below",
-    cl::desc("Parameters smaller than this (bytes) stay replicated"),
-    cl::init(0), cl::cat(category));
-cl::opt<bool> prefetch("prefetch", cl::desc("Hoist and fuse gathers"),
-                       cl::init(true), cl::cat(category));
-cl::opt<bool> selectiveGather(
-    "selective-gather",
-    cl::desc("Keep parameters gathered where the budget allows"),
-    cl::init(true), cl::cat(category));
-cl::opt<int64_t> maxFusedBytes("max-fused-bytes",
-                               cl::desc("Most bytes one fused gather group "
-                                        "moves (0: no fusion)"),
-                               cl::init(268435456), cl::cat(category));
-cl::opt<int64_t> maxInFlightBytes("max-in-flight-bytes",
-                                  cl::desc("Most gather bytes in flight (0: "
-                                           "no limit)"),
-                                  cl::init(0), cl::cat(category));
+// Every other `--name=value` is an option of dc-zero3-pipeline (world-size,
+// memory-budget, target, ...), parsed by the pipeline's own options so the
+// two never drift apart.
+cl::list<std::string>
+    scheduleOptions(cl::Sink,
+                    cl::desc("dc-zero3-pipeline options, as --name=value"));
 
 /// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
 /// NameLoc: the manifest names data arguments by them.
@@ -126,27 +91,23 @@ OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
       &block, &context, fileLoc);
 }
 
-LogicalResult schedule(ModuleOp module) {
+/// The dc-zero3-pipeline options given on the command line.
+std::unique_ptr<dc::Zero3PipelineOptions> parseScheduleOptions() {
+  std::string text;
+  for (StringRef option : scheduleOptions)
+    text += (option.ltrim('-') + " ").str();
+  return dc::Zero3PipelineOptions::createFromString(text);
+}
+
+LogicalResult compile(ModuleOp module,
+                      const dc::Zero3PipelineOptions &options) {
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
-  if (!noSchedule) {
-    dc::Zero3PipelineOptions options;
-    options.worldSize = worldSize;
-    options.grid = grid;
-    options.memoryBudget = memoryBudget;
-    options.target = target;
-    options.profile = profile;
-    options.bucketBytes = bucketBytes;
-    options.replicateBelow = replicateBelow;
-    options.prefetch = prefetch;
-    options.selectiveGather = selectiveGather;
-    options.maxFusedBytes = maxFusedBytes;
-    options.maxInFlightBytes = maxInFlightBytes;
+  if (!noSchedule)
     dc::buildZero3Pipeline(pm, options);
-  }
   dc::LowerToLLVMPipelineOptions lowering;
-  lowering.worldSize = worldSize;
+  lowering.worldSize = options.worldSize;
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
 }
@@ -208,9 +169,15 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
   dc::registerDCPassesAndPipelines();
-  cl::ParseCommandLineOptions(argc, argv,
-                              "dc-compile: a training step to an artifact "
-                              "for the dcrt runtime\n");
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "dc-compile: a training step to an artifact for the dcrt runtime\n\n"
+      "Options of dc-zero3-pipeline (see `dc-opt --help`) are given as\n"
+      "--name=value, e.g. --world-size=2 --memory-budget=16GiB.\n");
+  std::unique_ptr<dc::Zero3PipelineOptions> options = parseScheduleOptions();
+  if (!options)
+    return 1;
 
   DialectRegistry registry;
   dc::registerDCDialects(registry);
@@ -230,7 +197,8 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   OwningOpRef<ModuleOp> module = parseWithArgNames(sourceMgr, context);
-  if (!module || failed(schedule(*module)) || failed(emitArtifact(*module)))
+  if (!module || failed(compile(*module, *options)) ||
+      failed(emitArtifact(*module)))
     return 1;
   return 0;
 }
