@@ -171,6 +171,12 @@ LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
 LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
                                                 Operation *op, Type type,
                                                 const Twine &what) {
+  if (isa<HostType>(type))
+    return op->emitError()
+           << what << " is " << type
+           << ", a parameter kept in host memory (dc-offload-params): the "
+              "dcrt ABI has no reload that keeps the caller's host buffer "
+              "(dcrt_reload_start returns its source to the host pool)";
   RankedTensorType tensor;
   std::optional<int64_t> local;
   if (auto shard = dyn_cast<ShardType>(type)) {
@@ -209,7 +215,10 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
     json.attribute("entry", entry.getValue());
     llvm::DenseSet<int64_t> paramIds;
     json.attributeArray("args", [&] {
+      // The first error of a step is enough (one per argument repeats).
       for (BlockArgument arg : fn.getArguments()) {
+        if (failed(result))
+          return;
         unsigned i = arg.getArgNumber();
         fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                       BoolAttr::get(&getContext(), false));
@@ -233,6 +242,8 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
     });
     json.attributeArray("results", [&] {
       for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+        if (failed(result))
+          return;
         json.object([&] {
           if (fn.getResultAttr(i, kLossAttrName)) {
             json.attribute("kind", "loss");

@@ -71,3 +71,14 @@ func.func @step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+shard.grid @world(shape = 2)
+// expected-error @+1 {{argument #0 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', a parameter kept in host memory (dc-offload-params): the dcrt ABI has no reload that keeps the caller's host buffer (dcrt_reload_start returns its source to the host pool)}}
+func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0>},
+                %v: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 1>})
+    -> (tensor<f32> {dc.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}

@@ -57,13 +57,6 @@ cl::opt<bool> noSchedule("no-schedule",
                                   "unsharded): only lower it"),
                          cl::cat(category));
 
-// Every other `--name=value` is an option of dc-zero3-pipeline (world-size,
-// memory-budget, target, ...), parsed by the pipeline's own options so the
-// two never drift apart.
-cl::list<std::string>
-    scheduleOptions(cl::Sink,
-                    cl::desc("dc-zero3-pipeline options, as --name=value"));
-
 /// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
 /// NameLoc: the manifest names data arguments by them.
 OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
@@ -91,12 +84,25 @@ OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
       &block, &context, fileLoc);
 }
 
-/// The dc-zero3-pipeline options given on the command line.
-std::unique_ptr<dc::Zero3PipelineOptions> parseScheduleOptions() {
-  std::string text;
-  for (StringRef option : scheduleOptions)
-    text += (option.ltrim('-') + " ").str();
-  return dc::Zero3PipelineOptions::createFromString(text);
+/// Splits the command line: the options dc-compile does not know (as
+/// `--name=value`) are options of dc-zero3-pipeline (world-size,
+/// memory-budget, target, ...), parsed by the pipeline's own options so the
+/// two tools never drift apart; the rest stay for llvm::cl.
+std::unique_ptr<dc::Zero3PipelineOptions>
+splitScheduleOptions(int argc, char **argv,
+                     SmallVectorImpl<const char *> &rest) {
+  const auto &known = cl::getRegisteredOptions();
+  std::string schedule;
+  rest.push_back(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg(argv[i]);
+    StringRef name = arg.ltrim('-').split('=').first;
+    if (arg.starts_with("-") && !name.empty() && !known.count(name))
+      schedule += (arg.ltrim('-') + " ").str();
+    else
+      rest.push_back(argv[i]);
+  }
+  return dc::Zero3PipelineOptions::createFromString(schedule);
 }
 
 LogicalResult compile(ModuleOp module,
@@ -169,15 +175,17 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
   dc::registerDCPassesAndPipelines();
+  SmallVector<const char *> args;
+  std::unique_ptr<dc::Zero3PipelineOptions> options =
+      splitScheduleOptions(argc, argv, args);
+  if (!options)
+    return 1;
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
-      argc, argv,
+      args.size(), args.data(),
       "dc-compile: a training step to an artifact for the dcrt runtime\n\n"
       "Options of dc-zero3-pipeline (see `dc-opt --help`) are given as\n"
       "--name=value, e.g. --world-size=2 --memory-budget=16GiB.\n");
-  std::unique_ptr<dc::Zero3PipelineOptions> options = parseScheduleOptions();
-  if (!options)
-    return 1;
 
   DialectRegistry registry;
   dc::registerDCDialects(registry);
