@@ -70,3 +70,21 @@ func.func @step(%a: !dc.shard<tensor<4xf32>, @world[0], local = 2> {dc.param = #
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Two steps (a separate forward and backward graph): two entries, one plan
+// for both (the larger peak).
+// CHECK: \22steps\22:[{\22name\22:\22forward\22,\22entry\22:\22dc_entry_forward\22,{{.*}}},{\22name\22:\22backward\22,\22entry\22:\22dc_entry_backward\22,
+// CHECK: func.func @forward({{.*}}) attributes {dc.entry = "dc_entry_forward"}
+// CHECK: func.func @backward({{.*}}) attributes {dc.entry = "dc_entry_backward"}
+func.func @forward(%p: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<4xf32>)
+    -> (tensor<f32> {dc.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @backward(%p: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<4xf32>)
+    -> (tensor<f32> {dc.loss}, tensor<4xf32> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %x : tensor<f32>, tensor<4xf32>
+}
