@@ -41,14 +41,25 @@ run_tests() {
 }
 
 # The main job on the bundled example: shard the MLP training step over 2
-# ranks, schedule it against one memory budget, verify the schedule, print it
-# and the predicted report.
+# ranks and schedule it against one memory budget (printing the predicted
+# report), compile it to a native artifact, and train it for 5 steps on 2 CPU
+# ranks with the host (MPI) runtime, printing the per-step losses.
 run_example() {
-  echo "== dc-zero3-pipeline on examples/mlp_step.mlir (2 ranks, cpu target)"
+  local out="$BUILD_DIR/example"
+  mkdir -p "$out"
+  echo "== dc-zero3-pipeline on examples/mlp_step.mlir (2 ranks, cpu target, 64 KiB budget)"
   "$BUILD_DIR/bin/dc-opt" examples/mlp_step.mlir \
     --dc-zero3-pipeline="world-size=2 target=cpu memory-budget=64KiB" \
-    --dc-report="target=cpu memory-budget=64KiB trace=$BUILD_DIR/mlp_step.trace.json"
-  echo "== predicted streams written to $BUILD_DIR/mlp_step.trace.json (open in ui.perfetto.dev)"
+    --dc-report="target=cpu memory-budget=64KiB trace=$out/mlp_step.predicted.json" \
+    -o "$out/mlp_step.scheduled.mlir"
+  echo "== schedule: $out/mlp_step.scheduled.mlir; predicted streams: $out/mlp_step.predicted.json (ui.perfetto.dev)"
+  echo "== dc-compile -> $out/mlp_step.so"
+  "$BUILD_DIR/bin/dc-compile" examples/mlp_step.mlir --world-size=2 --target=cpu \
+    --memory-budget=64KiB -o "$out/mlp_step.so"
+  echo "== dc-run --nproc 2: 5 AdamW steps"
+  "$BUILD_DIR/bin/dc-run" --nproc 2 "$out/mlp_step.so" --steps 5 --lr 0.01 \
+    --trace "$out/mlp_step.measured.json"
+  echo "== measured streams: $out/mlp_step.measured.json"
 }
 
 case "${1:-}" in
