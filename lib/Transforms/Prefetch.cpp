@@ -32,6 +32,9 @@ constexpr double kStallEpsilon = 1e-9;
 /// Hoisting rounds: each re-simulates, since moving one gather changes
 /// when the others in the FIFO collective stream can start.
 constexpr int kMaxRounds = 64;
+/// A round that shortens the predicted step by less than this fraction ends
+/// the hoisting: later rounds would cost compile time for nothing.
+constexpr double kMinRoundGain = 1e-3;
 
 int64_t gatherBytes(GatherStartOp gather) {
   int64_t bytes = 0;
@@ -145,11 +148,16 @@ private:
   /// Rounds of: simulate, then move every stalled gather up by its stall,
   /// as far as memory, in-flight bytes and ordering allow.
   void hoistUntilHidden() {
+    double previousStep = std::numeric_limits<double>::infinity();
     for (int round = 0; round < kMaxRounds; ++round) {
       FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return;
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      // Converged: the last round gained (almost) nothing.
+      if (sim.stepSeconds > previousStep * (1 - kMinRoundGain))
+        return;
+      previousStep = sim.stepSeconds;
       if (!hoistRound(*timeline, sim))
         return;
     }
