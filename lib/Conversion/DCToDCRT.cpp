@@ -117,14 +117,17 @@ protected:
                            << " has no dcrt_dtype (f32, bf16, f16, i32, i64)";
   }
 
-  /// Calls dcrt function `name`, declaring it on first use.
-  Value call(OpBuilder &builder, Operation *op, StringRef name, Type result,
-             ValueRange args) const {
+  /// Calls dcrt function `name`, declaring it on first use; fails (with
+  /// an error) if the module declares it with another type.
+  FailureOr<Value> call(OpBuilder &builder, Operation *op, StringRef name,
+                        Type result, ValueRange args) const {
     Operation *module = op->getParentOfType<ModuleOp>();
     FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
         builder, module, name, llvm::to_vector(args.getTypes()),
-        result ? result : LLVM::LLVMVoidType::get(this->getContext()));
-    assert(succeeded(fn) && "dcrt function declared with another type");
+        result ? result : LLVM::LLVMVoidType::get(this->getContext()),
+        /*isVarArg=*/false, /*isReserved=*/true);
+    if (failed(fn))
+      return failure();
     auto callOp = LLVM::CallOp::create(builder, op->getLoc(), *fn, args);
     return result ? callOp.getResult() : Value();
   }
@@ -181,17 +184,18 @@ protected:
 
   /// Waits the futures of `op` (dcrt_wait where `op` is the first waiter of
   /// their start) and returns their buffers as memref descriptors.
-  SmallVector<Value> waitBuffers(OpBuilder &builder, Operation *op,
-                                 ValueRange futures) const {
+  FailureOr<SmallVector<Value>> waitBuffers(OpBuilder &builder, Operation *op,
+                                            ValueRange futures) const {
     Location loc = op->getLoc();
     ArrayRef<bool> first = firstWaits.at(op);
     SmallVector<Value> buffers;
     for (auto [i, future] : llvm::enumerate(futures)) {
-      if (first[i])
-        call(builder, op, "dcrt_wait", {},
-             LLVM::ExtractValueOp::create(builder, loc, future,
-                                          ArrayRef<int64_t>{0})
-                 .getResult());
+      if (first[i] &&
+          failed(call(builder, op, "dcrt_wait", {},
+                      LLVM::ExtractValueOp::create(builder, loc, future,
+                                                   ArrayRef<int64_t>{0})
+                          .getResult())))
+        return failure();
     }
     for (auto [future, result] : llvm::zip(futures, op->getResults())) {
       Value slotPtr = LLVM::ExtractValueOp::create(builder, loc, future,
@@ -231,24 +235,28 @@ struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
     }
     int64_t n = shards.size();
     Value outFull = stackSlots(rewriter, op, ptrType(), n);
-    Value handle =
+    FailureOr<Value> handle =
         call(rewriter, op, "dcrt_gather_start", ptrType(),
              {i32(rewriter, loc, n), array(rewriter, op, ptrType(), shards),
               array(rewriter, op, i64Type(), local),
               array(rewriter, op, i64Type(), full),
               array(rewriter, op, i32Type(), src),
               array(rewriter, op, i32Type(), dst), outFull});
+    if (failed(handle))
+      return failure();
     if (op.getPersistent()) {
       // Kept for the rest of the step, then returned to the arena.
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPoint(op->getBlock()->getTerminator());
       for (int64_t i = 0; i < n; ++i)
-        call(rewriter, op, "dcrt_release", {},
-             LLVM::LoadOp::create(rewriter, loc, ptrType(),
-                                  slot(rewriter, loc, ptrType(), outFull, i))
-                 .getResult());
+        if (failed(call(
+                rewriter, op, "dcrt_release", {},
+                LLVM::LoadOp::create(rewriter, loc, ptrType(),
+                                     slot(rewriter, loc, ptrType(), outFull, i))
+                    .getResult())))
+          return failure();
     }
-    rewriter.replaceOp(op, futures(rewriter, loc, handle, outFull, n));
+    rewriter.replaceOp(op, futures(rewriter, loc, *handle, outFull, n));
     return success();
   }
 };
@@ -277,7 +285,7 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
     }
     int64_t n = grads.size();
     Value outShards = stackSlots(rewriter, op, ptrType(), n);
-    Value handle = call(
+    FailureOr<Value> handle = call(
         rewriter, op, "dcrt_reduce_scatter_start", ptrType(),
         {i32(rewriter, loc, n), i32(rewriter, loc, getReduceOp(op.getKind())),
          array(rewriter, op, ptrType(), grads),
@@ -285,7 +293,9 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
          array(rewriter, op, i32Type(), gradTypes),
          array(rewriter, op, i64Type(), local),
          array(rewriter, op, i32Type(), shardTypes), outShards});
-    rewriter.replaceOp(op, futures(rewriter, loc, handle, outShards, n));
+    if (failed(handle))
+      return failure();
+    rewriter.replaceOp(op, futures(rewriter, loc, *handle, outShards, n));
     return success();
   }
 };
@@ -302,12 +312,15 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
     if (failed(code))
       return failure();
     Value out = stackSlots(rewriter, op, ptrType(), 1);
-    Value handle = call(rewriter, op, "dcrt_all_reduce_start", ptrType(),
-                        {i32(rewriter, loc, getReduceOp(op.getKind())),
-                         alignedPtr(rewriter, loc, adaptor.getInput()),
-                         i64(rewriter, loc, type.getNumElements()),
-                         i32(rewriter, loc, *code), out});
-    rewriter.replaceOp(op, futures(rewriter, loc, handle, out, 1));
+    FailureOr<Value> handle =
+        call(rewriter, op, "dcrt_all_reduce_start", ptrType(),
+             {i32(rewriter, loc, getReduceOp(op.getKind())),
+              alignedPtr(rewriter, loc, adaptor.getInput()),
+              i64(rewriter, loc, type.getNumElements()),
+              i32(rewriter, loc, *code), out});
+    if (failed(handle))
+      return failure();
+    rewriter.replaceOp(op, futures(rewriter, loc, *handle, out, 1));
     return success();
   }
 };
@@ -324,11 +337,13 @@ template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
     Location loc = op.getLoc();
     Value source = op->getOperand(0);
     Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
-    Value handle = this->call(
+    FailureOr<Value> handle = this->call(
         rewriter, op, function, this->ptrType(),
         {this->alignedPtr(rewriter, loc, adaptor.getOperands()[0]),
          this->i64(rewriter, loc, getBytes(getBufferType(source))), out});
-    rewriter.replaceOp(op, this->futures(rewriter, loc, handle, out, 1));
+    if (failed(handle))
+      return failure();
+    rewriter.replaceOp(op, this->futures(rewriter, loc, *handle, out, 1));
     return success();
   }
 
@@ -341,8 +356,11 @@ template <typename OpTy> struct WaitLowering : public DCRTPattern<OpTy> {
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op,
-                       this->waitBuffers(rewriter, op, adaptor.getOperands()));
+    FailureOr<SmallVector<Value>> buffers =
+        this->waitBuffers(rewriter, op, adaptor.getOperands());
+    if (failed(buffers))
+      return failure();
+    rewriter.replaceOp(op, *buffers);
     return success();
   }
 };
@@ -362,13 +380,15 @@ struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
       return failure();
     SmallVector<Value> shape = llvm::map_to_vector(
         type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
-    call(rewriter, op, "dcrt_all_to_all", {},
-         {alignedPtr(rewriter, loc, adaptor.getInput()),
-          alignedPtr(rewriter, loc, adaptor.getOutput()),
-          i32(rewriter, loc, type.getRank()),
-          array(rewriter, op, i64Type(), shape),
-          i64(rewriter, loc, op.getSplitDim()),
-          i64(rewriter, loc, op.getConcatDim()), i32(rewriter, loc, *code)});
+    if (failed(call(rewriter, op, "dcrt_all_to_all", {},
+                    {alignedPtr(rewriter, loc, adaptor.getInput()),
+                     alignedPtr(rewriter, loc, adaptor.getOutput()),
+                     i32(rewriter, loc, type.getRank()),
+                     array(rewriter, op, i64Type(), shape),
+                     i64(rewriter, loc, op.getSplitDim()),
+                     i64(rewriter, loc, op.getConcatDim()),
+                     i32(rewriter, loc, *code)})))
+      return failure();
     rewriter.eraseOp(op);
     return success();
   }
@@ -383,9 +403,10 @@ template <typename OpTy> struct BufferCallLowering : public DCRTPattern<OpTy> {
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    this->call(
-        rewriter, op, function, {},
-        this->alignedPtr(rewriter, op.getLoc(), adaptor.getOperands()[0]));
+    if (failed(this->call(
+            rewriter, op, function, {},
+            this->alignedPtr(rewriter, op.getLoc(), adaptor.getOperands()[0]))))
+      return failure();
     rewriter.eraseOp(op);
     return success();
   }
@@ -399,7 +420,8 @@ struct ClearGatheredLowering : public DCRTPattern<ClearGatheredOp> {
   LogicalResult
   matchAndRewrite(ClearGatheredOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    call(rewriter, op, "dcrt_clear_gathered", {}, {});
+    if (failed(call(rewriter, op, "dcrt_clear_gathered", {}, {})))
+      return failure();
     rewriter.eraseOp(op);
     return success();
   }
@@ -409,13 +431,18 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
-    for (Operation &op : *module.getBody())
-      if (auto symbol = dyn_cast<SymbolOpInterface>(op);
-          symbol && symbol.getName().starts_with("dcrt_")) {
+    // dcrt_* names are the runtime's: only declarations of its functions
+    // may use them (their types are checked where they are called).
+    for (Operation &op : *module.getBody()) {
+      auto symbol = dyn_cast<SymbolOpInterface>(op);
+      auto declaration = dyn_cast<LLVM::LLVMFuncOp>(op);
+      if (symbol && symbol.getName().starts_with("dcrt_") &&
+          !(declaration && declaration.isExternal())) {
         op.emitError() << "@" << symbol.getName()
                        << ": names dcrt_* are reserved for the runtime";
         return signalPassFailure();
       }
+    }
     FailureOr<FirstWaits> firstWaits = findFirstWaits(module);
     if (failed(firstWaits))
       return signalPassFailure();

@@ -23,6 +23,8 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCArtifactManifestOptions manifest;
   manifest.worldSize = options.worldSize;
   pm.addPass(createDCArtifactManifest(manifest));
+  if (options.profileOps)
+    pm.addPass(createDCProfileOps());
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become

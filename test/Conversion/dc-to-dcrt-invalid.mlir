@@ -26,3 +26,17 @@ func.func @tensor_form(%g: tensor<16xf32>) {
   %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
   return
 }
+
+// -----
+
+// A declaration of a dcrt function with another type than dcrt.h's.
+// expected-error @+1 {{redefinition of reserved function 'dcrt_wait' of different type '!llvm.func<void (i32)>' is prohibited}}
+llvm.func @dcrt_wait(i32)
+
+func.func @wait_declared_wrong(%w: memref<15xf32>) {
+  %f = dc.gather_start %w : memref<15xf32> -> !dc.future<memref<30xf32>>
+  // expected-error @+1 {{failed to legalize operation 'dc.wait' that was explicitly marked illegal}}
+  %full = dc.wait %f : !dc.future<memref<30xf32>>
+  dc.release %full : memref<30xf32>
+  return
+}

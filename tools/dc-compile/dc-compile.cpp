@@ -52,6 +52,11 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Obj, "obj", "a native object file"),
                clEnumValN(Emit::SO, "so", "the artifact (shared library)")),
     cl::cat(category));
+cl::opt<bool> profileOps(
+    "profile-ops",
+    cl::desc("Time each compute op for dc-run --profile-out (a profiling "
+             "run; the profile feeds --profile=)"),
+    cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -114,6 +119,7 @@ LogicalResult compile(ModuleOp module,
     dc::buildZero3Pipeline(pm, options);
   dc::LowerToLLVMPipelineOptions lowering;
   lowering.worldSize = options.worldSize;
+  lowering.profileOps = profileOps;
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
 }

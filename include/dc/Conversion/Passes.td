@@ -43,6 +43,21 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
   ];
 }
 
+def DCProfileOps : Pass<"dc-profile-ops", "::mlir::ModuleOp"> {
+  let summary = "Bracket each compute op of the steps with the runtime's "
+                "profiling hooks";
+  let description = [{
+    For a profiling run: on the tensor-level module, every op of a step's
+    body that the cost model times (one `dc::getProfileKey` names,
+    `"<function>:<ordinal>"`; constants excepted) gets
+    `t = dcrt_op_begin()` before it and `dcrt_op_end("<key>", t)` after it.
+    The ops keep their order through the lowering, so each pair brackets
+    the loops the op becomes. dc-run averages the times into
+    `--profile-out`, the profile the planning passes read (`profile=`).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def DCExpandStridedCopies : Pass<"dc-expand-strided-copies"> {
   let summary = "Turn copies between non-contiguous buffers into linalg.copy";
   let description = [{

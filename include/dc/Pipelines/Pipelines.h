@@ -93,10 +93,16 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("World size the artifact must run on (0: the module's "
                      "grid, 1 without one)"),
       llvm::cl::init(0)};
+  Option<bool> profileOps{
+      *this, "profile-ops",
+      llvm::cl::desc("Time each compute op through dcrt_op_begin/end (for "
+                     "dc-run --profile-out)"),
+      llvm::cl::init(false)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
-/// translation: dc-artifact-manifest; One-Shot Bufferize (function
+/// translation: dc-artifact-manifest (and dc-profile-ops when asked for);
+/// One-Shot Bufferize (function
 /// boundaries, identity layouts) with results as out-parameters and buffer
 /// deallocation; linalg to loops and the host's CPU lowering; dc-to-dcrt;
 /// everything to LLVM with the bare-pointer calling convention; then

@@ -1,0 +1,63 @@
+//===- ProfileOps.cpp - dcrt_op_begin / dcrt_op_end around compute ops ----===//
+#include "dc/Conversion/Passes.h"
+
+#include "dc/Analysis/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCPROFILEOPS
+#include "dc/Conversion/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+
+namespace {
+
+struct ProfileOpsPass : public dc::impl::DCProfileOpsBase<ProfileOpsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *context = &getContext();
+    auto i64 = IntegerType::get(context, 64);
+    auto ptr = LLVM::LLVMPointerType::get(context);
+    OpBuilder builder(context);
+    FailureOr<LLVM::LLVMFuncOp> begin = LLVM::lookupOrCreateFn(
+        builder, module, "dcrt_op_begin", {}, i64, /*isVarArg=*/false,
+        /*isReserved=*/true);
+    FailureOr<LLVM::LLVMFuncOp> end = LLVM::lookupOrCreateFn(
+        builder, module, "dcrt_op_end", {ptr, i64},
+        LLVM::LLVMVoidType::get(context), /*isVarArg=*/false,
+        /*isReserved=*/true);
+    if (failed(begin) || failed(end))
+      return signalPassFailure();
+
+    // Keys first: the calls added below would shift the ordinals.
+    SmallVector<std::pair<Operation *, std::string>> keyed;
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal() || !fn.isPublic())
+        continue;
+      for (Operation &op : fn.getBody().getOps()) {
+        std::string key = dc::getProfileKey(&op);
+        if (!key.empty() && !op.hasTrait<OpTrait::IsTerminator>() &&
+            !op.hasTrait<OpTrait::ConstantLike>())
+          keyed.push_back({&op, std::move(key)});
+      }
+    }
+    for (auto [i, entry] : llvm::enumerate(keyed)) {
+      auto [op, key] = entry;
+      Location loc = op->getLoc();
+      builder.setInsertionPoint(op);
+      Value start =
+          LLVM::CallOp::create(builder, loc, *begin, ValueRange{}).getResult();
+      builder.setInsertionPointAfter(op);
+      // The key is a C string that lives as long as the artifact.
+      Value name = LLVM::createGlobalString(
+          loc, builder, ("dc_profile_key_" + Twine(i)).str(),
+          key + std::string(1, '\0'), LLVM::Linkage::Internal);
+      LLVM::CallOp::create(builder, loc, *end, ValueRange{name, start});
+    }
+  }
+};
+
+} // namespace
