@@ -222,4 +222,21 @@ def DCRaiseAttention : Pass<"dc-raise-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::dc::DCDialect"];
 }
 
+def DCExpandAttention : Pass<"dc-expand-attention", "::mlir::func::FuncOp"> {
+  let summary = "Expand dc.attention and dc.attention_grad into linalg";
+  let description = [{
+    Rewrites each fused attention op into `linalg.generic`s on tensors, for
+    targets without a flash-attention kernel (the CPU loop lowering, the
+    gradient checks). Scores and probabilities are materialised in f32
+    (`[batch..., Sq, Sk]`); products accumulate in f32 and the results are
+    rounded once to the operands' element type. The backward recomputes the
+    probabilities from q, k and lse, and takes the softmax row term as
+    `sum_d do o`, as a flash-attention kernel does.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // DC_TRANSFORMS_PASSES_TD

@@ -15,8 +15,8 @@ import random
 import struct
 import sys
 
-from gradcheck import (ATTR_RE, dense, initial_values, lower_and_run,
-                       print_tensors, signature, tensor_type)
+from gradcheck import (dense, initial_values, lower_and_run, print_tensors,
+                       signature, step_source, tensor_type)
 
 
 def bf16(x):
@@ -38,7 +38,7 @@ def run_step(text, values):
                  f"({arg_types}) -> ({', '.join(result_types)})")
     lines += print_tensors([(f"%r#{i}", t) for i, t in enumerate(result_types)])
     lines += ["  return", "}"]
-    return args, lower_and_run(ATTR_RE.sub("", text) + "\n".join(lines) + "\n")
+    return args, lower_and_run(step_source(text) + "\n".join(lines) + "\n")
 
 
 def main(argv):

@@ -27,7 +27,9 @@ import sys
 import tempfile
 
 ARG_RE = re.compile(r"%([\w.$-]+)\s*:\s*(tensor<[^>]*>)\s*(\{dc\.param = [^}]*\})?")
+PARAM_NAME_RE = re.compile(r'name = "([^"]*)"')
 ATTR_RE = re.compile(r"\s*\{dc\.(?:param|grad) = #dc\.\w+<[^>]*>\}|\s*\{dc\.loss\}")
+MODULE_RE = re.compile(r"^module \{\n(.*)^\}\s*\Z", re.S | re.M)
 FLOAT_RE = re.compile(r"[-+]?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
 
 
@@ -58,13 +60,29 @@ def tensor_type(shape, elt):
     return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
 
 
+def step_source(text):
+    """The step without dc's attributes and without the `module { }` that
+    mlir-opt and dc-opt print around it, so that @main can follow it."""
+    wrapped = MODULE_RE.search(text)
+    if wrapped:
+        text = text[:wrapped.start()] + wrapped.group(1)
+    return ATTR_RE.sub("", text)
+
+
+def param_name(match):
+    named = PARAM_NAME_RE.search(match.group(3) or "")
+    return named.group(1) if named else match.group(1)
+
+
 def signature(text):
     start = text.index("func.func @train_step(")
     body = text.index("{\n", text.index("->", start))
     sig = text[start:body]
     head, results = sig.split("->", 1)
-    args = [(m.group(1), *parse_tensor_type(m.group(2)), m.group(3) is not None)
-            for m in ARG_RE.finditer(head)]
+    # A parameter's name is its #dc.param name if any: dc-opt's output
+    # names every argument %argN.
+    args = [(param_name(m), *parse_tensor_type(m.group(2)),
+             m.group(3) is not None) for m in ARG_RE.finditer(head)]
     result_types = re.findall(r"tensor<[^>]*>", results)
     return args, result_types
 
@@ -230,7 +248,7 @@ def main(argv):
     values = initial_values(args, rng, opts.int_max)
     checks = make_checks(args, values, rng, opts.step, opts.directions,
                          opts.entries)
-    module = ATTR_RE.sub("", text) + main_function(args, result_types, values,
+    module = step_source(text) + main_function(args, result_types, values,
                                                    checks)
     out = lower_and_run(module, opts.keep)
     diffs, loss, grads = out[0], out[1][0], out[2:]
