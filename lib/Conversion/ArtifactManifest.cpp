@@ -11,7 +11,6 @@
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dcrt/dcrt.h"
 
-#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
@@ -78,8 +77,7 @@ FailureOr<std::pair<int64_t, int64_t>> getPlanBytes(func::FuncOp fn) {
 }
 
 /// Fails, naming the op, if `fn` holds an op the lowering cannot take: one
-/// outside the dialects it lowers, a dc op without a buffer form, or a call
-/// of a function without a body.
+/// outside the dialects it lowers or a call of a function without a body.
 LogicalResult checkLowerable(func::FuncOp fn) {
   static const llvm::StringSet<> dialects = {
       "affine", "arith", "bufferization", "cf",  "dc",     "func",
@@ -93,13 +91,6 @@ LogicalResult checkLowerable(func::FuncOp fn) {
                       << "' is not supported: the CPU lowering takes func, "
                          "linalg, tensor, arith, math, scf, memref and dc "
                          "ops";
-      return WalkResult::interrupt();
-    }
-    if (dialect == "dc" && !isa<bufferization::BufferizableOpInterface>(op) &&
-        bufferization::hasTensorSemantics(op)) {
-      op->emitError() << "'" << op->getName()
-                      << "' has no buffer form; rewrite it into linalg first "
-                         "(dc-expand-attention for attention)";
       return WalkResult::interrupt();
     }
     if (auto call = dyn_cast<func::CallOp>(op)) {

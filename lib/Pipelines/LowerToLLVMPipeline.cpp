@@ -2,6 +2,7 @@
 #include "dc/Pipelines/Pipelines.h"
 
 #include "dc/Conversion/Passes.h"
+#include "dc/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -25,6 +26,9 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createDCArtifactManifest(manifest));
   if (options.profileOps)
     pm.addPass(createDCProfileOps());
+  // No attention kernel on the CPU: the fused ops become linalg (after the
+  // profile keys, which name the ops the cost model saw).
+  pm.addNestedPass<func::FuncOp>(createDCExpandAttention());
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become

@@ -33,8 +33,7 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
     size other than `world-size` when that is given; and, naming the op, on
     what the lowering cannot take: ops outside the func, linalg, tensor,
     arith, math, scf, affine, cf, memref, bufferization, ub and dc dialects,
-    dc ops without a buffer form (`dc.attention`: expand it first), calls of
-    functions without a body.
+    calls of functions without a body.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
   let options = [
