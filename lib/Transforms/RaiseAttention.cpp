@@ -432,6 +432,24 @@ struct Match {
   std::optional<Backward> backward;
 };
 
+/// Whether the fused ops accept the matched values (their verifiers): q, o
+/// (and do, dq) of one static float type, k and v (and dk, dv) of another
+/// with that element type, and as many keys as queries when causal.
+bool hasFusedTypes(const Match &m) {
+  const Forward &f = m.forward;
+  auto q = cast<RankedTensorType>(f.q.getType());
+  auto k = cast<RankedTensorType>(f.k.getType());
+  if (!q.hasStaticShape() || !k.hasStaticShape() ||
+      !isa<FloatType>(q.getElementType()) ||
+      k.getElementType() != q.getElementType() || f.v.getType() != k ||
+      f.output->getResult(0).getType() != q || (f.causal && k != q))
+    return false;
+  const std::optional<Backward> &b = m.backward;
+  return !b || (b->dOut.getType() == q && b->dQ->getResult(0).getType() == q &&
+                b->dK->getResult(0).getType() == k &&
+                b->dV->getResult(0).getType() == k);
+}
+
 /// Matches the attention ending in `output`: only o, dq, dk and dv are used
 /// outside the match, and all its ops lie in one block, the backward after
 /// the forward's product with v, where the fused forward goes.
@@ -450,7 +468,8 @@ std::optional<Match> match(linalg::BatchMatmulOp output) {
     llvm::append_range(ops, m.backward->ops());
     exits.append({m.backward->dQ, m.backward->dK, m.backward->dV});
   }
-  if (!isClosed(ops, exits) || !isOrderedInBlock(ops, f->scores) ||
+  if (!hasFusedTypes(m) || !isClosed(ops, exits) ||
+      !isOrderedInBlock(ops, f->scores) ||
       (m.backward && !output->isBeforeInBlock(getFirst(m.backward->ops()))))
     return std::nullopt;
   return m;
@@ -484,6 +503,8 @@ struct RaiseAttentionPass
     // rewriting one erases ops another walk would visit.
     SmallVector<Match> matches;
     getOperation().walk([&](linalg::BatchMatmulOp op) {
+      if (!op.hasPureTensorSemantics())
+        return;
       if (std::optional<Match> m = match(op))
         matches.push_back(std::move(*m));
     });

@@ -7,6 +7,8 @@
 !t = tensor<2x4x3xf32>
 !s = tensor<2x4x4xf32>
 !r = tensor<2x4xf32>
+!kv = tensor<2x6x3xf32>
+!sx = tensor<2x4x6xf32>
 #bmk = affine_map<(b, m, n, k) -> (b, m, k)>
 #bnk = affine_map<(b, m, n, k) -> (b, n, k)>
 #bkm = affine_map<(b, m, n, k) -> (b, k, m)>
@@ -432,4 +434,111 @@ func.func @backward_other_scale(%q: !t, %k: !t, %v: !t, %dout: !t) -> (!t, !t, !
   %k0 = linalg.fill ins(%zero : f32) outs(%e11 : !t) -> !t
   %dk = linalg.batch_matmul indexing_maps = [#bkm, #bkn, #bmn] ins(%dscores, %q : !s, !t) outs(%k0 : !t) -> !t
   return %out, %dq, %dk, %dv : !t, !t, !t, !t
+}
+
+// Cross attention, 6 keys per 4 queries, is raised when not causal...
+// CHECK-LABEL: func.func @cross(
+// CHECK-NEXT: dc.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.250000e-01 : tensor<2x4x3xf32>, tensor<2x6x3xf32>, tensor<2x6x3xf32> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+// CHECK-NEXT: return
+func.func @cross(%q: !t, %k: !kv, %v: !kv) -> (!t) {
+  %zero = arith.constant 0.0 : f32
+  %neg_inf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.125 : f32
+  %e0 = tensor.empty() : !sx
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : !sx) -> !sx
+  %scores = linalg.batch_matmul indexing_maps = [#bmk, #bnk, #bmn] ins(%q, %k : !t, !kv) outs(%z0 : !sx) -> !sx
+  %e1 = tensor.empty() : !sx
+  %masked = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%scores : !sx) outs(%e1 : !sx) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.mulf %scale, %a : f32
+    linalg.yield %s : f32
+  } -> !sx
+  %e2 = tensor.empty() : !r
+  %m0 = linalg.fill ins(%neg_inf : f32) outs(%e2 : !r) -> !r
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%masked : !sx) outs(%m0 : !r) {
+  ^bb0(%a: f32, %acc: f32):
+    %x = arith.maximumf %acc, %a : f32
+    linalg.yield %x : f32
+  } -> !r
+  %e3 = tensor.empty() : !r
+  %d0 = linalg.fill ins(%zero : f32) outs(%e3 : !r) -> !r
+  %denom = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%masked, %max : !sx, !r) outs(%d0 : !r) {
+  ^bb0(%a: f32, %mx: f32, %acc: f32):
+    %x = arith.subf %a, %mx : f32
+    %y = math.exp %x : f32
+    %z = arith.addf %acc, %y : f32
+    linalg.yield %z : f32
+  } -> !r
+  %e4 = tensor.empty() : !sx
+  %probs = linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%masked, %max, %denom : !sx, !r, !r) outs(%e4 : !sx) {
+  ^bb0(%a: f32, %mx: f32, %l: f32, %o: f32):
+    %x = arith.subf %a, %mx : f32
+    %y = math.exp %x : f32
+    %z = arith.divf %y, %l : f32
+    linalg.yield %z : f32
+  } -> !sx
+  %e5 = tensor.empty() : !t
+  %c0 = linalg.fill ins(%zero : f32) outs(%e5 : !t) -> !t
+  %out = linalg.batch_matmul ins(%probs, %v : !sx, !kv) outs(%c0 : !t) -> !t
+  return %out : !t
+}
+
+// ... but a causal mask needs as many keys as queries.
+// CHECK-LABEL: func.func @cross_causal(
+// CHECK-NOT: dc.attention
+// CHECK-COUNT-2: linalg.batch_matmul
+// CHECK: return
+func.func @cross_causal(%q: !t, %k: !kv, %v: !kv) -> (!t) {
+  %zero = arith.constant 0.0 : f32
+  %neg_inf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.25 : f32
+  %e0 = tensor.empty() : !sx
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : !sx) -> !sx
+  %scores = linalg.batch_matmul indexing_maps = [#bmk, #bnk, #bmn] ins(%q, %k : !t, !kv) outs(%z0 : !sx) -> !sx
+  %e1 = tensor.empty() : !sx
+  %masked = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%scores : !sx) outs(%e1 : !sx) {
+  ^bb0(%a: f32, %o: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi ugt, %j, %i : index
+    %s = arith.mulf %a, %scale : f32
+    %x = arith.select %above, %neg_inf, %s : f32
+    linalg.yield %x : f32
+  } -> !sx
+  %e2 = tensor.empty() : !r
+  %m0 = linalg.fill ins(%neg_inf : f32) outs(%e2 : !r) -> !r
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%masked : !sx) outs(%m0 : !r) {
+  ^bb0(%a: f32, %acc: f32):
+    %x = arith.maximumf %acc, %a : f32
+    linalg.yield %x : f32
+  } -> !r
+  %e3 = tensor.empty() : !r
+  %d0 = linalg.fill ins(%zero : f32) outs(%e3 : !r) -> !r
+  %denom = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%masked, %max : !sx, !r) outs(%d0 : !r) {
+  ^bb0(%a: f32, %mx: f32, %acc: f32):
+    %x = arith.subf %a, %mx : f32
+    %y = math.exp %x : f32
+    %z = arith.addf %acc, %y : f32
+    linalg.yield %z : f32
+  } -> !r
+  %e4 = tensor.empty() : !sx
+  %probs = linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%masked, %max, %denom : !sx, !r, !r) outs(%e4 : !sx) {
+  ^bb0(%a: f32, %mx: f32, %l: f32, %o: f32):
+    %x = arith.subf %a, %mx : f32
+    %y = math.exp %x : f32
+    %z = arith.divf %y, %l : f32
+    linalg.yield %z : f32
+  } -> !sx
+  %e5 = tensor.empty() : !t
+  %c0 = linalg.fill ins(%zero : f32) outs(%e5 : !t) -> !t
+  %out = linalg.batch_matmul ins(%probs, %v : !sx, !kv) outs(%c0 : !t) -> !t
+  return %out : !t
+}
+
+// Products on buffers are not looked at.
+// CHECK-LABEL: func.func @buffers(
+// CHECK-NEXT: linalg.batch_matmul
+func.func @buffers(%a: memref<2x4x3xf32>, %b: memref<2x3x4xf32>, %c: memref<2x4x4xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x4x3xf32>, memref<2x3x4xf32>) outs(%c : memref<2x4x4xf32>)
+  return
 }
