@@ -116,7 +116,7 @@ struct ArtifactManifestPass
 
 private:
   LogicalResult findWorld(ModuleOp module);
-  LogicalResult writeTensor(llvm::json::OStream &json, Operation *op, Type type,
+  LogicalResult writeTensor(llvm::json::OStream &json, Location loc, Type type,
                             const Twine &what);
   LogicalResult writeStep(llvm::json::OStream &json, func::FuncOp fn);
   void exportFunctions(ModuleOp module, StringRef manifest);
@@ -160,10 +160,10 @@ LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
 
 /// Writes "shape", "dtype" and, for a shard, "local" of `type`.
 LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
-                                                Operation *op, Type type,
+                                                Location loc, Type type,
                                                 const Twine &what) {
   if (isa<HostType>(type))
-    return op->emitError()
+    return emitError(loc)
            << what << " is " << type
            << ", a parameter kept in host memory (dc-offload-params): the "
               "dcrt ABI has no reload that keeps the caller's host buffer "
@@ -177,15 +177,15 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
     tensor = dyn_cast<RankedTensorType>(type);
   }
   if (!tensor || !tensor.hasStaticShape())
-    return op->emitError() << what << " has type " << type
-                           << "; an artifact takes statically shaped "
-                              "tensors";
+    return emitError(loc) << what << " has type " << type
+                          << "; an artifact takes statically shaped "
+                             "tensors";
   std::optional<StringRef> dtype = getDTypeName(tensor.getElementType());
   if (!dtype)
-    return op->emitError() << what << " has element type "
-                           << tensor.getElementType()
-                           << ", which the dcrt runtime has no dtype for "
-                              "(f32, bf16, f16, i32, i64)";
+    return emitError(loc) << what << " has element type "
+                          << tensor.getElementType()
+                          << ", which the dcrt runtime has no dtype for "
+                             "(f32, bf16, f16, i32, i64)";
   json.attributeArray("shape", [&] {
     for (int64_t dim : tensor.getShape())
       json.value(dim);
@@ -225,7 +225,7 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute("kind", "data");
           }
           json.attribute("name", name);
-          if (failed(writeTensor(json, fn, arg.getType(),
+          if (failed(writeTensor(json, arg.getLoc(), arg.getType(),
                                  "argument #" + Twine(i))))
             result = failure();
         });
@@ -255,7 +255,8 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                               "other results";
             result = failure();
           }
-          if (failed(writeTensor(json, fn, type, "result #" + Twine(i))))
+          if (failed(
+                  writeTensor(json, fn.getLoc(), type, "result #" + Twine(i))))
             result = failure();
         });
       }
