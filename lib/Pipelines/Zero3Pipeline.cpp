@@ -7,6 +7,15 @@
 
 using namespace mlir;
 
+/// Every planning pass plans against the same budget, target and profile.
+template <typename PassOptions>
+static void planWithSharedInputs(PassOptions &pass,
+                                 const dc::Zero3PipelineOptions &options) {
+  pass.memoryBudget = options.memoryBudget;
+  pass.target = options.target;
+  pass.profile = options.profile;
+}
+
 void dc::buildZero3Pipeline(OpPassManager &pm,
                             const Zero3PipelineOptions &options) {
   DCZero3Options zero3;
@@ -20,9 +29,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // activation offload less to do.
   if (options.offloadParams != "none") {
     DCOffloadParamsOptions offload;
-    offload.memoryBudget = options.memoryBudget;
-    offload.target = options.target;
-    offload.profile = options.profile;
+    planWithSharedInputs(offload, options);
     offload.params = options.offloadParams;
     offload.failOverBudget = !options.offloadActivations;
     pm.addPass(createDCOffloadParams(offload));
@@ -31,9 +38,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // exceed the budget; what it frees is headroom for prefetch.
   if (options.offloadActivations) {
     DCOffloadActivationsOptions offload;
-    offload.memoryBudget = options.memoryBudget;
-    offload.target = options.target;
-    offload.profile = options.profile;
+    planWithSharedInputs(offload, options);
     offload.minBytes = options.offloadMinBytes;
     offload.keepLast = options.offloadKeepLast;
     pm.addPass(createDCOffloadActivations(offload));
@@ -42,18 +47,14 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // selective gather then spends only the headroom prefetch left.
   if (options.prefetch) {
     DCPrefetchOptions prefetch;
-    prefetch.memoryBudget = options.memoryBudget;
-    prefetch.target = options.target;
-    prefetch.profile = options.profile;
+    planWithSharedInputs(prefetch, options);
     prefetch.maxFusedBytes = options.maxFusedBytes;
     prefetch.maxInFlightBytes = options.maxInFlightBytes;
     pm.addPass(createDCPrefetch(prefetch));
   }
   if (options.selectiveGather) {
     DCSelectiveGatherOptions selective;
-    selective.memoryBudget = options.memoryBudget;
-    selective.target = options.target;
-    selective.profile = options.profile;
+    planWithSharedInputs(selective, options);
     pm.addPass(createDCSelectiveGather(selective));
   }
   DCVerifyScheduleOptions verify;
