@@ -274,18 +274,15 @@ struct OffloadActivationsPass
   using DCOffloadActivationsBase::DCOffloadActivationsBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<PlanningSetup> setup =
-        loadPlanningSetup(module, memoryBudget, target, profile);
-    if (failed(setup))
-      return signalPassFailure();
-    CostModel costModel = setup->makeCostModel();
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() &&
-          failed(ActivationOffloader(fn, costModel, setup->budgetBytes,
-                                     minBytes, keepLast)
-                     .run()))
-        return signalPassFailure();
+    auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
+                    const CostModel &costModel) {
+      return ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
+                                 keepLast)
+          .run();
+    };
+    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
+                            plan)))
+      signalPassFailure();
   }
 };
 

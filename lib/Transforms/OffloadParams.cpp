@@ -85,15 +85,12 @@ struct OffloadParamsPass
                          << params << "'";
       return signalPassFailure();
     }
-    FailureOr<PlanningSetup> setup =
-        loadPlanningSetup(module, memoryBudget, target, profile);
-    if (failed(setup))
-      return signalPassFailure();
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() &&
-          failed(offloadParams(fn, params, setup->budgetBytes,
-                               failOverBudget)))
-        return signalPassFailure();
+    auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
+                    const CostModel &) {
+      return offloadParams(fn, params, setup.budgetBytes, failOverBudget);
+    };
+    if (failed(planEachStep(module, memoryBudget, target, profile, plan)))
+      signalPassFailure();
   }
 };
 

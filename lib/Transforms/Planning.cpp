@@ -115,3 +115,20 @@ dc::loadPlanningSetup(Operation *errorAt, StringRef budgetText,
   setup.budgetBytes = budget->value_or(setup.target.deviceMemoryBytes);
   return setup;
 }
+
+LogicalResult dc::planEachStep(
+    ModuleOp module, StringRef budgetText, StringRef target,
+    StringRef profilePath,
+    function_ref<LogicalResult(func::FuncOp, const PlanningSetup &,
+                               const CostModel &)>
+        plan) {
+  FailureOr<PlanningSetup> setup =
+      loadPlanningSetup(module, budgetText, target, profilePath);
+  if (failed(setup))
+    return failure();
+  CostModel costModel = setup->makeCostModel();
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && failed(plan(fn, *setup, costModel)))
+      return failure();
+  return success();
+}

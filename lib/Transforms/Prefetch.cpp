@@ -438,20 +438,17 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
   using DCPrefetchBase::DCPrefetchBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<PlanningSetup> setup =
-        loadPlanningSetup(module, memoryBudget, target, profile);
-    if (failed(setup))
-      return signalPassFailure();
-    CostModel costModel = setup->makeCostModel();
-    for (auto fn : module.getOps<func::FuncOp>()) {
-      if (fn.isExternal() || fn.getOps<GatherStartOp>().empty())
-        continue;
-      GatherScheduler scheduler(fn, costModel, setup->budgetBytes,
-                                maxInFlightBytes, maxFusedBytes);
-      if (failed(scheduler.run()))
-        return signalPassFailure();
-    }
+    auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
+                    const CostModel &costModel) {
+      if (fn.getOps<GatherStartOp>().empty())
+        return success();
+      return GatherScheduler(fn, costModel, setup.budgetBytes,
+                             maxInFlightBytes, maxFusedBytes)
+          .run();
+    };
+    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
+                            plan)))
+      signalPassFailure();
   }
 };
 

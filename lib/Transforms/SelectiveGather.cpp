@@ -144,16 +144,15 @@ struct SelectiveGatherPass
   using DCSelectiveGatherBase::DCSelectiveGatherBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    FailureOr<PlanningSetup> setup =
-        loadPlanningSetup(module, memoryBudget, target, profile);
-    if (failed(setup))
-      return signalPassFailure();
-    CostModel costModel = setup->makeCostModel();
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() && !fn.getOps<GatherStartOp>().empty() &&
-          failed(keepGathered(fn, costModel, setup->budgetBytes)))
-        return signalPassFailure();
+    auto plan = [](func::FuncOp fn, const PlanningSetup &setup,
+                   const CostModel &costModel) {
+      if (fn.getOps<GatherStartOp>().empty())
+        return success();
+      return keepGathered(fn, costModel, setup.budgetBytes);
+    };
+    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
+                            plan)))
+      signalPassFailure();
   }
 };
 

@@ -4,6 +4,8 @@
 
 #include "dc/Analysis/CostModel.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
 #include <optional>
@@ -38,6 +40,17 @@ struct PlanningSetup {
 mlir::FailureOr<PlanningSetup>
 loadPlanningSetup(mlir::Operation *errorAt, llvm::StringRef budgetText,
                   llvm::StringRef target, llvm::StringRef profilePath);
+
+/// Loads the setup once, then plans every step function with a body in
+/// turn, stopping at the first failure: what each planning pass's
+/// runOnOperation does around its own planner.
+mlir::LogicalResult planEachStep(
+    mlir::ModuleOp module, llvm::StringRef budgetText, llvm::StringRef target,
+    llvm::StringRef profilePath,
+    llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp,
+                                           const PlanningSetup &,
+                                           const CostModel &)>
+        plan);
 
 /// "1.50 GiB (1610612736 B)"-style text for diagnostics and reports.
 std::string formatBytes(int64_t bytes);
