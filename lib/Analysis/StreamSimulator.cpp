@@ -169,3 +169,13 @@ void dc::writeChromeTrace(const SimulationResult &result,
                                  {"displayTimeUnit", "ms"},
                              }));
 }
+
+std::vector<double> dc::streamFreeBefore(const SimulationResult &result,
+                                         StreamKind stream) {
+  std::vector<double> free(result.ops.size() + 1, 0);
+  for (size_t i = 0; i < result.ops.size(); ++i)
+    free[i + 1] = result.ops[i].stream == stream
+                      ? std::max(free[i], result.ops[i].end)
+                      : free[i];
+  return free;
+}

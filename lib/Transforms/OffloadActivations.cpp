@@ -201,28 +201,13 @@ private:
 
     // Copies queue FIFO on their stream: one can start only once the
     // stream has finished what was issued before it.
-    // freeBefore[k][i]: when stream k has finished everything issued
-    // before op i.
-    std::vector<double> freeBefore[2];
-    const StreamKind copyStreams[2] = {StreamKind::DeviceToHost,
-                                       StreamKind::HostToDevice};
-    for (int k = 0; k < 2; ++k) {
-      freeBefore[k].assign(ops.size() + 1, 0);
-      for (size_t i = 0; i < ops.size(); ++i)
-        freeBefore[k][i + 1] =
-            sim.ops[i].stream == copyStreams[k]
-                ? std::max(freeBefore[k][i], sim.ops[i].end)
-                : freeBefore[k][i];
-    }
-    auto streamFreeBefore = [&](size_t index, StreamKind stream) {
-      return freeBefore[stream == StreamKind::HostToDevice][index];
-    };
+    std::vector<double> d2hFree =
+        streamFreeBefore(sim, StreamKind::DeviceToHost);
+    std::vector<double> h2dFree =
+        streamFreeBefore(sim, StreamKind::HostToDevice);
 
     // The offload's wait: at the first op the copy is predicted done by.
-    double offloadDone =
-        std::max(sim.ops[begin].end,
-                 streamFreeBefore(begin + 1, StreamKind::DeviceToHost)) +
-        copy;
+    double offloadDone = std::max(sim.ops[begin].end, d2hFree[begin + 1]) + copy;
     size_t waitAt = begin + 1;
     while (waitAt < end && sim.ops[waitAt].issue < offloadDone)
       ++waitAt;
@@ -231,9 +216,7 @@ private:
     double needBy = sim.ops[end].issue;
     size_t reloadAt = end;
     while (reloadAt > waitAt &&
-           std::max(sim.ops[reloadAt].issue,
-                    streamFreeBefore(reloadAt, StreamKind::HostToDevice)) +
-                   copy >
+           std::max(sim.ops[reloadAt].issue, h2dFree[reloadAt]) + copy >
                needBy)
       --reloadAt;
     // The buffer must be off the device at the peak this offload is for:

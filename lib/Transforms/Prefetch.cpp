@@ -276,11 +276,8 @@ private:
       return;
     SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
     const std::vector<Operation *> &ops = timeline->getOps();
-    std::vector<double> h2dFree(ops.size() + 1, 0);
-    for (size_t i = 0; i < ops.size(); ++i)
-      h2dFree[i + 1] = sim.ops[i].stream == StreamKind::HostToDevice
-                           ? std::max(h2dFree[i], sim.ops[i].end)
-                           : h2dFree[i];
+    std::vector<double> h2dFree =
+        streamFreeBefore(sim, StreamKind::HostToDevice);
     std::vector<int64_t> bytes(ops.size());
     for (size_t i = 0; i < ops.size(); ++i)
       bytes[i] = timeline->deviceBytesAt(i);

@@ -54,6 +54,12 @@ private:
   const CostModel &costModel;
 };
 
+/// For each op index i (0..ops.size()), when `stream` has finished every op
+/// issued before op i: the earliest a transfer issued at op i can start on
+/// that FIFO stream.
+std::vector<double> streamFreeBefore(const SimulationResult &result,
+                                     StreamKind stream);
+
 /// Writes the predicted streams as a Chrome trace (JSON, Perfetto-viewable):
 /// one track per stream, one slice per op, times in microseconds.
 void writeChromeTrace(const SimulationResult &result, llvm::StringRef fnName,
