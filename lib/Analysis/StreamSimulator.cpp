@@ -124,7 +124,8 @@ static int64_t getTraceThread(StreamKind stream) {
 static double toMicroseconds(double seconds) { return seconds * 1e6; }
 
 void dc::writeChromeTrace(const SimulationResult &result,
-                          llvm::StringRef fnName, llvm::raw_ostream &os) {
+                          llvm::StringRef fnName, llvm::raw_ostream &os,
+                          const MemoryTimeline *timeline) {
   namespace json = llvm::json;
   json::Array events;
   events.push_back(json::Object{{"name", "process_name"},
@@ -163,6 +164,24 @@ void dc::writeChromeTrace(const SimulationResult &result,
     if (sim.stall > 0 && sim.stream != StreamKind::Compute)
       addSlice(("stall: " + opName).str(), StreamKind::Compute, sim.issue,
                sim.issue + sim.stall, index, sim);
+  }
+  if (timeline) {
+    assert(timeline->getOps().size() == result.ops.size() &&
+           "timeline of another simulation");
+    for (auto [index, sim] : llvm::enumerate(result.ops)) {
+      // Sample only where the bytes change, to keep traces small.
+      if (index > 0 &&
+          timeline->deviceBytesAt(index) == timeline->deviceBytesAt(index - 1) &&
+          timeline->hostBytesAt(index) == timeline->hostBytesAt(index - 1))
+        continue;
+      events.push_back(json::Object{
+          {"name", "memory"},
+          {"ph", "C"},
+          {"pid", 0},
+          {"ts", toMicroseconds(sim.issue)},
+          {"args", json::Object{{"device bytes", timeline->deviceBytesAt(index)},
+                                {"host bytes", timeline->hostBytesAt(index)}}}});
+    }
   }
   os << llvm::formatv("{0}", json::Value(json::Object{
                                  {"traceEvents", std::move(events)},

@@ -219,7 +219,7 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       reports.push_back(
           reportFunction(fn, *timeline, sim, setup->budgetBytes));
       if (!trace.empty() && traceText.empty())
-        writeChromeTrace(sim, fn.getSymName(), traceStream);
+        writeChromeTrace(sim, fn.getSymName(), traceStream, &*timeline);
     }
 
     std::string errorMessage;

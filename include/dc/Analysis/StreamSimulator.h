@@ -61,9 +61,13 @@ std::vector<double> streamFreeBefore(const SimulationResult &result,
                                      StreamKind stream);
 
 /// Writes the predicted streams as a Chrome trace (JSON, Perfetto-viewable):
-/// one track per stream, one slice per op, times in microseconds.
+/// one track per stream, one slice per op, times in microseconds. With the
+/// `timeline` the simulation ran on, two counter tracks follow the live
+/// device and host bytes (sampled where each op is issued), so the trace
+/// shows where memory peaks against the streams.
 void writeChromeTrace(const SimulationResult &result, llvm::StringRef fnName,
-                      llvm::raw_ostream &os);
+                      llvm::raw_ostream &os,
+                      const MemoryTimeline *timeline = nullptr);
 
 } // namespace dc
 
