@@ -1,0 +1,563 @@
+// copy_bench: pinned host <-> device copy bandwidth, and whether copies slow
+// compute. Grounds the host-link terms of dc's cost model (hostLinkBandwidth,
+// hostLinkLatency; docs/cost-model.md), which assumes one host-to-device and
+// one device-to-host stream that run concurrently with each other and with
+// compute.
+//
+// Measures, on dedicated non-blocking streams, with CUDA events:
+//   (a) device-to-host alone, (b) host-to-device alone,
+//   (c) both directions at once on two streams (GB/s of each),
+//   for 1 MiB, 8 MiB, 64 MiB, 256 MiB and 1 GiB copies, plus the per-copy
+//   time of queued 4 KiB copies (the fixed cost of one copy);
+//   (d) a bf16 GEMM loop (cublasGemmEx, 8192^3 by default) alone and while
+//   1 GiB copies run in both directions: the GEMM slowdown, and the copy GB/s
+//   while the GEMM runs.
+// Each measurement of a size queues k back-to-back copies (k * size >= 256 MiB,
+// at most 64 copies) so that one sample lasts milliseconds and the streams of
+// (c) overlap for nearly all of it; GB/s = k * size / elapsed (1e9 bytes/s).
+// Samples: warm-up first, then the median of --reps repetitions.
+//
+// Build: nvcc -O2 -arch=sm_90 -o copy_bench bench/copy_bench.cu -lcublas
+// Run:   ./copy_bench [--quick] [--device N] [--reps N] [--gemm-n N] [--json FILE]
+// Prints a table, then one JSON object on the last line.
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace {
+
+void fail(const char *what, const char *detail, const char *file, int line) {
+  std::fprintf(stderr, "copy_bench: error: %s failed: %s (%s:%d)\n", what,
+               detail, file, line);
+  std::exit(1);
+}
+
+#define CUDA_CHECK(call)                                                       \
+  do {                                                                         \
+    cudaError_t err_ = (call);                                                 \
+    if (err_ != cudaSuccess)                                                   \
+      fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__);               \
+  } while (0)
+
+#define CUBLAS_CHECK(call)                                                     \
+  do {                                                                         \
+    cublasStatus_t st_ = (call);                                               \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                          \
+      fail(#call, cublasGetStatusString(st_), __FILE__, __LINE__);             \
+  } while (0)
+
+constexpr size_t KiB = size_t(1) << 10;
+constexpr size_t MiB = size_t(1) << 20;
+constexpr size_t GiB = size_t(1) << 30;
+
+struct Options {
+  bool quick = false;
+  int device = 0;
+  int reps = 7;
+  int gemmN = 8192;
+  std::string jsonPath;
+};
+
+void usage(const char *argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--device N] [--reps N] [--gemm-n N] "
+               "[--json FILE]\n"
+               "  --quick   sizes 1 MiB, 64 MiB, 1 GiB and 3 repetitions\n",
+               argv0);
+}
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char *name) -> const char * {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "copy_bench: error: %s needs a value\n", name);
+        usage(argv[0]);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&](const char *name, int lo) {
+      const char *v = value(name);
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (!end || *end || n < lo || n > (1 << 20)) {
+        std::fprintf(stderr, "copy_bench: error: %s %s: expected an integer >= %d\n",
+                     name, v, lo);
+        std::exit(2);
+      }
+      return int(n);
+    };
+    if (a == "--quick")
+      o.quick = true;
+    else if (a == "--device")
+      o.device = number("--device", 0);
+    else if (a == "--reps")
+      o.reps = number("--reps", 1);
+    else if (a == "--gemm-n")
+      o.gemmN = number("--gemm-n", 256);
+    else if (a == "--json")
+      o.jsonPath = value("--json");
+    else if (a == "-h" || a == "--help") {
+      usage(argv[0]);
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "copy_bench: error: unknown argument '%s'\n", argv[i]);
+      usage(argv[0]);
+      std::exit(2);
+    }
+  }
+  if (o.quick && o.reps == 7)
+    o.reps = 3;
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+// Deterministic values in [-1, 1) from a hash of the index: random-looking
+// data, as a real GEMM sees (zeros draw less power and run faster).
+__global__ void fillBf16(__nv_bfloat16 *p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    p[i] = __float2bfloat16(float(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+// Holds its stream for `ns` nanoseconds. Streams that wait for an event
+// recorded after it start together, once the host has queued all their work.
+__global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// Records `go` on `gate` behind a 2 ms spin; each stream of `waiters` waits
+// for it, so what is queued on them next starts together.
+void releaseTogether(cudaStream_t gate, cudaEvent_t go,
+                     std::initializer_list<cudaStream_t> waiters) {
+  spin<<<1, 1, 0, gate>>>(2000000ull);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaEventRecord(go, gate));
+  for (cudaStream_t s : waiters)
+    CUDA_CHECK(cudaStreamWaitEvent(s, go, 0));
+}
+
+// One direction of copies: a dedicated stream, its buffers and events.
+struct CopyStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  void *dst = nullptr;
+  const void *src = nullptr;
+  cudaMemcpyKind kind = cudaMemcpyDefault;
+
+  void init(void *d, const void *s, cudaMemcpyKind k) {
+    dst = d;
+    src = s;
+    kind = k;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  void destroy() {
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+  // Queue `count` copies of `bytes` between the two events.
+  void enqueue(size_t bytes, int count) {
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < count; ++i)
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+  }
+  double elapsedMs() const {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms;
+  }
+};
+
+int copiesPerSample(size_t bytes) {
+  size_t k = (256 * MiB + bytes - 1) / bytes;
+  return int(std::max<size_t>(1, std::min<size_t>(k, 64)));
+}
+
+// Median ms of `count` queued copies on one stream.
+double timeOneWay(CopyStream &s, size_t bytes, int count, int reps) {
+  s.enqueue(bytes, count); // warm-up
+  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    s.enqueue(bytes, count);
+    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    ms.push_back(s.elapsedMs());
+  }
+  return median(ms);
+}
+
+// Both directions at once, released together; the median ms of each.
+void timeBothWays(CopyStream &d2h, CopyStream &h2d, cudaStream_t gate,
+                  cudaEvent_t go, size_t bytes, int count, int reps,
+                  double &d2hMs, double &h2dMs) {
+  std::vector<double> a, b;
+  for (int r = 0; r <= reps; ++r) { // r == 0 is the warm-up
+    releaseTogether(gate, go, {d2h.stream, h2d.stream});
+    d2h.enqueue(bytes, count);
+    h2d.enqueue(bytes, count);
+    CUDA_CHECK(cudaStreamSynchronize(d2h.stream));
+    CUDA_CHECK(cudaStreamSynchronize(h2d.stream));
+    if (r > 0) {
+      a.push_back(d2h.elapsedMs());
+      b.push_back(h2d.elapsedMs());
+    }
+  }
+  d2hMs = median(a);
+  h2dMs = median(b);
+}
+
+struct Gemm {
+  cublasHandle_t handle = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  __nv_bfloat16 *a = nullptr, *b = nullptr, *c = nullptr;
+  int n = 0;
+
+  void init(int size) {
+    n = size;
+    size_t elems = size_t(n) * n;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaMalloc(&a, elems * sizeof(__nv_bfloat16)));
+    CUDA_CHECK(cudaMalloc(&b, elems * sizeof(__nv_bfloat16)));
+    CUDA_CHECK(cudaMalloc(&c, elems * sizeof(__nv_bfloat16)));
+    fillBf16<<<1024, 256, 0, stream>>>(a, elems, 1u);
+    CUDA_CHECK(cudaGetLastError());
+    fillBf16<<<1024, 256, 0, stream>>>(b, elems, 2u);
+    CUDA_CHECK(cudaGetLastError());
+    CUBLAS_CHECK(cublasCreate(&handle));
+    CUBLAS_CHECK(cublasSetStream(handle, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  void destroy() {
+    CUBLAS_CHECK(cublasDestroy(handle));
+    CUDA_CHECK(cudaFree(a));
+    CUDA_CHECK(cudaFree(b));
+    CUDA_CHECK(cudaFree(c));
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+  double flops() const { return 2.0 * n * double(n) * n; }
+  // Queue `iters` GEMMs (bf16 in and out, fp32 accumulation) between the events.
+  void enqueue(int iters) {
+    const float alpha = 1.0f, beta = 0.0f;
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < iters; ++i)
+      CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n,
+                                &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+                                &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+  }
+  double elapsedMs() const {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms;
+  }
+};
+
+struct SizeResult {
+  size_t bytes;
+  int count;
+  double d2hMs, h2dMs, bothD2hMs, bothH2dMs;
+};
+
+std::string isoDate() {
+  char buf[64];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string sizeName(size_t bytes) {
+  char buf[32];
+  if (bytes >= GiB)
+    std::snprintf(buf, sizeof buf, "%zu GiB", bytes / GiB);
+  else if (bytes >= MiB)
+    std::snprintf(buf, sizeof buf, "%zu MiB", bytes / MiB);
+  else
+    std::snprintf(buf, sizeof buf, "%zu KiB", bytes / KiB);
+  return buf;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opt = parseOptions(argc, argv);
+
+  int ndev = 0;
+  cudaError_t err = cudaGetDeviceCount(&ndev);
+  if (err != cudaSuccess || ndev == 0) {
+    std::fprintf(stderr, "copy_bench: error: no CUDA device (%s)\n",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 1;
+  }
+  if (opt.device >= ndev) {
+    std::fprintf(stderr, "copy_bench: error: --device %d but only %d device(s)\n",
+                 opt.device, ndev);
+    return 1;
+  }
+  CUDA_CHECK(cudaSetDevice(opt.device));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
+  int copyEngines = 0, driver = 0, runtime = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&copyEngines, cudaDevAttrAsyncEngineCount,
+                                    opt.device));
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  char pci[32] = "";
+  CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, opt.device));
+
+  std::vector<size_t> sizes =
+      opt.quick ? std::vector<size_t>{1 * MiB, 64 * MiB, 1 * GiB}
+                : std::vector<size_t>{1 * MiB, 8 * MiB, 64 * MiB, 256 * MiB,
+                                      1 * GiB};
+  const size_t maxBytes = GiB; // also the size of the copies against the GEMM
+
+  std::printf("copy_bench: %s (sm_%d%d, PCI %s), %d copy engine(s), driver "
+              "%d, runtime %d, %s\n",
+              prop.name, prop.major, prop.minor, pci, copyEngines, driver,
+              runtime, isoDate().c_str());
+  std::printf("pinned host memory (cudaHostAlloc), non-blocking streams, "
+              "median of %d, GB/s = 1e9 bytes/s\n\n",
+              opt.reps);
+  std::fflush(stdout);
+
+  // Separate buffers per direction so concurrent copies touch distinct memory.
+  void *hostSrc = nullptr, *hostDst = nullptr, *devSrc = nullptr,
+       *devDst = nullptr;
+  err = cudaHostAlloc(&hostSrc, maxBytes, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    std::fprintf(stderr,
+                 "copy_bench: error: cannot pin %zu MiB of host memory (%s)\n",
+                 maxBytes / MiB, cudaGetErrorString(err));
+    return 1;
+  }
+  CUDA_CHECK(cudaHostAlloc(&hostDst, maxBytes, cudaHostAllocDefault));
+  std::memset(hostSrc, 0x5a, maxBytes); // touch every page
+  std::memset(hostDst, 0, maxBytes);
+  CUDA_CHECK(cudaMalloc(&devSrc, maxBytes));
+  CUDA_CHECK(cudaMalloc(&devDst, maxBytes));
+  CUDA_CHECK(cudaMemset(devSrc, 0x3c, maxBytes));
+  CUDA_CHECK(cudaMemset(devDst, 0, maxBytes));
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  CopyStream d2h, h2d;
+  d2h.init(hostDst, devSrc, cudaMemcpyDeviceToHost);
+  h2d.init(devDst, hostSrc, cudaMemcpyHostToDevice);
+  cudaStream_t gate;
+  cudaEvent_t go;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&go, cudaEventDisableTiming));
+
+  // The fixed cost of one copy: queued 4 KiB copies, per copy.
+  const int smallCount = 64;
+  double smallD2hUs = timeOneWay(d2h, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
+  double smallH2dUs = timeOneWay(h2d, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
+
+  // (a), (b), (c)
+  std::vector<SizeResult> results;
+  std::printf("%-8s %6s | %10s %10s | %12s %12s | %10s %10s\n", "size",
+              "copies", "D2H GB/s", "H2D GB/s", "both: D2H", "both: H2D",
+              "D2H us/cp", "H2D us/cp");
+  for (size_t bytes : sizes) {
+    SizeResult r{};
+    r.bytes = bytes;
+    r.count = copiesPerSample(bytes);
+    r.d2hMs = timeOneWay(d2h, bytes, r.count, opt.reps);
+    r.h2dMs = timeOneWay(h2d, bytes, r.count, opt.reps);
+    timeBothWays(d2h, h2d, gate, go, bytes, r.count, opt.reps, r.bothD2hMs,
+                 r.bothH2dMs);
+    double total = double(bytes) * r.count;
+    std::printf("%-8s %6d | %10.1f %10.1f | %12.1f %12.1f | %10.1f %10.1f\n",
+                sizeName(bytes).c_str(), r.count, gbps(total, r.d2hMs),
+                gbps(total, r.h2dMs), gbps(total, r.bothD2hMs),
+                gbps(total, r.bothH2dMs), r.d2hMs * 1e3 / r.count,
+                r.h2dMs * 1e3 / r.count);
+    std::fflush(stdout);
+    results.push_back(r);
+  }
+  std::printf("4 KiB copies, queued: %.2f us per D2H copy, %.2f us per H2D copy\n\n",
+              smallD2hUs, smallH2dUs);
+
+  // (d) GEMM alone, against 1 GiB copies in both directions, and the copies
+  // under the GEMM. The three kinds of sample alternate, so clock and power
+  // drift reach all of them alike.
+  Gemm gemm;
+  gemm.init(opt.gemmN);
+  gemm.enqueue(3); // cuBLAS's heuristics and first launches
+  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  gemm.enqueue(1);
+  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  double oneGemmMs = std::max(gemm.elapsedMs(), 1e-3);
+  // Half a second of GEMMs first, so the clocks have settled.
+  gemm.enqueue(std::max(3, int(std::ceil(500.0 / oneGemmMs))));
+  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  gemm.enqueue(1);
+  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  oneGemmMs = std::max(gemm.elapsedMs(), 1e-3);
+  // About 60 ms of GEMMs per sample, at least 5.
+  const int gemmIters = std::max(5, int(std::ceil(60.0 / oneGemmMs)));
+  // The slower direction's 1 GiB copy time, measured alone, sizes the loops:
+  // for the slowdown, enough copies in each direction to outlast the GEMM
+  // loop; for the copies under load, a GEMM loop that outlasts two 1 GiB
+  // copies in each direction.
+  const double copyMs =
+      std::max(timeOneWay(d2h, GiB, 1, 1), timeOneWay(h2d, GiB, 1, 1));
+  const int coverCopies =
+      int(std::ceil(1.25 * gemmIters * oneGemmMs / copyMs)) + 1;
+  const int loadCopies = 2;
+  const int coverGemms = std::max(
+      gemmIters, int(std::ceil(1.25 * loadCopies * copyMs / oneGemmMs)) + 1);
+  std::vector<double> aloneMs, withMs, loadD2h, loadH2d;
+  for (int r = 0; r <= opt.reps; ++r) { // r == 0 is the warm-up
+    releaseTogether(gate, go, {gemm.stream});
+    gemm.enqueue(gemmIters);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    double alone = gemm.elapsedMs();
+
+    releaseTogether(gate, go, {d2h.stream, h2d.stream, gemm.stream});
+    d2h.enqueue(GiB, coverCopies);
+    h2d.enqueue(GiB, coverCopies);
+    gemm.enqueue(gemmIters);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    double with = gemm.elapsedMs();
+
+    releaseTogether(gate, go, {d2h.stream, h2d.stream, gemm.stream});
+    gemm.enqueue(coverGemms);
+    d2h.enqueue(GiB, loadCopies);
+    h2d.enqueue(GiB, loadCopies);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (r > 0) {
+      aloneMs.push_back(alone);
+      withMs.push_back(with);
+      loadD2h.push_back(d2h.elapsedMs());
+      loadH2d.push_back(h2d.elapsedMs());
+    }
+  }
+  double gemmAloneMs = median(aloneMs);
+  double gemmWithMs = median(withMs);
+  double loadD2hGbps = gbps(double(GiB) * loadCopies, median(loadD2h));
+  double loadH2dGbps = gbps(double(GiB) * loadCopies, median(loadH2d));
+  double slowdownPct = (gemmWithMs / gemmAloneMs - 1.0) * 100.0;
+  double tflopsAlone = gemm.flops() * gemmIters / (gemmAloneMs * 1e-3) / 1e12;
+  double tflopsWith = gemm.flops() * gemmIters / (gemmWithMs * 1e-3) / 1e12;
+
+  std::printf("bf16 GEMM %dx%dx%d (cublasGemmEx, fp32 accumulate), %d per sample:\n",
+              gemm.n, gemm.n, gemm.n, gemmIters);
+  std::printf("  alone:                  %9.2f ms  (%.1f TFLOP/s)\n", gemmAloneMs,
+              tflopsAlone);
+  std::printf("  with 1 GiB copies both ways: %4.2f ms  (%.1f TFLOP/s), slowdown "
+              "%.2f%%\n",
+              gemmWithMs, tflopsWith, slowdownPct);
+  std::printf("  copies while the GEMM runs: D2H %.1f GB/s, H2D %.1f GB/s\n\n",
+              loadD2hGbps, loadH2dGbps);
+
+  // What dc's target description would take (docs/cost-model.md): the
+  // one-way bandwidth of the largest copy, and the fixed cost of a copy.
+  const SizeResult &big = results.back();
+  double bigTotal = double(big.bytes) * big.count;
+  double linkGbps = std::min(gbps(bigTotal, big.d2hMs), gbps(bigTotal, big.h2dMs));
+  double linkLatencyUs = std::max(smallD2hUs, smallH2dUs);
+  std::printf("dc target: hostLinkBandwidth %.4g (%.1f GB/s), hostLinkLatency "
+              "%.4g (%.2f us)\n",
+              linkGbps * 1e9, linkGbps, linkLatencyUs * 1e-6, linkLatencyUs);
+
+  // JSON, one line.
+  std::string json;
+  char buf[1024];
+  auto add = [&](const char *fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    json += buf;
+  };
+  std::string name = prop.name;
+  for (char &ch : name)
+    if (ch == '"' || ch == '\\')
+      ch = ' ';
+  add("{\"bench\": \"copy_bench\", \"date\": \"%s\", \"gpu\": \"%s\", "
+      "\"pci\": \"%s\", \"sm\": \"%d%d\", \"copy_engines\": %d, "
+      "\"driver\": %d, \"runtime\": %d, \"reps\": %d, \"quick\": %s, ",
+      isoDate().c_str(), name.c_str(), pci, prop.major, prop.minor,
+      copyEngines, driver, runtime, opt.reps, opt.quick ? "true" : "false");
+  add("\"small_copy_us\": {\"bytes\": %zu, \"d2h\": %.3f, \"h2d\": %.3f}, ",
+      4 * KiB, smallD2hUs, smallH2dUs);
+  json += "\"sizes\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const SizeResult &r = results[i];
+    double total = double(r.bytes) * r.count;
+    add("%s{\"bytes\": %zu, \"copies_per_sample\": %d, \"d2h_GBps\": %.2f, "
+        "\"h2d_GBps\": %.2f, \"both_d2h_GBps\": %.2f, \"both_h2d_GBps\": %.2f, "
+        "\"d2h_us_per_copy\": %.2f, \"h2d_us_per_copy\": %.2f}",
+        i ? ", " : "", r.bytes, r.count, gbps(total, r.d2hMs),
+        gbps(total, r.h2dMs), gbps(total, r.bothD2hMs), gbps(total, r.bothH2dMs),
+        r.d2hMs * 1e3 / r.count, r.h2dMs * 1e3 / r.count);
+  }
+  json += "], ";
+  add("\"gemm\": {\"n\": %d, \"iters\": %d, \"alone_ms\": %.3f, "
+      "\"alone_tflops\": %.1f, \"with_copies_ms\": %.3f, \"with_copies_tflops\": "
+      "%.1f, \"slowdown_pct\": %.2f, \"copy_bytes\": %zu, \"copies_per_direction\": "
+      "%d, \"d2h_GBps_during_gemm\": %.2f, \"h2d_GBps_during_gemm\": %.2f}, ",
+      gemm.n, gemmIters, gemmAloneMs, tflopsAlone, gemmWithMs, tflopsWith,
+      slowdownPct, GiB, coverCopies, loadD2hGbps, loadH2dGbps);
+  add("\"target\": {\"base\": \"h200\", \"name\": \"measured-host-link\", "
+      "\"hostLinkBandwidth\": %.4g, \"hostLinkLatency\": %.4g}}",
+      linkGbps * 1e9, linkLatencyUs * 1e-6);
+  std::printf("%s\n", json.c_str());
+  std::fflush(stdout);
+  if (!opt.jsonPath.empty()) {
+    FILE *f = std::fopen(opt.jsonPath.c_str(), "w");
+    if (!f || std::fprintf(f, "%s\n", json.c_str()) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "copy_bench: error: cannot write %s: %s\n",
+                   opt.jsonPath.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+
+  gemm.destroy();
+  d2h.destroy();
+  h2d.destroy();
+  CUDA_CHECK(cudaEventDestroy(go));
+  CUDA_CHECK(cudaStreamDestroy(gate));
+  CUDA_CHECK(cudaFree(devSrc));
+  CUDA_CHECK(cudaFree(devDst));
+  CUDA_CHECK(cudaFreeHost(hostSrc));
+  CUDA_CHECK(cudaFreeHost(hostDst));
+  return 0;
+}
