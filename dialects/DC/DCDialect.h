@@ -38,6 +38,9 @@ struct HostPoolResource : public SideEffects::Resource::Base<HostPoolResource> {
 constexpr llvm::StringLiteral kParamAttrName = "dc.param";
 constexpr llvm::StringLiteral kGradAttrName = "dc.grad";
 constexpr llvm::StringLiteral kLossAttrName = "dc.loss";
+/// Set by dc-offload-activations on a step it offloads from:
+/// {excess_bytes, stall_seconds}, the copy stall no placement can avoid.
+constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axis,
 /// and that its local size is ceil(numel / axis size). Emits on `op`.

@@ -17,6 +17,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 
+#include <limits>
+
 namespace dc {
 #define GEN_PASS_DEF_DCOFFLOADACTIVATIONS
 #include "dc/Transforms/Passes.h.inc"
@@ -74,13 +76,14 @@ public:
     SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
     std::vector<OffloadCandidate> candidates =
         collectCandidates(*timeline, sim);
+    recordStallFloor(*timeline, sim, candidates);
 
     while (true) {
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
       if (timeline->getPeakDeviceBytes() <= budget)
-        return success();
+        return replanReloads();
       size_t peak = timeline->getPeakIndex();
       if (tightenAround(peak, *timeline))
         continue;
@@ -116,6 +119,7 @@ private:
     OffloadStartOp start;
     WaitOp hostWait;
     ReloadStartOp reload;
+    int64_t bytes;
   };
 
   /// When the peak falls while a placed offload's copy is still in flight
@@ -141,6 +145,161 @@ private:
       }
     }
     return false;
+  }
+
+  /// Re-places every reload once the set of offloads is final. Each was
+  /// placed alone, just in time; together they queue on one FIFO stream,
+  /// so a reload placed early for itself can still start late behind
+  /// others. Walking the reloads from the last use back, each must finish
+  /// by its use and by the start of the reload queued after it: that gives
+  /// the latest start that stalls nothing. Then, in use order, each moves
+  /// to the op issued at that time, or to the earliest op the budget
+  /// allows if that is later (then the copy stalls compute, as little as
+  /// memory permits). A few rounds, since stalls shift the times.
+  LogicalResult replanReloads() {
+    for (int round = 0; round < 4; ++round) {
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      llvm::DenseMap<Operation *, size_t> simIndex;
+      for (auto [i, op] : llvm::enumerate(timeline->getOps()))
+        simIndex[op] = i;
+      auto useOf = [&](PlacedOffload &placed) {
+        return simIndex.lookup(*placed.reload.getFuture().getUsers().begin());
+      };
+      std::vector<PlacedOffload *> order;
+      for (PlacedOffload &placed : placed)
+        order.push_back(&placed);
+      llvm::sort(order, [&](PlacedOffload *a, PlacedOffload *b) {
+        return useOf(*a) < useOf(*b);
+      });
+      // When each op would be issued if no copy stalled compute: the
+      // deadlines a stall-free queue must meet (the simulated times
+      // include this round's stalls, which would excuse late reloads).
+      std::vector<double> stallFree(sim.ops.size());
+      double copyStalls = 0;
+      for (auto [i, op] : llvm::enumerate(sim.ops)) {
+        stallFree[i] = op.issue - copyStalls;
+        if (auto wait = dyn_cast<WaitOp>(op.op))
+          if (isa_and_nonnull<OffloadStartOp, ReloadStartOp>(
+                  wait->getOperand(0).getDefiningOp()))
+            copyStalls += op.stall;
+      }
+      // Latest start times, from the last use back.
+      std::vector<double> latestStart(order.size());
+      double nextStart = std::numeric_limits<double>::infinity();
+      for (size_t k = order.size(); k-- > 0;) {
+        double finish = std::min(stallFree[useOf(*order[k])], nextStart);
+        latestStart[k] = finish - costModel.copySeconds(order[k]->bytes);
+        nextStart = latestStart[k];
+      }
+      bool moved = false;
+      size_t previous = 0; // keep the issue order = the use order (FIFO)
+      for (auto [k, placed] : llvm::enumerate(order)) {
+        timeline = MemoryTimeline::compute(fn);
+        if (failed(timeline))
+          return failure();
+        size_t current = timeline->indexOf(placed->reload);
+        size_t use =
+            timeline->indexOf(*placed->reload.getFuture().getUsers().begin());
+        size_t lowest =
+            std::max(timeline->indexOf(placed->hostWait) + 1, previous);
+        // The latest op issued by the latest start (sim indices are those
+        // of the round's first timeline: the ops' order only changes here,
+        // by moving reloads, so map through the ops themselves).
+        size_t target = lowest;
+        for (size_t i = lowest; i < use; ++i) {
+          Operation *op = timeline->getOps()[i];
+          auto simIt = simIndex.find(op);
+          if (simIt == simIndex.end() ||
+              stallFree[simIt->second] <= latestStart[k])
+            target = i;
+          else
+            break;
+        }
+        // No earlier than the budget allows: the reloaded buffer is live
+        // from the reload to the use.
+        while (target < current &&
+               !fitsFrom(*timeline, target, current, placed->bytes))
+          ++target;
+        if (target != current && target < use) {
+          placed->reload->moveBefore(timeline->getOps()[target]);
+          moved = true;
+        }
+        timeline = MemoryTimeline::compute(fn);
+        if (failed(timeline))
+          return failure();
+        previous = timeline->indexOf(placed->reload) + 1;
+      }
+      if (!moved)
+        break;
+    }
+    return success();
+  }
+
+  /// What no placement of these candidates can beat, recorded on the
+  /// function for dc-report: the bytes over budget at the peak must be on
+  /// the host before the peak op runs and come back after it, by their
+  /// uses. Before the peak, the device-to-host stream has at most the time
+  /// since the first candidate became idle; after it, the host-to-device
+  /// stream must deliver those bytes by their uses (best case: the bytes
+  /// used last, in use order). Any shortfall stalls compute.
+  void recordStallFloor(const MemoryTimeline &timeline,
+                        const SimulationResult &sim,
+                        const std::vector<OffloadCandidate> &candidates) {
+    size_t peak = timeline.getPeakIndex();
+    int64_t excess = timeline.getPeakDeviceBytes() - budget;
+    double peakTime = sim.ops[peak].issue;
+    auto transfer = [&](int64_t bytes) {
+      return costModel.copySeconds(bytes) - costModel.copySeconds(0);
+    };
+    double firstIdle = std::numeric_limits<double>::infinity();
+    std::vector<std::pair<double, int64_t>> uses; // (use time, bytes)
+    for (const OffloadCandidate &c : candidates) {
+      size_t begin = timeline.indexOf(c.lastBefore);
+      size_t end = timeline.indexOf(c.firstAfter);
+      if (begin >= peak || peak >= end)
+        continue;
+      firstIdle = std::min(firstIdle, sim.ops[begin].end);
+      uses.push_back({sim.ops[end].issue, c.bytes});
+    }
+    if (uses.empty())
+      return;
+    double before = std::max(0.0, transfer(excess) - (peakTime - firstIdle));
+    // The `excess` bytes used last, back in use order.
+    llvm::sort(uses, [](auto a, auto b) { return a.first > b.first; });
+    int64_t taken = 0;
+    size_t count = 0;
+    while (count < uses.size() && taken < excess) {
+      uses[count].second = std::min(uses[count].second, excess - taken);
+      taken += uses[count++].second;
+    }
+    uses.resize(count);
+    double after = 0;
+    int64_t delivered = 0;
+    for (auto it = uses.rbegin(); it != uses.rend(); ++it) {
+      delivered += it->second;
+      after = std::max(after, transfer(delivered) - (it->first - peakTime));
+    }
+    MLIRContext *ctx = fn.getContext();
+    fn->setAttr(kOffloadFloorAttrName,
+                DictionaryAttr::get(
+                    ctx, {NamedAttribute(StringAttr::get(ctx, "excess_bytes"),
+                                         IntegerAttr::get(
+                                             IntegerType::get(ctx, 64), excess)),
+                          NamedAttribute(StringAttr::get(ctx, "stall_seconds"),
+                                         FloatAttr::get(Float64Type::get(ctx),
+                                                        before + after))}));
+  }
+
+  /// True if `bytes` more stay within the budget at ops [from, to).
+  bool fitsFrom(const MemoryTimeline &timeline, size_t from, size_t to,
+                int64_t bytes) const {
+    for (size_t i = from; i < to; ++i)
+      if (timeline.deviceBytesAt(i) + bytes > budget)
+        return false;
+    return true;
   }
 
   std::vector<OffloadCandidate>
@@ -236,7 +395,7 @@ private:
     auto reload = ReloadStartOp::create(builder, loc, host.getResult());
     builder.setInsertionPoint(candidate.firstAfter);
     auto back = WaitOp::create(builder, loc, reload.getFuture());
-    placed.push_back({start, host, reload});
+    placed.push_back({start, host, reload, candidate.bytes});
     Block &body = fn.getBody().front();
     Value value = candidate.value;
     value.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {

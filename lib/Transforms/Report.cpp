@@ -120,8 +120,16 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
         {"minLeadSeconds", std::max(0.0, p.minLeadSeconds)},
         {"maxStallSeconds", p.maxStallSeconds},
     });
+  json::Object offloadFloor;
+  if (auto floor = fn->getAttrOfType<DictionaryAttr>(kOffloadFloorAttrName)) {
+    if (auto bytes = floor.getAs<IntegerAttr>("excess_bytes"))
+      offloadFloor["excessBytes"] = bytes.getInt();
+    if (auto stall = floor.getAs<FloatAttr>("stall_seconds"))
+      offloadFloor["stallSeconds"] = stall.getValueAsDouble();
+  }
   return json::Object{
       {"function", fn.getSymName().str()},
+      {"offloadFloor", std::move(offloadFloor)},
       {"stepSeconds", sim.stepSeconds},
       {"computeSeconds", sim.computeSeconds},
       {"collectiveSeconds", sim.collectiveSeconds},
@@ -160,6 +168,12 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "  host copies (busy)    " << ms(num("copySeconds")) << "   exposed "
      << ms(num("exposedCopySeconds")) << " ("
      << pct(num("exposedCopySeconds")) << " of the step)\n";
+  const json::Object *floor = r.getObject("offloadFloor");
+  if (floor && floor->getNumber("stallSeconds"))
+    os << "  offload floor         " << ms(*floor->getNumber("stallSeconds"))
+       << "   of copy stall for any placement ("
+       << formatBytes(*floor->getInteger("excessBytes"))
+       << " over budget at the peak)\n";
   const json::Object *peak = r.getObject("peakOp");
   os << "  peak device memory    "
      << formatBytes(*r.getInteger("peakDeviceBytes")) << " of budget "
