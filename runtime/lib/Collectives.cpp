@@ -24,7 +24,9 @@ using namespace dcrt::detail;
 using Kind = dcrt_future_impl::Kind;
 
 const std::atomic<bool> &dcrt_future_impl::doneFlag() const {
-  return kind == Kind::Offload || kind == Kind::Reload ? copy.done : comm.done;
+  return kind == Kind::Offload || kind == Kind::Reload || kind == Kind::Upload
+             ? copy.done
+             : comm.done;
 }
 
 const char *dcrt_future_impl::what() const {
@@ -39,6 +41,8 @@ const char *dcrt_future_impl::what() const {
     return "offload copy";
   case Kind::Reload:
     return "reload copy";
+  case Kind::Upload:
+    return "upload copy";
   }
   return "?";
 }
@@ -55,6 +59,8 @@ static const char *waitSpanName(Kind kind) {
     return "wait offload";
   case Kind::Reload:
     return "wait reload";
+  case Kind::Upload:
+    return "wait upload";
   }
   return "wait";
 }
@@ -441,6 +447,32 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
   return future;
 }
 
+dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
+                              void **out_device) {
+  Runtime &rt = runtime("dcrt_upload_start");
+  if (bytes < 0 || (bytes > 0 && !host))
+    fatal("dcrt_upload_start: bad source (%p, %lld bytes)", host,
+          static_cast<long long>(bytes));
+  // A pool copy uploaded instead of reloaded would never return to the pool.
+  if (rt.hostPool.owns(host))
+    fatal("dcrt_upload_start(%p): a host copy from dcrt_offload_start, not a "
+          "caller's buffer (dcrt_reload_start brings those back)",
+          host);
+  void *device = rt.stepBuffers.acquire(bytes, "an uploaded tensor");
+  *out_device = device;
+  dcrt_future_impl *future = rt.newFuture(Kind::Upload);
+  CopyJob &job = future->copy;
+  job.dst = device;
+  job.src = host;
+  job.bytes = bytes;
+  job.name = "upload";
+  // The source is the caller's: nothing goes back to the host pool.
+  job.releaseTo = nullptr;
+  job.releasePointer = nullptr;
+  rt.toDevice.submit(&job);
+  return future;
+}
+
 //===----------------------------------------------------------------------===//
 // Waiting
 //===----------------------------------------------------------------------===//
@@ -464,6 +496,7 @@ void dcrt_wait(dcrt_future future) {
     break;
   case Kind::Offload:
   case Kind::Reload:
+  case Kind::Upload:
     break;
   }
   if (future->sendStaging)

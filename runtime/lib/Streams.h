@@ -101,7 +101,8 @@ private:
 };
 
 /// A host-memory copy on a copy stream; `releaseTo`, when set, gets
-/// `releasePointer` back once the copy is done (a reload frees its host copy).
+/// `releasePointer` back once the copy is done (a reload frees its host copy;
+/// an upload leaves its source, the caller's buffer, alone).
 struct CopyJob {
   void *dst = nullptr;
   const void *src = nullptr;

@@ -404,6 +404,50 @@ TEST(Copies, OffloadAndReloadRunOnTheCopyStreams) {
   dcrt_end_step();
 }
 
+TEST(Copies, UploadCopiesACallersHostBufferAndLeavesIt) {
+  // A parameter shard kept in host memory: uploaded twice in one step (a
+  // forward and a backward use), the source is the caller's throughout.
+  std::vector<float> shard(777);
+  for (size_t i = 0; i < shard.size(); ++i)
+    shard[i] = rank() * 1000.0f + i * 0.25f;
+  const std::vector<float> original = shard;
+  int64_t bytes = shard.size() * sizeof(float);
+  int64_t uploadsBefore = transferCount("copy h2d (reload)");
+  MemoryStats before = memoryStats();
+  void *first = nullptr, *second = nullptr;
+  dcrt_future upload = dcrt_upload_start(shard.data(), bytes, &first);
+  ASSERT_NE(first, nullptr);
+  EXPECT_NE(first, static_cast<void *>(shard.data()));
+  EXPECT_TRUE(completesInBackground(upload));
+  dcrt_wait(upload);
+  dcrt_future again = dcrt_upload_start(shard.data(), bytes, &second);
+  EXPECT_TRUE(completesInBackground(again));
+  dcrt_wait(again);
+  EXPECT_NE(first, second);
+  for (size_t i = 0; i < shard.size(); ++i) {
+    EXPECT_EQ(static_cast<float *>(first)[i], rank() * 1000.0f + i * 0.25f);
+    EXPECT_EQ(static_cast<float *>(second)[i], rank() * 1000.0f + i * 0.25f);
+  }
+  EXPECT_EQ(shard, original); // untouched
+  // Nothing came from or went to the host pool; the device copies are step
+  // buffers until the step ends.
+  MemoryStats during = memoryStats();
+  EXPECT_EQ(during.hostPool.live, before.hostPool.live);
+  EXPECT_EQ(during.hostPool.systemAllocations,
+            before.hostPool.systemAllocations);
+  EXPECT_EQ(during.stepBuffers.live, before.stepBuffers.live + 2 * bytes);
+  EXPECT_EQ(transferCount("copy h2d (reload)"), uploadsBefore + 2);
+  dcrt_end_step();
+  EXPECT_EQ(memoryStats().stepBuffers.live, 0);
+  // Still the caller's: writable, and a new step uploads the new values.
+  shard[5] = -7.0f;
+  void *third = nullptr;
+  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &third));
+  EXPECT_EQ(static_cast<float *>(third)[5], -7.0f);
+  EXPECT_EQ(static_cast<float *>(third)[6], rank() * 1000.0f + 6 * 0.25f);
+  dcrt_end_step();
+}
+
 TEST(Params, InitIsTheSameFullTensorAsOnOneRank) {
   // Gather the initialized shards of this world; compare them with what a
   // 1-rank registry holds.

@@ -101,6 +101,14 @@ void averageOfIntegers() {
   dcrt_all_reduce_start(DCRT_AVG, values, 2, DCRT_I32, &out);
 }
 
+void uploadPoolCopy() {
+  dcrt_init(0, 0, 0);
+  std::vector<char> activation(64);
+  void *host, *device;
+  dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
+  dcrt_upload_start(host, 64, &device); // a pool copy is reloaded, not uploaded
+}
+
 void stepEndsWithFutureInFlight() {
   dcrt_init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
@@ -147,6 +155,7 @@ const Scenario scenarios[] = {
     {"release-before-wait", releaseBeforeWait},
     {"wrong-shard-size", wrongShardSize},
     {"average-of-integers", averageOfIntegers},
+    {"upload-pool-copy", uploadPoolCopy},
     {"step-ends-with-future-in-flight", stepEndsWithFutureInFlight},
     {"wrong-world-size", wrongWorldSize},
     {"mpi-error", mpiError},

@@ -4,11 +4,11 @@
 // at the peak), one data argument named by its NameLoc, the loss and the
 // reduced gradient shard.
 
-// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:1,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
+// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:2,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
 // CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false}, %{{.*}}: tensor<4xi32> {bufferization.writable = false})
 // CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
 // CHECK: llvm.func @dc_artifact_abi_version() -> i32
-// CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(2 : i32) : i32
 // CHECK-NEXT: llvm.return %[[V]] : i32
 // CHECK: llvm.func @dc_artifact_manifest() -> !llvm.ptr
 // CHECK-NEXT: llvm.mlir.addressof @dc_manifest_json : !llvm.ptr
@@ -32,7 +32,7 @@ func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
 
 // Unscheduled: one rank, replicated parameters (no "local"); the plan is
 // empty. A private function is no step.
-// CHECK: @dc_manifest_json("{\22abi\22:1,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
+// CHECK: @dc_manifest_json("{\22abi\22:2,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
 // CHECK: func.func private @helper(%{{.*}}: tensor<2xf16>) -> tensor<2xf16> {
 // CHECK: func.func @step({{.*}}) attributes {dc.entry = "dc_entry_step"}
 func.func private @helper(%p: tensor<2xf16>) -> tensor<2xf16> {

@@ -14,9 +14,9 @@
  *  - Every *_start returns a future handle; the artifact waits each future
  *    exactly once with dcrt_wait (dc-verify-schedule proves it).
  *  - Buffers the runtime hands out (gathered parameters, reduced gradient
- *    shards, host copies, reloaded tensors) stay valid until dcrt_release
- *    (gathers), until the step ends (reductions, reloads) or until the
- *    reload of a host copy completes (offloads).
+ *    shards, host copies, reloaded or uploaded tensors) stay valid until
+ *    dcrt_release (gathers), until the step ends (reductions, reloads,
+ *    uploads) or until the reload of a host copy completes (offloads).
  *  - Errors never return: the runtime prints what failed and where (rank,
  *    op, reason) and aborts every rank (bounded time, no hang).
  *
@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define DCRT_ABI_VERSION 1
+#define DCRT_ABI_VERSION 2
 
 typedef enum dcrt_dtype {
   DCRT_F32 = 0,
@@ -113,6 +113,15 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
  * to the pool when the copy completes. */
 dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device);
 
+/* Copies `bytes` from a caller-owned host buffer (a parameter shard kept in
+ * host memory, "memory": "host" in the manifest) to a new device buffer
+ * (*out_device) on the host-to-device copy stream. The host buffer stays
+ * the caller's and unchanged (it must not be written until the wait); the
+ * device buffer lives until the step ends, like a reload's. Added in ABI
+ * version 2. */
+dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
+                              void **out_device);
+
 /* Synchronous all-to-all (Ulysses): `input` has `rank` dims `shape`; it is
  * split evenly along split_dim, piece i goes to rank i, received pieces are
  * concatenated along concat_dim into `output`. */
@@ -151,7 +160,7 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * buffer pointers (results are written in place: caller-allocated).
  *
  * Manifest JSON:
- *   {"abi": 1, "world_size": 2, "grid": "world",
+ *   {"abi": 2, "world_size": 2, "grid": "world",
  *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N},
  *    "steps": [{"name": "train_step", "entry": "dc_entry_train_step",
  *      "args": [{"kind": "param", "id": 0, "name": "fc1.weight",
@@ -162,7 +171,11 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *                  {"kind": "grad", "param": 0, "shape": [16, 32],
  *                   "dtype": "f32", "local": 256}]}]}
  * "local" is present for sharded tensors (the buffer holds `local`
- * elements); a replicated parameter or gradient has no "local".
+ * elements); a replicated parameter or gradient has no "local". A parameter
+ * argument may carry "memory": "host": the step keeps it in host memory and
+ * brings it to the device with dcrt_upload_start, so the caller allocates
+ * it in host memory (pinned, on a device backend); without "memory" it is
+ * "device".
  *-------------------------------------------------------------------------*/
 
 #endif /* DCRT_DCRT_H */

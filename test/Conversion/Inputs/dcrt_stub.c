@@ -151,6 +151,13 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
   return start();
 }
 
+dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
+                              void **out_device) {
+  *out_device = step_buffer((size_t)bytes);
+  memcpy(*out_device, host, (size_t)bytes);
+  return start();
+}
+
 void dcrt_all_to_all(const void *input, void *output, int32_t rank,
                      const int64_t *shape, int64_t split_dim,
                      int64_t concat_dim, int32_t dtype) {
