@@ -88,6 +88,10 @@ Param &ParamRegistry::add(ParamSpec spec) {
     param.localNumel = param.validNumel = param.fullNumel;
   }
   const char *name = spec.name.c_str();
+  // The host backend's device memory is host memory, so a parameter kept in
+  // host memory (spec.onHost) is allocated like any other. A CUDA backend
+  // would put it in pinned host memory (its uploads then run at full copy
+  // bandwidth) and run its AdamW update on the host, ZeRO-Offload style.
   param.data = AlignedBuffer(param.localNumel * dtypeSize(spec.dtype), name);
   param.grad =
       AlignedBuffer(param.localNumel * dtypeSize(spec.gradDtype), name);

@@ -11,11 +11,15 @@
  * gather of both shards, offload of the input while the gather is in
  * flight, release after the forward, reload for the backward, one
  * reduce-scatter bucket (avg) for both gradients, dcrt_end_step. The
- * forward and backward are bracketed with the profiling hooks.
+ * forward and backward are bracketed with the profiling hooks. Built with
+ * TINY_HOST_BIAS=1, the bias shard is kept in host memory ("memory":
+ * "host", as dc-offload-params makes it) and uploaded before the gather.
  *
  * Test hooks (environment): DC_TEST_EXIT_RANK=r with DC_TEST_EXIT_STEP=s
  * makes rank r die (_exit(3)) when step s starts, mid-job;
- * DC_TEST_SKIP_END_STEP=1 leaves out dcrt_end_step.
+ * DC_TEST_SKIP_END_STEP=1 leaves out dcrt_end_step; DC_TEST_MEMORY=a=v puts
+ * "memory": "v" on argument a (fc.weight, fc.bias, x or labels) of the
+ * manifest.
  *===----------------------------------------------------------------------===*/
 #include "dcrt/dcrt.h"
 
@@ -30,6 +34,9 @@
 #endif
 #ifndef TINY_ABI
 #define TINY_ABI DCRT_ABI_VERSION
+#endif
+#ifndef TINY_HOST_BIAS
+#define TINY_HOST_BIAS 0
 #endif
 
 enum {
@@ -47,6 +54,23 @@ enum {
 
 int32_t dc_artifact_abi_version(void) { return TINY_ABI; }
 
+/* The "memory" field of argument `name`: the bias's in a TINY_HOST_BIAS
+ * build, or what DC_TEST_MEMORY asks for. */
+static const char *memory_of(const char *name) {
+  static char fields[4][64];
+  static int used;
+  const char *test = getenv("DC_TEST_MEMORY");
+  size_t length = strlen(name);
+  char *field = fields[used++ % 4];
+  field[0] = '\0';
+  if (test && strncmp(test, name, length) == 0 && test[length] == '=')
+    snprintf(field, sizeof(fields[0]), ", \"memory\": \"%s\"",
+             test + length + 1);
+  else if (TINY_HOST_BIAS && strcmp(name, "fc.bias") == 0)
+    snprintf(field, sizeof(fields[0]), ", \"memory\": \"host\"");
+  return field;
+}
+
 const char *dc_artifact_manifest(void) {
   static char manifest[2048];
   /* The plan: both gathered tensors at once (the arena's exact need), and
@@ -58,21 +82,22 @@ const char *dc_artifact_manifest(void) {
       " \"steps\": [{\"name\": \"train_step\","
       " \"entry\": \"dc_entry_train_step\", \"args\": ["
       "{\"kind\": \"param\", \"id\": 0, \"name\": \"fc.weight\","
-      " \"shape\": [%d, %d], \"dtype\": \"f32\", \"local\": %d},"
+      " \"shape\": [%d, %d], \"dtype\": \"f32\", \"local\": %d%s},"
       " {\"kind\": \"param\", \"id\": 1, \"name\": \"fc.bias\","
-      " \"shape\": [%d], \"dtype\": \"f32\", \"local\": %d},"
+      " \"shape\": [%d], \"dtype\": \"f32\", \"local\": %d%s},"
       " {\"kind\": \"data\", \"name\": \"x\", \"shape\": [%d, %d],"
-      " \"dtype\": \"f32\"},"
+      " \"dtype\": \"f32\"%s},"
       " {\"kind\": \"data\", \"name\": \"labels\", \"shape\": [%d],"
-      " \"dtype\": \"i32\"}],"
+      " \"dtype\": \"i32\"%s}],"
       " \"results\": [{\"kind\": \"loss\", \"shape\": [], \"dtype\": \"f32\"},"
       " {\"kind\": \"grad\", \"param\": 0, \"shape\": [%d, %d],"
       " \"dtype\": \"f32\", \"local\": %d},"
       " {\"kind\": \"grad\", \"param\": 1, \"shape\": [%d],"
       " \"dtype\": \"f32\", \"local\": %d}]}]}",
       TINY_ABI, TINY_WORLD, CLASSES, (W_NUMEL + B_NUMEL) * 4, X_BYTES, IN,
-      CLASSES, W_LOCAL, CLASSES, B_LOCAL, BATCH, IN, BATCH, IN, CLASSES,
-      W_LOCAL, CLASSES, B_LOCAL);
+      CLASSES, W_LOCAL, memory_of("fc.weight"), CLASSES, B_LOCAL,
+      memory_of("fc.bias"), BATCH, IN, memory_of("x"), BATCH,
+      memory_of("labels"), IN, CLASSES, W_LOCAL, CLASSES, B_LOCAL);
   return manifest;
 }
 
@@ -93,8 +118,16 @@ void dc_entry_train_step(void **buffers) {
   const int32_t *labels = (const int32_t *)buffers[3];
   float *loss = (float *)buffers[4];
 
+  /* The bias shard in host memory: upload it (the caller's buffer stays). */
+  void *bias_shard = buffers[1];
+  if (TINY_HOST_BIAS) {
+    dcrt_future upload =
+        dcrt_upload_start(buffers[1], B_LOCAL * sizeof(float), &bias_shard);
+    dcrt_wait(upload);
+  }
+
   /* Prefetch both parameters as one group. */
-  void *shards[2] = {buffers[0], buffers[1]};
+  void *shards[2] = {buffers[0], bias_shard};
   int64_t local[2] = {W_LOCAL, B_LOCAL}, full[2] = {W_NUMEL, B_NUMEL};
   int32_t f32[2] = {DCRT_F32, DCRT_F32};
   void *gathered[2];

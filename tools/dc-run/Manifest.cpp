@@ -104,6 +104,14 @@ public:
     spec.dtype = parsed.value_or(DCRT_F32);
     spec.local = integer(entry, "local", where, false);
     spec.vocab = integer(entry, "vocab", where, false);
+    std::string memory = string(entry, "memory", where, false);
+    if (!memory.empty() && memory != "host" && memory != "device")
+      fail(where, "\"memory\" is \"" + memory +
+                      "\" (expected \"host\" or \"device\")");
+    spec.onHost = memory == "host";
+    if (spec.onHost && spec.kind != TensorKind::Param)
+      fail(where, "\"memory\": \"host\" on a " + spec.kindName +
+                      " tensor; only parameters are kept in host memory");
     if (spec.kind == TensorKind::Param)
       spec.id =
           static_cast<int32_t>(integer(entry, "id", where, true).value_or(-1));

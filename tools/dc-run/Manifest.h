@@ -27,6 +27,8 @@ struct TensorSpec {
   std::optional<int64_t> local;
   /// Integer data values lie in [0, vocab).
   std::optional<int64_t> vocab;
+  /// A parameter the step keeps in host memory ("memory": "host").
+  bool onHost = false;
 
   int64_t numel() const;
   /// Elements of the buffer the entry receives.

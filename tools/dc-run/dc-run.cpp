@@ -202,6 +202,7 @@ private:
     spec.shape = arg.shape;
     spec.dtype = arg.dtype;
     spec.sharded = arg.local.has_value();
+    spec.onHost = arg.onHost;
     const TensorSpec *grad = step.findGrad(arg.id);
     spec.hasGrad = grad != nullptr;
     spec.gradDtype = grad ? grad->dtype : arg.dtype;
@@ -239,15 +240,19 @@ private:
   }
 
   void printHeader() {
-    int64_t elements = 0;
-    for (const dcrt::Param &param : registry.params())
+    int64_t elements = 0, onHost = 0;
+    for (const dcrt::Param &param : registry.params()) {
       elements += param.fullNumel;
+      onHost += param.spec.onHost;
+    }
+    std::string hostParams =
+        onHost ? ", " + std::to_string(onHost) + " in host memory" : "";
     const Manifest &manifest = artifact.manifest;
-    report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld elements), "
-           "plan: gather arena %s, host pool %s\n",
+    report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
+           "elements)%s, plan: gather arena %s, host pool %s\n",
            options.artifact.c_str(), step.name.c_str(), worldSize,
            worldSize == 1 ? "" : "s", registry.params().size(),
-           static_cast<long long>(elements),
+           static_cast<long long>(elements), hostParams.c_str(),
            formatBytes(
                options.gatherArenaBytes.value_or(manifest.gatherArenaBytes))
                .c_str(),
