@@ -51,7 +51,9 @@ std::string getArgName(BlockArgument arg) {
   return "arg" + std::to_string(arg.getArgNumber());
 }
 
-/// Peak bytes of gathered tensors live at once in `fn`, and of host memory.
+/// Peak bytes of gathered tensors live at once in `fn`, and of offloaded
+/// host copies (the host pool's share: parameter shards kept in host memory
+/// are the caller's buffers, not the pool's).
 FailureOr<std::pair<int64_t, int64_t>> getPlanBytes(func::FuncOp fn) {
   bool usesRuntimeMemory = false;
   fn.walk([&](Operation *op) {
@@ -62,18 +64,23 @@ FailureOr<std::pair<int64_t, int64_t>> getPlanBytes(func::FuncOp fn) {
   FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
   if (failed(timeline))
     return failure();
-  std::vector<int64_t> delta(timeline->getOps().size() + 1, 0);
-  for (const Buffer &buffer : timeline->getBuffers()) {
-    auto result = dyn_cast<OpResult>(buffer.value);
-    if (!result || !isa<GatherStartOp>(result.getOwner()))
-      continue;
-    delta[buffer.begin] += buffer.bytes;
-    delta[buffer.end + 1] -= buffer.bytes;
-  }
-  int64_t live = 0, peak = 0;
-  for (int64_t change : delta)
-    peak = std::max(peak, live += change);
-  return std::make_pair(peak, timeline->getPeakHostBytes());
+  auto peakOf = [&](auto isStart) {
+    std::vector<int64_t> delta(timeline->getOps().size() + 1, 0);
+    for (const Buffer &buffer : timeline->getBuffers()) {
+      auto result = dyn_cast<OpResult>(buffer.value);
+      if (!result || !isStart(result.getOwner()))
+        continue;
+      delta[buffer.begin] += buffer.bytes;
+      delta[buffer.end + 1] -= buffer.bytes;
+    }
+    int64_t live = 0, peak = 0;
+    for (int64_t change : delta)
+      peak = std::max(peak, live += change);
+    return peak;
+  };
+  return std::make_pair(
+      peakOf([](Operation *op) { return isa<GatherStartOp>(op); }),
+      peakOf([](Operation *op) { return isa<OffloadStartOp>(op); }));
 }
 
 /// Fails, naming the op, if `fn` holds an op the lowering cannot take: one
@@ -163,11 +170,10 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
                                                 Location loc, Type type,
                                                 const Twine &what) {
   if (isa<HostType>(type))
-    return emitError(loc)
-           << what << " is " << type
-           << ", a parameter kept in host memory (dc-offload-params): the "
-              "dcrt ABI has no reload that keeps the caller's host buffer "
-              "(dcrt_reload_start returns its source to the host pool)";
+    return emitError(loc) << what << " is " << type
+                          << ", in host memory; an artifact keeps only "
+                             "parameter shard arguments in host memory "
+                             "(dc-offload-params)";
   RankedTensorType tensor;
   std::optional<int64_t> local;
   if (auto shard = dyn_cast<ShardType>(type)) {
@@ -225,9 +231,19 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute("kind", "data");
           }
           json.attribute("name", name);
-          if (failed(writeTensor(json, arg.getLoc(), arg.getType(),
+          // A parameter shard kept in host memory (dc-offload-params): the
+          // caller allocates it there and the step uploads it.
+          Type type = arg.getType();
+          auto host = dyn_cast<HostType>(type);
+          bool hostShard = host && isa<ShardType>(host.getValue()) &&
+                           fn.getArgAttr(i, kParamAttrName);
+          if (hostShard)
+            type = host.getValue();
+          if (failed(writeTensor(json, arg.getLoc(), type,
                                  "argument #" + Twine(i))))
             result = failure();
+          if (hostShard)
+            json.attribute("memory", "host");
         });
       }
     });

@@ -74,11 +74,33 @@ func.func @step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
 
 // -----
 
+// Only parameter shards live in host memory: not data,
 shard.grid @world(shape = 2)
-// expected-error @+1 {{argument #0 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', a parameter kept in host memory (dc-offload-params): the dcrt ABI has no reload that keeps the caller's host buffer (dcrt_reload_start returns its source to the host pool)}}
 func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0>},
-                %v: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 1>})
+                // expected-error @+1 {{argument #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+                %v: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>)
     -> (tensor<f32> {dc.loss}) {
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l : tensor<f32>
+}
+
+// -----
+
+// not a replicated parameter (dc-offload-params moves only shards),
+// expected-error @+1 {{argument #0 is '!dc.host<tensor<8xf32>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+func.func @step(%w: !dc.host<tensor<8xf32>> {dc.param = #dc.param<id = 0>})
+    -> (tensor<f32> {dc.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// and not a result.
+shard.grid @world(shape = 2)
+// expected-error @+1 {{result #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0>})
+    -> (tensor<f32> {dc.loss}, !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %w : tensor<f32>, !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
 }

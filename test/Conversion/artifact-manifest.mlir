@@ -73,6 +73,41 @@ func.func @step(%a: !dc.shard<tensor<4xf32>, @world[0], local = 2> {dc.param = #
 
 // -----
 
+// Parameter shards kept in host memory (dc-offload-params) are written like
+// the shards they wrap, plus "memory": "host"; the caller's host buffers are
+// no part of the host pool, which holds only the 64-byte offloaded
+// activation; the gathers of 16 bytes each overlap. The device-resident
+// shard has no "memory".
+// CHECK: @dc_manifest_json("{\22abi\22:2,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:32,\22host_pool_bytes\22:64},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22a\22,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2,\22memory\22:\22host\22},{\22kind\22:\22param\22,\22id\22:1,\22name\22:\22b\22,\22shape\22:[8],\22dtype\22:\22bf16\22,\22local\22:4},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[16],\22dtype\22:\22f32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2}]}]}\00")
+// CHECK: func.func @step(%{{.*}}: !dc.host<!dc.shard<tensor<4xf32>, @world[0], local = 2>> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "a">}
+shard.grid @world(shape = 2)
+!a = !dc.shard<tensor<4xf32>, @world[0], local = 2>
+!b = !dc.shard<tensor<8xbf16>, @world[0], local = 4>
+func.func @step(%a: !dc.host<!a> {dc.param = #dc.param<id = 0, name = "a">},
+                %b: !b {dc.param = #dc.param<id = 1, name = "b">},
+                %x: tensor<16xf32>)
+    -> (tensor<f32> {dc.loss}, !a {dc.grad = #dc.grad<param = 0>}) {
+  %ra = dc.reload_start %a : !dc.host<!a>
+  %sa = dc.wait %ra : !dc.future<!a>
+  %fa = dc.gather_start %sa : !a -> !dc.future<tensor<4xf32>>
+  %fb = dc.gather_start %b : !b -> !dc.future<tensor<8xbf16>>
+  %wa = dc.wait %fa : !dc.future<tensor<4xf32>>
+  %wb = dc.wait %fb : !dc.future<tensor<8xbf16>>
+  dc.release %wa : tensor<4xf32>
+  dc.release %wb : tensor<8xbf16>
+  %act = arith.addf %x, %x : tensor<16xf32>
+  %o = dc.offload_start %act : tensor<16xf32>
+  %h = dc.wait %o : !dc.future<!dc.host<tensor<16xf32>>>
+  %r = dc.reload_start %h : !dc.host<tensor<16xf32>>
+  %back = dc.wait %r : !dc.future<tensor<16xf32>>
+  %g = dc.reduce_scatter_start avg %wa : tensor<4xf32> -> !dc.future<!a>
+  %s = dc.end_backward %g : !dc.future<!a>
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %s : tensor<f32>, !a
+}
+
+// -----
+
 // Two steps (a separate forward and backward graph): two entries, one plan
 // for both (the larger peak).
 // CHECK: \22steps\22:[{\22name\22:\22forward\22,\22entry\22:\22dc_entry_forward\22,{{.*}}},{\22name\22:\22backward\22,\22entry\22:\22dc_entry_backward\22,
