@@ -231,7 +231,9 @@ def DC_ReloadStartOp : DC_Op<"reload_start", [
   let description = [{
     Starts the host-to-device copy of an offloaded value on the reload copy
     stream and returns a future of the device value; the host buffer goes
-    back to the pool once the copy completes. In buffer form it reads a
+    back to the pool once the copy completes. A step argument (a parameter
+    shard kept in host memory by `dc-offload-params`) is the caller's buffer
+    instead: it is copied and left as it is. In buffer form it reads a
     `#dc.host_memory` memref and the future holds the runtime's new device
     buffer.
 

@@ -16,6 +16,7 @@
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -325,15 +326,39 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
   }
 };
 
+/// The runtime call that brings a host buffer back to the device: a host
+/// copy (the wait of a dc.offload_start) is reloaded and returns to the host
+/// pool; a step argument (a parameter shard kept in host memory) is the
+/// caller's, so it is uploaded and left alone.
+FailureOr<StringRef> getReloadFunction(ReloadStartOp op) {
+  Value source = op.getHost();
+  if (auto arg = dyn_cast<BlockArgument>(source))
+    if (arg.getOwner()->isEntryBlock() &&
+        isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      return StringRef("dcrt_upload_start");
+  if (auto wait = source.getDefiningOp<WaitOp>())
+    if (wait.getFuture().getDefiningOp<OffloadStartOp>())
+      return StringRef("dcrt_reload_start");
+  return op.emitError()
+         << "reloads a host buffer that is neither a step argument (a "
+            "parameter kept in host memory: dcrt_upload_start) nor the wait "
+            "of a dc.offload_start (dcrt_reload_start)";
+}
+
 /// dc.offload_start and dc.reload_start: copy the bytes of one buffer.
 template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
-  CopyStartLowering(const LLVMTypeConverter &converter,
-                    const FirstWaits &firstWaits, StringRef function)
-      : DCRTPattern<OpTy>(converter, firstWaits), function(function) {}
+  using DCRTPattern<OpTy>::DCRTPattern;
 
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    StringRef function = "dcrt_offload_start";
+    if constexpr (std::is_same_v<OpTy, ReloadStartOp>) {
+      FailureOr<StringRef> reload = getReloadFunction(op);
+      if (failed(reload))
+        return failure();
+      function = *reload;
+    }
     Location loc = op.getLoc();
     Value source = op->getOperand(0);
     Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
@@ -346,8 +371,6 @@ template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
     rewriter.replaceOp(op, this->futures(rewriter, loc, *handle, out, 1));
     return success();
   }
-
-  StringRef function;
 };
 
 template <typename OpTy> struct WaitLowering : public DCRTPattern<OpTy> {
@@ -467,10 +490,8 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
                  AllReduceStartLowering, WaitLowering<WaitOp>,
                  WaitLowering<EndBackwardOp>, AllToAllLowering,
                  ClearGatheredLowering>(converter, *firstWaits);
-    patterns.add<CopyStartLowering<OffloadStartOp>>(converter, *firstWaits,
-                                                    "dcrt_offload_start");
-    patterns.add<CopyStartLowering<ReloadStartOp>>(converter, *firstWaits,
-                                                   "dcrt_reload_start");
+    patterns.add<CopyStartLowering<OffloadStartOp>,
+                 CopyStartLowering<ReloadStartOp>>(converter, *firstWaits);
     patterns.add<BufferCallLowering<ReleaseOp>>(converter, *firstWaits,
                                                 "dcrt_release");
     patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
@@ -485,6 +506,20 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
     // The grids described the world, which is the runtime's communicator.
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
       grid.erase();
+
+    // What is left in #dc.host_memory (step arguments: parameter shards kept
+    // in host memory) is a plain host address like any other buffer; the
+    // default memory space is the one the LLVM lowering knows.
+    AttrTypeReplacer replacer;
+    replacer.addReplacement([](MemRefType type) -> std::optional<Type> {
+      if (!isa_and_nonnull<HostMemoryAttr>(type.getMemorySpace()))
+        return std::nullopt;
+      return MemRefType::get(type.getShape(), type.getElementType(),
+                             type.getLayout());
+    });
+    replacer.recursivelyReplaceElementsIn(module, /*replaceAttrs=*/true,
+                                          /*replaceLocs=*/false,
+                                          /*replaceTypes=*/true);
   }
 };
 

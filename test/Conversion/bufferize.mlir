@@ -168,6 +168,23 @@ func.func @param_offload(%w: !w) -> !w {
   return %back : !w
 }
 
+// A parameter shard kept in host memory (dc-offload-params) is an argument
+// in #dc.host_memory, reloaded straight from the caller's buffer: no copy.
+// CHECK-LABEL: func.func @host_param
+// CHECK-SAME: (%[[W:.*]]: memref<15xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}) -> memref<6x5xf32>
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.copy
+// CHECK: %[[R:.*]] = dc.reload_start %[[W]] : memref<15xf32, #dc.host_memory>
+// CHECK: %[[S:.*]] = dc.wait %[[R]] : !dc.future<memref<15xf32>>
+// CHECK: dc.gather_start %[[S]] : memref<15xf32> -> !dc.future<memref<6x5xf32>>
+func.func @host_param(%w: !dc.host<!w> {bufferization.writable = false, dc.param = #dc.param<id = 0>}) -> tensor<6x5xf32> {
+  %r = dc.reload_start %w : !dc.host<!w>
+  %s = dc.wait %r : !dc.future<!w>
+  %g = dc.gather_start %s : !w -> !dc.future<tensor<6x5xf32>>
+  %full = dc.wait %g : !dc.future<tensor<6x5xf32>>
+  return %full : tensor<6x5xf32>
+}
+
 // -----
 
 shard.grid @world(shape = 4)

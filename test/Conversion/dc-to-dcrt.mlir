@@ -138,6 +138,34 @@ func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
   return %back : memref<4x16xf32>
 }
 
+// A parameter shard kept in host memory is a step argument, the caller's
+// buffer: its reload is an upload (512 bytes) that leaves it alone, while an
+// offloaded activation in the same step is still reloaded from the host
+// pool. The argument becomes a plain host address (no #dc.host_memory).
+// CHECK-LABEL: func.func @upload_param
+// CHECK-SAME: (%[[W:.*]]: memref<128xf32> {dc.param = #dc.param<id = 0>}, %{{.*}}: memref<4x16xf32>)
+// CHECK-DAG: %[[ACT_BYTES:.*]] = llvm.mlir.constant(256 : i64) : i64
+// CHECK-DAG: %[[W_BYTES:.*]] = llvm.mlir.constant(512 : i64) : i64
+// CHECK: %[[WD:.*]] = builtin.unrealized_conversion_cast %[[W]] : memref<128xf32> to !llvm.struct
+// CHECK: %[[WP:.*]] = llvm.extractvalue %[[WD]][1]
+// CHECK: %[[U:.*]] = llvm.call @dcrt_upload_start(%[[WP]], %[[W_BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[O:.*]] = llvm.call @dcrt_offload_start(%{{.*}}, %[[ACT_BYTES]], %{{.*}})
+// CHECK: llvm.call @dcrt_wait(%[[O]])
+// CHECK: %[[HOST:.*]] = llvm.load
+// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%[[HOST]], %[[ACT_BYTES]], %{{.*}})
+// CHECK: llvm.call @dcrt_wait(%[[U]])
+// CHECK: llvm.call @dcrt_wait(%[[L]])
+// CHECK-NOT: #dc.host_memory
+func.func @upload_param(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}, %act: memref<4x16xf32>) -> (memref<128xf32>, memref<4x16xf32>) {
+  %u = dc.reload_start %w : memref<128xf32, #dc.host_memory>
+  %o = dc.offload_start %act : memref<4x16xf32>
+  %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
+  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %s = dc.wait %u : !dc.future<memref<128xf32>>
+  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
+  return %s, %back : memref<128xf32>, memref<4x16xf32>
+}
+
 // The synchronous all-to-all: rank 2, shape [2, 8], split 1, concat 0, f32.
 // CHECK-LABEL: func.func @ulysses
 // CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
