@@ -57,6 +57,16 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     planWithSharedInputs(selective, options);
     pm.addPass(createDCSelectiveGather(selective));
   }
+  // Prefetch and selective gather changed when ops run (fewer collective
+  // stalls) and what memory is free: the offloads' waits and reloads are
+  // re-timed for the final schedule (the pass offloads nothing new here).
+  if (options.offloadActivations && (options.prefetch || options.selectiveGather)) {
+    DCOffloadActivationsOptions offload;
+    planWithSharedInputs(offload, options);
+    offload.minBytes = options.offloadMinBytes;
+    offload.keepLast = options.offloadKeepLast;
+    pm.addPass(createDCOffloadActivations(offload));
+  }
   DCVerifyScheduleOptions verify;
   verify.memoryBudget =
       options.memoryBudget.empty() ? std::string("1.0")

@@ -61,11 +61,15 @@ public:
         keepLast(keepLast) {}
 
   LogicalResult run() {
+    collectPlaced();
     FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
     if (failed(timeline))
       return failure();
+    // Fits: offload nothing more. Offloads an earlier run placed are
+    // re-timed: passes since (prefetch, selective gather) changed when ops
+    // run and what memory is free.
     if (timeline->getPeakDeviceBytes() <= budget)
-      return success(); // fits: offload nothing
+      return replan();
     if (budget < timeline->getFloorBytes())
       return fn.emitError()
              << "memory budget " << formatBytes(budget)
@@ -83,21 +87,18 @@ public:
       if (failed(timeline))
         return failure();
       if (timeline->getPeakDeviceBytes() <= budget)
-        return replanReloads();
+        return replan();
       size_t peak = timeline->getPeakIndex();
-      if (tightenAround(peak, *timeline))
+      if (tightenReloadAround(peak, *timeline))
         continue;
-      auto best = candidates.end();
-      double bestScore = -1;
-      for (auto it = candidates.begin(); it != candidates.end(); ++it) {
-        size_t begin = timeline->indexOf(it->lastBefore);
-        size_t end = timeline->indexOf(it->firstAfter);
-        double score = static_cast<double>(it->bytes) * it->idleSeconds;
-        if (begin < peak && peak < end && score > bestScore) {
-          best = it;
-          bestScore = score;
-        }
-      }
+      sim = StreamSimulator(costModel).run(fn, *timeline);
+      // A new offload whose copy is done before the peak costs nothing;
+      // waiting early for one in flight stalls compute, so it comes only
+      // after every stall-free candidate (then the least stall wins).
+      auto [best, stall] = pickCandidate(candidates, peak, *timeline, sim);
+      if ((best == candidates.end() || stall > 0) &&
+          tightenWaitAround(peak, *timeline))
+        continue;
       if (best == candidates.end())
         return timeline->getOps()[peak]->emitError()
                << "device memory peaks here at "
@@ -108,7 +109,6 @@ public:
                << formatBytes(timeline->getPeakDeviceBytes() - budget);
       OffloadCandidate chosen = *best;
       candidates.erase(best);
-      sim = StreamSimulator(costModel).run(fn, *timeline);
       offload(chosen, *timeline, sim, peak);
     }
   }
@@ -122,29 +122,132 @@ private:
     int64_t bytes;
   };
 
-  /// When the peak falls while a placed offload's copy is still in flight
-  /// (or its reload already is), waits for the copy before the peak op (or
-  /// starts the reload after it): compute may stall, memory fits.
-  bool tightenAround(size_t peak, const MemoryTimeline &timeline) {
+  /// The candidate idle across `peak` to offload next, and the compute
+  /// stall its copy would cause there (queued behind the offloads before
+  /// it): the stall-free one with the most idle bytes, else the least
+  /// stall.
+  std::pair<std::vector<OffloadCandidate>::iterator, double>
+  pickCandidate(std::vector<OffloadCandidate> &candidates, size_t peak,
+                const MemoryTimeline &timeline, const SimulationResult &sim) {
+    std::vector<double> d2hFree =
+        streamFreeBefore(sim, StreamKind::DeviceToHost);
+    auto best = candidates.end();
+    double bestStall = 0, bestScore = -1;
+    for (auto it = candidates.begin(); it != candidates.end(); ++it) {
+      size_t begin = timeline.indexOf(it->lastBefore);
+      size_t end = timeline.indexOf(it->firstAfter);
+      if (begin >= peak || peak >= end)
+        continue;
+      double done = std::max(sim.ops[begin].end, d2hFree[begin + 1]) +
+                    costModel.copySeconds(it->bytes);
+      double stall = std::max(0.0, done - sim.ops[peak].issue);
+      double score = static_cast<double>(it->bytes) * it->idleSeconds;
+      if (best == candidates.end() || stall < bestStall ||
+          (stall == bestStall && score > bestScore)) {
+        best = it;
+        bestStall = stall;
+        bestScore = score;
+      }
+    }
+    return {best, bestStall};
+  }
+
+  /// When the peak falls while a placed offload's reload is already in
+  /// flight, starts the reload after the peak op.
+  bool tightenReloadAround(size_t peak, const MemoryTimeline &timeline) {
     Operation *peakOp = timeline.getOps()[peak];
     for (PlacedOffload &placed : placed) {
-      size_t start = timeline.indexOf(placed.start);
-      size_t waited = timeline.indexOf(placed.hostWait);
+      Operation *use = *placed.reload.getFuture().getUsers().begin();
       size_t reload = timeline.indexOf(placed.reload);
-      size_t used = timeline.indexOf(
-          *placed.reload.getFuture().getUsers().begin());
-      if (start < peak && peak <= waited && placed.hostWait != peakOp) {
-        placed.hostWait->moveBefore(peakOp);
-        return true;
-      }
-      if (reload <= peak && peak < used && placed.reload != peakOp &&
-          peakOp->isBeforeInBlock(
-              *placed.reload.getFuture().getUsers().begin())) {
+      if (reload <= peak && peak < timeline.indexOf(use) &&
+          placed.reload != peakOp && peakOp->isBeforeInBlock(use)) {
         placed.reload->moveAfter(peakOp);
         return true;
       }
     }
     return false;
+  }
+
+  /// When the peak falls while a placed offload's copy is still in flight,
+  /// waits for the copy before the peak op: compute may stall, memory fits.
+  bool tightenWaitAround(size_t peak, const MemoryTimeline &timeline) {
+    Operation *peakOp = timeline.getOps()[peak];
+    for (PlacedOffload &placed : placed) {
+      size_t start = timeline.indexOf(placed.start);
+      size_t waited = timeline.indexOf(placed.hostWait);
+      if (start < peak && peak <= waited && placed.hostWait != peakOp) {
+        placed.hostWait->moveBefore(peakOp);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// The offloads already in the step (from an earlier run of this pass):
+  /// offload, its one wait, the one reload of the host copy.
+  void collectPlaced() {
+    for (auto start : fn.getBody().front().getOps<OffloadStartOp>()) {
+      Value future = start.getFuture();
+      if (!future.hasOneUse())
+        continue;
+      auto hostWait = dyn_cast<WaitOp>(*future.getUsers().begin());
+      if (!hostWait || !hostWait.getResult().hasOneUse())
+        continue;
+      auto reload =
+          dyn_cast<ReloadStartOp>(*hostWait.getResult().getUsers().begin());
+      if (!reload || !reload.getFuture().hasOneUse() ||
+          reload->getBlock() != start->getBlock())
+        continue;
+      placed.push_back({start, hostWait, reload,
+                        getTypeBytes(start.getValue().getType())});
+    }
+  }
+
+  LogicalResult replan() {
+    if (placed.empty())
+      return success();
+    // Reloads first: one started too early holds memory a later wait
+    // needs; then the reloads again, for the waits' new times.
+    if (failed(replanReloads()) || failed(replanOffloadWaits()))
+      return failure();
+    return replanReloads();
+  }
+
+  /// Re-places the waits for the offloads once their set is final. Each
+  /// wait was placed when its copy was predicted done, but an offload
+  /// placed later can queue ahead of it on the FIFO stream and delay it:
+  /// such a wait moves down to the first op issued after its copy ends,
+  /// as far as the budget allows (the device buffer lives until the wait).
+  LogicalResult replanOffloadWaits() {
+    for (int round = 0; round < 4; ++round) {
+      bool moved = false;
+      for (PlacedOffload &placed : placed) {
+        FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+        if (failed(timeline))
+          return failure();
+        SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+        size_t current = timeline->indexOf(placed.hostWait);
+        if (sim.ops[current].stall <= 0)
+          continue;
+        double ready = sim.futureReady.lookup(placed.start.getFuture());
+        size_t limit = timeline->indexOf(placed.reload);
+        // Ops that would be issued before the copy ends (once this wait
+        // no longer stalls them) go before it; the buffer then stays live
+        // through them.
+        double stall = sim.ops[current].stall;
+        size_t target = current + 1;
+        while (target < limit && sim.ops[target].issue - stall < ready &&
+               timeline->deviceBytesAt(target) + placed.bytes <= budget)
+          ++target;
+        if (target > current + 1) {
+          placed.hostWait->moveBefore(timeline->getOps()[target]);
+          moved = true;
+        }
+      }
+      if (!moved)
+        break;
+    }
+    return success();
   }
 
   /// Re-places every reload once the set of offloads is final. Each was
@@ -312,7 +415,8 @@ private:
         continue;
       for (Value value : op->getResults()) {
         auto type = dyn_cast<RankedTensorType>(value.getType());
-        if (!type || getTypeBytes(type) < minBytes || !ownsItsBuffer(value))
+        if (!type || getTypeBytes(type) < minBytes || !ownsItsBuffer(value) ||
+            llvm::any_of(value.getUsers(), llvm::IsaPred<OffloadStartOp>))
           continue;
         // The top-level ops touching it, in order; the widest idle gap.
         SmallVector<Operation *> touches{op};

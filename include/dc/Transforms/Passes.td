@@ -68,15 +68,30 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
     buffers. The last `keep-last` candidates (by where their gap begins) stay
     on the device.
 
-    While the memory timeline peaks over the budget, the candidate whose gap
-    spans the peak with the most idle bytes (bytes x idle seconds) is
-    offloaded: `dc.offload_start` right after its last use before the gap;
-    its `dc.wait` where the stream simulator predicts the copy done (the
-    device buffer is free from there); `dc.reload_start` early enough that
-    the copy ends before the next use, and no earlier; its `dc.wait` right
-    before that use, which then reads the reloaded tensor. Nothing is
-    offloaded when the step already fits; when even every candidate cannot
-    make it fit, the error says how much is missing.
+    While the memory timeline peaks over the budget, a candidate whose gap
+    spans the peak is offloaded: one whose copy, queued behind the offloads
+    before it, is done before the peak (most idle bytes, bytes x idle
+    seconds, first), else the one that stalls least. `dc.offload_start`
+    goes right after its last use before the gap; its `dc.wait` where the
+    stream simulator predicts the copy done (the device buffer is free from
+    there); its `dc.wait` for the reload right before the next use, which
+    then reads the reloaded tensor.
+
+    Once the step fits, the waits and reloads are re-timed together: the
+    reloads queue FIFO on one stream, so they are issued in the order of
+    their uses, each at the latest start that stalls nothing (computed back
+    from the last use) or, when the link is the bottleneck, as early as
+    the budget allows; each offload wait moves down to where its copy is
+    done, as far as the budget allows. A step that already fits gets no
+    new offloads, but offloads already in it are re-timed: the pipeline
+    runs this pass again after prefetch and selective gather.
+
+    The function gets `dc.offload_floor = {excess_bytes, stall_seconds}`:
+    the compute stall no placement can avoid (the bytes over budget at the
+    peak must leave before it and come back after it at the host link's
+    bandwidth); `dc-report` prints it next to the predicted stall. When
+    even every candidate cannot make the step fit, the error says how much
+    is missing.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
