@@ -16,14 +16,7 @@
 /// An operation in flight (the C ABI's dcrt_future). Pooled: a step's
 /// futures are reused by the next step, buffers and all.
 struct dcrt_future_impl {
-  enum class Kind {
-    Gather,
-    ReduceScatter,
-    AllReduce,
-    Offload,
-    Reload,
-    Upload
-  };
+  enum class Kind { Gather, ReduceScatter, AllReduce, Offload, Reload, Upload };
   /// One tensor of a group gather or a reduce-scatter bucket.
   struct Item {
     void *out;     // the full tensor, or the reduced shard
