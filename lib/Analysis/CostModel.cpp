@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -33,10 +34,13 @@ static bool isScheduleOp(Operation *op) {
          !isAttentionOp(op);
 }
 
-/// Ops that only rename or allocate a tensor: no kernel runs for them.
+/// Ops that only rename, view or allocate a tensor: no kernel runs for them.
+/// A tensor.extract_slice bufferizes to a view (memref.subview) of its
+/// source; its users read the slice.
 static bool isFreeOp(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-             tensor::BitcastOp, tensor::EmptyOp, arith::ConstantOp>(op);
+             tensor::BitcastOp, tensor::EmptyOp, tensor::ExtractSliceOp,
+             arith::ConstantOp>(op);
 }
 
 static int64_t getElementBytes(Type type) {
@@ -150,6 +154,20 @@ static double attentionFlops(Value q, Value k, bool causal) {
   return causal ? flops / 2 : flops;
 }
 
+/// The trip count of a loop whose bounds and step are constants. A loop
+/// of unknown trip count is counted as one iteration.
+static double getTripCount(scf::ForOp loop) {
+  std::optional<llvm::APInt> trips = loop.getStaticTripCount();
+  return trips ? static_cast<double>(trips->getZExtValue()) : 1;
+}
+
+/// The ops of a loop body that do work: not the terminator, not the free
+/// ops.
+static auto getBodyWork(scf::ForOp loop) {
+  return llvm::make_filter_range(loop.getBody()->without_terminator(),
+                                 [](Operation &op) { return !isFreeOp(&op); });
+}
+
 double CostModel::countFlops(Operation *op) {
   if (auto attention = dyn_cast<AttentionOp>(op))
     return attentionFlops(attention.getQ(), attention.getK(),
@@ -158,6 +176,12 @@ double CostModel::countFlops(Operation *op) {
   // dk: 5 matmuls against the forward's 2.
   if (auto grad = dyn_cast<AttentionGradOp>(op))
     return 2.5 * attentionFlops(grad.getQ(), grad.getK(), grad.getCausal());
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    double perIteration = 0;
+    for (Operation &bodyOp : getBodyWork(loop))
+      perIteration += countFlops(&bodyOp);
+    return getTripCount(loop) * perIteration;
+  }
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   if (!linalgOp)
     return 0;
@@ -180,6 +204,22 @@ double CostModel::countFlops(Operation *op) {
 }
 
 int64_t CostModel::countBytes(Operation *op) {
+  // One element read or written (a tensor.insert updates its destination
+  // in place).
+  if (auto extract = dyn_cast<tensor::ExtractOp>(op))
+    return getElementBytes(extract.getType());
+  if (auto insert = dyn_cast<tensor::InsertOp>(op))
+    return getElementBytes(insert.getScalar().getType());
+  // The source is read and written into its place in the destination,
+  // which is updated in place: the rest of the destination is not touched.
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+    return 2 * getTypeBytes(insert.getSourceType());
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    double perIteration = 0;
+    for (Operation &bodyOp : getBodyWork(loop))
+      perIteration += static_cast<double>(countBytes(&bodyOp));
+    return static_cast<int64_t>(getTripCount(loop) * perIteration);
+  }
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   int64_t bytes = 0;
   for (OpOperand &operand : op->getOpOperands()) {
@@ -202,6 +242,22 @@ static Type getMatmulElementType(Operation *op) {
   if (isAttentionOp(op))
     return getElementTypeOrSelf(op->getOperand(0).getType());
   return {};
+}
+
+double CostModel::flopSeconds(Operation *op) const {
+  // A loop is one kernel: each iteration's ops at their own rates.
+  if (auto loop = dyn_cast<scf::ForOp>(op)) {
+    double perIteration = 0;
+    for (Operation &bodyOp : getBodyWork(loop))
+      perIteration += flopSeconds(&bodyOp);
+    return getTripCount(loop) * perIteration;
+  }
+  double rate = target.vectorFlops;
+  if (Type element = getMatmulElementType(op))
+    rate = element.isIntOrFloat() && element.getIntOrFloatBitWidth() <= 16
+               ? target.matmulFlops16
+               : target.matmulFlops32;
+  return countFlops(op) / rate;
 }
 
 //===----------------------------------------------------------------------===//
@@ -365,17 +421,11 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     cost.flops = countFlops(op);
     cost.bytes = countBytes(op);
     // Scalar work on no tensor launches no kernel.
-    if (cost.flops > 0 || cost.bytes > 0) {
-      double rate = target.vectorFlops;
-      if (Type element = getMatmulElementType(op))
-        rate = element.isIntOrFloat() && element.getIntOrFloatBitWidth() <= 16
-                   ? target.matmulFlops16
-                   : target.matmulFlops32;
+    if (cost.flops > 0 || cost.bytes > 0)
       cost.seconds =
           target.opLaunchLatency +
-          std::max(cost.flops / rate,
+          std::max(flopSeconds(op),
                    static_cast<double>(cost.bytes) / target.memoryBandwidth);
-    }
   }
   if (profile && !profileKey.empty()) {
     auto measured = profile->secondsByOpId.find(profileKey);

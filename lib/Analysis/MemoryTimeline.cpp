@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 #include <algorithm>
 
@@ -33,14 +34,18 @@ static Value getAliasedValue(OpResult result) {
   if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
           tensor::BitcastOp>(op))
     return op->getOperand(0);
-  // A destination-style op writes its result into its init, as One-Shot
+  // A destination-style op writes its result into its init, and a loop
+  // updates the tensor it carries in its init's buffer, as One-Shot
   // Bufferize does in place when nothing else reads the init afterwards.
-  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
-    Value init = dps.getDpsInitOperand(result.getResultNumber())->get();
-    if (init.hasOneUse() && isa<OpResult>(init) &&
-        !init.getDefiningOp<tensor::EmptyOp>())
-      return init;
-  }
+  Value init;
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
+    init = dps.getDpsInitOperand(result.getResultNumber())->get();
+  else if (auto loop = dyn_cast<LoopLikeOpInterface>(op))
+    if (OpOperand *tied = loop.getTiedLoopInit(result))
+      init = tied->get();
+  if (init && init.hasOneUse() && isa<OpResult>(init) &&
+      !init.getDefiningOp<tensor::EmptyOp>())
+    return init;
   return {};
 }
 

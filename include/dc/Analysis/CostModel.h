@@ -2,7 +2,8 @@
 //
 // Compute ops: roofline of FLOPs (exact for linalg named ops and
 // linalg.generic, from indexing maps and iterator types, and for the fused
-// attention ops) against bytes moved.
+// attention ops) against bytes moved; an scf.for is one kernel of its trip
+// count times its body.
 // Collectives: alpha-beta per kind. Host copies: link bandwidth. A measured
 // profile (per-op times written by dc-run) overrides the estimates.
 // docs/cost-model.md has the formulas and where the preset numbers come from.
@@ -67,11 +68,14 @@ public:
   std::vector<OpCost> estimateFunction(mlir::func::FuncOp fn) const;
 
   /// FLOPs of a compute op (0 if unknown): exact for linalg ops; the matmul
-  /// FLOPs of a flash-attention kernel for dc.attention(_grad).
+  /// FLOPs of a flash-attention kernel for dc.attention(_grad); for an
+  /// scf.for, its trip count times the FLOPs of its body's ops.
   static double countFlops(mlir::Operation *op);
   /// Bytes a compute op reads and writes: its tensor operands and results,
   /// except a linalg init operand its payload never reads (a tensor.empty
-  /// output is only written).
+  /// output is only written). Element and slice ops count what they touch:
+  /// tensor.extract / insert one element, tensor.insert_slice its source
+  /// read and written; an scf.for its trip count times its body's bytes.
   static int64_t countBytes(mlir::Operation *op);
 
   /// Time of one collective over `groupSize` ranks moving a full tensor of
@@ -80,6 +84,11 @@ public:
                            int64_t groupSize) const;
   /// Time of one host<->device copy of `bytes`.
   double copySeconds(int64_t bytes) const;
+
+  /// Time of a compute op's FLOPs at the rate of its kind (matrix rate of
+  /// its element type for contractions and attention, else the vector
+  /// rate); for an scf.for, its trip count times that of its body's ops.
+  double flopSeconds(mlir::Operation *op) const;
 
 private:
   class GridSizes;

@@ -11,7 +11,10 @@
 //  - function arguments and returned values for the whole function.
 // Values that allocate nothing share their source's buffer: the results of
 // dc.wait / dc.end_backward (the transfer's destination) and of reshapes and
-// casts (tensor.expand_shape, collapse_shape, cast, bitcast). Uses inside a
+// casts (tensor.expand_shape, collapse_shape, cast, bitcast); a
+// destination-style op's result and a loop's (scf.for) result share their
+// init's buffer when the init is an op's result used nowhere else (updated in
+// place, as One-Shot Bufferize does). Uses inside a
 // nested region count at the enclosing top-level op. Host values (!dc.host,
 // and futures of them) are counted apart from device bytes.
 //
