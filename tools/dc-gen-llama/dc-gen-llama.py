@@ -2,8 +2,9 @@
 """Emit a Llama-style decoder training step as MLIR in dc's input form.
 
 The step is one `func.func @train_step` on tensors (upstream linalg, tensor,
-arith, math; with `--attention fused` also dc.attention and
-dc.attention_grad) holding the forward pass and a hand-derived backward pass:
+arith, math, and one scf.for for the embedding gradient's scatter-add; with
+`--attention fused` also dc.attention and dc.attention_grad) holding the
+forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
              order of `parameter_specs`, then `%tokens`, `%targets`
@@ -117,6 +118,7 @@ class Emitter:
         self.used_names = set()
         self.map_aliases = {}
         self.constants = {}
+        self.depth = 0  # nesting of the region being written (scf.for)
 
     # -- names, constants, maps ---------------------------------------------
 
@@ -129,7 +131,7 @@ class Emitter:
         return "%" + name
 
     def emit(self, line):
-        self.lines.append("  " + line)
+        self.lines.append("  " * (1 + self.depth) + line)
 
     def const(self, value, elt, hint=None):
         """A scalar constant, emitted once per (hint, value, type) at the top
@@ -148,6 +150,14 @@ class Emitter:
             name = hint if elt == "f32" else f"{hint}_{elt}"
             self.constants[key] = (self.fresh(name),
                                    f"arith.constant {text} : {elt}")
+        return self.constants[key][0]
+
+    def index(self, value):
+        """An index constant, emitted once at the top of the function."""
+        key = ("c", str(value), "index")
+        if key not in self.constants:
+            self.constants[key] = (self.fresh(f"c{value}"),
+                                   f"arith.constant {value} : index")
         return self.constants[key][0]
 
     def map(self, num_dims, results):
@@ -305,6 +315,7 @@ class Emitter:
         return v
 
     def extract_slice(self, hint, x, offsets, sizes):
+        """Offsets are integers or SSA index values (strings)."""
         v = Value(self.fresh(hint), sizes, x.elt)
         ones = ", ".join("1" for _ in sizes)
         self.emit(f"{v.name} = tensor.extract_slice {x.name}"
@@ -324,6 +335,29 @@ class Emitter:
 
     def comment(self, text):
         self.emit("// " + text)
+
+    def scalar(self, hint, rhs):
+        """One scalar op `%name = rhs` in the current region."""
+        name = self.fresh(hint)
+        self.emit(f"{name} = {rhs}")
+        return name
+
+    def for_loop(self, hint, count, carried, body):
+        """scf.for %i = 0 to count carrying the tensor `carried`;
+        `body(i, acc)` emits the loop body and returns the next value of the
+        carried tensor (a Value). Returns the loop's result."""
+        i = self.fresh(f"{hint}_i")
+        acc = Value(self.fresh(f"{hint}_acc"), carried.shape, carried.elt)
+        v = Value(self.fresh(hint), carried.shape, carried.elt)
+        self.emit(f"{v.name} = scf.for {i} = {self.index(0)} to "
+                  f"{self.index(count)} step {self.index(1)} iter_args("
+                  f"{acc.name} = {carried.name}) -> ({v.type}) {{")
+        self.depth += 1
+        nxt = body(i, acc)
+        self.emit(f"scf.yield {nxt.name} : {nxt.type}")
+        self.depth -= 1
+        self.emit("}")
+        return v
 
 
 class LlamaStep:
@@ -584,20 +618,27 @@ class LlamaStep:
                          ["parallel", "parallel"], gather)
 
     def embed_backward(self, tokens, dx):
-        """Scatter-add of dx rows into the token rows, as a reduction over
-        tokens: dtable[v, :] = sum_n [tokens[n] == v] dx[n, :]."""
-        e = self.e
-        init = e.filled([self.cfg.vocab, self.cfg.dim], STATS, 0.0)
+        """Scatter-add of dx rows into the token rows of an f32 accumulator,
+        dtable[tokens[n], :] += dx[n, :], as a loop over the tokens that
+        carries the table: each iteration reads one row of dx and updates one
+        row of the table in place."""
+        e, d = self.e, self.cfg.dim
+        init = e.filled([self.cfg.vocab, d], STATS, 0.0)
 
-        def scatter_add(b):
-            row = b(f"arith.index_cast {b.ins[0]} : i32 to index")
-            hit = b(f"arith.cmpi eq, {row}, {b.index(0)} : index")
-            return [b(f"arith.select {hit}, {b.add(b.acc(), b.load(1))}, "
-                      f"{b.outs[0]} : f32")]
+        def add_row(n, acc):
+            tok = e.scalar("d_embed_tok", f"tensor.extract {tokens.name}[{n}] "
+                           f": {tokens.type}")
+            row = e.scalar("d_embed_row",
+                           f"arith.index_cast {tok} : i32 to index")
+            dx_row = e.extract_slice("d_embed_dx_row", dx, [n, 0], [1, d])
+            acc_row = e.extract_slice("d_embed_acc_row", acc, [row, 0], [1, d])
+            summed = e.generic(
+                "d_embed_sum", [dx_row], [acc_row], [[0, 1]], [[0, 1]],
+                ["parallel", "parallel"],
+                lambda b: [b.add(b.acc(), b.load(0))])
+            return e.insert_slice("d_embed_next", summed, acc, [row, 0])
 
-        d32 = e.generic("d_embed32", [tokens, dx], [init], [[1], [1, 2]],
-                        [[0, 2]], ["parallel", "reduction", "parallel"],
-                        scatter_add)
+        d32 = e.for_loop("d_embed32", self.n_tok, init, add_row)
         return self.to_param_type("d_embed", d32)
 
     def cross_entropy(self, logits, targets):
