@@ -353,7 +353,17 @@ private:
                         const std::vector<OffloadCandidate> &candidates) {
     size_t peak = timeline.getPeakIndex();
     int64_t excess = timeline.getPeakDeviceBytes() - budget;
-    double peakTime = sim.ops[peak].issue;
+    // Times as in a schedule where nothing stalls compute (prefetch, run
+    // later, hides the gathers this early schedule still waits for): the
+    // floor must hold for the final schedule too.
+    std::vector<double> issue(sim.ops.size()), end(sim.ops.size());
+    double stalls = 0;
+    for (auto [i, op] : llvm::enumerate(sim.ops)) {
+      issue[i] = op.issue - stalls;
+      end[i] = issue[i] + (op.end - op.issue - op.stall);
+      stalls += op.stall;
+    }
+    double peakTime = issue[peak];
     auto transfer = [&](int64_t bytes) {
       return costModel.copySeconds(bytes) - costModel.copySeconds(0);
     };
@@ -361,11 +371,11 @@ private:
     std::vector<std::pair<double, int64_t>> uses; // (use time, bytes)
     for (const OffloadCandidate &c : candidates) {
       size_t begin = timeline.indexOf(c.lastBefore);
-      size_t end = timeline.indexOf(c.firstAfter);
-      if (begin >= peak || peak >= end)
+      size_t last = timeline.indexOf(c.firstAfter);
+      if (begin >= peak || peak >= last)
         continue;
-      firstIdle = std::min(firstIdle, sim.ops[begin].end);
-      uses.push_back({sim.ops[end].issue, c.bytes});
+      firstIdle = std::min(firstIdle, end[begin]);
+      uses.push_back({issue[last], c.bytes});
     }
     if (uses.empty())
       return;
