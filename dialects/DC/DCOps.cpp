@@ -148,13 +148,14 @@ GatherStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReleaseOp::verify() {
-  auto wait = getGathered().getDefiningOp<WaitOp>();
-  auto gather =
-      wait ? wait.getFuture().getDefiningOp<GatherStartOp>() : GatherStartOp();
-  if (!gather)
-    return emitOpError("operand must be a gathered parameter (the result of "
-                       "dc.wait on a dc.gather_start future)");
-  if (gather.getPersistent())
+  auto wait = getValue().getDefiningOp<WaitOp>();
+  Operation *start = wait ? wait.getFuture().getDefiningOp() : nullptr;
+  if (!isa_and_nonnull<GatherStartOp, ReloadStartOp>(start))
+    return emitOpError("operand must be a gathered parameter or a reloaded "
+                       "value (the result of dc.wait on a dc.gather_start or "
+                       "dc.reload_start future)");
+  if (auto gather = dyn_cast<GatherStartOp>(start);
+      gather && gather.getPersistent())
     return emitOpError("releases a persistent gather; persistent gathers stay "
                        "live until the end of the step");
   return success();

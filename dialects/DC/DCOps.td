@@ -22,6 +22,8 @@ def DC_AnyValueOnDevice
     : AnyTypeOf<[AnyStaticShapeTensor, DC_AnyShard, DC_DeviceBuffer]>;
 def DC_ShardOrBuffer : AnyTypeOf<[DC_AnyShard, DC_DeviceBuffer]>;
 def DC_TensorOrBuffer : AnyTypeOf<[AnyRankedTensor, DC_DeviceBuffer]>;
+def DC_ReleasedValue
+    : AnyTypeOf<[AnyRankedTensor, DC_AnyShard, DC_DeviceBuffer]>;
 
 //===----------------------------------------------------------------------===//
 // Parameter gathers (ZeRO-3)
@@ -92,19 +94,33 @@ def DC_WaitOp : DC_Op<"wait", [
 }
 
 def DC_ReleaseOp : DC_Op<"release", [MemoryEffects<[MemFree<DC_GatherArena>]>]> {
-  let summary = "free a gathered parameter";
+  let summary = "free a gathered parameter or a reloaded value";
   let description = [{
-    Returns the full tensor made by a `dc.gather_start` / `dc.wait` pair to
-    the gather arena. The tensor must not be used after it;
-    `dc-verify-schedule` proves that. Its buffer form releases the gathered
-    buffer.
+    Frees the device buffer a transfer handed out, once it is no longer
+    used:
+
+    - a gathered parameter (the result of `dc.wait` on a `dc.gather_start`
+      future, not persistent) goes back to the gather arena;
+    - a reloaded value (the result of `dc.wait` on a `dc.reload_start`
+      future: an activation reloaded by `dc-offload-activations`, or a
+      parameter shard uploaded by `dc-offload-params`) goes back to the
+      runtime.
+
+    The value must not be used after it (nor its views); `dc-verify-schedule`
+    proves that. `dc-zero3` releases every gather after its interval's last
+    use, and the offload passes release every reloaded value after its last
+    use (an uploaded shard: after its gather's wait), which is where the
+    memory timeline frees it. A reloaded value without a release (hand-written
+    IR) lives until the end of the step. The buffer form releases the same
+    buffer (`dcrt_release`).
 
     ```mlir
     dc.release %w : tensor<8x8xf32>
+    dc.release %s : !dc.shard<tensor<16x16xf32>, @world[0], local = 128>
     ```
   }];
-  let arguments = (ins DC_TensorOrBuffer:$gathered);
-  let assemblyFormat = "$gathered attr-dict `:` type($gathered)";
+  let arguments = (ins DC_ReleasedValue:$value);
+  let assemblyFormat = "$value attr-dict `:` qualified(type($value))";
   let hasVerifier = 1;
 }
 

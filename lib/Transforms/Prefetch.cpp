@@ -201,7 +201,7 @@ private:
     llvm::DenseSet<Operation *> moved;
     for (size_t p = 0; p < n; ++p) {
       if (auto release = dyn_cast<ReleaseOp>(ops[p])) {
-        if (Value shard = gatheredShard(release.getGathered()))
+        if (Value shard = gatheredShard(release.getValue()))
           releasedAt[paramOf(shard)] = p;
         continue;
       }
@@ -320,7 +320,7 @@ private:
     for (size_t i = 0; i < ops.size(); ++i) {
       bytes[i] = timeline->deviceBytesAt(i);
       if (auto release = dyn_cast<ReleaseOp>(ops[i]))
-        if (Value shard = gatheredShard(release.getGathered()))
+        if (Value shard = gatheredShard(release.getValue()))
           releasedShard[i] = paramOf(shard);
     }
 

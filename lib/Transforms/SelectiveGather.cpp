@@ -129,7 +129,7 @@ LogicalResult keepGathered(func::FuncOp fn, const CostModel &costModel,
       bytes[i] += candidate.bytes;
     // The release's operand is the copy kept so far (earlier merges of the
     // same parameter replaced later copies with it).
-    Value kept = candidate.release.getGathered();
+    Value kept = candidate.release.getValue();
     auto [gather, index] = gatherOf(candidate.nextWait);
     candidate.nextWait.getResult().replaceAllUsesWith(kept);
     candidate.nextWait.erase();

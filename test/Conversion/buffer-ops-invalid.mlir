@@ -59,7 +59,7 @@ func.func @strided_gradient(%g: memref<6x5xf32, strided<[10, 1]>>) {
 // -----
 
 func.func @release_host(%h: memref<4xf32, #dc.host_memory>) {
-  // expected-error @+1 {{'dc.release' op operand #0 must be ranked tensor of any type values or statically shaped identity-layout memref (device), but got 'memref<4xf32, #dc.host_memory>'}}
+  // expected-error @+1 {{'dc.release' op operand #0 must be ranked tensor of any type values or dc shard or statically shaped identity-layout memref (device), but got 'memref<4xf32, #dc.host_memory>'}}
   dc.release %h : memref<4xf32, #dc.host_memory>
   return
 }

@@ -46,6 +46,22 @@ func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
   return %back : memref<4x16xf32>
 }
 
+// A reloaded buffer (and an uploaded shard) is released like a gathered one.
+// CHECK-LABEL: func.func @release_reloaded
+// CHECK: %[[BACK:.*]] = dc.wait %{{.*}} : !dc.future<memref<4x16xf32>>
+// CHECK: %[[S:.*]] = dc.wait %{{.*}} : !dc.future<memref<15xf32>>
+// CHECK: dc.release %[[S]] : memref<15xf32>
+// CHECK: dc.release %[[BACK]] : memref<4x16xf32>
+func.func @release_reloaded(%h: memref<4x16xf32, #dc.host_memory>, %w: memref<15xf32, #dc.host_memory>) {
+  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
+  %u = dc.reload_start %w : memref<15xf32, #dc.host_memory>
+  %s = dc.wait %u : !dc.future<memref<15xf32>>
+  dc.release %s : memref<15xf32>
+  dc.release %back : memref<4x16xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @ulysses
 // CHECK: dc.all_to_all %{{.*}} on @world[0] split 1 concat 0 into %{{.*}} : memref<2x8xf32> into memref<4x4xf32>
 // CHECK: dc.invalidate_gathered %{{.*}} : memref<4xf32>

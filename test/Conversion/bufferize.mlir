@@ -185,6 +185,33 @@ func.func @host_param(%w: !dc.host<!w> {bufferization.writable = false, dc.param
   return %full : tensor<6x5xf32>
 }
 
+// A reloaded activation and an uploaded shard keep their runtime buffers:
+// each release frees the buffer its wait yields (no copy), and an in-place
+// write into the reloaded tensor before its release goes to a new buffer.
+// CHECK-LABEL: func.func @reload_release
+// CHECK-SAME: (%[[H:.*]]: memref<4x16xf32, #dc.host_memory>, %[[W:.*]]: memref<15xf32, #dc.host_memory>
+// CHECK-NOT: memref.copy
+// CHECK: %[[BACK:.*]] = dc.wait %{{.*}} : !dc.future<memref<4x16xf32>>
+// CHECK: %[[S:.*]] = dc.wait %{{.*}} : !dc.future<memref<15xf32>>
+// CHECK: %[[G:.*]] = dc.gather_start %[[S]] : memref<15xf32>
+// CHECK: dc.wait %[[G]]
+// CHECK: dc.release %[[S]] : memref<15xf32>
+// CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
+// CHECK: linalg.add ins(%[[BACK]], %[[BACK]] : memref<4x16xf32>, memref<4x16xf32>) outs(%[[OUT]] : memref<4x16xf32>)
+// CHECK: dc.release %[[BACK]] : memref<4x16xf32>
+func.func @reload_release(%h: !dc.host<tensor<4x16xf32>>, %w: !dc.host<!w> {bufferization.writable = false, dc.param = #dc.param<id = 0>}) -> (tensor<4x16xf32>, tensor<6x5xf32>) {
+  %l = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
+  %back = dc.wait %l : !dc.future<tensor<4x16xf32>>
+  %r = dc.reload_start %w : !dc.host<!w>
+  %s = dc.wait %r : !dc.future<!w>
+  %g = dc.gather_start %s : !w -> !dc.future<tensor<6x5xf32>>
+  %full = dc.wait %g : !dc.future<tensor<6x5xf32>>
+  dc.release %s : !w
+  %twice = linalg.add ins(%back, %back : tensor<4x16xf32>, tensor<4x16xf32>) outs(%back : tensor<4x16xf32>) -> tensor<4x16xf32>
+  dc.release %back : tensor<4x16xf32>
+  return %twice, %full : tensor<4x16xf32>, tensor<6x5xf32>
+}
+
 // -----
 
 shard.grid @world(shape = 4)

@@ -236,18 +236,47 @@ func.func @wait_not_a_future(%x: tensor<8xf32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @release_argument(%x: tensor<8xf32>) {
-  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter (the result of dc.wait on a dc.gather_start future)}}
+  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter or a reloaded value (the result of dc.wait on a dc.gather_start or dc.reload_start future)}}
   dc.release %x : tensor<8xf32>
   return
 }
 
 // -----
 
-func.func @release_reloaded(%h: !dc.host<tensor<8xf32>>) {
-  %f = dc.reload_start %h : !dc.host<tensor<8xf32>>
-  %x = dc.wait %f : !dc.future<tensor<8xf32>>
-  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter (the result of dc.wait on a dc.gather_start future)}}
-  dc.release %x : tensor<8xf32>
+shard.grid @world(shape = 2)
+!s = !dc.shard<tensor<8xf32>, @world[0], local = 4>
+
+// A shard argument is the caller's; only a reloaded (uploaded) one may be
+// released.
+func.func @release_shard_argument(%s: !s) {
+  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter or a reloaded value}}
+  dc.release %s : !s
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!s = !dc.shard<tensor<8xf32>, @world[0], local = 4>
+
+// A reduced gradient shard is the step's result, not a transfer to free.
+func.func @release_reduced(%g: tensor<8xf32>) -> !s {
+  %f = dc.reduce_scatter_start avg %g : tensor<8xf32> -> !dc.future<!s>
+  %s = dc.wait %f : !dc.future<!s>
+  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter or a reloaded value (the result of dc.wait on a dc.gather_start or dc.reload_start future)}}
+  dc.release %s : !s
+  return %s : !s
+}
+
+// -----
+
+// A host copy is not on the device: the runtime returns it to the host pool
+// when its reload completes.
+func.func @release_host_copy(%x: tensor<8xf32>) {
+  %f = dc.offload_start %x : tensor<8xf32>
+  %h = dc.wait %f : !dc.future<!dc.host<tensor<8xf32>>>
+  // expected-error @+1 {{'dc.release' op operand #0 must be ranked tensor of any type values or dc shard or statically shaped identity-layout memref (device), but got '!dc.host<tensor<8xf32>>'}}
+  dc.release %h : !dc.host<tensor<8xf32>>
   return
 }
 
@@ -261,7 +290,7 @@ func.func @release_computed(%w: !w) {
   %full = dc.wait %f : !dc.future<tensor<8xf32>>
   %sum = arith.addf %full, %full : tensor<8xf32>
   dc.release %full : tensor<8xf32>
-  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter}}
+  // expected-error @+1 {{'dc.release' op operand must be a gathered parameter or a reloaded value}}
   dc.release %sum : tensor<8xf32>
   return
 }

@@ -68,6 +68,26 @@ func.func @param_offload(%w: !w) -> !w {
   return %back : !w
 }
 
+// A reloaded activation and a reloaded (uploaded) parameter shard are
+// released after their last uses.
+// CHECK-LABEL: func.func @release_reloaded
+// CHECK: %[[A:.*]] = dc.wait %{{.*}} : !dc.future<tensor<4x16xf32>>
+// CHECK: %[[S:.*]] = dc.wait %{{.*}} : !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>
+// CHECK: dc.release %[[S]] : !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+// CHECK: dc.release %[[A]] : tensor<4x16xf32>
+func.func @release_reloaded(%h: !dc.host<tensor<4x16xf32>>, %w: !dc.host<!w>) -> (tensor<4x16xf32>, tensor<6x5xf32>) {
+  %l = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
+  %act = dc.wait %l : !dc.future<tensor<4x16xf32>>
+  %u = dc.reload_start %w : !dc.host<!w>
+  %shard = dc.wait %u : !dc.future<!w>
+  %g = dc.gather_start %shard : !w -> !dc.future<tensor<6x5xf32>>
+  %full = dc.wait %g : !dc.future<tensor<6x5xf32>>
+  dc.release %shard : !w
+  %twice = arith.addf %act, %act : tensor<4x16xf32>
+  dc.release %act : tensor<4x16xf32>
+  return %twice, %full : tensor<4x16xf32>, tensor<6x5xf32>
+}
+
 // CHECK-LABEL: func.func @ulysses
 // CHECK: dc.all_to_all %{{.*}} on @grid2d[1] split 2 concat 1 : tensor<1x512x32x64xbf16> -> tensor<1x2048x8x64xbf16>
 func.func @ulysses(%x: tensor<1x512x32x64xbf16>) -> tensor<1x2048x8x64xbf16> {
