@@ -205,15 +205,38 @@ static void releaseGathered(Runtime &rt,
   rt.gatherArena.release(tensor->full, caller);
 }
 
+/// Returns a reloaded or uploaded tensor to the step buffers.
+static void releaseCopied(Runtime &rt,
+                          std::vector<CopiedTensor>::iterator tensor) {
+  if (tensor->pending)
+    fatal("dcrt_release: the %s tensor %p is released before its %s (#%llu) "
+          "was waited",
+          tensor->pending->kind == Kind::Upload ? "uploaded" : "reloaded",
+          tensor->device, tensor->pending->what(),
+          static_cast<unsigned long long>(tensor->pending->sequence));
+  rt.stepBuffers.release(tensor->device);
+  rt.copied.erase(tensor);
+}
+
 void dcrt_release(void *full) {
   Runtime &rt = runtime("dcrt_release");
   auto found = std::find_if(
       rt.gathered.rbegin(), rt.gathered.rend(),
       [&](const GatheredTensor &tensor) { return tensor.full == full; });
-  if (found == rt.gathered.rend())
-    fatal("dcrt_release(%p): not a gathered tensor in use (released twice, "
-          "or not from dcrt_gather_start)",
-          full);
+  if (found == rt.gathered.rend()) {
+    // Not gathered: a reload's or an upload's destination, freed now
+    // rather than at the end of the step.
+    auto copy = std::find_if(
+        rt.copied.begin(), rt.copied.end(),
+        [&](const CopiedTensor &tensor) { return tensor.device == full; });
+    if (copy == rt.copied.end())
+      fatal("dcrt_release(%p): not a gathered, reloaded or uploaded tensor in "
+            "use (released twice, or not from dcrt_gather_start, "
+            "dcrt_reload_start or dcrt_upload_start)",
+            full);
+    releaseCopied(rt, copy);
+    return;
+  }
   auto tensor = std::next(found).base();
   releaseGathered(rt, tensor, "dcrt_release");
   rt.gathered.erase(tensor);
@@ -443,6 +466,7 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
   job.name = "reload";
   job.releaseTo = &rt.hostPool;
   job.releasePointer = host;
+  rt.copied.push_back({device, future});
   rt.toDevice.submit(&job);
   return future;
 }
@@ -469,6 +493,7 @@ dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
   // The source is the caller's: nothing goes back to the host pool.
   job.releaseTo = nullptr;
   job.releasePointer = nullptr;
+  rt.copied.push_back({device, future});
   rt.toDevice.submit(&job);
   return future;
 }
@@ -495,8 +520,12 @@ void dcrt_wait(dcrt_future future) {
     finishAllReduce(rt, future);
     break;
   case Kind::Offload:
+    break;
   case Kind::Reload:
   case Kind::Upload:
+    for (CopiedTensor &tensor : rt.copied)
+      if (tensor.pending == future)
+        tensor.pending = nullptr;
     break;
   }
   if (future->sendStaging)
@@ -595,6 +624,8 @@ void dcrt_end_step(void) {
           rt.outstanding);
   // Persistent gathers live until here.
   dcrt_clear_gathered();
+  // Reloads and uploads not released yet end here, with the step buffers.
+  rt.copied.clear();
   rt.stepBuffers.releaseAll();
   ++rt.endedSteps;
 }

@@ -54,6 +54,13 @@ struct GatheredTensor {
   dcrt_future_impl *pending; // the gather, until waited
 };
 
+/// A device buffer a reload or an upload handed out (a step buffer), until
+/// dcrt_release or the end of the step.
+struct CopiedTensor {
+  void *device;
+  dcrt_future_impl *pending; // the copy, until waited
+};
+
 struct Runtime {
   Runtime(MPI_Comm comm, int rank, int worldSize, bool ownsMpi,
           int64_t gatherArenaBytes, int64_t hostPoolBytes,
@@ -79,6 +86,7 @@ struct Runtime {
   uint64_t startedOps = 0;
   int64_t endedSteps = 0;
   std::vector<GatheredTensor> gathered;
+  std::vector<CopiedTensor> copied;
 
   dcrt_future_impl *newFuture(dcrt_future_impl::Kind kind);
   /// Blocks until `future` finished, or fails the job after the timeout.

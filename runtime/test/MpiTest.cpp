@@ -448,6 +448,46 @@ TEST(Copies, UploadCopiesACallersHostBufferAndLeavesIt) {
   dcrt_end_step();
 }
 
+TEST(Copies, ReleasedReloadsAndUploadsReturnAtOnce) {
+  // What dc-offload-activations and dc-offload-params compile: each reload
+  // or upload is released (dcrt_release) after its last use, not kept until
+  // the step ends, so the next one of its size reuses the buffer.
+  std::vector<float> shard(300);
+  for (size_t i = 0; i < shard.size(); ++i)
+    shard[i] = rank() + i * 0.5f;
+  int64_t bytes = shard.size() * sizeof(float);
+  resetPeakMemory();
+  MemoryStats before = memoryStats();
+  void *uploaded = nullptr;
+  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &uploaded));
+  EXPECT_EQ(static_cast<float *>(uploaded)[7], rank() + 3.5f);
+  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live + bytes);
+  dcrt_release(uploaded);
+  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live);
+
+  // An offloaded activation comes back into the same buffer and goes too.
+  void *host = nullptr, *reloaded = nullptr;
+  dcrt_wait(dcrt_offload_start(shard.data(), bytes, &host));
+  dcrt_wait(dcrt_reload_start(host, bytes, &reloaded));
+  EXPECT_EQ(reloaded, uploaded);
+  EXPECT_EQ(static_cast<float *>(reloaded)[299], rank() + 149.5f);
+  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live + bytes);
+  dcrt_release(reloaded);
+  MemoryStats after = memoryStats();
+  EXPECT_EQ(after.stepBuffers.live, before.stepBuffers.live);
+  EXPECT_EQ(after.hostPool.live, before.hostPool.live);
+  // One buffer served both: the step's high water is one copy.
+  EXPECT_LE(after.stepBuffers.highWater, before.stepBuffers.live + bytes);
+  EXPECT_LE(after.stepBuffers.systemAllocations,
+            before.stepBuffers.systemAllocations + 1);
+
+  // Released or not, nothing of the step is left after it.
+  void *kept = nullptr;
+  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &kept));
+  dcrt_end_step();
+  EXPECT_EQ(memoryStats().stepBuffers.live, 0);
+}
+
 TEST(Params, InitIsTheSameFullTensorAsOnOneRank) {
   // Gather the initialized shards of this world; compare them with what a
   // 1-rank registry holds.

@@ -87,6 +87,30 @@ void releaseBeforeWait() {
   dcrt_release(out);
 }
 
+void releaseReloadTwice() {
+  dcrt_init(0, 0, 0);
+  std::vector<char> activation(64);
+  void *host, *device;
+  dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
+  dcrt_wait(dcrt_reload_start(host, 64, &device));
+  dcrt_release(device); // back to the runtime
+  dcrt_release(device); // not any more
+}
+
+void releaseUploadBeforeWait() {
+  dcrt_init(0, 0, 0);
+  std::vector<char> shard(64);
+  void *device;
+  dcrt_upload_start(shard.data(), 64, &device);
+  dcrt_release(device);
+}
+
+void releaseUnknown() {
+  dcrt_init(0, 0, 0);
+  std::vector<char> mine(64);
+  dcrt_release(mine.data()); // never handed out by the runtime
+}
+
 void wrongShardSize() {
   dcrt_init(0, 0, 0);
   std::vector<float> slot(8);
@@ -153,6 +177,9 @@ const Scenario scenarios[] = {
     {"wait-twice", waitTwice},
     {"release-twice", releaseTwice},
     {"release-before-wait", releaseBeforeWait},
+    {"release-reload-twice", releaseReloadTwice},
+    {"release-upload-before-wait", releaseUploadBeforeWait},
+    {"release-unknown", releaseUnknown},
     {"wrong-shard-size", wrongShardSize},
     {"average-of-integers", averageOfIntegers},
     {"upload-pool-copy", uploadPoolCopy},

@@ -166,6 +166,30 @@ func.func @upload_param(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.par
   return %s, %back : memref<128xf32>, memref<4x16xf32>
 }
 
+// A reloaded activation and an uploaded shard are released like gathered
+// tensors: dcrt_release of the buffer address their waits load (the runtime
+// tells reload/upload destinations from gathered tensors).
+// CHECK-LABEL: func.func @release_reloaded
+// CHECK: %[[U:.*]] = llvm.call @dcrt_upload_start(%{{.*}}, %{{.*}}, %[[USLOT:.*]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%{{.*}}, %{{.*}}, %[[LSLOT:.*]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[U]])
+// CHECK: %[[S:.*]] = llvm.load %[[USLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[L]])
+// CHECK: %[[BACK:.*]] = llvm.load %[[LSLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK: llvm.call @dcrt_release(%[[S]]) : (!llvm.ptr) -> ()
+// CHECK: llvm.call @dcrt_release(%[[BACK]]) : (!llvm.ptr) -> ()
+func.func @release_reloaded(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}, %act: memref<4x16xf32>) {
+  %u = dc.reload_start %w : memref<128xf32, #dc.host_memory>
+  %o = dc.offload_start %act : memref<4x16xf32>
+  %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
+  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %s = dc.wait %u : !dc.future<memref<128xf32>>
+  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
+  dc.release %s : memref<128xf32>
+  dc.release %back : memref<4x16xf32>
+  return
+}
+
 // The synchronous all-to-all: rank 2, shape [2, 8], split 1, concat 0, f32.
 // CHECK-LABEL: func.func @ulysses
 // CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32

@@ -49,7 +49,7 @@ struct PoolStats {
 struct MemoryStats {
   PoolStats gatherArena; // gathered parameters (dcrt_gather_start)
   PoolStats hostPool;    // offloaded copies (dcrt_offload_start)
-  PoolStats stepBuffers; // reduced shards, all-reduce results, reloads
+  PoolStats stepBuffers; // reduced shards, all-reduce results, reloads, uploads
   PoolStats staging;     // packed send/receive buffers of collectives
   /// Sum of the high-water marks: the peak dc-run reports.
   int64_t peakBytes() const;

@@ -15,8 +15,9 @@
  *    exactly once with dcrt_wait (dc-verify-schedule proves it).
  *  - Buffers the runtime hands out (gathered parameters, reduced gradient
  *    shards, host copies, reloaded or uploaded tensors) stay valid until
- *    dcrt_release (gathers), until the step ends (reductions, reloads,
- *    uploads) or until the reload of a host copy completes (offloads).
+ *    dcrt_release (gathers; reloads and uploads the artifact releases),
+ *    until the step ends (reductions, unreleased reloads and uploads) or
+ *    until the reload of a host copy completes (offloads).
  *  - Errors never return: the runtime prints what failed and where (rank,
  *    op, reason) and aborts every rank (bounded time, no hang).
  *
@@ -81,8 +82,13 @@ dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
 /* Waits for any future; afterwards its output buffers hold their values. */
 void dcrt_wait(dcrt_future future);
 
-/* Returns a gathered full tensor (an out_full of dcrt_gather_start) to the
- * arena. */
+/* Returns a gathered tensor to the arena (an out_full of dcrt_gather_start),
+ * or a reload/upload destination to the runtime (an out_device of
+ * dcrt_reload_start or dcrt_upload_start): the runtime knows which pointer
+ * is which. Only after the buffer's wait, once; an unknown pointer or a
+ * second release is a fatal error. Releasing reload/upload destinations
+ * (before the step ends) is an addition: artifacts that never do it keep
+ * them until dcrt_end_step, as before. */
 void dcrt_release(void *full);
 
 /* Reduce-scatters `n` full gradients as ONE bucket (packed, padded slots)
@@ -110,15 +116,16 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
 
 /* Copies `bytes` from a host-pool buffer back to a new device buffer
  * (*out_device) on the host-to-device copy stream; the host buffer returns
- * to the pool when the copy completes. */
+ * to the pool when the copy completes. The device buffer lives until
+ * dcrt_release of it or the end of the step. */
 dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device);
 
 /* Copies `bytes` from a caller-owned host buffer (a parameter shard kept in
  * host memory, "memory": "host" in the manifest) to a new device buffer
  * (*out_device) on the host-to-device copy stream. The host buffer stays
  * the caller's and unchanged (it must not be written until the wait); the
- * device buffer lives until the step ends, like a reload's. Added in ABI
- * version 2. */
+ * device buffer lives until dcrt_release of it or the end of the step,
+ * like a reload's. Added in ABI version 2. */
 dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
                               void **out_device);
 
@@ -133,8 +140,9 @@ void dcrt_all_to_all(const void *input, void *output, int32_t rank,
 void dcrt_invalidate_gathered(const void *shard);
 void dcrt_clear_gathered(void);
 
-/* Marks the end of one step: buffers for reductions and reloads of this
- * step may be reused by the next. Called by the artifact's entry. */
+/* Marks the end of one step: buffers for reductions and the reloads and
+ * uploads not released yet may be reused by the next. Called by the
+ * artifact's entry. */
 void dcrt_end_step(void);
 
 /*--- Profiling hooks (addition; optional) ----------------------------------

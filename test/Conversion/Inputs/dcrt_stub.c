@@ -1,7 +1,8 @@
 /* A one-rank dcrt for tests: every collective is a local copy (with the
  * dtype conversion the ABI asks for), and the stub checks the protocol the
  * artifact must follow: each future waited exactly once, each gathered
- * buffer released once, nothing gathered left at the end of a step.
+ * buffer released once, nothing gathered left at the end of a step; reload
+ * and upload destinations may be released before the step ends.
  * dcrt_stub_stats() prints the counts. */
 #include "dcrt/dcrt.h"
 
@@ -15,7 +16,8 @@ struct dcrt_future_impl {
 
 enum { MAX_BUFFERS = 4096 };
 
-static long starts, waits, gathers, releases, live_gathered, peak_gathered;
+static long starts, waits, gathers, releases, live_gathered, peak_gathered,
+    copy_releases;
 static void *step_buffers[MAX_BUFFERS];
 static int num_step_buffers;
 
@@ -107,7 +109,28 @@ void dcrt_wait(dcrt_future future) {
   ++waits;
 }
 
+/* Reload and upload destinations in use (released or freed at the end of
+ * the step); gathered buffers are the other pointers dcrt_release takes. */
+static void *copies[MAX_BUFFERS];
+static int num_copies;
+
+static void *copy_buffer(size_t bytes) {
+  if (num_copies == MAX_BUFFERS)
+    fail("too many reloads in one step");
+  return copies[num_copies++] = malloc(bytes ? bytes : 1);
+}
+
 void dcrt_release(void *full) {
+  for (int i = 0; i < num_copies; ++i)
+    if (copies[i] == full) {
+      ++copy_releases;
+      free(full);
+      copies[i] = copies[--num_copies];
+      return;
+    }
+  if (!full || live_gathered == 0)
+    fail("dcrt_release of a buffer that is neither gathered nor a reload in "
+         "use (released twice?)");
   ++releases;
   --live_gathered;
   free(full);
@@ -146,14 +169,14 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
 }
 
 dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
-  *out_device = step_buffer((size_t)bytes);
+  *out_device = copy_buffer((size_t)bytes);
   memcpy(*out_device, host, (size_t)bytes);
   return start();
 }
 
 dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
                               void **out_device) {
-  *out_device = step_buffer((size_t)bytes);
+  *out_device = copy_buffer((size_t)bytes);
   memcpy(*out_device, host, (size_t)bytes);
   return start();
 }
@@ -177,10 +200,13 @@ void dcrt_end_step(void) {
     fail("a future was never waited");
   while (num_step_buffers > 0)
     free(step_buffers[--num_step_buffers]);
+  while (num_copies > 0) /* reloads never released live until here */
+    free(copies[--num_copies]);
 }
 
 void dcrt_stub_stats(void) {
-  printf("starts %ld waits %ld gathers %ld releases %ld peak-gathered %ld\n",
-         starts, waits, gathers, releases, peak_gathered);
+  printf("starts %ld waits %ld gathers %ld releases %ld peak-gathered %ld "
+         "copy-releases %ld\n",
+         starts, waits, gathers, releases, peak_gathered, copy_releases);
   fflush(stdout);
 }
