@@ -532,9 +532,13 @@ struct OffloadActivationsPass
   void runOnOperation() override {
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
-      return ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
-                                 keepLast)
-          .run();
+      if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes,
+                                     minBytes, keepLast)
+                     .run()))
+        return failure();
+      // Each reloaded buffer is freed after its last use, as planned.
+      insertReloadReleases(fn);
+      return success();
     };
     if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
                             plan)))

@@ -18,7 +18,8 @@ using namespace dc;
 namespace {
 
 /// Moves parameter `arg` (a !dc.shard) to host memory: every op that used the
-/// shard now uses a reload of it, started and waited right before that op.
+/// shard now uses a reload of it, started and waited right before that op
+/// (and released after it: insertReloadReleases, once the plan is made).
 void offloadParam(func::FuncOp fn, BlockArgument arg) {
   auto shard = cast<ShardType>(arg.getType());
   arg.setType(HostType::get(shard));
@@ -87,7 +88,11 @@ struct OffloadParamsPass
     }
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &) {
-      return offloadParams(fn, params, setup.budgetBytes, failOverBudget);
+      if (failed(offloadParams(fn, params, setup.budgetBytes, failOverBudget)))
+        return failure();
+      // Each uploaded shard is freed once its gather is waited, as planned.
+      insertReloadReleases(fn);
+      return success();
     };
     if (failed(planEachStep(module, memoryBudget, target, profile, plan)))
       signalPassFailure();

@@ -1,7 +1,12 @@
 //===- Planning.cpp - target, profile and budget for planning passes -------===//
 #include "dc/Transforms/Planning.h"
 
+#include "DC/DCDialect.h"
 #include "dc/Analysis/TargetDescription.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
@@ -11,6 +16,7 @@
 #include <cstdlib>
 
 using namespace mlir;
+using namespace dc;
 
 std::optional<int64_t> dc::parseByteSize(StringRef text) {
   text = text.trim();
@@ -131,4 +137,111 @@ LogicalResult dc::planEachStep(
     if (!fn.isExternal() && failed(plan(fn, *setup, costModel)))
       return failure();
   return success();
+}
+
+SmallVector<Value> dc::getBufferViews(Value value) {
+  SmallVector<Value> views{value};
+  llvm::DenseSet<Value> seen{value};
+  for (size_t next = 0; next < views.size(); ++next) {
+    for (OpOperand &use : views[next].getUses()) {
+      Operation *user = use.getOwner();
+      SmallVector<Value> aliases;
+      if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+              tensor::BitcastOp, tensor::ExtractSliceOp>(user) &&
+          use.getOperandNumber() == 0)
+        aliases.push_back(user->getResult(0));
+      else if (auto loop = dyn_cast<LoopLikeOpInterface>(user))
+        if (OpResult result = loop.getTiedLoopResult(&use))
+          aliases.push_back(result);
+      for (Value alias : aliases)
+        if (seen.insert(alias).second)
+          views.push_back(alias);
+    }
+  }
+  return views;
+}
+
+bool dc::isReloadedValue(Value value) {
+  auto wait = value.getDefiningOp<WaitOp>();
+  return wait && wait.getFuture().getDefiningOp<ReloadStartOp>();
+}
+
+/// The top-level op after which `value`'s buffer is no longer read or
+/// written (see insertReloadReleases), or null if it escapes the step.
+static Operation *
+getLastBufferUse(Block &body, Value value,
+                 const llvm::DenseMap<Operation *, size_t> &index) {
+  Operation *last = value.getDefiningOp();
+  auto later = [&](Operation *op) {
+    if (index.lookup(op) > index.lookup(last))
+      last = op;
+  };
+  for (Value view : getBufferViews(value)) {
+    for (OpOperand &use : view.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<ReleaseOp>(user) && view == value)
+        continue;
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (!top)
+        continue;
+      if (top->hasTrait<OpTrait::IsTerminator>())
+        return nullptr; // returned: the caller's from here
+      later(top);
+      // A start op reads its operands until its futures are waited.
+      for (Value result : top->getResults())
+        if (isa<FutureType>(result.getType()))
+          for (Operation *waiter : result.getUsers())
+            if (Operation *wait = body.findAncestorOpInBlock(*waiter))
+              later(wait);
+    }
+  }
+  return last;
+}
+
+void dc::insertReloadReleases(func::FuncOp fn) {
+  if (fn.isExternal() || !fn.getBody().hasOneBlock())
+    return;
+  Block &body = fn.getBody().front();
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(body))
+    index[&op] = i;
+  // Where each release goes, decided before any moves (moving releases
+  // changes no other op's place).
+  SmallVector<std::pair<Value, Operation *>> placements;
+  for (auto wait : body.getOps<WaitOp>())
+    if (isReloadedValue(wait.getResult()))
+      placements.push_back(
+          {wait.getResult(), getLastBufferUse(body, wait.getResult(), index)});
+  // Releases after one op keep the order of their values' waits.
+  llvm::DenseMap<Operation *, Operation *> lastPlacedAfter;
+  for (auto [value, last] : placements) {
+    SmallVector<ReleaseOp> releases;
+    for (Operation *user : value.getUsers())
+      if (auto release = dyn_cast<ReleaseOp>(user))
+        releases.push_back(release);
+    llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
+      return index.lookup(a) < index.lookup(b);
+    });
+    if (!last) {
+      for (ReleaseOp release : releases)
+        release.erase();
+      continue;
+    }
+    Operation *after = lastPlacedAfter.lookup(last);
+    if (!after)
+      after = last;
+    ReleaseOp release;
+    if (releases.empty()) {
+      OpBuilder builder(fn.getContext());
+      builder.setInsertionPointAfter(after);
+      release = ReleaseOp::create(builder, last->getLoc(), value);
+    } else {
+      release = releases.front();
+      if (release != after)
+        release->moveAfter(after);
+      for (ReleaseOp extra : llvm::drop_begin(releases))
+        extra.erase();
+    }
+    lastPlacedAfter[last] = release;
+  }
 }

@@ -49,56 +49,98 @@ LogicalResult verifyFutures(Block &body) {
   return success();
 }
 
-/// No gathered value is used after its release, released twice, or left
-/// unreleased unless persistent.
-LogicalResult verifyGatherLifetimes(Block &body) {
+/// The dc.releases of `value`, in block order; reports a second one.
+FailureOr<ReleaseOp>
+findRelease(Value value, const llvm::DenseMap<Operation *, size_t> &index,
+            StringRef what) {
+  SmallVector<ReleaseOp> releases;
+  for (Operation *user : value.getUsers())
+    if (auto release = dyn_cast<ReleaseOp>(user))
+      releases.push_back(release);
+  llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
+    return index.lookup(a) < index.lookup(b);
+  });
+  if (releases.size() > 1) {
+    InFlightDiagnostic diag = releases[1].emitError()
+                              << "releases a " << what << " twice";
+    diag.attachNote(releases[0].getLoc()) << "first released here";
+    return diag;
+  }
+  return releases.empty() ? ReleaseOp() : releases.front();
+}
+
+/// Nothing uses the buffer `release` frees (`value` or a view of it) after
+/// the release, and no start op reading it is waited after the release.
+LogicalResult
+verifyUsedBeforeRelease(Block &body,
+                        const llvm::DenseMap<Operation *, size_t> &index,
+                        Value value, ReleaseOp release, StringRef what) {
+  size_t releasedAt = index.lookup(release);
+  for (Value view : getBufferViews(value)) {
+    for (OpOperand &use : view.getUses()) {
+      Operation *owner = use.getOwner();
+      Operation *top = body.findAncestorOpInBlock(*owner);
+      if (owner == release || !top)
+        continue;
+      if (index.lookup(top) > releasedAt) {
+        InFlightDiagnostic diag = owner->emitError()
+                                  << "uses a " << what
+                                  << (view == value ? "" : " (through a view)")
+                                  << " after its dc.release";
+        diag.attachNote(release.getLoc()) << "released here";
+        return diag;
+      }
+      // A start op reads its operands until its future is waited.
+      for (Value result : top->getResults())
+        if (isa<FutureType>(result.getType()))
+          for (Operation *waiter : result.getUsers()) {
+            Operation *wait = body.findAncestorOpInBlock(*waiter);
+            if (wait && index.lookup(wait) > releasedAt) {
+              InFlightDiagnostic diag =
+                  top->emitError()
+                  << "reads a " << what
+                  << " until its future is waited, which is after the "
+                     "value's dc.release";
+              diag.attachNote(release.getLoc()) << "released here";
+              diag.attachNote(wait->getLoc()) << "waited here";
+              return diag;
+            }
+          }
+    }
+  }
+  return success();
+}
+
+/// No gathered or reloaded value is used after its release or released
+/// twice; every gather is released unless persistent. A reloaded value may
+/// go unreleased (it lives until the step ends); the offload passes always
+/// release it.
+LogicalResult verifyReleases(Block &body) {
   llvm::DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(body.getOperations()))
     index[&op] = i;
   for (Operation &op : body) {
-    auto gather = dyn_cast<GatherStartOp>(op);
-    if (!gather)
+    auto wait = dyn_cast<WaitOp>(op);
+    if (!wait)
       continue;
-    for (Value future : gather.getFutures()) {
-      auto wait = future.hasOneUse()
-                      ? dyn_cast<WaitOp>(*future.getUsers().begin())
-                      : WaitOp();
-      if (!wait)
-        continue; // reported by verifyFutures
-      Value full = wait.getResult();
-      SmallVector<ReleaseOp> releases;
-      for (Operation *user : full.getUsers())
-        if (auto release = dyn_cast<ReleaseOp>(user))
-          releases.push_back(release);
-      llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
-        return index.lookup(a) < index.lookup(b);
-      });
-      ReleaseOp release = releases.empty() ? ReleaseOp() : releases.front();
-      if (releases.size() > 1) {
-        InFlightDiagnostic diag = releases[1].emitError()
-                                  << "releases a gathered parameter twice";
-        diag.attachNote(release.getLoc()) << "first released here";
-        return diag;
-      }
-      if (!release) {
-        if (!gather.getPersistent())
-          return gather.emitError()
-                 << "gathers a parameter that is never released and not "
-                    "persistent";
-        continue;
-      }
-      size_t releasedAt = index.lookup(release);
-      for (OpOperand &use : full.getUses()) {
-        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
-        if (use.getOwner() != release && index.lookup(top) > releasedAt) {
-          InFlightDiagnostic diag =
-              use.getOwner()->emitError()
-              << "uses a gathered parameter after its dc.release";
-          diag.attachNote(release.getLoc()) << "released here";
-          return diag;
-        }
-      }
+    Operation *start = wait.getFuture().getDefiningOp();
+    auto gather = dyn_cast_or_null<GatherStartOp>(start);
+    if (!gather && !isa_and_nonnull<ReloadStartOp>(start))
+      continue;
+    StringRef what = gather ? "gathered parameter" : "reloaded value";
+    FailureOr<ReleaseOp> release = findRelease(wait.getResult(), index, what);
+    if (failed(release))
+      return failure();
+    if (!*release) {
+      if (gather && !gather.getPersistent())
+        return gather.emitError()
+               << "gathers a parameter that is never released and not "
+                  "persistent";
+      continue;
     }
+    if (failed(verifyUsedBeforeRelease(body, index, wait.getResult(), *release,
+                                       what)))
+      return failure();
   }
   return success();
 }
@@ -120,7 +162,7 @@ struct VerifySchedulePass
         return signalPassFailure();
       }
       Block &body = fn.getBody().front();
-      if (failed(verifyFutures(body)) || failed(verifyGatherLifetimes(body)))
+      if (failed(verifyFutures(body)) || failed(verifyReleases(body)))
         return signalPassFailure();
       if (!*budget)
         continue;

@@ -28,6 +28,9 @@
 // SOME-NEXT: %[[G1:.*]] = linalg.matmul
 // SOME-NEXT: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<tensor<64x64xf32>>
 // SOME-NEXT: arith.mulf %[[G1]], %[[BACK]]
+// The reloaded buffer is released right after that last use, where the
+// memory timeline frees it.
+// SOME-NEXT: dc.release %[[BACK]] : tensor<64x64xf32>
 
 // At 70 KiB a1 and a2 both go; a3, idle for less, stays.
 // ALL-LABEL: func.func @step
@@ -37,7 +40,13 @@
 // ALL-NEXT: %[[A3:.*]] = linalg.matmul ins(%[[A2]], %arg0
 // ALL-NEXT: dc.offload_start %[[A2]]
 // ALL-NOT: dc.offload_start %[[A3]]
-// ALL-COUNT-2: dc.reload_start
+// ALL: %[[BACK2:.*]] = dc.wait %{{.*}} : !dc.future<tensor<64x64xf32>>
+// ALL-NEXT: arith.mulf %{{.*}}, %[[BACK2]]
+// ALL-NEXT: dc.release %[[BACK2]] : tensor<64x64xf32>
+// ALL: %[[BACK1:.*]] = dc.wait %{{.*}} : !dc.future<tensor<64x64xf32>>
+// ALL-NEXT: arith.mulf %{{.*}}, %[[BACK1]]
+// ALL-NEXT: dc.release %[[BACK1]] : tensor<64x64xf32>
+// ALL-NOT: dc.release
 
 // REPORT: host copies (busy)         0.066 ms   exposed      0.000 ms (  0.0% of the step)
 // REPORT: peak device memory    64.50 KiB (66048 B) of budget 70.00 KiB (71680 B)

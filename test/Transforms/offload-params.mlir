@@ -1,4 +1,6 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s --check-prefix=ALL
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-verify-schedule | FileCheck %s --check-prefix=JIT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=JIT
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=7168 target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NONE
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=6144 target=%S/Inputs/toy-target.json" --dc-verify-schedule="memory-budget=6144" | FileCheck %s --check-prefix=TWO
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-report="target=%S/Inputs/toy-target.json" -o /dev/null | FileCheck %s --check-prefix=REPORT
@@ -10,8 +12,10 @@
 // the step peaks at 7 KiB.
 
 // Every shard lives in host memory; each gather is preceded by a reload of
-// its shard, and dc-prefetch starts each reload (with its gather) early:
-// reload i+1 overlaps gather i.
+// its shard, whose device copy is released as soon as the gather is waited
+// (the runtime frees it there, as the memory timeline does), and
+// dc-prefetch starts each reload (with its gather) early: reload i+1
+// overlaps gather i. The releases stay right after their gathers' waits.
 // ALL-LABEL: func.func @chain
 // ALL-SAME: %arg0: !dc.host<!dc.shard<tensor<16x16xf32>, @world[0], local = 128>> {dc.param = #dc.param<id = 0>}
 // ALL-SAME: %arg3: !dc.host<!dc.shard<tensor<16x16xf32>, @world[0], local = 128>> {dc.param = #dc.param<id = 3>}
@@ -20,8 +24,27 @@
 // ALL-NEXT: %[[G0:.*]] = dc.gather_start %[[S0]]
 // ALL: %[[R1:.*]] = dc.reload_start %arg1
 // ALL-NEXT: dc.wait %[[G0]]
+// ALL-NEXT: dc.release %[[S0]] : !dc.shard<tensor<16x16xf32>, @world[0], local = 128>
 // ALL-NEXT: %[[S1:.*]] = dc.wait %[[R1]]
-// ALL-NEXT: dc.gather_start %[[S1]]
+// ALL-NEXT: %[[G1:.*]] = dc.gather_start %[[S1]]
+// ALL: dc.wait %[[G1]]
+// ALL-NEXT: dc.release %[[S1]]
+// ALL-COUNT-2: dc.release %{{.*}} : !dc.shard
+// ALL-NOT: dc.release %{{.*}} : !dc.shard
+
+// Just in time (and after a second run: one release per reloaded shard,
+// still in place): reload, wait, gather, wait, release of the shard, the
+// use, release of the gathered tensor.
+// JIT-LABEL: func.func @chain
+// JIT: %[[R0:.*]] = dc.reload_start %arg0
+// JIT-NEXT: %[[S0:.*]] = dc.wait %[[R0]]
+// JIT-NEXT: %[[G0:.*]] = dc.gather_start %[[S0]]
+// JIT-NEXT: %[[W0:.*]] = dc.wait %[[G0]]
+// JIT-NEXT: dc.release %[[S0]] : !dc.shard<tensor<16x16xf32>, @world[0], local = 128>
+// JIT-NEXT: linalg.matmul ins(%arg4, %[[W0]]
+// JIT-NEXT: dc.release %[[W0]] : tensor<16x16xf32>
+// JIT-COUNT-3: dc.release %{{.*}} : !dc.shard
+// JIT-NOT: dc.release %{{.*}} : !dc.shard
 
 // NONE-LABEL: func.func @chain
 // NONE-NOT: dc.host

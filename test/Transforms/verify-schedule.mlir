@@ -103,3 +103,73 @@ func.func @persistent(%w: !w, %x: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %y = arith.addf %full, %x : tensor<8x8xf32>
   return %y : tensor<8x8xf32>
 }
+
+// -----
+
+// Reloaded values (the wait of a dc.reload_start) follow the same rules as
+// gathered ones, except that one never released is fine: the runtime keeps
+// it until the step ends (the offload passes always release).
+// CHECK-LABEL: func.func @reloaded_unreleased
+// CHECK: dc.reload_start
+func.func @reloaded_unreleased(%h: !dc.host<tensor<8x8xf32>>) -> tensor<8x8xf32> {
+  %l = dc.reload_start %h : !dc.host<tensor<8x8xf32>>
+  %r = dc.wait %l : !dc.future<tensor<8x8xf32>>
+  %y = arith.addf %r, %r : tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @reloaded_use_after_release(%h: !dc.host<tensor<8x8xf32>>) -> tensor<8x8xf32> {
+  %l = dc.reload_start %h : !dc.host<tensor<8x8xf32>>
+  %r = dc.wait %l : !dc.future<tensor<8x8xf32>>
+  // expected-note @+1 {{released here}}
+  dc.release %r : tensor<8x8xf32>
+  // expected-error @+1 {{uses a reloaded value after its dc.release}}
+  %y = arith.addf %r, %r : tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}
+
+// -----
+
+func.func @reloaded_view_after_release(%h: !dc.host<tensor<8x8xf32>>) -> tensor<64xf32> {
+  %l = dc.reload_start %h : !dc.host<tensor<8x8xf32>>
+  %r = dc.wait %l : !dc.future<tensor<8x8xf32>>
+  %v = tensor.collapse_shape %r [[0, 1]] : tensor<8x8xf32> into tensor<64xf32>
+  // expected-note @+1 {{released here}}
+  dc.release %r : tensor<8x8xf32>
+  // expected-error @+1 {{uses a reloaded value (through a view) after its dc.release}}
+  %y = arith.negf %v : tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+
+// -----
+
+func.func @reloaded_released_twice(%h: !dc.host<tensor<8x8xf32>>) {
+  %l = dc.reload_start %h : !dc.host<tensor<8x8xf32>>
+  %r = dc.wait %l : !dc.future<tensor<8x8xf32>>
+  // expected-note @+1 {{first released here}}
+  dc.release %r : tensor<8x8xf32>
+  // expected-error @+1 {{releases a reloaded value twice}}
+  dc.release %r : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// An uploaded shard is read by its gather until the gather's wait.
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<8x8xf32>, @world[0], local = 32>
+func.func @upload_released_in_flight(%h: !dc.host<!w>) -> tensor<8x8xf32> {
+  %u = dc.reload_start %h : !dc.host<!w>
+  %s = dc.wait %u : !dc.future<!w>
+  // expected-error @+1 {{reads a reloaded value until its future is waited, which is after the value's dc.release}}
+  %g = dc.gather_start %s : !w -> !dc.future<tensor<8x8xf32>>
+  // expected-note @+1 {{released here}}
+  dc.release %s : !w
+  // expected-note @+1 {{waited here}}
+  %full = dc.wait %g : !dc.future<tensor<8x8xf32>>
+  %y = arith.addf %full, %full : tensor<8x8xf32>
+  dc.release %full : tensor<8x8xf32>
+  return %y : tensor<8x8xf32>
+}

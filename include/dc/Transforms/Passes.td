@@ -86,6 +86,11 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
     new offloads, but offloads already in it are re-timed: the pipeline
     runs this pass again after prefetch and selective gather.
 
+    Finally every reloaded value (and every parameter shard reloaded for
+    `dc-offload-params`) gets one `dc.release` right after its last use,
+    where the memory timeline frees it; on a second run the releases move
+    with the uses, one per value.
+
     The function gets `dc.offload_floor = {excess_bytes, stall_seconds}`:
     the compute stall no placement can avoid (the bytes over budget at the
     peak must leave before it and come back after it at the host link's
@@ -107,13 +112,14 @@ def DCOffloadParams : Pass<"dc-offload-params", "::mlir::ModuleOp"> {
                 "and reload them before their gathers";
   let description = [{
     A chosen `!dc.shard` parameter argument becomes a `!dc.host` one: the
-    shard lives in the runtime's host pool, and each gather of it is
+    caller keeps the shard in host memory, and each gather of it is
     preceded by a `dc.reload_start` + `dc.wait` that brings the shard back
-    just for the gather (the device copy is free once the gather is
-    waited). `params=all` offloads every sharded parameter; `params=budget`
-    offloads the largest ones first, only until the memory timeline fits the
-    budget (nothing when it already fits; an error saying how much is
-    missing when even all of them are not enough). `dc-prefetch` moves each
+    just for the gather, and followed by a `dc.release` of the device copy
+    right after the gather's wait (where the memory timeline frees it).
+    `params=all` offloads every sharded parameter; `params=budget` offloads
+    the largest ones first, only until the memory timeline fits the budget
+    (nothing when it already fits; an error saying how much is missing when
+    even all of them are not enough). `dc-prefetch` moves each
     reload together with its gather.
   }];
   let dependentDialects = ["::dc::DCDialect"];
@@ -200,9 +206,12 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "Prove a dc schedule is safe and fits its memory budget";
   let description = [{
     Checks, for every function: each future is waited exactly once; no
-    gathered parameter is used after its `dc.release` or released twice;
-    every gather is released or persistent; and, when a budget is given,
-    the memory timeline's peak fits it. Each error names the op.
+    gathered parameter or reloaded value (the wait of a `dc.reload_start`)
+    is used after its `dc.release`, directly or through a view, read by a
+    start op waited after it, or released twice; every gather is released
+    or persistent (a reloaded value may go unreleased: it then lives until
+    the step ends); and, when a budget is given, the memory timeline's peak
+    fits it. Each error names the op.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = [

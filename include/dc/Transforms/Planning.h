@@ -8,6 +8,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <optional>
 #include <string>
 
@@ -51,6 +53,30 @@ mlir::LogicalResult planEachStep(
                                            const PlanningSetup &,
                                            const CostModel &)>
         plan);
+
+/// The values that name `value`'s buffer once bufferized: `value` itself
+/// and, transitively, its views (tensor.expand_shape, collapse_shape, cast,
+/// bitcast, extract_slice) and the results of loops that carry one of them
+/// as an init (LoopLikeOpInterface). Destination-style results are not
+/// followed: a later read of `value` (its dc.release) makes One-Shot
+/// Bufferize write them into a copy.
+llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
+
+/// True if `value` is a reloaded value: the result of a dc.wait on a
+/// dc.reload_start future (an activation reloaded by dc-offload-activations,
+/// or a parameter shard uploaded by dc-offload-params).
+bool isReloadedValue(mlir::Value value);
+
+/// Gives every reloaded value of `fn`'s body exactly one dc.release, right
+/// after the top-level op of its last use: of it or of its views (a use
+/// inside a nested region counts at its top-level op; a use by a start op,
+/// e.g. the dc.gather_start of an uploaded shard, lasts until that start's
+/// last dc.wait). A reloaded value with no use is released right after its
+/// dc.wait; one that is returned is not released. Idempotent: an existing
+/// release moves there (extra ones are erased), so planning passes that
+/// move ops may call it again. The memory timeline frees the buffer at the
+/// release, and the runtime does too (dcrt_release).
+void insertReloadReleases(mlir::func::FuncOp fn);
 
 /// "1.50 GiB (1610612736 B)"-style text for diagnostics and reports.
 std::string formatBytes(int64_t bytes);
