@@ -169,7 +169,7 @@ bool dc::isReloadedValue(Value value) {
 /// The top-level op after which `value`'s buffer is no longer read or
 /// written (see insertReloadReleases), or null if it escapes the step.
 static Operation *
-getLastBufferUse(Block &body, Value value,
+lastBufferUseIn(Block &body, Value value,
                  const llvm::DenseMap<Operation *, size_t> &index) {
   Operation *last = value.getDefiningOp();
   auto later = [&](Operation *op) {
@@ -198,6 +198,13 @@ getLastBufferUse(Block &body, Value value,
   return last;
 }
 
+Operation *dc::getLastBufferUse(Block &body, Value value) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(body))
+    index[&op] = i;
+  return lastBufferUseIn(body, value, index);
+}
+
 void dc::insertReloadReleases(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
     return;
@@ -211,7 +218,7 @@ void dc::insertReloadReleases(func::FuncOp fn) {
   for (auto wait : body.getOps<WaitOp>())
     if (isReloadedValue(wait.getResult()))
       placements.push_back(
-          {wait.getResult(), getLastBufferUse(body, wait.getResult(), index)});
+          {wait.getResult(), lastBufferUseIn(body, wait.getResult(), index)});
   // Releases after one op keep the order of their values' waits.
   llvm::DenseMap<Operation *, Operation *> lastPlacedAfter;
   for (auto [value, last] : placements) {

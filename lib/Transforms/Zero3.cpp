@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Transforms/Passes.h"
+#include "dc/Transforms/Planning.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -212,8 +213,14 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
     auto wait = WaitOp::create(builder, loc, start.getFutures()[0]);
     for (OpOperand *use : interval.uses)
       use->set(wait.getResult());
-    builder.setInsertionPointAfter(interval.last);
-    ReleaseOp::create(builder, interval.last->getLoc(), wait.getResult());
+    // Released after the last use of the gathered buffer, views of it
+    // included (a reshape in forward read again in backward keeps it); a
+    // returned view keeps it for the caller: no release.
+    Operation *last = getLastBufferUse(fn.getBody().front(), wait.getResult());
+    if (!last)
+      continue;
+    builder.setInsertionPointAfter(last);
+    ReleaseOp::create(builder, last->getLoc(), wait.getResult());
   }
   for (Operation *castOp : casts)
     castOp->erase();

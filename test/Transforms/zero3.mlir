@@ -138,3 +138,36 @@ func.func @loop_use(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor
   }
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A view of the gathered parameter (a reshape) read again later keeps the
+// gathered buffer: the release follows the last use of the view, not the
+// reshape itself (after it the arena may hand the memory out again).
+// CHECK-LABEL: func.func @view_use
+// CHECK: %[[F:.*]] = dc.gather_start %arg0
+// CHECK-NEXT: %[[W:.*]] = dc.wait %[[F]]
+// CHECK-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[W]]
+// CHECK-NOT: dc.release
+// CHECK: linalg.matvec ins(%{{.*}}, %[[FLAT]]
+// CHECK-NEXT: dc.release %[[W]]
+func.func @view_use(%w: tensor<4x8xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<2x32xf32>) -> (tensor<2xf32> {dc.loss}) {
+  %flat = tensor.collapse_shape %w [[0, 1]] : tensor<4x8xf32> into tensor<32xf32>
+  %e = tensor.empty() : tensor<2xf32>
+  %y = linalg.matvec ins(%x, %flat : tensor<2x32xf32>, tensor<32xf32>) outs(%e : tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
+// A view of the parameter that the step returns is the caller's: the
+// gathered buffer is not released.
+// CHECK-LABEL: func.func @returned_view
+// CHECK: dc.gather_start %arg0
+// CHECK-NOT: dc.release
+// CHECK: return
+func.func @returned_view(%w: tensor<4x8xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<32xf32>) -> (tensor<32xf32> {dc.loss}, tensor<32xf32>) {
+  %flat = tensor.collapse_shape %w [[0, 1]] : tensor<4x8xf32> into tensor<32xf32>
+  %y = arith.addf %x, %flat : tensor<32xf32>
+  return %y, %flat : tensor<32xf32>, tensor<32xf32>
+}

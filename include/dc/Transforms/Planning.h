@@ -62,6 +62,12 @@ mlir::LogicalResult planEachStep(
 /// Bufferize write them into a copy.
 llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
 
+/// The top-level op of `body` after which `value`'s buffer is no longer read
+/// or written: the last use of it or of its views (getBufferViews; a use by
+/// a start op lasts until that start's last dc.wait; its own dc.release is
+/// not a use), or null if a view is returned (the caller's from there).
+mlir::Operation *getLastBufferUse(mlir::Block &body, mlir::Value value);
+
 /// True if `value` is a reloaded value: the result of a dc.wait on a
 /// dc.reload_start future (an activation reloaded by dc-offload-activations,
 /// or a parameter shard uploaded by dc-offload-params).
