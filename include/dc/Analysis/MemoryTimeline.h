@@ -6,8 +6,10 @@
 //    (reduce-scatter, offload, gather, reload) lasts until that start's
 //    future is waited;
 //  - an async transfer's destination from its start op to the last use of
-//    the value its wait yields (for a gather: its dc.release; for a
-//    persistent gather or one without a release: the end of the function);
+//    the value its wait yields (for a gather or a reload: its dc.release,
+//    which the offload passes place after the reloaded value's last use;
+//    for a persistent gather or one without a release: the end of the
+//    function);
 //  - function arguments and returned values for the whole function.
 // Values that allocate nothing share their source's buffer: the results of
 // dc.wait / dc.end_backward (the transfer's destination) and of reshapes and
