@@ -27,9 +27,13 @@ static bool isCopyStream(StreamKind stream) {
 
 SimulationResult StreamSimulator::run(func::FuncOp fn,
                                       const MemoryTimeline &timeline) const {
+  return run(timeline, costModel.estimateFunction(fn));
+}
+
+SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
+                                      const std::vector<OpCost> &costs) const {
   SimulationResult result;
   const std::vector<Operation *> &ops = timeline.getOps();
-  std::vector<OpCost> costs = costModel.estimateFunction(fn);
   assert(costs.size() == ops.size() && "timeline of another function");
 
   double now = 0; // the compute stream's cursor

@@ -168,13 +168,19 @@ bool dc::isReloadedValue(Value value) {
 
 /// The top-level op after which `value`'s buffer is no longer read or
 /// written (see insertReloadReleases), or null if it escapes the step.
-static Operation *
-lastBufferUseIn(Block &body, Value value,
-                 const llvm::DenseMap<Operation *, size_t> &index) {
+Operation *
+dc::getLastBufferUse(Block &body, Value value,
+                     const llvm::DenseMap<Operation *, size_t> &index) {
+  // The def comes before every use, indexed or not.
   Operation *last = value.getDefiningOp();
+  int64_t lastIndex = -1;
   auto later = [&](Operation *op) {
-    if (index.lookup(op) > index.lookup(last))
+    auto it = index.find(op);
+    int64_t at = it == index.end() ? -1 : static_cast<int64_t>(it->second);
+    if (at > lastIndex) {
       last = op;
+      lastIndex = at;
+    }
   };
   for (Value view : getBufferViews(value)) {
     for (OpOperand &use : view.getUses()) {
@@ -202,7 +208,7 @@ Operation *dc::getLastBufferUse(Block &body, Value value) {
   llvm::DenseMap<Operation *, size_t> index;
   for (auto [i, op] : llvm::enumerate(body))
     index[&op] = i;
-  return lastBufferUseIn(body, value, index);
+  return getLastBufferUse(body, value, index);
 }
 
 void dc::insertReloadReleases(func::FuncOp fn) {
@@ -218,7 +224,7 @@ void dc::insertReloadReleases(func::FuncOp fn) {
   for (auto wait : body.getOps<WaitOp>())
     if (isReloadedValue(wait.getResult()))
       placements.push_back(
-          {wait.getResult(), lastBufferUseIn(body, wait.getResult(), index)});
+          {wait.getResult(), getLastBufferUse(body, wait.getResult(), index)});
   // Releases after one op keep the order of their values' waits.
   llvm::DenseMap<Operation *, Operation *> lastPlacedAfter;
   for (auto [value, last] : placements) {

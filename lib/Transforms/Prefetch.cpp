@@ -115,6 +115,8 @@ public:
     hoistUntilHidden();
     if (maxFused > 0 && fuseNeighbours())
       hoistUntilHidden();
+    if (maxFused > 0 && fuseWhereStreamBound())
+      hoistUntilHidden();
     hideReloads();
     // Every move was checked against the budget; prove it once more.
     timeline = MemoryTimeline::compute(fn);
@@ -391,6 +393,123 @@ private:
       fused = true;
     }
     return fused;
+  }
+
+  /// Where gathers queue behind each other (the collective stream is the
+  /// bottleneck), a fused transfer's effect is not local: it frees the
+  /// stream earlier for everything queued behind it but delays the first
+  /// group's data, and which wins depends on the compute in between. So
+  /// each fusion of two adjacent groups there is tried and kept only if the
+  /// simulated step gets shorter (and fits the budget). The number of
+  /// simulated ops is capped to bound compile time on long steps.
+  bool fuseWhereStreamBound() {
+    constexpr int64_t kMaxSimulatedOps = 150'000;
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return false;
+    // Trials change only gathers: every other op keeps its cost.
+    llvm::DenseMap<Operation *, OpCost> costOf;
+    for (auto [op, cost] : llvm::zip_equal(timeline->getOps(),
+                                           costModel.estimateFunction(fn)))
+      costOf[op] = cost;
+    auto simulate = [&](const MemoryTimeline &timeline) {
+      std::vector<OpCost> costs;
+      costs.reserve(timeline.getOps().size());
+      for (Operation *op : timeline.getOps()) {
+        auto it = costOf.find(op);
+        costs.push_back(it != costOf.end() ? it->second
+                                           : (costOf[op] = costModel.estimate(op)));
+      }
+      return StreamSimulator(costModel).run(timeline, costs);
+    };
+    SimulationResult sim = simulate(*timeline);
+    double best = sim.stepSeconds;
+    int64_t simulated = 0;
+    bool fused = false;
+    for (size_t p = 0;;) {
+      const std::vector<Operation *> &ops = timeline->getOps();
+      size_t a = p;
+      while (a < ops.size() && !isa<GatherStartOp>(ops[a]))
+        ++a;
+      size_t b = a + 1;
+      while (b < ops.size() && !isa<GatherStartOp>(ops[b]))
+        ++b;
+      if (b >= ops.size())
+        break;
+      auto group = cast<GatherStartOp>(ops[a]);
+      auto gather = cast<GatherStartOp>(ops[b]);
+      auto hasReloads = [](GatherStartOp g) {
+        return llvm::any_of(g.getShards(),
+                            [](Value shard) { return bool(reloadOf(shard)); });
+      };
+      bool queued = sim.ops[b].start > sim.ops[b].issue + kStallEpsilon;
+      bool candidate = queued && !hasReloads(group) && !hasReloads(gather) &&
+                       gatherBytes(group) + gatherBytes(gather) <= maxFused;
+      // Not above the release of the same parameter's previous interval.
+      for (size_t i = a + 1; candidate && i < b; ++i)
+        if (auto release = dyn_cast<ReleaseOp>(ops[i]))
+          if (Value shard = gatheredShard(release.getValue()))
+            candidate = llvm::none_of(gather.getShards(), [&](Value s) {
+              return paramOf(s) == paramOf(shard);
+            });
+      if (!candidate) {
+        p = b;
+        continue;
+      }
+      simulated += static_cast<int64_t>(ops.size());
+      if (simulated > kMaxSimulatedOps)
+        break;
+      Operation *anchor = gather->getNextNode();
+      unsigned firstCount = group.getNumResults();
+      costOf.erase(group);
+      costOf.erase(gather);
+      GatherStartOp merged = mergeGroups(group, gather);
+      FailureOr<MemoryTimeline> trial = MemoryTimeline::compute(fn);
+      SimulationResult trialSim;
+      bool better = succeeded(trial) && trial->getPeakDeviceBytes() <= budget;
+      if (better) {
+        trialSim = simulate(*trial);
+        better = trialSim.stepSeconds < best - kStallEpsilon;
+      }
+      if (better) {
+        best = trialSim.stepSeconds;
+        sim = std::move(trialSim);
+        timeline = std::move(trial);
+        fused = true;
+        p = a; // the merged group may take the next one too
+        continue;
+      }
+      costOf.erase(merged);
+      splitGroup(merged, firstCount, anchor);
+      timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return fused;
+      p = b;
+    }
+    return fused;
+  }
+
+  /// Undoes mergeGroups: the first `firstCount` futures stay a group where
+  /// `merged` is, the rest become a group again right before `anchor`.
+  void splitGroup(GatherStartOp merged, unsigned firstCount,
+                  Operation *anchor) {
+    auto shards = merged.getShards();
+    auto futures = merged.getFutures();
+    OpBuilder builder(merged);
+    auto first = GatherStartOp::create(
+        builder, merged.getLoc(),
+        TypeRange(futures.getTypes()).take_front(firstCount),
+        shards.take_front(firstCount), /*persistent=*/false);
+    builder.setInsertionPoint(anchor);
+    auto second = GatherStartOp::create(
+        builder, merged.getLoc(),
+        TypeRange(futures.getTypes()).drop_front(firstCount),
+        shards.drop_front(firstCount), /*persistent=*/false);
+    for (unsigned i = 0, e = futures.size(); i < e; ++i)
+      futures[i].replaceAllUsesWith(
+          i < firstCount ? first.getFutures()[i]
+                         : second.getFutures()[i - firstCount]);
+    merged.erase();
   }
 
   GatherStartOp mergeGroups(GatherStartOp first, GatherStartOp second) {

@@ -216,7 +216,8 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
     // Released after the last use of the gathered buffer, views of it
     // included (a reshape in forward read again in backward keeps it); a
     // returned view keeps it for the caller: no release.
-    Operation *last = getLastBufferUse(fn.getBody().front(), wait.getResult());
+    Operation *last =
+        getLastBufferUse(fn.getBody().front(), wait.getResult(), opIndex);
     if (!last)
       continue;
     builder.setInsertionPointAfter(last);

@@ -49,6 +49,10 @@ public:
   /// Simulates `fn` (whose op order `timeline` was built from).
   SimulationResult run(mlir::func::FuncOp fn,
                        const MemoryTimeline &timeline) const;
+  /// The same with the ops' costs given (one per op of `timeline`, e.g.
+  /// kept across trial edits that change few ops).
+  SimulationResult run(const MemoryTimeline &timeline,
+                       const std::vector<OpCost> &costs) const;
 
 private:
   const CostModel &costModel;

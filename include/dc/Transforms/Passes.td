@@ -152,6 +152,11 @@ def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
     `max-fused-bytes` per group) when the cost model predicts a gain: the
     fused transfer is cheaper than the two apart, and what the earlier
     group's wait may lose is less than what the later gather's wait gains.
+    Where gathers queue behind each other (the collective stream is the
+    bottleneck) that local test cannot see the gain of every transfer
+    queued behind; there each fusion of two adjacent groups is applied,
+    simulated, and kept only if the whole step gets shorter within the
+    budget (at most 150k simulated ops in all, to bound compile time).
     A budget the just-in-time schedule already exceeds, or one below the
     step's floor, is an error that says by how much.
   }];

@@ -5,6 +5,7 @@
 #include "dc/Analysis/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
@@ -67,6 +68,11 @@ llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
 /// a start op lasts until that start's last dc.wait; its own dc.release is
 /// not a use), or null if a view is returned (the caller's from there).
 mlir::Operation *getLastBufferUse(mlir::Block &body, mlir::Value value);
+/// The same with the body's op order given (ops missing from `index`, such
+/// as ones inserted since, count as before every indexed op).
+mlir::Operation *
+getLastBufferUse(mlir::Block &body, mlir::Value value,
+                 const llvm::DenseMap<mlir::Operation *, size_t> &index);
 
 /// True if `value` is a reloaded value: the result of a dc.wait on a
 /// dc.reload_start future (an activation reloaded by dc-offload-activations,
