@@ -38,6 +38,10 @@ struct HostPoolResource : public SideEffects::Resource::Base<HostPoolResource> {
 constexpr llvm::StringLiteral kParamAttrName = "dc.param";
 constexpr llvm::StringLiteral kGradAttrName = "dc.grad";
 constexpr llvm::StringLiteral kLossAttrName = "dc.loss";
+/// On an integer data argument (token ids): its values lie in [0, vocab).
+/// The artifact manifest passes it to dc-run, which draws or checks data in
+/// that range.
+constexpr llvm::StringLiteral kVocabAttrName = "dc.vocab";
 /// Set by dc-offload-activations on a step it offloads from:
 /// {excess_bytes, stall_seconds}, the copy stall no placement can avoid.
 constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";

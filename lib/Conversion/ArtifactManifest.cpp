@@ -244,6 +244,22 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             result = failure();
           if (hostShard)
             json.attribute("memory", "host");
+          if (Attribute vocab = fn.getArgAttr(i, kVocabAttrName)) {
+            auto value = dyn_cast<IntegerAttr>(vocab);
+            auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+            if (!value || value.getInt() <= 0 ||
+                fn.getArgAttr(i, kParamAttrName) || !tensor ||
+                !tensor.getElementType().isSignlessInteger()) {
+              emitError(arg.getLoc())
+                  << "argument #" << i << ": " << kVocabAttrName
+                  << " must be a positive integer on an integer data "
+                     "argument (token ids), got "
+                  << vocab;
+              result = failure();
+            } else {
+              json.attribute("vocab", value.getInt());
+            }
+          }
         });
       }
     });

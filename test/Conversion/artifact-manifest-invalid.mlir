@@ -104,3 +104,19 @@ func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l, %w : tensor<f32>, !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
 }
+
+// -----
+
+// expected-error @+1 {{argument #0: dc.vocab must be a positive integer on an integer data argument (token ids), got 32 : i64}}
+func.func @step(%x: tensor<4xf32> {dc.vocab = 32 : i64}) -> (tensor<f32> {dc.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0: dc.vocab must be a positive integer on an integer data argument (token ids), got 0 : i64}}
+func.func @step(%x: tensor<4xi32> {dc.vocab = 0 : i64}) -> (tensor<f32> {dc.loss}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}

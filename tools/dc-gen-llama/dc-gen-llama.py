@@ -796,8 +796,11 @@ def generate(c):
     sig = [f"    {'%' + name}: {tensor_type(shape, c.dtype)} {{dc.param = "
            f"#dc.param<id = {i}, name = \"{name}\">}}"
            for i, (name, shape) in enumerate(params)]
-    sig += [f"    %tokens: {tensor_type([c.batch, c.seq], 'i32')}",
-            f"    %targets: {tensor_type([c.batch, c.seq], 'i32')}"]
+    # Token ids lie in [0, vocab): the manifest tells dc-run.
+    sig += [f"    %tokens: {tensor_type([c.batch, c.seq], 'i32')} "
+            f"{{dc.vocab = {c.vocab} : i64}}",
+            f"    %targets: {tensor_type([c.batch, c.seq], 'i32')} "
+            f"{{dc.vocab = {c.vocab} : i64}}"]
     res = ["tensor<f32> {dc.loss}"]
     res += [f"{tensor_type(shape, c.dtype)} {{dc.grad = #dc.grad<param = {i}>}}"
             for i, (_, shape) in enumerate(params)]

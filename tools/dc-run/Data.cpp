@@ -59,7 +59,13 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
         dcrt::AlignedBuffer(spec.numel() * dcrt::dtypeSize(spec.dtype),
                             spec.name.c_str())};
     if (!dcrt::isFloatDType(spec.dtype)) {
-      argument.vocab = spec.vocab.value_or(vocab);
+      // --vocab may narrow the step's own range (dc.vocab), never widen
+      // it: ids past the step's vocabulary would index outside its tables.
+      if (spec.vocab && vocab > *spec.vocab)
+        dcrt::fatal("--vocab %lld exceeds the vocabulary of '%s' (%lld)",
+                    static_cast<long long>(vocab), spec.name.c_str(),
+                    static_cast<long long>(*spec.vocab));
+      argument.vocab = vocab > 0 ? vocab : spec.vocab.value_or(0);
       if (!tokens.empty()) {
         if (integerArguments == 2)
           dcrt::fatal("a token file feeds at most two integer arguments "
