@@ -161,6 +161,19 @@ SmallVector<Value> dc::getBufferViews(Value value) {
   return views;
 }
 
+SmallVector<ReleaseOp>
+dc::getReleasesInOrder(Value value,
+                       const llvm::DenseMap<Operation *, size_t> &index) {
+  SmallVector<ReleaseOp> releases;
+  for (Operation *user : value.getUsers())
+    if (auto release = dyn_cast<ReleaseOp>(user))
+      releases.push_back(release);
+  llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
+    return index.lookup(a) < index.lookup(b);
+  });
+  return releases;
+}
+
 bool dc::isReloadedValue(Value value) {
   auto wait = value.getDefiningOp<WaitOp>();
   return wait && wait.getFuture().getDefiningOp<ReloadStartOp>();
@@ -228,13 +241,7 @@ void dc::insertReloadReleases(func::FuncOp fn) {
   // Releases after one op keep the order of their values' waits.
   llvm::DenseMap<Operation *, Operation *> lastPlacedAfter;
   for (auto [value, last] : placements) {
-    SmallVector<ReleaseOp> releases;
-    for (Operation *user : value.getUsers())
-      if (auto release = dyn_cast<ReleaseOp>(user))
-        releases.push_back(release);
-    llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
-      return index.lookup(a) < index.lookup(b);
-    });
+    SmallVector<ReleaseOp> releases = getReleasesInOrder(value, index);
     if (!last) {
       for (ReleaseOp release : releases)
         release.erase();

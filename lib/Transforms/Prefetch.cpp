@@ -72,6 +72,12 @@ ReloadStartOp reloadOf(Value shard) {
               : ReloadStartOp();
 }
 
+/// True if some shard of `gather` is reloaded from host memory for it.
+bool hasReloads(GatherStartOp gather) {
+  return llvm::any_of(gather.getShards(),
+                      [](Value shard) { return bool(reloadOf(shard)); });
+}
+
 /// The parameter behind a gathered shard: the host argument of a reloaded
 /// shard, or the shard itself.
 Value paramOf(Value shard) {
@@ -340,10 +346,6 @@ private:
       size_t waitAt = timeline->indexOf(firstWait(gather, *timeline));
       // A group's operands live until its last wait, so fusing would keep
       // reloaded (host-resident) shards on the device longer: not fused.
-      auto hasReloads = [](GatherStartOp g) {
-        return llvm::any_of(g.getShards(),
-                            [](Value shard) { return bool(reloadOf(shard)); });
-      };
       bool canFuse = group && groupBytes + size <= maxFused &&
                      !hasReloads(group) && !hasReloads(gather);
       // Hoisting the later gather next to the group must fit at every op,
@@ -438,10 +440,6 @@ private:
         break;
       auto group = cast<GatherStartOp>(ops[a]);
       auto gather = cast<GatherStartOp>(ops[b]);
-      auto hasReloads = [](GatherStartOp g) {
-        return llvm::any_of(g.getShards(),
-                            [](Value shard) { return bool(reloadOf(shard)); });
-      };
       bool queued = sim.ops[b].start > sim.ops[b].issue + kStallEpsilon;
       bool candidate = queued && !hasReloads(group) && !hasReloads(gather) &&
                        gatherBytes(group) + gatherBytes(gather) <= maxFused;

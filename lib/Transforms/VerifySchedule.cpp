@@ -53,13 +53,7 @@ LogicalResult verifyFutures(Block &body) {
 FailureOr<ReleaseOp>
 findRelease(Value value, const llvm::DenseMap<Operation *, size_t> &index,
             StringRef what) {
-  SmallVector<ReleaseOp> releases;
-  for (Operation *user : value.getUsers())
-    if (auto release = dyn_cast<ReleaseOp>(user))
-      releases.push_back(release);
-  llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
-    return index.lookup(a) < index.lookup(b);
-  });
+  SmallVector<ReleaseOp> releases = getReleasesInOrder(value, index);
   if (releases.size() > 1) {
     InFlightDiagnostic diag = releases[1].emitError()
                               << "releases a " << what << " twice";

@@ -446,6 +446,27 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
   return future;
 }
 
+/// Starts copying `bytes` from `host` into a new step buffer on the
+/// host-to-device stream; `releaseTo` (if any) gets `host` back once copied.
+static dcrt_future copyToStepBuffer(Runtime &rt, Kind kind, const char *name,
+                                    const void *host, int64_t bytes,
+                                    void **out_device, Arena *releaseTo) {
+  void *device = rt.stepBuffers.acquire(
+      bytes, kind == Kind::Reload ? "a reloaded tensor" : "an uploaded tensor");
+  *out_device = device;
+  dcrt_future_impl *future = rt.newFuture(kind);
+  CopyJob &job = future->copy;
+  job.dst = device;
+  job.src = host;
+  job.bytes = bytes;
+  job.name = name;
+  job.releaseTo = releaseTo;
+  job.releasePointer = releaseTo ? const_cast<void *>(host) : nullptr;
+  rt.copied.push_back({device, future});
+  rt.toDevice.submit(&job);
+  return future;
+}
+
 dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
   Runtime &rt = runtime("dcrt_reload_start");
   if (!rt.hostPool.owns(host))
@@ -456,19 +477,9 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
     fatal("dcrt_reload_start: %lld bytes from a host copy of %lld",
           static_cast<long long>(bytes),
           static_cast<long long>(rt.hostPool.allocationSize(host)));
-  void *device = rt.stepBuffers.acquire(bytes, "a reloaded tensor");
-  *out_device = device;
-  dcrt_future_impl *future = rt.newFuture(Kind::Reload);
-  CopyJob &job = future->copy;
-  job.dst = device;
-  job.src = host;
-  job.bytes = bytes;
-  job.name = "reload";
-  job.releaseTo = &rt.hostPool;
-  job.releasePointer = host;
-  rt.copied.push_back({device, future});
-  rt.toDevice.submit(&job);
-  return future;
+  // The host copy goes back to the pool once copied.
+  return copyToStepBuffer(rt, Kind::Reload, "reload", host, bytes, out_device,
+                          &rt.hostPool);
 }
 
 dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
@@ -482,20 +493,9 @@ dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
     fatal("dcrt_upload_start(%p): a host copy from dcrt_offload_start, not a "
           "caller's buffer (dcrt_reload_start brings those back)",
           host);
-  void *device = rt.stepBuffers.acquire(bytes, "an uploaded tensor");
-  *out_device = device;
-  dcrt_future_impl *future = rt.newFuture(Kind::Upload);
-  CopyJob &job = future->copy;
-  job.dst = device;
-  job.src = host;
-  job.bytes = bytes;
-  job.name = "upload";
   // The source is the caller's: nothing goes back to the host pool.
-  job.releaseTo = nullptr;
-  job.releasePointer = nullptr;
-  rt.copied.push_back({device, future});
-  rt.toDevice.submit(&job);
-  return future;
+  return copyToStepBuffer(rt, Kind::Upload, "upload", host, bytes, out_device,
+                          nullptr);
 }
 
 //===----------------------------------------------------------------------===//

@@ -4,11 +4,13 @@
 
 #include "dc/Analysis/CostModel.h"
 
+#include "DC/DCDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <optional>
@@ -73,6 +75,11 @@ mlir::Operation *getLastBufferUse(mlir::Block &body, mlir::Value value);
 mlir::Operation *
 getLastBufferUse(mlir::Block &body, mlir::Value value,
                  const llvm::DenseMap<mlir::Operation *, size_t> &index);
+
+/// The dc.release ops of `value`, in the block order `index` gives.
+llvm::SmallVector<ReleaseOp>
+getReleasesInOrder(mlir::Value value,
+                   const llvm::DenseMap<mlir::Operation *, size_t> &index);
 
 /// True if `value` is a reloaded value: the result of a dc.wait on a
 /// dc.reload_start future (an activation reloaded by dc-offload-activations,
