@@ -104,6 +104,24 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
   return result;
 }
 
+SimulationResult IncrementalSimulation::run(const MemoryTimeline &timeline) {
+  // The first run estimates the whole body at once (profile keys and grid
+  // sizes are per body); later runs only what is new.
+  if (costs.empty())
+    for (auto [op, cost] :
+         llvm::zip_equal(timeline.getOps(), costModel.estimateFunction(fn)))
+      costs[op] = cost;
+  std::vector<OpCost> opCosts;
+  opCosts.reserve(timeline.getOps().size());
+  for (Operation *op : timeline.getOps()) {
+    auto it = costs.find(op);
+    if (it == costs.end())
+      it = costs.try_emplace(op, costModel.estimate(op)).first;
+    opCosts.push_back(it->second);
+  }
+  return StreamSimulator(costModel).run(timeline, opCosts);
+}
+
 static llvm::StringRef getStreamName(StreamKind stream) {
   switch (stream) {
   case StreamKind::Compute:

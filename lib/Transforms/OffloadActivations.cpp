@@ -57,8 +57,8 @@ class ActivationOffloader {
 public:
   ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
                       int64_t budget, int64_t minBytes, int64_t keepLast)
-      : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
-        keepLast(keepLast) {}
+      : fn(fn), costModel(costModel), simulation(costModel, fn),
+        budget(budget), minBytes(minBytes), keepLast(keepLast) {}
 
   LogicalResult run() {
     collectPlaced();
@@ -77,7 +77,7 @@ public:
              << formatBytes(timeline->getFloorBytes())
              << " (arguments, results and the largest single op); no "
                 "offload can reach it";
-    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    SimulationResult sim = simulation.run(*timeline);
     std::vector<OffloadCandidate> candidates =
         collectCandidates(*timeline, sim);
     recordStallFloor(*timeline, sim, candidates);
@@ -91,7 +91,7 @@ public:
       size_t peak = timeline->getPeakIndex();
       if (tightenReloadAround(peak, *timeline))
         continue;
-      sim = StreamSimulator(costModel).run(fn, *timeline);
+      sim = simulation.run(*timeline);
       // A new offload whose copy is done before the peak costs nothing;
       // waiting early for one in flight stalls compute, so it comes only
       // after every stall-free candidate (then the least stall wins).
@@ -220,28 +220,43 @@ private:
   /// as far as the budget allows (the device buffer lives until the wait).
   LogicalResult replanOffloadWaits() {
     for (int round = 0; round < 4; ++round) {
+      // Times by op (moves shift indices); the timeline and the times are
+      // recomputed after each move only.
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      SimulationResult sim = simulation.run(*timeline);
+      llvm::DenseMap<Operation *, const SimulatedOp *> simOf;
+      for (const SimulatedOp &op : sim.ops)
+        simOf[op.op] = &op;
       bool moved = false;
       for (PlacedOffload &placed : placed) {
-        FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-        if (failed(timeline))
-          return failure();
-        SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
-        size_t current = timeline->indexOf(placed.hostWait);
-        if (sim.ops[current].stall <= 0)
+        double stall = simOf.lookup(placed.hostWait)->stall;
+        if (stall <= 0)
           continue;
         double ready = sim.futureReady.lookup(placed.start.getFuture());
+        size_t current = timeline->indexOf(placed.hostWait);
         size_t limit = timeline->indexOf(placed.reload);
         // Ops that would be issued before the copy ends (once this wait
         // no longer stalls them) go before it; the buffer then stays live
         // through them.
-        double stall = sim.ops[current].stall;
         size_t target = current + 1;
-        while (target < limit && sim.ops[target].issue - stall < ready &&
+        while (target < limit &&
+               simOf.lookup(timeline->getOps()[target])->issue - stall <
+                   ready &&
                timeline->deviceBytesAt(target) + placed.bytes <= budget)
           ++target;
         if (target > current + 1) {
           placed.hostWait->moveBefore(timeline->getOps()[target]);
           moved = true;
+          // Later waits see the times this move gives.
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
+          sim = simulation.run(*timeline);
+          simOf.clear();
+          for (const SimulatedOp &op : sim.ops)
+            simOf[op.op] = &op;
         }
       }
       if (!moved)
@@ -264,7 +279,7 @@ private:
       FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
-      SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      SimulationResult sim = simulation.run(*timeline);
       llvm::DenseMap<Operation *, size_t> simIndex;
       for (auto [i, op] : llvm::enumerate(timeline->getOps()))
         simIndex[op] = i;
@@ -300,9 +315,6 @@ private:
       bool moved = false;
       size_t previous = 0; // keep the issue order = the use order (FIFO)
       for (auto [k, placed] : llvm::enumerate(order)) {
-        timeline = MemoryTimeline::compute(fn);
-        if (failed(timeline))
-          return failure();
         size_t current = timeline->indexOf(placed->reload);
         size_t use =
             timeline->indexOf(*placed->reload.getFuture().getUsers().begin());
@@ -322,17 +334,22 @@ private:
             break;
         }
         // No earlier than the budget allows: the reloaded buffer is live
-        // from the reload to the use.
-        while (target < current &&
-               !fitsFrom(*timeline, target, current, placed->bytes))
-          ++target;
+        // from the reload to the use (scanned back from where it is now).
+        if (target < current) {
+          size_t earliest = current;
+          while (earliest > target &&
+                 timeline->deviceBytesAt(earliest - 1) + placed->bytes <=
+                     budget)
+            --earliest;
+          target = earliest;
+        }
         if (target != current && target < use) {
           placed->reload->moveBefore(timeline->getOps()[target]);
           moved = true;
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
         }
-        timeline = MemoryTimeline::compute(fn);
-        if (failed(timeline))
-          return failure();
         previous = timeline->indexOf(placed->reload) + 1;
       }
       if (!moved)
@@ -404,15 +421,6 @@ private:
                           NamedAttribute(StringAttr::get(ctx, "stall_seconds"),
                                          FloatAttr::get(Float64Type::get(ctx),
                                                         before + after))}));
-  }
-
-  /// True if `bytes` more stay within the budget at ops [from, to).
-  bool fitsFrom(const MemoryTimeline &timeline, size_t from, size_t to,
-                int64_t bytes) const {
-    for (size_t i = from; i < to; ++i)
-      if (timeline.deviceBytesAt(i) + bytes > budget)
-        return false;
-    return true;
   }
 
   std::vector<OffloadCandidate>
@@ -521,6 +529,8 @@ private:
 
   func::FuncOp fn;
   const CostModel &costModel;
+  // The offloader adds and moves schedule ops and erases none.
+  IncrementalSimulation simulation;
   int64_t budget, minBytes, keepLast;
   std::vector<PlacedOffload> placed;
 };

@@ -410,19 +410,9 @@ private:
     if (failed(timeline))
       return false;
     // Trials change only gathers: every other op keeps its cost.
-    llvm::DenseMap<Operation *, OpCost> costOf;
-    for (auto [op, cost] : llvm::zip_equal(timeline->getOps(),
-                                           costModel.estimateFunction(fn)))
-      costOf[op] = cost;
+    IncrementalSimulation simulation(costModel, fn);
     auto simulate = [&](const MemoryTimeline &timeline) {
-      std::vector<OpCost> costs;
-      costs.reserve(timeline.getOps().size());
-      for (Operation *op : timeline.getOps()) {
-        auto it = costOf.find(op);
-        costs.push_back(it != costOf.end() ? it->second
-                                           : (costOf[op] = costModel.estimate(op)));
-      }
-      return StreamSimulator(costModel).run(timeline, costs);
+      return simulation.run(timeline);
     };
     SimulationResult sim = simulate(*timeline);
     double best = sim.stepSeconds;
@@ -459,8 +449,8 @@ private:
         break;
       Operation *anchor = gather->getNextNode();
       unsigned firstCount = group.getNumResults();
-      costOf.erase(group);
-      costOf.erase(gather);
+      simulation.forget(group);
+      simulation.forget(gather);
       GatherStartOp merged = mergeGroups(group, gather);
       FailureOr<MemoryTimeline> trial = MemoryTimeline::compute(fn);
       SimulationResult trialSim;
@@ -477,7 +467,7 @@ private:
         p = a; // the merged group may take the next one too
         continue;
       }
-      costOf.erase(merged);
+      simulation.forget(merged);
       splitGroup(merged, firstCount, anchor);
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))

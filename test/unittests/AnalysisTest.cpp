@@ -764,6 +764,25 @@ TEST_F(AnalysisTest, GatherIssuedEarlyEnoughIsHidden) {
   EXPECT_EQ(second.end, 2 * kMatmul);
 }
 
+TEST_F(AnalysisTest, IncrementalSimulationFollowsEditsOfScheduleOps) {
+  auto module = parse(kScheduleIR);
+  CostModel model(makeExactTarget());
+  func::FuncOp fn = getFunc(*module, "early");
+  IncrementalSimulation incremental(model, fn);
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  ASSERT_TRUE(succeeded(timeline));
+  EXPECT_EQ(incremental.run(*timeline).stepSeconds, 2 * kMatmul);
+  // Start the gather only right before its wait: now it is exposed, as a
+  // fresh simulation of the edited function says too.
+  opAt(fn, 0)->moveBefore(opAt(fn, 3));
+  timeline = MemoryTimeline::compute(fn);
+  ASSERT_TRUE(succeeded(timeline));
+  SimulationResult edited = incremental.run(*timeline);
+  EXPECT_EQ(edited.stepSeconds, 2 * kMatmul + kGather);
+  EXPECT_EQ(edited.exposedCollectiveSeconds, kGather);
+  EXPECT_EQ(edited.stepSeconds, simulate(fn, model).stepSeconds);
+}
+
 TEST_F(AnalysisTest, GatherIssuedLateIsExposed) {
   auto module = parse(kScheduleIR);
   CostModel model(makeExactTarget());

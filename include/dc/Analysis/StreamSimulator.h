@@ -58,6 +58,25 @@ private:
   const CostModel &costModel;
 };
 
+/// Simulates one function again and again while a planning pass edits it.
+/// Planning adds, moves and merges schedule ops but leaves compute ops as
+/// they are, so the cost of every op seen before is kept and only new ops
+/// are estimated. An op the pass erases must be forgotten first (its
+/// address may be reused).
+class IncrementalSimulation {
+public:
+  IncrementalSimulation(const CostModel &costModel, mlir::func::FuncOp fn)
+      : costModel(costModel), fn(fn) {}
+
+  SimulationResult run(const MemoryTimeline &timeline);
+  void forget(mlir::Operation *op) { costs.erase(op); }
+
+private:
+  const CostModel &costModel;
+  mlir::func::FuncOp fn;
+  llvm::DenseMap<mlir::Operation *, OpCost> costs;
+};
+
 /// For each op index i (0..ops.size()), when `stream` has finished every op
 /// issued before op i: the earliest a transfer issued at op i can start on
 /// that FIFO stream.
