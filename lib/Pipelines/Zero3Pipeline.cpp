@@ -34,15 +34,17 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     offload.failOverBudget = !options.offloadActivations;
     pm.addPass(createDCOffloadParams(offload));
   }
-  // Offload activations next: the only way to fit a step whose activations
-  // exceed the budget; what it frees is headroom for prefetch.
-  if (options.offloadActivations) {
+  auto addOffloadActivations = [&] {
     DCOffloadActivationsOptions offload;
     planWithSharedInputs(offload, options);
     offload.minBytes = options.offloadMinBytes;
     offload.keepLast = options.offloadKeepLast;
     pm.addPass(createDCOffloadActivations(offload));
-  }
+  };
+  // Offload activations next: the only way to fit a step whose activations
+  // exceed the budget; what it frees is headroom for prefetch.
+  if (options.offloadActivations)
+    addOffloadActivations();
   // Prefetch next: hiding a gather is worth more than saving one, and
   // selective gather then spends only the headroom prefetch left.
   if (options.prefetch) {
@@ -60,13 +62,8 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // Prefetch and selective gather changed when ops run (fewer collective
   // stalls) and what memory is free: the offloads' waits and reloads are
   // re-timed for the final schedule (the pass offloads nothing new here).
-  if (options.offloadActivations && (options.prefetch || options.selectiveGather)) {
-    DCOffloadActivationsOptions offload;
-    planWithSharedInputs(offload, options);
-    offload.minBytes = options.offloadMinBytes;
-    offload.keepLast = options.offloadKeepLast;
-    pm.addPass(createDCOffloadActivations(offload));
-  }
+  if (options.offloadActivations && (options.prefetch || options.selectiveGather))
+    addOffloadActivations();
   DCVerifyScheduleOptions verify;
   verify.memoryBudget =
       options.memoryBudget.empty() ? std::string("1.0")
