@@ -72,6 +72,19 @@ ReloadStartOp reloadOf(Value shard) {
               : ReloadStartOp();
 }
 
+bool hasReloads(GatherStartOp gather);
+
+/// True if two gather groups may become one: one collective call runs on
+/// one grid axis, and a group of reloaded (host-resident) shards would keep
+/// them on the device until its last wait.
+bool canMerge(GatherStartOp a, GatherStartOp b) {
+  auto axisOf = [](GatherStartOp g) {
+    auto shard = cast<ShardType>(g.getShards()[0].getType());
+    return std::make_pair(shard.getGrid(), shard.getAxis());
+  };
+  return axisOf(a) == axisOf(b) && !hasReloads(a) && !hasReloads(b);
+}
+
 /// True if some shard of `gather` is reloaded from host memory for it.
 bool hasReloads(GatherStartOp gather) {
   return llvm::any_of(gather.getShards(),
@@ -344,10 +357,8 @@ private:
       int64_t size = gatherBytes(gather);
       int64_t moving = movedBytes(gather);
       size_t waitAt = timeline->indexOf(firstWait(gather, *timeline));
-      // A group's operands live until its last wait, so fusing would keep
-      // reloaded (host-resident) shards on the device longer: not fused.
-      bool canFuse = group && groupBytes + size <= maxFused &&
-                     !hasReloads(group) && !hasReloads(gather);
+      bool canFuse =
+          group && groupBytes + size <= maxFused && canMerge(group, gather);
       // Hoisting the later gather next to the group must fit at every op,
       // and it must not move above its own parameter's previous release.
       for (size_t i = groupAt; canFuse && i < p; ++i)
@@ -431,7 +442,7 @@ private:
       auto group = cast<GatherStartOp>(ops[a]);
       auto gather = cast<GatherStartOp>(ops[b]);
       bool queued = sim.ops[b].start > sim.ops[b].issue + kStallEpsilon;
-      bool candidate = queued && !hasReloads(group) && !hasReloads(gather) &&
+      bool candidate = queued && canMerge(group, gather) &&
                        gatherBytes(group) + gatherBytes(gather) <= maxFused;
       // Not above the release of the same parameter's previous interval.
       for (size_t i = a + 1; candidate && i < b; ++i)
