@@ -308,9 +308,11 @@ double CostModel::collectiveSeconds(CollectiveKind kind, int64_t bytes,
          fraction * static_cast<double>(bytes) / target.collectiveBusBandwidth;
 }
 
-double CostModel::copySeconds(int64_t bytes) const {
-  return target.hostLinkLatency +
-         static_cast<double>(bytes) / target.hostLinkBandwidth;
+double CostModel::copySeconds(int64_t bytes, bool duplex) const {
+  double bandwidth = duplex && target.hostLinkDuplexBandwidth > 0
+                         ? target.hostLinkDuplexBandwidth
+                         : target.hostLinkBandwidth;
+  return target.hostLinkLatency + static_cast<double>(bytes) / bandwidth;
 }
 
 //===----------------------------------------------------------------------===//

@@ -53,9 +53,19 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
             op)) {
       size_t stream = streamIndex(cost.stream);
       sim.start = std::max(now, streamFree[stream]);
-      sim.end = sim.start + cost.seconds;
+      double seconds = cost.seconds;
+      // Both directions share the link: a copy that starts while the other
+      // direction is busy runs at the duplex bandwidth.
+      if (isCopyStream(cost.stream)) {
+        StreamKind other = cost.stream == StreamKind::HostToDevice
+                               ? StreamKind::DeviceToHost
+                               : StreamKind::HostToDevice;
+        if (streamFree[streamIndex(other)] > sim.start)
+          seconds = costModel.copySeconds(cost.bytes, /*duplex=*/true);
+      }
+      sim.end = sim.start + seconds;
       streamFree[stream] = sim.end;
-      streamBusy[stream] += cost.seconds;
+      streamBusy[stream] += seconds;
       for (Value future : op->getResults()) {
         result.futureReady[future] = sim.end;
         producerStream[future] = cost.stream;

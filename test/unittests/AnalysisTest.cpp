@@ -343,6 +343,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.collectiveLatency, b.collectiveLatency);
   EXPECT_EQ(a.collectiveBusBandwidth, b.collectiveBusBandwidth);
   EXPECT_EQ(a.hostLinkBandwidth, b.hostLinkBandwidth);
+  EXPECT_EQ(a.hostLinkDuplexBandwidth, b.hostLinkDuplexBandwidth);
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   auto sameCurve = [](const std::vector<BandwidthPoint> &x,
@@ -365,6 +366,8 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   EXPECT_EQ(h200.allGatherCurve[1].bytes, 16 * kMiB);
   EXPECT_EQ(h200.allGatherCurve[1].busBandwidth, 146e9);
   EXPECT_EQ(h200.reduceScatterCurve.size(), 4u);
+  EXPECT_EQ(h200.hostLinkBandwidth, 55e9);
+  EXPECT_EQ(h200.hostLinkDuplexBandwidth, 49.4e9);
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
@@ -781,6 +784,38 @@ TEST_F(AnalysisTest, IncrementalSimulationFollowsEditsOfScheduleOps) {
   EXPECT_EQ(edited.stepSeconds, 2 * kMatmul + kGather);
   EXPECT_EQ(edited.exposedCollectiveSeconds, kGather);
   EXPECT_EQ(edited.stepSeconds, simulate(fn, model).stepSeconds);
+}
+
+TEST_F(AnalysisTest, CopiesBothWaysAtOnceRunAtTheDuplexBandwidth) {
+  // The first offload runs alone; the second offload and the reload start
+  // together: the reload starts while the device-to-host stream is busy.
+  constexpr llvm::StringLiteral ir = R"mlir(
+!t = tensor<256x256xf32>
+func.func @duplex(%x: !t, %y: !t) -> (!t, !dc.host<!t>) {
+  %o = dc.offload_start %x : !t
+  %h = dc.wait %o : !dc.future<!dc.host<!t>>
+  %o2 = dc.offload_start %y : !t
+  %l = dc.reload_start %h : !dc.host<!t>
+  %back = dc.wait %l : !dc.future<!t>
+  %h2 = dc.wait %o2 : !dc.future<!dc.host<!t>>
+  return %back, %h2 : !t, !dc.host<!t>
+}
+)mlir";
+  auto module = parse(ir);
+  func::FuncOp fn = getFunc(*module, "duplex");
+  TargetDescription target = makeExactTarget();
+  // Without a duplex bandwidth both directions run at full speed.
+  SimulationResult alone = simulate(fn, CostModel(target));
+  EXPECT_EQ(alone.ops[3].end - alone.ops[3].start, kCopy);
+  EXPECT_EQ(alone.stepSeconds, 2 * kCopy);
+  target.hostLinkDuplexBandwidth = target.hostLinkBandwidth / 2;
+  CostModel model(target);
+  SimulationResult shared = simulate(fn, model);
+  EXPECT_EQ(shared.ops[2].end - shared.ops[2].start, kCopy); // started first
+  EXPECT_EQ(shared.ops[3].start, kCopy);
+  EXPECT_EQ(shared.ops[3].end - shared.ops[3].start, 2 * kCopy);
+  EXPECT_EQ(shared.copySeconds, 4 * kCopy);
+  EXPECT_EQ(shared.stepSeconds, 3 * kCopy);
 }
 
 TEST_F(AnalysisTest, GatherIssuedLateIsExposed) {

@@ -82,8 +82,9 @@ public:
   /// `bytes` (all-gather result / reduce-scatter input).
   double collectiveSeconds(CollectiveKind kind, int64_t bytes,
                            int64_t groupSize) const;
-  /// Time of one host<->device copy of `bytes`.
-  double copySeconds(int64_t bytes) const;
+  /// Time of one host<->device copy of `bytes`; `duplex`: while the other
+  /// direction copies too (hostLinkDuplexBandwidth).
+  double copySeconds(int64_t bytes, bool duplex = false) const;
 
   /// Time of a compute op's FLOPs at the rate of its kind (matrix rate of
   /// its element type for contractions and attention, else the vector

@@ -45,6 +45,9 @@ struct TargetDescription {
   /// Host <-> device copy bandwidth (bytes/s, each way) and latency (s).
   double hostLinkBandwidth = 0;
   double hostLinkLatency = 0;
+  /// Copy bandwidth of each direction while the other one copies too
+  /// (bytes/s); 0: the same as hostLinkBandwidth.
+  double hostLinkDuplexBandwidth = 0;
   /// Device memory capacity (bytes): the default memory budget.
   int64_t deviceMemoryBytes = 0;
 
