@@ -38,6 +38,14 @@ struct OffloadCandidate {
   double idleSeconds;
 };
 
+/// Where each op is in `sim` (planning moves ops, so indices go stale).
+llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(sim.ops))
+    index[op.op] = i;
+  return index;
+}
+
 /// True if offloading `value` would free its buffer: no other value names
 /// the same buffer (views, in-place destination-style results).
 bool ownsItsBuffer(Value value) {
@@ -226,12 +234,13 @@ private:
       if (failed(timeline))
         return failure();
       SimulationResult sim = simulation.run(*timeline);
-      llvm::DenseMap<Operation *, const SimulatedOp *> simOf;
-      for (const SimulatedOp &op : sim.ops)
-        simOf[op.op] = &op;
+      llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
+      auto simOf = [&](Operation *op) -> const SimulatedOp & {
+        return sim.ops[simIndex.at(op)];
+      };
       bool moved = false;
       for (PlacedOffload &placed : placed) {
-        double stall = simOf.lookup(placed.hostWait)->stall;
+        double stall = simOf(placed.hostWait).stall;
         if (stall <= 0)
           continue;
         double ready = sim.futureReady.lookup(placed.start.getFuture());
@@ -242,7 +251,7 @@ private:
         // through them.
         size_t target = current + 1;
         while (target < limit &&
-               simOf.lookup(timeline->getOps()[target])->issue - stall <
+               simOf(timeline->getOps()[target]).issue - stall <
                    ready &&
                timeline->deviceBytesAt(target) + placed.bytes <= budget)
           ++target;
@@ -254,9 +263,7 @@ private:
           if (failed(timeline))
             return failure();
           sim = simulation.run(*timeline);
-          simOf.clear();
-          for (const SimulatedOp &op : sim.ops)
-            simOf[op.op] = &op;
+          simIndex = indexByOp(sim);
         }
       }
       if (!moved)
@@ -280,9 +287,7 @@ private:
       if (failed(timeline))
         return failure();
       SimulationResult sim = simulation.run(*timeline);
-      llvm::DenseMap<Operation *, size_t> simIndex;
-      for (auto [i, op] : llvm::enumerate(timeline->getOps()))
-        simIndex[op] = i;
+      llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
       auto useOf = [&](PlacedOffload &placed) {
         return simIndex.lookup(*placed.reload.getFuture().getUsers().begin());
       };

@@ -217,13 +217,6 @@ dc::getLastBufferUse(Block &body, Value value,
   return last;
 }
 
-Operation *dc::getLastBufferUse(Block &body, Value value) {
-  llvm::DenseMap<Operation *, size_t> index;
-  for (auto [i, op] : llvm::enumerate(body))
-    index[&op] = i;
-  return getLastBufferUse(body, value, index);
-}
-
 void dc::insertReloadReleases(func::FuncOp fn) {
   if (fn.isExternal() || !fn.getBody().hasOneBlock())
     return;

@@ -69,9 +69,8 @@ llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
 /// or written: the last use of it or of its views (getBufferViews; a use by
 /// a start op lasts until that start's last dc.wait; its own dc.release is
 /// not a use), or null if a view is returned (the caller's from there).
-mlir::Operation *getLastBufferUse(mlir::Block &body, mlir::Value value);
-/// The same with the body's op order given (ops missing from `index`, such
-/// as ones inserted since, count as before every indexed op).
+/// `index` is the body's op order; ops missing from it (inserted since)
+/// count as before every indexed op.
 mlir::Operation *
 getLastBufferUse(mlir::Block &body, mlir::Value value,
                  const llvm::DenseMap<mlir::Operation *, size_t> &index);
