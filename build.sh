@@ -13,7 +13,8 @@ JOBS=${JOBS:-2}
 LLVM=/usr/lib/llvm-22
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev
-          mlir-22-tools libgtest-dev libopenmpi-dev openmpi-bin)
+          mlir-22-tools libgtest-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
+          libcli11-dev clang-format)
 
 setup() {
   local missing=()
