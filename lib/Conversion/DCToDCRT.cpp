@@ -73,6 +73,10 @@ std::optional<int32_t> getDType(Type type) {
   return std::nullopt;
 }
 
+/// The grid axis of gathers and reduce-scatters: their buffer form keeps no
+/// shard type, and every grid dc shards parameters over is 1-D today.
+constexpr int32_t kBufferFormAxis = 0;
+
 int32_t getReduceOp(ReduceKind kind) {
   return kind == ReduceKind::Sum ? DCRT_SUM : DCRT_AVG;
 }
@@ -238,7 +242,8 @@ struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
     Value outFull = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle =
         call(rewriter, op, "dcrt_gather_start", ptrType(),
-             {i32(rewriter, loc, n), array(rewriter, op, ptrType(), shards),
+             {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
+              array(rewriter, op, ptrType(), shards),
               array(rewriter, op, i64Type(), local),
               array(rewriter, op, i64Type(), full),
               array(rewriter, op, i32Type(), src),
@@ -288,7 +293,8 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
     Value outShards = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle = call(
         rewriter, op, "dcrt_reduce_scatter_start", ptrType(),
-        {i32(rewriter, loc, n), i32(rewriter, loc, getReduceOp(op.getKind())),
+        {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
+         i32(rewriter, loc, getReduceOp(op.getKind())),
          array(rewriter, op, ptrType(), grads),
          array(rewriter, op, i64Type(), full),
          array(rewriter, op, i32Type(), gradTypes),
@@ -315,7 +321,8 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
     Value out = stackSlots(rewriter, op, ptrType(), 1);
     FailureOr<Value> handle =
         call(rewriter, op, "dcrt_all_reduce_start", ptrType(),
-             {i32(rewriter, loc, getReduceOp(op.getKind())),
+             {i32(rewriter, loc, op.getAxis()),
+              i32(rewriter, loc, getReduceOp(op.getKind())),
               alignedPtr(rewriter, loc, adaptor.getInput()),
               i64(rewriter, loc, type.getNumElements()),
               i32(rewriter, loc, *code), out});
@@ -403,14 +410,19 @@ struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
       return failure();
     SmallVector<Value> shape = llvm::map_to_vector(
         type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
-    if (failed(call(rewriter, op, "dcrt_all_to_all", {},
-                    {alignedPtr(rewriter, loc, adaptor.getInput()),
-                     alignedPtr(rewriter, loc, adaptor.getOutput()),
-                     i32(rewriter, loc, type.getRank()),
-                     array(rewriter, op, i64Type(), shape),
-                     i64(rewriter, loc, op.getSplitDim()),
-                     i64(rewriter, loc, op.getConcatDim()),
-                     i32(rewriter, loc, *code)})))
+    // dc.all_to_all is synchronous: start, then wait at once.
+    FailureOr<Value> handle =
+        call(rewriter, op, "dcrt_all_to_all_start", ptrType(),
+             {i32(rewriter, loc, op.getAxis()),
+              alignedPtr(rewriter, loc, adaptor.getInput()),
+              alignedPtr(rewriter, loc, adaptor.getOutput()),
+              i32(rewriter, loc, type.getRank()),
+              array(rewriter, op, i64Type(), shape),
+              i64(rewriter, loc, op.getSplitDim()),
+              i64(rewriter, loc, op.getConcatDim()),
+              i32(rewriter, loc, *code)});
+    if (failed(handle) ||
+        failed(call(rewriter, op, "dcrt_wait", {}, {*handle})))
       return failure();
     rewriter.eraseOp(op);
     return success();

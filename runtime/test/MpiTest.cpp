@@ -69,7 +69,7 @@ TEST(Gather, OneShardWhoseSizeDoesNotDivide) {
   int32_t f32 = DCRT_F32;
   void *out = nullptr;
   dcrt_future future =
-      dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, &out);
+      dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &out);
   ASSERT_NE(out, nullptr);
   dcrt_wait(future);
   const float *values = static_cast<const float *>(out);
@@ -90,7 +90,7 @@ TEST(Gather, OneShardThatDividesGoesStraightIntoTheArena) {
   void *out = nullptr;
   int64_t stagingBefore = memoryStats().staging.systemAllocations;
   dcrt_future future =
-      dcrt_gather_start(1, &shard, &local, &full, &i64, &i64, &out);
+      dcrt_gather_start(0, 1, &shard, &local, &full, &i64, &i64, &out);
   dcrt_wait(future);
   for (int64_t i = 0; i < full; ++i)
     EXPECT_EQ(static_cast<const int64_t *>(out)[i], (int64_t(1) << 40) + i);
@@ -119,7 +119,7 @@ TEST(Gather, GroupWithCastsIsOneCollective) {
   int32_t dst[4] = {DCRT_BF16, DCRT_BF16, DCRT_I32, DCRT_F32};
   void *out[4] = {};
   int64_t gathersBefore = transferCount("all-gather");
-  dcrt_future future = dcrt_gather_start(4, shards, local, full, src, dst, out);
+  dcrt_future future = dcrt_gather_start(0, 4, shards, local, full, src, dst, out);
   dcrt_wait(future);
   for (int64_t i = 0; i < fullA; ++i)
     EXPECT_EQ(static_cast<uint16_t *>(out[0])[i], floatToBF16(a(i))) << i;
@@ -149,9 +149,9 @@ TEST(Gather, TwoGroupsInFlightCompleteWithoutWaiting) {
   int32_t f32 = DCRT_F32;
   void *out1 = nullptr, *out2 = nullptr;
   dcrt_future f1 =
-      dcrt_gather_start(1, &shard1, &local, &full, &f32, &f32, &out1);
+      dcrt_gather_start(0, 1, &shard1, &local, &full, &f32, &f32, &out1);
   dcrt_future f2 =
-      dcrt_gather_start(1, &shard2, &local, &full, &f32, &f32, &out2);
+      dcrt_gather_start(0, 1, &shard2, &local, &full, &f32, &f32, &out2);
   EXPECT_NE(out1, out2);
   // Both finish while this thread only polls ("computes").
   EXPECT_TRUE(completesInBackground(f2));
@@ -180,7 +180,7 @@ TEST(ReduceScatter, SumAndAverageOverUnevenSlots) {
     int64_t local = shardNumel(full, world());
     int32_t f32 = DCRT_F32;
     void *out = nullptr;
-    dcrt_future future = dcrt_reduce_scatter_start(1, op, &input, &full, &f32,
+    dcrt_future future = dcrt_reduce_scatter_start(0, 1, op, &input, &full, &f32,
                                                    &local, &f32, &out);
     dcrt_wait(future);
     for (int64_t j = 0; j < local; ++j) {
@@ -215,7 +215,7 @@ TEST(ReduceScatter, MixedBucketReducesInF32) {
   for (int i = 0; i < 3; ++i)
     local[i] = shardNumel(full[i], world());
   void *out[3] = {};
-  dcrt_future future = dcrt_reduce_scatter_start(
+  dcrt_future future = dcrt_reduce_scatter_start(0, 
       3, DCRT_AVG, grads, full, gradTypes, local, shardTypes, out);
   dcrt_wait(future);
   for (int t = 0; t < 3; ++t)
@@ -239,12 +239,12 @@ TEST(AllReduce, SumAverageAndTypes) {
     ints[i] = int32_t(rank() * 1000 + i);
   }
   void *sum = nullptr, *avg = nullptr, *bfAvg = nullptr, *intSum = nullptr;
-  dcrt_future f1 = dcrt_all_reduce_start(DCRT_SUM, f.data(), n, DCRT_F32, &sum);
-  dcrt_future f2 = dcrt_all_reduce_start(DCRT_AVG, f.data(), n, DCRT_F32, &avg);
+  dcrt_future f1 = dcrt_all_reduce_start(0, DCRT_SUM, f.data(), n, DCRT_F32, &sum);
+  dcrt_future f2 = dcrt_all_reduce_start(0, DCRT_AVG, f.data(), n, DCRT_F32, &avg);
   dcrt_future f3 =
-      dcrt_all_reduce_start(DCRT_AVG, bf.data(), n, DCRT_BF16, &bfAvg);
+      dcrt_all_reduce_start(0, DCRT_AVG, bf.data(), n, DCRT_BF16, &bfAvg);
   dcrt_future f4 =
-      dcrt_all_reduce_start(DCRT_SUM, ints.data(), n, DCRT_I32, &intSum);
+      dcrt_all_reduce_start(0, DCRT_SUM, ints.data(), n, DCRT_I32, &intSum);
   dcrt_wait(f1);
   dcrt_wait(f2);
   dcrt_wait(f3);
@@ -271,7 +271,7 @@ TEST(AllToAll, SplitOneDimConcatAnother) {
     for (int64_t j = 0; j < 3; ++j)
       input[i * 3 + j] = int32_t(rank() * 100 + i * 10 + j);
   int64_t shape[2] = {rows, 3};
-  dcrt_all_to_all(input.data(), output.data(), 2, shape, 0, 1, DCRT_I32);
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 2, shape, 0, 1, DCRT_I32));
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t q = 0; q < world(); ++q)
       for (int64_t j = 0; j < 3; ++j)
@@ -293,7 +293,7 @@ TEST(AllToAll, UlyssesHeadsToSequence) {
       for (int64_t d = 0; d < 3; ++d)
         input[(b * heads + h) * 3 + d] = value(rank(), b, h, d);
   int64_t shape[3] = {2, heads, 3};
-  dcrt_all_to_all(input.data(), output.data(), 3, shape, 1, 0, DCRT_BF16);
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 3, shape, 1, 0, DCRT_BF16));
   for (int64_t q = 0; q < world(); ++q)
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t c = 0; c < 2; ++c)
@@ -307,7 +307,7 @@ TEST(AllToAll, SameSplitAndConcatDimExchangesBlocks) {
   for (int64_t i = 0; i < 2 * world(); ++i)
     input[i] = float(rank() * 100 + i);
   int64_t shape[1] = {2 * world()};
-  dcrt_all_to_all(input.data(), output.data(), 1, shape, 0, 0, DCRT_F32);
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 1, shape, 0, 0, DCRT_F32));
   for (int64_t q = 0; q < world(); ++q)
     for (int64_t a = 0; a < 2; ++a)
       EXPECT_EQ(output[2 * q + a], float(q * 100 + 2 * rank() + a));
@@ -328,14 +328,14 @@ TEST(Memory, StepsReuseTheArenaAndBuffers) {
     int32_t f32[2] = {DCRT_F32, DCRT_F32};
     void *gathered[2];
     dcrt_future gather =
-        dcrt_gather_start(2, shards, local, full, f32, f32, gathered);
+        dcrt_gather_start(0, 2, shards, local, full, f32, f32, gathered);
     dcrt_wait(gather);
     dcrt_release(gathered[0]);
     void *persistent = gathered[1]; // never released: freed by end_step
     EXPECT_EQ(static_cast<float *>(persistent)[fullB - 1], float(fullB - 1));
     void *grads[2] = {gradA.data(), gradB.data()};
     void *reduced[2];
-    dcrt_future reduce = dcrt_reduce_scatter_start(2, DCRT_SUM, grads, full,
+    dcrt_future reduce = dcrt_reduce_scatter_start(0, 2, DCRT_SUM, grads, full,
                                                    f32, local, f32, reduced);
     void *host = nullptr;
     dcrt_future offload = dcrt_offload_start(gradB.data(), fullB * 4, &host);
@@ -372,12 +372,12 @@ TEST(Memory, InvalidateAndClearDropGatheredCopies) {
   int64_t local = slot.size();
   int32_t f32 = DCRT_F32;
   void *first = nullptr, *second = nullptr;
-  dcrt_wait(dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, &first));
-  dcrt_wait(dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, &second));
+  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &first));
+  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &second));
   EXPECT_EQ(memoryStats().gatherArena.live, 2 * full * 4);
   dcrt_invalidate_gathered(shard); // both copies of this shard
   EXPECT_EQ(memoryStats().gatherArena.live, 0);
-  dcrt_wait(dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, &first));
+  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &first));
   dcrt_clear_gathered();
   EXPECT_EQ(memoryStats().gatherArena.live, 0);
   dcrt_end_step();
@@ -506,7 +506,7 @@ TEST(Params, InitIsTheSameFullTensorAsOnOneRank) {
   int64_t local = slice.localNumel, full = slice.fullNumel;
   int32_t f32 = DCRT_F32;
   void *out = nullptr;
-  dcrt_wait(dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, &out));
+  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &out));
   for (int64_t i = 0; i < full; ++i)
     EXPECT_EQ(static_cast<float *>(out)[i], reference.master[i]) << i;
   dcrt_end_step();
@@ -575,7 +575,9 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
-  dcrt_init(0, 0, 0); // any world size, no plan
+  dcrt_init_options options{};
+  options.struct_size = sizeof(options); // any world size, no plan
+  dcrt_init(&options);
   if (dcrt_rank() != 0) {
     testing::TestEventListeners &listeners =
         testing::UnitTest::GetInstance()->listeners();

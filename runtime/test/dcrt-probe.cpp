@@ -16,12 +16,22 @@
 #include <vector>
 
 namespace {
+/// dcrt_init with a planned gather arena and host pool (0: unplanned).
+void init(int32_t worldSize, int64_t gatherArenaBytes, int64_t hostPoolBytes) {
+  dcrt_init_options options{};
+  options.struct_size = sizeof(options);
+  options.expected_world_size = worldSize;
+  options.gather_arena_bytes = gatherArenaBytes;
+  options.host_pool_bytes = hostPoolBytes;
+  dcrt_init(&options);
+}
+
 /// Gathers a tensor of `full` floats and returns the future.
 dcrt_future gather(std::vector<float> &slot, int64_t full, int64_t local,
                    void **out) {
   void *shard = slot.data();
   int32_t f32 = DCRT_F32;
-  return dcrt_gather_start(1, &shard, &local, &full, &f32, &f32, out);
+  return dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, out);
 }
 
 int64_t slotFor(int64_t full) {
@@ -29,7 +39,7 @@ int64_t slotFor(int64_t full) {
 }
 
 void overPlan() {
-  dcrt_init(0, /*gather_arena_bytes=*/100, 0);
+  init(0, /*gather_arena_bytes=*/100, 0);
   std::vector<float> slot(slotFor(20));
   void *first, *second;
   dcrt_wait(gather(slot, 20, slotFor(20), &first)); // 80 of 100 bytes
@@ -37,14 +47,14 @@ void overPlan() {
 }
 
 void hostPoolOverPlan() {
-  dcrt_init(0, 0, /*host_pool_bytes=*/64);
+  init(0, 0, /*host_pool_bytes=*/64);
   std::vector<char> activation(100);
   void *host;
   dcrt_offload_start(activation.data(), 100, &host);
 }
 
 void peerNeverJoins() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
   void *out;
   if (dcrt_rank() == 1)
@@ -53,7 +63,7 @@ void peerNeverJoins() {
 }
 
 void peerDies() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   if (dcrt_rank() == 1)
     _exit(3);
   std::vector<float> slot(slotFor(8));
@@ -62,7 +72,7 @@ void peerDies() {
 }
 
 void waitTwice() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
   void *out;
   dcrt_future future = gather(slot, 8, slotFor(8), &out);
@@ -71,7 +81,7 @@ void waitTwice() {
 }
 
 void releaseTwice() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
   void *out;
   dcrt_wait(gather(slot, 8, slotFor(8), &out));
@@ -80,7 +90,7 @@ void releaseTwice() {
 }
 
 void releaseBeforeWait() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
   void *out;
   gather(slot, 8, slotFor(8), &out);
@@ -88,7 +98,7 @@ void releaseBeforeWait() {
 }
 
 void releaseReloadTwice() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<char> activation(64);
   void *host, *device;
   dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
@@ -98,7 +108,7 @@ void releaseReloadTwice() {
 }
 
 void releaseUploadBeforeWait() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<char> shard(64);
   void *device;
   dcrt_upload_start(shard.data(), 64, &device);
@@ -106,27 +116,27 @@ void releaseUploadBeforeWait() {
 }
 
 void releaseUnknown() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<char> mine(64);
   dcrt_release(mine.data()); // never handed out by the runtime
 }
 
 void wrongShardSize() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(8);
   void *out;
   gather(slot, 8, 8, &out); // 8 elements is not ceil(8 / 2)
 }
 
 void averageOfIntegers() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   int32_t values[2] = {1, 2};
   void *out;
-  dcrt_all_reduce_start(DCRT_AVG, values, 2, DCRT_I32, &out);
+  dcrt_all_reduce_start(0, DCRT_AVG, values, 2, DCRT_I32, &out);
 }
 
 void uploadPoolCopy() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<char> activation(64);
   void *host, *device;
   dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
@@ -134,23 +144,23 @@ void uploadPoolCopy() {
 }
 
 void stepEndsWithFutureInFlight() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   std::vector<float> slot(slotFor(8));
   void *out;
   gather(slot, 8, slotFor(8), &out);
   dcrt_end_step();
 }
 
-void wrongWorldSize() { dcrt_init(5, 0, 0); }
+void wrongWorldSize() { init(5, 0, 0); }
 
 void mpiError() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   char byte = 0;
   dcrt::broadcast(&byte, 1, /*root=*/99); // no such rank: MPI_ERR_ROOT
 }
 
 void outOfMemory() {
-  dcrt_init(0, 0, 0);
+  init(0, 0, 0);
   // Cap this process's address space, then offload more than fits (the
   // host pool has no plan, so it asks the system for it).
   rlimit limit;

@@ -133,7 +133,7 @@ void dc_entry_train_step(void **buffers) {
   int32_t f32[2] = {DCRT_F32, DCRT_F32};
   void *gathered[2];
   dcrt_future gather =
-      dcrt_gather_start(2, shards, local, full, f32, f32, gathered);
+      dcrt_gather_start(0, 2, shards, local, full, f32, f32, gathered);
   /* x is not needed again until the backward: offload it meanwhile. */
   void *x_host;
   dcrt_future offload = dcrt_offload_start(buffers[2], X_BYTES, &x_host);
@@ -188,7 +188,7 @@ void dc_entry_train_step(void **buffers) {
 
   void *grads[2] = {dw, db};
   void *reduced[2];
-  dcrt_future reduce = dcrt_reduce_scatter_start(2, DCRT_AVG, grads, full, f32,
+  dcrt_future reduce = dcrt_reduce_scatter_start(0, 2, DCRT_AVG, grads, full, f32,
                                                  local, f32, reduced);
   dcrt_wait(reduce);
   memcpy(buffers[5], reduced[0], W_LOCAL * sizeof(float));

@@ -35,7 +35,7 @@ shard.grid @world(shape = 2)
 // CHECK: llvm.store %[[F32]]
 // CHECK: llvm.store %[[BF16]], %[[DST]]
 // CHECK: llvm.store %[[F32]]
-// CHECK: %[[H:.*]] = llvm.call @dcrt_gather_start(%[[N]], %[[SHARDS]], %[[LOCAL]], %[[FULL]], %[[SRC]], %[[DST]], %[[OUT]]) : (i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[H:.*]] = llvm.call @dcrt_gather_start(%[[AXIS:.*]], %[[N]], %[[SHARDS]], %[[LOCAL]], %[[FULL]], %[[SRC]], %[[DST]], %[[OUT]]) : (i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
 // CHECK: %[[SLOT1:.*]] = llvm.getelementptr %[[OUT]][1]
 // CHECK: llvm.call @dcrt_wait(%[[H]])
 // CHECK-NOT: llvm.call @dcrt_wait
@@ -81,9 +81,9 @@ func.func @persistent(%b: memref<4xf32>) -> f32 {
 // CHECK-NEXT: %[[OUT1:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
 // CHECK: llvm.alloca %{{.*}} x !llvm.ptr
 // CHECK-NEXT: %[[OUT0:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
-// CHECK: %[[H0:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %[[AVG]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT0]]) : (i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[H0:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %{{.*}}, %[[AVG]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT0]]) : (i32, i32, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> !llvm.ptr
 // CHECK: %[[SLOT:.*]] = llvm.getelementptr %[[OUT0]][1]
-// CHECK: %[[H1:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %[[SUM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT1]])
+// CHECK: %[[H1:.*]] = llvm.call @dcrt_reduce_scatter_start(%{{.*}}, %{{.*}}, %[[SUM]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OUT1]])
 // CHECK-NEXT: llvm.call @dcrt_wait(%[[H0]])
 // CHECK-NEXT: llvm.call @dcrt_wait(%[[H1]])
 // CHECK-NOT: llvm.call @dcrt_wait
@@ -103,7 +103,7 @@ func.func @reduce_two_buckets(%gw: memref<6x5xf32>, %gb: memref<7xf32>) -> (memr
 // The grid is gone: the runtime's communicator is the world. The dcrt
 // functions are declared as they are used.
 // CHECK-NOT: shard.grid
-// CHECK-DAG: llvm.func @dcrt_all_reduce_start(i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
+// CHECK-DAG: llvm.func @dcrt_all_reduce_start(i32, i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
 // CHECK-DAG: llvm.func @dcrt_wait(!llvm.ptr)
 // CHECK-DAG: llvm.func @dcrt_clear_gathered()
 shard.grid @world(shape = 2)
@@ -113,7 +113,7 @@ shard.grid @world(shape = 2)
 // CHECK-DAG: %[[NUMEL:.*]] = llvm.mlir.constant(16 : i64) : i64
 // CHECK-DAG: %[[AVG:.*]] = llvm.mlir.constant(1 : i32) : i32
 // CHECK: %[[OUT:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
-// CHECK: %[[H:.*]] = llvm.call @dcrt_all_reduce_start(%[[AVG]], %{{.*}}, %[[NUMEL]], %[[F32]], %[[OUT]]) : (i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[H:.*]] = llvm.call @dcrt_all_reduce_start(%{{.*}}, %[[AVG]], %{{.*}}, %[[NUMEL]], %[[F32]], %[[OUT]]) : (i32, i32, !llvm.ptr, i64, i32, !llvm.ptr) -> !llvm.ptr
 // CHECK: llvm.call @dcrt_wait(%[[H]])
 // CHECK: llvm.load %[[OUT]]
 func.func @all_reduce(%g: memref<16xf32>) -> memref<16xf32> {
@@ -190,7 +190,8 @@ func.func @release_reloaded(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc
   return
 }
 
-// The synchronous all-to-all: rank 2, shape [2, 8], split 1, concat 0, f32.
+// The synchronous all-to-all, a start waited at once: axis 0, rank 2, shape
+// [2, 8], split 1, concat 0, f32.
 // CHECK-LABEL: func.func @ulysses
 // CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK-DAG: %[[CONCAT:.*]] = llvm.mlir.constant(0 : i64) : i64
@@ -201,7 +202,8 @@ func.func @release_reloaded(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc
 // CHECK: %[[SHAPE:.*]] = llvm.alloca %{{.*}} x i64
 // CHECK: llvm.store %[[TWO]], %[[SHAPE]]
 // CHECK: llvm.store %[[EIGHT]]
-// CHECK: llvm.call @dcrt_all_to_all(%{{.*}}, %{{.*}}, %[[RANK]], %[[SHAPE]], %[[SPLIT]], %[[CONCAT]], %[[F32]]) : (!llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i64, i64, i32) -> ()
+// CHECK: %[[A2A:.*]] = llvm.call @dcrt_all_to_all_start(%[[F32]], %{{.*}}, %{{.*}}, %[[RANK]], %[[SHAPE]], %[[SPLIT]], %[[CONCAT]], %[[F32]]) : (i32, !llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i64, i64, i32) -> !llvm.ptr
+// CHECK-NEXT: llvm.call @dcrt_wait(%[[A2A]])
 // CHECK: llvm.call @dcrt_invalidate_gathered(%{{.*}}) : (!llvm.ptr) -> ()
 // CHECK: llvm.call @dcrt_clear_gathered() : () -> ()
 func.func @ulysses(%x: memref<2x8xf32>, %y: memref<4x4xf32>, %w: memref<4xf32>) {

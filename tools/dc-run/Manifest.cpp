@@ -215,13 +215,22 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
   if (manifest.worldSize < 1)
     reader.fail("manifest", "\"world_size\" must be at least 1");
   manifest.grid = reader.string(*root, "grid", "manifest", false);
+  manifest.target = reader.string(*root, "target", "manifest", false);
   manifest.vocab = reader.integer(*root, "vocab", "manifest", false);
   if (const Value *plan = root->get("plan")) {
     manifest.gatherArenaBytes =
         reader.integer(*plan, "gather_arena_bytes", "plan", false).value_or(0);
     manifest.hostPoolBytes =
         reader.integer(*plan, "host_pool_bytes", "plan", false).value_or(0);
-    if (manifest.gatherArenaBytes < 0 || manifest.hostPoolBytes < 0)
+    manifest.stepArenaBytes =
+        reader.integer(*plan, "step_arena_bytes", "plan", false).value_or(0);
+    manifest.stepBufferBytes =
+        reader.integer(*plan, "step_buffer_bytes", "plan", false).value_or(0);
+    manifest.stagingBytes =
+        reader.integer(*plan, "staging_bytes", "plan", false).value_or(0);
+    if (manifest.gatherArenaBytes < 0 || manifest.hostPoolBytes < 0 ||
+        manifest.stepArenaBytes < 0 || manifest.stepBufferBytes < 0 ||
+        manifest.stagingBytes < 0)
       reader.fail("plan", "negative byte counts");
   }
   const Value *steps = root->get("steps");

@@ -46,9 +46,16 @@ struct StepSpec {
 struct Manifest {
   int32_t abi = 0;
   int32_t worldSize = 1;
+  /// "cpu" (host backend) or a GPU ("h200": cuda backend); empty: host.
+  std::string target;
   std::string grid;
+  /// The grid's axis sizes (product = world size); empty: one axis.
+  std::vector<int64_t> gridShape;
   int64_t gatherArenaBytes = 0;
   int64_t hostPoolBytes = 0;
+  int64_t stepArenaBytes = 0;
+  int64_t stepBufferBytes = 0;
+  int64_t stagingBytes = 0;
   std::optional<int64_t> vocab;
   std::vector<StepSpec> steps;
 };

@@ -20,6 +20,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <dlfcn.h>
 #include <string>
 #include <vector>
@@ -71,6 +72,21 @@ Artifact openArtifact(const std::string &path) {
                 path.c_str(), manifest->abi, version());
   artifact.manifest = std::move(*manifest);
   return artifact;
+}
+
+/// The backend an artifact's target runs on; DCRT_BACKEND, when set,
+/// overrides it (dcrt_init reads it).
+int32_t backendFor(const std::string &target) {
+  const char *forced = std::getenv("DCRT_BACKEND");
+  if (forced && *forced)
+    return DCRT_BACKEND_AUTO;
+  if (target.empty() || target == "cpu")
+    return DCRT_BACKEND_HOST;
+  if (target == "h200")
+    return DCRT_BACKEND_CUDA;
+  dcrt::fatal("the artifact targets '%s', which no backend of this libdcrt "
+              "runs (cpu: host, h200: cuda)",
+              target.c_str());
 }
 
 const StepSpec &pickStep(const Manifest &manifest, const std::string &name) {
@@ -346,9 +362,20 @@ int main(int argc, char **argv) {
                 launched);
   }
 
-  dcrt_init(manifest.worldSize,
-            options.gatherArenaBytes.value_or(manifest.gatherArenaBytes),
-            options.hostPoolBytes.value_or(manifest.hostPoolBytes));
+  dcrt_init_options init{};
+  init.struct_size = sizeof(init);
+  init.backend = backendFor(manifest.target);
+  init.expected_world_size = manifest.worldSize;
+  init.device = -1;
+  init.grid_rank = static_cast<int32_t>(manifest.gridShape.size());
+  init.grid_shape = manifest.gridShape.data();
+  init.gather_arena_bytes =
+      options.gatherArenaBytes.value_or(manifest.gatherArenaBytes);
+  init.host_pool_bytes = options.hostPoolBytes.value_or(manifest.hostPoolBytes);
+  init.step_arena_bytes = manifest.stepArenaBytes;
+  init.step_buffer_bytes = manifest.stepBufferBytes;
+  init.staging_bytes = manifest.stagingBytes;
+  dcrt_init(&init);
   {
     Trainer trainer(options, artifact);
     trainer.run();

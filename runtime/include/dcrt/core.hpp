@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dcrt {
@@ -37,6 +38,59 @@ private:
   int64_t size_ = 0;
 };
 
+/// Where a buffer of the host program lives. Device: what the artifact
+/// computes on (host memory on the host backend); Host: host memory the
+/// device copies from at full speed (pinned on a device backend).
+enum class MemoryKind { Device, Host };
+
+/// Memory the host program hands to the artifact (parameters, gradients,
+/// data, results) or keeps beside it (optimizer state). Zeroed. Allocated
+/// before the first step, never inside one. Fatal, naming `what`, when the
+/// memory is not there.
+void *allocate(int64_t bytes, MemoryKind kind, const char *what);
+void deallocate(void *pointer);
+/// Synchronous copy between any two buffers (host or device), ordered after
+/// the work enqueued so far.
+void copy(void *dst, const void *src, int64_t bytes);
+/// Blocks until every operation enqueued so far (the step) is done; a hung
+/// collective is a fatal error after timeoutSeconds().
+void synchronize();
+/// The backend's compute stream (a cudaStream_t; null on the host backend).
+void *computeStream();
+/// True when device memory is host memory (the host backend).
+bool deviceIsHost();
+
+/// An owned buffer from allocate().
+class Buffer {
+public:
+  Buffer() = default;
+  Buffer(int64_t bytes, MemoryKind kind, const char *what)
+      : data_(allocate(bytes, kind, what)), size_(bytes), kind_(kind) {}
+  Buffer(Buffer &&other) noexcept { *this = std::move(other); }
+  Buffer &operator=(Buffer &&other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+    std::swap(kind_, other.kind_);
+    return *this;
+  }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer() {
+    if (data_)
+      deallocate(data_);
+  }
+
+  void *data() const { return data_; }
+  template <typename T> T *as() const { return static_cast<T *>(data_); }
+  int64_t size() const { return size_; }
+  MemoryKind kind() const { return kind_; }
+
+private:
+  void *data_ = nullptr;
+  int64_t size_ = 0;
+  MemoryKind kind_ = MemoryKind::Device;
+};
+
 /// One pool of runtime memory, in bytes.
 struct PoolStats {
   int64_t plan = 0;      // the planned bound (0: grows as needed)
@@ -51,7 +105,12 @@ struct MemoryStats {
   PoolStats hostPool;    // offloaded copies (dcrt_offload_start)
   PoolStats stepBuffers; // reduced shards, all-reduce results, reloads, uploads
   PoolStats staging;     // packed send/receive buffers of collectives
-  /// Sum of the high-water marks: the peak dc-run reports.
+  PoolStats stepArena;   // the artifact's planned temporaries
+  /// Device memory the host program allocated (parameters, optimizer
+  /// state, data, results).
+  int64_t hostProgramBytes = 0;
+  /// Sum of the high-water marks of the runtime's device pools: the peak
+  /// dc-run reports beside the plan.
   int64_t peakBytes() const;
 };
 

@@ -9,15 +9,24 @@
  *
  * Conventions:
  *  - One process per rank; the runtime state is per process (dcrt_init).
- *  - Buffers are raw pointers to dense row-major storage. Element counts
- *    are `int64_t`; element types are dcrt_dtype codes.
+ *  - Buffers are raw pointers to dense row-major storage in the backend's
+ *    device memory (host memory on the host backend). Element counts are
+ *    `int64_t`; element types are dcrt_dtype codes.
  *  - Every *_start returns a future handle; the artifact waits each future
- *    exactly once with dcrt_wait (dc-verify-schedule proves it).
+ *    exactly once with dcrt_wait (dc-verify-schedule proves it). On a device
+ *    backend a start and its wait only enqueue work: the compute stream
+ *    waits for the operation, the host does not.
+ *  - A start is ordered after every compute the artifact enqueued before it
+ *    (its inputs may be written right before the start); its outputs may be
+ *    used by compute enqueued after its dcrt_wait.
  *  - Buffers the runtime hands out (gathered parameters, reduced gradient
  *    shards, host copies, reloaded or uploaded tensors) stay valid until
  *    dcrt_release (gathers; reloads and uploads the artifact releases),
  *    until the step ends (reductions, unreleased reloads and uploads) or
  *    until the reload of a host copy completes (offloads).
+ *  - Every collective names its process group: `axis`, an axis of the
+ *    artifact's grid (0 for the one axis of a 1-D grid). The runtime holds
+ *    one communicator per axis.
  *  - Errors never return: the runtime prints what failed and where (rank,
  *    op, reason) and aborts every rank (bounded time, no hang).
  *
@@ -31,7 +40,10 @@
 extern "C" {
 #endif
 
-#define DCRT_ABI_VERSION 2
+/* Version 3: dcrt_init takes an options struct; collectives name a grid
+ * axis; all-to-all is an async start/wait pair; dcrt_compute_stream and
+ * dcrt_step_arena. */
+#define DCRT_ABI_VERSION 3
 
 typedef enum dcrt_dtype {
   DCRT_F32 = 0,
@@ -46,6 +58,13 @@ typedef enum dcrt_reduce {
   DCRT_AVG = 1,
 } dcrt_reduce;
 
+typedef enum dcrt_backend {
+  /* DCRT_BACKEND from the environment ("host" or "cuda"), else host. */
+  DCRT_BACKEND_AUTO = 0,
+  DCRT_BACKEND_HOST = 1,
+  DCRT_BACKEND_CUDA = 2,
+} dcrt_backend;
+
 /* An in-flight asynchronous operation. */
 typedef struct dcrt_future_impl *dcrt_future;
 
@@ -54,49 +73,70 @@ typedef struct dcrt_future_impl *dcrt_future;
 /* The ABI version libdcrt implements. */
 int32_t dcrt_abi_version(void);
 
-/* Joins the job: rank/world from MPI (host backend) or the launcher's
- * environment; fails if the world size differs from `expected_world_size`
- * (the artifact's; 0 accepts any, for tests and tools). `gather_arena_bytes`
- * and `host_pool_bytes` come from the compile-time plan in the artifact's
- * manifest (0: grow as needed). */
-void dcrt_init(int32_t expected_world_size, int64_t gather_arena_bytes,
-               int64_t host_pool_bytes);
+/* What dcrt_init needs. Fields are only ever appended: set `struct_size` to
+ * sizeof(dcrt_init_options) as the caller was compiled, and the runtime
+ * reads no field past it (missing ones take their zero defaults). Sizes
+ * come from the compile-time plan in the artifact's manifest; 0 means
+ * "not planned": the pool grows as needed (tests and tools only; a device
+ * backend warns). */
+typedef struct dcrt_init_options {
+  int64_t struct_size;
+  int32_t backend;             /* dcrt_backend */
+  int32_t expected_world_size; /* the artifact's; 0 accepts any */
+  int32_t device;              /* device ordinal; -1: the local rank */
+  int32_t grid_rank;           /* number of grid axes (0: a 1-D world) */
+  const int64_t *grid_shape;   /* grid_rank sizes, product = world size */
+  int64_t gather_arena_bytes;  /* gathered parameters at once */
+  int64_t host_pool_bytes;     /* offloaded activations at once */
+  int64_t step_arena_bytes;    /* the artifact's planned temporaries */
+  int64_t step_buffer_bytes;   /* reduced shards, reloads, uploads */
+  int64_t staging_bytes;       /* packing buffers of collectives */
+} dcrt_init_options;
+
+/* Joins the job: rank/world from MPI (mpirun) or the launcher's
+ * environment; fails if the world size differs from expected_world_size.
+ * Picks the backend, the device, creates the communicators (one per grid
+ * axis) and allocates every planned pool once. */
+void dcrt_init(const dcrt_init_options *options);
 void dcrt_finalize(void);
 int32_t dcrt_rank(void);
 int32_t dcrt_world_size(void);
+/* "host" or "cuda". */
+const char *dcrt_backend_name(void);
 
 /*--- Called by the artifact ------------------------------------------------*/
 
-/* All-gathers `n` shards as ONE group. Shard i holds local_numel[i]
- * elements of type src_dtype[i] (the rank's slice of a flattened tensor of
- * full_numel[i] elements, last slot padded); it is converted to
- * dst_dtype[i] before sending. The runtime allocates each full tensor in
- * its gather arena and writes its address to out_full[i] before returning
- * (valid to read only after dcrt_wait). */
-dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
+/* All-gathers `n` shards over grid axis `axis` as ONE group. Shard i holds
+ * local_numel[i] elements of type src_dtype[i] (the rank's slice of a
+ * flattened tensor of full_numel[i] elements, last slot padded); it is
+ * converted to dst_dtype[i] before sending. The runtime allocates each full
+ * tensor in its gather arena and writes its address to out_full[i] before
+ * returning (valid to read only after dcrt_wait). */
+dcrt_future dcrt_gather_start(int32_t axis, int32_t n, void *const *shards,
                               const int64_t *local_numel,
                               const int64_t *full_numel,
                               const int32_t *src_dtype,
                               const int32_t *dst_dtype, void **out_full);
 
-/* Waits for any future; afterwards its output buffers hold their values. */
+/* Waits for any future; afterwards its output buffers hold their values
+ * (for work enqueued on the compute stream after the wait). */
 void dcrt_wait(dcrt_future future);
 
 /* Returns a gathered tensor to the arena (an out_full of dcrt_gather_start),
  * or a reload/upload destination to the runtime (an out_device of
  * dcrt_reload_start or dcrt_upload_start): the runtime knows which pointer
  * is which. Only after the buffer's wait, once; an unknown pointer or a
- * second release is a fatal error. Releasing reload/upload destinations
- * (before the step ends) is an addition: artifacts that never do it keep
- * them until dcrt_end_step, as before. */
+ * second release is a fatal error. The memory is reused only by operations
+ * started after the release (which are ordered after the compute enqueued
+ * before it). */
 void dcrt_release(void *full);
 
-/* Reduce-scatters `n` full gradients as ONE bucket (packed, padded slots)
- * with `op` over all ranks. Gradient i has full_numel[i] elements of
+/* Reduce-scatters `n` full gradients over `axis` as ONE bucket (packed,
+ * padded slots) with `op`. Gradient i has full_numel[i] elements of
  * grad_dtype[i]; the rank's reduced slice (local_numel[i] elements of
  * shard_dtype[i]) is written to a runtime buffer whose address goes to
  * out_shards[i]. The gradient buffers must stay untouched until the wait. */
-dcrt_future dcrt_reduce_scatter_start(int32_t n, int32_t op,
+dcrt_future dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
                                       void *const *grads,
                                       const int64_t *full_numel,
                                       const int32_t *grad_dtype,
@@ -104,10 +144,19 @@ dcrt_future dcrt_reduce_scatter_start(int32_t n, int32_t op,
                                       const int32_t *shard_dtype,
                                       void **out_shards);
 
-/* All-reduces `numel` elements of `dtype` with `op` into a runtime buffer
- * whose address goes to *out. */
-dcrt_future dcrt_all_reduce_start(int32_t op, const void *input, int64_t numel,
-                                  int32_t dtype, void **out);
+/* All-reduces `numel` elements of `dtype` with `op` over `axis` into a
+ * runtime buffer whose address goes to *out. */
+dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input,
+                                  int64_t numel, int32_t dtype, void **out);
+
+/* All-to-all over `axis` (Ulysses): `input` has `rank` dims `shape`; it is
+ * split evenly along split_dim, piece i goes to rank i of the axis, the
+ * received pieces are concatenated along concat_dim into `output` (the
+ * caller's buffer, written by the time the wait returns). */
+dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input,
+                                  void *output, int32_t rank,
+                                  const int64_t *shape, int64_t split_dim,
+                                  int64_t concat_dim, int32_t dtype);
 
 /* Copies `bytes` from device memory to a host-pool buffer (*out_host) on
  * the device-to-host copy stream. */
@@ -124,32 +173,35 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device);
  * host memory, "memory": "host" in the manifest) to a new device buffer
  * (*out_device) on the host-to-device copy stream. The host buffer stays
  * the caller's and unchanged (it must not be written until the wait); the
- * device buffer lives until dcrt_release of it or the end of the step,
- * like a reload's. Added in ABI version 2. */
+ * device buffer lives until dcrt_release of it or the end of the step. */
 dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
                               void **out_device);
-
-/* Synchronous all-to-all (Ulysses): `input` has `rank` dims `shape`; it is
- * split evenly along split_dim, piece i goes to rank i, received pieces are
- * concatenated along concat_dim into `output`. */
-void dcrt_all_to_all(const void *input, void *output, int32_t rank,
-                     const int64_t *shape, int64_t split_dim,
-                     int64_t concat_dim, int32_t dtype);
 
 /* Profiling: drop cached gathered copies (of one shard, or all). */
 void dcrt_invalidate_gathered(const void *shard);
 void dcrt_clear_gathered(void);
 
+/* The stream the artifact's compute runs on: a cudaStream_t on the cuda
+ * backend, NULL on the host backend (compute runs on the calling thread). */
+void *dcrt_compute_stream(void);
+
+/* The base of the step arena: step_arena_bytes of device memory, 256-byte
+ * aligned, allocated once at dcrt_init, where the artifact places its
+ * temporaries at planned offsets. NULL when the plan has none. */
+void *dcrt_step_arena(void);
+
 /* Marks the end of one step: buffers for reductions and the reloads and
  * uploads not released yet may be reused by the next. Called by the
- * artifact's entry. */
+ * artifact's entry, last. */
 void dcrt_end_step(void);
 
-/*--- Profiling hooks (addition; optional) ----------------------------------
+/*--- Profiling hooks (optional) --------------------------------------------
  * Code compiled for a profiling run brackets each compute op with these:
  *   int64_t t = dcrt_op_begin(); <op>; dcrt_op_end("train_step:7", t);
  * The key is the cost model's "<function>:<ordinal>" (dc::getProfileKey); it
- * must stay valid while the artifact is loaded. dc-run writes the mean time
+ * must stay valid while the artifact is loaded. On the host backend `t` is a
+ * clock reading; a device backend records events on the compute stream and
+ * resolves them when the step's work is done. dc-run writes the mean time
  * per key to --profile-out and shows each op on the trace's compute track. */
 int64_t dcrt_op_begin(void);
 void dcrt_op_end(const char *op_key, int64_t begin);
@@ -165,11 +217,15 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *   void dc_entry_<step>(void **buffers);    // one per step function
  *
  * dc_entry_<step> takes the step's arguments then its results, in order, as
- * buffer pointers (results are written in place: caller-allocated).
+ * buffer pointers (results are written in place: caller-allocated, in device
+ * memory).
  *
  * Manifest JSON:
- *   {"abi": 2, "world_size": 2, "grid": "world",
- *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N},
+ *   {"abi": 3, "target": "cpu", "world_size": 2, "grid": "world",
+ *    "grid_shape": [2],
+ *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N,
+ *             "step_arena_bytes": N, "step_buffer_bytes": N,
+ *             "staging_bytes": N},
  *    "steps": [{"name": "train_step", "entry": "dc_entry_train_step",
  *      "args": [{"kind": "param", "id": 0, "name": "fc1.weight",
  *                "shape": [16, 32], "dtype": "f32", "local": 256},
@@ -178,12 +234,13 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *      "results": [{"kind": "loss", "shape": [], "dtype": "f32"},
  *                  {"kind": "grad", "param": 0, "shape": [16, 32],
  *                   "dtype": "f32", "local": 256}]}]}
- * "local" is present for sharded tensors (the buffer holds `local`
- * elements); a replicated parameter or gradient has no "local". A parameter
- * argument may carry "memory": "host": the step keeps it in host memory and
- * brings it to the device with dcrt_upload_start, so the caller allocates
- * it in host memory (pinned, on a device backend); without "memory" it is
- * "device".
+ * "target" picks the backend ("cpu": host, "h200": cuda) unless
+ * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is
+ * present for sharded tensors (the buffer holds `local` elements); a
+ * replicated parameter or gradient has no "local". A parameter argument may
+ * carry "memory": "host": the step keeps it in host memory and brings it to
+ * the device with dcrt_upload_start, so the caller allocates it in host
+ * memory (pinned, on a device backend); without "memory" it is "device".
  *-------------------------------------------------------------------------*/
 
 #endif /* DCRT_DCRT_H */

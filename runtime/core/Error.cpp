@@ -1,5 +1,4 @@
-//===- Error.cpp - fatal errors that end every rank
-//------------------------===//
+//===- Error.cpp - fatal errors that end every rank ------------------------===//
 #include "Internal.h"
 
 #include "dcrt/error.hpp"
@@ -17,6 +16,7 @@ std::atomic<const char *> errorPrefix{"dcrt"};
 std::atomic<int> knownRank{-1};
 std::atomic<int> knownWorldSize{-1};
 std::atomic<bool> failing{false};
+std::atomic<void (*)()> abortHook{nullptr};
 
 /// Seconds MPI_Abort may take before this process exits on its own.
 constexpr unsigned abortGraceSeconds = 10;
@@ -60,6 +60,8 @@ bool mpiIsUp() {
 
 void dcrt::setErrorPrefix(const char *tool) { errorPrefix = tool; }
 
+void dcrt::detail::setAbortHook(void (*hook)()) { abortHook = hook; }
+
 void dcrt::detail::setErrorRank(int rank, int worldSize) {
   knownRank = rank;
   knownWorldSize = worldSize;
@@ -82,9 +84,11 @@ void dcrt::fatal(const char *format, ...) {
   printMessage("error", format, args);
   va_end(args);
   std::fflush(stdout);
+  // SIGALRM's default action ends the process if the abort hangs.
+  alarm(abortGraceSeconds);
+  if (void (*hook)() = abortHook.load())
+    hook();
   if (mpiIsUp()) {
-    // SIGALRM's default action ends the process if the abort hangs.
-    alarm(abortGraceSeconds);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   std::_Exit(1);

@@ -47,20 +47,41 @@ constexpr int64_t planSlackAllocations = 64;
 /// Chunk size when there is no plan.
 constexpr int64_t unplannedChunkBytes = int64_t(16) << 20;
 
-Arena::Arena(const char *name, int64_t planBytes)
-    : name(name), plan(planBytes) {
+static void *allocateHost(int64_t bytes, const char *what) {
+  // Not zeroed: untouched pages of a large plan cost nothing until used.
+  void *memory = std::aligned_alloc(bufferAlignment,
+                                    alignUp(bytes, bufferAlignment));
+  if (!memory)
+    fatal("out of host memory: %lld bytes for %s",
+          static_cast<long long>(bytes), what);
+  return memory;
+}
+
+const MemorySource &dcrt::detail::hostMemory() {
+  static const MemorySource source{allocateHost, std::free, bufferAlignment};
+  return source;
+}
+
+Arena::Arena(const char *name, int64_t planBytes, const MemorySource &source,
+             bool warnUnplanned)
+    : name(name), plan(planBytes), source(source),
+      warnUnplanned(warnUnplanned) {
   if (planBytes < 0)
     fatal("%s: negative planned size %lld", name,
           static_cast<long long>(planBytes));
   if (plan > 0) // sized from the plan, once
-    addChunk(alignUp(plan, bufferAlignment) +
-             planSlackAllocations * bufferAlignment);
+    addChunk(alignUp(plan, source.alignment) +
+             planSlackAllocations * source.alignment);
 }
 
 void Arena::addChunk(int64_t size) {
   Chunk chunk;
-  // Not zeroed: untouched pages of a large plan cost nothing until used.
-  chunk.memory = AlignedBuffer(size, name, /*zeroed=*/false);
+  if (plan == 0 && warnUnplanned && systemAllocations == 0)
+    warn("%s has no planned size: it grows inside steps (the artifact's "
+         "manifest should size it)",
+         name);
+  chunk.memory = std::shared_ptr<char>(
+      static_cast<char *>(source.allocate(size, name)), source.free);
   chunk.freeRanges.push_back({0, size});
   chunks.push_back(std::move(chunk));
   reserved += size;
@@ -88,7 +109,7 @@ void *Arena::placeInChunks(int64_t size, int64_t requested) {
   ranges[bestRange].size -= size;
   if (ranges[bestRange].size == 0)
     ranges.erase(ranges.begin() + bestRange);
-  void *pointer = chunks[bestChunk].memory.as<char>() + taken.offset;
+  void *pointer = chunks[bestChunk].memory.get() + taken.offset;
   allocations.push_back({pointer, bestChunk, taken, requested});
   return pointer;
 }
@@ -97,7 +118,7 @@ void *Arena::tryAllocate(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex);
   if (bytes < 0 || (plan > 0 && live + bytes > plan))
     return nullptr;
-  int64_t size = alignUp(std::max<int64_t>(bytes, 1), bufferAlignment);
+  int64_t size = alignUp(std::max<int64_t>(bytes, 1), source.alignment);
   void *pointer = placeInChunks(size, bytes);
   if (!pointer) {
     if (plan > 0)

@@ -16,6 +16,7 @@
 #include "dcrt/core.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -28,6 +29,17 @@ inline int64_t alignUp(int64_t value, int64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+/// Where an arena's chunks come from: aligned host memory by default; a
+/// device backend passes its device or pinned-host allocator. `allocate`
+/// never returns null (it fails the job, naming `what`).
+struct MemorySource {
+  void *(*allocate)(int64_t bytes, const char *what);
+  void (*free)(void *pointer);
+  /// Bytes every buffer is aligned to.
+  int64_t alignment = 64;
+};
+const MemorySource &hostMemory();
+
 /// Best-fit allocation in large chunks taken from the system. The plan is
 /// checked on the bytes asked for (what the compiler counts); chunks get a
 /// little slack for alignment, and a new chunk is added only if the free
@@ -35,8 +47,10 @@ inline int64_t alignUp(int64_t value, int64_t alignment) {
 /// Thread-safe: copy threads return host buffers.
 class Arena {
 public:
-  /// `planBytes` 0: no bound, chunks are added as needed.
-  Arena(const char *name, int64_t planBytes);
+  /// `planBytes` 0: no bound, chunks are added as needed (a warning once
+  /// when `warnUnplanned`: a device backend should never grow in a step).
+  Arena(const char *name, int64_t planBytes,
+        const MemorySource &source = hostMemory(), bool warnUnplanned = false);
 
   /// Fatal, naming `what`, the plan and the bytes in use, when the plan
   /// would be exceeded.
@@ -57,7 +71,7 @@ private:
     int64_t offset, size;
   };
   struct Chunk {
-    AlignedBuffer memory;
+    std::shared_ptr<char> memory;
     std::vector<Range> freeRanges; // sorted by offset, coalesced
   };
   struct Allocation {
@@ -72,6 +86,8 @@ private:
 
   const char *name;
   int64_t plan;
+  const MemorySource &source;
+  bool warnUnplanned;
   mutable std::mutex mutex;
   std::vector<Chunk> chunks;
   std::vector<Allocation> allocations;

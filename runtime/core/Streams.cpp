@@ -71,6 +71,9 @@ void CommEngine::submit(CommOp *op) {
 void CommEngine::issue(CommOp *op) {
   mpiActivity = op->name;
   op->issuedNs = nowNs();
+  MPI_Comm comm = op->comm;
+  if (comm == MPI_COMM_NULL)
+    fatal("internal error: %s has no communicator", op->name);
   int rc = MPI_SUCCESS;
   switch (op->kind) {
   case CommKind::AllGather:

@@ -67,6 +67,7 @@ struct CommOp {
   int root = 0;
   const int *recvCounts = nullptr; // Gatherv, on the root
   const int *displacements = nullptr;
+  MPI_Comm comm = MPI_COMM_NULL; // the group it runs over
   int64_t bytes = 0; // this rank's payload, for statistics
   std::atomic<bool> done{false};
   int64_t issuedNs = 0;
@@ -75,8 +76,8 @@ struct CommOp {
 
 class CommEngine {
 public:
-  CommEngine(MPI_Comm comm, Completion &completion, Tracer &tracer)
-      : comm(comm), completion(completion), tracer(tracer) {}
+  CommEngine(Completion &completion, Tracer &tracer)
+      : completion(completion), tracer(tracer) {}
   ~CommEngine() { stop(); }
 
   void start();
@@ -90,7 +91,6 @@ private:
   void run();
   void issue(CommOp *op);
 
-  MPI_Comm comm;
   Completion &completion;
   Tracer &tracer;
   std::thread thread;

@@ -1,19 +1,9 @@
-//===- Collectives.cpp - the artifact's C ABI: collectives, futures, copies
-//===//
-//
-// Starts pack (and cast) on the caller's thread, hand one MPI nonblocking
-// collective per group or bucket to the communication thread and return a
-// future; dcrt_wait blocks until the thread saw it complete, then unpacks,
-// casts and averages. Staging buffers are pooled, outputs come from the
-// gather arena (gathers) or the step buffers (everything else).
-//
-//===----------------------------------------------------------------------===//
-#include "Runtime.h"
+//===- HostBackend.cpp - the host backend: CPU memory and MPI -------------===//
+#include "HostBackend.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/params.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -23,46 +13,10 @@ using namespace dcrt;
 using namespace dcrt::detail;
 using Kind = dcrt_future_impl::Kind;
 
-const std::atomic<bool> &dcrt_future_impl::doneFlag() const {
+const std::atomic<bool> &HostFuture::doneFlag() const {
   return kind == Kind::Offload || kind == Kind::Reload || kind == Kind::Upload
              ? copy.done
              : comm.done;
-}
-
-const char *dcrt_future_impl::what() const {
-  switch (kind) {
-  case Kind::Gather:
-    return "all-gather";
-  case Kind::ReduceScatter:
-    return "reduce-scatter";
-  case Kind::AllReduce:
-    return "all-reduce";
-  case Kind::Offload:
-    return "offload copy";
-  case Kind::Reload:
-    return "reload copy";
-  case Kind::Upload:
-    return "upload copy";
-  }
-  return "?";
-}
-
-static const char *waitSpanName(Kind kind) {
-  switch (kind) {
-  case Kind::Gather:
-    return "wait all-gather";
-  case Kind::ReduceScatter:
-    return "wait reduce-scatter";
-  case Kind::AllReduce:
-    return "wait all-reduce";
-  case Kind::Offload:
-    return "wait offload";
-  case Kind::Reload:
-    return "wait reload";
-  case Kind::Upload:
-    return "wait upload";
-  }
-  return "wait";
 }
 
 static char *bytesAt(void *base, int64_t offset) {
@@ -73,28 +27,6 @@ static const char *bytesAt(const void *base, int64_t offset) {
   return static_cast<const char *>(base) + offset;
 }
 
-/// Elements of rank `r`'s slot that are real, not padding.
-static int64_t validInSlot(int64_t fullNumel, int64_t localNumel, int64_t r) {
-  return std::clamp<int64_t>(fullNumel - r * localNumel, 0, localNumel);
-}
-
-static void checkDType(int32_t dtype, const char *caller, int index) {
-  if (!isValidDType(dtype))
-    fatal("%s: tensor %d has unknown dtype code %d", caller, index, dtype);
-}
-
-static void checkShard(const Runtime &rt, int64_t localNumel, int64_t fullNumel,
-                       const char *caller, int index) {
-  if (fullNumel < 0 || localNumel != shardNumel(fullNumel, rt.worldSize))
-    fatal("%s: tensor %d has %lld elements and a shard of %lld, but %d ranks "
-          "need shards of ceil(%lld / %d) = %lld (was the artifact compiled "
-          "for this world size?)",
-          caller, index, static_cast<long long>(fullNumel),
-          static_cast<long long>(localNumel), rt.worldSize,
-          static_cast<long long>(fullNumel), rt.worldSize,
-          static_cast<long long>(shardNumel(fullNumel, rt.worldSize)));
-}
-
 static int checkedCount(int64_t count, const char *caller) {
   if (count > INT_MAX)
     fatal("%s: %lld elements per rank is too large for one MPI call", caller,
@@ -102,30 +34,126 @@ static int checkedCount(int64_t count, const char *caller) {
   return static_cast<int>(count);
 }
 
+static std::unique_ptr<Backend> createHostBackend(Job &job,
+                                                  const RuntimeConfig &config) {
+  return std::make_unique<HostBackend>(job, config);
+}
+
+namespace {
+/// Registers the host backend when libdcrt loads.
+struct RegisterHost {
+  RegisterHost() { registerBackend("host", createHostBackend); }
+} registerHost;
+} // namespace
+
+HostBackend::HostBackend(Job &job, const RuntimeConfig &config)
+    : job(job), gatherArena("gather arena", config.gatherArenaBytes),
+      hostPool("host pool", config.hostPoolBytes),
+      toHost(Track::CopyToHost, job.completion, job.tracer),
+      toDevice(Track::CopyToDevice, job.completion, job.tracer) {
+  if (config.stepArenaBytes > 0)
+    stepArenaMemory = AlignedBuffer(config.stepArenaBytes, "the step arena");
+  toHost.start();
+  toDevice.start();
+}
+
+HostBackend::~HostBackend() {
+  toHost.stop();
+  toDevice.stop();
+}
+
+HostFuture *HostBackend::newFuture(Kind kind) {
+  HostFuture *future;
+  if (freeFutures.empty()) {
+    futures.push_back(std::make_unique<HostFuture>());
+    future = futures.back().get();
+  } else {
+    future = freeFutures.back();
+    freeFutures.pop_back();
+  }
+  future->kind = kind;
+  future->inUse = true;
+  future->sequence = ++startedOps;
+  future->items.clear();
+  future->sendStaging = future->recvStaging = nullptr;
+  future->blockSize = 0;
+  future->groupSize = 1;
+  future->average = false;
+  future->allReduceOut = nullptr;
+  future->allToAllOut = nullptr;
+  ++outstanding_;
+  return future;
+}
+
+void HostBackend::awaitCompletion(HostFuture *future) {
+  if (!job.completion.waitFor(future->doneFlag(), job.timeoutSeconds()))
+    fatal("timed out after %g s waiting for %s #%llu: a peer rank may have "
+          "died, stalled or issued different collectives (DCRT_TIMEOUT_S "
+          "sets the limit)",
+          job.timeoutSeconds(), future->what(),
+          static_cast<unsigned long long>(future->sequence));
+}
+
+bool HostBackend::isComplete(dcrt_future future) {
+  return static_cast<HostFuture *>(future)->doneFlag().load(
+      std::memory_order_acquire);
+}
+
+void HostBackend::opEnd(const char *key, int64_t begin) {
+  job.tracer.op(key, begin, nowNs());
+}
+
+void *HostBackend::allocate(int64_t bytes, MemoryKind, const char *what) {
+  hostProgramBuffers.emplace_back(bytes, what);
+  hostProgramBytes += bytes;
+  return hostProgramBuffers.back().data();
+}
+
+void HostBackend::deallocate(void *pointer) {
+  auto found = std::find_if(
+      hostProgramBuffers.begin(), hostProgramBuffers.end(),
+      [&](const AlignedBuffer &buffer) { return buffer.data() == pointer; });
+  if (found == hostProgramBuffers.end())
+    fatal("dcrt::deallocate(%p): not a buffer from dcrt::allocate", pointer);
+  hostProgramBytes -= found->size();
+  hostProgramBuffers.erase(found);
+}
+
+void HostBackend::copy(void *dst, const void *src, int64_t bytes) {
+  std::memmove(dst, src, bytes);
+}
+
+MemoryStats HostBackend::memoryStats() {
+  MemoryStats stats{gatherArena.stats(), hostPool.stats(), stepBuffers.stats(),
+                    staging.stats(), {}, hostProgramBytes};
+  stats.stepArena.plan = stats.stepArena.reserved =
+      stats.stepArena.highWater = stepArenaMemory.size();
+  return stats;
+}
+
+void HostBackend::resetPeakMemory() {
+  gatherArena.resetHighWater();
+  hostPool.resetHighWater();
+  stepBuffers.resetHighWater();
+  staging.resetHighWater();
+}
+
 //===----------------------------------------------------------------------===//
 // Gathers
 //===----------------------------------------------------------------------===//
 
-dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
-                              const int64_t *local_numel,
-                              const int64_t *full_numel,
-                              const int32_t *src_dtype,
-                              const int32_t *dst_dtype, void **out_full) {
+dcrt_future HostBackend::gatherStart(int32_t axis, int32_t n,
+                                     void *const *shards,
+                                     const int64_t *local_numel,
+                                     const int64_t *full_numel,
+                                     const int32_t *src_dtype,
+                                     const int32_t *dst_dtype,
+                                     void **out_full) {
   const char *caller = "dcrt_gather_start";
-  Runtime &rt = runtime(caller);
-  if (n <= 0)
-    fatal("%s: a group of %d shards", caller, n);
-  for (int i = 0; i < n; ++i) {
-    checkDType(src_dtype[i], caller, i);
-    checkDType(dst_dtype[i], caller, i);
-    if (isFloatDType(src_dtype[i]) != isFloatDType(dst_dtype[i]))
-      fatal("%s: tensor %d cannot be cast from %s to %s", caller, i,
-            dtypeName(src_dtype[i]), dtypeName(dst_dtype[i]));
-    checkShard(rt, local_numel[i], full_numel[i], caller, i);
-  }
-
-  dcrt_future_impl *future = rt.newFuture(Kind::Gather);
-  int64_t world = rt.worldSize;
+  HostBackend &rt = *this;
+  HostFuture *future = rt.newFuture(Kind::Gather);
+  int64_t world = job.axisSize(axis);
+  future->groupSize = world;
   // One shard that is exactly a rank's slice needs no packing at all.
   bool sendDirect = n == 1 && src_dtype[0] == dst_dtype[0];
   bool recvDirect = n == 1 && full_numel[0] == world * local_numel[0];
@@ -143,7 +171,7 @@ dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
   if (!sendDirect) {
     future->sendStaging = rt.staging.acquire(block, "gather staging");
     for (int i = 0; i < n; ++i) {
-      const dcrt_future_impl::Item &item = future->items[i];
+      const HostFuture::Item &item = future->items[i];
       char *slot = bytesAt(future->sendStaging, item.segment);
       convert(shards[i], src_dtype[i], slot, item.dtype, item.localNumel);
       // Zero the gap to the next slot: no uninitialized bytes on the wire.
@@ -154,7 +182,7 @@ dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
     send = future->sendStaging;
   }
   for (int i = 0; i < n; ++i) {
-    dcrt_future_impl::Item &item = future->items[i];
+    HostFuture::Item &item = future->items[i];
     item.out = rt.gatherArena.allocate(item.fullNumel * dtypeSize(item.dtype),
                                        "an all-gather");
     out_full[i] = item.out;
@@ -172,17 +200,19 @@ dcrt_future dcrt_gather_start(int32_t n, void *const *shards,
   op.name = "all-gather";
   op.send = send;
   op.recv = recv;
-  op.type = rt.unitFor(block, op.count, caller);
+  op.type = job.unitFor(block, op.count, caller);
+  op.comm = job.axisComm(axis);
   op.bytes = world * block;
-  rt.commEngine.submit(&op);
+  job.commEngine.submit(&op);
   return future;
 }
 
-static void finishGather(Runtime &rt, dcrt_future_impl *future) {
+void HostBackend::finishGather(HostFuture *future) {
+  HostBackend &rt = *this;
   if (future->recvStaging) {
     for (const auto &item : future->items) {
       int64_t elementSize = dtypeSize(item.dtype);
-      for (int64_t r = 0; r < rt.worldSize; ++r)
+      for (int64_t r = 0; r < future->groupSize; ++r)
         std::memcpy(
             bytesAt(item.out, r * item.localNumel * elementSize),
             bytesAt(future->recvStaging, r * future->blockSize + item.segment),
@@ -194,9 +224,9 @@ static void finishGather(Runtime &rt, dcrt_future_impl *future) {
       tensor.pending = nullptr;
 }
 
-static void releaseGathered(Runtime &rt,
-                            std::vector<GatheredTensor>::iterator tensor,
-                            const char *caller) {
+void HostBackend::releaseGathered(std::vector<GatheredTensor>::iterator tensor,
+                                  const char *caller) {
+  HostBackend &rt = *this;
   if (tensor->pending)
     fatal("%s: the gathered tensor %p is released before its gather (#%llu) "
           "was waited",
@@ -206,8 +236,8 @@ static void releaseGathered(Runtime &rt,
 }
 
 /// Returns a reloaded or uploaded tensor to the step buffers.
-static void releaseCopied(Runtime &rt,
-                          std::vector<CopiedTensor>::iterator tensor) {
+void HostBackend::releaseCopied(std::vector<CopiedTensor>::iterator tensor) {
+  HostBackend &rt = *this;
   if (tensor->pending)
     fatal("dcrt_release: the %s tensor %p is released before its %s (#%llu) "
           "was waited",
@@ -218,8 +248,8 @@ static void releaseCopied(Runtime &rt,
   rt.copied.erase(tensor);
 }
 
-void dcrt_release(void *full) {
-  Runtime &rt = runtime("dcrt_release");
+void HostBackend::release(void *full) {
+  HostBackend &rt = *this;
   auto found = std::find_if(
       rt.gathered.rbegin(), rt.gathered.rend(),
       [&](const GatheredTensor &tensor) { return tensor.full == full; });
@@ -234,30 +264,30 @@ void dcrt_release(void *full) {
             "use (released twice, or not from dcrt_gather_start, "
             "dcrt_reload_start or dcrt_upload_start)",
             full);
-    releaseCopied(rt, copy);
+    releaseCopied(copy);
     return;
   }
   auto tensor = std::next(found).base();
-  releaseGathered(rt, tensor, "dcrt_release");
+  releaseGathered(tensor, "dcrt_release");
   rt.gathered.erase(tensor);
 }
 
-void dcrt_invalidate_gathered(const void *shard) {
-  Runtime &rt = runtime("dcrt_invalidate_gathered");
+void HostBackend::invalidateGathered(const void *shard) {
+  HostBackend &rt = *this;
   for (auto tensor = rt.gathered.begin(); tensor != rt.gathered.end();) {
     if (tensor->shard != shard) {
       ++tensor;
       continue;
     }
-    releaseGathered(rt, tensor, "dcrt_invalidate_gathered");
+    releaseGathered(tensor, "dcrt_invalidate_gathered");
     tensor = rt.gathered.erase(tensor);
   }
 }
 
-void dcrt_clear_gathered(void) {
-  Runtime &rt = runtime("dcrt_clear_gathered");
+void HostBackend::clearGathered() {
+  HostBackend &rt = *this;
   for (auto tensor = rt.gathered.begin(); tensor != rt.gathered.end(); ++tensor)
-    releaseGathered(rt, tensor, "dcrt_clear_gathered");
+    releaseGathered(tensor, "dcrt_clear_gathered");
   rt.gathered.clear();
 }
 
@@ -265,35 +295,17 @@ void dcrt_clear_gathered(void) {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-static void checkReduceOp(int32_t op, const char *caller) {
-  if (op != DCRT_SUM && op != DCRT_AVG)
-    fatal("%s: unknown reduction %d (DCRT_SUM or DCRT_AVG)", caller, op);
-}
-
-dcrt_future dcrt_reduce_scatter_start(int32_t n, int32_t op, void *const *grads,
-                                      const int64_t *full_numel,
-                                      const int32_t *grad_dtype,
-                                      const int64_t *local_numel,
-                                      const int32_t *shard_dtype,
-                                      void **out_shards) {
+dcrt_future HostBackend::reduceScatterStart(
+    int32_t axis, int32_t n, int32_t op, void *const *grads,
+    const int64_t *full_numel, const int32_t *grad_dtype,
+    const int64_t *local_numel, const int32_t *shard_dtype,
+    void **out_shards) {
   const char *caller = "dcrt_reduce_scatter_start";
-  Runtime &rt = runtime(caller);
-  checkReduceOp(op, caller);
-  if (n <= 0)
-    fatal("%s: a bucket of %d gradients", caller, n);
-  for (int i = 0; i < n; ++i) {
-    checkDType(grad_dtype[i], caller, i);
-    checkDType(shard_dtype[i], caller, i);
-    // Gradients are reduced in f32, whatever they are stored in.
-    if (!isFloatDType(grad_dtype[i]) || !isFloatDType(shard_dtype[i]))
-      fatal("%s: gradient %d is %s -> %s; only float gradients are reduced",
-            caller, i, dtypeName(grad_dtype[i]), dtypeName(shard_dtype[i]));
-    checkShard(rt, local_numel[i], full_numel[i], caller, i);
-  }
-
-  dcrt_future_impl *future = rt.newFuture(Kind::ReduceScatter);
+  HostBackend &rt = *this;
+  HostFuture *future = rt.newFuture(Kind::ReduceScatter);
   future->average = op == DCRT_AVG;
-  int64_t world = rt.worldSize;
+  int64_t world = job.axisSize(axis);
+  future->groupSize = world;
   int64_t block = 0; // f32 elements per rank
   for (int i = 0; i < n; ++i) {
     void *out = rt.stepBuffers.acquire(
@@ -343,8 +355,9 @@ dcrt_future dcrt_reduce_scatter_start(int32_t n, int32_t op, void *const *grads,
   comm.count = checkedCount(block, caller);
   comm.type = MPI_FLOAT;
   comm.op = MPI_SUM;
+  comm.comm = job.axisComm(axis);
   comm.bytes = world * block * 4;
-  rt.commEngine.submit(&comm);
+  job.commEngine.submit(&comm);
   return future;
 }
 
@@ -354,32 +367,26 @@ static void divideInPlace(float *values, int64_t numel, int worldSize) {
     values[i] /= divisor;
 }
 
-static void finishReduceScatter(Runtime &rt, dcrt_future_impl *future) {
+void HostBackend::finishReduceScatter(HostFuture *future) {
   for (const auto &item : future->items) {
     float *reduced =
         future->recvStaging
             ? static_cast<float *>(future->recvStaging) + item.segment
             : static_cast<float *>(item.out);
     if (future->average)
-      divideInPlace(reduced, item.localNumel, rt.worldSize);
+      divideInPlace(reduced, item.localNumel, future->groupSize);
     if (future->recvStaging)
       convert(reduced, DCRT_F32, item.out, item.dtype, item.localNumel);
   }
 }
 
-dcrt_future dcrt_all_reduce_start(int32_t op, const void *input, int64_t numel,
-                                  int32_t dtype, void **out) {
+dcrt_future HostBackend::allReduceStart(int32_t axis, int32_t op,
+                                        const void *input, int64_t numel,
+                                        int32_t dtype, void **out) {
   const char *caller = "dcrt_all_reduce_start";
-  Runtime &rt = runtime(caller);
-  checkReduceOp(op, caller);
-  checkDType(dtype, caller, 0);
-  if (op == DCRT_AVG && !isFloatDType(dtype))
-    fatal("%s: the average of %s values is not defined; use DCRT_SUM", caller,
-          dtypeName(dtype));
-  if (numel < 0)
-    fatal("%s: %lld elements", caller, static_cast<long long>(numel));
-
-  dcrt_future_impl *future = rt.newFuture(Kind::AllReduce);
+  HostBackend &rt = *this;
+  HostFuture *future = rt.newFuture(Kind::AllReduce);
+  future->groupSize = job.axisSize(axis);
   future->average = op == DCRT_AVG;
   future->allReduceType = dtype;
   future->allReduceNumel = numel;
@@ -408,16 +415,17 @@ dcrt_future dcrt_all_reduce_start(int32_t op, const void *input, int64_t numel,
                 : dtype == DCRT_I32 ? MPI_INT32_T
                                     : MPI_INT64_T;
   }
+  comm.comm = job.axisComm(axis);
   comm.bytes = numel * dtypeSize(dtype);
-  rt.commEngine.submit(&comm);
+  job.commEngine.submit(&comm);
   return future;
 }
 
-static void finishAllReduce(Runtime &rt, dcrt_future_impl *future) {
+void HostBackend::finishAllReduce(HostFuture *future) {
   float *reduced = static_cast<float *>(
       future->recvStaging ? future->recvStaging : future->allReduceOut);
   if (future->average)
-    divideInPlace(reduced, future->allReduceNumel, rt.worldSize);
+    divideInPlace(reduced, future->allReduceNumel, future->groupSize);
   if (future->recvStaging)
     convert(reduced, DCRT_F32, future->allReduceOut, future->allReduceType,
             future->allReduceNumel);
@@ -427,15 +435,12 @@ static void finishAllReduce(Runtime &rt, dcrt_future_impl *future) {
 // Offload and reload
 //===----------------------------------------------------------------------===//
 
-dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
-                               void **out_host) {
-  Runtime &rt = runtime("dcrt_offload_start");
-  if (bytes < 0 || (bytes > 0 && !device))
-    fatal("dcrt_offload_start: bad source (%p, %lld bytes)", device,
-          static_cast<long long>(bytes));
+dcrt_future HostBackend::offloadStart(const void *device, int64_t bytes,
+                                      void **out_host) {
+  HostBackend &rt = *this;
   void *host = rt.hostPool.allocate(bytes, "an offload");
   *out_host = host;
-  dcrt_future_impl *future = rt.newFuture(Kind::Offload);
+  HostFuture *future = rt.newFuture(Kind::Offload);
   CopyJob &job = future->copy;
   job.dst = host;
   job.src = device;
@@ -448,13 +453,15 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
 
 /// Starts copying `bytes` from `host` into a new step buffer on the
 /// host-to-device stream; `releaseTo` (if any) gets `host` back once copied.
-static dcrt_future copyToStepBuffer(Runtime &rt, Kind kind, const char *name,
-                                    const void *host, int64_t bytes,
-                                    void **out_device, Arena *releaseTo) {
+dcrt_future HostBackend::copyToStepBuffer(Kind kind, const char *name,
+                                          const void *host, int64_t bytes,
+                                          void **out_device,
+                                          Arena *releaseTo) {
+  HostBackend &rt = *this;
   void *device = rt.stepBuffers.acquire(
       bytes, kind == Kind::Reload ? "a reloaded tensor" : "an uploaded tensor");
   *out_device = device;
-  dcrt_future_impl *future = rt.newFuture(kind);
+  HostFuture *future = rt.newFuture(kind);
   CopyJob &job = future->copy;
   job.dst = device;
   job.src = host;
@@ -467,8 +474,9 @@ static dcrt_future copyToStepBuffer(Runtime &rt, Kind kind, const char *name,
   return future;
 }
 
-dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
-  Runtime &rt = runtime("dcrt_reload_start");
+dcrt_future HostBackend::reloadStart(void *host, int64_t bytes,
+                                     void **out_device) {
+  HostBackend &rt = *this;
   if (!rt.hostPool.owns(host))
     fatal("dcrt_reload_start(%p): not a host copy from dcrt_offload_start "
           "(reloaded twice?)",
@@ -478,23 +486,20 @@ dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
           static_cast<long long>(bytes),
           static_cast<long long>(rt.hostPool.allocationSize(host)));
   // The host copy goes back to the pool once copied.
-  return copyToStepBuffer(rt, Kind::Reload, "reload", host, bytes, out_device,
+  return copyToStepBuffer(Kind::Reload, "reload", host, bytes, out_device,
                           &rt.hostPool);
 }
 
-dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
-                              void **out_device) {
-  Runtime &rt = runtime("dcrt_upload_start");
-  if (bytes < 0 || (bytes > 0 && !host))
-    fatal("dcrt_upload_start: bad source (%p, %lld bytes)", host,
-          static_cast<long long>(bytes));
+dcrt_future HostBackend::uploadStart(const void *host, int64_t bytes,
+                                     void **out_device) {
+  HostBackend &rt = *this;
   // A pool copy uploaded instead of reloaded would never return to the pool.
   if (rt.hostPool.owns(host))
     fatal("dcrt_upload_start(%p): a host copy from dcrt_offload_start, not a "
           "caller's buffer (dcrt_reload_start brings those back)",
           host);
   // The source is the caller's: nothing goes back to the host pool.
-  return copyToStepBuffer(rt, Kind::Upload, "upload", host, bytes, out_device,
+  return copyToStepBuffer(Kind::Upload, "upload", host, bytes, out_device,
                           nullptr);
 }
 
@@ -502,22 +507,23 @@ dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
 // Waiting
 //===----------------------------------------------------------------------===//
 
-void dcrt_wait(dcrt_future future) {
-  Runtime &rt = runtime("dcrt_wait");
-  if (!future || !future->inUse)
-    fatal("dcrt_wait(%p): not a future in flight (waited twice?)",
-          static_cast<void *>(future));
+void HostBackend::wait(dcrt_future handle) {
+  HostBackend &rt = *this;
+  auto *future = static_cast<HostFuture *>(handle);
   int64_t begin = nowNs();
   rt.awaitCompletion(future);
   switch (future->kind) {
   case Kind::Gather:
-    finishGather(rt, future);
+    finishGather(future);
     break;
   case Kind::ReduceScatter:
-    finishReduceScatter(rt, future);
+    finishReduceScatter(future);
     break;
   case Kind::AllReduce:
-    finishAllReduce(rt, future);
+    finishAllReduce(future);
+    break;
+  case Kind::AllToAll:
+    finishAllToAll(future);
     break;
   case Kind::Offload:
     break;
@@ -532,37 +538,27 @@ void dcrt_wait(dcrt_future future) {
     rt.staging.release(future->sendStaging);
   if (future->recvStaging)
     rt.staging.release(future->recvStaging);
-  rt.tracer.span(Track::Compute, waitSpanName(future->kind), begin, nowNs(),
-                 "op", static_cast<int64_t>(future->sequence));
+  job.tracer.span(Track::Compute, future->waitSpanName(), begin, nowNs(), "op",
+                  static_cast<int64_t>(future->sequence));
   future->inUse = false;
   rt.freeFutures.push_back(future);
-  --rt.outstanding;
+  --rt.outstanding_;
 }
 
 //===----------------------------------------------------------------------===//
 // All-to-all and the end of a step
 //===----------------------------------------------------------------------===//
 
-void dcrt_all_to_all(const void *input, void *output, int32_t rank,
-                     const int64_t *shape, int64_t split_dim,
-                     int64_t concat_dim, int32_t dtype) {
-  const char *caller = "dcrt_all_to_all";
-  Runtime &rt = runtime(caller);
-  checkDType(dtype, caller, 0);
-  if (rank < 1 || split_dim < 0 || split_dim >= rank || concat_dim < 0 ||
-      concat_dim >= rank)
-    fatal("%s: split dim %lld / concat dim %lld out of range for rank %d",
-          caller, static_cast<long long>(split_dim),
-          static_cast<long long>(concat_dim), rank);
-  int64_t world = rt.worldSize;
-  if (shape[split_dim] % world != 0)
-    fatal("%s: dim %lld (size %lld) does not split evenly over %lld ranks",
-          caller, static_cast<long long>(split_dim),
-          static_cast<long long>(shape[split_dim]),
-          static_cast<long long>(world));
-
-  // A piece has the input's shape with split_dim divided by the world size.
-  std::vector<int64_t> piece(shape, shape + rank);
+dcrt_future HostBackend::allToAllStart(int32_t axis, const void *input,
+                                       void *output,
+                                       const std::vector<int64_t> &shape,
+                                       int64_t split_dim, int64_t concat_dim,
+                                       int32_t dtype) {
+  const char *caller = "dcrt_all_to_all_start";
+  int64_t world = job.axisSize(axis);
+  int64_t rank = static_cast<int64_t>(shape.size());
+  // A piece has the input's shape with split_dim divided by the group size.
+  std::vector<int64_t> piece = shape;
   piece[split_dim] /= world;
   auto product = [](const std::vector<int64_t> &dims, int64_t from,
                     int64_t to) {
@@ -571,61 +567,71 @@ void dcrt_all_to_all(const void *input, void *output, int32_t rank,
       result *= dims[d];
     return result;
   };
-  std::vector<int64_t> full(shape, shape + rank);
   int64_t elementSize = dtypeSize(dtype);
-  int64_t pieceNumel = product(piece, 0, rank);
-  int64_t pieceBytes = pieceNumel * elementSize;
+  int64_t pieceBytes = product(piece, 0, rank) * elementSize;
 
+  HostFuture *future = newFuture(Kind::AllToAll);
+  future->groupSize = world;
+  future->allToAllOut = output;
+  future->piece = piece;
+  future->concatDim = concat_dim;
+  future->elementSize = elementSize;
+  future->blockSize = pieceBytes;
   // Pack: piece i is rows [i*chunk, (i+1)*chunk) of split_dim.
   char *send = static_cast<char *>(
-      rt.staging.acquire(world * pieceBytes, "all-to-all staging"));
+      staging.acquire(world * pieceBytes, "all-to-all staging"));
   char *recv = static_cast<char *>(
-      rt.staging.acquire(world * pieceBytes, "all-to-all staging"));
-  int64_t splitOuter = product(full, 0, split_dim);
-  int64_t splitInner = product(full, split_dim + 1, rank) * elementSize;
+      staging.acquire(world * pieceBytes, "all-to-all staging"));
+  future->sendStaging = send;
+  future->recvStaging = recv;
+  int64_t splitOuter = product(shape, 0, split_dim);
+  int64_t splitInner = product(shape, split_dim + 1, rank) * elementSize;
   int64_t chunk = piece[split_dim];
   for (int64_t i = 0; i < world; ++i)
     for (int64_t o = 0; o < splitOuter; ++o)
       std::memcpy(
           send + i * pieceBytes + o * chunk * splitInner,
-          bytesAt(input, (o * full[split_dim] + i * chunk) * splitInner),
+          bytesAt(input, (o * shape[split_dim] + i * chunk) * splitInner),
           chunk * splitInner);
 
-  CommOp op;
+  CommOp &op = future->comm;
   op.kind = CommKind::AllToAll;
   op.track = Track::AllToAll;
   op.name = "all-to-all";
   op.send = send;
   op.recv = recv;
-  op.type = rt.unitFor(pieceBytes, op.count, caller);
+  op.type = job.unitFor(pieceBytes, op.count, caller);
+  op.comm = job.axisComm(axis);
   op.bytes = world * pieceBytes;
-  int64_t begin = nowNs();
-  rt.runBlocking(op);
-  rt.tracer.span(Track::Compute, "wait all-to-all", begin, nowNs(), nullptr, 0);
-
-  // Unpack: the piece from rank j goes to block j of concat_dim.
-  int64_t concatOuter = product(piece, 0, concat_dim);
-  int64_t concatInner = product(piece, concat_dim + 1, rank) * elementSize;
-  int64_t rows = piece[concat_dim];
-  for (int64_t j = 0; j < world; ++j)
-    for (int64_t o = 0; o < concatOuter; ++o)
-      std::memcpy(bytesAt(output, (o * world * rows + j * rows) * concatInner),
-                  recv + j * pieceBytes + o * rows * concatInner,
-                  rows * concatInner);
-  rt.staging.release(send);
-  rt.staging.release(recv);
+  job.commEngine.submit(&op);
+  return future;
 }
 
-void dcrt_end_step(void) {
-  Runtime &rt = runtime("dcrt_end_step");
-  if (rt.outstanding > 0)
-    fatal("dcrt_end_step with %d operations still in flight (every future "
-          "must be waited before the step ends)",
-          rt.outstanding);
+void HostBackend::finishAllToAll(HostFuture *future) {
+  // Unpack: the piece from rank j goes to block j of concat_dim.
+  const std::vector<int64_t> &piece = future->piece;
+  int64_t rank = static_cast<int64_t>(piece.size());
+  int64_t concatOuter = 1, concatInner = future->elementSize;
+  for (int64_t d = 0; d < future->concatDim; ++d)
+    concatOuter *= piece[d];
+  for (int64_t d = future->concatDim + 1; d < rank; ++d)
+    concatInner *= piece[d];
+  int64_t rows = piece[future->concatDim];
+  int64_t world = future->groupSize;
+  const char *recv = static_cast<const char *>(future->recvStaging);
+  for (int64_t j = 0; j < world; ++j)
+    for (int64_t o = 0; o < concatOuter; ++o)
+      std::memcpy(bytesAt(future->allToAllOut,
+                          (o * world * rows + j * rows) * concatInner),
+                  recv + j * future->blockSize + o * rows * concatInner,
+                  rows * concatInner);
+}
+
+void HostBackend::endStep() {
+  HostBackend &rt = *this;
   // Persistent gathers live until here.
-  dcrt_clear_gathered();
+  clearGathered();
   // Reloads and uploads not released yet end here, with the step buffers.
   rt.copied.clear();
   rt.stepBuffers.releaseAll();
-  ++rt.endedSteps;
 }

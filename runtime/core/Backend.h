@@ -1,0 +1,139 @@
+//===- Backend.h - the one seam between the C ABI and a backend -----------===//
+//
+// dcrt.h's calls land in core/Runtime.cpp, which checks what every backend
+// would check and forwards to the Backend chosen at dcrt_init: host (CPU
+// memory, MPI) or cuda (streams, events, NCCL). A backend owns its futures,
+// pools and streams; the job (ranks, the MPI communicator for the host
+// program's blocking collectives, the tracer) is shared and lives in Job.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_CORE_BACKEND_H
+#define DCRT_CORE_BACKEND_H
+
+#include "dcrt/core.hpp"
+#include "dcrt/dcrt.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+/// An operation in flight (the C ABI's dcrt_future); each backend derives
+/// its own. Pooled: a step's futures are reused by the next step.
+struct dcrt_future_impl {
+  enum class Kind {
+    Gather,
+    ReduceScatter,
+    AllReduce,
+    AllToAll,
+    Offload,
+    Reload,
+    Upload
+  };
+  virtual ~dcrt_future_impl() = default;
+
+  Kind kind = Kind::Gather;
+  bool inUse = false;
+  uint64_t sequence = 0; // nth start of this process, for messages
+
+  const char *what() const;
+  const char *waitSpanName() const;
+};
+
+namespace dcrt::detail {
+
+class Job;
+
+/// dcrt_init_options with every field present (defaults filled in) and the
+/// backend resolved.
+struct RuntimeConfig {
+  std::string backend; // "host" or "cuda"
+  int32_t device = -1;
+  std::vector<int64_t> gridShape; // product = world size
+  int64_t gatherArenaBytes = 0;
+  int64_t hostPoolBytes = 0;
+  int64_t stepArenaBytes = 0;
+  int64_t stepBufferBytes = 0;
+  int64_t stagingBytes = 0;
+};
+
+/// What a backend implements. Arguments arrive checked (counts, dtypes,
+/// shard sizes, axes): see core/Runtime.cpp.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+
+  // The artifact's calls (dcrt.h).
+  virtual dcrt_future gatherStart(int32_t axis, int32_t n,
+                                  void *const *shards,
+                                  const int64_t *localNumel,
+                                  const int64_t *fullNumel,
+                                  const int32_t *srcDtype,
+                                  const int32_t *dstDtype, void **outFull) = 0;
+  virtual dcrt_future reduceScatterStart(int32_t axis, int32_t n, int32_t op,
+                                         void *const *grads,
+                                         const int64_t *fullNumel,
+                                         const int32_t *gradDtype,
+                                         const int64_t *localNumel,
+                                         const int32_t *shardDtype,
+                                         void **outShards) = 0;
+  virtual dcrt_future allReduceStart(int32_t axis, int32_t op,
+                                     const void *input, int64_t numel,
+                                     int32_t dtype, void **out) = 0;
+  virtual dcrt_future allToAllStart(int32_t axis, const void *input,
+                                    void *output,
+                                    const std::vector<int64_t> &shape,
+                                    int64_t splitDim, int64_t concatDim,
+                                    int32_t dtype) = 0;
+  virtual dcrt_future offloadStart(const void *device, int64_t bytes,
+                                   void **outHost) = 0;
+  virtual dcrt_future reloadStart(void *host, int64_t bytes,
+                                  void **outDevice) = 0;
+  virtual dcrt_future uploadStart(const void *host, int64_t bytes,
+                                  void **outDevice) = 0;
+  virtual void wait(dcrt_future future) = 0;
+  virtual void release(void *buffer) = 0;
+  virtual void invalidateGathered(const void *shard) = 0;
+  virtual void clearGathered() = 0;
+  virtual void endStep() = 0;
+  virtual void *computeStream() = 0;
+  virtual void *stepArena() = 0;
+  virtual int64_t opBegin() = 0;
+  virtual void opEnd(const char *key, int64_t begin) = 0;
+
+  // The host program's calls (dcrt/core.hpp).
+  virtual void *allocate(int64_t bytes, MemoryKind kind, const char *what) = 0;
+  virtual void deallocate(void *pointer) = 0;
+  virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+  virtual bool deviceIsHost() const = 0;
+  virtual MemoryStats memoryStats() = 0;
+  virtual void resetPeakMemory() = 0;
+  /// True once `future`'s operation finished (it must still be waited).
+  virtual bool isComplete(dcrt_future future) = 0;
+  /// Futures started and not yet waited.
+  virtual int outstanding() const = 0;
+};
+
+using BackendFactory =
+    std::function<std::unique_ptr<Backend>(Job &, const RuntimeConfig &)>;
+
+/// Backends register themselves by name from a static initializer of their
+/// own library (the cuda one only exists when CUDA was found at build time).
+void registerBackend(const char *name, BackendFactory factory);
+
+/// The shared shape checks of a sharded collective: local == ceil(full /
+/// size) for a group of `groupSize` ranks.
+void checkShard(int64_t localNumel, int64_t fullNumel, int32_t groupSize,
+                const char *caller, int index);
+void checkDType(int32_t dtype, const char *caller, int index);
+void checkReduceOp(int32_t op, const char *caller);
+
+/// Elements of rank `r`'s slot that are real, not padding.
+int64_t validInSlot(int64_t fullNumel, int64_t localNumel, int64_t r);
+
+} // namespace dcrt::detail
+
+#endif // DCRT_CORE_BACKEND_H

@@ -1,0 +1,185 @@
+//===- CudaBackend.h - the cuda backend: streams, events, NCCL ------------===//
+//
+// The artifact's compute runs on one compute stream. Collectives run on two
+// high-priority streams with NCCL, gathers on one and reductions (and
+// all-reduce, all-to-all) on the other, each with its own communicator per
+// grid axis so that a gather and a reduce-scatter overlap. Offloads and
+// reloads run on a device-to-host and a host-to-device copy stream.
+//
+// Ordering, without a host synchronization inside a step:
+//  - a start records an event on the compute stream and its stream waits on
+//    it, so the operation sees everything the artifact enqueued before;
+//  - its completion is an event recorded on its own stream after the last
+//    piece of work (unpack, convert); dcrt_wait makes the compute stream
+//    wait on it;
+//  - memory handed back (a release, the end of a step) is reused only by
+//    operations started later, which the first rule orders after the
+//    compute that read it.
+// Device memory comes from pools sized by the compile-time plan and
+// allocated once at dcrt_init (a pool without a plan grows, with a
+// warning); the host pool and host-resident parameters are pinned.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_CUDA_CUDABACKEND_H
+#define DCRT_CUDA_CUDABACKEND_H
+
+#include "Backend.h"
+#include "Job.h"
+#include "Memory.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dcrt::detail {
+
+/// The cuda backend's future.
+struct CudaFuture : dcrt_future_impl {
+  cudaStream_t stream = nullptr; // where the operation runs
+  cudaEvent_t start = nullptr;   // on `stream`, before its first work
+  cudaEvent_t done = nullptr;    // on `stream`, after its last work
+  /// Staging buffers of this operation (returned at the wait: later work on
+  /// the same stream is ordered after it).
+  std::vector<std::pair<Arena *, void *>> staging;
+  int64_t bytes = 0; // this rank's payload, for statistics
+  Track track = Track::Gather;
+};
+
+/// One communicator pair of a grid axis.
+struct AxisComms {
+  ncclComm_t gather = nullptr;
+  ncclComm_t reduce = nullptr;
+  int size = 1, rank = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(Job &job, const RuntimeConfig &config);
+  ~CudaBackend() override;
+
+  const char *name() const override { return "cuda"; }
+  dcrt_future gatherStart(int32_t axis, int32_t n, void *const *shards,
+                          const int64_t *localNumel, const int64_t *fullNumel,
+                          const int32_t *srcDtype, const int32_t *dstDtype,
+                          void **outFull) override;
+  dcrt_future reduceScatterStart(int32_t axis, int32_t n, int32_t op,
+                                 void *const *grads, const int64_t *fullNumel,
+                                 const int32_t *gradDtype,
+                                 const int64_t *localNumel,
+                                 const int32_t *shardDtype,
+                                 void **outShards) override;
+  dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
+                             int64_t numel, int32_t dtype,
+                             void **out) override;
+  dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
+                            const std::vector<int64_t> &shape,
+                            int64_t splitDim, int64_t concatDim,
+                            int32_t dtype) override;
+  dcrt_future offloadStart(const void *device, int64_t bytes,
+                           void **outHost) override;
+  dcrt_future reloadStart(void *host, int64_t bytes,
+                          void **outDevice) override;
+  dcrt_future uploadStart(const void *host, int64_t bytes,
+                          void **outDevice) override;
+  void wait(dcrt_future future) override;
+  void release(void *buffer) override;
+  void invalidateGathered(const void *shard) override;
+  void clearGathered() override;
+  void endStep() override;
+  void *computeStream() override { return compute; }
+  void *stepArena() override { return stepArenaBase; }
+  int64_t opBegin() override;
+  void opEnd(const char *key, int64_t begin) override;
+
+  void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
+  void deallocate(void *pointer) override;
+  void copy(void *dst, const void *src, int64_t bytes) override;
+  void synchronize() override;
+  bool deviceIsHost() const override { return false; }
+  MemoryStats memoryStats() override;
+  void resetPeakMemory() override;
+  bool isComplete(dcrt_future future) override;
+  int outstanding() const override { return outstanding_; }
+
+  /// Aborts every communicator (fatal errors, so peers do not hang).
+  void abortCommunicators();
+
+private:
+  struct Gathered {
+    void *full;
+    const void *shard;
+    CudaFuture *pending; // until waited
+  };
+  struct Copied {
+    void *device;
+    CudaFuture *pending;
+  };
+  struct ProfiledOp {
+    const char *key;
+    cudaEvent_t begin, end;
+  };
+  struct PendingTransfer {
+    CudaFuture *future; // its events are resolved at the next synchronize
+    cudaEvent_t start, done;
+    Track track;
+    const char *name;
+    int64_t bytes;
+  };
+
+  CudaFuture *newFuture(dcrt_future_impl::Kind kind, cudaStream_t stream,
+                        Track track);
+  /// Orders `stream` after everything enqueued on the compute stream so far.
+  void followCompute(cudaStream_t stream);
+  void finishStart(CudaFuture *future);
+  void *stage(CudaFuture *future, Arena &arena, int64_t bytes,
+              const char *what);
+  void releaseGathered(std::vector<Gathered>::iterator tensor,
+                       const char *caller);
+  cudaEvent_t takeEvent();
+  /// Blocks until `event` completed, polling NCCL for asynchronous errors;
+  /// fatal after the job's timeout.
+  void waitForEvent(cudaEvent_t event, const char *what);
+  void resolveTimings();
+
+  Job &job;
+  int device = 0;
+  cudaStream_t compute = nullptr, gatherStream = nullptr,
+               reduceStream = nullptr, toHost = nullptr, toDevice = nullptr;
+  std::vector<AxisComms> comms;
+  std::unique_ptr<Arena> gatherArena, stepBuffers, gatherStaging,
+      reduceStaging, hostPool;
+  void *stepArenaBase = nullptr;
+  int64_t stepArenaBytes = 0;
+  /// Host pool buffers handed back by reloads, reusable by offloads once
+  /// this event (the last reload copy) completed.
+  cudaEvent_t lastReload = nullptr;
+
+  std::vector<std::unique_ptr<CudaFuture>> futures;
+  std::vector<CudaFuture *> freeFutures;
+  std::vector<cudaEvent_t> eventPool, eventsInUse;
+  int outstanding_ = 0;
+  uint64_t startedOps = 0;
+  std::vector<Gathered> gathered;
+  std::vector<Copied> copied;
+  std::vector<void *> stepOutputs; // reduced shards, all-reduce results
+  std::vector<ProfiledOp> profiled;
+  std::vector<PendingTransfer> transfers;
+  /// A reference point for converting event times to the job's clock.
+  cudaEvent_t anchor = nullptr;
+  int64_t anchorNs = 0;
+
+  struct HostProgramBuffer {
+    void *pointer;
+    int64_t bytes;
+    MemoryKind kind;
+  };
+  std::vector<HostProgramBuffer> hostProgramBuffers;
+  int64_t hostProgramDeviceBytes = 0;
+};
+
+} // namespace dcrt::detail
+
+#endif // DCRT_CUDA_CUDABACKEND_H

@@ -1,0 +1,38 @@
+# Finds what the cuda backend needs: a CUDA toolkit >= 12.4 (FindCUDAToolkit)
+# and NCCL (NCCL_ROOT, else the toolkit's folders, else the system's). Sets
+# DCRT_CUDA, and says in one line why not when something is missing.
+set(DCRT_CUDA OFF)
+option(DC_ENABLE_CUDA "Build the cuda backend where CUDA and NCCL are found" ON)
+if(NOT DC_ENABLE_CUDA)
+  message(STATUS "dcrt: DC_ENABLE_CUDA=OFF: building the host backend only")
+  return()
+endif()
+find_package(CUDAToolkit 12.4 QUIET)
+if(NOT CUDAToolkit_FOUND)
+  message(STATUS "dcrt: no CUDA toolkit >= 12.4 found (set CUDAToolkit_ROOT): "
+                 "building the host backend only, without the cuda backend")
+  return()
+endif()
+find_path(NCCL_INCLUDE_DIR nccl.h
+  HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+  PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY nccl
+  HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+        ${CUDAToolkit_LIBRARY_ROOT}
+  PATH_SUFFIXES lib lib64)
+if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+  message(STATUS "dcrt: CUDA ${CUDAToolkit_VERSION} found but not NCCL (set "
+                 "NCCL_ROOT): building the host backend only, without the cuda "
+                 "backend")
+  return()
+endif()
+if(NOT CMAKE_CUDA_COMPILER)
+  set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+endif()
+if(NOT CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+enable_language(CUDA)
+set(DCRT_CUDA ON)
+message(STATUS "dcrt: cuda backend with CUDA ${CUDAToolkit_VERSION}, NCCL "
+               "${NCCL_LIBRARY}")

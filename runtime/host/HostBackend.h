@@ -1,0 +1,151 @@
+//===- HostBackend.h - the host backend: CPU memory and MPI ---------------===//
+//
+// Same semantics as a device backend, on CPU memory: "device" memory is host
+// memory, collectives are MPI nonblocking collectives progressed by the
+// job's communication thread, copies run on two copy threads. Starts pack
+// (and cast) on the caller's thread; dcrt_wait blocks until the operation is
+// done, then unpacks, casts and averages. CI runs real multi-rank programs
+// on it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_HOST_HOSTBACKEND_H
+#define DCRT_HOST_HOSTBACKEND_H
+
+#include "Backend.h"
+#include "Job.h"
+#include "Memory.h"
+#include "Streams.h"
+
+#include <memory>
+#include <vector>
+
+namespace dcrt::detail {
+
+/// The host backend's future.
+struct HostFuture : dcrt_future_impl {
+  /// One tensor of a group gather or a reduce-scatter bucket.
+  struct Item {
+    void *out;     // the full tensor, or the reduced shard
+    int32_t dtype; // of `out`
+    int64_t localNumel;
+    int64_t fullNumel;
+    int64_t segment; // offset of its slot in a rank's packed block
+  };
+
+  CommOp comm;
+  CopyJob copy;
+  std::vector<Item> items;
+  void *sendStaging = nullptr; // from the staging pool, or null
+  void *recvStaging = nullptr;
+  int64_t blockSize = 0; // gather: bytes, reduce-scatter: f32 elements
+  int64_t groupSize = 1; // ranks of the axis
+  bool average = false;
+  // All-reduce: the caller's output (recvStaging holds f32 when converting).
+  void *allReduceOut = nullptr;
+  int32_t allReduceType = DCRT_F32;
+  int64_t allReduceNumel = 0;
+  // All-to-all: how to unpack into the caller's output.
+  void *allToAllOut = nullptr;
+  std::vector<int64_t> piece;
+  int64_t concatDim = 0, elementSize = 0;
+
+  const std::atomic<bool> &doneFlag() const;
+};
+
+/// A full tensor handed out by a gather, until dcrt_release.
+struct GatheredTensor {
+  void *full;
+  const void *shard;
+  HostFuture *pending; // the gather, until waited
+};
+
+/// A device buffer a reload or an upload handed out (a step buffer), until
+/// dcrt_release or the end of the step.
+struct CopiedTensor {
+  void *device;
+  HostFuture *pending; // the copy, until waited
+};
+
+class HostBackend final : public Backend {
+public:
+  HostBackend(Job &job, const RuntimeConfig &config);
+  ~HostBackend() override;
+
+  const char *name() const override { return "host"; }
+  dcrt_future gatherStart(int32_t axis, int32_t n, void *const *shards,
+                          const int64_t *localNumel, const int64_t *fullNumel,
+                          const int32_t *srcDtype, const int32_t *dstDtype,
+                          void **outFull) override;
+  dcrt_future reduceScatterStart(int32_t axis, int32_t n, int32_t op,
+                                 void *const *grads, const int64_t *fullNumel,
+                                 const int32_t *gradDtype,
+                                 const int64_t *localNumel,
+                                 const int32_t *shardDtype,
+                                 void **outShards) override;
+  dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
+                             int64_t numel, int32_t dtype,
+                             void **out) override;
+  dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
+                            const std::vector<int64_t> &shape,
+                            int64_t splitDim, int64_t concatDim,
+                            int32_t dtype) override;
+  dcrt_future offloadStart(const void *device, int64_t bytes,
+                           void **outHost) override;
+  dcrt_future reloadStart(void *host, int64_t bytes,
+                          void **outDevice) override;
+  dcrt_future uploadStart(const void *host, int64_t bytes,
+                          void **outDevice) override;
+  void wait(dcrt_future future) override;
+  void release(void *buffer) override;
+  void invalidateGathered(const void *shard) override;
+  void clearGathered() override;
+  void endStep() override;
+  void *computeStream() override { return nullptr; }
+  void *stepArena() override { return stepArenaMemory.data(); }
+  int64_t opBegin() override { return nowNs(); }
+  void opEnd(const char *key, int64_t begin) override;
+
+  void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
+  void deallocate(void *pointer) override;
+  void copy(void *dst, const void *src, int64_t bytes) override;
+  void synchronize() override {}
+  bool deviceIsHost() const override { return true; }
+  MemoryStats memoryStats() override;
+  void resetPeakMemory() override;
+  bool isComplete(dcrt_future future) override;
+  int outstanding() const override { return outstanding_; }
+
+private:
+  HostFuture *newFuture(dcrt_future_impl::Kind kind);
+  void awaitCompletion(HostFuture *future);
+  void finishGather(HostFuture *future);
+  void finishReduceScatter(HostFuture *future);
+  void finishAllReduce(HostFuture *future);
+  void finishAllToAll(HostFuture *future);
+  void releaseGathered(std::vector<GatheredTensor>::iterator tensor,
+                       const char *caller);
+  void releaseCopied(std::vector<CopiedTensor>::iterator tensor);
+  dcrt_future copyToStepBuffer(dcrt_future_impl::Kind kind, const char *name,
+                               const void *host, int64_t bytes,
+                               void **outDevice, Arena *releaseTo);
+
+  Job &job;
+  Arena gatherArena, hostPool;
+  BufferPool stepBuffers, staging;
+  AlignedBuffer stepArenaMemory;
+  CopyStream toHost, toDevice;
+
+  std::vector<std::unique_ptr<HostFuture>> futures;
+  std::vector<HostFuture *> freeFutures;
+  int outstanding_ = 0;
+  uint64_t startedOps = 0;
+  std::vector<GatheredTensor> gathered;
+  std::vector<CopiedTensor> copied;
+  /// The host program's buffers (allocate/deallocate), by address.
+  std::vector<AlignedBuffer> hostProgramBuffers;
+  int64_t hostProgramBytes = 0;
+};
+
+} // namespace dcrt::detail
+
+#endif // DCRT_HOST_HOSTBACKEND_H
