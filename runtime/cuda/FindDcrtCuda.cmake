@@ -1,7 +1,7 @@
 # Finds what the cuda backend needs: a CUDA toolkit >= 12.4 (FindCUDAToolkit)
 # and NCCL (NCCL_ROOT, else the toolkit's folders, else the system's). Sets
 # DCRT_CUDA, and says in one line why not when something is missing.
-set(DCRT_CUDA OFF)
+set(DCRT_CUDA OFF CACHE INTERNAL "the cuda backend is built")
 option(DC_ENABLE_CUDA "Build the cuda backend where CUDA and NCCL are found" ON)
 if(NOT DC_ENABLE_CUDA)
   message(STATUS "dcrt: DC_ENABLE_CUDA=OFF: building the host backend only")
@@ -33,6 +33,6 @@ if(NOT CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES 90)
 endif()
 enable_language(CUDA)
-set(DCRT_CUDA ON)
+set(DCRT_CUDA ON CACHE INTERNAL "the cuda backend is built")
 message(STATUS "dcrt: cuda backend with CUDA ${CUDAToolkit_VERSION}, NCCL "
                "${NCCL_LIBRARY}")

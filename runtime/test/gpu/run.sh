@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The cuda backend's tests on a GPU machine (CUDA, NCCL, Open MPI, CMake; no
+# MLIR needed): one call builds the runtime-only tree, then checks and logs
+# everything under OUT. Pack the header-only dependencies first, where they
+# are installed: runtime/test/gpu/pack-deps.sh (makes .gpu-deps/).
+#
+#   bash runtime/test/gpu/run.sh OUT
+#
+# Checks: every collective and copy on 1 and 2 GPUs against the host backend
+# (compare-collectives.py); the hand-written GPU artifact trained 5 steps on
+# 1 and 2 GPUs against the host artifact's losses; a rank that dies and a
+# NCCL error each end every rank with a message inside the timeout;
+# compute-sanitizer memcheck on the collectives and the GPU artifact.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+OUT=${1:?usage: run.sh OUT}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 DCRT_TIMEOUT_S=${DCRT_TIMEOUT_S:-60}
+BUILD=${BUILD:-build-gpu}
+GPUS=$(nvidia-smi -L | wc -l)
+status=0
+step() { echo; echo "== $*"; }
+fail() { echo "FAILED: $*"; status=1; }
+
+step "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/machine.txt"
+nvcc --version | tail -1 | tee -a "$OUT/machine.txt"
+
+step "build (runtime only)"
+cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+  -DDC_WERROR=ON -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
+  || { cat "$OUT/cmake.log"; exit 1; }
+grep "dcrt:" "$OUT/cmake.log"
+ninja -C "$BUILD" > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+BIN=$BUILD/bin LIB=$BUILD/lib
+mpi() { mpirun -n "$1" --bind-to none "${@:2}"; }
+
+step "host tests (ctest)"
+ctest --test-dir "$BUILD" -j8 > "$OUT/ctest.log" 2>&1 || fail "ctest"
+tail -3 "$OUT/ctest.log"
+
+for n in 1 2; do
+  [ "$n" -le "$GPUS" ] || continue
+  step "collectives on $n GPU(s) against the host backend"
+  DCRT_BACKEND=host mpi $n "$BIN/collective-check" "$OUT/host$n" || fail "host collectives ($n)"
+  DCRT_BACKEND=cuda mpi $n "$BIN/collective-check" "$OUT/cuda$n" || fail "cuda collectives ($n)"
+  python3 runtime/test/gpu/compare-collectives.py "$OUT/host$n" "$OUT/cuda$n" $n \
+    > "$OUT/compare$n.txt" || fail "cuda collectives differ ($n)"
+  tail -1 "$OUT/compare$n.txt"
+done
+
+for n in 1 2; do
+  [ "$n" -le "$GPUS" ] || continue
+  step "GPU artifact, 5 AdamW steps on $n GPU(s), against the host artifact"
+  "$BIN/dc-run" --nproc $n "$LIB/tiny-linear-w$n.so" --steps 5 --lr 0.1 \
+    > "$OUT/tiny-host$n.log" 2>&1 || fail "host artifact ($n)"
+  "$BIN/dc-run" --nproc $n "$LIB/tiny-linear-cuda-w$n.so" --steps 5 --lr 0.1 \
+    > "$OUT/tiny-cuda$n.log" 2>&1 || fail "GPU artifact ($n)"
+  python3 - "$OUT/tiny-host$n.log" "$OUT/tiny-cuda$n.log" <<'PY' || fail "losses differ ($n)"
+import re, sys
+def losses(path):
+    return [float(m) for m in re.findall(r"step=\d+ loss=(\S+)", open(path).read())]
+host, cuda = losses(sys.argv[1]), losses(sys.argv[2])
+print("host:", host); print("cuda:", cuda)
+ok = len(host) == 5 and len(cuda) == 5 and all(abs(a - b) <= 1e-5 * max(1, abs(a)) for a, b in zip(host, cuda))
+print("losses match (1e-5)" if ok else "LOSSES DIFFER"); sys.exit(0 if ok else 1)
+PY
+done
+
+if [ "$GPUS" -ge 2 ]; then
+  for fault in die bad-argument; do
+    step "fault '$fault' on rank 1 of 2 ends the job with a message"
+    start=$(date +%s)
+    DCRT_BACKEND=cuda DCRT_TIMEOUT_S=20 timeout 120 mpirun -n 2 --bind-to none \
+      "$BIN/collective-check" "$OUT/fault" --fault=$fault > "$OUT/fault-$fault.log" 2>&1
+    rc=$?
+    elapsed=$(( $(date +%s) - start ))
+    grep -E "error|exits on purpose" "$OUT/fault-$fault.log" | head -3
+    echo "exit status $rc after ${elapsed}s"
+    { [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error\|exits on purpose" "$OUT/fault-$fault.log"; } \
+      || fail "fault $fault (rc $rc)"
+  done
+fi
+
+step "compute-sanitizer memcheck (1 GPU)"
+if command -v compute-sanitizer > /dev/null; then
+  DCRT_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$BIN/collective-check" "$OUT/sanitized" > "$OUT/memcheck-collectives.log" 2>&1 \
+    || fail "memcheck on collective-check"
+  tail -2 "$OUT/memcheck-collectives.log"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/dc-run" \
+    "$LIB/tiny-linear-cuda-w1.so" --steps 2 > "$OUT/memcheck-tiny.log" 2>&1 \
+    || fail "memcheck on the GPU artifact"
+  tail -2 "$OUT/memcheck-tiny.log"
+else
+  echo "compute-sanitizer not found: skipped"
+fi
+
+echo
+[ $status -eq 0 ] && echo "gpu tests: all passed" || echo "gpu tests: FAILURES above"
+exit $status
