@@ -469,8 +469,49 @@ dcrt_future CudaBackend::reduceScatterStart(
         localNumel[i] * dtypeSize(shardDtype[i]), "a reduced gradient shard");
     stepOutputs.push_back(outShards[i]);
   }
-  // Reduced in fp32 whatever the gradients are stored in: rank r's block
-  // holds slot r of every gradient, padding zeroed.
+  // A bucket whose gradients already have their shards' dtype is reduced in
+  // that dtype, one NCCL reduce-scatter per gradient in one group, straight
+  // from the gradient into its shard (half the bytes of fp32 for bf16, no
+  // packing); a gradient whose size the ranks do not divide is first
+  // copied into a zero-padded staging buffer. Otherwise gradients are packed
+  // into one fp32 bucket (rank r's block holds slot r of every gradient,
+  // padding zeroed) and reduced in fp32, like the host backend does.
+  bool inShardDtype = true;
+  for (int i = 0; i < n; ++i)
+    inShardDtype = inShardDtype && gradDtype[i] == shardDtype[i];
+  ncclRedOp_t reduction = op == DCRT_AVG ? ncclAvg : ncclSum;
+  if (inShardDtype) {
+    std::vector<const void *> sends(n);
+    for (int i = 0; i < n; ++i) {
+      int64_t size = dtypeSize(gradDtype[i]);
+      sends[i] = grads[i];
+      if (fullNumel[i] == world * localNumel[i])
+        continue;
+      auto *padded = static_cast<char *>(
+          stage(future, *reduceStaging, world * localNumel[i] * size,
+                "padding a gradient"));
+      checkCuda(cudaMemcpyAsync(padded, grads[i], fullNumel[i] * size,
+                                cudaMemcpyDeviceToDevice, reduceStream),
+                "padding a gradient");
+      checkCuda(cudaMemsetAsync(padded + fullNumel[i] * size, 0,
+                                (world * localNumel[i] - fullNumel[i]) * size,
+                                reduceStream),
+                "padding a gradient");
+      sends[i] = padded;
+    }
+    checkNccl(ncclGroupStart(), "ncclGroupStart", nullptr);
+    for (int i = 0; i < n; ++i) {
+      future->bytes += world * localNumel[i] * dtypeSize(gradDtype[i]);
+      checkNccl(ncclReduceScatter(sends[i], outShards[i],
+                                  static_cast<size_t>(localNumel[i]),
+                                  ncclTypeOf(gradDtype[i]), reduction,
+                                  group.reduce, reduceStream),
+                "ncclReduceScatter", group.reduce);
+    }
+    checkNccl(ncclGroupEnd(), "ncclReduceScatter (group end)", group.reduce);
+    finishStart(future);
+    return future;
+  }
   bool sendDirect =
       n == 1 && gradDtype[0] == DCRT_F32 && fullNumel[0] == world * block;
   bool recvDirect = n == 1 && shardDtype[0] == DCRT_F32;
@@ -489,8 +530,8 @@ dcrt_future CudaBackend::reduceScatterStart(
                           : stage(future, *reduceStaging, block * 4,
                                   "reduce-scatter result");
   checkNccl(ncclReduceScatter(send, recv, static_cast<size_t>(block),
-                              ncclFloat32, op == DCRT_AVG ? ncclAvg : ncclSum,
-                              group.reduce, reduceStream),
+                              ncclFloat32, reduction, group.reduce,
+                              reduceStream),
             "ncclReduceScatter", group.reduce);
   if (!recvDirect)
     for (int i = 0; i < n; ++i)

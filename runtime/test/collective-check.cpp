@@ -131,12 +131,16 @@ void checkGathers(Recorder &out) {
   dcrt_end_step();
 }
 
-/// One bucket of three gradients (bf16, f32, f32 with padding) reduced
-/// with `op` into f32 and bf16 shards.
-void checkReduceScatter(Recorder &out, int32_t op) {
+/// One bucket of three gradients reduced with `op`: `mixed` casts (bf16 ->
+/// f32, f32 -> bf16: an fp32 bucket), else bf16 gradients into bf16 shards
+/// (reduced in bf16 on the cuda backend); one size the ranks do not divide.
+void checkReduceScatter(Recorder &out, int32_t op, bool mixed) {
   const int64_t fulls[3] = {1000, 4096 * 5 + 3, 7};
-  const int32_t gradType[3] = {DCRT_BF16, DCRT_F32, DCRT_F32};
-  const int32_t shardType[3] = {DCRT_F32, DCRT_F32, DCRT_BF16};
+  const int32_t mixedGrads[3] = {DCRT_BF16, DCRT_F32, DCRT_F32};
+  const int32_t mixedShards[3] = {DCRT_F32, DCRT_F32, DCRT_BF16};
+  const int32_t sameTypes[3] = {DCRT_BF16, DCRT_BF16, DCRT_BF16};
+  const int32_t *gradType = mixed ? mixedGrads : sameTypes;
+  const int32_t *shardType = mixed ? mixedShards : sameTypes;
   std::vector<Buffer> grads;
   void *gradPointers[3];
   int64_t local[3];
@@ -155,7 +159,7 @@ void checkReduceScatter(Recorder &out, int32_t op) {
                                       local, shardType, shards));
   for (int t = 0; t < 3; ++t)
     out.add(std::string(op == DCRT_AVG ? "avg" : "sum") + "-scatter" +
-                std::to_string(t),
+                std::to_string(t) + (mixed ? "" : "-bf16"),
             toHost(shards[t], local[t] * dtypeSize(shardType[t])));
   dcrt_end_step();
 }
@@ -245,8 +249,10 @@ int main(int argc, char **argv) {
     checkGathers(out);
     if (!fault.empty()) // the job should have ended in the gather
       fatal("the injected fault '%s' did not end the job", fault.c_str());
-    checkReduceScatter(out, DCRT_SUM);
-    checkReduceScatter(out, DCRT_AVG);
+    for (bool mixed : {true, false}) {
+      checkReduceScatter(out, DCRT_SUM, mixed);
+      checkReduceScatter(out, DCRT_AVG, mixed);
+    }
     checkAllReduce(out);
     checkAllToAll(out);
     checkCopies(out);

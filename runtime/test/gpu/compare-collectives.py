@@ -27,7 +27,7 @@ def records(path):
 
 
 def as_floats(name, raw):
-    if name.endswith("bf16") or name == "sum-scatter2" or name == "avg-scatter2":
+    if name.endswith("bf16") or name in ("sum-scatter2", "avg-scatter2"):
         bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
         return bits.view(np.float32), 2.0**-7
     return np.frombuffer(raw, dtype=np.float32), 1e-6

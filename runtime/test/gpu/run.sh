@@ -29,8 +29,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT
 nvcc --version | tail -1 | tee -a "$OUT/machine.txt"
 
 step "build (runtime only)"
+# No -Werror here: the GPU machine's compiler (GCC 13) warns where CI's does
+# not; CI builds the same code with warnings as errors.
 cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
-  -DDC_WERROR=ON -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
+  -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
   || { cat "$OUT/cmake.log"; exit 1; }
 grep "dcrt:" "$OUT/cmake.log"
 ninja -C "$BUILD" > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
