@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
