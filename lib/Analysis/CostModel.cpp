@@ -1,7 +1,7 @@
 //===- CostModel.cpp - time of each op on a target ------------------------===//
 #include "dc/Analysis/CostModel.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -1,7 +1,7 @@
 //===- MemoryTimeline.cpp - device and host bytes live at each op ---------===//
 #include "dc/Analysis/MemoryTimeline.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Analysis/CostModel.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

@@ -1,7 +1,7 @@
 //===- StreamSimulator.cpp - predicted execution on four streams ----------===//
 #include "dc/Analysis/StreamSimulator.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"

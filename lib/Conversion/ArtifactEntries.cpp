@@ -1,7 +1,8 @@
 //===- ArtifactEntries.cpp - dc_entry_<step>(void **buffers) --------------===//
 #include "dc/Conversion/Passes.h"
 
-#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+#include "RuntimeFunctions.h"
+
 #include "mlir/Interfaces/FunctionInterfaces.h"
 
 #include <functional>
@@ -60,7 +61,7 @@ struct ArtifactEntriesPass
       }
       LLVM::CallOp::create(body, loc, step, pointers);
       FailureOr<LLVM::LLVMFuncOp> endStep =
-          LLVM::lookupOrCreateFn(body, module, "dcrt_end_step", {}, voidType);
+          dc::lookupOrCreateRuntimeFunction(body, module, "dcrt_end_step");
       if (failed(endStep))
         return signalPassFailure();
       LLVM::CallOp::create(body, loc, *endStep, ValueRange{});

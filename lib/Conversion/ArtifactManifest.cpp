@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dcrt/dcrt.h"
 

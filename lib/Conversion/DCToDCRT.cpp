@@ -7,15 +7,16 @@
 // completion.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Conversion/DCToDCRT.h"
 #include "dc/Conversion/Passes.h"
 
-#include "DC/DCDialect.h"
+#include "RuntimeFunctions.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
-#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -28,14 +29,7 @@ namespace dc {
 using namespace mlir;
 using namespace dc;
 
-namespace {
-
-/// For each dc.wait and dc.end_backward, which of its futures it must pass
-/// to dcrt_wait: those whose start op it is the first (in block order) to
-/// wait. The futures of one start share one handle, waited once.
-using FirstWaits = llvm::DenseMap<Operation *, SmallVector<bool>>;
-
-FailureOr<FirstWaits> findFirstWaits(ModuleOp module) {
+FailureOr<FirstWaits> dc::findFirstWaits(ModuleOp module) {
   FirstWaits firstWaits;
   llvm::DenseSet<Operation *> waitedStarts;
   WalkResult walk = module.walk([&](Operation *op) {
@@ -57,6 +51,8 @@ FailureOr<FirstWaits> findFirstWaits(ModuleOp module) {
     return failure();
   return firstWaits;
 }
+
+namespace {
 
 /// The dcrt_dtype of an element type.
 std::optional<int32_t> getDType(Type type) {
@@ -122,19 +118,17 @@ protected:
                            << " has no dcrt_dtype (f32, bf16, f16, i32, i64)";
   }
 
-  /// Calls dcrt function `name`, declaring it on first use; fails (with
-  /// an error) if the module declares it with another type.
+  /// Calls dcrt function `name` (RuntimeFunctions.cpp has its signature),
+  /// declaring it on first use; fails (with an error) if the module
+  /// declares it with another type. The result is null for a void function.
   FailureOr<Value> call(OpBuilder &builder, Operation *op, StringRef name,
-                        Type result, ValueRange args) const {
-    Operation *module = op->getParentOfType<ModuleOp>();
-    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
-        builder, module, name, llvm::to_vector(args.getTypes()),
-        result ? result : LLVM::LLVMVoidType::get(this->getContext()),
-        /*isVarArg=*/false, /*isReserved=*/true);
+                        ValueRange args) const {
+    FailureOr<LLVM::LLVMFuncOp> fn = lookupOrCreateRuntimeFunction(
+        builder, op->getParentOfType<ModuleOp>(), name);
     if (failed(fn))
       return failure();
     auto callOp = LLVM::CallOp::create(builder, op->getLoc(), *fn, args);
-    return result ? callOp.getResult() : Value();
+    return callOp.getNumResults() ? callOp.getResult() : Value();
   }
 
   /// `count` stack slots of `type` in the entry block of `op`'s function
@@ -196,7 +190,7 @@ protected:
     SmallVector<Value> buffers;
     for (auto [i, future] : llvm::enumerate(futures)) {
       if (first[i] &&
-          failed(call(builder, op, "dcrt_wait", {},
+          failed(call(builder, op, "dcrt_wait",
                       LLVM::ExtractValueOp::create(builder, loc, future,
                                                    ArrayRef<int64_t>{0})
                           .getResult())))
@@ -241,7 +235,7 @@ struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
     int64_t n = shards.size();
     Value outFull = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle =
-        call(rewriter, op, "dcrt_gather_start", ptrType(),
+        call(rewriter, op, "dcrt_gather_start",
              {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
               array(rewriter, op, ptrType(), shards),
               array(rewriter, op, i64Type(), local),
@@ -256,7 +250,7 @@ struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
       rewriter.setInsertionPoint(op->getBlock()->getTerminator());
       for (int64_t i = 0; i < n; ++i)
         if (failed(call(
-                rewriter, op, "dcrt_release", {},
+                rewriter, op, "dcrt_release",
                 LLVM::LoadOp::create(rewriter, loc, ptrType(),
                                      slot(rewriter, loc, ptrType(), outFull, i))
                     .getResult())))
@@ -292,7 +286,7 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
     int64_t n = grads.size();
     Value outShards = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle = call(
-        rewriter, op, "dcrt_reduce_scatter_start", ptrType(),
+        rewriter, op, "dcrt_reduce_scatter_start",
         {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
          i32(rewriter, loc, getReduceOp(op.getKind())),
          array(rewriter, op, ptrType(), grads),
@@ -320,7 +314,7 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
       return failure();
     Value out = stackSlots(rewriter, op, ptrType(), 1);
     FailureOr<Value> handle =
-        call(rewriter, op, "dcrt_all_reduce_start", ptrType(),
+        call(rewriter, op, "dcrt_all_reduce_start",
              {i32(rewriter, loc, op.getAxis()),
               i32(rewriter, loc, getReduceOp(op.getKind())),
               alignedPtr(rewriter, loc, adaptor.getInput()),
@@ -370,7 +364,7 @@ template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
     Value source = op->getOperand(0);
     Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
     FailureOr<Value> handle = this->call(
-        rewriter, op, function, this->ptrType(),
+        rewriter, op, function,
         {this->alignedPtr(rewriter, loc, adaptor.getOperands()[0]),
          this->i64(rewriter, loc, getBytes(getBufferType(source))), out});
     if (failed(handle))
@@ -412,7 +406,7 @@ struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
         type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
     // dc.all_to_all is synchronous: start, then wait at once.
     FailureOr<Value> handle =
-        call(rewriter, op, "dcrt_all_to_all_start", ptrType(),
+        call(rewriter, op, "dcrt_all_to_all_start",
              {i32(rewriter, loc, op.getAxis()),
               alignedPtr(rewriter, loc, adaptor.getInput()),
               alignedPtr(rewriter, loc, adaptor.getOutput()),
@@ -421,8 +415,7 @@ struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
               i64(rewriter, loc, op.getSplitDim()),
               i64(rewriter, loc, op.getConcatDim()),
               i32(rewriter, loc, *code)});
-    if (failed(handle) ||
-        failed(call(rewriter, op, "dcrt_wait", {}, {*handle})))
+    if (failed(handle) || failed(call(rewriter, op, "dcrt_wait", {*handle})))
       return failure();
     rewriter.eraseOp(op);
     return success();
@@ -439,7 +432,7 @@ template <typename OpTy> struct BufferCallLowering : public DCRTPattern<OpTy> {
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     if (failed(this->call(
-            rewriter, op, function, {},
+            rewriter, op, function,
             this->alignedPtr(rewriter, op.getLoc(), adaptor.getOperands()[0]))))
       return failure();
     rewriter.eraseOp(op);
@@ -455,12 +448,47 @@ struct ClearGatheredLowering : public DCRTPattern<ClearGatheredOp> {
   LogicalResult
   matchAndRewrite(ClearGatheredOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    if (failed(call(rewriter, op, "dcrt_clear_gathered", {}, {})))
+    if (failed(call(rewriter, op, "dcrt_clear_gathered", {})))
       return failure();
     rewriter.eraseOp(op);
     return success();
   }
 };
+
+} // namespace
+
+void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
+                                  RewritePatternSet &patterns,
+                                  const FirstWaits &firstWaits) {
+  MLIRContext *context = patterns.getContext();
+  auto ptr = LLVM::LLVMPointerType::get(context);
+  // A buffer-form future is {dcrt_future, address of its buffer's slot}.
+  converter.addConversion([=](FutureType type) -> std::optional<Type> {
+    if (!isa<MemRefType>(type.getValue()))
+      return std::nullopt;
+    return LLVM::LLVMStructType::getLiteral(context, {ptr, ptr});
+  });
+  // Host buffers are plain host addresses.
+  converter.addTypeAttributeConversion(
+      [](BaseMemRefType,
+         HostMemoryAttr attr) -> TypeConverter::AttributeConversionResult {
+        return IntegerAttr::get(IntegerType::get(attr.getContext(), 64), 0);
+      });
+
+  patterns.add<GatherStartLowering, ReduceScatterStartLowering,
+               AllReduceStartLowering, WaitLowering<WaitOp>,
+               WaitLowering<EndBackwardOp>, AllToAllLowering,
+               ClearGatheredLowering>(converter, firstWaits);
+  patterns
+      .add<CopyStartLowering<OffloadStartOp>, CopyStartLowering<ReloadStartOp>>(
+          converter, firstWaits);
+  patterns.add<BufferCallLowering<ReleaseOp>>(converter, firstWaits,
+                                              "dcrt_release");
+  patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
+      converter, firstWaits, "dcrt_invalidate_gathered");
+}
+
+namespace {
 
 struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
   void runOnOperation() override {
@@ -483,31 +511,8 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
       return signalPassFailure();
 
     LLVMTypeConverter converter(context);
-    auto ptr = LLVM::LLVMPointerType::get(context);
-    // A buffer-form future is {dcrt_future, address of its buffer's slot}.
-    converter.addConversion([=](FutureType type) -> std::optional<Type> {
-      if (!isa<MemRefType>(type.getValue()))
-        return std::nullopt;
-      return LLVM::LLVMStructType::getLiteral(context, {ptr, ptr});
-    });
-    // Host buffers are plain host addresses.
-    converter.addTypeAttributeConversion(
-        [](BaseMemRefType,
-           HostMemoryAttr attr) -> TypeConverter::AttributeConversionResult {
-          return IntegerAttr::get(IntegerType::get(attr.getContext(), 64), 0);
-        });
-
     RewritePatternSet patterns(context);
-    patterns.add<GatherStartLowering, ReduceScatterStartLowering,
-                 AllReduceStartLowering, WaitLowering<WaitOp>,
-                 WaitLowering<EndBackwardOp>, AllToAllLowering,
-                 ClearGatheredLowering>(converter, *firstWaits);
-    patterns.add<CopyStartLowering<OffloadStartOp>,
-                 CopyStartLowering<ReloadStartOp>>(converter, *firstWaits);
-    patterns.add<BufferCallLowering<ReleaseOp>>(converter, *firstWaits,
-                                                "dcrt_release");
-    patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
-        converter, *firstWaits, "dcrt_invalidate_gathered");
+    populateDCToDCRTPatterns(converter, patterns, *firstWaits);
 
     ConversionTarget target(*context);
     target.addLegalDialect<LLVM::LLVMDialect>();

@@ -1,10 +1,10 @@
 //===- ProfileOps.cpp - dcrt_op_begin / dcrt_op_end around compute ops ----===//
 #include "dc/Conversion/Passes.h"
 
+#include "RuntimeFunctions.h"
 #include "dc/Analysis/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 
 namespace dc {
 #define GEN_PASS_DEF_DCPROFILEOPS
@@ -19,16 +19,11 @@ struct ProfileOpsPass : public dc::impl::DCProfileOpsBase<ProfileOpsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
-    auto i64 = IntegerType::get(context, 64);
-    auto ptr = LLVM::LLVMPointerType::get(context);
     OpBuilder builder(context);
-    FailureOr<LLVM::LLVMFuncOp> begin = LLVM::lookupOrCreateFn(
-        builder, module, "dcrt_op_begin", {}, i64, /*isVarArg=*/false,
-        /*isReserved=*/true);
-    FailureOr<LLVM::LLVMFuncOp> end = LLVM::lookupOrCreateFn(
-        builder, module, "dcrt_op_end", {ptr, i64},
-        LLVM::LLVMVoidType::get(context), /*isVarArg=*/false,
-        /*isReserved=*/true);
+    FailureOr<LLVM::LLVMFuncOp> begin =
+        dc::lookupOrCreateRuntimeFunction(builder, module, "dcrt_op_begin");
+    FailureOr<LLVM::LLVMFuncOp> end =
+        dc::lookupOrCreateRuntimeFunction(builder, module, "dcrt_op_end");
     if (failed(begin) || failed(end))
       return signalPassFailure();
 

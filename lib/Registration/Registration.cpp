@@ -1,8 +1,8 @@
 //===- Registration.cpp - dialects and passes every dc tool registers -------===//
 #include "dc/Registration/Registration.h"
 
-#include "DC/DCBufferization.h"
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Conversion/Passes.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Transforms/Passes.h"

@@ -1,7 +1,7 @@
 //===- Planning.cpp - target, profile and budget for planning passes -------===//
 #include "dc/Transforms/Planning.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Analysis/TargetDescription.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

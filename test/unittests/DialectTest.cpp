@@ -1,5 +1,5 @@
 //===- DialectTest.cpp - build dc IR through the C++ API --------------------===//
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Registration/Registration.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

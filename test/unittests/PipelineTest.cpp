@@ -1,5 +1,5 @@
 //===- PipelineTest.cpp - embed dc's pipeline as another compiler would ---===//
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
 

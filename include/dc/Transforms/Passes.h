@@ -2,7 +2,7 @@
 #ifndef DC_TRANSFORMS_PASSES_H
 #define DC_TRANSFORMS_PASSES_H
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/Pass/Pass.h"
 

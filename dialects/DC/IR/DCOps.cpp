@@ -1,5 +1,5 @@
 //===- DCOps.cpp - dc op verifiers and interfaces ---------------------------===//
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -338,4 +338,4 @@ InvalidateGatheredOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 #define GET_OP_CLASSES
-#include "DC/DCOps.cpp.inc"
+#include "dc/Dialect/DC/IR/DCOps.cpp.inc"

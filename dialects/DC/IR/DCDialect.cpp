@@ -1,5 +1,5 @@
 //===- DCDialect.cpp - dc dialect, types and attributes ---------------------===//
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -9,27 +9,27 @@
 using namespace mlir;
 using namespace dc;
 
-#include "DC/DCDialect.cpp.inc"
-#include "DC/DCEnums.cpp.inc"
+#include "dc/Dialect/DC/IR/DCDialect.cpp.inc"
+#include "dc/Dialect/DC/IR/DCEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "DC/DCAttrs.cpp.inc"
+#include "dc/Dialect/DC/IR/DCAttrs.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
-#include "DC/DCTypes.cpp.inc"
+#include "dc/Dialect/DC/IR/DCTypes.cpp.inc"
 
 void DCDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
-#include "DC/DCTypes.cpp.inc"
+#include "dc/Dialect/DC/IR/DCTypes.cpp.inc"
       >();
   addAttributes<
 #define GET_ATTRDEF_LIST
-#include "DC/DCAttrs.cpp.inc"
+#include "dc/Dialect/DC/IR/DCAttrs.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
-#include "DC/DCOps.cpp.inc"
+#include "dc/Dialect/DC/IR/DCOps.cpp.inc"
       >();
 }
 

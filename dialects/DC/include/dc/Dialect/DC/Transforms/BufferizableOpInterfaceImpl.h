@@ -1,12 +1,12 @@
-//===- DCBufferization.h - One-Shot Bufferize models for dc -----*- C++ -*-===//
+//===- BufferizableOpInterfaceImpl.h - dc bufferization models -*- C++ -*-===//
 //
 // The dc types and ops take part in upstream One-Shot Bufferize through
 // external models, registered like upstream's own
 // (`linalg::registerBufferizableOpInterfaceExternalModels`).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DC_DIALECT_DC_DCBUFFERIZATION_H
-#define DC_DIALECT_DC_DCBUFFERIZATION_H
+#ifndef DC_DIALECT_DC_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H
+#define DC_DIALECT_DC_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H
 
 #include "mlir/IR/Types.h"
 
@@ -29,4 +29,4 @@ void registerBufferizableOpInterfaceExternalModels(
 
 } // namespace dc
 
-#endif // DC_DIALECT_DC_DCBUFFERIZATION_H
+#endif // DC_DIALECT_DC_TRANSFORMS_BUFFERIZABLEOPINTERFACEIMPL_H

@@ -2,7 +2,7 @@
 #ifndef DC_TYPES_TD
 #define DC_TYPES_TD
 
-include "DC/DCBase.td"
+include "dc/Dialect/DC/IR/DCBase.td"
 include "mlir/IR/BuiltinTypeInterfaces.td"
 
 class DC_Type<string name, string typeMnemonic, list<Trait> traits = []>

@@ -1,5 +1,5 @@
 //===- DCAttentionOps.cpp - dc.attention and dc.attention_grad -----------===//
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/IR/Builders.h"
 

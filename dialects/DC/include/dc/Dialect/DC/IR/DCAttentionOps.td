@@ -2,7 +2,7 @@
 #ifndef DC_ATTENTION_OPS_TD
 #define DC_ATTENTION_OPS_TD
 
-include "DC/DCBase.td"
+include "dc/Dialect/DC/IR/DCBase.td"
 
 // Attention operands: [batch..., seq, head_dim], at least one batch dim.
 def DC_AttentionTensor : StaticShapeTensorOf<[AnyFloat]>;

@@ -2,9 +2,9 @@
 #ifndef DC_OPS_TD
 #define DC_OPS_TD
 
-include "DC/DCBase.td"
-include "DC/DCTypes.td"
-include "DC/DCAttrs.td"
+include "dc/Dialect/DC/IR/DCBase.td"
+include "dc/Dialect/DC/IR/DCTypes.td"
+include "dc/Dialect/DC/IR/DCAttrs.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 

@@ -1,4 +1,4 @@
-//===- DCBufferization.cpp - One-Shot Bufferize models for dc -------------===//
+//===- BufferizableOpInterfaceImpl.cpp - dc's One-Shot Bufferize models ===//
 //
 // Every dc op bufferizes to the same op on the buffer forms of its operands
 // and results (see DCBase.td). No result aliases an operand: a future's value
@@ -8,9 +8,9 @@
 // caller buffer, allocates its result.
 //
 //===----------------------------------------------------------------------===//
-#include "DC/DCBufferization.h"
+#include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
 
-#include "DC/DCDialect.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

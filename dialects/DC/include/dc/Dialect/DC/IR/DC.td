@@ -1,3 +1,3 @@
 //===- DC.td - the whole dc dialect (for docs) -----------------*- tablegen -*-===//
-include "DC/DCOps.td"
-include "DC/DCAttentionOps.td"
+include "dc/Dialect/DC/IR/DCOps.td"
+include "dc/Dialect/DC/IR/DCAttentionOps.td"

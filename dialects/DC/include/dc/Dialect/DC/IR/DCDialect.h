@@ -4,8 +4,8 @@
 // and ops.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DC_DIALECT_DC_DCDIALECT_H
-#define DC_DIALECT_DC_DCDIALECT_H
+#ifndef DC_DIALECT_DC_IR_DCDIALECT_H
+#define DC_DIALECT_DC_IR_DCDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -19,19 +19,19 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace dc {
-using namespace mlir;
 
 /// Memory resources the dc ops allocate, free, read and write.
 struct GatherArenaResource
-    : public SideEffects::Resource::Base<GatherArenaResource> {
-  StringRef getName() final { return "dc.gather_arena"; }
+    : public mlir::SideEffects::Resource::Base<GatherArenaResource> {
+  llvm::StringRef getName() final { return "dc.gather_arena"; }
 };
 struct CommunicatorResource
-    : public SideEffects::Resource::Base<CommunicatorResource> {
-  StringRef getName() final { return "dc.communicator"; }
+    : public mlir::SideEffects::Resource::Base<CommunicatorResource> {
+  llvm::StringRef getName() final { return "dc.communicator"; }
 };
-struct HostPoolResource : public SideEffects::Resource::Base<HostPoolResource> {
-  StringRef getName() final { return "dc.host_pool"; }
+struct HostPoolResource
+    : public mlir::SideEffects::Resource::Base<HostPoolResource> {
+  llvm::StringRef getName() final { return "dc.host_pool"; }
 };
 
 /// Names of the discardable attributes of the input contract.
@@ -48,25 +48,27 @@ constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axis,
 /// and that its local size is ceil(numel / axis size). Emits on `op`.
-LogicalResult verifyShardAgainstGrid(Operation *op, Type type,
-                                     SymbolTableCollection &symbols);
+mlir::LogicalResult
+verifyShardAgainstGrid(mlir::Operation *op, mlir::Type type,
+                       mlir::SymbolTableCollection &symbols);
 
 /// The size of axis `axis` of grid `grid` seen from `from`, or failure (with
 /// a diagnostic on `from`) if the grid or axis is missing or dynamic.
-FailureOr<int64_t> getGridAxisSize(Operation *from, FlatSymbolRefAttr grid,
-                                   int64_t axis,
-                                   SymbolTableCollection &symbols);
+mlir::FailureOr<int64_t> getGridAxisSize(mlir::Operation *from,
+                                         mlir::FlatSymbolRefAttr grid,
+                                         int64_t axis,
+                                         mlir::SymbolTableCollection &symbols);
 
 /// Buffer forms of dc values: statically shaped memrefs with the identity
 /// layout, in the default memory space (device) or in #dc.host_memory.
-bool isDeviceBuffer(Type type);
-bool isHostBuffer(Type type);
+bool isDeviceBuffer(mlir::Type type);
+bool isHostBuffer(mlir::Type type);
 
 /// The type of `device` once offloaded: !dc.host of a tensor or shard, the
 /// same memref in #dc.host_memory for a device buffer. getDeviceValueType is
 /// the inverse.
-Type getHostValueType(Type device);
-Type getDeviceValueType(Type host);
+mlir::Type getHostValueType(mlir::Type device);
+mlir::Type getDeviceValueType(mlir::Type host);
 
 /// ceil(numel / parts): the local element count of a shard.
 inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
@@ -75,16 +77,16 @@ inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
 
 } // namespace dc
 
-#include "DC/DCDialect.h.inc"
-#include "DC/DCEnums.h.inc"
+#include "dc/Dialect/DC/IR/DCDialect.h.inc"
+#include "dc/Dialect/DC/IR/DCEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
-#include "DC/DCAttrs.h.inc"
+#include "dc/Dialect/DC/IR/DCAttrs.h.inc"
 
 #define GET_TYPEDEF_CLASSES
-#include "DC/DCTypes.h.inc"
+#include "dc/Dialect/DC/IR/DCTypes.h.inc"
 
 #define GET_OP_CLASSES
-#include "DC/DCOps.h.inc"
+#include "dc/Dialect/DC/IR/DCOps.h.inc"
 
-#endif // DC_DIALECT_DC_DCDIALECT_H
+#endif // DC_DIALECT_DC_IR_DCDIALECT_H

@@ -2,7 +2,7 @@
 #ifndef DC_ATTRS_TD
 #define DC_ATTRS_TD
 
-include "DC/DCBase.td"
+include "dc/Dialect/DC/IR/DCBase.td"
 include "mlir/IR/EnumAttr.td"
 
 class DC_Attr<string name, string attrMnemonic, list<Trait> traits = []>
