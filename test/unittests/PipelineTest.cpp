@@ -54,13 +54,44 @@ TEST_F(PipelineTest, BuildsTheSamePipelineDcOptRuns) {
   ASSERT_TRUE(shard);
   EXPECT_EQ(shard.getLocal(), 64 * 64 / 4);
   EXPECT_TRUE(isa<dc::ShardType>(fn.getResultTypes()[1]));
-  int gathers = 0, reductions = 0;
-  fn.walk([&](Operation *op) {
-    gathers += isa<dc::GatherStartOp>(op);
-    reductions += isa<dc::ReduceScatterStartOp>(op);
-  });
-  EXPECT_GE(gathers, 1);
-  EXPECT_EQ(reductions, 1);
+
+  // dc-zero3 gathers w before each matmul; dc-prefetch moves the first
+  // gather to the top, above the tensor.empty; dc-selective-gather (16 GiB
+  // of cpu memory to spare) keeps w gathered from the first matmul to the
+  // second instead of gathering it again. One gather of one shard, one
+  // wait, both matmuls on the gathered w, the gradient's reduce-scatter
+  // issued before w's release, and end_backward waiting for it.
+  Block &body = fn.getBody().front();
+  std::vector<std::string> names;
+  for (Operation &op : body)
+    names.push_back(op.getName().getStringRef().str());
+  ASSERT_EQ(names,
+            (std::vector<std::string>{
+                "dc.gather_start", "tensor.empty", "dc.wait", "linalg.matmul",
+                "linalg.matmul", "dc.reduce_scatter_start", "dc.release",
+                "dc.end_backward", "func.return"}));
+  auto op = [&](size_t index) { return &*std::next(body.begin(), index); };
+  auto gather = cast<dc::GatherStartOp>(op(0));
+  ASSERT_EQ(gather.getShards().size(), 1u);
+  EXPECT_EQ(gather.getShards()[0], fn.getArgument(0));
+  EXPECT_FALSE(gather.getPersistent());
+  auto wait = cast<dc::WaitOp>(op(2));
+  EXPECT_EQ(wait.getFuture(), gather.getFutures()[0]);
+  Value full = wait.getResult();
+  EXPECT_EQ(op(3)->getOperand(0), fn.getArgument(1));
+  EXPECT_EQ(op(3)->getOperand(1), full);
+  EXPECT_EQ(op(4)->getOperand(0), op(3)->getResult(0));
+  EXPECT_EQ(op(4)->getOperand(1), full);
+  auto reduce = cast<dc::ReduceScatterStartOp>(op(5));
+  EXPECT_EQ(reduce.getKind(), dc::ReduceKind::Avg);
+  ASSERT_EQ(reduce->getNumOperands(), 1u);
+  EXPECT_EQ(reduce->getOperand(0), op(4)->getResult(0));
+  EXPECT_EQ(cast<dc::ReleaseOp>(op(6)).getValue(), full);
+  auto endBackward = cast<dc::EndBackwardOp>(op(7));
+  ASSERT_EQ(endBackward->getNumOperands(), 1u);
+  EXPECT_EQ(endBackward->getOperand(0), reduce->getResult(0));
+  EXPECT_EQ(op(8)->getOperand(0), op(3)->getResult(0));
+  EXPECT_EQ(op(8)->getOperand(1), endBackward->getResult(0));
 }
 
 TEST_F(PipelineTest, AnImpossibleBudgetFailsTheRun) {
@@ -77,8 +108,12 @@ TEST_F(PipelineTest, AnImpossibleBudgetFailsTheRun) {
     return success();
   });
   EXPECT_TRUE(failed(pm.run(*module)));
-  EXPECT_NE(message.find("below this step's floor"), std::string::npos)
-      << message;
+  // Live all step: the 8 KiB shard of w, x, the returned y and the 8 KiB
+  // gradient shard (48 KiB); the largest op, the second matmul, adds the
+  // gathered w and its result (32 KiB).
+  EXPECT_EQ(message, "memory budget 1.00 KiB (1024 B) is below this step's "
+                     "floor of 80.00 KiB (81920 B) (arguments plus the "
+                     "largest single op)");
 }
 
 } // namespace

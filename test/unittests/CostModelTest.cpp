@@ -1,0 +1,451 @@
+//===- CostModelTest.cpp - FLOPs, bytes and times of ops ------------------===//
+#include "AnalysisTestUtils.h"
+
+#include "dc/Analysis/CostModel.h"
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/TargetDescription.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mlir;
+using namespace dc;
+using namespace dc::unittest;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// FLOPs, bytes and compute time
+//===----------------------------------------------------------------------===//
+
+constexpr llvm::StringLiteral kComputeIR = R"mlir(
+#id = affine_map<(i) -> (i)>
+#mk = affine_map<(i, k) -> (i, k)>
+#k = affine_map<(i, k) -> (k)>
+#m = affine_map<(i, k) -> (i)>
+func.func @compute(%a: tensor<64x32xf32>, %b: tensor<32x16xf32>,
+                   %ba: tensor<4x8x16xbf16>, %bb: tensor<4x16x8xbf16>,
+                   %x: tensor<128xf32>, %y: tensor<128xf32>, %v: tensor<32xf32>)
+    -> (tensor<64x16xf32>, tensor<4x8x8xbf16>, tensor<128xf32>, tensor<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x16xf32>)
+                      outs(%z : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %eb = tensor.empty() : tensor<4x8x8xbf16>
+  %bmm = linalg.batch_matmul ins(%ba, %bb : tensor<4x8x16xbf16>, tensor<4x16x8xbf16>)
+                             outs(%eb : tensor<4x8x8xbf16>) -> tensor<4x8x8xbf16>
+  %ex = tensor.empty() : tensor<128xf32>
+  %g = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%x, %y : tensor<128xf32>, tensor<128xf32>) outs(%ex : tensor<128xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %mul = arith.mulf %p, %q : f32
+    %exp = math.exp %p : f32
+    %sum = arith.addf %mul, %exp : f32
+    linalg.yield %sum : f32
+  } -> tensor<128xf32>
+  %ev = tensor.empty() : tensor<64xf32>
+  %mv = linalg.generic {indexing_maps = [#mk, #k, #m], iterator_types = ["parallel", "reduction"]}
+      ins(%a, %v : tensor<64x32xf32>, tensor<32xf32>) outs(%ev : tensor<64xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %mul = arith.mulf %p, %q : f32
+    %sum = arith.addf %acc, %mul : f32
+    linalg.yield %sum : f32
+  } -> tensor<64xf32>
+  return %mm, %bmm, %g, %mv : tensor<64x16xf32>, tensor<4x8x8xbf16>, tensor<128xf32>, tensor<64xf32>
+}
+)mlir";
+
+TEST_F(AnalysisTest, CountsExactFlopsAndBytesOfLinalgOps) {
+  auto module = parse(kComputeIR);
+  func::FuncOp fn = getFunc(*module, "compute");
+  Operation *fill = opAt(fn, 2), *matmul = opAt(fn, 3), *batch = opAt(fn, 5),
+            *generic = opAt(fn, 7), *matvec = opAt(fn, 9);
+
+  EXPECT_EQ(CostModel::countFlops(matmul), 2.0 * 64 * 16 * 32);
+  EXPECT_EQ(CostModel::countFlops(batch), 2.0 * 4 * 8 * 8 * 16);
+  // mulf + exp + addf per element.
+  EXPECT_EQ(CostModel::countFlops(generic), 3.0 * 128);
+  EXPECT_EQ(CostModel::countFlops(matvec), 2.0 * 64 * 32);
+  EXPECT_EQ(CostModel::countFlops(fill), 0.0);
+  EXPECT_EQ(CostModel::countFlops(opAt(fn, 1)), 0.0); // tensor.empty
+
+  // ins + the accumulated init (read) + the result.
+  EXPECT_EQ(CostModel::countBytes(matmul), 8192 + 2048 + 4096 + 4096);
+  EXPECT_EQ(CostModel::countBytes(batch), 1024 + 1024 + 512 + 512);
+  // The init of an elementwise op is only written: ins + result.
+  EXPECT_EQ(CostModel::countBytes(generic), 512 + 512 + 512);
+  EXPECT_EQ(CostModel::countBytes(matvec), 8192 + 128 + 256 + 256);
+  EXPECT_EQ(CostModel::countBytes(fill), 4096);
+
+  EXPECT_EQ(
+      getTypeBytes(RankedTensorType::get({3, 5}, Float32Type::get(&context))),
+      60);
+  EXPECT_EQ(
+      getTypeBytes(RankedTensorType::get({7}, BFloat16Type::get(&context))),
+      14);
+  EXPECT_EQ(getTypeBytes(RankedTensorType::get({ShapedType::kDynamic},
+                                               Float32Type::get(&context))),
+            0);
+}
+
+TEST_F(AnalysisTest, ComputeTimeIsLaunchPlusRooflineAtTheRightRate) {
+  auto module = parse(kComputeIR);
+  func::FuncOp fn = getFunc(*module, "compute");
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+
+  OpCost matmul = model.estimate(opAt(fn, 3));
+  EXPECT_EQ(matmul.stream, StreamKind::Compute);
+  EXPECT_EQ(matmul.flops, 65536.0);
+  EXPECT_EQ(matmul.bytes, 18432);
+  // f32 output: the f32 matrix rate; compute-bound.
+  EXPECT_DOUBLE_EQ(matmul.seconds, 1e-6 + 65536 / 1e10);
+  // bf16 output: the 16-bit matrix rate.
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(fn, 5)).seconds, 1e-6 + 8192 / 1e11);
+  // A generic contraction is a matmul too.
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(fn, 9)).seconds, 1e-6 + 4096 / 1e10);
+  // Elementwise: the vector rate.
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(fn, 7)).seconds, 1e-6 + 384 / 1e9);
+  // No FLOPs: memory-bound.
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(fn, 2)).seconds, 1e-6 + 4096 / 1e12);
+
+  // Constants, empties and the terminator cost nothing.
+  EXPECT_EQ(model.estimate(opAt(fn, 0)).seconds, 0.0);
+  EXPECT_EQ(model.estimate(opAt(fn, 0)).stream, StreamKind::Compute);
+  EXPECT_EQ(model.estimate(opAt(fn, 1)).seconds, 0.0);
+  OpCost ret = model.estimate(opAt(fn, 10));
+  EXPECT_EQ(ret.stream, StreamKind::None);
+  EXPECT_EQ(ret.seconds, 0.0);
+
+  std::vector<OpCost> all = model.estimateFunction(fn);
+  ASSERT_EQ(all.size(), 11u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].seconds, model.estimate(opAt(fn, i)).seconds) << i;
+    EXPECT_EQ(all[i].stream, model.estimate(opAt(fn, i)).stream) << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and copies
+//===----------------------------------------------------------------------===//
+
+TEST_F(AnalysisTest, CollectiveSecondsFollowTheMeasuredCurve) {
+  CostModel model(cantFail(TargetDescription::getPreset("h200")));
+  auto allGather = [&](int64_t bytes, int64_t n) {
+    return model.collectiveSeconds(CollectiveKind::AllGather, bytes, n);
+  };
+  // At the curve points: (n-1)/n * bytes / busbw.
+  EXPECT_DOUBLE_EQ(allGather(kMiB, 2), 0.5 * kMiB / 12e9);
+  EXPECT_DOUBLE_EQ(allGather(16 * kMiB, 2), 0.5 * 16 * kMiB / 146e9);
+  EXPECT_DOUBLE_EQ(allGather(128 * kMiB, 2), 0.5 * 128 * kMiB / 227e9);
+  EXPECT_DOUBLE_EQ(allGather(kGiB, 2), 0.5 * kGiB / 268e9);
+  // Between points: linear in log2(bytes). 4 MiB is halfway 1 -> 16 MiB,
+  // 512 MiB two thirds of the way 128 MiB -> 1 GiB.
+  EXPECT_DOUBLE_EQ(allGather(4 * kMiB, 2), 0.5 * 4 * kMiB / 79e9);
+  EXPECT_DOUBLE_EQ(allGather(512 * kMiB, 2),
+                   0.5 * 512 * kMiB / (227e9 + 2.0 / 3.0 * 41e9));
+  // Clamped at both ends; the latency is the floor.
+  EXPECT_DOUBLE_EQ(allGather(4 * kGiB, 2), 0.5 * 4 * kGiB / 268e9);
+  EXPECT_DOUBLE_EQ(allGather(256 * 1024, 2), 20e-6);
+  EXPECT_DOUBLE_EQ(allGather(0, 2), 20e-6);
+  // Group sizes.
+  EXPECT_EQ(allGather(kGiB, 1), 0.0);
+  EXPECT_DOUBLE_EQ(allGather(kGiB, 3), 2.0 / 3.0 * kGiB / 268e9);
+  EXPECT_DOUBLE_EQ(
+      model.collectiveSeconds(CollectiveKind::ReduceScatter, 16 * kMiB, 3),
+      2.0 / 3.0 * 16 * kMiB / 146e9);
+  // No curve for these: alpha + beta with the bus bandwidth.
+  EXPECT_DOUBLE_EQ(model.collectiveSeconds(CollectiveKind::AllToAll, kMiB, 4),
+                   20e-6 + 0.75 * kMiB / 268e9);
+  EXPECT_DOUBLE_EQ(model.collectiveSeconds(CollectiveKind::AllReduce, kMiB, 2),
+                   20e-6 + 1.0 * kMiB / 268e9);
+  EXPECT_DOUBLE_EQ(model.collectiveSeconds(CollectiveKind::AllReduce, kMiB, 4),
+                   20e-6 + 1.5 * kMiB / 268e9);
+  EXPECT_EQ(model.collectiveSeconds(CollectiveKind::AllReduce, kMiB, 1), 0.0);
+
+  EXPECT_DOUBLE_EQ(model.copySeconds(kGiB), 10e-6 + kGiB / 55e9);
+
+  // Without a curve, all-gathers are alpha-beta as well.
+  CostModel cpu(cantFail(TargetDescription::getPreset("cpu")));
+  EXPECT_DOUBLE_EQ(cpu.collectiveSeconds(CollectiveKind::AllGather, kMiB, 2),
+                   20e-6 + 0.5 * kMiB / 5e9);
+}
+
+constexpr llvm::StringLiteral kTransferIR = R"mlir(
+shard.grid @world(shape = 2)
+shard.grid @grid2d(shape = 2x4)
+shard.grid @solo(shape = 1)
+!w0 = !dc.shard<tensor<1024x1024xbf16>, @world[0], local = 524288>
+!w1 = !dc.shard<tensor<1024xbf16>, @world[0], local = 512>
+!w2 = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
+!ws = !dc.shard<tensor<6x5xf32>, @solo[0], local = 30>
+func.func @transfers(%w0: !w0, %w1: !w1, %w2: !w2, %ws: !ws,
+                     %g: tensor<1024x1024xbf16>, %x: tensor<1x512x32x64xbf16>)
+    -> (!w0, tensor<1x2048x8x64xbf16>, tensor<1024x1024xbf16>) {
+  %f:2 = dc.gather_start %w0, %w1 : !w0, !w1
+      -> !dc.future<tensor<1024x1024xbf16>>, !dc.future<tensor<1024xbf16>>
+  %a = dc.wait %f#0 : !dc.future<tensor<1024x1024xbf16>>
+  %b = dc.wait %f#1 : !dc.future<tensor<1024xbf16>>
+  dc.release %a : tensor<1024x1024xbf16>
+  dc.release %b : tensor<1024xbf16>
+  %c = dc.gather_start %w2 : !w2 -> !dc.future<tensor<6x5xbf16>>
+  %cw = dc.wait %c : !dc.future<tensor<6x5xbf16>>
+  dc.release %cw : tensor<6x5xbf16>
+  %r = dc.reduce_scatter_start sum %g : tensor<1024x1024xbf16> -> !dc.future<!w0>
+  %s = dc.wait %r : !dc.future<!w0>
+  %h = dc.all_to_all %x on @grid2d[1] split 2 concat 1
+      : tensor<1x512x32x64xbf16> -> tensor<1x2048x8x64xbf16>
+  %o = dc.offload_start %g : tensor<1024x1024xbf16>
+  %oh = dc.wait %o : !dc.future<!dc.host<tensor<1024x1024xbf16>>>
+  %l = dc.reload_start %oh : !dc.host<tensor<1024x1024xbf16>>
+  %lw = dc.wait %l : !dc.future<tensor<1024x1024xbf16>>
+  %so = dc.gather_start %ws : !ws -> !dc.future<tensor<6x5xf32>>
+  %sw = dc.wait %so : !dc.future<tensor<6x5xf32>>
+  dc.release %sw : tensor<6x5xf32>
+  return %s, %h, %lw : !w0, tensor<1x2048x8x64xbf16>, tensor<1024x1024xbf16>
+}
+)mlir";
+
+TEST_F(AnalysisTest, TransfersCostTheirCollectiveOrCopy) {
+  auto module = parse(kTransferIR);
+  func::FuncOp fn = getFunc(*module, "transfers");
+  CostModel model(cantFail(TargetDescription::getPreset("h200")));
+
+  // A fused gather is ONE all-gather of the sum of its full results.
+  OpCost fused = model.estimate(opAt(fn, 0));
+  EXPECT_EQ(fused.stream, StreamKind::Collective);
+  EXPECT_EQ(fused.bytes, 2 * kMiB + 2048);
+  EXPECT_DOUBLE_EQ(
+      fused.seconds,
+      model.collectiveSeconds(CollectiveKind::AllGather, 2 * kMiB + 2048, 2));
+  EXPECT_LT(fused.seconds,
+            model.collectiveSeconds(CollectiveKind::AllGather, 2 * kMiB, 2) +
+                model.collectiveSeconds(CollectiveKind::AllGather, 2048, 2));
+  // A gather cast to bf16 moves bf16 bytes.
+  EXPECT_EQ(model.estimate(opAt(fn, 5)).bytes, 60);
+
+  OpCost reduce = model.estimate(opAt(fn, 8));
+  EXPECT_EQ(reduce.stream, StreamKind::Collective);
+  EXPECT_EQ(reduce.bytes, 2 * kMiB);
+  EXPECT_DOUBLE_EQ(reduce.seconds,
+                   0.5 * 2 * kMiB / (12e9 + 0.25 * (146e9 - 12e9)));
+
+  // Axis 1 of @grid2d has 4 ranks.
+  OpCost allToAll = model.estimate(opAt(fn, 10));
+  EXPECT_EQ(allToAll.stream, StreamKind::Collective);
+  EXPECT_EQ(allToAll.bytes, 2 * kMiB);
+  EXPECT_DOUBLE_EQ(allToAll.seconds, 20e-6 + 0.75 * 2 * kMiB / 268e9);
+
+  OpCost offload = model.estimate(opAt(fn, 11));
+  EXPECT_EQ(offload.stream, StreamKind::DeviceToHost);
+  EXPECT_EQ(offload.bytes, 2 * kMiB);
+  EXPECT_DOUBLE_EQ(offload.seconds, 10e-6 + 2 * kMiB / 55e9);
+  OpCost reload = model.estimate(opAt(fn, 13));
+  EXPECT_EQ(reload.stream, StreamKind::HostToDevice);
+  EXPECT_DOUBLE_EQ(reload.seconds, offload.seconds);
+
+  // A group of one rank communicates nothing.
+  OpCost solo = model.estimate(opAt(fn, 15));
+  EXPECT_EQ(solo.stream, StreamKind::Collective);
+  EXPECT_EQ(solo.seconds, 0.0);
+
+  // Waits and releases are bookkeeping.
+  for (size_t i : {1, 3, 9, 12}) {
+    OpCost bookkeeping = model.estimate(opAt(fn, i));
+    EXPECT_EQ(bookkeeping.stream, StreamKind::None) << i;
+    EXPECT_EQ(bookkeeping.seconds, 0.0) << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+TEST_F(AnalysisTest, AttentionCostsItsKernelAndNoScoreMatrix) {
+  auto module = parse(R"mlir(
+!t = tensor<4x8x16xbf16>
+func.func @causal(%q: !t, %k: !t, %v: !t, %do: !t) -> (!t, !t, !t) {
+  %o, %lse = dc.attention %q, %k, %v causal scale = 0.25 : !t, !t, !t -> !t, tensor<4x8xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %v, %o, %lse, %do causal scale = 0.25 : !t, !t, !t, !t, tensor<4x8xf32>, !t -> !t, !t, !t
+  return %dq, %dk, %dv : !t, !t, !t
+}
+func.func @cross(%q: tensor<2x3x5x8xf32>, %kv: tensor<2x3x7x8xf32>) -> tensor<2x3x5x8xf32> {
+  %o, %lse = dc.attention %q, %kv, %kv scale = 0.25 : tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x8xf32> -> tensor<2x3x5x8xf32>, tensor<2x3x5xf32>
+  return %o : tensor<2x3x5x8xf32>
+}
+)mlir");
+  func::FuncOp causal = getFunc(*module, "causal");
+  func::FuncOp cross = getFunc(*module, "cross");
+  Operation *forward = opAt(causal, 0), *backward = opAt(causal, 1);
+
+  // 4 B Sq Sk D, halved by the mask; the backward 2.5 times that.
+  EXPECT_EQ(CostModel::countFlops(forward), 4.0 * 4 * 8 * 8 * 16 / 2);
+  EXPECT_EQ(CostModel::countFlops(backward), 2.5 * 4.0 * 4 * 8 * 8 * 16 / 2);
+  EXPECT_EQ(CostModel::countFlops(opAt(cross, 0)), 4.0 * 2 * 3 * 5 * 7 * 8);
+  // Operands and results only: q, k, v, o (1 KiB each) and the f32 lse; the
+  // backward adds do and the three gradients.
+  EXPECT_EQ(CostModel::countBytes(forward), 4 * 1024 + 128);
+  EXPECT_EQ(CostModel::countBytes(backward), 8 * 1024 + 128);
+  EXPECT_EQ(CostModel::countBytes(opAt(cross, 0)), 960 + 2 * 1344 + 960 + 120);
+
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+  // Compute stream at the matmul rate of the operands' element type.
+  OpCost cost = model.estimate(forward);
+  EXPECT_EQ(cost.stream, StreamKind::Compute);
+  EXPECT_DOUBLE_EQ(cost.seconds, 1e-6 + 8192 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(backward).seconds, 1e-6 + 20480 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(cross, 0)).seconds, 1e-6 + 6720 / 1e10);
+  // They are compute ops of the step, so a profile can time them.
+  EXPECT_EQ(getProfileKey(forward), "causal:0");
+  EXPECT_EQ(getProfileKey(backward), "causal:1");
+
+  // Only o and lse live between the two ops: the arguments and returned
+  // gradients (7 KiB) plus 1 KiB + 128 bytes, no 4x8x8 score matrix.
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(causal);
+  ASSERT_TRUE(succeeded(timeline));
+  EXPECT_EQ(timeline->getBaseDeviceBytes(), 7 * 1024);
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 8 * 1024 + 128);
+  EXPECT_EQ(timeline->deviceBytesAt(2), 7 * 1024);
+}
+
+//===----------------------------------------------------------------------===//
+// Slices and loops
+//===----------------------------------------------------------------------===//
+
+/// A scatter-add loop (the form of dc-gen-llama's embedding gradient): 4 rows
+/// of 16 (bf16) into an f32 table of 8 rows, one row per iteration.
+constexpr llvm::StringLiteral kScatterIR = R"mlir(
+#id = affine_map<(i, j) -> (i, j)>
+func.func @scatter(%tokens: tensor<4xi32>, %dx: tensor<4x16xbf16>,
+                   %count: index) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %e = tensor.empty() : tensor<8x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %t = scf.for %n = %c0 to %c4 step %c1 iter_args(%acc = %z) -> (tensor<8x16xf32>) {
+    %tok = tensor.extract %tokens[%n] : tensor<4xi32>
+    %row = arith.index_cast %tok : i32 to index
+    %dx_row = tensor.extract_slice %dx[%n, 0] [1, 16] [1, 1] : tensor<4x16xbf16> to tensor<1x16xbf16>
+    %acc_row = tensor.extract_slice %acc[%row, 0] [1, 16] [1, 1] : tensor<8x16xf32> to tensor<1x16xf32>
+    %sum = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%dx_row : tensor<1x16xbf16>) outs(%acc_row : tensor<1x16xf32>) {
+    ^bb0(%a: bf16, %o: f32):
+      %w = arith.extf %a : bf16 to f32
+      %s = arith.addf %o, %w : f32
+      linalg.yield %s : f32
+    } -> tensor<1x16xf32>
+    %next = tensor.insert_slice %sum into %acc[%row, 0] [1, 16] [1, 1] : tensor<1x16xf32> into tensor<8x16xf32>
+    scf.yield %next : tensor<8x16xf32>
+  }
+  %e2 = tensor.empty() : tensor<8x16xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %u = scf.for %n = %c0 to %count step %c1 iter_args(%acc = %z2) -> (tensor<8x16xf32>) {
+    %dx_row = tensor.extract_slice %dx[%n, 0] [1, 16] [1, 1] : tensor<4x16xbf16> to tensor<1x16xbf16>
+    %acc_row = tensor.extract_slice %acc[%n, 0] [1, 16] [1, 1] : tensor<8x16xf32> to tensor<1x16xf32>
+    %sum = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%dx_row : tensor<1x16xbf16>) outs(%acc_row : tensor<1x16xf32>) {
+    ^bb0(%a: bf16, %o: f32):
+      %w = arith.extf %a : bf16 to f32
+      %s = arith.addf %o, %w : f32
+      linalg.yield %s : f32
+    } -> tensor<1x16xf32>
+    %next = tensor.insert_slice %sum into %acc[%n, 0] [1, 16] [1, 1] : tensor<1x16xf32> into tensor<8x16xf32>
+    scf.yield %next : tensor<8x16xf32>
+  }
+  return %t, %u : tensor<8x16xf32>, tensor<8x16xf32>
+}
+)mlir";
+
+TEST_F(AnalysisTest, SlicesAndElementsCostWhatTheyTouch) {
+  auto module = parse(kScatterIR);
+  func::FuncOp fn = getFunc(*module, "scatter");
+  auto loop = cast<scf::ForOp>(opAt(fn, 6));
+  Block *body = loop.getBody();
+  Operation *extract = &*body->begin();
+  Operation *indexCast = extract->getNextNode();
+  Operation *dxRow = indexCast->getNextNode();
+  Operation *generic = dxRow->getNextNode()->getNextNode();
+  Operation *insert = generic->getNextNode();
+
+  // One i32 element, not the token tensor.
+  EXPECT_EQ(CostModel::countBytes(extract), 4);
+  // Scalar index arithmetic touches no tensor.
+  EXPECT_EQ(CostModel::countBytes(indexCast), 0);
+  // The row read (bf16) and the accumulator row read and written (f32).
+  EXPECT_EQ(CostModel::countBytes(generic), 32 + 64 + 64);
+  EXPECT_EQ(CostModel::countFlops(generic), 2.0 * 16);
+  // The f32 row read and written into the table, not the 8x16 table.
+  EXPECT_EQ(CostModel::countBytes(insert), 2 * 64);
+
+  TargetDescription target;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+  // An extract_slice is a view of its source: no kernel, no bytes.
+  OpCost slice = model.estimate(dxRow);
+  EXPECT_EQ(slice.stream, StreamKind::Compute);
+  EXPECT_EQ(slice.bytes, 0);
+  EXPECT_EQ(slice.seconds, 0.0);
+  EXPECT_DOUBLE_EQ(model.estimate(insert).seconds, 1e-6 + 128 / 1e12);
+}
+
+TEST_F(AnalysisTest, LoopCostsItsTripCountTimesItsBody) {
+  auto module = parse(kScatterIR);
+  func::FuncOp fn = getFunc(*module, "scatter");
+  Operation *loop = opAt(fn, 6), *dynamicLoop = opAt(fn, 9);
+
+  // Per iteration: the token id (4), the generic (160) and the insert_slice
+  // (128) bytes; the generic's extf and addf on 16 elements.
+  EXPECT_EQ(CostModel::countBytes(loop), 4 * (4 + 160 + 128));
+  EXPECT_EQ(CostModel::countFlops(loop), 4 * 32.0);
+  // A trip count that is not a constant counts one iteration.
+  EXPECT_EQ(CostModel::countBytes(dynamicLoop), 160 + 128);
+  EXPECT_EQ(CostModel::countFlops(dynamicLoop), 32.0);
+
+  // One kernel: one launch, then the roofline of all its iterations.
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+  OpCost cost = model.estimate(loop);
+  EXPECT_EQ(cost.stream, StreamKind::Compute);
+  EXPECT_EQ(cost.flops, 128.0);
+  EXPECT_EQ(cost.bytes, 1168);
+  EXPECT_DOUBLE_EQ(cost.seconds, 1e-6 + 128 / 1e9);
+  EXPECT_DOUBLE_EQ(model.flopSeconds(loop), 128 / 1e9);
+  target.memoryBandwidth = 1e9;
+  EXPECT_DOUBLE_EQ(CostModel(target).estimate(loop).seconds, 1e-6 + 1168 / 1e9);
+
+  // The loop updates the zero-filled table in place: the table is one
+  // buffer (returned, so live throughout) with the tokens and dx.
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  ASSERT_TRUE(succeeded(timeline));
+  // Buffers: the tokens, dx and the two tables (the index allocates none).
+  EXPECT_EQ(timeline->getBuffers().size(), 4u);
+  EXPECT_EQ(timeline->getBaseDeviceBytes(), 16 + 128 + 2 * 512);
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 16 + 128 + 2 * 512);
+}
+
+} // namespace

@@ -1,0 +1,149 @@
+//===- TargetDescriptionTest.cpp - presets, JSON targets ------------------===//
+#include "AnalysisTestUtils.h"
+
+#include "dc/Analysis/TargetDescription.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace dc;
+using namespace dc::unittest;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Target descriptions
+//===----------------------------------------------------------------------===//
+
+void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.matmulFlops16, b.matmulFlops16);
+  EXPECT_EQ(a.matmulFlops32, b.matmulFlops32);
+  EXPECT_EQ(a.vectorFlops, b.vectorFlops);
+  EXPECT_EQ(a.memoryBandwidth, b.memoryBandwidth);
+  EXPECT_EQ(a.opLaunchLatency, b.opLaunchLatency);
+  EXPECT_EQ(a.collectiveLatency, b.collectiveLatency);
+  EXPECT_EQ(a.collectiveBusBandwidth, b.collectiveBusBandwidth);
+  EXPECT_EQ(a.hostLinkBandwidth, b.hostLinkBandwidth);
+  EXPECT_EQ(a.hostLinkDuplexBandwidth, b.hostLinkDuplexBandwidth);
+  EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
+  EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
+  auto sameCurve = [](const std::vector<BandwidthPoint> &x,
+                      const std::vector<BandwidthPoint> &y) {
+    return x.size() == y.size() &&
+           std::equal(x.begin(), x.end(), y.begin(), [](auto &p, auto &q) {
+             return p.bytes == q.bytes && p.busBandwidth == q.busBandwidth;
+           });
+  };
+  EXPECT_TRUE(sameCurve(a.allGatherCurve, b.allGatherCurve));
+  EXPECT_TRUE(sameCurve(a.reduceScatterCurve, b.reduceScatterCurve));
+}
+
+TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
+  TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
+  EXPECT_EQ(h200.matmulFlops16, 600e12);
+  EXPECT_EQ(h200.memoryBandwidth, 4.0e12);
+  EXPECT_EQ(h200.deviceMemoryBytes, 139 * kGiB);
+  ASSERT_EQ(h200.allGatherCurve.size(), 4u);
+  EXPECT_EQ(h200.allGatherCurve[1].bytes, 16 * kMiB);
+  EXPECT_EQ(h200.allGatherCurve[1].busBandwidth, 146e9);
+  EXPECT_EQ(h200.reduceScatterCurve.size(), 4u);
+  EXPECT_EQ(h200.hostLinkBandwidth, 55e9);
+  EXPECT_EQ(h200.hostLinkDuplexBandwidth, 49.4e9);
+  TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
+  EXPECT_EQ(cpu.name, "cpu");
+  EXPECT_TRUE(cpu.allGatherCurve.empty());
+
+  EXPECT_EQ(errorText(TargetDescription::getPreset("tpu").takeError()),
+            "unknown target preset 'tpu' (presets: h200, cpu)");
+}
+
+TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
+  for (llvm::StringRef preset : {"h200", "cpu"}) {
+    TargetDescription original = cantFail(TargetDescription::getPreset(preset));
+    llvm::Expected<TargetDescription> parsed =
+        TargetDescription::fromJSON(original.toJSON());
+    ASSERT_TRUE(bool(parsed)) << errorText(parsed.takeError());
+    expectSameTarget(*parsed, original);
+  }
+
+  llvm::Expected<TargetDescription> slower = TargetDescription::fromJSON(R"({
+    "base": "h200", "name": "h200-slow", "matmulFlops16": 5e14,
+    "allGatherCurve": [{"bytes": 1024, "busBandwidth": 1e9}]
+  })");
+  ASSERT_TRUE(bool(slower)) << errorText(slower.takeError());
+  EXPECT_EQ(slower->name, "h200-slow");
+  EXPECT_EQ(slower->matmulFlops16, 5e14);
+  EXPECT_EQ(slower->matmulFlops32, 60e12); // from the base
+  ASSERT_EQ(slower->allGatherCurve.size(), 1u);
+  EXPECT_EQ(slower->reduceScatterCurve.size(), 4u); // from the base
+}
+
+TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
+  auto errorOf = [](llvm::StringRef text) {
+    llvm::Expected<TargetDescription> target =
+        TargetDescription::fromJSON(text);
+    return target ? std::string("(no error)") : errorText(target.takeError());
+  };
+  EXPECT_EQ(errorOf(R"({"base": "h200", "matmulFlop16": 1, "zzz": 2})"),
+            "unknown fields \"matmulFlop16\", \"zzz\" in target description");
+  EXPECT_EQ(errorOf(R"({"base": "gpu"})"),
+            "unknown target preset 'gpu' (presets: h200, cpu)");
+  std::string missing = errorOf(R"({"name": "x", "matmulFlops16": 1e12})");
+  EXPECT_NE(missing.find("missing fields \"matmulFlops32\", \"vectorFlops\""),
+            std::string::npos)
+      << missing;
+  EXPECT_NE(missing.find("\"deviceMemoryBytes\""), std::string::npos)
+      << missing;
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "memoryBandwidth": "fast"})"),
+            "field \"memoryBandwidth\" must be a number");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "memoryBandwidth": -1})"),
+            "field \"memoryBandwidth\" must be positive");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "hostLinkLatency": -1e-6})"),
+            "field \"hostLinkLatency\" must be non-negative");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "allGatherCurve": [
+              {"bytes": 2048, "busBandwidth": 1e9},
+              {"bytes": 1024, "busBandwidth": 2e9}]})"),
+            "allGatherCurve[1].bytes must be larger than the previous "
+            "point's (points in increasing size)");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "reduceScatterCurve": [
+              {"bytes": 2048, "bw": 1e9}]})"),
+            "unknown field \"bw\" in reduceScatterCurve[0]");
+  EXPECT_EQ(errorOf("[1, 2]"), "a target description must be a JSON object");
+  EXPECT_EQ(errorOf("{").rfind("invalid JSON: ", 0), 0u);
+}
+
+TEST(TargetDescriptionTest, LoadTakesAPresetOrAFile) {
+  EXPECT_EQ(cantFail(TargetDescription::load("cpu")).name, "cpu");
+  std::string missing =
+      errorText(TargetDescription::load("/no/such/target.json").takeError());
+  EXPECT_EQ(missing, "unknown target '/no/such/target.json': neither a "
+                     "preset (h200, cpu) nor an existing file");
+
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("dc-target", "json", path));
+  llvm::FileRemover remover(path);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << R"({"base": "h200", "name": "mine", "deviceMemoryBytes": 1073741824})";
+  }
+  llvm::Expected<TargetDescription> mine = TargetDescription::load(path);
+  ASSERT_TRUE(bool(mine)) << errorText(mine.takeError());
+  EXPECT_EQ(mine->name, "mine");
+  EXPECT_EQ(mine->deviceMemoryBytes, kGiB);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    os << R"({"base": "h200", "typo": 1})";
+  }
+  EXPECT_EQ(errorText(TargetDescription::load(path).takeError()),
+            (path + ": unknown field \"typo\" in target description").str());
+}
+
+} // namespace
