@@ -104,6 +104,14 @@ public:
   virtual void opEnd(const char *key, int64_t begin) = 0;
 
   // The host program's calls (dcrt/core.hpp).
+  /// Step capture (CUDA graphs); a backend without it returns false and is
+  /// never asked for the others.
+  virtual bool canCaptureSteps() const { return false; }
+  virtual void beginCapture() {}
+  virtual void *endCapture() { return nullptr; }
+  virtual void replay(void *graph) {}
+  virtual void destroyGraph(void *graph) {}
+
   virtual void *allocate(int64_t bytes, MemoryKind kind, const char *what) = 0;
   virtual void deallocate(void *pointer) = 0;
   virtual void copy(void *dst, const void *src, int64_t bytes) = 0;

@@ -458,6 +458,32 @@ bool dcrt::deviceIsHost() {
   return backend("dcrt::deviceIsHost").deviceIsHost();
 }
 
+bool dcrt::canCaptureSteps() {
+  return backend("dcrt::canCaptureSteps").canCaptureSteps();
+}
+
+StepGraph dcrt::captureStep(void (*step)(void *), void *context) {
+  Backend &b = backend("dcrt::captureStep");
+  if (!b.canCaptureSteps())
+    fatal("the %s backend cannot capture steps", b.name());
+  StepGraph graph;
+  b.beginCapture();
+  step(context);
+  graph.handle = b.endCapture();
+  return graph;
+}
+
+void dcrt::replay(const StepGraph &graph) {
+  if (!graph)
+    fatal("dcrt::replay of an empty step graph");
+  backend("dcrt::replay").replay(graph.handle);
+}
+
+StepGraph::~StepGraph() {
+  if (handle && state)
+    state->backend->destroyGraph(handle);
+}
+
 bool dcrt::isComplete(dcrt_future future) {
   return backend("dcrt::isComplete").isComplete(future);
 }

@@ -284,8 +284,9 @@ CudaFuture *CudaBackend::newFuture(Kind kind, cudaStream_t stream,
 
 void CudaBackend::finishStart(CudaFuture *future) {
   checkCuda(cudaEventRecord(future->done, future->stream), "cudaEventRecord");
-  transfers.push_back({future, future->start, future->done, future->track,
-                       future->what(), future->bytes});
+  if (!capturing)
+    transfers.push_back({future->start, future->done, future->track,
+                         future->what(), future->bytes});
 }
 
 void *CudaBackend::stage(CudaFuture *future, Arena &arena, int64_t bytes,
@@ -388,6 +389,8 @@ void CudaBackend::resolveTimings() {
 }
 
 int64_t CudaBackend::opBegin() {
+  if (capturing) // a replay has no timings to resolve
+    return -1;
   cudaEvent_t event = takeEvent();
   checkCuda(cudaEventRecord(event, compute), "cudaEventRecord");
   profiled.push_back({nullptr, event, nullptr});
@@ -395,6 +398,8 @@ int64_t CudaBackend::opBegin() {
 }
 
 void CudaBackend::opEnd(const char *key, int64_t begin) {
+  if (capturing)
+    return;
   if (begin < 0 || begin >= static_cast<int64_t>(profiled.size()) ||
       profiled[begin].key)
     fatal("dcrt_op_end(\"%s\", %lld): not a value dcrt_op_begin returned in "
@@ -404,6 +409,44 @@ void CudaBackend::opEnd(const char *key, int64_t begin) {
   checkCuda(cudaEventRecord(event, compute), "cudaEventRecord");
   profiled[begin].key = key;
   profiled[begin].end = event;
+}
+
+//===----------------------------------------------------------------------===//
+// Step capture (CUDA graphs)
+//===----------------------------------------------------------------------===//
+
+void CudaBackend::beginCapture() {
+  if (capturing)
+    fatal("dcrt::captureStep inside another capture");
+  synchronize();
+  // Relaxed: the runtime's host-side calls (event queries of unplanned
+  // pools, NCCL's own) stay legal while the compute stream captures.
+  checkCuda(cudaStreamBeginCapture(compute, cudaStreamCaptureModeRelaxed),
+            "cudaStreamBeginCapture");
+  capturing = true;
+  lastReloadCaptured = false;
+}
+
+void *CudaBackend::endCapture() {
+  cudaGraph_t graph = nullptr;
+  capturing = false;
+  checkCuda(cudaStreamEndCapture(compute, &graph),
+            "cudaStreamEndCapture (does every stream the step used join the "
+            "compute stream again, through dcrt_wait?)");
+  cudaGraphExec_t exec = nullptr;
+  checkCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  checkCuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  return exec;
+}
+
+void CudaBackend::replay(void *graph) {
+  checkCuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), compute),
+            "cudaGraphLaunch");
+}
+
+void CudaBackend::destroyGraph(void *graph) {
+  synchronize();
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 //===----------------------------------------------------------------------===//
@@ -646,8 +689,11 @@ dcrt_future CudaBackend::offloadStart(const void *device, int64_t bytes,
   void *host = hostPool->allocate(bytes, "an offload");
   *outHost = host;
   CudaFuture *future = newFuture(Kind::Offload, toHost, Track::CopyToHost);
-  // The pool buffer may have been a reload's source a moment ago.
-  checkCuda(cudaStreamWaitEvent(toHost, lastReload, 0), "cudaStreamWaitEvent");
+  // The pool buffer may have been a reload's source a moment ago. (In a
+  // captured step, a reload of an earlier replay finished with it.)
+  if (!capturing || lastReloadCaptured)
+    checkCuda(cudaStreamWaitEvent(toHost, lastReload, 0),
+              "cudaStreamWaitEvent");
   checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, toHost),
             "an offload copy");
   future->bytes = bytes;
@@ -672,6 +718,7 @@ dcrt_future CudaBackend::reloadStart(void *host, int64_t bytes,
                             toDevice),
             "a reload copy");
   checkCuda(cudaEventRecord(lastReload, toDevice), "cudaEventRecord");
+  lastReloadCaptured = capturing;
   // Back to the pool now; an offload reusing it waits for lastReload.
   hostPool->release(host, "returning a reloaded host copy");
   copied.push_back({device, future});

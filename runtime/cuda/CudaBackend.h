@@ -103,6 +103,11 @@ public:
   void resetPeakMemory() override;
   bool isComplete(dcrt_future future) override;
   int outstanding() const override { return outstanding_; }
+  bool canCaptureSteps() const override { return true; }
+  void beginCapture() override;
+  void *endCapture() override;
+  void replay(void *graph) override;
+  void destroyGraph(void *graph) override;
 
   /// Aborts every communicator (fatal errors, so peers do not hang).
   void abortCommunicators();
@@ -121,8 +126,8 @@ private:
     const char *key;
     cudaEvent_t begin, end;
   };
+  /// A collective or copy whose events are resolved at the next synchronize.
   struct PendingTransfer {
-    CudaFuture *future; // its events are resolved at the next synchronize
     cudaEvent_t start, done;
     Track track;
     const char *name;
@@ -156,6 +161,12 @@ private:
   /// Host pool buffers handed back by reloads, reusable by offloads once
   /// this event (the last reload copy) completed.
   cudaEvent_t lastReload = nullptr;
+  /// Whether lastReload was recorded in the capture under way (a captured
+  /// stream may only wait on events of its own capture).
+  bool lastReloadCaptured = false;
+  /// A step is being captured: work is recorded, not run, so there are no
+  /// timings to resolve.
+  bool capturing = false;
 
   std::vector<std::unique_ptr<CudaFuture>> futures;
   std::vector<CudaFuture *> freeFutures;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 using namespace dcrt;
 using namespace dcrt::detail;
@@ -82,4 +84,64 @@ TEST(BufferPool, ReusesBuffersBySize) {
   EXPECT_EQ(pool.acquire(4000, "big again"), big);
   EXPECT_EQ(pool.stats().systemAllocations, 2);
   EXPECT_EQ(pool.stats().highWater, 4196);
+}
+
+// What the cuda backend relies on, checked without a GPU: a pool over
+// another memory source (device memory there) takes it once from the plan,
+// in the source's alignment, and gives it back at the end.
+namespace {
+int sourceAllocations = 0, sourceFrees = 0;
+int64_t sourceBytes = 0;
+void *countingAllocate(int64_t bytes, const char *) {
+  ++sourceAllocations;
+  sourceBytes += bytes;
+  return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+}
+void countingFree(void *pointer) {
+  ++sourceFrees;
+  std::free(pointer);
+}
+const MemorySource countingSource{countingAllocate, countingFree, 256};
+} // namespace
+
+TEST(Arena, PlannedDevicePoolTakesItsMemoryOnce) {
+  sourceAllocations = sourceFrees = 0;
+  sourceBytes = 0;
+  {
+    Arena arena("step buffers", 4096, countingSource, true);
+    EXPECT_EQ(sourceAllocations, 1);
+    EXPECT_GE(sourceBytes, 4096);
+    for (int step = 0; step < 3; ++step) {
+      void *a = arena.allocate(1000, "a");
+      void *b = arena.allocate(3000, "b");
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 256, 0u);
+      EXPECT_EQ(arena.tryAllocate(97), nullptr); // over the plan: no growth
+      arena.release(a, "test");
+      arena.release(b, "test");
+    }
+    EXPECT_EQ(sourceAllocations, 1);
+    EXPECT_EQ(arena.stats().highWater, 4000);
+  }
+  EXPECT_EQ(sourceFrees, 1);
+}
+
+TEST(Arena, OverThePlanIsAFatalErrorNamingThePool) {
+  EXPECT_DEATH(
+      {
+        Arena arena("gather arena", 1024, countingSource, true);
+        arena.allocate(1000, "a");
+        arena.allocate(100, "an all-gather");
+      },
+      "gather arena exhausted: an all-gather needs 100 bytes, 1000 of the "
+      "planned 1024 are in use");
+}
+
+TEST(Arena, UnplannedDevicePoolGrowsWithAWarning) {
+  testing::internal::CaptureStderr();
+  Arena arena("staging", 0, countingSource, true);
+  arena.allocate(100, "x");
+  std::string warning = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("staging has no planned size"), std::string::npos)
+      << warning;
 }

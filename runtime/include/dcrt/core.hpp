@@ -118,6 +118,39 @@ MemoryStats memoryStats();
 /// Starts a new high-water window (dc-run: once per step).
 void resetPeakMemory();
 
+/// A whole step captured once and replayed with one launch (a CUDA graph on
+/// the cuda backend): no host work per operation. Only work the step
+/// enqueues is replayed: the runtime's host-side bookkeeping ran once, at
+/// capture, so a captured step must be deterministic (the same calls with
+/// the same buffers every time; a compiled step is).
+class StepGraph {
+public:
+  StepGraph() = default;
+  StepGraph(StepGraph &&other) noexcept { std::swap(handle, other.handle); }
+  StepGraph &operator=(StepGraph &&other) noexcept {
+    std::swap(handle, other.handle);
+    return *this;
+  }
+  StepGraph(const StepGraph &) = delete;
+  StepGraph &operator=(const StepGraph &) = delete;
+  ~StepGraph();
+  explicit operator bool() const { return handle != nullptr; }
+
+private:
+  friend StepGraph captureStep(void (*step)(void *), void *context);
+  friend void replay(const StepGraph &graph);
+  void *handle = nullptr;
+};
+
+/// Whether the backend can capture steps (false on the host backend).
+bool canCaptureSteps();
+/// Runs `step(context)` in capture mode: the work it enqueues is recorded,
+/// not executed. Call it on a warmed-up step (pools sized, communicators
+/// connected), not inside another capture.
+StepGraph captureStep(void (*step)(void *), void *context);
+/// Enqueues the captured step once on the compute stream.
+void replay(const StepGraph &graph);
+
 /// True once the operation behind `future` has finished in the background:
 /// the runtime's communication and copy threads progress it without
 /// dcrt_wait. The future must still be waited.
