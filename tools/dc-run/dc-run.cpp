@@ -10,13 +10,13 @@
 #include "Manifest.h"
 #include "Options.h"
 
-#include "dcrt/checkpoint.hpp"
+#include "Checkpoint.h"
+#include "Json.h"
+#include "Params.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/json.hpp"
-#include "dcrt/params.hpp"
 
 #include <cstdarg>
 #include <cstdio>
@@ -135,11 +135,11 @@ public:
   void run() {
     int64_t first = 1;
     if (!options.load.empty()) {
-      first = dcrt::loadCheckpoint(options.load, registry) + 1;
+      first = dcrun::loadCheckpoint(options.load, registry) + 1;
       report("loaded checkpoint %s (step %lld)\n", options.load.c_str(),
              static_cast<long long>(first - 1));
     } else {
-      dcrt::InitOptions init;
+      dcrun::InitOptions init;
       init.seed = options.seed;
       init.std = options.initStd;
       registry.initialize(init);
@@ -211,8 +211,8 @@ private:
     std::fflush(stdout);
   }
 
-  dcrt::ParamSpec paramSpec(const TensorSpec &arg) const {
-    dcrt::ParamSpec spec;
+  dcrun::ParamSpec paramSpec(const TensorSpec &arg) const {
+    dcrun::ParamSpec spec;
     spec.id = arg.id;
     spec.name = arg.name;
     spec.shape = arg.shape;
@@ -250,14 +250,14 @@ private:
   }
 
   void save(int64_t atStep) {
-    dcrt::saveCheckpoint(options.save, registry, atStep);
+    dcrun::saveCheckpoint(options.save, registry, atStep);
     report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
            static_cast<long long>(atStep));
   }
 
   void printHeader() {
     int64_t elements = 0, onHost = 0;
-    for (const dcrt::Param &param : registry.params()) {
+    for (const dcrun::Param &param : registry.params()) {
       elements += param.fullNumel;
       onHost += param.spec.onHost;
     }
@@ -306,7 +306,7 @@ private:
     std::fprintf(file, "{\"ops\": {");
     for (size_t i = 0; i < ops.size(); ++i)
       std::fprintf(file, "%s\n  %s: %.9g", i ? "," : "",
-                   dcrt::json::quote(ops[i].key).c_str(), ops[i].meanSeconds);
+                   dcrun::json::quote(ops[i].key).c_str(), ops[i].meanSeconds);
     std::fprintf(file, "%s}}\n", ops.empty() ? "" : "\n");
     if (std::fclose(file) != 0)
       dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
@@ -323,7 +323,7 @@ private:
   const Artifact &artifact;
   const StepSpec &step;
   int rank, worldSize;
-  dcrt::ParamRegistry registry;
+  dcrun::ParamRegistry registry;
   DataSource data;
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;

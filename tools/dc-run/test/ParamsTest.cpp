@@ -1,11 +1,12 @@
 //===- ParamsTest.cpp - shards, deterministic init and AdamW --------------===//
-#include "dcrt/params.hpp"
+#include "Params.h"
 
 #include "dcrt/dtype.hpp"
 
 #include <gtest/gtest.h>
 
 using namespace dcrt;
+using namespace dcrun;
 
 TEST(AdamW, MatchesHandComputedSteps) {
   AdamWConfig config;

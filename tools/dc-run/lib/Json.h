@@ -1,11 +1,11 @@
-//===- json.hpp - a small JSON reader for manifests and headers -*- C++ -*-===//
+//===- Json.h - a small JSON reader -----------------------------*- C++ -*-===//
 //
 // libdcrt must not depend on LLVM, yet it reads safetensors headers, and
 // dc-run reads the artifact's manifest: this is the one small parser both use.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DCRT_JSON_HPP
-#define DCRT_JSON_HPP
+#ifndef DC_RUN_JSON_H
+#define DC_RUN_JSON_H
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace dcrt::json {
+namespace dcrun::json {
 
 class Value {
 public:
@@ -45,6 +45,6 @@ std::optional<Value> parse(std::string_view text, std::string &error);
 /// `text` as a JSON string literal, quotes included.
 std::string quote(std::string_view text);
 
-} // namespace dcrt::json
+} // namespace dcrun::json
 
-#endif // DCRT_JSON_HPP
+#endif // DC_RUN_JSON_H

@@ -1,4 +1,4 @@
-//===- params.hpp - parameters, their shards and AdamW ----------*- C++ -*-===//
+//===- Params.h - parameters, their shards and AdamW ------------*- C++ -*-===//
 //
 // The host program owns the parameters: each rank holds its slice of every
 // sharded parameter (ceil(numel / world) elements, the last slot padded) in
@@ -6,8 +6,8 @@
 // gradient the artifact writes and the AdamW moments.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DCRT_PARAMS_HPP
-#define DCRT_PARAMS_HPP
+#ifndef DC_RUN_PARAMS_H
+#define DC_RUN_PARAMS_H
 
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace dcrt {
+namespace dcrun {
 
 struct AdamWConfig {
   double lr = 1e-3;
@@ -57,8 +57,8 @@ struct Param {
   int64_t offset = 0;
   /// Elements of the slot that are real (the rest is padding).
   int64_t validNumel = 0;
-  AlignedBuffer data; // spec.dtype: what the artifact reads
-  AlignedBuffer grad; // spec.gradDtype: what the artifact writes
+  dcrt::AlignedBuffer data; // spec.dtype: what the artifact reads
+  dcrt::AlignedBuffer grad; // spec.gradDtype: what the artifact writes
   std::vector<float> master, expAvg, expAvgSq; // validNumel each
 };
 
@@ -102,6 +102,6 @@ private:
   std::deque<Param> params_; // stable addresses: dc-run keeps pointers
 };
 
-} // namespace dcrt
+} // namespace dcrun
 
-#endif // DCRT_PARAMS_HPP
+#endif // DC_RUN_PARAMS_H

@@ -2,7 +2,7 @@
 #ifndef DC_RUN_OPTIONS_H
 #define DC_RUN_OPTIONS_H
 
-#include "dcrt/params.hpp"
+#include "Params.h"
 
 #include <cstdint>
 #include <optional>
@@ -15,7 +15,7 @@ struct Options {
   int nproc = 0;    // 0: the artifact's world size
   std::string step; // empty: the manifest's first step
   int64_t steps = 1;
-  dcrt::AdamWConfig adamw;
+  dcrun::AdamWConfig adamw;
   uint64_t seed = 0;
   double initStd = 0.02;
   std::string dataFile;

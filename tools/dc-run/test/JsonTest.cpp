@@ -1,9 +1,9 @@
 //===- JsonTest.cpp - the small JSON reader -------------------------------===//
-#include "dcrt/json.hpp"
+#include "Json.h"
 
 #include <gtest/gtest.h>
 
-using namespace dcrt;
+using namespace dcrun;
 
 TEST(Json, ParsesNestedDocuments) {
   std::string error;

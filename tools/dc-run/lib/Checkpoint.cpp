@@ -6,12 +6,12 @@
 // from the end of the header.
 //
 //===----------------------------------------------------------------------===//
-#include "dcrt/checkpoint.hpp"
+#include "Checkpoint.h"
 
+#include "Json.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/json.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 using namespace dcrt;
+using namespace dcrun;
 
 namespace {
 /// A header longer than this is corruption, not a checkpoint.
@@ -108,8 +109,8 @@ static void writeAll(FILE *file, const void *data, size_t bytes,
           std::strerror(errno));
 }
 
-void dcrt::saveCheckpoint(const std::string &path,
-                          const ParamRegistry &registry, int64_t step) {
+void dcrun::saveCheckpoint(const std::string &path,
+                           const ParamRegistry &registry, int64_t step) {
   bool writer = registry.rank() == 0;
   std::vector<SavedTensor> tensors;
   int64_t offset = 0;
@@ -352,7 +353,8 @@ private:
 };
 } // namespace
 
-int64_t dcrt::loadCheckpoint(const std::string &path, ParamRegistry &registry) {
+int64_t dcrun::loadCheckpoint(const std::string &path,
+                              ParamRegistry &registry) {
   CheckpointReader reader(path);
   for (Param &param : registry.params()) {
     const std::string &name = param.spec.name;

@@ -1,12 +1,12 @@
 //===- Manifest.cpp - the artifact's manifest, read and checked -----------===//
 #include "Manifest.h"
 
+#include "Json.h"
+#include "Params.h"
 #include "dcrt/dtype.hpp"
-#include "dcrt/json.hpp"
-#include "dcrt/params.hpp"
 
 using namespace dcrun;
-using dcrt::json::Value;
+using dcrun::json::Value;
 
 int64_t TensorSpec::numel() const {
   int64_t result = 1;
@@ -151,7 +151,7 @@ void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
           other.id == arg.id)
         reader.fail(where, "parameter id " + std::to_string(arg.id) +
                                " appears twice");
-    int64_t expected = dcrt::shardNumel(arg.numel(), worldSize);
+    int64_t expected = dcrun::shardNumel(arg.numel(), worldSize);
     if (arg.local && *arg.local != expected)
       reader.fail(where, "parameter '" + arg.name +
                              "' has \"local\": " + std::to_string(*arg.local) +
@@ -197,7 +197,7 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
                                              std::string &error) {
   error.clear();
   std::string parseError;
-  std::optional<Value> root = dcrt::json::parse(text, parseError);
+  std::optional<Value> root = dcrun::json::parse(text, parseError);
   if (!root) {
     error = "not valid JSON (" + parseError + ")";
     return std::nullopt;

@@ -1,12 +1,12 @@
 //===- Json.cpp - a small JSON reader
 //--------------------------------------===//
-#include "dcrt/json.hpp"
+#include "Json.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 
-using namespace dcrt::json;
+using namespace dcrun::json;
 
 const Value *Value::get(std::string_view key) const {
   for (const auto &[name, value] : object)
@@ -268,12 +268,12 @@ private:
 };
 } // namespace
 
-std::optional<Value> dcrt::json::parse(std::string_view text,
-                                       std::string &error) {
+std::optional<Value> dcrun::json::parse(std::string_view text,
+                                        std::string &error) {
   return Parser(text, error).parseDocument();
 }
 
-std::string dcrt::json::quote(std::string_view text) {
+std::string dcrun::json::quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {

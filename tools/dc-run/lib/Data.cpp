@@ -1,9 +1,9 @@
 //===- Data.cpp - the step's data arguments, per step and rank ------------===//
 #include "Data.h"
 
+#include "Random.h"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/random.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -142,7 +142,7 @@ void DataSource::fillSynthetic(Argument &argument, int64_t step) {
   const TensorSpec &spec = *argument.spec;
   int64_t rows, rowNumel;
   rowsOf(spec, rows, rowNumel);
-  uint64_t stepKey = dcrt::hashKey(seed, dataDomain, step);
+  uint64_t stepKey = dcrun::hashKey(seed, dataDomain, step);
   int64_t first = rank * rows * rowNumel; // of the global batch
   std::vector<float> values;
   std::vector<int64_t> integers;
@@ -151,10 +151,10 @@ void DataSource::fillSynthetic(Argument &argument, int64_t step) {
     uint64_t element = static_cast<uint64_t>(first + i);
     if (isFloat) {
       values.push_back(static_cast<float>(
-          dcrt::standardNormal(stepKey, argument.index, element)));
+          dcrun::standardNormal(stepKey, argument.index, element)));
     } else {
-      double u =
-          dcrt::uniformFromKey(dcrt::hashKey(stepKey, argument.index, element));
+      double u = dcrun::uniformFromKey(
+          dcrun::hashKey(stepKey, argument.index, element));
       integers.push_back(std::min<int64_t>(
           static_cast<int64_t>(u * argument.vocab), argument.vocab - 1));
     }

@@ -1,22 +1,23 @@
 //===- Params.cpp - parameters, deterministic init and AdamW --------------===//
-#include "dcrt/params.hpp"
+#include "Params.h"
 
+#include "Random.h"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/random.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 using namespace dcrt;
+using namespace dcrun;
 
-int64_t dcrt::shardNumel(int64_t fullNumel, int32_t worldSize) {
+int64_t dcrun::shardNumel(int64_t fullNumel, int32_t worldSize) {
   return (fullNumel + worldSize - 1) / worldSize;
 }
 
-void dcrt::adamwUpdate(float *master, const float *grad, float *expAvg,
-                       float *expAvgSq, int64_t numel,
-                       const AdamWConfig &config, int64_t step) {
+void dcrun::adamwUpdate(float *master, const float *grad, float *expAvg,
+                        float *expAvgSq, int64_t numel,
+                        const AdamWConfig &config, int64_t step) {
   if (step < 1)
     fatal("AdamW step %lld: steps count from 1", static_cast<long long>(step));
   // As torch.optim.AdamW: decay the weight, update both moments, then step
@@ -42,8 +43,8 @@ static bool endsWith(const std::string &text, const char *suffix) {
          text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-float dcrt::initialValue(const InitOptions &options, const ParamSpec &spec,
-                         int64_t index) {
+float dcrun::initialValue(const InitOptions &options, const ParamSpec &spec,
+                          int64_t index) {
   if (endsWith(spec.name, "bias"))
     return 0.0f;
   if (spec.shape.size() == 1 && spec.name.find("norm") != std::string::npos)
