@@ -5,14 +5,13 @@
 // masters, AdamW state), feeds data, steps, logs, traces and checkpoints.
 //
 //===----------------------------------------------------------------------===//
+#include "Checkpoint.h"
 #include "Data.h"
 #include "Launcher.h"
 #include "Manifest.h"
 #include "Options.h"
-
-#include "Checkpoint.h"
-#include "Json.h"
 #include "Params.h"
+
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 #include "dcrt/dtype.hpp"
@@ -22,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -300,15 +301,13 @@ private:
     std::vector<dcrt::OpTime> ops = dcrt::opProfile();
     if (rank != 0)
       return;
-    FILE *file = std::fopen(options.profileOut.c_str(), "w");
+    nlohmann::json times = nlohmann::json::object();
+    for (const dcrt::OpTime &op : ops)
+      times[op.key] = op.meanSeconds;
+    std::ofstream file(options.profileOut);
+    file << nlohmann::json{{"ops", times}}.dump(2) << "\n";
+    file.close();
     if (!file)
-      dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
-    std::fprintf(file, "{\"ops\": {");
-    for (size_t i = 0; i < ops.size(); ++i)
-      std::fprintf(file, "%s\n  %s: %.9g", i ? "," : "",
-                   dcrun::json::quote(ops[i].key).c_str(), ops[i].meanSeconds);
-    std::fprintf(file, "%s}}\n", ops.empty() ? "" : "\n");
-    if (std::fclose(file) != 0)
       dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
     if (ops.empty())
       report("note: the artifact records no per-op times (it does not call "

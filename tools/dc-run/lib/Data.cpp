@@ -2,6 +2,7 @@
 #include "Data.h"
 
 #include "Random.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 

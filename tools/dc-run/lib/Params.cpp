@@ -2,6 +2,7 @@
 #include "Params.h"
 
 #include "Random.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
