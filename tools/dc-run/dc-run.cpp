@@ -335,14 +335,16 @@ private:
 int main(int argc, char **argv) {
   dcrt::setErrorPrefix("dc-run");
   Options options;
-  bool help = false;
-  std::string error;
+  std::string help, error;
   if (!parseOptions(argc, argv, options, help, error)) {
-    std::fprintf(stderr, "dc-run: error: %s\n%s", error.c_str(), usage);
+    std::fprintf(stderr,
+                 "dc-run: error: %s\n%s\nRun 'dc-run --help' for the "
+                 "options.\n",
+                 error.c_str(), usageLine);
     return 2;
   }
-  if (help) {
-    std::fputs(usage, stdout);
+  if (!help.empty()) {
+    std::fputs(help.c_str(), stdout);
     return 0;
   }
 
