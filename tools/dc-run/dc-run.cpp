@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 #include "Data.h"
+#include "HostAccess.h"
 #include "Launcher.h"
 #include "Manifest.h"
 #include "Options.h"
@@ -20,6 +21,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <dlfcn.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -163,16 +165,21 @@ public:
       int64_t begin = dcrt::nowNs();
       int64_t ended = dcrt::endedSteps();
       entry(pointers.data());
+      // The entry may return with its work still queued on the device.
+      dcrt::synchronize();
       int64_t entryEnd = dcrt::nowNs();
       // Else its step buffers would pile up, step after step.
       if (dcrt::endedSteps() == ended)
         dcrt::fatal("the entry %s returned without calling dcrt_end_step",
                     step.entry.c_str());
-      double loss = dcrt::loadAsDouble(lossBuffer, lossType, 0);
+      double loss = 0;
+      readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
+        loss = dcrt::loadAsDouble(host, lossType, 0);
+      });
       dcrt::allReduceSum(&loss, 1);
       loss /= worldSize;
       int64_t optimizerBegin = dcrt::nowNs();
-      registry.optimizerStep(options.adamw, s);
+      optimizer->step(registry, options.adamw, s);
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -241,10 +248,10 @@ private:
       }
       ownedResults.emplace_back(result.bufferNumel() *
                                     dcrt::dtypeSize(result.dtype),
-                                result.name.c_str());
+                                dcrt::MemoryKind::Device, result.name.c_str());
       pointers.push_back(ownedResults.back().data());
       if (result.kind == TensorKind::Loss) {
-        lossBuffer = ownedResults.back().data();
+        lossBuffer = &ownedResults.back();
         lossType = result.dtype;
       }
     }
@@ -326,8 +333,9 @@ private:
   DataSource data;
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;
-  std::vector<dcrt::AlignedBuffer> ownedResults;
-  void *lossBuffer = nullptr;
+  std::unique_ptr<Optimizer> optimizer = createAdamW();
+  std::deque<dcrt::Buffer> ownedResults; // stable addresses
+  const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;
 };
 } // namespace

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 
+#include "HostAccess.h"
+
 #include "ParseJson.h"
 
 #include "dcrt/core.hpp"
@@ -90,18 +92,21 @@ struct SavedTensor {
 // Saving
 //===----------------------------------------------------------------------===//
 
-/// This rank's padded slot of `part` (what the gather moves).
+/// This rank's padded slot of `part` (what the gather moves), in host
+/// memory.
 static AlignedBuffer slotOf(const Param &param, Part part, int32_t dtype) {
   int64_t elementSize = dtypeSize(dtype);
+  int64_t validBytes = param.validNumel * elementSize;
   AlignedBuffer slot(param.localNumel * elementSize, "a checkpoint slot");
-  const void *source = param.data.data();
-  if (part == Part::Master)
-    source = param.master.data();
-  else if (part == Part::ExpAvg)
-    source = param.expAvg.data();
-  else if (part == Part::ExpAvgSq)
-    source = param.expAvgSq.data();
-  std::memcpy(slot.data(), source, param.validNumel * elementSize);
+  const float *state = part == Part::Master   ? param.master.data()
+                       : part == Part::ExpAvg ? param.expAvg.data()
+                                              : param.expAvgSq.data();
+  if (part == Part::Value)
+    readToHost(param.data, validBytes, [&](const void *host) {
+      std::memcpy(slot.data(), host, validBytes);
+    });
+  else
+    std::memcpy(slot.data(), state, validBytes);
   return slot;
 }
 
