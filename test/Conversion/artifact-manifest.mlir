@@ -8,7 +8,7 @@
 // CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false}, %{{.*}}: tensor<4xi32> {bufferization.writable = false, dc.vocab = 50 : i64})
 // CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
 // CHECK: llvm.func @dc_artifact_abi_version() -> i32
-// CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(2 : i32) : i32
+// CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(3 : i32) : i32
 // CHECK-NEXT: llvm.return %[[V]] : i32
 // CHECK: llvm.func @dc_artifact_manifest() -> !llvm.ptr
 // CHECK-NEXT: llvm.mlir.addressof @dc_manifest_json : !llvm.ptr
