@@ -1,10 +1,9 @@
 //===- Trace.cpp - spans, transfer statistics and the op profile ----------===//
 #include "Trace.h"
 
-#include "dcrt/json.hpp"
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 
 using namespace dcrt;
@@ -102,22 +101,19 @@ std::string Tracer::eventsJson(int rank) const {
   // step) go to separate lanes, so every lane nests properly.
   std::vector<std::vector<int64_t>> laneEnds(trackCount);
   std::string out;
-  char line[512];
-  auto append = [&](const std::string &text) {
+  auto append = [&](const nlohmann::json &event) {
     if (!out.empty())
       out += ",\n";
-    out += text;
+    out += event.dump();
   };
-  std::snprintf(line, sizeof(line),
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-                "\"args\":{\"name\":\"rank %d\"}}",
-                rank, rank);
-  append(line);
-  std::snprintf(line, sizeof(line),
-                "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
-                "\"args\":{\"sort_index\":%d}}",
-                rank, rank);
-  append(line);
+  append({{"name", "process_name"},
+          {"ph", "M"},
+          {"pid", rank},
+          {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  append({{"name", "process_sort_index"},
+          {"ph", "M"},
+          {"pid", rank},
+          {"args", {{"sort_index", rank}}}});
   for (const Event *event : sorted) {
     std::vector<int64_t> &lanes = laneEnds[static_cast<int>(event->track)];
     // A lane is free once its last span ended; on the compute track a span
@@ -139,24 +135,23 @@ std::string Tracer::eventsJson(int rank) const {
       std::string threadName = trackName(event->track);
       if (lane > 0)
         threadName += " #" + std::to_string(lane + 1);
-      std::snprintf(line, sizeof(line),
-                    "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                    "\"tid\":%d,\"args\":{\"name\":%s}}",
-                    rank, tid, json::quote(threadName).c_str());
-      append(line);
+      append({{"name", "thread_name"},
+              {"ph", "M"},
+              {"pid", rank},
+              {"tid", tid},
+              {"args", {{"name", threadName}}}});
     }
-    std::string args;
+    // Chrome traces count microseconds.
+    nlohmann::json span = {{"name", event->name},
+                           {"cat", trackName(event->track)},
+                           {"ph", "X"},
+                           {"ts", event->beginNs * 1e-3},
+                           {"dur", (event->endNs - event->beginNs) * 1e-3},
+                           {"pid", rank},
+                           {"tid", tid}};
     if (event->argName)
-      args = ",\"args\":{" + json::quote(event->argName) + ":" +
-             std::to_string(event->argValue) + "}";
-    std::snprintf(line, sizeof(line),
-                  "{\"name\":%s,\"cat\":%s,\"ph\":\"X\",\"ts\":%.3f,"
-                  "\"dur\":%.3f,\"pid\":%d,\"tid\":%d%s}",
-                  json::quote(event->name).c_str(),
-                  json::quote(trackName(event->track)).c_str(),
-                  event->beginNs * 1e-3, (event->endNs - event->beginNs) * 1e-3,
-                  rank, tid, args.c_str());
-    append(line);
+      span["args"] = {{event->argName, event->argValue}};
+    append(span);
   }
   return out;
 }

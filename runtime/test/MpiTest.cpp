@@ -6,11 +6,9 @@
 // from the rank's and the tensor's indices.
 //
 //===----------------------------------------------------------------------===//
-#include "dcrt/checkpoint.hpp"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 #include "dcrt/dtype.hpp"
-#include "dcrt/params.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +23,11 @@ using namespace dcrt;
 namespace {
 int rank() { return dcrt_rank(); }
 int world() { return dcrt_world_size(); }
+
+/// ceil(numel / world): the padded slot every rank holds.
+int64_t shardNumel(int64_t fullNumel, int worldSize) {
+  return (fullNumel + worldSize - 1) / worldSize;
+}
 
 /// This rank's padded slot of a tensor whose element i is value(i); padding
 /// holds garbage that must never show up in a result.
@@ -119,7 +122,8 @@ TEST(Gather, GroupWithCastsIsOneCollective) {
   int32_t dst[4] = {DCRT_BF16, DCRT_BF16, DCRT_I32, DCRT_F32};
   void *out[4] = {};
   int64_t gathersBefore = transferCount("all-gather");
-  dcrt_future future = dcrt_gather_start(0, 4, shards, local, full, src, dst, out);
+  dcrt_future future =
+      dcrt_gather_start(0, 4, shards, local, full, src, dst, out);
   dcrt_wait(future);
   for (int64_t i = 0; i < fullA; ++i)
     EXPECT_EQ(static_cast<uint16_t *>(out[0])[i], floatToBF16(a(i))) << i;
@@ -180,8 +184,8 @@ TEST(ReduceScatter, SumAndAverageOverUnevenSlots) {
     int64_t local = shardNumel(full, world());
     int32_t f32 = DCRT_F32;
     void *out = nullptr;
-    dcrt_future future = dcrt_reduce_scatter_start(0, 1, op, &input, &full, &f32,
-                                                   &local, &f32, &out);
+    dcrt_future future = dcrt_reduce_scatter_start(0, 1, op, &input, &full,
+                                                   &f32, &local, &f32, &out);
     dcrt_wait(future);
     for (int64_t j = 0; j < local; ++j) {
       int64_t i = rank() * local + j;
@@ -215,8 +219,8 @@ TEST(ReduceScatter, MixedBucketReducesInF32) {
   for (int i = 0; i < 3; ++i)
     local[i] = shardNumel(full[i], world());
   void *out[3] = {};
-  dcrt_future future = dcrt_reduce_scatter_start(0, 
-      3, DCRT_AVG, grads, full, gradTypes, local, shardTypes, out);
+  dcrt_future future = dcrt_reduce_scatter_start(
+      0, 3, DCRT_AVG, grads, full, gradTypes, local, shardTypes, out);
   dcrt_wait(future);
   for (int t = 0; t < 3; ++t)
     for (int64_t j = 0; j < local[t]; ++j) {
@@ -239,8 +243,10 @@ TEST(AllReduce, SumAverageAndTypes) {
     ints[i] = int32_t(rank() * 1000 + i);
   }
   void *sum = nullptr, *avg = nullptr, *bfAvg = nullptr, *intSum = nullptr;
-  dcrt_future f1 = dcrt_all_reduce_start(0, DCRT_SUM, f.data(), n, DCRT_F32, &sum);
-  dcrt_future f2 = dcrt_all_reduce_start(0, DCRT_AVG, f.data(), n, DCRT_F32, &avg);
+  dcrt_future f1 =
+      dcrt_all_reduce_start(0, DCRT_SUM, f.data(), n, DCRT_F32, &sum);
+  dcrt_future f2 =
+      dcrt_all_reduce_start(0, DCRT_AVG, f.data(), n, DCRT_F32, &avg);
   dcrt_future f3 =
       dcrt_all_reduce_start(0, DCRT_AVG, bf.data(), n, DCRT_BF16, &bfAvg);
   dcrt_future f4 =
@@ -271,7 +277,8 @@ TEST(AllToAll, SplitOneDimConcatAnother) {
     for (int64_t j = 0; j < 3; ++j)
       input[i * 3 + j] = int32_t(rank() * 100 + i * 10 + j);
   int64_t shape[2] = {rows, 3};
-  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 2, shape, 0, 1, DCRT_I32));
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 2, shape, 0,
+                                  1, DCRT_I32));
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t q = 0; q < world(); ++q)
       for (int64_t j = 0; j < 3; ++j)
@@ -293,7 +300,8 @@ TEST(AllToAll, UlyssesHeadsToSequence) {
       for (int64_t d = 0; d < 3; ++d)
         input[(b * heads + h) * 3 + d] = value(rank(), b, h, d);
   int64_t shape[3] = {2, heads, 3};
-  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 3, shape, 1, 0, DCRT_BF16));
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 3, shape, 1,
+                                  0, DCRT_BF16));
   for (int64_t q = 0; q < world(); ++q)
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t c = 0; c < 2; ++c)
@@ -307,7 +315,8 @@ TEST(AllToAll, SameSplitAndConcatDimExchangesBlocks) {
   for (int64_t i = 0; i < 2 * world(); ++i)
     input[i] = float(rank() * 100 + i);
   int64_t shape[1] = {2 * world()};
-  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 1, shape, 0, 0, DCRT_F32));
+  dcrt_wait(dcrt_all_to_all_start(0, input.data(), output.data(), 1, shape, 0,
+                                  0, DCRT_F32));
   for (int64_t q = 0; q < world(); ++q)
     for (int64_t a = 0; a < 2; ++a)
       EXPECT_EQ(output[2 * q + a], float(q * 100 + 2 * rank() + a));
@@ -373,7 +382,8 @@ TEST(Memory, InvalidateAndClearDropGatheredCopies) {
   int32_t f32 = DCRT_F32;
   void *first = nullptr, *second = nullptr;
   dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &first));
-  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &second));
+  dcrt_wait(
+      dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &second));
   EXPECT_EQ(memoryStats().gatherArena.live, 2 * full * 4);
   dcrt_invalidate_gathered(shard); // both copies of this shard
   EXPECT_EQ(memoryStats().gatherArena.live, 0);
@@ -486,81 +496,6 @@ TEST(Copies, ReleasedReloadsAndUploadsReturnAtOnce) {
   dcrt_wait(dcrt_upload_start(shard.data(), bytes, &kept));
   dcrt_end_step();
   EXPECT_EQ(memoryStats().stepBuffers.live, 0);
-}
-
-TEST(Params, InitIsTheSameFullTensorAsOnOneRank) {
-  // Gather the initialized shards of this world; compare them with what a
-  // 1-rank registry holds.
-  ParamSpec weight;
-  weight.id = 3;
-  weight.name = "layers.0.mlp.w_up";
-  weight.shape = {5, 7};
-  ParamRegistry sharded(rank(), world()), single(0, 1);
-  Param &slice = sharded.add(weight);
-  Param &reference = single.add(weight);
-  InitOptions options;
-  options.seed = 42;
-  sharded.initialize(options);
-  single.initialize(options);
-  void *shard = slice.data.data();
-  int64_t local = slice.localNumel, full = slice.fullNumel;
-  int32_t f32 = DCRT_F32;
-  void *out = nullptr;
-  dcrt_wait(dcrt_gather_start(0, 1, &shard, &local, &full, &f32, &f32, &out));
-  for (int64_t i = 0; i < full; ++i)
-    EXPECT_EQ(static_cast<float *>(out)[i], reference.master[i]) << i;
-  dcrt_end_step();
-}
-
-TEST(Checkpoint, SavedByThisWorldLoadsOnEveryWorldSize) {
-  std::vector<ParamSpec> specs(2);
-  specs[0].id = 0;
-  specs[0].name = "w";
-  specs[0].shape = {3, 5};
-  specs[1].id = 1;
-  specs[1].name = "scale";
-  specs[1].shape = {4};
-  specs[1].dtype = DCRT_BF16;
-  specs[1].sharded = false;
-  ParamRegistry trained(rank(), world());
-  for (const ParamSpec &spec : specs)
-    trained.add(spec);
-  InitOptions options;
-  options.seed = 9;
-  trained.initialize(options);
-  for (Param &param : trained.params())
-    for (int64_t i = 0; i < param.validNumel; ++i)
-      param.expAvg[i] = float(param.offset + i);
-  // Rank 0 names the file; everyone needs the same name.
-  char path[256] = {};
-  if (rank() == 0)
-    std::snprintf(path, sizeof(path), "%s/dcrt-mpi-%d.safetensors",
-                  testing::TempDir().c_str(), getpid());
-  broadcast(path, sizeof(path), 0);
-  saveCheckpoint(path, trained, 3);
-
-  ParamRegistry single(0, 1);
-  for (const ParamSpec &spec : specs)
-    single.add(spec);
-  single.initialize(options);
-  for (int32_t otherWorld : {1, 2, 3, 4})
-    for (int32_t otherRank = 0; otherRank < otherWorld; ++otherRank) {
-      ParamRegistry restored(otherRank, otherWorld);
-      for (const ParamSpec &spec : specs)
-        restored.add(spec);
-      EXPECT_EQ(loadCheckpoint(path, restored), 3);
-      for (size_t p = 0; p < specs.size(); ++p) {
-        const Param &param = restored.params()[p];
-        for (int64_t i = 0; i < param.validNumel; ++i) {
-          EXPECT_EQ(param.master[i],
-                    single.params()[p].master[param.offset + i]);
-          EXPECT_EQ(param.expAvg[i], float(param.offset + i));
-        }
-      }
-    }
-  barrier(); // nobody removes the file while others read it
-  if (rank() == 0)
-    std::remove(path);
 }
 
 /// Prints only failures, prefixed with the rank, on ranks other than 0.

@@ -89,23 +89,39 @@ OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
       &block, &context, fileLoc);
 }
 
+/// dc-zero3-pipeline's own option table, asked which options take a value.
+class PipelineOptionTable : public dc::Zero3PipelineOptions {
+public:
+  /// True for `--name value` options; flags (bool options) take none.
+  bool takesValue(StringRef name) const {
+    auto found = OptionsMap.find(name);
+    return found != OptionsMap.end() &&
+           found->second->getValueExpectedFlag() == cl::ValueRequired;
+  }
+};
+
 /// Splits the command line: the options dc-compile does not know (as
-/// `--name=value`) are options of dc-zero3-pipeline (world-size,
-/// memory-budget, target, ...), parsed by the pipeline's own options so the
-/// two tools never drift apart; the rest stay for llvm::cl.
+/// `--name=value` or `--name value`) are options of dc-zero3-pipeline
+/// (world-size, memory-budget, target, ...), parsed by the pipeline's own
+/// options so the two tools never drift apart; the rest stay for llvm::cl.
 std::unique_ptr<dc::Zero3PipelineOptions>
 splitScheduleOptions(int argc, char **argv,
                      SmallVectorImpl<const char *> &rest) {
   const auto &known = cl::getRegisteredOptions();
+  PipelineOptionTable pipelineOptions;
   std::string schedule;
   rest.push_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     StringRef arg(argv[i]);
     StringRef name = arg.ltrim('-').split('=').first;
-    if (arg.starts_with("-") && !name.empty() && !known.count(name))
-      schedule += (arg.ltrim('-') + " ").str();
-    else
+    if (!arg.starts_with("-") || name.empty() || known.count(name)) {
       rest.push_back(argv[i]);
+      continue;
+    }
+    schedule += arg.ltrim('-').str();
+    if (!arg.contains('=') && pipelineOptions.takesValue(name) && i + 1 < argc)
+      schedule += "=" + std::string(argv[++i]);
+    schedule += " ";
   }
   return dc::Zero3PipelineOptions::createFromString(schedule);
 }
@@ -191,7 +207,8 @@ int main(int argc, char **argv) {
       args.size(), args.data(),
       "dc-compile: a training step to an artifact for the dcrt runtime\n\n"
       "Options of dc-zero3-pipeline (see `dc-opt --help`) are given as\n"
-      "--name=value, e.g. --world-size=2 --memory-budget=16GiB.\n");
+      "--name=value or --name value, e.g. --world-size=2 --memory-budget "
+      "16GiB.\n");
 
   DialectRegistry registry;
   dc::registerDCDialects(registry);

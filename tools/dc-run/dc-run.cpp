@@ -5,23 +5,26 @@
 // masters, AdamW state), feeds data, steps, logs, traces and checkpoints.
 //
 //===----------------------------------------------------------------------===//
+#include "Checkpoint.h"
 #include "Data.h"
+#include "HostAccess.h"
 #include "Launcher.h"
 #include "Manifest.h"
 #include "Options.h"
+#include "Params.h"
 
-#include "dcrt/checkpoint.hpp"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/json.hpp"
-#include "dcrt/params.hpp"
 
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <dlfcn.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -135,11 +138,11 @@ public:
   void run() {
     int64_t first = 1;
     if (!options.load.empty()) {
-      first = dcrt::loadCheckpoint(options.load, registry) + 1;
+      first = dcrun::loadCheckpoint(options.load, registry) + 1;
       report("loaded checkpoint %s (step %lld)\n", options.load.c_str(),
              static_cast<long long>(first - 1));
     } else {
-      dcrt::InitOptions init;
+      dcrun::InitOptions init;
       init.seed = options.seed;
       init.std = options.initStd;
       registry.initialize(init);
@@ -162,16 +165,21 @@ public:
       int64_t begin = dcrt::nowNs();
       int64_t ended = dcrt::endedSteps();
       entry(pointers.data());
+      // The entry may return with its work still queued on the device.
+      dcrt::synchronize();
       int64_t entryEnd = dcrt::nowNs();
       // Else its step buffers would pile up, step after step.
       if (dcrt::endedSteps() == ended)
         dcrt::fatal("the entry %s returned without calling dcrt_end_step",
                     step.entry.c_str());
-      double loss = dcrt::loadAsDouble(lossBuffer, lossType, 0);
+      double loss = 0;
+      readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
+        loss = dcrt::loadAsDouble(host, lossType, 0);
+      });
       dcrt::allReduceSum(&loss, 1);
       loss /= worldSize;
       int64_t optimizerBegin = dcrt::nowNs();
-      registry.optimizerStep(options.adamw, s);
+      optimizer->step(registry, options.adamw, s);
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -211,8 +219,8 @@ private:
     std::fflush(stdout);
   }
 
-  dcrt::ParamSpec paramSpec(const TensorSpec &arg) const {
-    dcrt::ParamSpec spec;
+  dcrun::ParamSpec paramSpec(const TensorSpec &arg) const {
+    dcrun::ParamSpec spec;
     spec.id = arg.id;
     spec.name = arg.name;
     spec.shape = arg.shape;
@@ -240,24 +248,24 @@ private:
       }
       ownedResults.emplace_back(result.bufferNumel() *
                                     dcrt::dtypeSize(result.dtype),
-                                result.name.c_str());
+                                dcrt::MemoryKind::Device, result.name.c_str());
       pointers.push_back(ownedResults.back().data());
       if (result.kind == TensorKind::Loss) {
-        lossBuffer = ownedResults.back().data();
+        lossBuffer = &ownedResults.back();
         lossType = result.dtype;
       }
     }
   }
 
   void save(int64_t atStep) {
-    dcrt::saveCheckpoint(options.save, registry, atStep);
+    dcrun::saveCheckpoint(options.save, registry, atStep);
     report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
            static_cast<long long>(atStep));
   }
 
   void printHeader() {
     int64_t elements = 0, onHost = 0;
-    for (const dcrt::Param &param : registry.params()) {
+    for (const dcrun::Param &param : registry.params()) {
       elements += param.fullNumel;
       onHost += param.spec.onHost;
     }
@@ -300,15 +308,13 @@ private:
     std::vector<dcrt::OpTime> ops = dcrt::opProfile();
     if (rank != 0)
       return;
-    FILE *file = std::fopen(options.profileOut.c_str(), "w");
+    nlohmann::json times = nlohmann::json::object();
+    for (const dcrt::OpTime &op : ops)
+      times[op.key] = op.meanSeconds;
+    std::ofstream file(options.profileOut);
+    file << nlohmann::json{{"ops", times}}.dump(2) << "\n";
+    file.close();
     if (!file)
-      dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
-    std::fprintf(file, "{\"ops\": {");
-    for (size_t i = 0; i < ops.size(); ++i)
-      std::fprintf(file, "%s\n  %s: %.9g", i ? "," : "",
-                   dcrt::json::quote(ops[i].key).c_str(), ops[i].meanSeconds);
-    std::fprintf(file, "%s}}\n", ops.empty() ? "" : "\n");
-    if (std::fclose(file) != 0)
       dcrt::fatal("cannot write the profile '%s'", options.profileOut.c_str());
     if (ops.empty())
       report("note: the artifact records no per-op times (it does not call "
@@ -323,12 +329,13 @@ private:
   const Artifact &artifact;
   const StepSpec &step;
   int rank, worldSize;
-  dcrt::ParamRegistry registry;
+  dcrun::ParamRegistry registry;
   DataSource data;
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;
-  std::vector<dcrt::AlignedBuffer> ownedResults;
-  void *lossBuffer = nullptr;
+  std::unique_ptr<Optimizer> optimizer = createAdamW();
+  std::deque<dcrt::Buffer> ownedResults; // stable addresses
+  const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;
 };
 } // namespace
@@ -336,14 +343,16 @@ private:
 int main(int argc, char **argv) {
   dcrt::setErrorPrefix("dc-run");
   Options options;
-  bool help = false;
-  std::string error;
+  std::string help, error;
   if (!parseOptions(argc, argv, options, help, error)) {
-    std::fprintf(stderr, "dc-run: error: %s\n%s", error.c_str(), usage);
+    std::fprintf(stderr,
+                 "dc-run: error: %s\n%s\nRun 'dc-run --help' for the "
+                 "options.\n",
+                 error.c_str(), usageLine);
     return 2;
   }
-  if (help) {
-    std::fputs(usage, stdout);
+  if (!help.empty()) {
+    std::fputs(help.c_str(), stdout);
     return 0;
   }
 

@@ -1,22 +1,26 @@
 //===- Params.cpp - parameters, deterministic init and AdamW --------------===//
-#include "dcrt/params.hpp"
+#include "Params.h"
+
+#include "HostAccess.h"
+
+#include "Random.h"
 
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/random.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 using namespace dcrt;
+using namespace dcrun;
 
-int64_t dcrt::shardNumel(int64_t fullNumel, int32_t worldSize) {
+int64_t dcrun::shardNumel(int64_t fullNumel, int32_t worldSize) {
   return (fullNumel + worldSize - 1) / worldSize;
 }
 
-void dcrt::adamwUpdate(float *master, const float *grad, float *expAvg,
-                       float *expAvgSq, int64_t numel,
-                       const AdamWConfig &config, int64_t step) {
+void dcrun::adamwUpdate(float *master, const float *grad, float *expAvg,
+                        float *expAvgSq, int64_t numel,
+                        const AdamWConfig &config, int64_t step) {
   if (step < 1)
     fatal("AdamW step %lld: steps count from 1", static_cast<long long>(step));
   // As torch.optim.AdamW: decay the weight, update both moments, then step
@@ -42,8 +46,8 @@ static bool endsWith(const std::string &text, const char *suffix) {
          text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-float dcrt::initialValue(const InitOptions &options, const ParamSpec &spec,
-                         int64_t index) {
+float dcrun::initialValue(const InitOptions &options, const ParamSpec &spec,
+                          int64_t index) {
   if (endsWith(spec.name, "bias"))
     return 0.0f;
   if (spec.shape.size() == 1 && spec.name.find("norm") != std::string::npos)
@@ -88,13 +92,14 @@ Param &ParamRegistry::add(ParamSpec spec) {
     param.localNumel = param.validNumel = param.fullNumel;
   }
   const char *name = spec.name.c_str();
-  // The host backend's device memory is host memory, so a parameter kept in
-  // host memory (spec.onHost) is allocated like any other. A CUDA backend
-  // would put it in pinned host memory (its uploads then run at full copy
-  // bandwidth) and run its AdamW update on the host, ZeRO-Offload style.
-  param.data = AlignedBuffer(param.localNumel * dtypeSize(spec.dtype), name);
-  param.grad =
-      AlignedBuffer(param.localNumel * dtypeSize(spec.gradDtype), name);
+  // A parameter the step keeps in host memory gets memory its uploads copy
+  // from at full bandwidth (pinned on a device backend); its gradient, a
+  // reduce-scatter's output, is device memory like any other.
+  param.data =
+      Buffer(param.localNumel * dtypeSize(spec.dtype),
+             spec.onHost ? MemoryKind::Host : MemoryKind::Device, name);
+  param.grad = Buffer(param.localNumel * dtypeSize(spec.gradDtype),
+                      MemoryKind::Device, name);
   param.master.assign(param.validNumel, 0.0f);
   param.expAvg.assign(param.validNumel, 0.0f);
   param.expAvgSq.assign(param.validNumel, 0.0f);
@@ -121,20 +126,35 @@ void ParamRegistry::initialize(const InitOptions &options) {
 
 void ParamRegistry::refreshData() {
   for (Param &param : params_)
-    convert(param.master.data(), DCRT_F32, param.data.data(), param.spec.dtype,
-            param.validNumel);
+    param.refreshData();
 }
 
-void ParamRegistry::optimizerStep(const AdamWConfig &config, int64_t step) {
+void Param::refreshData() {
+  writeFromHost(data, validNumel * dtypeSize(spec.dtype), [&](void *host) {
+    convert(master.data(), DCRT_F32, host, spec.dtype, validNumel);
+  });
+}
+
+void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
+                     int64_t step) {
   std::vector<float> gradient;
-  for (Param &param : params_) {
+  for (Param &param : registry.params()) {
     if (!param.spec.hasGrad)
       continue;
     gradient.resize(param.validNumel);
-    convert(param.grad.data(), param.spec.gradDtype, gradient.data(), DCRT_F32,
-            param.validNumel);
+    readToHost(param.grad, param.validNumel * dtypeSize(param.spec.gradDtype),
+               [&](const void *host) {
+                 convert(host, param.spec.gradDtype, gradient.data(), DCRT_F32,
+                         param.validNumel);
+               });
     adamwUpdate(param.master.data(), gradient.data(), param.expAvg.data(),
                 param.expAvgSq.data(), param.validNumel, config, step);
+    param.refreshData();
   }
-  refreshData();
+}
+
+std::unique_ptr<Optimizer> dcrun::createAdamW() {
+  // A device backend (!dcrt::deviceIsHost()) runs the host AdamW too, through
+  // staging copies, until device AdamW kernels implement Optimizer there.
+  return std::make_unique<HostAdamW>();
 }

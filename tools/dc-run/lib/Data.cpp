@@ -1,9 +1,11 @@
 //===- Data.cpp - the step's data arguments, per step and rank ------------===//
 #include "Data.h"
 
+#include "HostAccess.h"
+#include "Random.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/random.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -54,10 +56,10 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
     const TensorSpec &spec = step.args[i];
     if (spec.kind != TensorKind::Data)
       continue;
-    Argument argument{
-        &spec, i, 0, -1,
-        dcrt::AlignedBuffer(spec.numel() * dcrt::dtypeSize(spec.dtype),
-                            spec.name.c_str())};
+    Argument argument{&spec, i, 0, -1,
+                      dcrt::Buffer(spec.numel() * dcrt::dtypeSize(spec.dtype),
+                                   dcrt::MemoryKind::Device,
+                                   spec.name.c_str())};
     if (!dcrt::isFloatDType(spec.dtype)) {
       // --vocab may narrow the step's own range (dc.vocab), never widen
       // it: ids past the step's vocabulary would index outside its tables.
@@ -125,24 +127,25 @@ void DataSource::fillFromTokens(Argument &argument, int64_t step) {
   // ((s - 1) G + g) R, wrapped so that the shifted window fits too.
   int64_t globalRows = rows * worldSize;
   int64_t windows = static_cast<int64_t>(tokens.size()) - rowNumel - 1;
-  std::vector<int32_t> row(rowNumel);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t global = rank * rows + r;
-    int64_t start = (((step - 1) * globalRows + global) * rowNumel) % windows +
-                    argument.tokenStream;
-    std::copy_n(tokens.begin() + start, rowNumel, row.begin());
-    dcrt::convert(row.data(), DCRT_I32,
-                  argument.buffer.as<char>() +
-                      r * rowNumel * dcrt::dtypeSize(spec.dtype),
-                  spec.dtype, rowNumel);
-  }
+  int64_t rowBytes = rowNumel * dcrt::dtypeSize(spec.dtype);
+  writeFromHost(argument.buffer, rows * rowBytes, [&](void *host) {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t global = rank * rows + r;
+      int64_t start =
+          (((step - 1) * globalRows + global) * rowNumel) % windows +
+          argument.tokenStream;
+      dcrt::convert(tokens.data() + start, DCRT_I32,
+                    static_cast<char *>(host) + r * rowBytes, spec.dtype,
+                    rowNumel);
+    }
+  });
 }
 
 void DataSource::fillSynthetic(Argument &argument, int64_t step) {
   const TensorSpec &spec = *argument.spec;
   int64_t rows, rowNumel;
   rowsOf(spec, rows, rowNumel);
-  uint64_t stepKey = dcrt::hashKey(seed, dataDomain, step);
+  uint64_t stepKey = dcrun::hashKey(seed, dataDomain, step);
   int64_t first = rank * rows * rowNumel; // of the global batch
   std::vector<float> values;
   std::vector<int64_t> integers;
@@ -151,18 +154,19 @@ void DataSource::fillSynthetic(Argument &argument, int64_t step) {
     uint64_t element = static_cast<uint64_t>(first + i);
     if (isFloat) {
       values.push_back(static_cast<float>(
-          dcrt::standardNormal(stepKey, argument.index, element)));
+          dcrun::standardNormal(stepKey, argument.index, element)));
     } else {
-      double u =
-          dcrt::uniformFromKey(dcrt::hashKey(stepKey, argument.index, element));
+      double u = dcrun::uniformFromKey(
+          dcrun::hashKey(stepKey, argument.index, element));
       integers.push_back(std::min<int64_t>(
           static_cast<int64_t>(u * argument.vocab), argument.vocab - 1));
     }
   }
-  if (isFloat)
-    dcrt::convert(values.data(), DCRT_F32, argument.buffer.data(), spec.dtype,
-                  values.size());
-  else
-    dcrt::convert(integers.data(), DCRT_I64, argument.buffer.data(), spec.dtype,
-                  integers.size());
+  writeFromHost(argument.buffer, argument.buffer.size(), [&](void *host) {
+    if (isFloat)
+      dcrt::convert(values.data(), DCRT_F32, host, spec.dtype, values.size());
+    else
+      dcrt::convert(integers.data(), DCRT_I64, host, spec.dtype,
+                    integers.size());
+  });
 }

@@ -33,37 +33,16 @@ int dcrun::launchedWorldSize() {
   return 0;
 }
 
-/// `name` found on PATH, or empty.
-static std::string findOnPath(const std::string &name) {
-  const char *path = std::getenv("PATH");
-  std::string directories = path ? path : "/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= directories.size()) {
-    size_t end = directories.find(':', start);
-    if (end == std::string::npos)
-      end = directories.size();
-    std::string candidate = directories.substr(start, end - start) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    start = end + 1;
-  }
-  return {};
-}
-
 void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
                                 char **argv) {
-  std::string launcher = mpirun;
-  if (launcher.empty())
-    if (const char *fromEnvironment = std::getenv("DCRT_MPIRUN"))
-      launcher = fromEnvironment;
-  if (launcher.empty())
-    for (const char *name : {"mpirun", "mpiexec"})
-      if (launcher.empty())
-        launcher = findOnPath(name);
-  if (launcher.empty())
-    dcrt::fatal("--nproc %d needs mpirun, which is not on PATH (install "
-                "openmpi-bin, or name a launcher with --mpirun)",
-                nproc);
+  std::vector<std::string> launchers;
+  if (!mpirun.empty())
+    launchers = {mpirun};
+  else if (const char *fromEnvironment = std::getenv("DCRT_MPIRUN");
+           fromEnvironment && *fromEnvironment)
+    launchers = {fromEnvironment};
+  else
+    launchers = {"mpirun", "mpiexec"};
 
   char self[PATH_MAX];
   ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -79,13 +58,28 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   }
+  // NVLink multicast (NCCL's NVLS) stays off unless the user set
+  // NCCL_NVLS_ENABLE; -x forwards the value to every rank.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
 
   std::string count = std::to_string(nproc);
-  std::vector<char *> args = {launcher.data(), const_cast<char *>("-n"),
-                              count.data(), self};
-  for (int i = 1; i < argc; ++i)
-    args.push_back(argv[i]);
-  args.push_back(nullptr);
-  execv(launcher.c_str(), args.data());
-  dcrt::fatal("cannot run '%s': %s", launcher.c_str(), std::strerror(errno));
+  for (std::string &launcher : launchers) {
+    std::vector<char *> args = {launcher.data(),
+                                const_cast<char *>("-x"),
+                                const_cast<char *>("NCCL_NVLS_ENABLE"),
+                                const_cast<char *>("-n"),
+                                count.data(),
+                                self};
+    for (int i = 1; i < argc; ++i)
+      args.push_back(argv[i]);
+    args.push_back(nullptr);
+    // Searches PATH for a name without a slash; returns only on failure.
+    execvp(launcher.c_str(), args.data());
+    if (errno != ENOENT || launchers.size() == 1)
+      dcrt::fatal("cannot run '%s': %s", launcher.c_str(),
+                  std::strerror(errno));
+  }
+  dcrt::fatal("--nproc %d needs mpirun, which is not on PATH (install "
+              "openmpi-bin, or name a launcher with --mpirun)",
+              nproc);
 }

@@ -2,7 +2,7 @@
 #ifndef DC_RUN_OPTIONS_H
 #define DC_RUN_OPTIONS_H
 
-#include "dcrt/params.hpp"
+#include "Params.h"
 
 #include <cstdint>
 #include <optional>
@@ -15,7 +15,7 @@ struct Options {
   int nproc = 0;    // 0: the artifact's world size
   std::string step; // empty: the manifest's first step
   int64_t steps = 1;
-  dcrt::AdamWConfig adamw;
+  AdamWConfig adamw;
   uint64_t seed = 0;
   double initStd = 0.02;
   std::string dataFile;
@@ -29,11 +29,12 @@ struct Options {
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
 };
 
-extern const char *usage;
+/// The first line of the help, repeated after a command-line error.
+extern const char *usageLine;
 
-/// Parses argv; on failure returns false and sets `error`. `help` is set
-/// when -h/--help was given.
-bool parseOptions(int argc, char **argv, Options &options, bool &help,
+/// Parses argv; on failure returns false and sets `error`. When -h/--help
+/// is given, returns true with `help` set to the help text.
+bool parseOptions(int argc, char **argv, Options &options, std::string &help,
                   std::string &error);
 
 } // namespace dcrun

@@ -11,8 +11,9 @@ namespace dcrun {
 /// cannot join (torchrun: no MPI).
 int launchedWorldSize();
 
-/// Replaces this process with `<mpirun> -n <nproc> <this program> <args>`:
-/// every rank then finds the launcher's environment and joins. Never returns.
+/// Replaces this process with `<mpirun> -x NCCL_NVLS_ENABLE -n <nproc>
+/// <this program> <args>` (NCCL_NVLS_ENABLE=0 unless set): every rank then
+/// finds the launcher's environment and joins. Never returns.
 [[noreturn]] void relaunchUnderMpirun(int nproc, const std::string &mpirun,
                                       int argc, char **argv);
 

@@ -30,7 +30,8 @@ public:
   DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
              const std::string &tokenFile, int rank, int worldSize);
 
-  /// Fills the data arguments' buffers for `step` (counted from 1).
+  /// Fills the data arguments' buffers for `step` (counted from 1), through
+  /// host staging copies on a device backend.
   void fill(int64_t step);
   /// The buffer of argument `index` of the step (a data argument).
   void *buffer(size_t index);
@@ -38,10 +39,10 @@ public:
 private:
   struct Argument {
     const TensorSpec *spec;
-    size_t index;    // in the step's arguments
-    int64_t vocab;   // integer data
-    int tokenStream; // -1: synthetic; 0, 1: tokens, shifted by that
-    dcrt::AlignedBuffer buffer;
+    size_t index;        // in the step's arguments
+    int64_t vocab;       // integer data
+    int tokenStream;     // -1: synthetic; 0, 1: tokens, shifted by that
+    dcrt::Buffer buffer; // device memory: what the entry reads
   };
 
   void fillFromTokens(Argument &argument, int64_t step);

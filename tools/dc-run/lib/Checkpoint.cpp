@@ -6,12 +6,15 @@
 // from the end of the header.
 //
 //===----------------------------------------------------------------------===//
-#include "dcrt/checkpoint.hpp"
+#include "Checkpoint.h"
+
+#include "HostAccess.h"
+
+#include "ParseJson.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
-#include "dcrt/json.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include <unistd.h>
 
 using namespace dcrt;
+using namespace dcrun;
 
 namespace {
 /// A header longer than this is corruption, not a checkpoint.
@@ -49,6 +53,8 @@ std::optional<dcrt_dtype> parseSafetensorsDType(const std::string &name) {
       return dtype;
   return std::nullopt;
 }
+
+using nlohmann::json;
 
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string text = "[";
@@ -86,18 +92,21 @@ struct SavedTensor {
 // Saving
 //===----------------------------------------------------------------------===//
 
-/// This rank's padded slot of `part` (what the gather moves).
+/// This rank's padded slot of `part` (what the gather moves), in host
+/// memory.
 static AlignedBuffer slotOf(const Param &param, Part part, int32_t dtype) {
   int64_t elementSize = dtypeSize(dtype);
+  int64_t validBytes = param.validNumel * elementSize;
   AlignedBuffer slot(param.localNumel * elementSize, "a checkpoint slot");
-  const void *source = param.data.data();
-  if (part == Part::Master)
-    source = param.master.data();
-  else if (part == Part::ExpAvg)
-    source = param.expAvg.data();
-  else if (part == Part::ExpAvgSq)
-    source = param.expAvgSq.data();
-  std::memcpy(slot.data(), source, param.validNumel * elementSize);
+  const float *state = part == Part::Master   ? param.master.data()
+                       : part == Part::ExpAvg ? param.expAvg.data()
+                                              : param.expAvgSq.data();
+  if (part == Part::Value)
+    readToHost(param.data, validBytes, [&](const void *host) {
+      std::memcpy(slot.data(), host, validBytes);
+    });
+  else
+    std::memcpy(slot.data(), state, validBytes);
   return slot;
 }
 
@@ -108,8 +117,8 @@ static void writeAll(FILE *file, const void *data, size_t bytes,
           std::strerror(errno));
 }
 
-void dcrt::saveCheckpoint(const std::string &path,
-                          const ParamRegistry &registry, int64_t step) {
+void dcrun::saveCheckpoint(const std::string &path,
+                           const ParamRegistry &registry, int64_t step) {
   bool writer = registry.rank() == 0;
   std::vector<SavedTensor> tensors;
   int64_t offset = 0;
@@ -129,18 +138,19 @@ void dcrt::saveCheckpoint(const std::string &path,
   FILE *file = nullptr;
   std::string temporary = path + ".tmp";
   if (writer) {
-    std::string header = "{\"__metadata__\":{\"format\":\"dc\","
-                         "\"optimizer\":\"adamw\",\"step\":\"" +
-                         std::to_string(step) + "\",\"world_size\":\"" +
-                         std::to_string(registry.worldSize()) + "\"}";
+    // In file order: the metadata, then the tensors as their data follows.
+    nlohmann::ordered_json entries = {
+        {"__metadata__",
+         {{"format", "dc"},
+          {"optimizer", "adamw"},
+          {"step", std::to_string(step)},
+          {"world_size", std::to_string(registry.worldSize())}}}};
     for (const SavedTensor &tensor : tensors)
-      header += "," +
-                json::quote(tensor.param->spec.name + partSuffix(tensor.part)) +
-                ":{\"dtype\":\"" + safetensorsDType(tensor.dtype) +
-                "\",\"shape\":" + shapeText(tensor.param->spec.shape) +
-                ",\"data_offsets\":[" + std::to_string(tensor.begin) + "," +
-                std::to_string(tensor.end) + "]}";
-    header += "}";
+      entries[tensor.param->spec.name + partSuffix(tensor.part)] = {
+          {"dtype", safetensorsDType(tensor.dtype)},
+          {"shape", tensor.param->spec.shape},
+          {"data_offsets", {tensor.begin, tensor.end}}};
+    std::string header = entries.dump();
     // Pad so the tensor data starts 8-byte aligned, as the format suggests.
     header.append((8 - header.size() % 8) % 8, ' ');
     file = std::fopen(temporary.c_str(), "wb");
@@ -276,13 +286,13 @@ private:
         static_cast<ssize_t>(headerBytes))
       corrupt("cannot read the header");
     std::string error;
-    std::optional<json::Value> header = json::parse(text, error);
+    std::optional<json> header = parseJson(text, error);
     if (!header)
       corrupt("the header is not valid JSON (" + error + ")");
-    if (!header->isObject())
+    if (!header->is_object())
       corrupt("the header is not a JSON object");
     int64_t dataStart = 8 + static_cast<int64_t>(headerBytes);
-    for (const auto &[name, entry] : header->object) {
+    for (const auto &[name, entry] : header->items()) {
       if (name == "__metadata__")
         readMetadata(entry);
       else
@@ -290,51 +300,65 @@ private:
     }
   }
 
-  void readMetadata(const json::Value &metadata) {
-    if (!metadata.isObject())
+  void readMetadata(const json &metadata) {
+    if (!metadata.is_object())
       corrupt("__metadata__ is not an object");
-    if (const json::Value *value = metadata.get("step")) {
+    if (auto value = metadata.find("step"); value != metadata.end()) {
+      std::string text = value->is_string() ? value->get<std::string>() : "";
       char *end = nullptr;
-      step = value->isString() ? std::strtoll(value->string.c_str(), &end, 10)
-                               : -1;
-      if (!value->isString() || value->string.empty() || *end || step < 0)
+      step = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end || step < 0)
         corrupt("metadata \"step\" is not a step count");
     }
-    const json::Value *optimizer = metadata.get("optimizer");
-    hasOptimizerState =
-        optimizer && optimizer->isString() && optimizer->string == "adamw";
+    auto optimizer = metadata.find("optimizer");
+    hasOptimizerState = optimizer != metadata.end() && *optimizer == "adamw";
   }
 
-  StoredTensor readEntry(const std::string &name, const json::Value &entry,
+  /// A 64-bit integer (offsets need all 64 bits), or nullopt.
+  static std::optional<int64_t> integerOf(const json &value) {
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() &&
+         value.get<uint64_t>() > uint64_t(INT64_MAX)))
+      return std::nullopt;
+    return value.get<int64_t>();
+  }
+
+  StoredTensor readEntry(const std::string &name, const json &entry,
                          int64_t dataStart) {
     auto bad = [&](const char *why) {
       corrupt("tensor '" + name + "': " + why);
     };
-    if (!entry.isObject())
+    if (!entry.is_object())
       bad("its entry is not an object");
-    const json::Value *dtype = entry.get("dtype");
-    const json::Value *shape = entry.get("shape");
-    const json::Value *offsets = entry.get("data_offsets");
-    if (!dtype || !dtype->isString())
+    auto dtype = entry.find("dtype");
+    if (dtype == entry.end() || !dtype->is_string())
       bad("no \"dtype\"");
-    std::optional<dcrt_dtype> parsed = parseSafetensorsDType(dtype->string);
+    std::optional<dcrt_dtype> parsed =
+        parseSafetensorsDType(dtype->get<std::string>());
     if (!parsed)
       bad("unsupported dtype (F32, BF16, F16, I32 and I64 are known)");
     StoredTensor tensor{*parsed, {}, 0, 0};
-    if (!shape || !shape->isArray())
+    auto shape = entry.find("shape");
+    if (shape == entry.end() || !shape->is_array())
       bad("no \"shape\" array");
     int64_t numel = 1;
-    for (const json::Value &dim : shape->array) {
-      if (!dim.integer || *dim.integer < 0)
+    for (const json &dim : *shape) {
+      std::optional<int64_t> size = integerOf(dim);
+      if (!size || *size < 0)
         bad("a dimension is not a non-negative integer");
-      tensor.shape.push_back(*dim.integer);
-      numel *= *dim.integer;
+      tensor.shape.push_back(*size);
+      numel *= *size;
     }
-    if (!offsets || !offsets->isArray() || offsets->array.size() != 2 ||
-        !offsets->array[0].integer || !offsets->array[1].integer)
+    auto offsets = entry.find("data_offsets");
+    std::optional<int64_t> first, last;
+    if (offsets != entry.end() && offsets->is_array() && offsets->size() == 2) {
+      first = integerOf((*offsets)[0]);
+      last = integerOf((*offsets)[1]);
+    }
+    if (!first || !last)
       bad("no \"data_offsets\" pair");
-    int64_t begin = *offsets->array[0].integer;
-    int64_t end = *offsets->array[1].integer;
+    int64_t begin = *first;
+    int64_t end = *last;
     if (begin < 0 || end < begin || end > fileSize - dataStart)
       bad("its data lies outside the file");
     if (end - begin != numel * dtypeSize(tensor.dtype))
@@ -352,7 +376,8 @@ private:
 };
 } // namespace
 
-int64_t dcrt::loadCheckpoint(const std::string &path, ParamRegistry &registry) {
+int64_t dcrun::loadCheckpoint(const std::string &path,
+                              ParamRegistry &registry) {
   CheckpointReader reader(path);
   for (Param &param : registry.params()) {
     const std::string &name = param.spec.name;

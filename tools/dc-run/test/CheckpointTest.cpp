@@ -4,7 +4,7 @@
 // load their slices in this one process, as the ranks of a job would.
 //
 //===----------------------------------------------------------------------===//
-#include "dcrt/checkpoint.hpp"
+#include "Checkpoint.h"
 
 #include "dcrt/dtype.hpp"
 
@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 using namespace dcrt;
+using namespace dcrun;
 
 namespace {
 ParamSpec spec(int32_t id, std::string name, std::vector<int64_t> shape,

@@ -1,4 +1,4 @@
-//===- params.hpp - parameters, their shards and AdamW ----------*- C++ -*-===//
+//===- Params.h - parameters, their shards and AdamW ------------*- C++ -*-===//
 //
 // The host program owns the parameters: each rank holds its slice of every
 // sharded parameter (ceil(numel / world) elements, the last slot padded) in
@@ -6,18 +6,19 @@
 // gradient the artifact writes and the AdamW moments.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DCRT_PARAMS_HPP
-#define DCRT_PARAMS_HPP
+#ifndef DC_RUN_PARAMS_H
+#define DC_RUN_PARAMS_H
 
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
-namespace dcrt {
+namespace dcrun {
 
 struct AdamWConfig {
   double lr = 1e-3;
@@ -57,9 +58,15 @@ struct Param {
   int64_t offset = 0;
   /// Elements of the slot that are real (the rest is padding).
   int64_t validNumel = 0;
-  AlignedBuffer data; // spec.dtype: what the artifact reads
-  AlignedBuffer grad; // spec.gradDtype: what the artifact writes
-  std::vector<float> master, expAvg, expAvgSq; // validNumel each
+  /// The artifact's buffers: device memory, or (spec.onHost) host memory
+  /// the device copies from at full speed.
+  dcrt::Buffer data; // spec.dtype: what the artifact reads
+  dcrt::Buffer grad; // spec.gradDtype: what the artifact writes
+  /// The optimizer's fp32 state in host memory, validNumel each.
+  std::vector<float> master, expAvg, expAvgSq;
+
+  /// Writes `data` from `master`, rounded to the parameter's dtype.
+  void refreshData();
 };
 
 struct InitOptions {
@@ -91,17 +98,36 @@ public:
 
   /// Fills every master copy (and `data`) from initialValue.
   void initialize(const InitOptions &options);
-  /// Writes `data` (the artifact's view) from the fp32 master copies.
+  /// Writes every `data` (the artifact's view) from the fp32 master copies.
   void refreshData();
-  /// AdamW on every shard from its gradient, then refreshData. `step`
-  /// counts from 1.
-  void optimizerStep(const AdamWConfig &config, int64_t step);
 
 private:
   int32_t rank_, worldSize_;
   std::deque<Param> params_; // stable addresses: dc-run keeps pointers
 };
 
-} // namespace dcrt
+/// Updates the parameters from the gradients the step wrote.
+class Optimizer {
+public:
+  virtual ~Optimizer() = default;
+  /// One update of every parameter that has a gradient; `step` counts
+  /// from 1. Reads each `grad`, writes each `data`.
+  virtual void step(ParamRegistry &registry, const AdamWConfig &config,
+                    int64_t step) = 0;
+};
 
-#endif // DCRT_PARAMS_HPP
+/// AdamW on the host (ZeRO-Offload style on a device backend): copies each
+/// gradient shard to host memory, updates the fp32 master and moments there
+/// and writes the shard back in its dtype.
+class HostAdamW : public Optimizer {
+public:
+  void step(ParamRegistry &registry, const AdamWConfig &config,
+            int64_t step) override;
+};
+
+/// The AdamW for this backend.
+std::unique_ptr<Optimizer> createAdamW();
+
+} // namespace dcrun
+
+#endif // DC_RUN_PARAMS_H

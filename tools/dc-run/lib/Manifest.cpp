@@ -1,12 +1,15 @@
 //===- Manifest.cpp - the artifact's manifest, read and checked -----------===//
 #include "Manifest.h"
 
+#include "Params.h"
+#include "ParseJson.h"
+
 #include "dcrt/dtype.hpp"
-#include "dcrt/json.hpp"
-#include "dcrt/params.hpp"
+
+#include <limits>
 
 using namespace dcrun;
-using dcrt::json::Value;
+using nlohmann::json;
 
 int64_t TensorSpec::numel() const {
   int64_t result = 1;
@@ -42,35 +45,54 @@ public:
       error = where + ": " + what;
   }
 
-  std::optional<int64_t> integer(const Value &object, const char *key,
+  std::optional<int64_t> integer(const json &object, const char *key,
                                  const std::string &where, bool required) {
-    const Value *value = object.get(key);
-    if (!value) {
+    auto value = object.find(key);
+    if (value == object.end()) {
       if (required)
         fail(where, std::string("missing \"") + key + "\"");
       return std::nullopt;
     }
-    if (!value->integer) {
+    std::optional<int64_t> parsed = asInteger(*value);
+    if (!parsed)
       fail(where, std::string("\"") + key + "\" is not an integer");
-      return std::nullopt;
-    }
-    return *value->integer;
+    return parsed;
   }
 
-  std::string string(const Value &object, const char *key,
+  std::string string(const json &object, const char *key,
                      const std::string &where, bool required) {
-    const Value *value = object.get(key);
-    if (!value || !value->isString()) {
-      if (required || value)
+    auto value = object.find(key);
+    if (value == object.end() || !value->is_string()) {
+      if (required || value != object.end())
         fail(where, std::string("\"") + key + "\" is not a string");
       return {};
     }
-    return value->string;
+    return value->get<std::string>();
   }
 
-  std::optional<TensorSpec> tensor(const Value &entry,
+  /// A shape: an array of non-negative integers.
+  std::optional<std::vector<int64_t>> shape(const json &object, const char *key,
+                                            const std::string &where) {
+    auto value = object.find(key);
+    if (value == object.end() || !value->is_array()) {
+      fail(where, std::string("missing \"") + key + "\" array");
+      return std::nullopt;
+    }
+    std::vector<int64_t> dims;
+    for (const json &dim : *value) {
+      std::optional<int64_t> parsed = asInteger(dim);
+      if (!parsed || *parsed < 0) {
+        fail(where, "a dimension is not a non-negative integer");
+        return std::nullopt;
+      }
+      dims.push_back(*parsed);
+    }
+    return dims;
+  }
+
+  std::optional<TensorSpec> tensor(const json &entry,
                                    const std::string &where) {
-    if (!entry.isObject()) {
+    if (!entry.is_object()) {
       fail(where, "not an object");
       return std::nullopt;
     }
@@ -85,18 +107,10 @@ public:
     else if (spec.kindName == "grad")
       spec.kind = TensorKind::Grad;
     spec.name = string(entry, "name", where, false);
-    const Value *shape = entry.get("shape");
-    if (!shape || !shape->isArray()) {
-      fail(where, "missing \"shape\" array");
+    std::optional<std::vector<int64_t>> dims = shape(entry, "shape", where);
+    if (!dims)
       return std::nullopt;
-    }
-    for (const Value &dim : shape->array) {
-      if (!dim.integer || *dim.integer < 0) {
-        fail(where, "a dimension is not a non-negative integer");
-        return std::nullopt;
-      }
-      spec.shape.push_back(*dim.integer);
-    }
+    spec.shape = std::move(*dims);
     std::string dtype = string(entry, "dtype", where, true);
     std::optional<dcrt_dtype> parsed = dcrt::parseDType(dtype);
     if (!parsed && !failed())
@@ -124,6 +138,18 @@ public:
   }
 
 private:
+  /// An integer literal that fits 64 bits (byte counts need all of them).
+  static std::optional<int64_t> asInteger(const json &value) {
+    if (value.is_number_unsigned())
+      return value.get<uint64_t>() <=
+                     uint64_t(std::numeric_limits<int64_t>::max())
+                 ? std::optional<int64_t>(value.get<int64_t>())
+                 : std::nullopt;
+    if (value.is_number_integer())
+      return value.get<int64_t>();
+    return std::nullopt;
+  }
+
   std::string &error;
 };
 
@@ -151,7 +177,7 @@ void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
           other.id == arg.id)
         reader.fail(where, "parameter id " + std::to_string(arg.id) +
                                " appears twice");
-    int64_t expected = dcrt::shardNumel(arg.numel(), worldSize);
+    int64_t expected = dcrun::shardNumel(arg.numel(), worldSize);
     if (arg.local && *arg.local != expected)
       reader.fail(where, "parameter '" + arg.name +
                              "' has \"local\": " + std::to_string(*arg.local) +
@@ -197,64 +223,84 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
                                              std::string &error) {
   error.clear();
   std::string parseError;
-  std::optional<Value> root = dcrt::json::parse(text, parseError);
-  if (!root) {
+  std::optional<json> parsed = parseJson(text, parseError);
+  if (!parsed) {
     error = "not valid JSON (" + parseError + ")";
     return std::nullopt;
   }
-  if (!root->isObject()) {
+  const json &root = *parsed;
+  if (!root.is_object()) {
     error = "not a JSON object";
     return std::nullopt;
   }
   Reader reader(error);
   Manifest manifest;
   manifest.abi = static_cast<int32_t>(
-      reader.integer(*root, "abi", "manifest", true).value_or(0));
+      reader.integer(root, "abi", "manifest", true).value_or(0));
   manifest.worldSize = static_cast<int32_t>(
-      reader.integer(*root, "world_size", "manifest", true).value_or(1));
+      reader.integer(root, "world_size", "manifest", true).value_or(1));
   if (manifest.worldSize < 1)
     reader.fail("manifest", "\"world_size\" must be at least 1");
-  manifest.grid = reader.string(*root, "grid", "manifest", false);
-  manifest.target = reader.string(*root, "target", "manifest", false);
-  manifest.vocab = reader.integer(*root, "vocab", "manifest", false);
-  if (const Value *plan = root->get("plan")) {
-    manifest.gatherArenaBytes =
-        reader.integer(*plan, "gather_arena_bytes", "plan", false).value_or(0);
-    manifest.hostPoolBytes =
-        reader.integer(*plan, "host_pool_bytes", "plan", false).value_or(0);
-    manifest.stepArenaBytes =
-        reader.integer(*plan, "step_arena_bytes", "plan", false).value_or(0);
-    manifest.stepBufferBytes =
-        reader.integer(*plan, "step_buffer_bytes", "plan", false).value_or(0);
-    manifest.stagingBytes =
-        reader.integer(*plan, "staging_bytes", "plan", false).value_or(0);
-    if (manifest.gatherArenaBytes < 0 || manifest.hostPoolBytes < 0 ||
-        manifest.stepArenaBytes < 0 || manifest.stepBufferBytes < 0 ||
-        manifest.stagingBytes < 0)
-      reader.fail("plan", "negative byte counts");
+  manifest.grid = reader.string(root, "grid", "manifest", false);
+  manifest.target = reader.string(root, "target", "manifest", false);
+  if (root.contains("grid_shape")) {
+    std::optional<std::vector<int64_t>> gridShape =
+        reader.shape(root, "grid_shape", "manifest");
+    int64_t ranks = 1;
+    for (int64_t axis : gridShape.value_or(std::vector<int64_t>{}))
+      ranks *= axis;
+    if (gridShape && (gridShape->empty() || ranks != manifest.worldSize))
+      reader.fail("manifest", "\"grid_shape\" " + shapeText(*gridShape) +
+                                  " has " + std::to_string(ranks) +
+                                  " ranks, but \"world_size\" is " +
+                                  std::to_string(manifest.worldSize));
+    manifest.gridShape = gridShape.value_or(std::vector<int64_t>{});
   }
-  const Value *steps = root->get("steps");
-  if (!steps || !steps->isArray() || steps->array.empty())
+  manifest.vocab = reader.integer(root, "vocab", "manifest", false);
+  if (auto plan = root.find("plan"); plan != root.end()) {
+    if (!plan->is_object())
+      reader.fail("plan", "not an object");
+    auto bytes = [&](const char *key) {
+      int64_t value =
+          plan->is_object()
+              ? reader.integer(*plan, key, "plan", false).value_or(0)
+              : 0;
+      if (value < 0)
+        reader.fail("plan", "negative byte counts");
+      return value;
+    };
+    manifest.gatherArenaBytes = bytes("gather_arena_bytes");
+    manifest.hostPoolBytes = bytes("host_pool_bytes");
+    manifest.stepArenaBytes = bytes("step_arena_bytes");
+    manifest.stepBufferBytes = bytes("step_buffer_bytes");
+    manifest.stagingBytes = bytes("staging_bytes");
+  }
+  auto steps = root.find("steps");
+  if (steps == root.end() || !steps->is_array() || steps->empty())
     reader.fail("manifest", "\"steps\" must be a non-empty array");
   if (reader.failed())
     return std::nullopt;
 
-  for (const Value &entry : steps->array) {
+  for (const json &entry : *steps) {
+    if (!entry.is_object()) {
+      reader.fail("a step", "not an object");
+      return std::nullopt;
+    }
     StepSpec step;
     step.name = reader.string(entry, "name", "a step", true);
     std::string where = "step '" + step.name + "'";
     step.entry = reader.string(entry, "entry", where, true);
     for (const char *list : {"args", "results"}) {
-      const Value *tensors = entry.get(list);
-      if (!tensors || !tensors->isArray()) {
+      auto tensors = entry.find(list);
+      if (tensors == entry.end() || !tensors->is_array()) {
         reader.fail(where, std::string("missing \"") + list + "\" array");
         break;
       }
-      for (size_t i = 0; i < tensors->array.size(); ++i) {
+      for (size_t i = 0; i < tensors->size(); ++i) {
         std::string tensorWhere =
             where + ", " + list + "[" + std::to_string(i) + "]";
         std::optional<TensorSpec> spec =
-            reader.tensor(tensors->array[i], tensorWhere);
+            reader.tensor((*tensors)[i], tensorWhere);
         if (!spec)
           return std::nullopt;
         (std::string(list) == "args" ? step.args : step.results)

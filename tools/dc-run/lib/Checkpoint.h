@@ -1,4 +1,4 @@
-//===- checkpoint.hpp - safetensors checkpoints of full tensors -*- C++ -*-===//
+//===- Checkpoint.h - safetensors checkpoints of full tensors ---*- C++ -*-===//
 //
 // A checkpoint holds FULL tensors, so it loads onto any world size:
 //   "<name>"             the parameter, in its dtype
@@ -9,14 +9,14 @@
 // "world_size": "<saving world>"}.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DCRT_CHECKPOINT_HPP
-#define DCRT_CHECKPOINT_HPP
+#ifndef DC_RUN_CHECKPOINT_H
+#define DC_RUN_CHECKPOINT_H
 
-#include "dcrt/params.hpp"
+#include "Params.h"
 
 #include <string>
 
-namespace dcrt {
+namespace dcrun {
 
 /// Collective: every rank sends its slices, rank 0 writes `path` (through a
 /// temporary file and a rename, so a crash leaves no half-written file).
@@ -30,6 +30,6 @@ void saveCheckpoint(const std::string &path, const ParamRegistry &registry,
 /// mismatch.
 int64_t loadCheckpoint(const std::string &path, ParamRegistry &registry);
 
-} // namespace dcrt
+} // namespace dcrun
 
-#endif // DCRT_CHECKPOINT_HPP
+#endif // DC_RUN_CHECKPOINT_H

@@ -1,6 +1,5 @@
-//===- Random.cpp - counter-based random values
-//----------------------------===//
-#include "dcrt/random.hpp"
+//===- Random.cpp - counter-based random values ---------------------------===//
+#include "Random.h"
 
 #include <cmath>
 
@@ -12,16 +11,16 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t dcrt::hashKey(uint64_t a, uint64_t b, uint64_t c) {
+uint64_t dcrun::hashKey(uint64_t a, uint64_t b, uint64_t c) {
   return mix(mix(mix(a) ^ b) ^ c);
 }
 
-double dcrt::uniformFromKey(uint64_t key) {
+double dcrun::uniformFromKey(uint64_t key) {
   // 53 random bits; +1 keeps it off zero, so log() below is finite.
   return static_cast<double>((key >> 11) + 1) * 0x1.0p-53;
 }
 
-double dcrt::standardNormal(uint64_t a, uint64_t b, uint64_t c) {
+double dcrun::standardNormal(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t key = hashKey(a, b, c);
   double u1 = uniformFromKey(key);
   double u2 = uniformFromKey(mix(key));

@@ -1,0 +1,205 @@
+//===- Options.cpp - dc-run's command line --------------------------------===//
+//
+// One CLI11 table holds every option, its help and its check, so the help
+// cannot drift from what is parsed. Values are converted here rather than
+// by CLI11 so that a bad one reads "bad value 'x' for option '--steps'".
+//
+//===----------------------------------------------------------------------===//
+#include "Options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdlib>
+
+using namespace dcrun;
+
+const char *dcrun::usageLine =
+    "usage: dc-run [--nproc N] ARTIFACT.so [options]";
+
+namespace {
+bool parseInteger(const std::string &text, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parseNumber(const std::string &text, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno)
+    return false;
+  out = value;
+  return true;
+}
+
+/// The usage line and a summary first, where CLI11 would put its own
+/// "Usage:" line after the description.
+class Formatter : public CLI::Formatter {
+public:
+  std::string make_usage(const CLI::App *, std::string) const override {
+    return std::string(usageLine) + R"(
+
+Runs a training step compiled by dc on N ranks of this machine (through
+mpirun), or joins the job when already started by mpirun or srun.
+)";
+  }
+};
+
+/// dc-run's options, each stored into `options` by its own conversion.
+class CommandLine {
+public:
+  explicit CommandLine(Options &options) {
+    auto formatter = std::make_shared<Formatter>();
+    formatter->column_width(24);
+    app.formatter(formatter);
+    app.footer("Environment: DCRT_TIMEOUT_S (default 300) bounds every wait.");
+    // Unknown options and extra artifacts are reported in dc-run's words.
+    app.allow_extras();
+    app.add_option("artifact", options.artifact,
+                   "the artifact (a shared library dc-compile wrote)")
+        ->type_name("ARTIFACT.so");
+    integer("--nproc", "N",
+            "ranks to start (default: the artifact's world size)",
+            options.nproc, 1);
+    text("--step", "NAME",
+         "step function to run (default: the manifest's first)", options.step);
+    integer("--steps", "K", "training steps (default 1)", options.steps, 0);
+    number("--lr", "AdamW learning rate (default 0.001)", options.adamw.lr);
+    number("--weight-decay", "AdamW decoupled weight decay (default 0)",
+           options.adamw.weightDecay);
+    number("--beta1", "AdamW first moment decay (default 0.9)",
+           options.adamw.beta1);
+    number("--beta2", "AdamW second moment decay (default 0.999)",
+           options.adamw.beta2);
+    number("--eps", "AdamW epsilon (default 1e-8)", options.adamw.eps);
+    integer("--seed", "S", "seed of the initial parameters and synthetic data",
+            options.seed, 0);
+    number("--init-std", "std of the initial weights (default 0.02)",
+           options.initStd);
+    text("--data", "FILE",
+         "int32 token file for integer data (default: "
+         "synthetic)",
+         options.dataFile);
+    integer("--vocab", "V",
+            "integer data lies in [0, V) (default: the manifest's)",
+            options.vocab, 1);
+    text("--save", "PATH", "write a safetensors checkpoint after the last step",
+         options.save);
+    integer("--save-step", "K", "... after step K instead", options.saveStep,
+            1);
+    text("--load", "PATH", "start from a checkpoint (and its step count)",
+         options.load);
+    text("--trace", "FILE", "Chrome trace of every rank's streams (Perfetto)",
+         options.trace);
+    text("--profile-out", "FILE", "per-op times for the compiler's cost model",
+         options.profileOut);
+    bytes("--gather-arena-bytes",
+          "override the manifest's planned gather arena",
+          options.gatherArenaBytes);
+    bytes("--host-pool-bytes", "override the manifest's planned host pool",
+          options.hostPoolBytes);
+    text("--mpirun", "PATH", "launcher to use (default: $DCRT_MPIRUN, mpirun)",
+         options.mpirun);
+  }
+
+  CLI::App app{"", "dc-run"};
+
+private:
+  /// Adds `name`; `store` converts a value into its field, false if it
+  /// does not parse.
+  void add(const char *name, const char *valueName, const char *help,
+           std::function<bool(const std::string &)> store) {
+    app.add_option(
+           name,
+           [name, store](const CLI::results_t &values) {
+             if (!store(values.front()))
+               throw CLI::ValidationError("bad value '" + values.front() +
+                                          "' for option '" + name + "'");
+             return true;
+           },
+           help)
+        ->type_name(valueName)
+        ->expected(1)
+        // As before CLI11: a repeated option's last value wins.
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+
+  template <typename Field>
+  void integer(const char *name, const char *valueName, const char *help,
+               Field &field, int64_t min) {
+    add(name, valueName, help, [&field, min](const std::string &text) {
+      int64_t value;
+      if (!parseInteger(text, value) || value < min)
+        return false;
+      field = static_cast<Field>(value);
+      return true;
+    });
+  }
+
+  void number(const char *name, const char *help, double &field) {
+    add(name, "F", help,
+        [&field](const std::string &text) { return parseNumber(text, field); });
+  }
+
+  void text(const char *name, const char *valueName, const char *help,
+            std::string &field) {
+    add(name, valueName, help, [&field](const std::string &value) {
+      field = value;
+      return !value.empty();
+    });
+  }
+
+  void bytes(const char *name, const char *help,
+             std::optional<int64_t> &field) {
+    add(name, "N", help, [&field](const std::string &text) {
+      int64_t value;
+      if (!parseInteger(text, value) || value < 0)
+        return false;
+      field = value;
+      return true;
+    });
+  }
+};
+} // namespace
+
+bool dcrun::parseOptions(int argc, char **argv, Options &options,
+                         std::string &help, std::string &error) {
+  CommandLine commandLine(options);
+  CLI::App &app = commandLine.app;
+  help.clear();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    help = app.help();
+    return true;
+  } catch (const CLI::ParseError &failure) {
+    error = failure.what();
+    return false;
+  }
+  for (const std::string &extra : app.remaining()) {
+    if (extra.rfind("-", 0) == 0) {
+      error = "unknown option '" + extra.substr(0, extra.find('=')) + "'";
+      return false;
+    }
+  }
+  if (!app.remaining().empty()) {
+    error = "more than one artifact: '" + options.artifact + "' and '" +
+            app.remaining().front() + "'";
+    return false;
+  }
+  if (options.artifact.empty()) {
+    error = "no artifact given";
+    return false;
+  }
+  if (options.saveStep > 0 && options.save.empty()) {
+    error = "--save-step needs --save";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,80 @@
+//===- ManifestTest.cpp - the manifest's schema and checks ----------------===//
+#include "Manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace dcrun;
+
+namespace {
+/// A one-step manifest with `extra` top-level members.
+std::string manifestWith(const std::string &extra) {
+  return R"({"abi": 3, "world_size": 4, )" + extra +
+         R"("steps": [{"name": "train_step", "entry": "dc_entry_train_step",
+  "args": [{"kind": "param", "id": 0, "name": "w", "shape": [3, 5],
+            "dtype": "f32", "local": 4}],
+  "results": [{"kind": "loss", "shape": [], "dtype": "f32"},
+              {"kind": "grad", "param": 0, "shape": [3, 5], "dtype": "f32",
+               "local": 4}]}]})";
+}
+} // namespace
+
+TEST(Manifest, ReadsTargetGridShapeAndPlan) {
+  std::string error;
+  std::optional<Manifest> manifest = parseManifest(
+      manifestWith(R"("target": "h200", "grid": "dp_sp", "grid_shape": [2, 2],
+        "plan": {"gather_arena_bytes": 9007199254740993,
+                 "host_pool_bytes": 2, "step_arena_bytes": 3,
+                 "step_buffer_bytes": 4, "staging_bytes": 5}, )"),
+      error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_EQ(manifest->target, "h200");
+  EXPECT_EQ(manifest->grid, "dp_sp");
+  EXPECT_EQ(manifest->gridShape, (std::vector<int64_t>{2, 2}));
+  // Byte counts keep all 64 bits (a double would round this one).
+  EXPECT_EQ(manifest->gatherArenaBytes, 9007199254740993LL);
+  EXPECT_EQ(manifest->hostPoolBytes, 2);
+  EXPECT_EQ(manifest->stepArenaBytes, 3);
+  EXPECT_EQ(manifest->stepBufferBytes, 4);
+  EXPECT_EQ(manifest->stagingBytes, 5);
+  ASSERT_EQ(manifest->steps.size(), 1u);
+  EXPECT_EQ(manifest->steps[0].args[0].local, 4);
+}
+
+TEST(Manifest, TargetAndGridShapeAreOptional) {
+  std::string error;
+  std::optional<Manifest> manifest = parseManifest(manifestWith(""), error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_EQ(manifest->target, "");
+  EXPECT_TRUE(manifest->gridShape.empty());
+  EXPECT_EQ(manifest->gatherArenaBytes, 0);
+}
+
+TEST(Manifest, RejectsBadTargetsAndGridShapes) {
+  std::string error;
+  EXPECT_FALSE(parseManifest(manifestWith(R"("target": 7, )"), error));
+  EXPECT_EQ(error, "manifest: \"target\" is not a string");
+  EXPECT_FALSE(parseManifest(manifestWith(R"("grid_shape": [2, 3], )"), error));
+  EXPECT_EQ(error, "manifest: \"grid_shape\" [2, 3] has 6 ranks, but "
+                   "\"world_size\" is 4");
+  EXPECT_FALSE(
+      parseManifest(manifestWith(R"("grid_shape": [4, -1], )"), error));
+  EXPECT_EQ(error, "manifest: a dimension is not a non-negative integer");
+  EXPECT_FALSE(parseManifest(manifestWith(R"("grid_shape": 4, )"), error));
+  EXPECT_EQ(error, "manifest: missing \"grid_shape\" array");
+}
+
+TEST(Manifest, NamesWhereItFailed) {
+  std::string error;
+  EXPECT_FALSE(parseManifest(R"({"abi": 3,})", error));
+  EXPECT_EQ(error.rfind("not valid JSON (offset 11: ", 0), 0u) << error;
+  EXPECT_FALSE(parseManifest(
+      manifestWith(R"("plan": {"host_pool_bytes": -1}, )"), error));
+  EXPECT_EQ(error, "plan: negative byte counts");
+  std::string badLocal = manifestWith("");
+  badLocal.replace(badLocal.find("\"local\": 4"), 10, "\"local\": 5");
+  EXPECT_FALSE(parseManifest(badLocal, error));
+  EXPECT_EQ(error, "step 'train_step': parameter 'w' has \"local\": 5, but 4 "
+                   "ranks need 4");
+}

@@ -1,0 +1,102 @@
+//===- OptionsTest.cpp - dc-run's command line ----------------------------===//
+#include "Options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace dcrun;
+
+namespace {
+/// Parses `args` (after the program name); the error, or "" on success.
+std::string parse(std::vector<std::string> args, Options &options,
+                  std::string *help = nullptr) {
+  args.insert(args.begin(), "dc-run");
+  std::vector<char *> argv;
+  for (std::string &arg : args)
+    argv.push_back(arg.data());
+  std::string helpText, error;
+  bool parsed = parseOptions(static_cast<int>(argv.size()), argv.data(),
+                             options, helpText, error);
+  if (help)
+    *help = helpText;
+  EXPECT_EQ(parsed, error.empty());
+  return error;
+}
+} // namespace
+
+TEST(Options, ParsesValuesInBothSpellings) {
+  Options options;
+  EXPECT_EQ(parse({"--nproc", "3", "a.so", "--steps=5", "--lr", "0.05",
+                   "--weight-decay=0.1", "--gather-arena-bytes", "0", "--save",
+                   "x.safetensors", "--save-step", "2"},
+                  options),
+            "");
+  EXPECT_EQ(options.artifact, "a.so");
+  EXPECT_EQ(options.nproc, 3);
+  EXPECT_EQ(options.steps, 5);
+  EXPECT_DOUBLE_EQ(options.adamw.lr, 0.05);
+  EXPECT_DOUBLE_EQ(options.adamw.weightDecay, 0.1);
+  EXPECT_EQ(options.gatherArenaBytes, 0);
+  EXPECT_FALSE(options.hostPoolBytes);
+  EXPECT_EQ(options.save, "x.safetensors");
+  EXPECT_EQ(options.saveStep, 2);
+  EXPECT_EQ(options.seed, 0u); // defaults stay
+  EXPECT_DOUBLE_EQ(options.adamw.beta2, 0.999);
+}
+
+TEST(Options, TheLastOfARepeatedOptionWins) {
+  Options options;
+  EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=-0.5"}, options), "");
+  EXPECT_DOUBLE_EQ(options.adamw.lr, -0.5);
+}
+
+TEST(Options, ReportsErrorsInItsOwnWords) {
+  Options options;
+  EXPECT_EQ(parse({"a.so", "--bogus", "1"}, options),
+            "unknown option '--bogus'");
+  EXPECT_EQ(parse({"a.so", "--bogus=1"}, options), "unknown option '--bogus'");
+  EXPECT_EQ(parse({"--steps", "x", "a.so"}, options),
+            "bad value 'x' for option '--steps'");
+  EXPECT_EQ(parse({"a.so", "--nproc", "0"}, options),
+            "bad value '0' for option '--nproc'");
+  EXPECT_EQ(parse({"a.so", "--host-pool-bytes=-1"}, options),
+            "bad value '-1' for option '--host-pool-bytes'");
+  Options twoArtifacts;
+  EXPECT_EQ(parse({"a.so", "b.so"}, twoArtifacts),
+            "more than one artifact: 'a.so' and 'b.so'");
+  Options none;
+  EXPECT_EQ(parse({"--steps", "2"}, none), "no artifact given");
+  Options saveStep;
+  EXPECT_EQ(parse({"a.so", "--save-step", "2"}, saveStep),
+            "--save-step needs --save");
+}
+
+TEST(Options, HelpListsEveryOption) {
+  Options options;
+  std::string help;
+  EXPECT_EQ(parse({"--help"}, options, &help), "");
+  EXPECT_EQ(help.rfind(usageLine, 0), 0u) << help;
+  for (const char *name : {"--nproc N",
+                           "--step NAME",
+                           "--steps K",
+                           "--lr F",
+                           "--weight-decay F",
+                           "--beta1 F",
+                           "--beta2 F",
+                           "--eps F",
+                           "--seed S",
+                           "--init-std F",
+                           "--data FILE",
+                           "--vocab V",
+                           "--save PATH",
+                           "--save-step K",
+                           "--load PATH",
+                           "--trace FILE",
+                           "--profile-out FILE",
+                           "--gather-arena-bytes N",
+                           "--host-pool-bytes N",
+                           "--mpirun PATH"})
+    EXPECT_NE(help.find(name), std::string::npos) << name;
+}
