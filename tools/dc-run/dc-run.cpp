@@ -147,6 +147,11 @@ public:
       init.std = options.initStd;
       registry.initialize(init);
     }
+    optimizer->loadState(registry);
+    if (options.cudaGraphs && !dcrt::canCaptureSteps())
+      dcrt::fatal("--cuda-graphs needs a backend that captures steps (cuda); "
+                  "this run uses the %s backend",
+                  dcrt_backend_name());
     int64_t last = first + options.steps - 1;
     int64_t saveAt = options.saveStep ? options.saveStep : last;
     if (!options.save.empty() && (saveAt < first - 1 || saveAt > last))
@@ -164,12 +169,24 @@ public:
       data.fill(s);
       int64_t begin = dcrt::nowNs();
       int64_t ended = dcrt::endedSteps();
-      entry(pointers.data());
+      // From the second step on, a captured step replays the first's work
+      // with one launch (the runtime's bookkeeping ran at capture).
+      if (options.cudaGraphs && s > first && !graph)
+        graph = dcrt::captureStep(
+            [](void *trainer) {
+              auto *self = static_cast<Trainer *>(trainer);
+              self->entry(self->pointers.data());
+            },
+            this);
+      if (graph)
+        dcrt::replay(graph);
+      else
+        entry(pointers.data());
       // The entry may return with its work still queued on the device.
       dcrt::synchronize();
       int64_t entryEnd = dcrt::nowNs();
       // Else its step buffers would pile up, step after step.
-      if (dcrt::endedSteps() == ended)
+      if (dcrt::endedSteps() == ended && !graph)
         dcrt::fatal("the entry %s returned without calling dcrt_end_step",
                     step.entry.c_str());
       double loss = 0;
@@ -258,6 +275,7 @@ private:
   }
 
   void save(int64_t atStep) {
+    optimizer->storeState(registry);
     dcrun::saveCheckpoint(options.save, registry, atStep);
     report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
            static_cast<long long>(atStep));
@@ -334,6 +352,7 @@ private:
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;
   std::unique_ptr<Optimizer> optimizer = createAdamW();
+  dcrt::StepGraph graph;
   std::deque<dcrt::Buffer> ownedResults; // stable addresses
   const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;

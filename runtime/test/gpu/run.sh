@@ -53,14 +53,19 @@ for n in 1 2; do
   tail -1 "$OUT/compare$n.txt"
 done
 
-for n in 1 2; do
+step "AdamW kernel against the host AdamW"
+"$BIN/adamw-check" || fail "AdamW kernel"
+
+for run in 1 2 2-graphs; do
+  n=${run%%-*}
   [ "$n" -le "$GPUS" ] || continue
-  step "GPU artifact, 5 AdamW steps on $n GPU(s), against the host artifact"
+  extra=""; [ "$run" = 2-graphs ] && extra=--cuda-graphs
+  step "GPU artifact, 5 AdamW steps on $n GPU(s) $extra, against the host artifact"
   "$BIN/dc-run" --nproc $n "$LIB/tiny-linear-w$n.so" --steps 5 --lr 0.1 \
-    > "$OUT/tiny-host$n.log" 2>&1 || fail "host artifact ($n)"
+    > "$OUT/tiny-host$run.log" 2>&1 || fail "host artifact ($run)"
   "$BIN/dc-run" --nproc $n "$LIB/tiny-linear-cuda-w$n.so" --steps 5 --lr 0.1 \
-    > "$OUT/tiny-cuda$n.log" 2>&1 || fail "GPU artifact ($n)"
-  python3 - "$OUT/tiny-host$n.log" "$OUT/tiny-cuda$n.log" <<'PY' || fail "losses differ ($n)"
+    $extra > "$OUT/tiny-cuda$run.log" 2>&1 || { tail -5 "$OUT/tiny-cuda$run.log"; fail "GPU artifact ($run)"; }
+  python3 - "$OUT/tiny-host$run.log" "$OUT/tiny-cuda$run.log" <<'PY' || fail "losses differ ($run)"
 import re, sys
 def losses(path):
     return [float(m) for m in re.findall(r"step=\d+ loss=(\S+)", open(path).read())]

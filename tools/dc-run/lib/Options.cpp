@@ -106,6 +106,9 @@ public:
           options.hostPoolBytes);
     text("--mpirun", "PATH", "launcher to use (default: $DCRT_MPIRUN, mpirun)",
          options.mpirun);
+    app.add_flag("--cuda-graphs", options.cudaGraphs,
+                 "capture the step after the first and replay it as one CUDA "
+                 "graph (cuda backend)");
   }
 
   CLI::App app{"", "dc-run"};

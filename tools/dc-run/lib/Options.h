@@ -26,6 +26,8 @@ struct Options {
   std::string trace;
   std::string profileOut;
   std::string mpirun;
+  /// Capture the step once (after the first) and replay it (CUDA graphs).
+  bool cudaGraphs = false;
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
 };
 

@@ -154,7 +154,8 @@ void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
 }
 
 std::unique_ptr<Optimizer> dcrun::createAdamW() {
-  // A device backend (!dcrt::deviceIsHost()) runs the host AdamW too, through
-  // staging copies, until device AdamW kernels implement Optimizer there.
+  if (!dcrt::deviceIsHost())
+    if (std::unique_ptr<Optimizer> device = createDeviceAdamW())
+      return device;
   return std::make_unique<HostAdamW>();
 }

@@ -114,6 +114,12 @@ public:
   /// from 1. Reads each `grad`, writes each `data`.
   virtual void step(ParamRegistry &registry, const AdamWConfig &config,
                     int64_t step) = 0;
+  /// The registry's fp32 masters and moments (initialized or loaded from a
+  /// checkpoint) become the optimizer's state. Before the first step.
+  virtual void loadState(ParamRegistry &registry) {}
+  /// The optimizer's state is written back to the registry's masters and
+  /// moments (before a checkpoint is saved).
+  virtual void storeState(ParamRegistry &registry) {}
 };
 
 /// AdamW on the host (ZeRO-Offload style on a device backend): copies each
@@ -125,8 +131,15 @@ public:
             int64_t step) override;
 };
 
-/// The AdamW for this backend.
+/// The AdamW for this backend: on a device backend the fused AdamW kernel
+/// over device-resident state where dc-run was built with it, else
+/// HostAdamW.
 std::unique_ptr<Optimizer> createAdamW();
+
+/// The device AdamW (fp32 master and moments in device memory, one fused
+/// kernel per parameter on the compute stream), or null where dc-run was
+/// built without CUDA.
+std::unique_ptr<Optimizer> createDeviceAdamW();
 
 } // namespace dcrun
 

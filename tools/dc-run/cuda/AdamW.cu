@@ -1,0 +1,73 @@
+//===- AdamW.cu - the fused AdamW kernel of dc-run's cuda optimizer -------===//
+#include "AdamW.h"
+
+#include "dcrt/dcrt.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace dcrun::cuda {
+namespace {
+
+__device__ float load(const void *data, int32_t type, int64_t i) {
+  if (type == DCRT_BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(data)[i]);
+  if (type == DCRT_F16)
+    return __half2float(static_cast<const __half *>(data)[i]);
+  return static_cast<const float *>(data)[i];
+}
+
+__device__ void store(void *data, int32_t type, int64_t i, float value) {
+  if (type == DCRT_BF16)
+    static_cast<__nv_bfloat16 *>(data)[i] = __float2bfloat16_rn(value);
+  else if (type == DCRT_F16)
+    static_cast<__half *>(data)[i] = __float2half_rn(value);
+  else
+    static_cast<float *>(data)[i] = value;
+}
+
+__global__ void adamwKernel(float *master, const void *grad, int32_t gradType,
+                            float *expAvg, float *expAvgSq, void *data,
+                            int32_t dataType, int64_t numel, double beta1,
+                            double beta2, double eps, double decay,
+                            double stepSize, double correction2) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    double g = load(grad, gradType, i);
+    double m = beta1 * expAvg[i] + (1.0 - beta1) * g;
+    double v = beta2 * expAvgSq[i] + (1.0 - beta2) * g * g;
+    expAvg[i] = static_cast<float>(m);
+    expAvgSq[i] = static_cast<float>(v);
+    double denominator = sqrt(v) / correction2 + eps;
+    float updated =
+        static_cast<float>(master[i] * decay - stepSize * m / denominator);
+    master[i] = updated;
+    store(data, dataType, i, updated);
+  }
+}
+} // namespace
+
+cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
+                      float *expAvg, float *expAvgSq, void *data,
+                      int32_t dataType, int64_t numel, const AdamWStep &config,
+                      cudaStream_t stream) {
+  if (numel == 0)
+    return cudaSuccess;
+  if (config.step < 1)
+    return cudaErrorInvalidValue;
+  double decay = 1.0 - config.lr * config.weightDecay;
+  double stepSize =
+      config.lr / (1.0 - pow(config.beta1, static_cast<double>(config.step)));
+  double correction2 =
+      sqrt(1.0 - pow(config.beta2, static_cast<double>(config.step)));
+  constexpr int threads = 256;
+  int64_t blocks = (numel + threads - 1) / threads;
+  if (blocks > 4096)
+    blocks = 4096;
+  adamwKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+      master, grad, gradType, expAvg, expAvgSq, data, dataType, numel,
+      config.beta1, config.beta2, config.eps, decay, stepSize, correction2);
+  return cudaGetLastError();
+}
+
+} // namespace dcrun::cuda

@@ -1,0 +1,29 @@
+//===- AdamW.h - the fused AdamW kernel of dc-run's cuda optimizer --------===//
+#ifndef DC_RUN_CUDA_ADAMW_H
+#define DC_RUN_CUDA_ADAMW_H
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dcrun::cuda {
+
+struct AdamWStep {
+  double lr, beta1, beta2, eps, weightDecay;
+  int64_t step; // counts from 1
+};
+
+/// One AdamW step over `numel` elements in one pass: reads the gradient
+/// (`gradType`: f32, bf16 or f16), updates the fp32 master copy and both
+/// moments in place, and writes the compute copy `data` (`dataType`) the
+/// artifact reads. The arithmetic is the host AdamW's (torch.optim.AdamW:
+/// decoupled weight decay, bias-corrected moments) in double precision, so
+/// the two agree to fp32 rounding.
+cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
+                      float *expAvg, float *expAvgSq, void *data,
+                      int32_t dataType, int64_t numel, const AdamWStep &config,
+                      cudaStream_t stream);
+
+} // namespace dcrun::cuda
+
+#endif // DC_RUN_CUDA_ADAMW_H
