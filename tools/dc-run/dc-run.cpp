@@ -77,6 +77,12 @@ Artifact openArtifact(const std::string &path) {
   return artifact;
 }
 
+std::string formatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
 /// The backend an artifact's target runs on; DCRT_BACKEND, when set,
 /// overrides it (dcrt_init reads it).
 int32_t backendFor(const std::string &target) {
@@ -206,9 +212,13 @@ public:
       totalSeconds += seconds;
       int64_t peak = dcrt::memoryStats().peakBytes();
       dcrt::resetPeakMemory();
-      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld\n",
+      std::string norm =
+          options.adamw.maxGradNorm > 0
+              ? " grad_norm=" + formatDouble(optimizer->lastGradNorm())
+              : "";
+      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s\n",
              static_cast<long long>(s), loss, seconds * 1e3,
-             static_cast<long long>(peak));
+             static_cast<long long>(peak), norm.c_str());
       // The first step warms caches and pools: profile the others.
       if (s == first && last > first)
         dcrt::resetOpProfile();

@@ -30,10 +30,12 @@ __global__ void adamwKernel(float *master, const void *grad, int32_t gradType,
                             float *expAvg, float *expAvgSq, void *data,
                             int32_t dataType, int64_t numel, double beta1,
                             double beta2, double eps, double decay,
-                            double stepSize, double correction2) {
+                            double stepSize, double correction2,
+                            double gradScale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
        i += int64_t(gridDim.x) * blockDim.x) {
-    double g = load(grad, gradType, i);
+    // Scaled in fp32 like the host AdamW's clipped gradient.
+    double g = static_cast<float>(load(grad, gradType, i) * gradScale);
     double m = beta1 * expAvg[i] + (1.0 - beta1) * g;
     double v = beta2 * expAvgSq[i] + (1.0 - beta2) * g * g;
     expAvg[i] = static_cast<float>(m);
@@ -66,7 +68,44 @@ cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
     blocks = 4096;
   adamwKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
       master, grad, gradType, expAvg, expAvgSq, data, dataType, numel,
-      config.beta1, config.beta2, config.eps, decay, stepSize, correction2);
+      config.beta1, config.beta2, config.eps, decay, stepSize, correction2,
+      config.gradScale);
+  return cudaGetLastError();
+}
+
+namespace {
+constexpr int normThreads = 256;
+
+__global__ void sumOfSquaresKernel(const void *grad, int32_t gradType,
+                                   int64_t numel, double *sum) {
+  __shared__ double partial[normThreads];
+  double local = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    double g = load(grad, gradType, i);
+    local += g * g;
+  }
+  partial[threadIdx.x] = local;
+  __syncthreads();
+  for (int stride = normThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    atomicAdd(sum, partial[0]);
+}
+} // namespace
+
+cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
+                            double *sum, cudaStream_t stream) {
+  if (numel == 0)
+    return cudaSuccess;
+  int64_t blocks = (numel + normThreads - 1) / normThreads;
+  if (blocks > 1024)
+    blocks = 1024;
+  sumOfSquaresKernel<<<static_cast<unsigned>(blocks), normThreads, 0,
+                       stream>>>(grad, gradType, numel, sum);
   return cudaGetLastError();
 }
 

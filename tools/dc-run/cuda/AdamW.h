@@ -10,8 +10,14 @@ namespace dcrun::cuda {
 
 struct AdamWStep {
   double lr, beta1, beta2, eps, weightDecay;
-  int64_t step; // counts from 1
+  int64_t step;             // counts from 1
+  double gradScale = 1.0;   // gradient clipping's factor
 };
+
+/// Adds the sum of squares of `numel` gradient elements (`gradType`) to
+/// *sum (a device double), for the global gradient norm.
+cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
+                            double *sum, cudaStream_t stream);
 
 /// One AdamW step over `numel` elements in one pass: reads the gradient
 /// (`gradType`: f32, bf16 or f16), updates the fp32 master copy and both

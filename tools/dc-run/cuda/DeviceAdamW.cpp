@@ -13,6 +13,7 @@
 #include "dcrt/core.hpp"
 #include "dcrt/error.hpp"
 
+#include <cmath>
 #include <vector>
 
 using namespace dcrun;
@@ -54,6 +55,8 @@ public:
     auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
     cuda::AdamWStep kernelConfig{config.lr,  config.beta1,       config.beta2,
                                  config.eps, config.weightDecay, step};
+    if (config.maxGradNorm > 0)
+      kernelConfig.gradScale = clip(registry, config.maxGradNorm, stream);
     size_t i = 0;
     for (Param &param : registry.params()) {
       State &state = states[i++];
@@ -71,6 +74,38 @@ public:
   }
 
 private:
+  /// The global norm (one device sum per parameter, one all-reduce on the
+  /// host: the step's only synchronization) and the clipping scale.
+  double clip(ParamRegistry &registry, double maxNorm, cudaStream_t stream) {
+    if (!sums.data())
+      sums = dcrt::Buffer(int64_t(sizeof(double)) * registry.params().size(),
+                          dcrt::MemoryKind::Device, "gradient norms");
+    check(cudaMemsetAsync(sums.data(), 0, sums.size(), stream));
+    size_t i = 0;
+    for (Param &param : registry.params()) {
+      if (param.spec.hasGrad)
+        check(cuda::addSumOfSquares(param.grad.data(), param.spec.gradDtype,
+                                    param.validNumel, sums.as<double>() + i,
+                                    stream));
+      ++i;
+    }
+    std::vector<double> perParam(registry.params().size());
+    dcrt::copy(perParam.data(), sums.data(), sums.size());
+    double squares = 0;
+    i = 0;
+    for (Param &param : registry.params())
+      squares += shareOfSquaredNorm(param, perParam[i++], registry.worldSize());
+    dcrt::allReduceSum(&squares, 1);
+    gradNorm = std::sqrt(squares);
+    return clipScale(gradNorm, maxNorm);
+  }
+
+  static void check(cudaError_t status) {
+    if (status != cudaSuccess)
+      dcrt::fatal("computing the gradient norm: %s", cudaGetErrorString(status));
+  }
+
+  dcrt::Buffer sums;
   struct State {
     dcrt::Buffer master, expAvg, expAvgSq;
   };

@@ -78,6 +78,9 @@ public:
     number("--beta2", "AdamW second moment decay (default 0.999)",
            options.adamw.beta2);
     number("--eps", "AdamW epsilon (default 1e-8)", options.adamw.eps);
+    number("--clip-grad-norm",
+           "clip gradients to this global L2 norm (default 0: off)",
+           options.adamw.maxGradNorm);
     integer("--seed", "S", "seed of the initial parameters and synthetic data",
             options.seed, 0);
     number("--init-std", "std of the initial weights (default 0.02)",

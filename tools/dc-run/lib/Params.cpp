@@ -135,10 +135,25 @@ void Param::refreshData() {
   });
 }
 
+double dcrun::clipScale(double globalNorm, double maxNorm) {
+  if (maxNorm <= 0)
+    return 1.0;
+  return std::min(1.0, maxNorm / (globalNorm + 1e-6));
+}
+
+double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares,
+                                 int32_t worldSize) {
+  return param.spec.sharded ? sumOfSquares : sumOfSquares / worldSize;
+}
+
 void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
                      int64_t step) {
-  std::vector<float> gradient;
+  // Every gradient in fp32 first: clipping needs the global norm before the
+  // first update.
+  std::vector<std::vector<float>> gradients;
+  double squares = 0;
   for (Param &param : registry.params()) {
+    std::vector<float> &gradient = gradients.emplace_back();
     if (!param.spec.hasGrad)
       continue;
     gradient.resize(param.validNumel);
@@ -147,6 +162,25 @@ void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
                  convert(host, param.spec.gradDtype, gradient.data(), DCRT_F32,
                          param.validNumel);
                });
+    double sum = 0;
+    for (float g : gradient)
+      sum += double(g) * g;
+    squares += shareOfSquaredNorm(param, sum, registry.worldSize());
+  }
+  double scale = 1.0;
+  if (config.maxGradNorm > 0) {
+    dcrt::allReduceSum(&squares, 1);
+    gradNorm = std::sqrt(squares);
+    scale = clipScale(gradNorm, config.maxGradNorm);
+  }
+  size_t i = 0;
+  for (Param &param : registry.params()) {
+    std::vector<float> &gradient = gradients[i++];
+    if (!param.spec.hasGrad)
+      continue;
+    if (scale != 1.0)
+      for (float &g : gradient)
+        g = static_cast<float>(g * scale);
     adamwUpdate(param.master.data(), gradient.data(), param.expAvg.data(),
                 param.expAvgSq.data(), param.validNumel, config, step);
     param.refreshData();

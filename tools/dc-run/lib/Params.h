@@ -26,7 +26,15 @@ struct AdamWConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.0;
+  /// Gradients are scaled by min(1, maxGradNorm / global norm) before the
+  /// update, the global L2 norm over every rank's shards (one all-reduce),
+  /// as torch.nn.utils.clip_grad_norm_; 0: no clipping.
+  double maxGradNorm = 0.0;
 };
+
+/// The scale clipping applies: min(1, maxNorm / (norm + 1e-6)), 1 when
+/// clipping is off.
+double clipScale(double globalNorm, double maxNorm);
 
 /// One AdamW step (PyTorch's: decoupled weight decay, bias-corrected
 /// moments) over `numel` elements; `step` counts from 1.
@@ -120,7 +128,18 @@ public:
   /// The optimizer's state is written back to the registry's masters and
   /// moments (before a checkpoint is saved).
   virtual void storeState(ParamRegistry &registry) {}
+  /// The global gradient norm of the last step (computed when clipping).
+  double lastGradNorm() const { return gradNorm; }
+
+protected:
+  double gradNorm = 0;
 };
+
+/// Each rank's share of the global squared gradient norm: its shards' sum,
+/// plus a replicated gradient's sum divided by the world size (every rank
+/// holds all of it), so that the ranks' shares add up to the norm.
+double shareOfSquaredNorm(const Param &param, double sumOfSquares,
+                          int32_t worldSize);
 
 /// AdamW on the host (ZeRO-Offload style on a device backend): copies each
 /// gradient shard to host memory, updates the fp32 master and moments there

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace dcrt;
 using namespace dcrun;
 
@@ -132,4 +134,52 @@ TEST(HostAdamW, UpdatesShardsFromTheirGradients) {
   EXPECT_NEAR(param.master[0], 0.99, 1e-6);
   EXPECT_NEAR(param.master[1], -0.99, 1e-6);
   EXPECT_EQ(param.data.as<uint16_t>()[0], floatToBF16(param.master[0]));
+}
+
+TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
+  // Gradients (3, 4) have norm 5: clipped to norm 1 they are (0.6, 0.8),
+  // so the update equals an unclipped one on the scaled gradients. The
+  // first AdamW step is sign-like, so compare the second.
+  auto run = [](float g0, float g1, double maxNorm, double *norm) {
+    ParamRegistry registry(0, 1);
+    Param &param = registry.add(spec(0, "w", {2}, DCRT_F32));
+    param.master = {1.0f, -1.0f};
+    AdamWConfig config;
+    config.lr = 0.01;
+    config.maxGradNorm = maxNorm;
+    HostAdamW optimizer;
+    for (int64_t step = 1; step <= 2; ++step) {
+      param.grad.as<float>()[0] = step == 1 ? g0 : g0 * 0.5f;
+      param.grad.as<float>()[1] = step == 1 ? g1 : g1 * 2.0f;
+      optimizer.step(registry, config, step);
+    }
+    *norm = optimizer.lastGradNorm();
+    return param.master;
+  };
+  double norm = 0, unused = 0;
+  std::vector<float> clipped = run(3.0f, 4.0f, 1.0, &norm);
+  // The second step's gradients (1.5, 8) have norm sqrt(66.25).
+  EXPECT_NEAR(norm, std::sqrt(66.25), 1e-9);
+  double scale2 = 1.0 / (std::sqrt(66.25) + 1e-6);
+  // The same two steps without clipping, on hand-scaled gradients.
+  ParamRegistry registry(0, 1);
+  Param &param = registry.add(spec(0, "w", {2}, DCRT_F32));
+  param.master = {1.0f, -1.0f};
+  AdamWConfig config;
+  config.lr = 0.01;
+  HostAdamW optimizer;
+  double scale1 = 1.0 / (5.0 + 1e-6);
+  param.grad.as<float>()[0] = static_cast<float>(3.0f * scale1);
+  param.grad.as<float>()[1] = static_cast<float>(4.0f * scale1);
+  optimizer.step(registry, config, 1);
+  param.grad.as<float>()[0] = static_cast<float>(1.5f * scale2);
+  param.grad.as<float>()[1] = static_cast<float>(8.0f * scale2);
+  optimizer.step(registry, config, 2);
+  EXPECT_NEAR(clipped[0], param.master[0], 1e-7);
+  EXPECT_NEAR(clipped[1], param.master[1], 1e-7);
+  // A norm under the limit is left alone.
+  run(0.3f, 0.4f, 10.0, &unused);
+  EXPECT_NEAR(unused, std::sqrt(0.15 * 0.15 + 0.8 * 0.8), 1e-7);
+  EXPECT_EQ(clipScale(0.5, 10.0), 1.0);
+  EXPECT_EQ(clipScale(123.0, 0.0), 1.0);
 }
