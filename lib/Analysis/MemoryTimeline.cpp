@@ -2,7 +2,7 @@
 #include "dc/Analysis/MemoryTimeline.h"
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
-#include "dc/Analysis/CostModel.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"

@@ -6,8 +6,11 @@
 // by the stream simulator's times.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
+#include "dc/Transforms/ReloadReleases.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"

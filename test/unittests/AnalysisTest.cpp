@@ -3,6 +3,7 @@
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 #include "dc/Analysis/TargetDescription.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Registration/Registration.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
