@@ -1,11 +1,57 @@
 //===- BufferAliasing.cpp - which values name one buffer ------------------===//
 #include "dc/Analysis/BufferAliasing.h"
 
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 
 using namespace mlir;
 using namespace dc;
+
+OpOperand *dc::getViewedOperand(Operation *op) {
+  // Ops with regions (loops) carry values through them, they view nothing;
+  // what a call aliases is known only to a whole-module analysis.
+  if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+      isa<CallOpInterface>(op))
+    return nullptr;
+  // These are views of dc's buffers, whose layout is the identity: the
+  // model of collapse_shape must assume a strided source it may copy and
+  // reports a read, and without registered models no op answers.
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+          tensor::BitcastOp, tensor::ExtractSliceOp>(op))
+    return &op->getOpOperand(0);
+  auto model = dyn_cast<bufferization::BufferizableOpInterface>(op);
+  if (!model)
+    return nullptr;
+  bufferization::BufferizationOptions options;
+  bufferization::AnalysisState state(options);
+  OpOperand *viewed = nullptr;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<TensorType>(operand.get().getType()) ||
+        model.getAliasingValues(operand, state).getNumAliases() == 0)
+      continue;
+    if (viewed || model.bufferizesToMemoryRead(operand, state) ||
+        model.bufferizesToMemoryWrite(operand, state))
+      return nullptr;
+    viewed = &operand;
+  }
+  return viewed;
+}
+
+bool dc::ownsItsBuffer(Value value) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (getViewedOperand(user) == &use || isa<func::ReturnOp>(user))
+      return false;
+    if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+      if (dps.isDpsInit(&use))
+        return false;
+  }
+  return true;
+}
 
 SmallVector<Value> dc::getBufferViews(Value value) {
   SmallVector<Value> views{value};
@@ -14,9 +60,7 @@ SmallVector<Value> dc::getBufferViews(Value value) {
     for (OpOperand &use : views[next].getUses()) {
       Operation *user = use.getOwner();
       SmallVector<Value> aliases;
-      if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-              tensor::BitcastOp, tensor::ExtractSliceOp>(user) &&
-          use.getOperandNumber() == 0)
+      if (getViewedOperand(user) == &use)
         aliases.push_back(user->getResult(0));
       else if (auto loop = dyn_cast<LoopLikeOpInterface>(user))
         if (OpResult result = loop.getTiedLoopResult(&use))

@@ -1,6 +1,7 @@
 //===- CostModel.cpp - time of each op on a target ------------------------===//
 #include "dc/Analysis/CostModel.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 
@@ -35,13 +36,10 @@ static bool isScheduleOp(Operation *op) {
          !isAttentionOp(op);
 }
 
-/// Ops that only rename, view or allocate a tensor: no kernel runs for them.
-/// A tensor.extract_slice bufferizes to a view (memref.subview) of its
-/// source; its users read the slice.
+/// Ops that only view, name or allocate a tensor: no kernel runs for them.
+/// A view's users read what it views (getViewedOperand).
 static bool isFreeOp(Operation *op) {
-  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-             tensor::BitcastOp, tensor::EmptyOp, tensor::ExtractSliceOp,
-             arith::ConstantOp>(op);
+  return getViewedOperand(op) || isa<tensor::EmptyOp, arith::ConstantOp>(op);
 }
 
 //===----------------------------------------------------------------------===//

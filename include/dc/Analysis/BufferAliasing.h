@@ -16,12 +16,26 @@
 
 namespace dc {
 
+/// The operand whose buffer `op`'s result is a view of once bufferized, or
+/// null. This is the one rule for views: the memory timeline (a view
+/// allocates nothing), the cost model (a view is free), the offload pass
+/// (a viewed buffer is not the value's alone to free) and the schedule
+/// verifier all ask here. tensor.expand_shape, collapse_shape, cast, bitcast
+/// and extract_slice (a memref.subview) are views; so is any other op whose
+/// One-Shot Bufferize model says its result aliases exactly one tensor
+/// operand, which it neither reads nor writes.
+mlir::OpOperand *getViewedOperand(mlir::Operation *op);
+
+/// True if no other value names `value`'s buffer: it has no view, is no
+/// destination-style op's init and is not returned. Offloading such a value
+/// frees its buffer.
+bool ownsItsBuffer(mlir::Value value);
+
 /// The values that name `value`'s buffer once bufferized: `value` itself
-/// and, transitively, its views (tensor.expand_shape, collapse_shape, cast,
-/// bitcast, extract_slice) and the results of loops that carry one of them
-/// as an init (LoopLikeOpInterface). Destination-style results are not
-/// followed: a later read of `value` (its dc.release) makes One-Shot
-/// Bufferize write them into a copy.
+/// and, transitively, its views (getViewedOperand) and the results of loops
+/// that carry one of them as an init (LoopLikeOpInterface). Destination-style
+/// results are not followed: a later read of `value` (its dc.release) makes
+/// One-Shot Bufferize write them into a copy.
 llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
 
 /// The top-level op of `body` after which `value`'s buffer is no longer read
