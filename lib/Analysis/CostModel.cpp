@@ -1,7 +1,9 @@
 //===- CostModel.cpp - time of each op on a target ------------------------===//
 #include "dc/Analysis/CostModel.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -34,36 +36,10 @@ static bool isScheduleOp(Operation *op) {
          !isAttentionOp(op);
 }
 
-/// Ops that only rename, view or allocate a tensor: no kernel runs for them.
-/// A tensor.extract_slice bufferizes to a view (memref.subview) of its
-/// source; its users read the slice.
+/// Ops that only view, name or allocate a tensor: no kernel runs for them.
+/// A view's users read what it views (getViewedOperand).
 static bool isFreeOp(Operation *op) {
-  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-             tensor::BitcastOp, tensor::EmptyOp, tensor::ExtractSliceOp,
-             arith::ConstantOp>(op);
-}
-
-static int64_t getElementBytes(Type type) {
-  if (auto complex = dyn_cast<ComplexType>(type))
-    return 2 * getElementBytes(complex.getElementType());
-  if (type.isIndex())
-    return 8;
-  if (type.isIntOrFloat())
-    return (type.getIntOrFloatBitWidth() + 7) / 8;
-  return 0;
-}
-
-int64_t dc::getTypeBytes(Type type) {
-  if (auto future = dyn_cast<FutureType>(type))
-    return getTypeBytes(future.getValue());
-  if (auto host = dyn_cast<HostType>(type))
-    return getTypeBytes(host.getValue());
-  if (auto shard = dyn_cast<ShardType>(type))
-    return shard.getLocalBytes();
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  return tensor.getNumElements() * getElementBytes(tensor.getElementType());
+  return getViewedOperand(op) || isa<tensor::EmptyOp, arith::ConstantOp>(op);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,8 +1,9 @@
 //===- MemoryTimeline.cpp - device and host bytes live at each op ---------===//
 #include "dc/Analysis/MemoryTimeline.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
-#include "dc/Analysis/CostModel.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
@@ -31,9 +32,8 @@ static Value getAliasedValue(OpResult result) {
     return wait.getFuture();
   if (auto flush = dyn_cast<EndBackwardOp>(op))
     return flush.getFutures()[result.getResultNumber()];
-  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-          tensor::BitcastOp>(op))
-    return op->getOperand(0);
+  if (OpOperand *viewed = getViewedOperand(op))
+    return viewed->get();
   // A destination-style op writes its result into its init, and a loop
   // updates the tensor it carries in its init's buffer, as One-Shot
   // Bufferize does in place when nothing else reads the init afterwards.

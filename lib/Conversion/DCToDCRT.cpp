@@ -12,6 +12,7 @@
 
 #include "RuntimeFunctions.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
@@ -82,11 +83,6 @@ MemRefType getBufferType(Value value) {
   if (auto future = dyn_cast<FutureType>(type))
     type = future.getValue();
   return cast<MemRefType>(type);
-}
-
-int64_t getBytes(MemRefType type) {
-  return type.getNumElements() *
-         static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8);
 }
 
 /// Shared by the patterns: dcrt calls, stack arrays, futures.
@@ -366,7 +362,7 @@ template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
     FailureOr<Value> handle = this->call(
         rewriter, op, function,
         {this->alignedPtr(rewriter, loc, adaptor.getOperands()[0]),
-         this->i64(rewriter, loc, getBytes(getBufferType(source))), out});
+         this->i64(rewriter, loc, getTypeBytes(getBufferType(source))), out});
     if (failed(handle))
       return failure();
     rewriter.replaceOp(op, this->futures(rewriter, loc, *handle, out, 1));

@@ -6,16 +6,19 @@
 // by the stream simulator's times.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
+#include "dc/Transforms/ReloadReleases.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 
 #include <limits>
 
@@ -44,21 +47,6 @@ llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
   for (auto [i, op] : llvm::enumerate(sim.ops))
     index[op.op] = i;
   return index;
-}
-
-/// True if offloading `value` would free its buffer: no other value names
-/// the same buffer (views, in-place destination-style results).
-bool ownsItsBuffer(Value value) {
-  for (OpOperand &use : value.getUses()) {
-    Operation *user = use.getOwner();
-    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
-            tensor::BitcastOp, func::ReturnOp>(user))
-      return false;
-    if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
-      if (dps.isDpsInit(&use))
-        return false;
-  }
-  return true;
 }
 
 class ActivationOffloader {

@@ -1,6 +1,8 @@
 //===- OffloadParams.cpp - parameter shards in host memory ----------------===//
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
+#include "dc/Transforms/ReloadReleases.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
 

@@ -6,6 +6,8 @@
 // where the cost model predicts a gain.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 

@@ -1,4 +1,5 @@
 //===- Report.cpp - print what the simulator predicts for a schedule ------===//
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
@@ -6,12 +7,12 @@
 #include "dc/Analysis/StreamSimulator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
-#include "mlir/Support/FileUtilities.h"
 
 namespace dc {
 #define GEN_PASS_DEF_DCREPORT

@@ -1,4 +1,5 @@
 //===- SelectiveGather.cpp - keep gathered copies where the budget allows -===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 

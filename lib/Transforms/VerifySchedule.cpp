@@ -1,4 +1,6 @@
 //===- VerifySchedule.cpp - prove a dc schedule safe and within budget ----===//
+#include "dc/Analysis/BufferAliasing.h"
+#include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 

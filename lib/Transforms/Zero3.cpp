@@ -4,8 +4,9 @@
 // just in time (right before each interval of uses); dc-prefetch moves them.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Analysis/BufferAliasing.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Transforms/Passes.h"
-#include "dc/Transforms/Planning.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -48,12 +49,6 @@ llvm::DenseSet<Operation *> collectLossDependencies(func::FuncOp fn) {
     });
   }
   return deps;
-}
-
-/// Bytes of a tensor type (elements rounded up to whole bytes).
-int64_t tensorBytes(RankedTensorType type) {
-  return type.getNumElements() *
-         static_cast<int64_t>((type.getElementTypeBitWidth() + 7) / 8);
 }
 
 /// One interval of uses of a parameter: the uses (operands) and the first and
@@ -172,7 +167,7 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
     return emitError(param.getLoc())
            << "parameter #" << param.getArgNumber()
            << " must be a ranked tensor, got " << param.getType();
-  int64_t bytes = tensorBytes(logical);
+  int64_t bytes = getTypeBytes(logical);
   // Small parameters stay replicated (their gradients are all-reduced), and
   // so does an empty one: there is nothing to shard.
   if (bytes < options.replicateBelow || logical.getNumElements() == 0)
@@ -300,8 +295,7 @@ LogicalResult Zero3Sharder::reduceGradients() {
     bucketBytes = 0;
   };
   for (const Grad &grad : sharded) {
-    int64_t bytes =
-        tensorBytes(cast<RankedTensorType>(grad.value.getType()));
+    int64_t bytes = getTypeBytes(grad.value.getType());
     if (!bucket.empty() && bucketBytes + bytes > options.bucketBytes)
       flush();
     bucket.push_back(grad);

@@ -4,6 +4,7 @@
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/TargetDescription.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -8,9 +8,9 @@
 // the shared library runs the system's `cc`.
 //
 //===----------------------------------------------------------------------===//
-#include "dc/Conversion/Artifact.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
+#include "dc/Target/Artifact.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"

@@ -1,5 +1,7 @@
-//===- DCDialect.cpp - dc dialect, types and attributes ---------------------===//
+//===- DCDialect.cpp - dc dialect, types and attributes -------------------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
+
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -50,8 +52,7 @@ ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
                           "got "
                        << logical.getElementType();
   // Sizes are int64_t element and byte counts; they must not wrap.
-  int64_t totalBytes =
-      (logical.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  int64_t totalBytes = getElementBytes(logical.getElementType());
   for (int64_t dim : logical.getShape())
     if (llvm::MulOverflow(totalBytes, dim, totalBytes))
       return emitError() << logical << " is too large: its size in bytes "
@@ -77,9 +78,7 @@ RankedTensorType ShardType::getLocalTensorType() const {
 }
 
 int64_t ShardType::getLocalBytes() const {
-  return getLocal() *
-         static_cast<int64_t>((getElementType().getIntOrFloatBitWidth() + 7) /
-                              8);
+  return getTypeBytes(*this);
 }
 
 static bool isDeviceValueType(Type type) {

@@ -100,10 +100,6 @@ private:
   const Profile *profile;
 };
 
-/// Bytes of a statically shaped tensor, shard (local slice), host or future
-/// type; 0 for other types.
-int64_t getTypeBytes(mlir::Type type);
-
 } // namespace dc
 
 #endif // DC_ANALYSIS_COSTMODEL_H

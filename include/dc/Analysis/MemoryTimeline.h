@@ -12,8 +12,8 @@
 //    function);
 //  - function arguments and returned values for the whole function.
 // Values that allocate nothing share their source's buffer: the results of
-// dc.wait / dc.end_backward (the transfer's destination) and of reshapes and
-// casts (tensor.expand_shape, collapse_shape, cast, bitcast); a
+// dc.wait / dc.end_backward (the transfer's destination) and of views
+// (getViewedOperand: reshapes, casts, slices); a
 // destination-style op's result and a loop's (scf.for) result share their
 // init's buffer when the init is an op's result used nowhere else (updated in
 // place, as One-Shot Bufferize does). Uses inside a

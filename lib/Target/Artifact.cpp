@@ -1,5 +1,5 @@
 //===- Artifact.cpp - LLVM dialect module to shared library ---------------===//
-#include "dc/Conversion/Artifact.h"
+#include "dc/Target/Artifact.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"

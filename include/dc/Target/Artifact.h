@@ -7,8 +7,8 @@
 // diagnostics at the module's location.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DC_CONVERSION_ARTIFACT_H
-#define DC_CONVERSION_ARTIFACT_H
+#ifndef DC_TARGET_ARTIFACT_H
+#define DC_TARGET_ARTIFACT_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -51,4 +51,4 @@ mlir::LogicalResult linkSharedLibrary(mlir::ModuleOp module,
 
 } // namespace dc
 
-#endif // DC_CONVERSION_ARTIFACT_H
+#endif // DC_TARGET_ARTIFACT_H

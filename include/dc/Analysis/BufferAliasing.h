@@ -1,0 +1,63 @@
+//===- BufferAliasing.h - which values name one buffer ----------*- C++ -*-===//
+//
+// What the planning passes and the schedule verifier ask about a value's
+// buffer once bufferized: its views, its last use, its releases.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_ANALYSIS_BUFFERALIASING_H
+#define DC_ANALYSIS_BUFFERALIASING_H
+
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace dc {
+
+/// The operand whose buffer `op`'s result is a view of once bufferized, or
+/// null. This is the one rule for views: the memory timeline (a view
+/// allocates nothing), the cost model (a view is free), the offload pass
+/// (a viewed buffer is not the value's alone to free) and the schedule
+/// verifier all ask here. tensor.expand_shape, collapse_shape, cast, bitcast
+/// and extract_slice (a memref.subview) are views; so is any other op whose
+/// One-Shot Bufferize model says its result aliases exactly one tensor
+/// operand, which it neither reads nor writes.
+mlir::OpOperand *getViewedOperand(mlir::Operation *op);
+
+/// True if no other value names `value`'s buffer: it has no view, is no
+/// destination-style op's init and is not returned. Offloading such a value
+/// frees its buffer.
+bool ownsItsBuffer(mlir::Value value);
+
+/// The values that name `value`'s buffer once bufferized: `value` itself
+/// and, transitively, its views (getViewedOperand) and the results of loops
+/// that carry one of them as an init (LoopLikeOpInterface). Destination-style
+/// results are not followed: a later read of `value` (its dc.release) makes
+/// One-Shot Bufferize write them into a copy.
+llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
+
+/// The top-level op of `body` after which `value`'s buffer is no longer read
+/// or written: the last use of it or of its views (getBufferViews; a use by
+/// a start op lasts until that start's last dc.wait; its own dc.release is
+/// not a use), or null if a view is returned (the caller's from there).
+/// `index` is the body's op order; ops missing from it (inserted since)
+/// count as before every indexed op.
+mlir::Operation *
+getLastBufferUse(mlir::Block &body, mlir::Value value,
+                 const llvm::DenseMap<mlir::Operation *, size_t> &index);
+
+/// The dc.release ops of `value`, in the block order `index` gives.
+llvm::SmallVector<ReleaseOp>
+getReleasesInOrder(mlir::Value value,
+                   const llvm::DenseMap<mlir::Operation *, size_t> &index);
+
+/// True if `value` is a reloaded value: the result of a dc.wait on a
+/// dc.reload_start future (an activation reloaded by dc-offload-activations,
+/// or a parameter shard uploaded by dc-offload-params).
+bool isReloadedValue(mlir::Value value);
+
+} // namespace dc
+
+#endif // DC_ANALYSIS_BUFFERALIASING_H

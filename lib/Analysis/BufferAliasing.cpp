@@ -1,0 +1,130 @@
+//===- BufferAliasing.cpp - which values name one buffer ------------------===//
+#include "dc/Analysis/BufferAliasing.h"
+
+#include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+
+using namespace mlir;
+using namespace dc;
+
+OpOperand *dc::getViewedOperand(Operation *op) {
+  // Ops with regions (loops) carry values through them, they view nothing;
+  // what a call aliases is known only to a whole-module analysis.
+  if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+      isa<CallOpInterface>(op))
+    return nullptr;
+  // These are views of dc's buffers, whose layout is the identity: the
+  // model of collapse_shape must assume a strided source it may copy and
+  // reports a read, and without registered models no op answers.
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp,
+          tensor::BitcastOp, tensor::ExtractSliceOp>(op))
+    return &op->getOpOperand(0);
+  auto model = dyn_cast<bufferization::BufferizableOpInterface>(op);
+  if (!model)
+    return nullptr;
+  bufferization::BufferizationOptions options;
+  bufferization::AnalysisState state(options);
+  OpOperand *viewed = nullptr;
+  for (OpOperand &operand : op->getOpOperands()) {
+    if (!isa<TensorType>(operand.get().getType()) ||
+        model.getAliasingValues(operand, state).getNumAliases() == 0)
+      continue;
+    if (viewed || model.bufferizesToMemoryRead(operand, state) ||
+        model.bufferizesToMemoryWrite(operand, state))
+      return nullptr;
+    viewed = &operand;
+  }
+  return viewed;
+}
+
+bool dc::ownsItsBuffer(Value value) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (getViewedOperand(user) == &use || isa<func::ReturnOp>(user))
+      return false;
+    if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+      if (dps.isDpsInit(&use))
+        return false;
+  }
+  return true;
+}
+
+SmallVector<Value> dc::getBufferViews(Value value) {
+  SmallVector<Value> views{value};
+  llvm::DenseSet<Value> seen{value};
+  for (size_t next = 0; next < views.size(); ++next) {
+    for (OpOperand &use : views[next].getUses()) {
+      Operation *user = use.getOwner();
+      SmallVector<Value> aliases;
+      if (getViewedOperand(user) == &use)
+        aliases.push_back(user->getResult(0));
+      else if (auto loop = dyn_cast<LoopLikeOpInterface>(user))
+        if (OpResult result = loop.getTiedLoopResult(&use))
+          aliases.push_back(result);
+      for (Value alias : aliases)
+        if (seen.insert(alias).second)
+          views.push_back(alias);
+    }
+  }
+  return views;
+}
+
+SmallVector<ReleaseOp>
+dc::getReleasesInOrder(Value value,
+                       const llvm::DenseMap<Operation *, size_t> &index) {
+  SmallVector<ReleaseOp> releases;
+  for (Operation *user : value.getUsers())
+    if (auto release = dyn_cast<ReleaseOp>(user))
+      releases.push_back(release);
+  llvm::sort(releases, [&](ReleaseOp a, ReleaseOp b) {
+    return index.lookup(a) < index.lookup(b);
+  });
+  return releases;
+}
+
+bool dc::isReloadedValue(Value value) {
+  auto wait = value.getDefiningOp<WaitOp>();
+  return wait && wait.getFuture().getDefiningOp<ReloadStartOp>();
+}
+
+/// The top-level op after which `value`'s buffer is no longer read or
+/// written (see insertReloadReleases), or null if it escapes the step.
+Operation *
+dc::getLastBufferUse(Block &body, Value value,
+                     const llvm::DenseMap<Operation *, size_t> &index) {
+  // The def comes before every use, indexed or not.
+  Operation *last = value.getDefiningOp();
+  int64_t lastIndex = -1;
+  auto later = [&](Operation *op) {
+    auto it = index.find(op);
+    int64_t at = it == index.end() ? -1 : static_cast<int64_t>(it->second);
+    if (at > lastIndex) {
+      last = op;
+      lastIndex = at;
+    }
+  };
+  for (Value view : getBufferViews(value)) {
+    for (OpOperand &use : view.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<ReleaseOp>(user) && view == value)
+        continue;
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (!top)
+        continue;
+      if (top->hasTrait<OpTrait::IsTerminator>())
+        return nullptr; // returned: the caller's from here
+      later(top);
+      // A start op reads its operands until its futures are waited.
+      for (Value result : top->getResults())
+        if (isa<FutureType>(result.getType()))
+          for (Operation *waiter : result.getUsers())
+            if (Operation *wait = body.findAncestorOpInBlock(*waiter))
+              later(wait);
+    }
+  }
+  return last;
+}
