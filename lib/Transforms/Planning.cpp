@@ -14,17 +14,32 @@ dc::resolveMemoryBudget(Operation *errorAt, StringRef text, StringRef target) {
   text = text.trim();
   if (text.empty())
     return std::optional<int64_t>();
-  // A fraction of the target's memory: "0.9" or "90%".
+  StringRef original = text;
+  auto unparsable = [&] {
+    return errorAt->emitError()
+           << "cannot parse memory budget '" << original
+           << "': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)";
+  };
+  // A fraction of the target's memory: "0.9" or "90%". A plain number is a
+  // fraction in (0, 1] or a whole number of bytes (2.5e9).
   std::optional<double> fraction;
   double value = 0;
   if (text.consume_back("%")) {
-    if (!text.getAsDouble(value))
-      fraction = value / 100.0;
-  } else if (!text.getAsDouble(value) && value > 0 && value <= 1.0) {
-    fraction = value;
+    if (text.getAsDouble(value))
+      return unparsable();
+    fraction = value / 100.0;
+  } else if (!text.getAsDouble(value)) {
+    if (value > 0 && value <= 1.0)
+      fraction = value;
+    else if (!(value >= 1) || value != std::floor(value))
+      return errorAt->emitError()
+             << "memory budget '" << original
+             << "' is neither a fraction in (0, 1] nor a whole number of "
+                "bytes";
   }
   if (fraction) {
-    if (*fraction <= 0 || *fraction > 1)
+    // Written so that NaN fails too.
+    if (!(*fraction > 0 && *fraction <= 1))
       return errorAt->emitError()
              << "memory budget fraction must be in (0, 1], got " << *fraction;
     llvm::Expected<TargetDescription> desc = TargetDescription::load(target);
@@ -36,9 +51,7 @@ dc::resolveMemoryBudget(Operation *errorAt, StringRef text, StringRef target) {
   }
   std::optional<int64_t> bytes = parseByteSize(text);
   if (!bytes)
-    return errorAt->emitError()
-           << "cannot parse memory budget '" << text
-           << "': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)";
+    return unparsable();
   return std::optional<int64_t>(*bytes);
 }
 

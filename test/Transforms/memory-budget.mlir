@@ -17,14 +17,22 @@
 // SMALL-LABEL: dc-report @step
 // SMALL: of budget 245.76 MiB (257698037 B),
 
-// Any other plain number is a byte count, not a fraction: "1.5" is 1.5 B,
-// rounded to 2 B, and "0" is 0 B (both far below any step's needs).
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=1.5 target=cpu" -o /dev/null | FileCheck %s --check-prefix=BYTES15
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=0 target=cpu" -o /dev/null | FileCheck %s --check-prefix=BYTES0
-// BYTES15-LABEL: dc-report @step
-// BYTES15: of budget 2 B,
-// BYTES0-LABEL: dc-report @step
-// BYTES0: of budget 0 B,
+// Any other plain number must be a whole number of bytes: "1.5" and "0" are
+// errors (they were read as 2 B and 0 B), "4096" is 4096 B.
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=1.5 target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BYTES15
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=0 target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BYTES0
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=4096 target=cpu" -o /dev/null | FileCheck %s --check-prefix=BYTES4096
+// BYTES15: error: memory budget '1.5' is neither a fraction in (0, 1] nor a whole number of bytes
+// BYTES0: error: memory budget '0' is neither a fraction in (0, 1] nor a whole number of bytes
+// BYTES4096-LABEL: dc-report @step
+// BYTES4096: of budget 4.00 KiB (4096 B),
+
+// NaN is no fraction: "nan%" was a budget of -8 EiB.
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=nan% target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NAN
+// NAN: error: memory budget fraction must be in (0, 1], got nan
+// A percentage that is no number names the whole text.
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=abc% target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PERCENT
+// PERCENT: error: cannot parse memory budget 'abc%': give bytes
 
 // A percentage outside (0, 100] is an error, in a planning pass and in
 // dc-verify-schedule alike.
@@ -44,7 +52,7 @@
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MINUS
 // GARBAGE: error: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
 // UNIT: error: cannot parse memory budget '16GiBs': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
-// MINUS: error: cannot parse memory budget '-3': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
+// MINUS: error: memory budget '-3' is neither a fraction in (0, 1] nor a whole number of bytes
 
 // A fraction needs the target's memory: an unknown target is an error
 // (dc-verify-schedule loads the target only for that).
