@@ -216,9 +216,13 @@ public:
           options.adamw.maxGradNorm > 0
               ? " grad_norm=" + formatDouble(optimizer->lastGradNorm())
               : "";
-      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s\n",
+      std::string throughput =
+          tokensPerStep > 0
+              ? " tokens_per_s=" + formatDouble(tokensPerStep / seconds)
+              : "";
+      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s%s\n",
              static_cast<long long>(s), loss, seconds * 1e3,
-             static_cast<long long>(peak), norm.c_str());
+             static_cast<long long>(peak), throughput.c_str(), norm.c_str());
       // The first step warms caches and pools: profile the others.
       if (s == first && last > first)
         dcrt::resetOpProfile();
@@ -363,6 +367,17 @@ private:
   std::vector<void *> pointers;
   std::unique_ptr<Optimizer> optimizer = createAdamW();
   dcrt::StepGraph graph;
+  /// Tokens the whole job trains on per step: the integer data arguments
+  /// with a vocabulary (token ids) of every rank.
+  double tokensPerStep = countTokens();
+
+  double countTokens() const {
+    double tokens = 0;
+    for (const TensorSpec &arg : step.args)
+      if (arg.kind == TensorKind::Data && arg.vocab && !dcrt::isFloatDType(arg.dtype))
+        tokens += static_cast<double>(arg.numel()) * worldSize;
+    return tokens;
+  }
   std::deque<dcrt::Buffer> ownedResults; // stable addresses
   const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;
