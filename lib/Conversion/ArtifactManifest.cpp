@@ -9,6 +9,7 @@
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -51,36 +52,138 @@ std::string getArgName(BlockArgument arg) {
   return "arg" + std::to_string(arg.getArgNumber());
 }
 
-/// Peak bytes of gathered tensors live at once in `fn`, and of offloaded
-/// host copies (the host pool's share: parameter shards kept in host memory
-/// are the caller's buffers, not the pool's).
-FailureOr<std::pair<int64_t, int64_t>> getPlanBytes(func::FuncOp fn) {
+/// The runtime memory a step needs at once, from its memory timeline: what
+/// a device backend allocates once at dcrt_init and never grows.
+struct PlanBytes {
+  /// Gathered tensors.
+  int64_t gatherArena = 0;
+  /// Offloaded host copies (parameter shards kept in host memory are the
+  /// caller's buffers, not the pool's).
+  int64_t hostPool = 0;
+  /// Reduced gradient shards and all-reduce results (the runtime keeps them
+  /// to the end of the step) plus reloaded and uploaded tensors.
+  int64_t stepBuffers = 0;
+  /// The most any one collective stream stages at once: shards cast before
+  /// their gather; gradients packed into an fp32 bucket (a bucket whose
+  /// gradients do not all have their shards' dtype) or padded (a gradient
+  /// the ranks do not divide); an all-reduce widened to fp32.
+  int64_t staging = 0;
+};
+
+/// The element type of `type` (a tensor, a shard, or their future).
+Type getElementTypeOf(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValue();
+  if (auto shard = dyn_cast<ShardType>(type))
+    return shard.getElementType();
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    return shaped.getElementType();
+  return type;
+}
+
+int64_t getNumElementsOf(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValue();
+  if (auto shard = dyn_cast<ShardType>(type))
+    return shard.getLocal();
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    return shaped.hasStaticShape() ? shaped.getNumElements() : 0;
+  return 0;
+}
+
+/// Bytes `op` (a start) stages on its collective stream while in flight.
+int64_t getStagingBytes(Operation *op, int64_t world) {
+  int64_t bytes = 0;
+  if (auto gather = dyn_cast<GatherStartOp>(op)) {
+    for (auto [shard, future] :
+         llvm::zip(gather.getShards(), gather.getFutures()))
+      if (getElementTypeOf(shard.getType()) != getElementTypeOf(future.getType()))
+        bytes += getNumElementsOf(shard.getType()) *
+                 getElementBytes(getElementTypeOf(future.getType()));
+    return bytes;
+  }
+  if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
+    bool sameTypes = true;
+    int64_t block = 0, padding = 0;
+    for (auto [grad, future] :
+         llvm::zip(reduce.getGradients(), reduce.getFutures())) {
+      Type gradElement = getElementTypeOf(grad.getType());
+      int64_t local = getNumElementsOf(future.getType());
+      sameTypes &= gradElement == getElementTypeOf(future.getType());
+      block += local;
+      if (getNumElementsOf(grad.getType()) != world * local)
+        padding += world * local * getElementBytes(gradElement);
+    }
+    return sameTypes ? padding : (world + 1) * block * 4;
+  }
+  if (auto allReduce = dyn_cast<AllReduceStartOp>(op)) {
+    Type element = getElementTypeOf(allReduce.getInput().getType());
+    if (getElementBytes(element) == 2 && isa<FloatType>(element))
+      return getNumElementsOf(allReduce.getInput().getType()) * 4;
+  }
+  return 0;
+}
+
+/// A buffer's bytes if an op of kind `OpTy` makes it, else 0.
+template <typename OpTy> int64_t bytesIfMadeBy(OpResult result, int64_t bytes) {
+  return isa<OpTy>(result.getOwner()) ? bytes : 0;
+}
+
+FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world) {
   bool usesRuntimeMemory = false;
   fn.walk([&](Operation *op) {
-    usesRuntimeMemory |= isa<GatherStartOp, OffloadStartOp>(op);
+    usesRuntimeMemory |= isa<GatherStartOp, OffloadStartOp, ReloadStartOp,
+                             ReduceScatterStartOp, AllReduceStartOp>(op);
   });
   if (!usesRuntimeMemory)
-    return std::make_pair(int64_t(0), int64_t(0));
+    return PlanBytes();
   FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
   if (failed(timeline))
     return failure();
-  auto peakOf = [&](auto isStart) {
+  // The peak over the step of `bytesOf(start)` held from the start's first
+  // future buffer to its last.
+  auto peakOf = [&](auto bytesOf) {
     std::vector<int64_t> delta(timeline->getOps().size() + 1, 0);
     for (const Buffer &buffer : timeline->getBuffers()) {
       auto result = dyn_cast<OpResult>(buffer.value);
-      if (!result || !isStart(result.getOwner()))
+      if (!result)
         continue;
-      delta[buffer.begin] += buffer.bytes;
-      delta[buffer.end + 1] -= buffer.bytes;
+      int64_t bytes = bytesOf(result, buffer.bytes);
+      if (bytes == 0)
+        continue;
+      delta[buffer.begin] += bytes;
+      delta[buffer.end + 1] -= bytes;
     }
     int64_t live = 0, peak = 0;
     for (int64_t change : delta)
       peak = std::max(peak, live += change);
     return peak;
   };
-  return std::make_pair(
-      peakOf([](Operation *op) { return isa<GatherStartOp>(op); }),
-      peakOf([](Operation *op) { return isa<OffloadStartOp>(op); }));
+  PlanBytes plan;
+  plan.gatherArena = peakOf(bytesIfMadeBy<GatherStartOp>);
+  plan.hostPool = peakOf(bytesIfMadeBy<OffloadStartOp>);
+  // Reductions live to the end of the step: all of them at once.
+  fn.walk([&](Operation *op) {
+    if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
+      for (Value result : op->getResults())
+        plan.stepBuffers += getTypeBytes(result.getType());
+  });
+  plan.stepBuffers += peakOf(bytesIfMadeBy<ReloadStartOp>);
+  // Staging of one stream: counted once per start (its first future).
+  auto stagingOf = [&](auto isStream) {
+    return peakOf([&](OpResult result, int64_t) {
+      Operation *start = result.getOwner();
+      return result.getResultNumber() == 0 && isStream(start)
+                 ? getStagingBytes(start, world)
+                 : int64_t(0);
+    });
+  };
+  plan.staging = std::max(
+      stagingOf([](Operation *op) { return isa<GatherStartOp>(op); }),
+      stagingOf([](Operation *op) {
+        return isa<ReduceScatterStartOp, AllReduceStartOp>(op);
+      }));
+  return plan;
 }
 
 /// Fails, naming the op, if `fn` holds an op the lowering cannot take: one
@@ -130,7 +233,7 @@ private:
 
   std::string gridName = "world";
   int64_t world = 1;
-  int64_t gatherArenaBytes = 0, hostPoolBytes = 0;
+  PlanBytes plan;
 };
 
 /// The world is the module's one grid (or a single rank without one). The
@@ -294,11 +397,13 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
       }
     });
   });
-  FailureOr<std::pair<int64_t, int64_t>> plan = getPlanBytes(fn);
-  if (failed(plan))
+  FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world);
+  if (failed(stepPlan))
     return failure();
-  gatherArenaBytes = std::max(gatherArenaBytes, plan->first);
-  hostPoolBytes = std::max(hostPoolBytes, plan->second);
+  plan.gatherArena = std::max(plan.gatherArena, stepPlan->gatherArena);
+  plan.hostPool = std::max(plan.hostPool, stepPlan->hostPool);
+  plan.stepBuffers = std::max(plan.stepBuffers, stepPlan->stepBuffers);
+  plan.staging = std::max(plan.staging, stepPlan->staging);
   return result;
 }
 
@@ -370,8 +475,10 @@ void ArtifactManifestPass::runOnOperation() {
     json.attribute("world_size", world);
     json.attribute("grid", gridName);
     json.attributeObject("plan", [&] {
-      json.attribute("gather_arena_bytes", gatherArenaBytes);
-      json.attribute("host_pool_bytes", hostPoolBytes);
+      json.attribute("gather_arena_bytes", plan.gatherArena);
+      json.attribute("host_pool_bytes", plan.hostPool);
+      json.attribute("step_buffer_bytes", plan.stepBuffers);
+      json.attribute("staging_bytes", plan.staging);
     });
     json.attributeBegin("steps");
     json.rawValue(steps);
