@@ -70,8 +70,9 @@ std::optional<int32_t> getDType(Type type) {
   return std::nullopt;
 }
 
-int32_t getReduceOp(ReduceKind kind) {
-  return kind == ReduceKind::Sum ? DCRT_SUM : DCRT_AVG;
+/// dc reduces by sum or average (DCRT_SUM, DCRT_AVG).
+int32_t getReduceOp(shard::ReductionKind kind) {
+  return kind == shard::ReductionKind::Sum ? DCRT_SUM : DCRT_AVG;
 }
 
 MemRefType getBufferType(Value value) {

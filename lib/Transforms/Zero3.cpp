@@ -229,7 +229,8 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
 LogicalResult Zero3Sharder::reduceGradients() {
   Block &body = fn.getBody().front();
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-  auto kind = options.reduceKind == "sum" ? ReduceKind::Sum : ReduceKind::Avg;
+  auto kind = options.reduceKind == "sum" ? shard::ReductionKind::Sum
+                                          : shard::ReductionKind::Average;
 
   // Gradients in the order they become ready (their defining op's position).
   struct Grad {

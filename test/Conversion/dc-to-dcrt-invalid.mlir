@@ -23,7 +23,7 @@ shard.grid @world(shape = 2)
 
 func.func @tensor_form(%g: tensor<16xf32>) {
   // expected-error @+1 {{failed to legalize operation 'dc.all_reduce_start'}}
-  %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<16xf32>
   return
 }
 

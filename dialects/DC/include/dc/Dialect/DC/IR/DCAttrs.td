@@ -3,7 +3,6 @@
 #define DC_ATTRS_TD
 
 include "dc/Dialect/DC/IR/DCBase.td"
-include "mlir/IR/EnumAttr.td"
 
 class DC_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<DC_Dialect, name, traits> {
@@ -50,12 +49,6 @@ def DC_HostMemoryAttr : DC_Attr<"HostMemory", "host_memory"> {
     memref<4x16xf32, #dc.host_memory>
     ```
   }];
-}
-
-def DC_ReduceKind : I32EnumAttr<"ReduceKind", "gradient reduction", [
-    I32EnumAttrCase<"Sum", 0, "sum">,
-    I32EnumAttrCase<"Avg", 1, "avg">]> {
-  let cppNamespace = "::dc";
 }
 
 #endif // DC_ATTRS_TD

@@ -78,7 +78,7 @@ inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
 } // namespace dc
 
 #include "dc/Dialect/DC/IR/DCDialect.h.inc"
-#include "dc/Dialect/DC/IR/DCEnums.h.inc"
+#include "dc/Dialect/DC/IR/DCInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dc/Dialect/DC/IR/DCAttrs.h.inc"
