@@ -768,3 +768,82 @@ func.func @invalidate_missing_axis(%w: !w) {
   dc.invalidate_gathered %w : !w
   return
 }
+
+//===----------------------------------------------------------------------===//
+// What the runtime would abort on: reductions other than sum and average,
+// integer gradients, averages of integers, reloads of host buffers the
+// runtime does not know
+//===----------------------------------------------------------------------===//
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<8xf32>, @world[0], local = 4>
+
+func.func @reduce_scatter_by_max(%g: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op reduces by max; dc reduces by sum or average}}
+  %f = dc.reduce_scatter_start max %g : tensor<8xf32> -> !dc.future<!w>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!i = !dc.shard<tensor<8xi32>, @world[0], local = 4>
+
+func.func @reduce_scatter_int_gradient(%g: tensor<8xi32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #0 is 'i32'; only float gradients are reduced}}
+  %f = dc.reduce_scatter_start sum %g : tensor<8xi32> -> !dc.future<!i>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_int_gradient_buffer(%g: memref<8xi32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #0 is 'i32'; only float gradients are reduced}}
+  %f = dc.reduce_scatter_start average %g : memref<8xi32> -> !dc.future<memref<4xi32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_by_product(%g: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op reduces by product; dc reduces by sum or average}}
+  %f = dc.all_reduce_start product %g on @world[0] : tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_average_of_ints(%g: tensor<8xi32>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op cannot average 'i32' values; use sum}}
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<8xi32>
+  return
+}
+
+// -----
+
+// Summing integers (e.g. token counts) is defined.
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_sum_of_ints(%g: tensor<8xi32>) -> tensor<8xi32> {
+  %f = dc.all_reduce_start sum %g on @world[0] : tensor<8xi32>
+  %r = dc.wait %f : !dc.future<tensor<8xi32>>
+  return %r : tensor<8xi32>
+}
+
+// -----
+
+// A host buffer that is neither a step argument nor an offloaded copy: the
+// runtime has no call that brings it back.
+func.func @reload_of_unknown_host_buffer() {
+  %h = memref.alloc() : memref<4xf32, #dc.host_memory>
+  // expected-error @+1 {{'dc.reload_start' op reloads a host value that is neither a step argument (a parameter kept in host memory) nor the host copy of a dc.offload_start (the dc.wait of its future)}}
+  %f = dc.reload_start %h : memref<4xf32, #dc.host_memory>
+  %d = dc.wait %f : !dc.future<memref<4xf32>>
+  return
+}

@@ -216,6 +216,7 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
   let assemblyFormat = [{
     $kind $input `on` $grid `[` $axis `]` attr-dict `:` type($input)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -276,6 +277,7 @@ def DC_ReloadStartOp : DC_Op<"reload_start", [
   let arguments = (ins AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>:$host);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = "$host attr-dict `:` qualified(type($host))";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
