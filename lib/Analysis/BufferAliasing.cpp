@@ -119,9 +119,9 @@ dc::getLastBufferUse(Block &body, Value value,
         return nullptr; // returned: the caller's from here
       later(top);
       // A start op reads its operands until its futures are waited.
-      for (Value result : top->getResults())
-        if (isa<FutureType>(result.getType()))
-          for (Operation *waiter : result.getUsers())
+      if (auto start = dyn_cast<AsyncStartOpInterface>(top))
+        for (Value future : start.getFutures())
+          for (Operation *waiter : future.getUsers())
             if (Operation *wait = body.findAncestorOpInBlock(*waiter))
               later(wait);
     }

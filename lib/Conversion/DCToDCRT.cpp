@@ -74,8 +74,9 @@ std::optional<int32_t> getDType(Type type) {
 /// shard type, and every grid dc shards parameters over is 1-D today.
 constexpr int32_t kBufferFormAxis = 0;
 
-int32_t getReduceOp(ReduceKind kind) {
-  return kind == ReduceKind::Sum ? DCRT_SUM : DCRT_AVG;
+/// The verifiers admit only the reductions the runtime has.
+int32_t getReduceOp(shard::ReductionKind kind) {
+  return kind == shard::ReductionKind::Sum ? DCRT_SUM : DCRT_AVG;
 }
 
 MemRefType getBufferType(Value value) {
@@ -323,23 +324,14 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
   }
 };
 
-/// The runtime call that brings a host buffer back to the device: a host
-/// copy (the wait of a dc.offload_start) is reloaded and returns to the host
-/// pool; a step argument (a parameter shard kept in host memory) is the
-/// caller's, so it is uploaded and left alone.
-FailureOr<StringRef> getReloadFunction(ReloadStartOp op) {
-  Value source = op.getHost();
-  if (auto arg = dyn_cast<BlockArgument>(source))
-    if (arg.getOwner()->isEntryBlock() &&
-        isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
-      return StringRef("dcrt_upload_start");
-  if (auto wait = source.getDefiningOp<WaitOp>())
-    if (wait.getFuture().getDefiningOp<OffloadStartOp>())
-      return StringRef("dcrt_reload_start");
-  return op.emitError()
-         << "reloads a host buffer that is neither a step argument (a "
-            "parameter kept in host memory: dcrt_upload_start) nor the wait "
-            "of a dc.offload_start (dcrt_reload_start)";
+/// The runtime call that brings a host buffer back to the device: a step
+/// argument (a parameter shard kept in host memory) is the caller's, so it
+/// is uploaded and left alone; any other is a host copy (the wait of a
+/// dc.offload_start, as the verifier ensures), which is reloaded and
+/// returns to the host pool.
+StringRef getReloadFunction(ReloadStartOp op) {
+  return isa<BlockArgument>(op.getHost()) ? "dcrt_upload_start"
+                                          : "dcrt_reload_start";
 }
 
 /// dc.offload_start and dc.reload_start: copy the bytes of one buffer.
@@ -350,12 +342,8 @@ template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     StringRef function = "dcrt_offload_start";
-    if constexpr (std::is_same_v<OpTy, ReloadStartOp>) {
-      FailureOr<StringRef> reload = getReloadFunction(op);
-      if (failed(reload))
-        return failure();
-      function = *reload;
-    }
+    if constexpr (std::is_same_v<OpTy, ReloadStartOp>)
+      function = getReloadFunction(op);
     Location loc = op.getLoc();
     Value source = op->getOperand(0);
     Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);

@@ -6,6 +6,7 @@
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
+using namespace dc;
 
 /// Every planning pass plans against the same budget, target and profile.
 template <typename PassOptions>
@@ -27,7 +28,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
 
   // Parameter shards to host first (when asked): a smaller base leaves
   // activation offload less to do.
-  if (options.offloadParams != "none") {
+  if (options.offloadParams != ParamsInHost::None) {
     DCOffloadParamsOptions offload;
     planWithSharedInputs(offload, options);
     offload.params = options.offloadParams;

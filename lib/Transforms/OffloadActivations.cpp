@@ -405,15 +405,9 @@ private:
       delivered += it->second;
       after = std::max(after, transfer(delivered) - (it->first - peakTime));
     }
-    MLIRContext *ctx = fn.getContext();
     fn->setAttr(kOffloadFloorAttrName,
-                DictionaryAttr::get(
-                    ctx, {NamedAttribute(StringAttr::get(ctx, "excess_bytes"),
-                                         IntegerAttr::get(
-                                             IntegerType::get(ctx, 64), excess)),
-                          NamedAttribute(StringAttr::get(ctx, "stall_seconds"),
-                                         FloatAttr::get(Float64Type::get(ctx),
-                                                        before + after))}));
+                OffloadFloorAttr::get(fn.getContext(), excess,
+                                      llvm::APFloat(before + after)));
   }
 
   std::vector<OffloadCandidate>

@@ -40,14 +40,14 @@ void offloadParam(func::FuncOp fn, BlockArgument arg) {
                                fn.getResultTypes()));
 }
 
-LogicalResult offloadParams(func::FuncOp fn, StringRef mode, int64_t budget,
+LogicalResult offloadParams(func::FuncOp fn, ParamsInHost mode, int64_t budget,
                             bool failOverBudget) {
   SmallVector<BlockArgument> shards;
   for (BlockArgument arg : fn.getArguments())
     if (isa<ShardType>(arg.getType()) &&
         fn.getArgAttr(arg.getArgNumber(), kParamAttrName))
       shards.push_back(arg);
-  if (mode == "all") {
+  if (mode == ParamsInHost::All) {
     for (BlockArgument arg : shards)
       offloadParam(fn, arg);
     return success();
@@ -82,12 +82,6 @@ struct OffloadParamsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (params != "all" && params != "budget") {
-      module.emitError() << "dc-offload-params: params must be all or "
-                            "budget, got '"
-                         << params << "'";
-      return signalPassFailure();
-    }
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &) {
       if (failed(offloadParams(fn, params, setup.budgetBytes, failOverBudget)))

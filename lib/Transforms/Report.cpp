@@ -122,11 +122,9 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
         {"maxStallSeconds", p.maxStallSeconds},
     });
   json::Object offloadFloor;
-  if (auto floor = fn->getAttrOfType<DictionaryAttr>(kOffloadFloorAttrName)) {
-    if (auto bytes = floor.getAs<IntegerAttr>("excess_bytes"))
-      offloadFloor["excessBytes"] = bytes.getInt();
-    if (auto stall = floor.getAs<FloatAttr>("stall_seconds"))
-      offloadFloor["stallSeconds"] = stall.getValueAsDouble();
+  if (auto floor = fn->getAttrOfType<OffloadFloorAttr>(kOffloadFloorAttrName)) {
+    offloadFloor["excessBytes"] = floor.getExcessBytes();
+    offloadFloor["stallSeconds"] = floor.getStallSeconds().convertToDouble();
   }
   return json::Object{
       {"function", fn.getSymName().str()},

@@ -20,10 +20,9 @@ namespace {
 
 /// Each future is consumed exactly once, by a wait or end_backward.
 LogicalResult verifyFutures(Block &body) {
-  for (Operation &op : body) {
-    for (OpResult future : op.getResults()) {
-      if (!isa<FutureType>(future.getType()))
-        continue;
+  for (auto start : body.getOps<AsyncStartOpInterface>()) {
+    Operation &op = *start.getOperation();
+    for (OpResult future : start.getFutures()) {
       SmallVector<Operation *> waits;
       for (Operation *user : future.getUsers()) {
         if (!isa<WaitOp, EndBackwardOp>(user))
@@ -87,9 +86,9 @@ verifyUsedBeforeRelease(Block &body,
         return diag;
       }
       // A start op reads its operands until its future is waited.
-      for (Value result : top->getResults())
-        if (isa<FutureType>(result.getType()))
-          for (Operation *waiter : result.getUsers()) {
+      if (auto start = dyn_cast<AsyncStartOpInterface>(top))
+        for (Value future : start.getFutures())
+          for (Operation *waiter : future.getUsers()) {
             Operation *wait = body.findAncestorOpInBlock(*waiter);
             if (wait && index.lookup(wait) > releasedAt) {
               InFlightDiagnostic diag =

@@ -229,7 +229,7 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
 LogicalResult Zero3Sharder::reduceGradients() {
   Block &body = fn.getBody().front();
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-  auto kind = options.reduceKind == "sum" ? ReduceKind::Sum : ReduceKind::Avg;
+  shard::ReductionKind kind = options.reduceKind;
 
   // Gradients in the order they become ready (their defining op's position).
   struct Grad {
@@ -372,11 +372,6 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (reduceKind != "avg" && reduceKind != "sum") {
-      module.emitError() << "dc-zero3: reduce must be avg or sum, got '"
-                         << reduceKind << "'";
-      return signalPassFailure();
-    }
     SmallVector<func::FuncOp> steps;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() &&

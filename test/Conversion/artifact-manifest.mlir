@@ -22,7 +22,7 @@ func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
   %full = dc.wait %f : !dc.future<tensor<6x5xf32>>
   %g = arith.addf %full, %full : tensor<6x5xf32>
   dc.release %full : tensor<6x5xf32>
-  %r = dc.reduce_scatter_start avg %g : tensor<6x5xf32> -> !dc.future<!w>
+  %r = dc.reduce_scatter_start average %g : tensor<6x5xf32> -> !dc.future<!w>
   %s = dc.end_backward %r : !dc.future<!w>
   %l = arith.constant dense<1.0> : tensor<f32>
   return %l, %s : tensor<f32>, !w
@@ -100,7 +100,7 @@ func.func @step(%a: !dc.host<!a> {dc.param = #dc.param<id = 0, name = "a">},
   %h = dc.wait %o : !dc.future<!dc.host<tensor<16xf32>>>
   %r = dc.reload_start %h : !dc.host<tensor<16xf32>>
   %back = dc.wait %r : !dc.future<tensor<16xf32>>
-  %g = dc.reduce_scatter_start avg %wa : tensor<4xf32> -> !dc.future<!a>
+  %g = dc.reduce_scatter_start average %wa : tensor<4xf32> -> !dc.future<!a>
   %s = dc.end_backward %g : !dc.future<!a>
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l, %s : tensor<f32>, !a

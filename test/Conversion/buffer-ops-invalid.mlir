@@ -44,7 +44,7 @@ func.func @gather_into_host(%w: memref<15xf32>) {
 
 func.func @reduce_into_tensor(%g: memref<6x5xf32>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op future #0 must hold a shard buffer (memref)}}
-  %f = dc.reduce_scatter_start avg %g : memref<6x5xf32> -> !dc.future<tensor<15xf32>>
+  %f = dc.reduce_scatter_start average %g : memref<6x5xf32> -> !dc.future<tensor<15xf32>>
   return
 }
 
@@ -52,7 +52,7 @@ func.func @reduce_into_tensor(%g: memref<6x5xf32>) {
 
 func.func @strided_gradient(%g: memref<6x5xf32, strided<[10, 1]>>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op operand #0 must be variadic of ranked tensor of any type values or statically shaped identity-layout memref (device), but got 'memref<6x5xf32, strided<[10, 1]>>'}}
-  %f = dc.reduce_scatter_start avg %g : memref<6x5xf32, strided<[10, 1]>> -> !dc.future<memref<15xf32>>
+  %f = dc.reduce_scatter_start average %g : memref<6x5xf32, strided<[10, 1]>> -> !dc.future<memref<15xf32>>
   return
 }
 

@@ -22,11 +22,11 @@ func.func @gather(%w: memref<15xf32>, %b: memref<4xf32>) {
 }
 
 // CHECK-LABEL: func.func @reduce
-// CHECK: %[[R:.*]]:2 = dc.reduce_scatter_start avg %{{.*}}, %{{.*}} : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
+// CHECK: %[[R:.*]]:2 = dc.reduce_scatter_start average %{{.*}}, %{{.*}} : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
 // CHECK: dc.end_backward %[[R]]#0, %[[R]]#1 : !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
 // CHECK: dc.all_reduce_start sum %{{.*}} on @world[0] : memref<7xf32>
 func.func @reduce(%gw: memref<6x5xf32>, %gb: memref<7xf32>) -> (memref<15xf32>, memref<4xbf16>, memref<7xf32>) {
-  %f:2 = dc.reduce_scatter_start avg %gw, %gb : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
+  %f:2 = dc.reduce_scatter_start average %gw, %gb : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
   %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<memref<15xf32>>, !dc.future<memref<4xbf16>>
   %a = dc.all_reduce_start sum %gb on @world[0] : memref<7xf32>
   %r = dc.wait %a : !dc.future<memref<7xf32>>

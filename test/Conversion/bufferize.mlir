@@ -80,13 +80,13 @@ shard.grid @world(shape = 2)
 // CHECK-LABEL: func.func @reduce_and_flush
 // CHECK-SAME: (%[[GW:.*]]: memref<6x5xf32>, %[[GB:.*]]: memref<7xf32>, %[[GB2:.*]]: memref<7xf32>) -> (memref<15xf32>, memref<4xf32>, memref<4xf32>)
 // CHECK-NOT: memref.copy
-// CHECK: %[[F:.*]]:2 = dc.reduce_scatter_start avg %[[GW]], %[[GB]] : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
+// CHECK: %[[F:.*]]:2 = dc.reduce_scatter_start average %[[GW]], %[[GB]] : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
 // CHECK: %[[G:.*]] = dc.reduce_scatter_start sum %[[GB2]] : memref<7xf32> -> !dc.future<memref<4xf32>>
 // CHECK: %[[S:.*]]:2 = dc.end_backward %[[F]]#0, %[[F]]#1 : !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
 // CHECK: %[[S2:.*]] = dc.wait %[[G]] : !dc.future<memref<4xf32>>
 // CHECK: return %[[S]]#0, %[[S]]#1, %[[S2]]
 func.func @reduce_and_flush(%gw: tensor<6x5xf32>, %gb: tensor<7xf32>, %gb2: tensor<7xf32>) -> (!w, !b, !b) {
-  %f:2 = dc.reduce_scatter_start avg %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
+  %f:2 = dc.reduce_scatter_start average %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
   %g = dc.reduce_scatter_start sum %gb2 : tensor<7xf32> -> !dc.future<!b>
   %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<!w>, !dc.future<!b>
   %s2 = dc.wait %g : !dc.future<!b>
@@ -103,12 +103,12 @@ shard.grid @world(shape = 2)
 // CHECK-LABEL: func.func @gradient_written_after_start
 // CHECK: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<8xf32>
 // CHECK: memref.copy %[[G:.*]], %[[COPY]]
-// CHECK: dc.reduce_scatter_start avg %[[COPY]]
+// CHECK: dc.reduce_scatter_start average %[[COPY]]
 // CHECK: linalg.add ins(%[[G]], %[[G]] : memref<8xf32>, memref<8xf32>) outs(%[[G]] : memref<8xf32>)
 func.func @gradient_written_after_start(%x: tensor<8xf32>) -> (!dc.shard<tensor<8xf32>, @world[0], local = 4>, tensor<8xf32>) {
   %init = tensor.empty() : tensor<8xf32>
   %g = linalg.add ins(%x, %x : tensor<8xf32>, tensor<8xf32>) outs(%init : tensor<8xf32>) -> tensor<8xf32>
-  %f = dc.reduce_scatter_start avg %g : tensor<8xf32> -> !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
+  %f = dc.reduce_scatter_start average %g : tensor<8xf32> -> !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
   %twice = linalg.add ins(%g, %g : tensor<8xf32>, tensor<8xf32>) outs(%g : tensor<8xf32>) -> tensor<8xf32>
   %s = dc.wait %f : !dc.future<!dc.shard<tensor<8xf32>, @world[0], local = 4>>
   return %s, %twice : !dc.shard<tensor<8xf32>, @world[0], local = 4>, tensor<8xf32>
@@ -121,11 +121,11 @@ shard.grid @world(shape = 2)
 // CHECK-LABEL: func.func @all_reduce
 // CHECK-SAME: (%[[G:.*]]: memref<16xf32>) -> memref<16xf32>
 // CHECK-NOT: memref.copy
-// CHECK: %[[F:.*]] = dc.all_reduce_start avg %[[G]] on @world[0] : memref<16xf32>
+// CHECK: %[[F:.*]] = dc.all_reduce_start average %[[G]] on @world[0] : memref<16xf32>
 // CHECK: %[[R:.*]] = dc.wait %[[F]] : !dc.future<memref<16xf32>>
 // CHECK: return %[[R]]
 func.func @all_reduce(%g: tensor<16xf32>) -> tensor<16xf32> {
-  %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<16xf32>
   %r = dc.wait %f : !dc.future<tensor<16xf32>>
   return %r : tensor<16xf32>
 }

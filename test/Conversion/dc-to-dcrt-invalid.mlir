@@ -23,7 +23,7 @@ shard.grid @world(shape = 2)
 
 func.func @tensor_form(%g: tensor<16xf32>) {
   // expected-error @+1 {{failed to legalize operation 'dc.all_reduce_start'}}
-  %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<16xf32>
   return
 }
 
@@ -41,15 +41,3 @@ func.func @wait_declared_wrong(%w: memref<15xf32>) {
   return
 }
 
-// -----
-
-// A host buffer that is neither a step argument nor an offloaded copy has no
-// runtime call that brings it back.
-func.func @reload_of_unknown_host_buffer() {
-  %h = memref.alloc() : memref<4xf32, #dc.host_memory>
-  // expected-error @+2 {{reloads a host buffer that is neither a step argument (a parameter kept in host memory: dcrt_upload_start) nor the wait of a dc.offload_start (dcrt_reload_start)}}
-  // expected-error @+1 {{failed to legalize operation 'dc.reload_start' that was explicitly marked illegal}}
-  %f = dc.reload_start %h : memref<4xf32, #dc.host_memory>
-  %d = dc.wait %f : !dc.future<memref<4xf32>>
-  return
-}

@@ -92,7 +92,7 @@ func.func @persistent(%b: memref<4xf32>) -> f32 {
 // CHECK: llvm.load %[[OUT1]]
 // CHECK: return
 func.func @reduce_two_buckets(%gw: memref<6x5xf32>, %gb: memref<7xf32>) -> (memref<15xf32>, memref<4xf32>, memref<4xf32>) {
-  %f:2 = dc.reduce_scatter_start avg %gw, %gb : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
+  %f:2 = dc.reduce_scatter_start average %gw, %gb : memref<6x5xf32>, memref<7xf32> -> !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>
   %g = dc.reduce_scatter_start sum %gb : memref<7xf32> -> !dc.future<memref<4xf32>>
   %s:3 = dc.end_backward %f#0, %f#1, %g : !dc.future<memref<15xf32>>, !dc.future<memref<4xf32>>, !dc.future<memref<4xf32>>
   return %s#0, %s#1, %s#2 : memref<15xf32>, memref<4xf32>, memref<4xf32>
@@ -117,7 +117,7 @@ shard.grid @world(shape = 2)
 // CHECK: llvm.call @dcrt_wait(%[[H]])
 // CHECK: llvm.load %[[OUT]]
 func.func @all_reduce(%g: memref<16xf32>) -> memref<16xf32> {
-  %f = dc.all_reduce_start avg %g on @world[0] : memref<16xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : memref<16xf32>
   %r = dc.wait %f : !dc.future<memref<16xf32>>
   return %r : memref<16xf32>
 }

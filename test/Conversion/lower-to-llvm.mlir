@@ -33,7 +33,7 @@ func.func @step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
   %init = tensor.empty() : tensor<8xf32>
   %g = linalg.mul ins(%full, %x : tensor<8xf32>, tensor<8xf32>) outs(%init : tensor<8xf32>) -> tensor<8xf32>
   dc.release %full : tensor<8xf32>
-  %r = dc.reduce_scatter_start avg %g : tensor<8xf32> -> !dc.future<!w>
+  %r = dc.reduce_scatter_start average %g : tensor<8xf32> -> !dc.future<!w>
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<f32>
   %l = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>

@@ -261,7 +261,7 @@ shard.grid @world(shape = 2)
 
 // A reduced gradient shard is the step's result, not a transfer to free.
 func.func @release_reduced(%g: tensor<8xf32>) -> !s {
-  %f = dc.reduce_scatter_start avg %g : tensor<8xf32> -> !dc.future<!s>
+  %f = dc.reduce_scatter_start average %g : tensor<8xf32> -> !dc.future<!s>
   %s = dc.wait %f : !dc.future<!s>
   // expected-error @+1 {{'dc.release' op operand must be a gathered parameter or a reloaded value (the result of dc.wait on a dc.gather_start or dc.reload_start future)}}
   dc.release %s : !s
@@ -317,7 +317,7 @@ func.func @release_persistent(%w: !w, %b: !b) {
 
 func.func @reduce_nothing() {
   // expected-error @+1 {{'dc.reduce_scatter_start' op needs at least one gradient}}
-  "dc.reduce_scatter_start"() {kind = 0 : i32} : () -> ()
+  "dc.reduce_scatter_start"() <{kind = #shard<partial sum>}> : () -> ()
   return
 }
 
@@ -348,7 +348,7 @@ shard.grid @world(shape = 2)
 
 func.func @reduce_wrong_shape(%g: tensor<8xf32>, %h: tensor<4x2xf32>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #1 is 'tensor<4x2xf32>' but its shard's logical tensor is 'tensor<2x4xf32>'}}
-  %f:2 = dc.reduce_scatter_start avg %g, %h : tensor<8xf32>, tensor<4x2xf32> -> !dc.future<!w>, !dc.future<!m>
+  %f:2 = dc.reduce_scatter_start average %g, %h : tensor<8xf32>, tensor<4x2xf32> -> !dc.future<!w>, !dc.future<!m>
   return
 }
 
@@ -359,7 +359,7 @@ shard.grid @world(shape = 2)
 
 func.func @reduce_dynamic_gradient(%g: tensor<?xf32>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #0 is 'tensor<?xf32>' but its shard's logical tensor is 'tensor<8xf32>'}}
-  %f = dc.reduce_scatter_start avg %g : tensor<?xf32> -> !dc.future<!w>
+  %f = dc.reduce_scatter_start average %g : tensor<?xf32> -> !dc.future<!w>
   return
 }
 
@@ -394,7 +394,7 @@ shard.grid @grid2d(shape = 2x4)
 
 func.func @reduce_two_axes(%g: tensor<8xf32>, %h: tensor<8xf32>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #1 is scattered over @grid2d[1] but gradient #0 over @grid2d[0]; one bucket must use one communicator}}
-  %f:2 = dc.reduce_scatter_start avg %g, %h : tensor<8xf32>, tensor<8xf32> -> !dc.future<!a0>, !dc.future<!a1>
+  %f:2 = dc.reduce_scatter_start average %g, %h : tensor<8xf32>, tensor<8xf32> -> !dc.future<!a0>, !dc.future<!a1>
   return
 }
 
@@ -407,7 +407,7 @@ shard.grid @other(shape = 2)
 
 func.func @reduce_two_grids(%g: tensor<8xf32>, %h: tensor<8xf32>) {
   // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #2 is scattered over @other[0] but gradient #0 over @world[0]; one bucket must use one communicator}}
-  %f:3 = dc.reduce_scatter_start avg %g, %h, %g : tensor<8xf32>, tensor<8xf32>, tensor<8xf32> -> !dc.future<!w>, !dc.future<!w>, !dc.future<!o>
+  %f:3 = dc.reduce_scatter_start average %g, %h, %g : tensor<8xf32>, tensor<8xf32>, tensor<8xf32> -> !dc.future<!w>, !dc.future<!w>, !dc.future<!o>
   return
 }
 
@@ -418,7 +418,7 @@ shard.grid @world(shape = 2)
 !w = !dc.shard<tensor<8xf32>, @world[0], local = 4>
 
 func.func @reduce_same_gradient_twice(%g: tensor<8xf32>) -> (!w, !w) {
-  %f:2 = dc.reduce_scatter_start avg %g, %g : tensor<8xf32>, tensor<8xf32> -> !dc.future<!w>, !dc.future<!w>
+  %f:2 = dc.reduce_scatter_start average %g, %g : tensor<8xf32>, tensor<8xf32> -> !dc.future<!w>, !dc.future<!w>
   %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<!w>, !dc.future<!w>
   return %s#0, %s#1 : !w, !w
 }
@@ -576,7 +576,7 @@ shard.grid @world(shape = 2)
 
 func.func @all_reduce_dynamic(%g: tensor<?xf32>) {
   // expected-error @+1 {{'input' must be statically shaped tensor of any type values or statically shaped identity-layout memref (device), but got 'tensor<?xf32>'}}
-  %f = dc.all_reduce_start avg %g on @world[0] : tensor<?xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<?xf32>
   return
 }
 
@@ -586,7 +586,7 @@ shard.grid @world(shape = 2)
 
 func.func @all_reduce_missing_axis(%g: tensor<8xf32>) {
   // expected-error @+1 {{'dc.all_reduce_start' op grid @world has 1 axes; axis 3 does not exist}}
-  %f = dc.all_reduce_start avg %g on @world[3] : tensor<8xf32>
+  %f = dc.all_reduce_start average %g on @world[3] : tensor<8xf32>
   return
 }
 
@@ -766,5 +766,84 @@ shard.grid @world(shape = 2)
 func.func @invalidate_missing_axis(%w: !w) {
   // expected-error @+1 {{'dc.invalidate_gathered' op grid @world has 1 axes; axis 2 does not exist}}
   dc.invalidate_gathered %w : !w
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// What the runtime would abort on: reductions other than sum and average,
+// integer gradients, averages of integers, reloads of host buffers the
+// runtime does not know
+//===----------------------------------------------------------------------===//
+
+// -----
+
+shard.grid @world(shape = 2)
+!w = !dc.shard<tensor<8xf32>, @world[0], local = 4>
+
+func.func @reduce_scatter_by_max(%g: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op reduces by max; dc reduces by sum or average}}
+  %f = dc.reduce_scatter_start max %g : tensor<8xf32> -> !dc.future<!w>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+!i = !dc.shard<tensor<8xi32>, @world[0], local = 4>
+
+func.func @reduce_scatter_int_gradient(%g: tensor<8xi32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #0 is 'i32'; only float gradients are reduced}}
+  %f = dc.reduce_scatter_start sum %g : tensor<8xi32> -> !dc.future<!i>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_int_gradient_buffer(%g: memref<8xi32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op gradient #0 is 'i32'; only float gradients are reduced}}
+  %f = dc.reduce_scatter_start average %g : memref<8xi32> -> !dc.future<memref<4xi32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_by_product(%g: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op reduces by product; dc reduces by sum or average}}
+  %f = dc.all_reduce_start product %g on @world[0] : tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_average_of_ints(%g: tensor<8xi32>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op cannot average 'i32' values; use sum}}
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<8xi32>
+  return
+}
+
+// -----
+
+// Summing integers (e.g. token counts) is defined.
+shard.grid @world(shape = 2)
+
+func.func @all_reduce_sum_of_ints(%g: tensor<8xi32>) -> tensor<8xi32> {
+  %f = dc.all_reduce_start sum %g on @world[0] : tensor<8xi32>
+  %r = dc.wait %f : !dc.future<tensor<8xi32>>
+  return %r : tensor<8xi32>
+}
+
+// -----
+
+// A host buffer that is neither a step argument nor an offloaded copy: the
+// runtime has no call that brings it back.
+func.func @reload_of_unknown_host_buffer() {
+  %h = memref.alloc() : memref<4xf32, #dc.host_memory>
+  // expected-error @+1 {{'dc.reload_start' op reloads a host value that is neither a step argument (a parameter kept in host memory) nor the host copy of a dc.offload_start (the dc.wait of its future)}}
+  %f = dc.reload_start %h : memref<4xf32, #dc.host_memory>
+  %d = dc.wait %f : !dc.future<memref<4xf32>>
   return
 }

@@ -33,11 +33,11 @@ func.func @gather_cast_persistent(%w: !w) -> tensor<6x5xbf16> {
 }
 
 // CHECK-LABEL: func.func @reduce_and_flush
-// CHECK: %[[R:.*]]:2 = dc.reduce_scatter_start avg %{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>, !dc.future<!dc.shard<tensor<7xf32>, @world[0], local = 4>>
+// CHECK: %[[R:.*]]:2 = dc.reduce_scatter_start average %{{.*}}, %{{.*}} : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>, !dc.future<!dc.shard<tensor<7xf32>, @world[0], local = 4>>
 // CHECK: dc.end_backward %[[R]]#0, %[[R]]#1 : !dc.future<!dc.shard<tensor<6x5xf32>, @world[0], local = 15>>, !dc.future<!dc.shard<tensor<7xf32>, @world[0], local = 4>>
 // CHECK: dc.reduce_scatter_start sum
 func.func @reduce_and_flush(%gw: tensor<6x5xf32>, %gb: tensor<7xf32>) -> (!w, !b, !w) {
-  %f:2 = dc.reduce_scatter_start avg %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
+  %f:2 = dc.reduce_scatter_start average %gw, %gb : tensor<6x5xf32>, tensor<7xf32> -> !dc.future<!w>, !dc.future<!b>
   %s:2 = dc.end_backward %f#0, %f#1 : !dc.future<!w>, !dc.future<!b>
   %g = dc.reduce_scatter_start sum %gw : tensor<6x5xf32> -> !dc.future<!w>
   %s2 = dc.wait %g : !dc.future<!w>
@@ -111,10 +111,10 @@ func.func @contract_attrs(%x: tensor<f32>, %g: tensor<6x5xf32>) -> (tensor<f32> 
 }
 
 // CHECK-LABEL: func.func @replicated_grad
-// CHECK: %[[A:.*]] = dc.all_reduce_start avg %{{.*}} on @world[0] : tensor<7xf32>
+// CHECK: %[[A:.*]] = dc.all_reduce_start average %{{.*}} on @world[0] : tensor<7xf32>
 // CHECK: dc.wait %[[A]] : !dc.future<tensor<7xf32>>
 func.func @replicated_grad(%g: tensor<7xf32>) -> tensor<7xf32> {
-  %f = dc.all_reduce_start avg %g on @world[0] : tensor<7xf32>
+  %f = dc.all_reduce_start average %g on @world[0] : tensor<7xf32>
   %r = dc.wait %f : !dc.future<tensor<7xf32>>
   return %r : tensor<7xf32>
 }

@@ -13,7 +13,7 @@
 // order of their uses (FIFO = earliest deadline first), each as early as the
 // budget lets it, so the queue is never behind a later use's copy.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: dc.offload_floor = {excess_bytes = 33280 : i64, stall_seconds = {{.*}} : f64}
+// CHECK-SAME: dc.offload_floor = #dc.offload_floor<excess_bytes = 33280, stall_seconds = {{.*}}>
 // CHECK: %[[H1:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>
 // CHECK: %[[H2:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>
 // CHECK: %[[H3:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>

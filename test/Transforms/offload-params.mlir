@@ -65,7 +65,7 @@
 // Left to a later pass (activation offload in the pipeline): every shard
 // goes to host memory, and no error.
 // LATER-COUNT-4: dc.reload_start %arg
-// BADOPT: error: dc-offload-params: params must be all or budget, got 'some'
+// BADOPT: for the --params option: Cannot find option named 'some'!
 
 func.func @chain(%w0: tensor<16x16xf32> {dc.param = #dc.param<id = 0>},
                  %w1: tensor<16x16xf32> {dc.param = #dc.param<id = 1>},

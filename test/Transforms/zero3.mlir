@@ -22,14 +22,14 @@
 // CHECK-NEXT: linalg.add ins(%[[Y]], %{{.*}} :
 // The weight gradient is reduce-scattered as soon as it is computed.
 // CHECK: %[[GW:.*]] = linalg.matmul {{.*}} ins(%{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2x3xf32>)
-// CHECK-NEXT: %[[RW:.*]] = dc.reduce_scatter_start avg %[[GW]] : tensor<4x3xf32> -> !dc.future<!dc.shard<tensor<4x3xf32>, @world[0], local = 6>>
+// CHECK-NEXT: %[[RW:.*]] = dc.reduce_scatter_start average %[[GW]] : tensor<4x3xf32> -> !dc.future<!dc.shard<tensor<4x3xf32>, @world[0], local = 6>>
 // Backward interval of w: the input gradient.
 // CHECK: %[[FW2:.*]] = dc.gather_start %[[W]]
 // CHECK-NEXT: %[[W1:.*]] = dc.wait %[[FW2]]
 // CHECK-NEXT: %[[GX:.*]] = linalg.matmul {{.*}} ins(%{{.*}}, %[[W1]] :
 // CHECK-NEXT: dc.release %[[W1]]
 // The bias gradient comes last: a 48-byte bucket cannot hold both.
-// CHECK: %[[RB:.*]] = dc.reduce_scatter_start avg
+// CHECK: %[[RB:.*]] = dc.reduce_scatter_start average
 // CHECK: %[[G:.*]]:2 = dc.end_backward %[[RW]], %[[RB]] :
 // CHECK-NEXT: return %{{.*}}, %[[G]]#0, %[[G]]#1, %[[GX]]
 
@@ -38,7 +38,7 @@
 // BUCKET: shard.grid @world(shape = 3)
 // BUCKET: !dc.shard<tensor<4x3xf32>, @world[0], local = 4>
 // BUCKET: !dc.shard<tensor<3xf32>, @world[0], local = 1>
-// BUCKET: %[[R:.*]]:2 = dc.reduce_scatter_start avg %{{.*}}, %{{.*}} : tensor<4x3xf32>, tensor<3xf32>
+// BUCKET: %[[R:.*]]:2 = dc.reduce_scatter_start average %{{.*}}, %{{.*}} : tensor<4x3xf32>, tensor<3xf32>
 // BUCKET: dc.end_backward %[[R]]#0, %[[R]]#1
 
 // The 12-byte bias stays replicated below 20 bytes: no gather, and its
@@ -46,7 +46,7 @@
 // REPL-LABEL: func.func @linear
 // REPL-SAME: %{{.*}}: tensor<3xf32> {dc.param = #dc.param<id = 1, name = "b">}
 // REPL-NOT: dc.gather_start %arg1
-// REPL: %[[A:.*]] = dc.all_reduce_start avg %{{.*}} on @world[0] : tensor<3xf32>
+// REPL: %[[A:.*]] = dc.all_reduce_start average %{{.*}} on @world[0] : tensor<3xf32>
 // REPL: dc.end_backward
 // REPL-NEXT: %[[GB:.*]] = dc.wait %[[A]] : !dc.future<tensor<3xf32>>
 // REPL-NEXT: return %{{.*}}, %{{.*}}, %[[GB]],

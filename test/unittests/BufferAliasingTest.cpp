@@ -28,6 +28,9 @@ struct ViewCase {
   const char *type; // %v's type
 };
 
+/// gtest names a failing case by its op.
+void PrintTo(const ViewCase &view, std::ostream *os) { *os << view.name; }
+
 const ViewCase kViewCases[] = {
     {"expand_shape",
      "%v = tensor.expand_shape %src [[0], [1, 2]] output_shape [8, 2, 4] "

@@ -111,8 +111,7 @@ TEST_F(DialectTest, EndBackwardInfersShardResults) {
       b, loc, DenseElementsAttr::get(logical, b.getF32FloatAttr(1.0f)));
   auto reduce = dc::ReduceScatterStartOp::create(
       b, loc, TypeRange{dc::FutureType::get(shardType)},
-      dc::ReduceKind::Avg,
-      ValueRange{grad});
+      shard::ReductionKind::Average, ValueRange{grad});
   auto flush = dc::EndBackwardOp::create(b, loc, reduce.getFutures());
   ASSERT_EQ(flush.getShards().size(), 1u);
   EXPECT_EQ(flush.getShards()[0].getType(), shardType);

@@ -12,7 +12,7 @@ using namespace mlir;
 using namespace dc;
 
 #include "dc/Dialect/DC/IR/DCDialect.cpp.inc"
-#include "dc/Dialect/DC/IR/DCEnums.cpp.inc"
+#include "dc/Dialect/DC/IR/DCInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dc/Dialect/DC/IR/DCAttrs.cpp.inc"

@@ -3,6 +3,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -76,6 +78,27 @@ static LogicalResult verifyBufferShard(Operation *op, unsigned i,
            << "shard buffer #" << i << " of " << local.getElementType()
            << " does not match " << full.getElementType() << " " << what << " #"
            << i;
+  return success();
+}
+
+/// The runtime reduces by sum or average (DCRT_SUM, DCRT_AVG) only.
+static LogicalResult verifyReductionKind(Operation *op,
+                                         shard::ReductionKind kind) {
+  if (kind != shard::ReductionKind::Sum &&
+      kind != shard::ReductionKind::Average)
+    return op->emitOpError()
+           << "reduces by " << shard::stringifyReductionKind(kind)
+           << "; dc reduces by sum or average";
+  return success();
+}
+
+/// Gradients are reduced in f32 by the runtime, whatever they are stored in:
+/// integers are not gradients.
+static LogicalResult verifyFloatGradient(Operation *op, unsigned i,
+                                         Type element) {
+  if (!isa<FloatType>(element))
+    return op->emitOpError() << "gradient #" << i << " is " << element
+                             << "; only float gradients are reduced";
   return success();
 }
 
@@ -172,7 +195,8 @@ LogicalResult ReduceScatterStartOp::verify() {
     return emitOpError() << "has " << getGradients().size()
                          << " gradients but " << getFutures().size()
                          << " futures";
-  if (failed(verifyOneForm(*this, getGradients(), "gradient")))
+  if (failed(verifyReductionKind(*this, getKind())) ||
+      failed(verifyOneForm(*this, getGradients(), "gradient")))
     return failure();
   if (isa<MemRefType>(getGradients()[0].getType())) {
     for (auto [i, grad, future] :
@@ -183,7 +207,9 @@ LogicalResult ReduceScatterStartOp::verify() {
         return emitOpError()
                << "future #" << i << " must hold a shard buffer (memref)";
       if (failed(
-              verifyBufferShard(*this, i, shard, grad.getType(), "gradient")))
+              verifyBufferShard(*this, i, shard, grad.getType(), "gradient")) ||
+          failed(verifyFloatGradient(
+              *this, i, cast<MemRefType>(grad.getType()).getElementType())))
         return failure();
     }
     return success();
@@ -212,6 +238,8 @@ LogicalResult ReduceScatterStartOp::verify() {
       return emitOpError() << "cannot reduce " << full.getElementType()
                            << " gradient #" << i << " into a "
                            << shard.getElementType() << " shard";
+    if (failed(verifyFloatGradient(*this, i, full.getElementType())))
+      return failure();
   }
   return success();
 }
@@ -255,6 +283,22 @@ LogicalResult EndBackwardOp::verify() {
 
 LogicalResult OffloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyShardOperands(*this, symbols);
+}
+
+LogicalResult ReloadStartOp::verify() {
+  // The runtime brings back its own host copies (dcrt_reload_start) and the
+  // caller's host buffers, step arguments (dcrt_upload_start).
+  Value host = getHost();
+  if (auto arg = dyn_cast<BlockArgument>(host))
+    if (arg.getOwner()->isEntryBlock() &&
+        isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      return success();
+  if (auto wait = host.getDefiningOp<WaitOp>())
+    if (wait.getFuture().getDefiningOp<OffloadStartOp>())
+      return success();
+  return emitOpError("reloads a host value that is neither a step argument "
+                     "(a parameter kept in host memory) nor the host copy of "
+                     "a dc.offload_start (the dc.wait of its future)");
 }
 
 LogicalResult ReloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -322,6 +366,15 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 // AllReduceStartOp
 //===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceStartOp::verify() {
+  if (failed(verifyReductionKind(*this, getKind())))
+    return failure();
+  Type element = getElementTypeOrSelf(getInput().getType());
+  if (getKind() == shard::ReductionKind::Average && !isa<FloatType>(element))
+    return emitOpError() << "cannot average " << element << " values; use sum";
+  return success();
+}
 
 LogicalResult
 AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbols) {

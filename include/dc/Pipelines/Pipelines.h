@@ -8,6 +8,8 @@
 #ifndef DC_PIPELINES_PIPELINES_H
 #define DC_PIPELINES_PIPELINES_H
 
+#include "dc/Transforms/PassDefaults.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -18,30 +20,30 @@ struct Zero3PipelineOptions
   Option<int64_t> worldSize{*this, "world-size",
                             llvm::cl::desc("Ranks the parameters are sharded "
                                            "over (0: from the module's grid)"),
-                            llvm::cl::init(0)};
+                            llvm::cl::init(kDefaultWorldSize)};
   Option<std::string> grid{*this, "grid",
                            llvm::cl::desc("shard.grid to shard over"),
-                           llvm::cl::init("world")};
+                           llvm::cl::init(kDefaultGrid)};
   Option<std::string> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Device memory budget: bytes (16GiB) or a fraction of "
                      "the target's memory (0.9, 90%); empty: all of it"),
-      llvm::cl::init("")};
+      llvm::cl::init(kDefaultMemoryBudget)};
   Option<std::string> target{
       *this, "target",
       llvm::cl::desc("Target preset (h200, cpu) or target JSON file"),
-      llvm::cl::init("h200")};
+      llvm::cl::init(kDefaultTarget)};
   Option<std::string> profile{
       *this, "profile",
       llvm::cl::desc("Measured per-op times (JSON from dc-run)"),
-      llvm::cl::init("")};
+      llvm::cl::init(kDefaultProfile)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::desc("Gradient bucket size (bytes)"),
-                              llvm::cl::init(26214400)};
+                              llvm::cl::init(kDefaultBucketBytes)};
   Option<int64_t> replicateBelow{
       *this, "replicate-below",
       llvm::cl::desc("Parameters smaller than this (bytes) stay replicated"),
-      llvm::cl::init(0)};
+      llvm::cl::init(kDefaultReplicateBelow)};
   Option<bool> prefetch{*this, "prefetch",
                         llvm::cl::desc("Hoist and fuse gathers (dc-prefetch)"),
                         llvm::cl::init(true)};
@@ -57,24 +59,29 @@ struct Zero3PipelineOptions
   Option<int64_t> offloadMinBytes{
       *this, "offload-min-bytes",
       llvm::cl::desc("Smallest activation worth offloading (bytes)"),
-      llvm::cl::init(1048576)};
+      llvm::cl::init(kDefaultOffloadMinBytes)};
   Option<int64_t> offloadKeepLast{
       *this, "offload-keep-last",
       llvm::cl::desc("Offload candidates kept on the device, from the last"),
-      llvm::cl::init(0)};
-  Option<std::string> offloadParams{
+      llvm::cl::init(kDefaultOffloadKeepLast)};
+  Option<ParamsInHost> offloadParams{
       *this, "offload-params",
       llvm::cl::desc("Parameter shards in host memory: none, all or budget"),
-      llvm::cl::init("none")};
+      llvm::cl::values(
+          clEnumValN(ParamsInHost::None, "none", "none"),
+          clEnumValN(ParamsInHost::All, "all", "every sharded one"),
+          clEnumValN(ParamsInHost::Budget, "budget",
+                     "the largest, until the step fits the budget")),
+      llvm::cl::init(ParamsInHost::None)};
   Option<int64_t> maxFusedBytes{
       *this, "max-fused-bytes",
       llvm::cl::desc("Most bytes one fused gather group moves (0: no "
                      "fusion)"),
-      llvm::cl::init(268435456)};
+      llvm::cl::init(kDefaultMaxFusedBytes)};
   Option<int64_t> maxInFlightBytes{
       *this, "max-in-flight-bytes",
       llvm::cl::desc("Most gather bytes in flight (0: no limit)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(kDefaultMaxInFlightBytes)};
 };
 
 /// dc-zero3, then dc-offload-activations, dc-prefetch and

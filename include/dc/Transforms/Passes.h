@@ -3,6 +3,7 @@
 #define DC_TRANSFORMS_PASSES_H
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/Transforms/PassDefaults.h"
 
 #include "mlir/Pass/Pass.h"
 

@@ -28,18 +28,24 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect"];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "0",
+    Option<"worldSize", "world-size", "int64_t", "::dc::kDefaultWorldSize",
            "Ranks on the grid axis; 0 takes it from an existing grid">,
-    Option<"gridName", "grid", "std::string", "\"world\"",
+    Option<"gridName", "grid", "std::string", "::dc::kDefaultGrid",
            "Name of the shard.grid to shard over (created if missing)">,
     Option<"gridAxis", "grid-axis", "int64_t", "0",
            "Grid axis the parameters are sharded over">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", "26214400",
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "::dc::kDefaultBucketBytes",
            "Largest gradient bucket of one reduce-scatter (bytes)">,
-    Option<"replicateBelow", "replicate-below", "int64_t", "0",
+    Option<"replicateBelow", "replicate-below", "int64_t",
+           "::dc::kDefaultReplicateBelow",
            "Parameters smaller than this (bytes) stay replicated">,
-    Option<"reduceKind", "reduce", "std::string", "\"avg\"",
-           "Gradient reduction over ranks: avg or sum">,
+    Option<"reduceKind", "reduce", "::mlir::shard::ReductionKind",
+           "::mlir::shard::ReductionKind::Average",
+           "Gradient reduction over ranks: avg or sum", [{::llvm::cl::values(
+             clEnumValN(::mlir::shard::ReductionKind::Average, "avg",
+                        "the mean of the ranks' gradients"),
+             clEnumValN(::mlir::shard::ReductionKind::Sum, "sum",
+                        "the sum of the ranks' gradients"))}]>,
     Option<"castGather", "cast-gather", "bool", "true",
            "Gather in the narrower type when a parameter is only cast">,
   ];
@@ -48,12 +54,13 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
 // Options every planning pass shares: they all plan against ONE budget with
 // ONE cost model.
 defvar DCPlanningOptions = [
-  Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+  Option<"memoryBudget", "memory-budget", "std::string",
+         "::dc::kDefaultMemoryBudget",
          "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction of "
          "the target's memory (e.g. 0.9 or 90%); empty: all of it">,
-  Option<"target", "target", "std::string", "\"h200\"",
+  Option<"target", "target", "std::string", "::dc::kDefaultTarget",
          "Target preset (h200, cpu) or a target JSON file">,
-  Option<"profile", "profile", "std::string", "\"\"",
+  Option<"profile", "profile", "std::string", "::dc::kDefaultProfile",
          "Measured per-op times (JSON written by dc-run) replacing the "
          "cost model's compute estimates">,
 ];
@@ -100,9 +107,9 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
-    Option<"minBytes", "min-bytes", "int64_t", "1048576",
+    Option<"minBytes", "min-bytes", "int64_t", "::dc::kDefaultOffloadMinBytes",
            "Smallest tensor worth offloading (bytes)">,
-    Option<"keepLast", "keep-last", "int64_t", "0",
+    Option<"keepLast", "keep-last", "int64_t", "::dc::kDefaultOffloadKeepLast",
            "Candidates kept on the device, counted from the last">,
   ]);
 }
@@ -124,8 +131,13 @@ def DCOffloadParams : Pass<"dc-offload-params", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
-    Option<"params", "params", "std::string", "\"budget\"",
-           "Which parameter shards live in host memory: all or budget">,
+    Option<"params", "params", "::dc::ParamsInHost",
+           "::dc::ParamsInHost::Budget",
+           "Which parameter shards live in host memory: all or budget",
+           [{::llvm::cl::values(
+             clEnumValN(::dc::ParamsInHost::All, "all", "every sharded one"),
+             clEnumValN(::dc::ParamsInHost::Budget, "budget",
+                        "the largest, until the step fits the budget"))}]>,
     Option<"failOverBudget", "fail-over-budget", "bool", "true",
            "With params=budget, fail when even every shard in host memory "
            "does not fit (off when a later pass may still make it fit)">,
@@ -162,9 +174,11 @@ def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
-    Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t", "0",
+    Option<"maxInFlightBytes", "max-in-flight-bytes", "int64_t",
+           "::dc::kDefaultMaxInFlightBytes",
            "Most bytes of gathers started but not yet waited; 0: no limit">,
-    Option<"maxFusedBytes", "max-fused-bytes", "int64_t", "268435456",
+    Option<"maxFusedBytes", "max-fused-bytes", "int64_t",
+           "::dc::kDefaultMaxFusedBytes",
            "Most bytes one fused gather group may move; 0: no fusion">,
   ]);
 }
@@ -220,10 +234,11 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = [
-    Option<"memoryBudget", "memory-budget", "std::string", "\"\"",
+    Option<"memoryBudget", "memory-budget", "std::string",
+           "::dc::kDefaultMemoryBudget",
            "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction "
            "of the target's memory (e.g. 0.9 or 90%); empty: not checked">,
-    Option<"target", "target", "std::string", "\"h200\"",
+    Option<"target", "target", "std::string", "::dc::kDefaultTarget",
            "Target preset (h200, cpu) or a target JSON file">,
   ];
 }

@@ -3,7 +3,6 @@
 #define DC_ATTRS_TD
 
 include "dc/Dialect/DC/IR/DCBase.td"
-include "mlir/IR/EnumAttr.td"
 
 class DC_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<DC_Dialect, name, traits> {
@@ -52,10 +51,35 @@ def DC_HostMemoryAttr : DC_Attr<"HostMemory", "host_memory"> {
   }];
 }
 
-def DC_ReduceKind : I32EnumAttr<"ReduceKind", "gradient reduction", [
-    I32EnumAttrCase<"Sum", 0, "sum">,
-    I32EnumAttrCase<"Avg", 1, "avg">]> {
-  let cppNamespace = "::dc";
+// Seconds as a plain float: `stall_seconds = 1.250000e-03`.
+def DC_SecondsParameter : APFloatParameter<"seconds"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double seconds;
+    if ($_parser.parseFloat(seconds))
+      return ::mlir::failure();
+    return ::llvm::APFloat(seconds);
+  }() }];
+  let printer = [{ $_printer.printFloat($_self) }];
+}
+
+def DC_OffloadFloorAttr : DC_Attr<"OffloadFloor", "offload_floor"> {
+  let summary = "the copy stall no offload placement can avoid";
+  let description = [{
+    Set by `dc-offload-activations` on a step it offloads from, under
+    `dc.offload_floor`: the bytes over budget at the memory peak
+    (`excess_bytes`), which must leave the device before the peak op and
+    come back after it at the host link's bandwidth, and the compute stall
+    that costs at best (`stall_seconds`). `dc-report` prints it next to the
+    predicted stall.
+
+    ```mlir
+    func.func @step(...) attributes {dc.offload_floor =
+        #dc.offload_floor<excess_bytes = 33280, stall_seconds = 1.250000e-03>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$excess_bytes,
+                        DC_SecondsParameter:$stall_seconds);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 #endif // DC_ATTRS_TD

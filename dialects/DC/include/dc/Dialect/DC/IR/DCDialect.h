@@ -42,8 +42,8 @@ constexpr llvm::StringLiteral kLossAttrName = "dc.loss";
 /// The artifact manifest passes it to dc-run, which draws or checks data in
 /// that range.
 constexpr llvm::StringLiteral kVocabAttrName = "dc.vocab";
-/// Set by dc-offload-activations on a step it offloads from:
-/// {excess_bytes, stall_seconds}, the copy stall no placement can avoid.
+/// Set by dc-offload-activations on a step it offloads from: an
+/// #dc.offload_floor, the copy stall no placement can avoid.
 constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axis,
@@ -78,7 +78,7 @@ inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
 } // namespace dc
 
 #include "dc/Dialect/DC/IR/DCDialect.h.inc"
-#include "dc/Dialect/DC/IR/DCEnums.h.inc"
+#include "dc/Dialect/DC/IR/DCInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dc/Dialect/DC/IR/DCAttrs.h.inc"

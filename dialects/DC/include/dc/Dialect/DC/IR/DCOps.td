@@ -5,6 +5,8 @@
 include "dc/Dialect/DC/IR/DCBase.td"
 include "dc/Dialect/DC/IR/DCTypes.td"
 include "dc/Dialect/DC/IR/DCAttrs.td"
+include "dc/Dialect/DC/IR/DCInterfaces.td"
+include "mlir/Dialect/Shard/IR/ShardBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
@@ -25,11 +27,20 @@ def DC_TensorOrBuffer : AnyTypeOf<[AnyRankedTensor, DC_DeviceBuffer]>;
 def DC_ReleasedValue
     : AnyTypeOf<[AnyRankedTensor, DC_AnyShard, DC_DeviceBuffer]>;
 
+// Arguments several ops share.
+// How a reduction combines the ranks' values: upstream's
+// mlir::shard::ReductionKind, of which dc (and the runtime) take `sum` and
+// `average`.
+defvar DC_ReductionArgs = (ins Shard_ReductionKindAttr:$kind);
+// The communicator: axis `axis` of the shard.grid `grid`.
+defvar DC_GridAxisArgs = (ins FlatSymbolRefAttr:$grid, I64Attr:$axis);
+
 //===----------------------------------------------------------------------===//
 // Parameter gathers (ZeRO-3)
 //===----------------------------------------------------------------------===//
 
 def DC_GatherStartOp : DC_Op<"gather_start", [
+    DC_AsyncStartOpInterface,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
   let summary = "start all-gathering one or more parameter shards (one group)";
@@ -129,11 +140,12 @@ def DC_ReleaseOp : DC_Op<"release", [MemoryEffects<[MemFree<DC_GatherArena>]>]> 
 //===----------------------------------------------------------------------===//
 
 def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
+    DC_AsyncStartOpInterface,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
   let summary = "start reduce-scattering gradients into shards (one bucket)";
   let description = [{
-    Starts a reduce-scatter (`sum` or `avg` over the grid axis) of each full
+    Starts a reduce-scatter (`sum` or `average` over the grid axis) of each full
     gradient into the shard layout of its parameter. The gradients of one op
     form one bucket: they are packed into one padded buffer and reduced in
     one group call, so all their shards must be split over the same grid
@@ -143,12 +155,12 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     runtime's buffers of the reduced slices, `memref<local x T>`.
 
     ```mlir
-    %f = dc.reduce_scatter_start avg %g : tensor<8x8xf32>
+    %f = dc.reduce_scatter_start average %g : tensor<8x8xf32>
         -> !dc.future<!dc.shard<tensor<8x8xf32>, @world[0], local = 32>>
     ```
   }];
-  let arguments = (ins DC_ReduceKind:$kind,
-                       Variadic<DC_TensorOrBuffer>:$gradients);
+  let arguments = !con(DC_ReductionArgs,
+                       (ins Variadic<DC_TensorOrBuffer>:$gradients));
   let results = (outs Variadic<DC_AnyFuture>:$futures);
   let assemblyFormat = [{
     $kind $gradients attr-dict `:` type($gradients) `->` qualified(type($futures))
@@ -179,30 +191,32 @@ def DC_EndBackwardOp : DC_Op<"end_backward", [
 }
 
 def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
+    DC_AsyncStartOpInterface,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the reduced tensor", "input",
                    "future", "::dc::FutureType::get($_self)">,
     MemoryEffects<[MemAlloc<DC_GatherArena>, MemWrite<DC_Communicator>]>]> {
   let summary = "start all-reducing a replicated gradient (or the loss)";
   let description = [{
-    Starts a `sum` or `avg` all-reduce of `input` over axis `axis` of `grid`
+    Starts a `sum` or `average` all-reduce of `input` over axis `axis` of `grid`
     and returns a future of the reduced tensor. `dc-zero3` uses it for the
     gradients of parameters small enough to stay replicated. After
     bufferization the input is a buffer the runtime reads until the wait and
     the future holds the runtime's buffer of the result.
 
     ```mlir
-    %f = dc.all_reduce_start avg %g on @world[0] : tensor<16xf32>
+    %f = dc.all_reduce_start average %g on @world[0] : tensor<16xf32>
     %r = dc.wait %f : !dc.future<tensor<16xf32>>
     ```
   }];
-  let arguments = (ins DC_ReduceKind:$kind,
-                       AnyTypeOf<[AnyStaticShapeTensor, DC_DeviceBuffer]>:$input,
-                       FlatSymbolRefAttr:$grid, I64Attr:$axis);
+  let arguments = !con(DC_ReductionArgs,
+      (ins AnyTypeOf<[AnyStaticShapeTensor, DC_DeviceBuffer]>:$input),
+      DC_GridAxisArgs);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = [{
     $kind $input `on` $grid `[` $axis `]` attr-dict `:` type($input)
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -210,6 +224,7 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
 //===----------------------------------------------------------------------===//
 
 def DC_OffloadStartOp : DC_Op<"offload_start", [
+    DC_AsyncStartOpInterface,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the value in host memory", "value",
                    "future",
@@ -239,6 +254,7 @@ def DC_OffloadStartOp : DC_Op<"offload_start", [
 }
 
 def DC_ReloadStartOp : DC_Op<"reload_start", [
+    DC_AsyncStartOpInterface,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>,
     TypesMatchWith<"result is a future of the device value", "host", "future",
                    "::dc::FutureType::get(::dc::getDeviceValueType($_self))">,
@@ -261,6 +277,7 @@ def DC_ReloadStartOp : DC_Op<"reload_start", [
   let arguments = (ins AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>:$host);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = "$host attr-dict `:` qualified(type($host))";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -294,9 +311,9 @@ def DC_AllToAllOp : DC_Op<"all_to_all", [
         : tensor<1x512x32x64xbf16> -> tensor<1x1024x16x64xbf16>
     ```
   }];
-  let arguments = (ins DC_TensorOrBuffer:$input, FlatSymbolRefAttr:$grid,
-                       I64Attr:$axis, I64Attr:$split_dim, I64Attr:$concat_dim,
-                       Optional<DC_DeviceBuffer>:$output);
+  let arguments = !con((ins DC_TensorOrBuffer:$input), DC_GridAxisArgs,
+                       (ins I64Attr:$split_dim, I64Attr:$concat_dim,
+                            Optional<DC_DeviceBuffer>:$output));
   let results = (outs Optional<AnyRankedTensor>:$result);
   let assemblyFormat = [{
     $input `on` $grid `[` $axis `]` `split` $split_dim `concat` $concat_dim
