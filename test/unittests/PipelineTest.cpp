@@ -83,7 +83,7 @@ TEST_F(PipelineTest, BuildsTheSamePipelineDcOptRuns) {
   EXPECT_EQ(op(4)->getOperand(0), op(3)->getResult(0));
   EXPECT_EQ(op(4)->getOperand(1), full);
   auto reduce = cast<dc::ReduceScatterStartOp>(op(5));
-  EXPECT_EQ(reduce.getKind(), dc::ReduceKind::Avg);
+  EXPECT_EQ(reduce.getKind(), mlir::shard::ReductionKind::Average);
   ASSERT_EQ(reduce->getNumOperands(), 1u);
   EXPECT_EQ(reduce->getOperand(0), op(4)->getResult(0));
   EXPECT_EQ(cast<dc::ReleaseOp>(op(6)).getValue(), full);

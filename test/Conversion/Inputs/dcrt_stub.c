@@ -93,8 +93,7 @@ dcrt_future dcrt_gather_start(int32_t axis, int32_t n, void *const *shards,
     if (local_numel[i] != full_numel[i])
       fail("gather: one rank holds whole tensors");
     out_full[i] = malloc((size_t)full_numel[i] * dtype_bytes(dst_dtype[i]));
-    convert(out_full[i], dst_dtype[i], shards[i], src_dtype[i],
-            full_numel[i]);
+    convert(out_full[i], dst_dtype[i], shards[i], src_dtype[i], full_numel[i]);
     ++gathers;
     if (++live_gathered > peak_gathered)
       peak_gathered = live_gathered;
@@ -136,13 +135,11 @@ void dcrt_release(void *full) {
   free(full);
 }
 
-dcrt_future dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
-                                      void *const *grads,
-                                      const int64_t *full_numel,
-                                      const int32_t *grad_dtype,
-                                      const int64_t *local_numel,
-                                      const int32_t *shard_dtype,
-                                      void **out_shards) {
+dcrt_future
+dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
+                          void *const *grads, const int64_t *full_numel,
+                          const int32_t *grad_dtype, const int64_t *local_numel,
+                          const int32_t *shard_dtype, void **out_shards) {
   for (int32_t i = 0; i < n; ++i) {
     if (local_numel[i] != full_numel[i])
       fail("reduce-scatter: one rank holds whole tensors");
@@ -154,8 +151,8 @@ dcrt_future dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
   return start();
 }
 
-dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input, int64_t numel,
-                                  int32_t dtype, void **out) {
+dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input,
+                                  int64_t numel, int32_t dtype, void **out) {
   *out = step_buffer((size_t)numel * dtype_bytes(dtype));
   memcpy(*out, input, (size_t)numel * dtype_bytes(dtype));
   return start();
@@ -181,10 +178,10 @@ dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
   return start();
 }
 
-dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input,
-                                  void *output, int32_t rank,
-                                  const int64_t *shape, int64_t split_dim,
-                                  int64_t concat_dim, int32_t dtype) {
+dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
+                                  int32_t rank, const int64_t *shape,
+                                  int64_t split_dim, int64_t concat_dim,
+                                  int32_t dtype) {
   int64_t numel = 1;
   for (int32_t i = 0; i < rank; ++i)
     numel *= shape[i];
