@@ -80,7 +80,7 @@ run_example() {
 
 case "${1:-}" in
   setup) setup ;;
-  test) setup; build; run_tests ;;
+  test) setup; check_format; build; run_tests ;;
   format) project_sources | xargs "$LLVM/bin/clang-format" -i ;;
   example) setup; build; run_example ;;
   *) echo "usage: $0 {example|test|setup|format}" >&2; exit 2 ;;

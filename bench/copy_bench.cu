@@ -18,8 +18,8 @@
 // Samples: warm-up first, then the median of --reps repetitions.
 //
 // Build: nvcc -O2 -arch=sm_90 -o copy_bench bench/copy_bench.cu -lcublas
-// Run:   ./copy_bench [--quick] [--device N] [--reps N] [--gemm-n N] [--json FILE]
-// Prints a table, then one JSON object on the last line.
+// Run:   ./copy_bench [--quick] [--device N] [--reps N] [--gemm-n N] [--json
+// FILE] Prints a table, then one JSON object on the last line.
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -96,7 +96,8 @@ Options parseOptions(int argc, char **argv) {
       char *end = nullptr;
       long n = std::strtol(v, &end, 10);
       if (!end || *end || n < lo || n > (1 << 20)) {
-        std::fprintf(stderr, "copy_bench: error: %s %s: expected an integer >= %d\n",
+        std::fprintf(stderr,
+                     "copy_bench: error: %s %s: expected an integer >= %d\n",
                      name, v, lo);
         std::exit(2);
       }
@@ -116,7 +117,8 @@ Options parseOptions(int argc, char **argv) {
       usage(argv[0]);
       std::exit(0);
     } else {
-      std::fprintf(stderr, "copy_bench: error: unknown argument '%s'\n", argv[i]);
+      std::fprintf(stderr, "copy_bench: error: unknown argument '%s'\n",
+                   argv[i]);
       usage(argv[0]);
       std::exit(2);
     }
@@ -275,7 +277,8 @@ struct Gemm {
     CUDA_CHECK(cudaStreamDestroy(stream));
   }
   double flops() const { return 2.0 * n * double(n) * n; }
-  // Queue `iters` GEMMs (bf16 in and out, fp32 accumulation) between the events.
+  // Queue `iters` GEMMs (bf16 in and out, fp32 accumulation) between the
+  // events.
   void enqueue(int iters) {
     const float alpha = 1.0f, beta = 0.0f;
     CUDA_CHECK(cudaEventRecord(start, stream));
@@ -330,7 +333,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (opt.device >= ndev) {
-    std::fprintf(stderr, "copy_bench: error: --device %d but only %d device(s)\n",
+    std::fprintf(stderr,
+                 "copy_bench: error: --device %d but only %d device(s)\n",
                  opt.device, ndev);
     return 1;
   }
@@ -346,9 +350,9 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, opt.device));
 
   std::vector<size_t> sizes =
-      opt.quick ? std::vector<size_t>{1 * MiB, 64 * MiB, 1 * GiB}
-                : std::vector<size_t>{1 * MiB, 8 * MiB, 64 * MiB, 256 * MiB,
-                                      1 * GiB};
+      opt.quick
+          ? std::vector<size_t>{1 * MiB, 64 * MiB, 1 * GiB}
+          : std::vector<size_t>{1 * MiB, 8 * MiB, 64 * MiB, 256 * MiB, 1 * GiB};
   const size_t maxBytes = GiB; // also the size of the copies against the GEMM
 
   std::printf("copy_bench: %s (sm_%d%d, PCI %s), %d copy engine(s), driver "
@@ -389,8 +393,10 @@ int main(int argc, char **argv) {
 
   // The fixed cost of one copy: queued 4 KiB copies, per copy.
   const int smallCount = 64;
-  double smallD2hUs = timeOneWay(d2h, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
-  double smallH2dUs = timeOneWay(h2d, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
+  double smallD2hUs =
+      timeOneWay(d2h, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
+  double smallH2dUs =
+      timeOneWay(h2d, 4 * KiB, smallCount, opt.reps) * 1e3 / smallCount;
 
   // (a), (b), (c)
   std::vector<SizeResult> results;
@@ -414,8 +420,9 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
     results.push_back(r);
   }
-  std::printf("4 KiB copies, queued: %.2f us per D2H copy, %.2f us per H2D copy\n\n",
-              smallD2hUs, smallH2dUs);
+  std::printf(
+      "4 KiB copies, queued: %.2f us per D2H copy, %.2f us per H2D copy\n\n",
+      smallD2hUs, smallH2dUs);
 
   // (d) GEMM alone, against 1 GiB copies in both directions, and the copies
   // under the GEMM. The three kinds of sample alternate, so clock and power
@@ -480,13 +487,15 @@ int main(int argc, char **argv) {
   double tflopsAlone = gemm.flops() * gemmIters / (gemmAloneMs * 1e-3) / 1e12;
   double tflopsWith = gemm.flops() * gemmIters / (gemmWithMs * 1e-3) / 1e12;
 
-  std::printf("bf16 GEMM %dx%dx%d (cublasGemmEx, fp32 accumulate), %d per sample:\n",
-              gemm.n, gemm.n, gemm.n, gemmIters);
-  std::printf("  alone:                  %9.2f ms  (%.1f TFLOP/s)\n", gemmAloneMs,
-              tflopsAlone);
-  std::printf("  with 1 GiB copies both ways: %4.2f ms  (%.1f TFLOP/s), slowdown "
-              "%.2f%%\n",
-              gemmWithMs, tflopsWith, slowdownPct);
+  std::printf(
+      "bf16 GEMM %dx%dx%d (cublasGemmEx, fp32 accumulate), %d per sample:\n",
+      gemm.n, gemm.n, gemm.n, gemmIters);
+  std::printf("  alone:                  %9.2f ms  (%.1f TFLOP/s)\n",
+              gemmAloneMs, tflopsAlone);
+  std::printf(
+      "  with 1 GiB copies both ways: %4.2f ms  (%.1f TFLOP/s), slowdown "
+      "%.2f%%\n",
+      gemmWithMs, tflopsWith, slowdownPct);
   std::printf("  copies while the GEMM runs: D2H %.1f GB/s, H2D %.1f GB/s\n\n",
               loadD2hGbps, loadH2dGbps);
 
@@ -494,7 +503,8 @@ int main(int argc, char **argv) {
   // one-way bandwidth of the largest copy, and the fixed cost of a copy.
   const SizeResult &big = results.back();
   double bigTotal = double(big.bytes) * big.count;
-  double linkGbps = std::min(gbps(bigTotal, big.d2hMs), gbps(bigTotal, big.h2dMs));
+  double linkGbps =
+      std::min(gbps(bigTotal, big.d2hMs), gbps(bigTotal, big.h2dMs));
   double linkLatencyUs = std::max(smallD2hUs, smallH2dUs);
   std::printf("dc target: hostLinkBandwidth %.4g (%.1f GB/s), hostLinkLatency "
               "%.4g (%.2f us)\n",
@@ -514,8 +524,8 @@ int main(int argc, char **argv) {
   add("{\"bench\": \"copy_bench\", \"date\": \"%s\", \"gpu\": \"%s\", "
       "\"pci\": \"%s\", \"sm\": \"%d%d\", \"copy_engines\": %d, "
       "\"driver\": %d, \"runtime\": %d, \"reps\": %d, \"quick\": %s, ",
-      isoDate().c_str(), name.c_str(), pci, prop.major, prop.minor,
-      copyEngines, driver, runtime, opt.reps, opt.quick ? "true" : "false");
+      isoDate().c_str(), name.c_str(), pci, prop.major, prop.minor, copyEngines,
+      driver, runtime, opt.reps, opt.quick ? "true" : "false");
   add("\"small_copy_us\": {\"bytes\": %zu, \"d2h\": %.3f, \"h2d\": %.3f}, ",
       4 * KiB, smallD2hUs, smallH2dUs);
   json += "\"sizes\": [";
@@ -526,13 +536,16 @@ int main(int argc, char **argv) {
         "\"h2d_GBps\": %.2f, \"both_d2h_GBps\": %.2f, \"both_h2d_GBps\": %.2f, "
         "\"d2h_us_per_copy\": %.2f, \"h2d_us_per_copy\": %.2f}",
         i ? ", " : "", r.bytes, r.count, gbps(total, r.d2hMs),
-        gbps(total, r.h2dMs), gbps(total, r.bothD2hMs), gbps(total, r.bothH2dMs),
-        r.d2hMs * 1e3 / r.count, r.h2dMs * 1e3 / r.count);
+        gbps(total, r.h2dMs), gbps(total, r.bothD2hMs),
+        gbps(total, r.bothH2dMs), r.d2hMs * 1e3 / r.count,
+        r.h2dMs * 1e3 / r.count);
   }
   json += "], ";
   add("\"gemm\": {\"n\": %d, \"iters\": %d, \"alone_ms\": %.3f, "
-      "\"alone_tflops\": %.1f, \"with_copies_ms\": %.3f, \"with_copies_tflops\": "
-      "%.1f, \"slowdown_pct\": %.2f, \"copy_bytes\": %zu, \"copies_per_direction\": "
+      "\"alone_tflops\": %.1f, \"with_copies_ms\": %.3f, "
+      "\"with_copies_tflops\": "
+      "%.1f, \"slowdown_pct\": %.2f, \"copy_bytes\": %zu, "
+      "\"copies_per_direction\": "
       "%d, \"d2h_GBps_during_gemm\": %.2f, \"h2d_GBps_during_gemm\": %.2f}, ",
       gemm.n, gemmIters, gemmAloneMs, tflopsAlone, gemmWithMs, tflopsWith,
       slowdownPct, GiB, coverCopies, loadD2hGbps, loadH2dGbps);
@@ -543,7 +556,8 @@ int main(int argc, char **argv) {
   std::fflush(stdout);
   if (!opt.jsonPath.empty()) {
     FILE *f = std::fopen(opt.jsonPath.c_str(), "w");
-    if (!f || std::fprintf(f, "%s\n", json.c_str()) < 0 || std::fclose(f) != 0) {
+    if (!f || std::fprintf(f, "%s\n", json.c_str()) < 0 ||
+        std::fclose(f) != 0) {
       std::fprintf(stderr, "copy_bench: error: cannot write %s: %s\n",
                    opt.jsonPath.c_str(), std::strerror(errno));
       return 1;

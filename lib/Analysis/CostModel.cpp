@@ -400,10 +400,9 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     cost.bytes = countBytes(op);
     // Scalar work on no tensor launches no kernel.
     if (cost.flops > 0 || cost.bytes > 0)
-      cost.seconds =
-          target.opLaunchLatency +
-          std::max(flopSeconds(op),
-                   static_cast<double>(cost.bytes) / target.memoryBandwidth);
+      cost.seconds = target.opLaunchLatency +
+                     std::max(flopSeconds(op), static_cast<double>(cost.bytes) /
+                                                   target.memoryBandwidth);
   }
   if (profile && !profileKey.empty()) {
     auto measured = profile->secondsByOpId.find(profileKey);

@@ -203,7 +203,8 @@ void dc::writeChromeTrace(const SimulationResult &result,
     for (auto [index, sim] : llvm::enumerate(result.ops)) {
       // Sample only where the bytes change, to keep traces small.
       if (index > 0 &&
-          timeline->deviceBytesAt(index) == timeline->deviceBytesAt(index - 1) &&
+          timeline->deviceBytesAt(index) ==
+              timeline->deviceBytesAt(index - 1) &&
           timeline->hostBytesAt(index) == timeline->hostBytesAt(index - 1))
         continue;
       events.push_back(json::Object{
@@ -211,8 +212,9 @@ void dc::writeChromeTrace(const SimulationResult &result,
           {"ph", "C"},
           {"pid", 0},
           {"ts", toMicroseconds(sim.issue)},
-          {"args", json::Object{{"device bytes", timeline->deviceBytesAt(index)},
-                                {"host bytes", timeline->hostBytesAt(index)}}}});
+          {"args",
+           json::Object{{"device bytes", timeline->deviceBytesAt(index)},
+                        {"host bytes", timeline->hostBytesAt(index)}}}});
     }
   }
   os << llvm::formatv("{0}", json::Value(json::Object{

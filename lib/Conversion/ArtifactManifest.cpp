@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
-#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dcrt/dcrt.h"
 
@@ -97,7 +97,8 @@ int64_t getStagingBytes(Operation *op, int64_t world) {
   if (auto gather = dyn_cast<GatherStartOp>(op)) {
     for (auto [shard, future] :
          llvm::zip(gather.getShards(), gather.getFutures()))
-      if (getElementTypeOf(shard.getType()) != getElementTypeOf(future.getType()))
+      if (getElementTypeOf(shard.getType()) !=
+          getElementTypeOf(future.getType()))
         bytes += getNumElementsOf(shard.getType()) *
                  getElementBytes(getElementTypeOf(future.getType()));
     return bytes;
@@ -178,11 +179,11 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world) {
                  : int64_t(0);
     });
   };
-  plan.staging = std::max(
-      stagingOf([](Operation *op) { return isa<GatherStartOp>(op); }),
-      stagingOf([](Operation *op) {
-        return isa<ReduceScatterStartOp, AllReduceStartOp>(op);
-      }));
+  plan.staging =
+      std::max(stagingOf([](Operation *op) { return isa<GatherStartOp>(op); }),
+               stagingOf([](Operation *op) {
+                 return isa<ReduceScatterStartOp, AllReduceStartOp>(op);
+               }));
   return plan;
 }
 

@@ -282,15 +282,15 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
     }
     int64_t n = grads.size();
     Value outShards = stackSlots(rewriter, op, ptrType(), n);
-    FailureOr<Value> handle = call(
-        rewriter, op, "dcrt_reduce_scatter_start",
-        {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
-         i32(rewriter, loc, getReduceOp(op.getKind())),
-         array(rewriter, op, ptrType(), grads),
-         array(rewriter, op, i64Type(), full),
-         array(rewriter, op, i32Type(), gradTypes),
-         array(rewriter, op, i64Type(), local),
-         array(rewriter, op, i32Type(), shardTypes), outShards});
+    FailureOr<Value> handle =
+        call(rewriter, op, "dcrt_reduce_scatter_start",
+             {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
+              i32(rewriter, loc, getReduceOp(op.getKind())),
+              array(rewriter, op, ptrType(), grads),
+              array(rewriter, op, i64Type(), full),
+              array(rewriter, op, i32Type(), gradTypes),
+              array(rewriter, op, i64Type(), local),
+              array(rewriter, op, i32Type(), shardTypes), outShards});
     if (failed(handle))
       return failure();
     rewriter.replaceOp(op, futures(rewriter, loc, *handle, outShards, n));
@@ -389,16 +389,15 @@ struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
     SmallVector<Value> shape = llvm::map_to_vector(
         type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
     // dc.all_to_all is synchronous: start, then wait at once.
-    FailureOr<Value> handle =
-        call(rewriter, op, "dcrt_all_to_all_start",
-             {i32(rewriter, loc, op.getAxis()),
-              alignedPtr(rewriter, loc, adaptor.getInput()),
-              alignedPtr(rewriter, loc, adaptor.getOutput()),
-              i32(rewriter, loc, type.getRank()),
-              array(rewriter, op, i64Type(), shape),
-              i64(rewriter, loc, op.getSplitDim()),
-              i64(rewriter, loc, op.getConcatDim()),
-              i32(rewriter, loc, *code)});
+    FailureOr<Value> handle = call(
+        rewriter, op, "dcrt_all_to_all_start",
+        {i32(rewriter, loc, op.getAxis()),
+         alignedPtr(rewriter, loc, adaptor.getInput()),
+         alignedPtr(rewriter, loc, adaptor.getOutput()),
+         i32(rewriter, loc, type.getRank()),
+         array(rewriter, op, i64Type(), shape),
+         i64(rewriter, loc, op.getSplitDim()),
+         i64(rewriter, loc, op.getConcatDim()), i32(rewriter, loc, *code)});
     if (failed(handle) || failed(call(rewriter, op, "dcrt_wait", {*handle})))
       return failure();
     rewriter.eraseOp(op);

@@ -63,12 +63,13 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // Prefetch and selective gather changed when ops run (fewer collective
   // stalls) and what memory is free: the offloads' waits and reloads are
   // re-timed for the final schedule (the pass offloads nothing new here).
-  if (options.offloadActivations && (options.prefetch || options.selectiveGather))
+  if (options.offloadActivations &&
+      (options.prefetch || options.selectiveGather))
     addOffloadActivations();
   DCVerifyScheduleOptions verify;
-  verify.memoryBudget =
-      options.memoryBudget.empty() ? std::string("1.0")
-                                   : std::string(options.memoryBudget);
+  verify.memoryBudget = options.memoryBudget.empty()
+                            ? std::string("1.0")
+                            : std::string(options.memoryBudget);
   verify.target = options.target;
   pm.addPass(createDCVerifySchedule(verify));
 }

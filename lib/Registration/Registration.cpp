@@ -1,9 +1,10 @@
-//===- Registration.cpp - dialects and passes every dc tool registers -------===//
+//===- Registration.cpp - dialects and passes every dc tool registers
+//-------===//
 #include "dc/Registration/Registration.h"
 
-#include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
-#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Conversion/Passes.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Transforms/Passes.h"
 

@@ -76,28 +76,26 @@ public:
   Value scores(Value q, Value k) {
     Value s = contract(q, {I, D}, k, {J, D}, {I, J}, D);
     Value negInf = causal ? getNegInf() : Value();
-    return mapScores({s}, {{I, J}},
-                     [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                       Value scaled =
-                           arith::MulFOp::create(b, l, args[0], scale);
-                       if (!causal)
-                         return scaled;
-                       Value i = linalg::IndexOp::create(b, l, numBatch + I);
-                       Value j = linalg::IndexOp::create(b, l, numBatch + J);
-                       Value above = arith::CmpIOp::create(
-                           b, l, arith::CmpIPredicate::ugt, j, i);
-                       return arith::SelectOp::create(b, l, above, negInf,
-                                                      scaled);
-                     });
+    return mapScores(
+        {s}, {{I, J}}, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value scaled = arith::MulFOp::create(b, l, args[0], scale);
+          if (!causal)
+            return scaled;
+          Value i = linalg::IndexOp::create(b, l, numBatch + I);
+          Value j = linalg::IndexOp::create(b, l, numBatch + J);
+          Value above =
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::ugt, j, i);
+          return arith::SelectOp::create(b, l, above, negInf, scaled);
+        });
   }
 
   /// lse = max_j z + log sum_j exp(z - max_j z): [batch..., i] in f32.
   Value logSumExp(Value z) {
-    Value max = reduceRows(
-        {z}, {{I, J}}, getNegInf(),
-        [](OpBuilder &b, Location l, ValueRange args) -> Value {
-          return arith::MaximumFOp::create(b, l, args[1], args[0]);
-        });
+    Value max =
+        reduceRows({z}, {{I, J}}, getNegInf(),
+                   [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                     return arith::MaximumFOp::create(b, l, args[1], args[0]);
+                   });
     Value sum = reduceRows(
         {z, max}, {{I, J}, {I}}, zero,
         [](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -106,14 +104,13 @@ public:
                                        math::ExpOp::create(b, l, shifted));
         });
     Type f32 = Float32Type::get(rewriter.getContext());
-    return generic({max, sum}, {{I}, {I}}, {I}, ijd[I], IteratorType::parallel,
-                   Value(),
-                   [&](OpBuilder &b, Location l, ValueRange args) {
-                     Value log = math::LogOp::create(b, l, args[1]);
-                     return convert(
-                         b, l, arith::AddFOp::create(b, l, args[0], log), f32);
-                   },
-                   f32);
+    return generic(
+        {max, sum}, {{I}, {I}}, {I}, ijd[I], IteratorType::parallel, Value(),
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Value log = math::LogOp::create(b, l, args[1]);
+          return convert(b, l, arith::AddFOp::create(b, l, args[0], log), f32);
+        },
+        f32);
   }
 
   /// p = exp(z - lse): [batch..., i, j].
@@ -128,12 +125,11 @@ public:
 
   /// ds = scale p (dp - delta) with delta[i] = sum_d do o: [batch..., i, j].
   Value scoreGradients(Value p, Value dp, Value dO, Value o) {
-    Value delta = generic(
-        {dO, o}, {{0, 1}, {0, 1}}, {0}, {ijd[I], ijd[D]},
-        {IteratorType::parallel, IteratorType::reduction}, zero,
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          return multiplyAdd(b, l, args);
-        });
+    Value delta = generic({dO, o}, {{0, 1}, {0, 1}}, {0}, {ijd[I], ijd[D]},
+                          {IteratorType::parallel, IteratorType::reduction},
+                          zero, [&](OpBuilder &b, Location l, ValueRange args) {
+                            return multiplyAdd(b, l, args);
+                          });
     return mapScores({p, dp, delta}, {{I, J}, {I, J}, {I}},
                      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
                        Value diff =
@@ -147,13 +143,15 @@ public:
   Value narrow(Value value) {
     if (compute == element)
       return value;
-    ArrayRef<int64_t> shape = cast<RankedTensorType>(value.getType()).getShape();
-    return generic({value}, {{0, 1}}, {0, 1}, shape.take_back(2),
-                   {IteratorType::parallel, IteratorType::parallel}, Value(),
-                   [&](OpBuilder &b, Location l, ValueRange args) {
-                     return convert(b, l, args[0], element);
-                   },
-                   element);
+    ArrayRef<int64_t> shape =
+        cast<RankedTensorType>(value.getType()).getShape();
+    return generic(
+        {value}, {{0, 1}}, {0, 1}, shape.take_back(2),
+        {IteratorType::parallel, IteratorType::parallel}, Value(),
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          return convert(b, l, args[0], element);
+        },
+        element);
   }
 
 private:
@@ -191,8 +189,8 @@ private:
     SmallVector<int64_t> shape(batchShape);
     for (unsigned dim : outDims)
       shape.push_back(loops[dim]);
-    Value out = tensor::EmptyOp::create(rewriter, loc, shape,
-                                        type ? type : compute);
+    Value out =
+        tensor::EmptyOp::create(rewriter, loc, shape, type ? type : compute);
     if (init)
       out = linalg::FillOp::create(rewriter, loc, init, out).getResult(0);
     auto op = linalg::GenericOp::create(
@@ -267,15 +265,14 @@ void expand(RewriterBase &rewriter, AttentionGradOp op) {
   E e(rewriter, op, op.getQ(), op.getK(), op.getScaleAttr(), op.getCausal());
   Value p = e.probabilities(e.scores(op.getQ(), op.getK()), op.getLse());
   Value dO = op.getDO();
-  Value dp = e.contract(dO, {E::I, E::D}, op.getV(), {E::J, E::D},
-                        {E::I, E::J}, E::D);
+  Value dp =
+      e.contract(dO, {E::I, E::D}, op.getV(), {E::J, E::D}, {E::I, E::J}, E::D);
   Value ds = e.scoreGradients(p, dp, dO, op.getO());
-  Value dq = e.contract(ds, {E::I, E::J}, op.getK(), {E::J, E::D},
-                        {E::I, E::D}, E::J);
-  Value dk = e.contract(ds, {E::I, E::J}, op.getQ(), {E::I, E::D},
-                        {E::J, E::D}, E::I);
-  Value dv = e.contract(p, {E::I, E::J}, dO, {E::I, E::D}, {E::J, E::D},
-                        E::I);
+  Value dq =
+      e.contract(ds, {E::I, E::J}, op.getK(), {E::J, E::D}, {E::I, E::D}, E::J);
+  Value dk =
+      e.contract(ds, {E::I, E::J}, op.getQ(), {E::I, E::D}, {E::J, E::D}, E::I);
+  Value dv = e.contract(p, {E::I, E::J}, dO, {E::I, E::D}, {E::J, E::D}, E::I);
   rewriter.replaceOp(op, {e.narrow(dq), e.narrow(dk), e.narrow(dv)});
 }
 

@@ -53,8 +53,8 @@ class ActivationOffloader {
 public:
   ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
                       int64_t budget, int64_t minBytes, int64_t keepLast)
-      : fn(fn), costModel(costModel), simulation(costModel, fn),
-        budget(budget), minBytes(minBytes), keepLast(keepLast) {}
+      : fn(fn), costModel(costModel), simulation(costModel, fn), budget(budget),
+        minBytes(minBytes), keepLast(keepLast) {}
 
   LogicalResult run() {
     collectPlaced();
@@ -194,8 +194,8 @@ private:
       if (!reload || !reload.getFuture().hasOneUse() ||
           reload->getBlock() != start->getBlock())
         continue;
-      placed.push_back({start, hostWait, reload,
-                        getTypeBytes(start.getValue().getType())});
+      placed.push_back(
+          {start, hostWait, reload, getTypeBytes(start.getValue().getType())});
     }
   }
 
@@ -239,8 +239,7 @@ private:
         // through them.
         size_t target = current + 1;
         while (target < limit &&
-               simOf(timeline->getOps()[target]).issue - stall <
-                   ready &&
+               simOf(timeline->getOps()[target]).issue - stall < ready &&
                timeline->deviceBytesAt(target) + placed.bytes <= budget)
           ++target;
         if (target > current + 1) {
@@ -440,8 +439,8 @@ private:
                         sim.ops[timeline.indexOf(touches[i])].end;
           // Both copies must fit in the gap, or offloading stalls compute.
           if (idle > roundTrip && (!widest || idle > widest->idleSeconds))
-            widest = OffloadCandidate{value, touches[i], touches[i + 1],
-                                      bytes, idle};
+            widest = OffloadCandidate{value, touches[i], touches[i + 1], bytes,
+                                      idle};
         }
         if (widest)
           candidates.push_back(*widest);
@@ -452,9 +451,8 @@ private:
                                       const OffloadCandidate &b) {
       return timeline.indexOf(a.lastBefore) < timeline.indexOf(b.lastBefore);
     });
-    size_t keep = std::min<size_t>(candidates.size(),
-                                   static_cast<size_t>(std::max<int64_t>(
-                                       keepLast, 0)));
+    size_t keep = std::min<size_t>(
+        candidates.size(), static_cast<size_t>(std::max<int64_t>(keepLast, 0)));
     candidates.resize(candidates.size() - keep);
     return candidates;
   }
@@ -475,7 +473,8 @@ private:
         streamFreeBefore(sim, StreamKind::HostToDevice);
 
     // The offload's wait: at the first op the copy is predicted done by.
-    double offloadDone = std::max(sim.ops[begin].end, d2hFree[begin + 1]) + copy;
+    double offloadDone =
+        std::max(sim.ops[begin].end, d2hFree[begin + 1]) + copy;
     size_t waitAt = begin + 1;
     while (waitAt < end && sim.ops[waitAt].issue < offloadDone)
       ++waitAt;
@@ -484,8 +483,7 @@ private:
     double needBy = sim.ops[end].issue;
     size_t reloadAt = end;
     while (reloadAt > waitAt &&
-           std::max(sim.ops[reloadAt].issue, h2dFree[reloadAt]) + copy >
-               needBy)
+           std::max(sim.ops[reloadAt].issue, h2dFree[reloadAt]) + copy > needBy)
       --reloadAt;
     // The buffer must be off the device at the peak this offload is for:
     // wait before it and reload after it, even if compute then stalls.
@@ -529,16 +527,16 @@ struct OffloadActivationsPass
   void runOnOperation() override {
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
-      if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes,
-                                     minBytes, keepLast)
+      if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
+                                     keepLast)
                      .run()))
         return failure();
       // Each reloaded buffer is freed after its last use, as planned.
       insertReloadReleases(fn);
       return success();
     };
-    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
-                            plan)))
+    if (failed(
+            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
       signalPassFailure();
   }
 };

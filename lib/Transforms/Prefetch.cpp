@@ -61,8 +61,8 @@ Value gatheredShard(Value value) {
   if (!wait)
     return Value();
   auto result = dyn_cast<OpResult>(wait.getFuture());
-  auto gather = result ? dyn_cast<GatherStartOp>(result.getOwner())
-                       : GatherStartOp();
+  auto gather =
+      result ? dyn_cast<GatherStartOp>(result.getOwner()) : GatherStartOp();
   return gather ? gather.getShards()[result.getResultNumber()] : Value();
 }
 
@@ -154,11 +154,10 @@ public:
 private:
   LogicalResult checkJustInTimeFits(const MemoryTimeline &timeline) {
     if (budget < timeline.getFloorBytes())
-      return fn.emitError()
-             << "memory budget " << formatBytes(budget)
-             << " is below this step's floor of "
-             << formatBytes(timeline.getFloorBytes())
-             << " (arguments plus the largest single op)";
+      return fn.emitError() << "memory budget " << formatBytes(budget)
+                            << " is below this step's floor of "
+                            << formatBytes(timeline.getFloorBytes())
+                            << " (arguments plus the largest single op)";
     if (timeline.getPeakDeviceBytes() > budget)
       return timeline.getOps()[timeline.getPeakIndex()]->emitError()
              << "even gathering just in time, device memory peaks here at "
@@ -386,9 +385,10 @@ private:
         double stallGain =
             stall - std::max(0.0, fusedEnd - sim.ops[waitAt].issue);
         bool cheaper = together < seconds(groupBytes) + seconds(size);
-        canFuse = cheaper && (groupStallDelta + kStallEpsilon < stallGain ||
-                              (groupStallDelta <= kStallEpsilon &&
-                               stallGain >= -kStallEpsilon));
+        canFuse =
+            cheaper &&
+            (groupStallDelta + kStallEpsilon < stallGain ||
+             (groupStallDelta <= kStallEpsilon && stallGain >= -kStallEpsilon));
         if (canFuse)
           groupStall += std::max(0.0, groupStallDelta);
       }
@@ -507,9 +507,9 @@ private:
         TypeRange(futures.getTypes()).drop_front(firstCount),
         shards.drop_front(firstCount), /*persistent=*/false);
     for (unsigned i = 0, e = futures.size(); i < e; ++i)
-      futures[i].replaceAllUsesWith(
-          i < firstCount ? first.getFutures()[i]
-                         : second.getFutures()[i - firstCount]);
+      futures[i].replaceAllUsesWith(i < firstCount
+                                        ? first.getFutures()[i]
+                                        : second.getFutures()[i - firstCount]);
     merged.erase();
   }
 
@@ -559,12 +559,12 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
                     const CostModel &costModel) {
       if (fn.getOps<GatherStartOp>().empty())
         return success();
-      return GatherScheduler(fn, costModel, setup.budgetBytes,
-                             maxInFlightBytes, maxFusedBytes)
+      return GatherScheduler(fn, costModel, setup.budgetBytes, maxInFlightBytes,
+                             maxFusedBytes)
           .run();
     };
-    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
-                            plan)))
+    if (failed(
+            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
       signalPassFailure();
   }
 };

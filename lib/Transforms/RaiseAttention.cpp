@@ -148,8 +148,7 @@ linalg::BatchMatmulOp getBatchMatmul(Value value, Transposed transposed) {
   SmallVector<AffineMap> expected = {getMap(context, lhs, 4),
                                      getMap(context, rhs, 4),
                                      getMap(context, {0, 1, 2}, 4)};
-  return op.getIndexingMapsArray() == expected ? op
-                                               : linalg::BatchMatmulOp();
+  return op.getIndexingMapsArray() == expected ? op : linalg::BatchMatmulOp();
 }
 
 /// The linalg.generic defining `value` if it is a one-result op on
@@ -182,9 +181,8 @@ bool isClosed(ArrayRef<Operation *> ops, ArrayRef<Operation *> exits) {
   llvm::SmallPtrSet<Operation *, 16> inside(ops.begin(), ops.end());
   return llvm::all_of(ops, [&](Operation *op) {
     return llvm::is_contained(exits, op) ||
-           llvm::all_of(op->getUsers(), [&](Operation *user) {
-             return inside.contains(user);
-           });
+           llvm::all_of(op->getUsers(),
+                        [&](Operation *user) { return inside.contains(user); });
   });
 }
 
@@ -221,11 +219,11 @@ std::optional<Forward> matchForward(linalg::BatchMatmulOp output) {
   linalg::GenericOp n = f.normalize;
   auto isExpOfShifted = [&](Value x, linalg::GenericOp op) {
     auto exp = x.getDefiningOp<math::ExpOp>();
-    return exp && isBinary<arith::SubFOp>(
-                      exp.getOperand(),
-                      [&](Value a) { return isArg(a, op, 0); },
-                      [&](Value a) { return isArg(a, op, 1); },
-                      /*commutative=*/false);
+    return exp &&
+           isBinary<arith::SubFOp>(
+               exp.getOperand(), [&](Value a) { return isArg(a, op, 0); },
+               [&](Value a) { return isArg(a, op, 1); },
+               /*commutative=*/false);
   };
   if (!isBinary<arith::DivFOp>(
           getYield(n), [&](Value x) { return isExpOfShifted(x, n); },
@@ -264,8 +262,7 @@ std::optional<Forward> matchForward(linalg::BatchMatmulOp output) {
   Value z = getYield(f.masked);
   std::optional<APFloat> scale;
   auto isScaledScore = [&](Value x) {
-    return isScaled(x, [&](Value a) { return isArg(a, f.masked, 0); },
-                    scale);
+    return isScaled(x, [&](Value a) { return isArg(a, f.masked, 0); }, scale);
   };
   if (auto select = z.getDefiningOp<arith::SelectOp>()) {
     std::optional<APFloat> fill = getConstant(select.getTrueValue());
@@ -335,7 +332,8 @@ std::optional<Backward> matchBackward(const Forward &f) {
 
   // rowdot = sum_j dp p, from 0
   linalg::GenericOp r = b.rowDot;
-  if (r.getDpsInputs()[1] != f.probs || !isFilledWith(r.getDpsInits()[0], 0.0) ||
+  if (r.getDpsInputs()[1] != f.probs ||
+      !isFilledWith(r.getDpsInits()[0], 0.0) ||
       !isBinary<arith::AddFOp>(
           getYield(r), [&](Value a) { return isArg(a, r, 2); },
           [&](Value a) {
@@ -421,9 +419,8 @@ bool isOrderedInBlock(ArrayRef<Operation *> ops, Operation *first) {
 
 /// The first of `ops` in their block.
 Operation *getFirst(ArrayRef<Operation *> ops) {
-  return *llvm::min_element(ops, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  return *llvm::min_element(
+      ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
 }
 
 /// A forward, and its backward when the probabilities feed one.

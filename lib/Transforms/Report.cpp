@@ -99,7 +99,8 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
         double lead = waitSim.issue - sim.ops[i].issue;
         if (report.minLeadSeconds < 0 || lead < report.minLeadSeconds)
           report.minLeadSeconds = lead;
-        report.maxStallSeconds = std::max(report.maxStallSeconds, waitSim.stall);
+        report.maxStallSeconds =
+            std::max(report.maxStallSeconds, waitSim.stall);
       }
     }
   }
@@ -165,8 +166,8 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
      << "   exposed " << ms(num("exposedCollectiveSeconds")) << " ("
      << pct(num("exposedCollectiveSeconds")) << " of the step)\n";
   os << "  host copies (busy)    " << ms(num("copySeconds")) << "   exposed "
-     << ms(num("exposedCopySeconds")) << " ("
-     << pct(num("exposedCopySeconds")) << " of the step)\n";
+     << ms(num("exposedCopySeconds")) << " (" << pct(num("exposedCopySeconds"))
+     << " of the step)\n";
   const json::Object *floor = r.getObject("offloadFloor");
   if (floor && floor->getNumber("stallSeconds"))
     os << "  offload floor         " << ms(*floor->getNumber("stallSeconds"))
@@ -177,8 +178,8 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "  peak device memory    "
      << formatBytes(*r.getInteger("peakDeviceBytes")) << " of budget "
      << formatBytes(*r.getInteger("budgetBytes")) << ", at op #"
-     << *peak->getInteger("index") << " '" << *peak->getString("name")
-     << "' " << *peak->getString("loc") << "\n";
+     << *peak->getInteger("index") << " '" << *peak->getString("name") << "' "
+     << *peak->getString("loc") << "\n";
   os << "  peak host memory      "
      << formatBytes(*r.getInteger("peakHostBytes")) << "\n";
   os << "  gathers               " << *r.getInteger("gathers") << " in "
@@ -187,14 +188,13 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "  gradient buckets      " << *r.getInteger("reduceBuckets") << ", "
      << formatBytes(*r.getInteger("reducedBytes")) << "\n";
   os << "  parameters:\n";
-  os << llvm::format("  %4s  %-28s %-24s %-10s %7s %5s %-18s %11s %11s\n",
-                     "id", "name", "type", "state", "gathers", "fused",
-                     "gathered as", "lead (us)", "stall (us)");
+  os << llvm::format("  %4s  %-28s %-24s %-10s %7s %5s %-18s %11s %11s\n", "id",
+                     "name", "type", "state", "gathers", "fused", "gathered as",
+                     "lead (us)", "stall (us)");
   for (const json::Value &value : *r.getArray("params")) {
     const json::Object &p = *value.getAsObject();
-    std::string state = *p.getBoolean("sharded")
-                            ? "sharded"
-                            : std::string("replicated");
+    std::string state =
+        *p.getBoolean("sharded") ? "sharded" : std::string("replicated");
     os << llvm::format("  %4lld  %-28s %-24s %-10s %7lld %5lld %-18s %11.1f "
                        "%11.1f\n",
                        static_cast<long long>(*p.getInteger("id")),
@@ -229,8 +229,7 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       if (failed(timeline))
         return signalPassFailure();
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
-      reports.push_back(
-          reportFunction(fn, *timeline, sim, setup->budgetBytes));
+      reports.push_back(reportFunction(fn, *timeline, sim, setup->budgetBytes));
       if (!trace.empty() && traceText.empty())
         writeChromeTrace(sim, fn.getSymName(), traceStream, &*timeline);
     }

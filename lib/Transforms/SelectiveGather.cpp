@@ -106,16 +106,16 @@ LogicalResult keepGathered(func::FuncOp fn, const CostModel &costModel,
           {release, nextWait, begin, end, bytes, saved, order});
     }
   }
-  llvm::stable_sort(candidates, [](const KeepCandidate &a,
-                                   const KeepCandidate &b) {
-    double ra = a.savedSeconds / std::max<int64_t>(a.bytes, 1);
-    double rb = b.savedSeconds / std::max<int64_t>(b.bytes, 1);
-    if (ra != rb)
-      return ra > rb;
-    if (a.gapEnd - a.gapBegin != b.gapEnd - b.gapBegin)
-      return a.gapEnd - a.gapBegin < b.gapEnd - b.gapBegin;
-    return a.paramOrder < b.paramOrder;
-  });
+  llvm::stable_sort(
+      candidates, [](const KeepCandidate &a, const KeepCandidate &b) {
+        double ra = a.savedSeconds / std::max<int64_t>(a.bytes, 1);
+        double rb = b.savedSeconds / std::max<int64_t>(b.bytes, 1);
+        if (ra != rb)
+          return ra > rb;
+        if (a.gapEnd - a.gapBegin != b.gapEnd - b.gapBegin)
+          return a.gapEnd - a.gapBegin < b.gapEnd - b.gapBegin;
+        return a.paramOrder < b.paramOrder;
+      });
 
   std::vector<int64_t> bytes(ops.size());
   for (size_t i = 0; i < ops.size(); ++i)
@@ -151,8 +151,8 @@ struct SelectiveGatherPass
         return success();
       return keepGathered(fn, costModel, setup.budgetBytes);
     };
-    if (failed(planEachStep(getOperation(), memoryBudget, target, profile,
-                            plan)))
+    if (failed(
+            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
       signalPassFailure();
   }
 };

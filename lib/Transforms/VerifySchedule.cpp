@@ -34,8 +34,8 @@ LogicalResult verifyFutures(Block &body) {
         waits.push_back(user);
       }
       if (waits.empty())
-        return op.emitError() << "future #" << future.getResultNumber()
-                              << " is never waited";
+        return op.emitError()
+               << "future #" << future.getResultNumber() << " is never waited";
       if (waits.size() > 1) {
         InFlightDiagnostic diag = op.emitError()
                                   << "future #" << future.getResultNumber()

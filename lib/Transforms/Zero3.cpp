@@ -103,8 +103,8 @@ LogicalResult Zero3Sharder::checkSupported() {
              << "; dc needs static shapes";
   for (auto [i, type] : llvm::enumerate(fn.getResultTypes()))
     if (!isStatic(type))
-      return fn.emitError() << "result #" << i << " has dynamic shape "
-                            << type << "; dc needs static shapes";
+      return fn.emitError() << "result #" << i << " has dynamic shape " << type
+                            << "; dc needs static shapes";
   WalkResult walk = fn.walk([&](Operation *op) {
     for (Type type : op->getResultTypes())
       if (!isStatic(type)) {
@@ -220,8 +220,8 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
   }
   for (Operation *castOp : casts)
     castOp->erase();
-  shardedParams[cast<ParamAttr>(fn.getArgAttr(param.getArgNumber(),
-                                               kParamAttrName))
+  shardedParams[cast<ParamAttr>(
+                    fn.getArgAttr(param.getArgNumber(), kParamAttrName))
                     .getId()] = shardType;
   return success();
 }
@@ -347,8 +347,8 @@ LogicalResult Zero3Sharder::run() {
   lossDeps = collectLossDependencies(fn);
 
   for (BlockArgument arg : fn.getArguments()) {
-    auto param = fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
-                                                kParamAttrName);
+    auto param =
+        fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName);
     if (!param)
       continue;
     auto [it, inserted] = paramsById.insert({param.getId(), arg});

@@ -66,19 +66,16 @@ public:
   virtual const char *name() const = 0;
 
   // The artifact's calls (dcrt.h).
-  virtual dcrt_future gatherStart(int32_t axis, int32_t n,
-                                  void *const *shards,
+  virtual dcrt_future gatherStart(int32_t axis, int32_t n, void *const *shards,
                                   const int64_t *localNumel,
                                   const int64_t *fullNumel,
                                   const int32_t *srcDtype,
                                   const int32_t *dstDtype, void **outFull) = 0;
-  virtual dcrt_future reduceScatterStart(int32_t axis, int32_t n, int32_t op,
-                                         void *const *grads,
-                                         const int64_t *fullNumel,
-                                         const int32_t *gradDtype,
-                                         const int64_t *localNumel,
-                                         const int32_t *shardDtype,
-                                         void **outShards) = 0;
+  virtual dcrt_future
+  reduceScatterStart(int32_t axis, int32_t n, int32_t op, void *const *grads,
+                     const int64_t *fullNumel, const int32_t *gradDtype,
+                     const int64_t *localNumel, const int32_t *shardDtype,
+                     void **outShards) = 0;
   virtual dcrt_future allReduceStart(int32_t axis, int32_t op,
                                      const void *input, int64_t numel,
                                      int32_t dtype, void **out) = 0;

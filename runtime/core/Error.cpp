@@ -1,4 +1,5 @@
-//===- Error.cpp - fatal errors that end every rank ------------------------===//
+//===- Error.cpp - fatal errors that end every rank
+//------------------------===//
 #include "Internal.h"
 
 #include "dcrt/error.hpp"

@@ -49,8 +49,8 @@ constexpr int64_t unplannedChunkBytes = int64_t(16) << 20;
 
 static void *allocateHost(int64_t bytes, const char *what) {
   // Not zeroed: untouched pages of a large plan cost nothing until used.
-  void *memory = std::aligned_alloc(bufferAlignment,
-                                    alignUp(bytes, bufferAlignment));
+  void *memory =
+      std::aligned_alloc(bufferAlignment, alignUp(bytes, bufferAlignment));
   if (!memory)
     fatal("out of host memory: %lld bytes for %s",
           static_cast<long long>(bytes), what);

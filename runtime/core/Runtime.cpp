@@ -283,13 +283,11 @@ dcrt_future dcrt_gather_start(int32_t axis, int32_t n, void *const *shards,
                        dst_dtype, out_full);
 }
 
-dcrt_future dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
-                                      void *const *grads,
-                                      const int64_t *full_numel,
-                                      const int32_t *grad_dtype,
-                                      const int64_t *local_numel,
-                                      const int32_t *shard_dtype,
-                                      void **out_shards) {
+dcrt_future
+dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
+                          void *const *grads, const int64_t *full_numel,
+                          const int32_t *grad_dtype, const int64_t *local_numel,
+                          const int32_t *shard_dtype, void **out_shards) {
   const char *caller = "dcrt_reduce_scatter_start";
   Backend &b = backend(caller);
   checkAxis(axis, caller);
@@ -325,10 +323,10 @@ dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input,
   return b.allReduceStart(axis, op, input, numel, dtype, out);
 }
 
-dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input,
-                                  void *output, int32_t rank,
-                                  const int64_t *shape, int64_t split_dim,
-                                  int64_t concat_dim, int32_t dtype) {
+dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
+                                  int32_t rank, const int64_t *shape,
+                                  int64_t split_dim, int64_t concat_dim,
+                                  int32_t dtype) {
   const char *caller = "dcrt_all_to_all_start";
   Backend &b = backend(caller);
   checkAxis(axis, caller);
@@ -488,9 +486,7 @@ bool dcrt::isComplete(dcrt_future future) {
   return backend("dcrt::isComplete").isComplete(future);
 }
 
-int64_t dcrt::endedSteps() {
-  return current("dcrt::endedSteps").endedSteps;
-}
+int64_t dcrt::endedSteps() { return current("dcrt::endedSteps").endedSteps; }
 
 double dcrt::timeoutSeconds() {
   return job("dcrt::timeoutSeconds").timeoutSeconds();
@@ -626,4 +622,3 @@ std::vector<OpTime> dcrt::opProfile() {
 void dcrt::resetOpProfile() {
   job("dcrt::resetOpProfile").tracer.resetOpProfile();
 }
-

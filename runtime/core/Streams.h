@@ -68,7 +68,7 @@ struct CommOp {
   const int *recvCounts = nullptr; // Gatherv, on the root
   const int *displacements = nullptr;
   MPI_Comm comm = MPI_COMM_NULL; // the group it runs over
-  int64_t bytes = 0; // this rank's payload, for statistics
+  int64_t bytes = 0;             // this rank's payload, for statistics
   std::atomic<bool> done{false};
   int64_t issuedNs = 0;
   MPI_Request request = MPI_REQUEST_NULL;

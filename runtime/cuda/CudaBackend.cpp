@@ -103,9 +103,8 @@ int pickDevice(int requested, int rank) {
       fatal("device %d asked for, but this machine has %d", requested, count);
     return requested;
   }
-  for (const char *name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
-        "MPI_LOCALRANKID"})
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK",
+                           "SLURM_LOCALID", "MPI_LOCALRANKID"})
     if (const char *value = std::getenv(name))
       return std::atoi(value) % count;
   return rank % count;
@@ -137,9 +136,9 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   checkCuda(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority),
             "cudaDeviceGetStreamPriorityRange");
   auto makeStream = [](cudaStream_t &stream, int priority) {
-    checkCuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking,
-                                           priority),
-              "cudaStreamCreateWithPriority");
+    checkCuda(
+        cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority),
+        "cudaStreamCreateWithPriority");
   };
   makeStream(compute, leastPriority);
   makeStream(gatherStream, greatestPriority);
@@ -178,12 +177,12 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   // unless a pool has no plan.
   gatherArena = std::make_unique<Arena>("gather arena", config.gatherArenaBytes,
                                         deviceMemory, true);
-  stepBuffers = std::make_unique<Arena>(
-      "step buffers", config.stepBufferBytes, deviceMemory, true);
-  gatherStaging = std::make_unique<Arena>(
-      "gather staging", config.stagingBytes, deviceMemory, true);
-  reduceStaging = std::make_unique<Arena>(
-      "reduce staging", config.stagingBytes, deviceMemory, true);
+  stepBuffers = std::make_unique<Arena>("step buffers", config.stepBufferBytes,
+                                        deviceMemory, true);
+  gatherStaging = std::make_unique<Arena>("gather staging", config.stagingBytes,
+                                          deviceMemory, true);
+  reduceStaging = std::make_unique<Arena>("reduce staging", config.stagingBytes,
+                                          deviceMemory, true);
   hostPool = std::make_unique<Arena>("host pool", config.hostPoolBytes,
                                      pinnedMemory, false);
   stepArenaBytes = config.stepArenaBytes;
@@ -341,9 +340,9 @@ void CudaBackend::waitForEvent(cudaEvent_t event, const char *what) {
         if (asyncError != ncclSuccess && asyncError != ncclInProgress)
           checkNccl(asyncError, what, comm);
       }
-    double waited = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - begin)
-                        .count();
+    double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
     if (waited > job.timeoutSeconds())
       fatal("timed out after %g s in %s: a collective did not complete (a "
             "peer rank may have died, stalled or issued different "
@@ -468,9 +467,9 @@ dcrt_future CudaBackend::gatherStart(int32_t axis, int32_t n,
   for (int i = 0; i < n; ++i) {
     sends[i] = shards[i];
     if (srcDtype[i] != dstDtype[i]) {
-      void *converted = stage(future, *gatherStaging,
-                              localNumel[i] * dtypeSize(dstDtype[i]),
-                              "casting a shard before its gather");
+      void *converted =
+          stage(future, *gatherStaging, localNumel[i] * dtypeSize(dstDtype[i]),
+                "casting a shard before its gather");
       checkCuda(cuda::convert(shards[i], srcDtype[i], converted, dstDtype[i],
                               localNumel[i], gatherStream),
                 "casting a shard before its gather");
@@ -530,9 +529,9 @@ dcrt_future CudaBackend::reduceScatterStart(
       sends[i] = grads[i];
       if (fullNumel[i] == world * localNumel[i])
         continue;
-      auto *padded = static_cast<char *>(
-          stage(future, *reduceStaging, world * localNumel[i] * size,
-                "padding a gradient"));
+      auto *padded = static_cast<char *>(stage(future, *reduceStaging,
+                                               world * localNumel[i] * size,
+                                               "padding a gradient"));
       checkCuda(cudaMemcpyAsync(padded, grads[i], fullNumel[i] * size,
                                 cudaMemcpyDeviceToDevice, reduceStream),
                 "padding a gradient");
@@ -593,7 +592,8 @@ dcrt_future CudaBackend::allReduceStart(int32_t axis, int32_t op,
   AxisComms &group = comms[axis];
   CudaFuture *future =
       newFuture(Kind::AllReduce, reduceStream, Track::AllReduce);
-  *out = stepBuffers->allocate(numel * dtypeSize(dtype), "an all-reduce result");
+  *out =
+      stepBuffers->allocate(numel * dtypeSize(dtype), "an all-reduce result");
   stepOutputs.push_back(*out);
   ncclRedOp_t reduction = op == DCRT_AVG ? ncclAvg : ncclSum;
   if (dtype == DCRT_BF16 || dtype == DCRT_F16) {
@@ -601,8 +601,8 @@ dcrt_future CudaBackend::allReduceStart(int32_t axis, int32_t op,
     void *wide = stage(future, *reduceStaging, numel * 4, "all-reduce in fp32");
     checkCuda(cuda::convert(input, dtype, wide, DCRT_F32, numel, reduceStream),
               "widening an all-reduce");
-    checkNccl(ncclAllReduce(wide, wide, static_cast<size_t>(numel),
-                            ncclFloat32, reduction, group.reduce, reduceStream),
+    checkNccl(ncclAllReduce(wide, wide, static_cast<size_t>(numel), ncclFloat32,
+                            reduction, group.reduce, reduceStream),
               "ncclAllReduce", group.reduce);
     checkCuda(cuda::convert(wide, DCRT_F32, *out, dtype, numel, reduceStream),
               "narrowing an all-reduce");
@@ -648,13 +648,12 @@ dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
   int64_t splitInner = product(shape, splitDim + 1, rank) * elementSize;
   int64_t chunkBytes = piece[splitDim] * splitInner;
   for (int64_t i = 0; i < world && pieceBytes > 0; ++i)
-    checkCuda(cudaMemcpy2DAsync(send + i * pieceBytes, chunkBytes,
-                                static_cast<const char *>(input) +
-                                    i * chunkBytes,
-                                shape[splitDim] * splitInner, chunkBytes,
-                                splitOuter, cudaMemcpyDeviceToDevice,
-                                reduceStream),
-              "packing an all-to-all");
+    checkCuda(
+        cudaMemcpy2DAsync(send + i * pieceBytes, chunkBytes,
+                          static_cast<const char *>(input) + i * chunkBytes,
+                          shape[splitDim] * splitInner, chunkBytes, splitOuter,
+                          cudaMemcpyDeviceToDevice, reduceStream),
+        "packing an all-to-all");
   checkNccl(ncclGroupStart(), "ncclGroupStart", nullptr);
   for (int peer = 0; peer < world; ++peer) {
     checkNccl(ncclSend(send + peer * pieceBytes, pieceBytes, ncclInt8, peer,
@@ -667,8 +666,8 @@ dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
   checkNccl(ncclGroupEnd(), "all-to-all (group end)", group.reduce);
   // Unpack: the piece from rank j goes to block j of concat_dim.
   int64_t concatOuter = product(piece, 0, concatDim);
-  int64_t rowBytes = piece[concatDim] * product(piece, concatDim + 1, rank) *
-                     elementSize;
+  int64_t rowBytes =
+      piece[concatDim] * product(piece, concatDim + 1, rank) * elementSize;
   for (int64_t j = 0; j < world && pieceBytes > 0; ++j)
     checkCuda(cudaMemcpy2DAsync(static_cast<char *>(output) + j * rowBytes,
                                 world * rowBytes, recv + j * pieceBytes,
@@ -694,8 +693,9 @@ dcrt_future CudaBackend::offloadStart(const void *device, int64_t bytes,
   if (!capturing || lastReloadCaptured)
     checkCuda(cudaStreamWaitEvent(toHost, lastReload, 0),
               "cudaStreamWaitEvent");
-  checkCuda(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, toHost),
-            "an offload copy");
+  checkCuda(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, toHost),
+      "an offload copy");
   future->bytes = bytes;
   finishStart(future);
   return future;
@@ -714,9 +714,9 @@ dcrt_future CudaBackend::reloadStart(void *host, int64_t bytes,
   void *device = stepBuffers->allocate(bytes, "a reloaded tensor");
   *outDevice = device;
   CudaFuture *future = newFuture(Kind::Reload, toDevice, Track::CopyToDevice);
-  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
-                            toDevice),
-            "a reload copy");
+  checkCuda(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
+      "a reload copy");
   checkCuda(cudaEventRecord(lastReload, toDevice), "cudaEventRecord");
   lastReloadCaptured = capturing;
   // Back to the pool now; an offload reusing it waits for lastReload.
@@ -736,9 +736,9 @@ dcrt_future CudaBackend::uploadStart(const void *host, int64_t bytes,
   void *device = stepBuffers->allocate(bytes, "an uploaded tensor");
   *outDevice = device;
   CudaFuture *future = newFuture(Kind::Upload, toDevice, Track::CopyToDevice);
-  checkCuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice,
-                            toDevice),
-            "an upload copy");
+  checkCuda(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
+      "an upload copy");
   copied.push_back({device, future});
   future->bytes = bytes;
   finishStart(future);
@@ -760,8 +760,9 @@ void CudaBackend::releaseGathered(std::vector<Gathered>::iterator tensor,
 }
 
 void CudaBackend::release(void *buffer) {
-  auto found = std::find_if(gathered.rbegin(), gathered.rend(),
-                            [&](const Gathered &t) { return t.full == buffer; });
+  auto found =
+      std::find_if(gathered.rbegin(), gathered.rend(),
+                   [&](const Gathered &t) { return t.full == buffer; });
   if (found != gathered.rend()) {
     auto tensor = std::next(found).base();
     releaseGathered(tensor, "dcrt_release");
@@ -831,9 +832,11 @@ void *CudaBackend::allocate(int64_t bytes, MemoryKind kind, const char *what) {
 }
 
 void CudaBackend::deallocate(void *pointer) {
-  auto found = std::find_if(
-      hostProgramBuffers.begin(), hostProgramBuffers.end(),
-      [&](const HostProgramBuffer &buffer) { return buffer.pointer == pointer; });
+  auto found =
+      std::find_if(hostProgramBuffers.begin(), hostProgramBuffers.end(),
+                   [&](const HostProgramBuffer &buffer) {
+                     return buffer.pointer == pointer;
+                   });
   if (found == hostProgramBuffers.end())
     fatal("dcrt::deallocate(%p): not a buffer from dcrt::allocate", pointer);
   synchronize(); // nothing enqueued may still use it
@@ -853,17 +856,20 @@ void CudaBackend::copy(void *dst, const void *src, int64_t bytes) {
 }
 
 MemoryStats CudaBackend::memoryStats() {
-  MemoryStats stats{gatherArena->stats(), hostPool->stats(),
-                    stepBuffers->stats(), gatherStaging->stats(),
-                    {}, hostProgramDeviceBytes};
+  MemoryStats stats{gatherArena->stats(),
+                    hostPool->stats(),
+                    stepBuffers->stats(),
+                    gatherStaging->stats(),
+                    {},
+                    hostProgramDeviceBytes};
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;
   stats.staging.highWater += reduce.highWater;
   stats.staging.reserved += reduce.reserved;
   stats.staging.systemAllocations += reduce.systemAllocations;
-  stats.stepArena.plan = stats.stepArena.reserved =
-      stats.stepArena.highWater = stepArenaBytes;
+  stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
+      stepArenaBytes;
   return stats;
 }
 

@@ -72,16 +72,13 @@ public:
                                  const int32_t *shardDtype,
                                  void **outShards) override;
   dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
-                             int64_t numel, int32_t dtype,
-                             void **out) override;
+                             int64_t numel, int32_t dtype, void **out) override;
   dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
-                            const std::vector<int64_t> &shape,
-                            int64_t splitDim, int64_t concatDim,
-                            int32_t dtype) override;
+                            const std::vector<int64_t> &shape, int64_t splitDim,
+                            int64_t concatDim, int32_t dtype) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
-  dcrt_future reloadStart(void *host, int64_t bytes,
-                          void **outDevice) override;
+  dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;
   dcrt_future uploadStart(const void *host, int64_t bytes,
                           void **outDevice) override;
   void wait(dcrt_future future) override;
@@ -154,8 +151,8 @@ private:
   cudaStream_t compute = nullptr, gatherStream = nullptr,
                reduceStream = nullptr, toHost = nullptr, toDevice = nullptr;
   std::vector<AxisComms> comms;
-  std::unique_ptr<Arena> gatherArena, stepBuffers, gatherStaging,
-      reduceStaging, hostPool;
+  std::unique_ptr<Arena> gatherArena, stepBuffers, gatherStaging, reduceStaging,
+      hostPool;
   void *stepArenaBase = nullptr;
   int64_t stepArenaBytes = 0;
   /// Host pool buffers handed back by reloads, reusable by offloads once

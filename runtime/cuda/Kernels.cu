@@ -15,7 +15,8 @@ constexpr int threadsPerBlock = 256;
 /// device, bounded so the launch stays cheap.
 unsigned blocksFor(int64_t numel) {
   int64_t blocks = (numel + threadsPerBlock - 1) / threadsPerBlock;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 8192 ? 8192 : blocks));
+  return static_cast<unsigned>(blocks < 1 ? 1
+                                          : (blocks > 8192 ? 8192 : blocks));
 }
 
 __device__ float loadFloat(const void *data, int32_t type, int64_t i) {

@@ -124,10 +124,14 @@ void HostBackend::copy(void *dst, const void *src, int64_t bytes) {
 }
 
 MemoryStats HostBackend::memoryStats() {
-  MemoryStats stats{gatherArena.stats(), hostPool.stats(), stepBuffers.stats(),
-                    staging.stats(), {}, hostProgramBytes};
-  stats.stepArena.plan = stats.stepArena.reserved =
-      stats.stepArena.highWater = stepArenaMemory.size();
+  MemoryStats stats{gatherArena.stats(),
+                    hostPool.stats(),
+                    stepBuffers.stats(),
+                    staging.stats(),
+                    {},
+                    hostProgramBytes};
+  stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
+      stepArenaMemory.size();
   return stats;
 }
 
@@ -142,13 +146,11 @@ void HostBackend::resetPeakMemory() {
 // Gathers
 //===----------------------------------------------------------------------===//
 
-dcrt_future HostBackend::gatherStart(int32_t axis, int32_t n,
-                                     void *const *shards,
-                                     const int64_t *local_numel,
-                                     const int64_t *full_numel,
-                                     const int32_t *src_dtype,
-                                     const int32_t *dst_dtype,
-                                     void **out_full) {
+dcrt_future
+HostBackend::gatherStart(int32_t axis, int32_t n, void *const *shards,
+                         const int64_t *local_numel, const int64_t *full_numel,
+                         const int32_t *src_dtype, const int32_t *dst_dtype,
+                         void **out_full) {
   const char *caller = "dcrt_gather_start";
   HostBackend &rt = *this;
   HostFuture *future = rt.newFuture(Kind::Gather);
@@ -298,8 +300,7 @@ void HostBackend::clearGathered() {
 dcrt_future HostBackend::reduceScatterStart(
     int32_t axis, int32_t n, int32_t op, void *const *grads,
     const int64_t *full_numel, const int32_t *grad_dtype,
-    const int64_t *local_numel, const int32_t *shard_dtype,
-    void **out_shards) {
+    const int64_t *local_numel, const int32_t *shard_dtype, void **out_shards) {
   const char *caller = "dcrt_reduce_scatter_start";
   HostBackend &rt = *this;
   HostFuture *future = rt.newFuture(Kind::ReduceScatter);
@@ -455,8 +456,7 @@ dcrt_future HostBackend::offloadStart(const void *device, int64_t bytes,
 /// host-to-device stream; `releaseTo` (if any) gets `host` back once copied.
 dcrt_future HostBackend::copyToStepBuffer(Kind kind, const char *name,
                                           const void *host, int64_t bytes,
-                                          void **out_device,
-                                          Arena *releaseTo) {
+                                          void **out_device, Arena *releaseTo) {
   HostBackend &rt = *this;
   void *device = rt.stepBuffers.acquire(
       bytes, kind == Kind::Reload ? "a reloaded tensor" : "an uploaded tensor");

@@ -83,16 +83,13 @@ public:
                                  const int32_t *shardDtype,
                                  void **outShards) override;
   dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
-                             int64_t numel, int32_t dtype,
-                             void **out) override;
+                             int64_t numel, int32_t dtype, void **out) override;
   dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
-                            const std::vector<int64_t> &shape,
-                            int64_t splitDim, int64_t concatDim,
-                            int32_t dtype) override;
+                            const std::vector<int64_t> &shape, int64_t splitDim,
+                            int64_t concatDim, int32_t dtype) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
-  dcrt_future reloadStart(void *host, int64_t bytes,
-                          void **outDevice) override;
+  dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;
   dcrt_future uploadStart(const void *host, int64_t bytes,
                           void **outDevice) override;
   void wait(dcrt_future future) override;

@@ -54,7 +54,8 @@ std::vector<char> toHost(const void *device, int64_t bytes) {
 /// Records "name\0" + int64 size + bytes.
 class Recorder {
 public:
-  explicit Recorder(const std::string &path) : file(std::fopen(path.c_str(), "wb")) {
+  explicit Recorder(const std::string &path)
+      : file(std::fopen(path.c_str(), "wb")) {
     if (!file)
       fatal("cannot write %s", path.c_str());
   }
@@ -115,8 +116,8 @@ void checkGathers(Recorder &out) {
   }
   void *full[3];
   maybeFail(&shardPointers[1]); // f32 -> f32: straight to NCCL
-  dcrt_wait(dcrt_gather_start(0, 3, shardPointers, local, fulls, src, dst,
-                              full));
+  dcrt_wait(
+      dcrt_gather_start(0, 3, shardPointers, local, fulls, src, dst, full));
   for (int t = 0; t < 3; ++t) {
     std::vector<char> bytes = toHost(full[t], fulls[t] * dtypeSize(dst[t]));
     for (int64_t i = 0; i < fulls[t]; ++i) {

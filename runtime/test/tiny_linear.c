@@ -188,8 +188,8 @@ void dc_entry_train_step(void **buffers) {
 
   void *grads[2] = {dw, db};
   void *reduced[2];
-  dcrt_future reduce = dcrt_reduce_scatter_start(0, 2, DCRT_AVG, grads, full, f32,
-                                                 local, f32, reduced);
+  dcrt_future reduce = dcrt_reduce_scatter_start(0, 2, DCRT_AVG, grads, full,
+                                                 f32, local, f32, reduced);
   dcrt_wait(reduce);
   memcpy(buffers[5], reduced[0], W_LOCAL * sizeof(float));
   memcpy(buffers[6], reduced[1], B_LOCAL * sizeof(float));

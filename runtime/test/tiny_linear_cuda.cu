@@ -112,9 +112,8 @@ const char *dc_artifact_manifest(void) {
       // Both gathered tensors at once, each padded to world * local
       // elements; the reduced shards and the reload are step buffers.
       TINY_WORLD * (WLocal + BLocal) * 4, XBytes, StepArenaBytes, 4096, 4096,
-      In, Classes,
-      WLocal, Classes, BLocal, Batch, In, Batch, In, Classes, WLocal, Classes,
-      BLocal);
+      In, Classes, WLocal, Classes, BLocal, Batch, In, Batch, In, Classes,
+      WLocal, Classes, BLocal);
   return manifest;
 }
 

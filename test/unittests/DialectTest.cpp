@@ -1,4 +1,5 @@
-//===- DialectTest.cpp - build dc IR through the C++ API --------------------===//
+//===- DialectTest.cpp - build dc IR through the C++ API
+//--------------------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Registration/Registration.h"
 

@@ -1,4 +1,5 @@
-//===- dc-opt.cpp - mlir-opt with the dc dialect and passes -----------------===//
+//===- dc-opt.cpp - mlir-opt with the dc dialect and passes
+//-----------------===//
 #include "dc/Registration/Registration.h"
 
 #include "mlir/IR/DialectRegistry.h"

@@ -374,7 +374,8 @@ private:
   double countTokens() const {
     double tokens = 0;
     for (const TensorSpec &arg : step.args)
-      if (arg.kind == TensorKind::Data && arg.vocab && !dcrt::isFloatDType(arg.dtype))
+      if (arg.kind == TensorKind::Data && arg.vocab &&
+          !dcrt::isFloatDType(arg.dtype))
         tokens += static_cast<double>(arg.numel()) * worldSize;
     return tokens;
   }

@@ -27,22 +27,22 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                 "least one batch dim, got "
                              << qType;
   if (kType.getRank() != rank)
-    return op->emitOpError() << "k has rank " << kType.getRank()
-                             << " but q has rank " << rank;
+    return op->emitOpError()
+           << "k has rank " << kType.getRank() << " but q has rank " << rank;
   if (v.getType() != kType)
     return op->emitOpError() << "v must have the type of k (" << kType
                              << "), got " << v.getType();
   if (kType.getElementType() != qType.getElementType())
-    return op->emitOpError() << "q, k and v must have one element type, got "
-                             << qType.getElementType() << " and "
-                             << kType.getElementType();
+    return op->emitOpError()
+           << "q, k and v must have one element type, got "
+           << qType.getElementType() << " and " << kType.getElementType();
   if (qType.getShape().drop_back(2) != kType.getShape().drop_back(2))
     return op->emitOpError() << "q " << qType << " and k " << kType
                              << " must have the same batch dims";
   if (qType.getShape().back() != kType.getShape().back())
-    return op->emitOpError() << "q head dim " << qType.getShape().back()
-                             << " differs from k head dim "
-                             << kType.getShape().back();
+    return op->emitOpError()
+           << "q head dim " << qType.getShape().back()
+           << " differs from k head dim " << kType.getShape().back();
   if (causal && qType.getDimSize(rank - 2) != kType.getDimSize(rank - 2))
     return op->emitOpError() << "causal attention needs as many queries as "
                                 "keys, got "
@@ -68,15 +68,15 @@ static LogicalResult verifyTypeIs(Operation *op, Value value, Type expected,
 
 void AttentionOp::build(OpBuilder &builder, OperationState &state, Value q,
                         Value k, Value v, float scale, bool causal) {
-  build(builder, state, q.getType(), getLSEType(q), q, k, v,
-        APFloat(scale), causal);
+  build(builder, state, q.getType(), getLSEType(q), q, k, v, APFloat(scale),
+        causal);
 }
 
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(),
-                                     getCausal(), getScale())) ||
-      failed(verifyTypeIs(*this, getO(), getQ().getType(),
-                          "o (the type of q)")))
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
+                                     getScale())) ||
+      failed(
+          verifyTypeIs(*this, getO(), getQ().getType(), "o (the type of q)")))
     return failure();
   return verifyTypeIs(*this, getLse(), getLSEType(getQ()),
                       "lse ([batch..., seq] of q, f32)");
@@ -95,15 +95,15 @@ void AttentionGradOp::build(OpBuilder &builder, OperationState &state, Value q,
 
 LogicalResult AttentionGradOp::verify() {
   Type qType = getQ().getType();
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(),
-                                     getCausal(), getScale())) ||
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
+                                     getScale())) ||
       failed(verifyTypeIs(*this, getO(), qType, "o (the type of q)")) ||
       failed(verifyTypeIs(*this, getLse(), getLSEType(getQ()),
                           "lse ([batch..., seq] of q, f32)")) ||
       failed(verifyTypeIs(*this, getDO(), qType, "do (the type of q)")) ||
       failed(verifyTypeIs(*this, getDq(), qType, "dq (the type of q)")) ||
-      failed(verifyTypeIs(*this, getDk(), getK().getType(),
-                          "dk (the type of k)")))
+      failed(
+          verifyTypeIs(*this, getDk(), getK().getType(), "dk (the type of k)")))
     return failure();
   return verifyTypeIs(*this, getDv(), getV().getType(), "dv (the type of v)");
 }

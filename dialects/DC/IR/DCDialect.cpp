@@ -39,10 +39,10 @@ void DCDialect::initialize() {
 // Types
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
-                  RankedTensorType logical, FlatSymbolRefAttr grid,
-                  int64_t axis, int64_t local) {
+LogicalResult ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                RankedTensorType logical,
+                                FlatSymbolRefAttr grid, int64_t axis,
+                                int64_t local) {
   if (!logical.hasStaticShape())
     return emitError() << "shard of a dynamically shaped tensor " << logical
                        << " (dc needs static shapes)";
@@ -67,9 +67,8 @@ ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (local < 1)
     return emitError() << "local size must be positive, got " << local;
   if (local > logical.getNumElements())
-    return emitError() << "local size " << local
-                       << " exceeds the tensor's " << logical.getNumElements()
-                       << " elements";
+    return emitError() << "local size " << local << " exceeds the tensor's "
+                       << logical.getNumElements() << " elements";
   return success();
 }
 
@@ -77,9 +76,7 @@ RankedTensorType ShardType::getLocalTensorType() const {
   return RankedTensorType::get({getLocal()}, getElementType());
 }
 
-int64_t ShardType::getLocalBytes() const {
-  return getTypeBytes(*this);
-}
+int64_t ShardType::getLocalBytes() const { return getTypeBytes(*this); }
 
 static bool isDeviceValueType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);

@@ -1,4 +1,5 @@
-//===- DCOps.cpp - dc op verifiers and interfaces ---------------------------===//
+//===- DCOps.cpp - dc op verifiers and interfaces
+//---------------------------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -152,8 +153,7 @@ LogicalResult GatherStartOp::verify() {
       return emitOpError() << "future #" << i << " holds " << full
                            << " but the shard's logical tensor is "
                            << shard.getLogical();
-    if (!isCompatibleElementType(shard.getElementType(),
-                                 full.getElementType()))
+    if (!isCompatibleElementType(shard.getElementType(), full.getElementType()))
       return emitOpError() << "cannot gather " << shard.getElementType()
                            << " shard #" << i << " as "
                            << full.getElementType();
@@ -161,8 +161,7 @@ LogicalResult GatherStartOp::verify() {
   return success();
 }
 
-LogicalResult
-GatherStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+LogicalResult GatherStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyShardOperands(*this, symbols);
 }
 
@@ -192,9 +191,8 @@ LogicalResult ReduceScatterStartOp::verify() {
   if (getGradients().empty())
     return emitOpError("needs at least one gradient");
   if (getGradients().size() != getFutures().size())
-    return emitOpError() << "has " << getGradients().size()
-                         << " gradients but " << getFutures().size()
-                         << " futures";
+    return emitOpError() << "has " << getGradients().size() << " gradients but "
+                         << getFutures().size() << " futures";
   if (failed(verifyReductionKind(*this, getKind())) ||
       failed(verifyOneForm(*this, getGradients(), "gradient")))
     return failure();
@@ -215,8 +213,7 @@ LogicalResult ReduceScatterStartOp::verify() {
     return success();
   }
   ShardType firstShard;
-  for (auto [i, grad, future] :
-       llvm::enumerate(getGradients(), getFutures())) {
+  for (auto [i, grad, future] : llvm::enumerate(getGradients(), getFutures())) {
     auto full = cast<RankedTensorType>(grad.getType());
     auto shard =
         dyn_cast<ShardType>(cast<FutureType>(future.getType()).getValue());
@@ -233,8 +230,7 @@ LogicalResult ReduceScatterStartOp::verify() {
       return emitOpError() << "gradient #" << i << " is " << full
                            << " but its shard's logical tensor is "
                            << shard.getLogical();
-    if (!isCompatibleElementType(full.getElementType(),
-                                 shard.getElementType()))
+    if (!isCompatibleElementType(full.getElementType(), shard.getElementType()))
       return emitOpError() << "cannot reduce " << full.getElementType()
                            << " gradient #" << i << " into a "
                            << shard.getElementType() << " shard";
@@ -254,9 +250,9 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult EndBackwardOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location> location,
-    ValueRange operands, DictionaryAttr attributes, OpaqueProperties properties,
-    RegionRange regions, SmallVectorImpl<Type> &inferredReturnTypes) {
+    MLIRContext *context, std::optional<Location> location, ValueRange operands,
+    DictionaryAttr attributes, OpaqueProperties properties, RegionRange regions,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
   for (Value operand : operands) {
     auto future = dyn_cast<FutureType>(operand.getType());
     if (!future)
@@ -331,9 +327,9 @@ LogicalResult AllToAllOp::verify() {
                          << " differs from input rank " << rank;
   if (input.getElementType() != result.getElementType())
     return emitOpError("must not change the element type");
-  for (auto [name, dim] : {std::pair<StringRef, int64_t>{"split_dim",
-                                                         getSplitDim()},
-                           {"concat_dim", getConcatDim()}})
+  for (auto [name, dim] :
+       {std::pair<StringRef, int64_t>{"split_dim", getSplitDim()},
+        {"concat_dim", getConcatDim()}})
     if (dim < 0 || dim >= rank)
       return emitOpError() << name << " " << dim
                            << " is out of range for a rank-" << rank

@@ -1,4 +1,5 @@
-//===- Pipelines.h - dc's pipelines as public functions -----------*- C++ -*-===//
+//===- Pipelines.h - dc's pipelines as public functions -----------*- C++
+//-*-===//
 //
 // What `dc-opt --dc-zero3-pipeline` and `--dc-lower-to-llvm` run, callable
 // by any compiler that links dc: build the pass pipeline into your own

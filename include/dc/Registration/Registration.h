@@ -1,4 +1,5 @@
-//===- Registration.h - one registration shared by every dc tool -*- C++ -*-===//
+//===- Registration.h - one registration shared by every dc tool -*- C++
+//-*-===//
 //
 // Every dc tool (dc-opt, dc-compile, ...) and every compiler that embeds dc
 // calls these, so no tool drifts from the others.

@@ -1,4 +1,5 @@
-//===- Passes.h - dc passes ---------------------------------------*- C++ -*-===//
+//===- Passes.h - dc passes ---------------------------------------*- C++
+//-*-===//
 #ifndef DC_TRANSFORMS_PASSES_H
 #define DC_TRANSFORMS_PASSES_H
 

@@ -1,4 +1,5 @@
-//===- Planning.h - what every planning pass loads ---------------*- C++ -*-===//
+//===- Planning.h - what every planning pass loads ---------------*- C++
+//-*-===//
 #ifndef DC_TRANSFORMS_PLANNING_H
 #define DC_TRANSFORMS_PLANNING_H
 

@@ -1,4 +1,5 @@
-/*===- dcrt.h - the dc runtime's C ABI (libdcrt) ----------------------------===*
+/*===- dcrt.h - the dc runtime's C ABI (libdcrt)
+ * ----------------------------===*
  *
  * The one contract between code dc compiles (the "artifact", a shared
  * library) and the runtime that runs it (libdcrt, host or CUDA backend).
@@ -136,13 +137,11 @@ void dcrt_release(void *full);
  * grad_dtype[i]; the rank's reduced slice (local_numel[i] elements of
  * shard_dtype[i]) is written to a runtime buffer whose address goes to
  * out_shards[i]. The gradient buffers must stay untouched until the wait. */
-dcrt_future dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
-                                      void *const *grads,
-                                      const int64_t *full_numel,
-                                      const int32_t *grad_dtype,
-                                      const int64_t *local_numel,
-                                      const int32_t *shard_dtype,
-                                      void **out_shards);
+dcrt_future
+dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
+                          void *const *grads, const int64_t *full_numel,
+                          const int32_t *grad_dtype, const int64_t *local_numel,
+                          const int32_t *shard_dtype, void **out_shards);
 
 /* All-reduces `numel` elements of `dtype` with `op` over `axis` into a
  * runtime buffer whose address goes to *out. */
@@ -153,10 +152,10 @@ dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input,
  * split evenly along split_dim, piece i goes to rank i of the axis, the
  * received pieces are concatenated along concat_dim into `output` (the
  * caller's buffer, written by the time the wait returns). */
-dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input,
-                                  void *output, int32_t rank,
-                                  const int64_t *shape, int64_t split_dim,
-                                  int64_t concat_dim, int32_t dtype);
+dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
+                                  int32_t rank, const int64_t *shape,
+                                  int64_t split_dim, int64_t concat_dim,
+                                  int32_t dtype);
 
 /* Copies `bytes` from device memory to a host-pool buffer (*out_host) on
  * the device-to-host copy stream. */

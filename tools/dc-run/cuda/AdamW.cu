@@ -104,8 +104,8 @@ cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
   int64_t blocks = (numel + normThreads - 1) / normThreads;
   if (blocks > 1024)
     blocks = 1024;
-  sumOfSquaresKernel<<<static_cast<unsigned>(blocks), normThreads, 0,
-                       stream>>>(grad, gradType, numel, sum);
+  sumOfSquaresKernel<<<static_cast<unsigned>(blocks), normThreads, 0, stream>>>(
+      grad, gradType, numel, sum);
   return cudaGetLastError();
 }
 

@@ -10,8 +10,8 @@ namespace dcrun::cuda {
 
 struct AdamWStep {
   double lr, beta1, beta2, eps, weightDecay;
-  int64_t step;             // counts from 1
-  double gradScale = 1.0;   // gradient clipping's factor
+  int64_t step;           // counts from 1
+  double gradScale = 1.0; // gradient clipping's factor
 };
 
 /// Adds the sum of squares of `numel` gradient elements (`gradType`) to

@@ -26,9 +26,12 @@ public:
     for (Param &param : registry.params()) {
       int64_t bytes = param.validNumel * int64_t(sizeof(float));
       State &state = states.emplace_back();
-      state.master = dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "a master copy");
-      state.expAvg = dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
-      state.expAvgSq = dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
+      state.master =
+          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "a master copy");
+      state.expAvg =
+          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
+      state.expAvgSq =
+          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
       dcrt::copy(state.master.data(), param.master.data(), bytes);
       dcrt::copy(state.expAvg.data(), param.expAvg.data(), bytes);
       dcrt::copy(state.expAvgSq.data(), param.expAvgSq.data(), bytes);
@@ -102,7 +105,8 @@ private:
 
   static void check(cudaError_t status) {
     if (status != cudaSuccess)
-      dcrt::fatal("computing the gradient norm: %s", cudaGetErrorString(status));
+      dcrt::fatal("computing the gradient norm: %s",
+                  cudaGetErrorString(status));
   }
 
   dcrt::Buffer sums;

@@ -65,8 +65,8 @@ int main() {
       gradFloat[i] = dcrt::bf16ToFloat(grad[i]);
     }
     cudaMemcpy(dGrad, grad.data(), n * 2, cudaMemcpyHostToDevice);
-    dcrun::cuda::AdamWStep kernelConfig{config.lr,  config.beta1,
-                                        config.beta2, config.eps,
+    dcrun::cuda::AdamWStep kernelConfig{config.lr,          config.beta1,
+                                        config.beta2,       config.eps,
                                         config.weightDecay, step};
     cudaError_t status =
         dcrun::cuda::adamwStep(dMaster, dGrad, DCRT_BF16, dAvg, dAvgSq, dData,
