@@ -870,6 +870,9 @@ MemoryStats CudaBackend::memoryStats() {
   stats.staging.systemAllocations += reduce.systemAllocations;
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaBytes;
+  size_t freeBytes = 0, totalBytes = 0;
+  checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+  stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);
   return stats;
 }
 

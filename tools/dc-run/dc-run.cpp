@@ -210,7 +210,8 @@ public:
 
       double seconds = (end - begin) * 1e-9;
       totalSeconds += seconds;
-      int64_t peak = dcrt::memoryStats().peakBytes();
+      dcrt::MemoryStats memory = dcrt::memoryStats();
+      int64_t peak = memory.peakBytes();
       dcrt::resetPeakMemory();
       std::string norm =
           options.adamw.maxGradNorm > 0
@@ -220,9 +221,16 @@ public:
           tokensPerStep > 0
               ? " tokens_per_s=" + formatDouble(tokensPerStep / seconds)
               : "";
-      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s%s\n",
+      // On a GPU: everything the device holds, the pools, the host
+      // program's buffers and what CUDA and NCCL keep for themselves.
+      std::string device =
+          memory.deviceUsedBytes > 0
+              ? " device_used_bytes=" + std::to_string(memory.deviceUsedBytes)
+              : "";
+      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s%s%s\n",
              static_cast<long long>(s), loss, seconds * 1e3,
-             static_cast<long long>(peak), throughput.c_str(), norm.c_str());
+             static_cast<long long>(peak), device.c_str(), throughput.c_str(),
+             norm.c_str());
       // The first step warms caches and pools: profile the others.
       if (s == first && last > first)
         dcrt::resetOpProfile();

@@ -109,6 +109,10 @@ struct MemoryStats {
   /// Device memory the host program allocated (parameters, optimizer
   /// state, data, results).
   int64_t hostProgramBytes = 0;
+  /// Device memory in use on this rank's GPU by every allocator
+  /// (cudaMemGetInfo: total - free; NCCL's and CUDA's own included), 0 on
+  /// the host backend.
+  int64_t deviceUsedBytes = 0;
   /// Sum of the high-water marks of the runtime's device pools: the peak
   /// dc-run reports beside the plan.
   int64_t peakBytes() const;
