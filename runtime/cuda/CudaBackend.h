@@ -108,6 +108,9 @@ public:
 
   /// Aborts every communicator (fatal errors, so peers do not hang).
   void abortCommunicators();
+  /// Runs one collective on every communicator so that NCCL sets up its
+  /// connections at dcrt_init.
+  void connectCommunicators();
 
 private:
   struct Gathered {
