@@ -58,6 +58,22 @@ struct RuntimeConfig {
   int64_t stagingBytes = 0;
 };
 
+/// The byte geometry of an all-to-all over `world` ranks, the same on every
+/// backend. Packing: the input is `splitOuter` rows of `world` chunks of
+/// `chunkBytes` (a row is `splitRowBytes`); chunk i of every row goes, in
+/// order, to piece i (`pieceBytes`) of the send buffer. Unpacking: piece j
+/// of the receive buffer is `concatOuter` rows of `rowBytes`, which land in
+/// block j of each output row (an output row is `world * rowBytes`).
+struct AllToAllLayout {
+  AllToAllLayout(const std::vector<int64_t> &shape, int64_t splitDim,
+                 int64_t concatDim, int64_t elementSize, int64_t world);
+
+  int64_t world;
+  int64_t pieceBytes;
+  int64_t splitOuter, splitRowBytes, chunkBytes;
+  int64_t concatOuter, rowBytes;
+};
+
 /// What a backend implements. Arguments arrive checked (counts, dtypes,
 /// shard sizes, axes): see core/Runtime.cpp.
 class Backend {
@@ -81,9 +97,7 @@ public:
                                      int32_t dtype, void **out) = 0;
   virtual dcrt_future allToAllStart(int32_t axis, const void *input,
                                     void *output,
-                                    const std::vector<int64_t> &shape,
-                                    int64_t splitDim, int64_t concatDim,
-                                    int32_t dtype) = 0;
+                                    const AllToAllLayout &layout) = 0;
   virtual dcrt_future offloadStart(const void *device, int64_t bytes,
                                    void **outHost) = 0;
   virtual dcrt_future reloadStart(void *host, int64_t bytes,

@@ -166,6 +166,30 @@ void dcrt::detail::checkReduceOp(int32_t op, const char *caller) {
     fatal("%s: unknown reduction %d (DCRT_SUM or DCRT_AVG)", caller, op);
 }
 
+AllToAllLayout::AllToAllLayout(const std::vector<int64_t> &shape,
+                               int64_t splitDim, int64_t concatDim,
+                               int64_t elementSize, int64_t world)
+    : world(world) {
+  auto product = [](const std::vector<int64_t> &dims, int64_t from,
+                    int64_t to) {
+    int64_t result = 1;
+    for (int64_t d = from; d < to; ++d)
+      result *= dims[d];
+    return result;
+  };
+  // A piece has the input's shape with split_dim divided by the group size.
+  std::vector<int64_t> piece = shape;
+  piece[splitDim] /= world;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  pieceBytes = product(piece, 0, rank) * elementSize;
+  int64_t splitInner = product(shape, splitDim + 1, rank) * elementSize;
+  splitOuter = product(shape, 0, splitDim);
+  splitRowBytes = shape[splitDim] * splitInner;
+  chunkBytes = piece[splitDim] * splitInner;
+  concatOuter = product(piece, 0, concatDim);
+  rowBytes = product(piece, concatDim, rank) * elementSize;
+}
+
 const char *dcrt_future_impl::what() const {
   switch (kind) {
   case Kind::Gather:
@@ -342,9 +366,10 @@ dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
           caller, static_cast<long long>(split_dim),
           static_cast<long long>(shape[split_dim]),
           static_cast<long long>(group));
-  return b.allToAllStart(axis, input, output,
-                         std::vector<int64_t>(shape, shape + rank), split_dim,
-                         concat_dim, dtype);
+  return b.allToAllStart(
+      axis, input, output,
+      AllToAllLayout(std::vector<int64_t>(shape, shape + rank), split_dim,
+                     concat_dim, dtypeSize(dtype), group));
 }
 
 dcrt_future dcrt_offload_start(const void *device, int64_t bytes,

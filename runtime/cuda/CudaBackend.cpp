@@ -642,41 +642,23 @@ dcrt_future CudaBackend::allReduceStart(int32_t axis, int32_t op,
 
 dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
                                        void *output,
-                                       const std::vector<int64_t> &shape,
-                                       int64_t splitDim, int64_t concatDim,
-                                       int32_t dtype) {
+                                       const AllToAllLayout &layout) {
   AxisComms &group = comms[axis];
-  int64_t world = group.size;
-  int64_t rank = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> piece = shape;
-  piece[splitDim] /= world;
-  auto product = [](const std::vector<int64_t> &dims, int64_t from,
-                    int64_t to) {
-    int64_t result = 1;
-    for (int64_t d = from; d < to; ++d)
-      result *= dims[d];
-    return result;
-  };
-  int64_t elementSize = dtypeSize(dtype);
-  int64_t pieceBytes = product(piece, 0, rank) * elementSize;
+  int64_t world = layout.world, pieceBytes = layout.pieceBytes;
   CudaFuture *future = newFuture(Kind::AllToAll, reduceStream, Track::AllToAll);
   auto *send = static_cast<char *>(
       stage(future, *reduceStaging, world * pieceBytes, "all-to-all staging"));
   auto *recv = static_cast<char *>(
       stage(future, *reduceStaging, world * pieceBytes, "all-to-all staging"));
 
-  // Pack: piece i is rows [i*chunk, (i+1)*chunk) of split_dim, a strided
-  // copy of splitOuter rows.
-  int64_t splitOuter = product(shape, 0, splitDim);
-  int64_t splitInner = product(shape, splitDim + 1, rank) * elementSize;
-  int64_t chunkBytes = piece[splitDim] * splitInner;
+  // Pack and unpack as strided copies (AllToAllLayout).
   for (int64_t i = 0; i < world && pieceBytes > 0; ++i)
-    checkCuda(
-        cudaMemcpy2DAsync(send + i * pieceBytes, chunkBytes,
-                          static_cast<const char *>(input) + i * chunkBytes,
-                          shape[splitDim] * splitInner, chunkBytes, splitOuter,
-                          cudaMemcpyDeviceToDevice, reduceStream),
-        "packing an all-to-all");
+    checkCuda(cudaMemcpy2DAsync(
+                  send + i * pieceBytes, layout.chunkBytes,
+                  static_cast<const char *>(input) + i * layout.chunkBytes,
+                  layout.splitRowBytes, layout.chunkBytes, layout.splitOuter,
+                  cudaMemcpyDeviceToDevice, reduceStream),
+              "packing an all-to-all");
   checkNccl(ncclGroupStart(), "ncclGroupStart", nullptr);
   for (int peer = 0; peer < world; ++peer) {
     checkNccl(ncclSend(send + peer * pieceBytes, pieceBytes, ncclInt8, peer,
@@ -687,16 +669,13 @@ dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
               "ncclRecv", group.reduce);
   }
   checkNccl(ncclGroupEnd(), "all-to-all (group end)", group.reduce);
-  // Unpack: the piece from rank j goes to block j of concat_dim.
-  int64_t concatOuter = product(piece, 0, concatDim);
-  int64_t rowBytes =
-      piece[concatDim] * product(piece, concatDim + 1, rank) * elementSize;
   for (int64_t j = 0; j < world && pieceBytes > 0; ++j)
-    checkCuda(cudaMemcpy2DAsync(static_cast<char *>(output) + j * rowBytes,
-                                world * rowBytes, recv + j * pieceBytes,
-                                rowBytes, rowBytes, concatOuter,
-                                cudaMemcpyDeviceToDevice, reduceStream),
-              "unpacking an all-to-all");
+    checkCuda(
+        cudaMemcpy2DAsync(static_cast<char *>(output) + j * layout.rowBytes,
+                          world * layout.rowBytes, recv + j * pieceBytes,
+                          layout.rowBytes, layout.rowBytes, layout.concatOuter,
+                          cudaMemcpyDeviceToDevice, reduceStream),
+        "unpacking an all-to-all");
   future->bytes = world * pieceBytes;
   finishStart(future);
   return future;

@@ -74,8 +74,7 @@ public:
   dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
                              int64_t numel, int32_t dtype, void **out) override;
   dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
-                            const std::vector<int64_t> &shape, int64_t splitDim,
-                            int64_t concatDim, int32_t dtype) override;
+                            const AllToAllLayout &layout) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
   dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;

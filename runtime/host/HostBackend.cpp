@@ -551,48 +551,25 @@ void HostBackend::wait(dcrt_future handle) {
 
 dcrt_future HostBackend::allToAllStart(int32_t axis, const void *input,
                                        void *output,
-                                       const std::vector<int64_t> &shape,
-                                       int64_t split_dim, int64_t concat_dim,
-                                       int32_t dtype) {
+                                       const AllToAllLayout &layout) {
   const char *caller = "dcrt_all_to_all_start";
-  int64_t world = job.axisSize(axis);
-  int64_t rank = static_cast<int64_t>(shape.size());
-  // A piece has the input's shape with split_dim divided by the group size.
-  std::vector<int64_t> piece = shape;
-  piece[split_dim] /= world;
-  auto product = [](const std::vector<int64_t> &dims, int64_t from,
-                    int64_t to) {
-    int64_t result = 1;
-    for (int64_t d = from; d < to; ++d)
-      result *= dims[d];
-    return result;
-  };
-  int64_t elementSize = dtypeSize(dtype);
-  int64_t pieceBytes = product(piece, 0, rank) * elementSize;
-
+  int64_t world = layout.world;
   HostFuture *future = newFuture(Kind::AllToAll);
   future->groupSize = world;
   future->allToAllOut = output;
-  future->piece = piece;
-  future->concatDim = concat_dim;
-  future->elementSize = elementSize;
-  future->blockSize = pieceBytes;
-  // Pack: piece i is rows [i*chunk, (i+1)*chunk) of split_dim.
+  future->allToAll = layout;
   char *send = static_cast<char *>(
-      staging.acquire(world * pieceBytes, "all-to-all staging"));
+      staging.acquire(world * layout.pieceBytes, "all-to-all staging"));
   char *recv = static_cast<char *>(
-      staging.acquire(world * pieceBytes, "all-to-all staging"));
+      staging.acquire(world * layout.pieceBytes, "all-to-all staging"));
   future->sendStaging = send;
   future->recvStaging = recv;
-  int64_t splitOuter = product(shape, 0, split_dim);
-  int64_t splitInner = product(shape, split_dim + 1, rank) * elementSize;
-  int64_t chunk = piece[split_dim];
   for (int64_t i = 0; i < world; ++i)
-    for (int64_t o = 0; o < splitOuter; ++o)
+    for (int64_t o = 0; o < layout.splitOuter; ++o)
       std::memcpy(
-          send + i * pieceBytes + o * chunk * splitInner,
-          bytesAt(input, (o * shape[split_dim] + i * chunk) * splitInner),
-          chunk * splitInner);
+          send + i * layout.pieceBytes + o * layout.chunkBytes,
+          bytesAt(input, o * layout.splitRowBytes + i * layout.chunkBytes),
+          layout.chunkBytes);
 
   CommOp &op = future->comm;
   op.kind = CommKind::AllToAll;
@@ -600,31 +577,22 @@ dcrt_future HostBackend::allToAllStart(int32_t axis, const void *input,
   op.name = "all-to-all";
   op.send = send;
   op.recv = recv;
-  op.type = job.unitFor(pieceBytes, op.count, caller);
+  op.type = job.unitFor(layout.pieceBytes, op.count, caller);
   op.comm = job.axisComm(axis);
-  op.bytes = world * pieceBytes;
+  op.bytes = world * layout.pieceBytes;
   job.commEngine.submit(&op);
   return future;
 }
 
 void HostBackend::finishAllToAll(HostFuture *future) {
-  // Unpack: the piece from rank j goes to block j of concat_dim.
-  const std::vector<int64_t> &piece = future->piece;
-  int64_t rank = static_cast<int64_t>(piece.size());
-  int64_t concatOuter = 1, concatInner = future->elementSize;
-  for (int64_t d = 0; d < future->concatDim; ++d)
-    concatOuter *= piece[d];
-  for (int64_t d = future->concatDim + 1; d < rank; ++d)
-    concatInner *= piece[d];
-  int64_t rows = piece[future->concatDim];
-  int64_t world = future->groupSize;
+  const AllToAllLayout &layout = *future->allToAll;
   const char *recv = static_cast<const char *>(future->recvStaging);
-  for (int64_t j = 0; j < world; ++j)
-    for (int64_t o = 0; o < concatOuter; ++o)
+  for (int64_t j = 0; j < layout.world; ++j)
+    for (int64_t o = 0; o < layout.concatOuter; ++o)
       std::memcpy(bytesAt(future->allToAllOut,
-                          (o * world * rows + j * rows) * concatInner),
-                  recv + j * future->blockSize + o * rows * concatInner,
-                  rows * concatInner);
+                          (o * layout.world + j) * layout.rowBytes),
+                  recv + j * layout.pieceBytes + o * layout.rowBytes,
+                  layout.rowBytes);
 }
 
 void HostBackend::endStep() {

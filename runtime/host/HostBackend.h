@@ -17,6 +17,7 @@
 #include "Streams.h"
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace dcrt::detail {
@@ -46,8 +47,7 @@ struct HostFuture : dcrt_future_impl {
   int64_t allReduceNumel = 0;
   // All-to-all: how to unpack into the caller's output.
   void *allToAllOut = nullptr;
-  std::vector<int64_t> piece;
-  int64_t concatDim = 0, elementSize = 0;
+  std::optional<AllToAllLayout> allToAll;
 
   const std::atomic<bool> &doneFlag() const;
 };
@@ -85,8 +85,7 @@ public:
   dcrt_future allReduceStart(int32_t axis, int32_t op, const void *input,
                              int64_t numel, int32_t dtype, void **out) override;
   dcrt_future allToAllStart(int32_t axis, const void *input, void *output,
-                            const std::vector<int64_t> &shape, int64_t splitDim,
-                            int64_t concatDim, int32_t dtype) override;
+                            const AllToAllLayout &layout) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
   dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;
