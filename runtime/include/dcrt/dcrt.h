@@ -189,6 +189,39 @@ void *dcrt_compute_stream(void);
  * temporaries at planned offsets. NULL when the plan has none. */
 void *dcrt_step_arena(void);
 
+/*--- Compute (additions: artifacts compiled with --target=h200 call them) ---*/
+
+/* A matrix product on the compute stream, fp32 accumulation. All fields are
+ * int64_t so compiled code builds the struct as an array. Row-major views:
+ * op(A) is m x k and op(B) is k x n, where trans_a = 1 means A is stored
+ * k x m (so op(A) = A^T), likewise trans_b (B stored n x k). lda, ldb, ldc
+ * are the row strides of the stored matrices in elements (the inner stride
+ * is 1); batch_stride_* the strides between the `batch` matrices (0 for a
+ * matrix shared by every batch). accumulate = 1: C += op(A) op(B);
+ * 0: C = op(A) op(B). a/b/c_dtype are dcrt_dtype codes (f32, bf16, f16;
+ * A and B the same). The cuda backend uses cuBLASLt (heuristic chosen once
+ * per descriptor and cached, workspace allocated at init); the host backend
+ * loops, for tests. */
+typedef struct dcrt_matmul_desc {
+  int64_t batch, m, n, k;
+  int64_t lda, ldb, ldc;
+  int64_t batch_stride_a, batch_stride_b, batch_stride_c;
+  int64_t trans_a, trans_b;
+  int64_t a_dtype, b_dtype, c_dtype;
+  int64_t accumulate;
+} dcrt_matmul_desc;
+void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
+                 void *c);
+
+/* Launches GPU kernel `kernel` of the fatbin/cubin `binary` (binary_bytes
+ * long, embedded in the artifact; loaded on first use and cached by its
+ * address) on the compute stream: dims = {grid x, y, z, block x, y, z},
+ * `args` one pointer per kernel parameter (as cudaLaunchKernel). The host
+ * backend has no GPU: a fatal error naming the kernel. */
+void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
+                        const char *kernel, const int64_t *dims,
+                        int32_t shared_bytes, void **args);
+
 /* Marks the end of one step: buffers for reductions and the reloads and
  * uploads not released yet may be reused by the next. Called by the
  * artifact's entry, last. */
