@@ -5,6 +5,7 @@
 // lowering carries through unchanged.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Conversion/Manifest.h"
 #include "dc/Conversion/Passes.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
@@ -444,6 +445,11 @@ void ArtifactManifestPass::runOnOperation() {
           << "@" << name << " is exported by the artifact itself";
       return signalPassFailure();
     }
+  if (target != "cpu" && target != "h200") {
+    module.emitError() << "dc-artifact-manifest: unknown target '" << target
+                       << "' (cpu or h200)";
+    return signalPassFailure();
+  }
   if (failed(findWorld(module)))
     return signalPassFailure();
   for (auto fn : module.getOps<func::FuncOp>())
@@ -473,11 +479,14 @@ void ArtifactManifestPass::runOnOperation() {
 
   json.object([&] {
     json.attribute("abi", DCRT_ABI_VERSION);
+    json.attribute("target", target);
     json.attribute("world_size", world);
     json.attribute("grid", gridName);
     json.attributeObject("plan", [&] {
       json.attribute("gather_arena_bytes", plan.gatherArena);
       json.attribute("host_pool_bytes", plan.hostPool);
+      // Filled in by dc-assign-step-arena, once the step is bufferized.
+      json.attribute("step_arena_bytes", 0);
       json.attribute("step_buffer_bytes", plan.stepBuffers);
       json.attribute("staging_bytes", plan.staging);
     });
@@ -489,3 +498,23 @@ void ArtifactManifestPass::runOnOperation() {
 }
 
 } // namespace
+
+LogicalResult dc::setManifestPlanBytes(ModuleOp module, StringRef field,
+                                       int64_t bytes) {
+  auto global = module.lookupSymbol<LLVM::GlobalOp>("dc_manifest_json");
+  if (!global)
+    return success();
+  auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
+  // dc-artifact-manifest writes compact JSON: "<field>":0.
+  std::string key = ("\"" + field + "\":0").str();
+  size_t at = text ? text.getValue().find(key) : StringRef::npos;
+  if (at == StringRef::npos)
+    return global.emitError()
+           << "the manifest has no plan field \"" << field << "\" to fill in";
+  std::string json = text.getValue().str();
+  json.replace(at, key.size(), ("\"" + field + "\":" + Twine(bytes)).str());
+  global.setValueAttr(StringAttr::get(module.getContext(), json));
+  global.setGlobalType(LLVM::LLVMArrayType::get(
+      IntegerType::get(module.getContext(), 8), json.size()));
+  return success();
+}

@@ -10,6 +10,7 @@
 #include "dc/Conversion/DCToDCRT.h"
 #include "dc/Conversion/Passes.h"
 
+#include "GemmForm.h"
 #include "RuntimeFunctions.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -18,6 +19,7 @@
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
 #include "mlir/Conversion/LLVMCommon/Pattern.h"
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -438,6 +440,170 @@ struct ClearGatheredLowering : public DCRTPattern<ClearGatheredOp> {
   }
 };
 
+/// dc.step_arena: the runtime's arena base as a buffer of the planned size.
+struct StepArenaLowering : public DCRTPattern<StepArenaOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(StepArenaOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    FailureOr<Value> base = call(rewriter, op, "dcrt_step_arena", {});
+    if (failed(base))
+      return failure();
+    Value arena = MemRefDescriptor::fromStaticShape(
+        rewriter, op.getLoc(), *getTypeConverter(), op.getArena().getType(),
+        *base);
+    rewriter.replaceOp(op, arena);
+    return success();
+  }
+};
+
+/// A library matrix product (GemmForm.h): dcrt_matmul with its descriptor
+/// (dcrt_matmul_desc, sixteen int64_t) built on the stack. Row strides and
+/// batch strides come from the buffers' descriptors, so views work.
+template <typename OpTy> struct MatmulLowering : public DCRTPattern<OpTy> {
+  using DCRTPattern<OpTy>::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    std::optional<GemmForm> form = getGemmForm(op);
+    if (!form)
+      return rewriter.notifyMatchFailure(op, "not a library matrix product");
+    Location loc = op.getLoc();
+    auto linalgOp = cast<linalg::LinalgOp>(op.getOperation());
+    SmallVector<Value> buffers = {adaptor.getOperands()[0],
+                                  adaptor.getOperands()[1],
+                                  adaptor.getOperands()[2]};
+    SmallVector<Value> pointers, rowStrides, batchStrides, dtypes;
+    for (auto [buffer, value] :
+         llvm::zip(buffers, linalgOp->getOperands().take_front(3))) {
+      auto type = cast<MemRefType>(value.getType());
+      FailureOr<int32_t> code = this->dtype(op, type);
+      if (failed(code))
+        return failure();
+      MemRefDescriptor descriptor(buffer);
+      pointers.push_back(
+          descriptor.bufferPtr(rewriter, loc, *this->getTypeConverter(), type));
+      int64_t rank = type.getRank();
+      rowStrides.push_back(descriptor.stride(rewriter, loc, rank - 2));
+      batchStrides.push_back(form->batched ? descriptor.stride(rewriter, loc, 0)
+                                           : this->i64(rewriter, loc, 0));
+      dtypes.push_back(this->i64(rewriter, loc, *code));
+    }
+    auto i64 = [&](int64_t value) { return this->i64(rewriter, loc, value); };
+    SmallVector<Value> fields = {
+        i64(form->batch),  i64(form->m),
+        i64(form->n),      i64(form->k),
+        rowStrides[0],     rowStrides[1],
+        rowStrides[2],     batchStrides[0],
+        batchStrides[1],   batchStrides[2],
+        i64(form->transA), i64(form->transB),
+        dtypes[0],         dtypes[1],
+        dtypes[2],         i64(op->hasAttr(kGemmOverwriteAttr) ? 0 : 1)};
+    Value desc = this->array(rewriter, op, this->i64Type(), fields);
+    if (failed(this->call(rewriter, op, "dcrt_matmul",
+                          {desc, pointers[0], pointers[1], pointers[2]})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
+/// gpu.launch_func of a kernel compiled into a gpu.binary: the binary
+/// becomes a constant global, and the launch dcrt_launch_kernel with one
+/// stack slot per kernel parameter. A buffer passes its whole descriptor
+/// (allocated and aligned pointer, offset, sizes, strides), field by field,
+/// as the kernel's NVVM lowering expects.
+struct LaunchFuncLowering : public DCRTPattern<gpu::LaunchFuncOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(gpu::LaunchFuncOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    auto binary = module.lookupSymbol<gpu::BinaryOp>(op.getKernelModuleName());
+    if (!binary || binary.getObjects().size() != 1)
+      return op.emitError()
+             << "dc-to-dcrt: kernel module " << op.getKernelModuleName()
+             << " is not compiled to one gpu.binary object "
+                "(run gpu-module-to-binary)";
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    StringRef bytes = object.getObject().getValue();
+
+    // The binary and the kernel's name, once per module.
+    std::string binaryName = ("dc_kernels_" + binary.getSymName()).str();
+    std::string kernelName = ("dc_kernel_name_" + binary.getSymName() + "_" +
+                              op.getKernelName().getValue())
+                                 .str();
+    OpBuilder global = OpBuilder::atBlockEnd(module.getBody());
+    auto i8 = IntegerType::get(getContext(), 8);
+    auto binaryGlobal = module.lookupSymbol<LLVM::GlobalOp>(binaryName);
+    if (!binaryGlobal)
+      binaryGlobal = LLVM::GlobalOp::create(
+          global, loc, LLVM::LLVMArrayType::get(i8, bytes.size()),
+          /*isConstant=*/true, LLVM::Linkage::Internal, binaryName,
+          StringAttr::get(getContext(), bytes), /*alignment=*/16);
+    auto nameGlobal = module.lookupSymbol<LLVM::GlobalOp>(kernelName);
+    if (!nameGlobal) {
+      std::string text = (op.getKernelName().getValue() + Twine('\0')).str();
+      nameGlobal = LLVM::GlobalOp::create(
+          global, loc, LLVM::LLVMArrayType::get(i8, text.size()),
+          /*isConstant=*/true, LLVM::Linkage::Internal, kernelName,
+          StringAttr::get(getContext(), text));
+    }
+    Value binaryPtr =
+        LLVM::AddressOfOp::create(rewriter, loc, binaryGlobal).getResult();
+    Value namePtr =
+        LLVM::AddressOfOp::create(rewriter, loc, nameGlobal).getResult();
+
+    // Kernel parameters, flattened.
+    SmallVector<Value> params;
+    for (auto [original, converted] :
+         llvm::zip(op.getKernelOperands(), adaptor.getKernelOperands())) {
+      auto memref = dyn_cast<MemRefType>(original.getType());
+      if (!memref) {
+        params.push_back(converted);
+        continue;
+      }
+      MemRefDescriptor descriptor(converted);
+      params.push_back(descriptor.allocatedPtr(rewriter, loc));
+      params.push_back(descriptor.alignedPtr(rewriter, loc));
+      params.push_back(descriptor.offset(rewriter, loc));
+      for (int64_t d = 0; d < memref.getRank(); ++d)
+        params.push_back(descriptor.size(rewriter, loc, d));
+      for (int64_t d = 0; d < memref.getRank(); ++d)
+        params.push_back(descriptor.stride(rewriter, loc, d));
+    }
+    SmallVector<Value> slots;
+    for (Value param : params) {
+      Value slotPtr = stackSlots(rewriter, op, param.getType(), 1);
+      LLVM::StoreOp::create(rewriter, loc, param, slotPtr);
+      slots.push_back(slotPtr);
+    }
+    Value args =
+        slots.empty()
+            ? LLVM::ZeroOp::create(rewriter, loc, ptrType()).getResult()
+            : array(rewriter, op, ptrType(), slots);
+
+    SmallVector<Value> dims;
+    for (Value dim : {adaptor.getGridSizeX(), adaptor.getGridSizeY(),
+                      adaptor.getGridSizeZ(), adaptor.getBlockSizeX(),
+                      adaptor.getBlockSizeY(), adaptor.getBlockSizeZ()})
+      dims.push_back(dim);
+    Value shared = adaptor.getDynamicSharedMemorySize();
+    if (!shared)
+      shared = i32(rewriter, loc, 0);
+    if (failed(call(rewriter, op, "dcrt_launch_kernel",
+                    {binaryPtr, i64(rewriter, loc, bytes.size()), namePtr,
+                     array(rewriter, op, i64Type(), dims), shared, args})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 } // namespace
 
 void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
@@ -461,10 +627,11 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
   patterns.add<GatherStartLowering, ReduceScatterStartLowering,
                AllReduceStartLowering, WaitLowering<WaitOp>,
                WaitLowering<EndBackwardOp>, AllToAllLowering,
-               ClearGatheredLowering>(converter, firstWaits);
+               ClearGatheredLowering, StepArenaLowering>(converter, firstWaits);
   patterns
       .add<CopyStartLowering<OffloadStartOp>, CopyStartLowering<ReloadStartOp>>(
           converter, firstWaits);
+  patterns.add<LaunchFuncLowering>(converter, firstWaits);
   patterns.add<BufferCallLowering<ReleaseOp>>(converter, firstWaits,
                                               "dcrt_release");
   patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
@@ -474,6 +641,8 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
 namespace {
 
 struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
+  using DCToDCRTBase::DCToDCRTBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *context = &getContext();
@@ -497,11 +666,26 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
     RewritePatternSet patterns(context);
     populateDCToDCRTPatterns(converter, patterns, *firstWaits);
 
+    if (matmulCalls)
+      patterns.add<MatmulLowering<linalg::MatmulOp>,
+                   MatmulLowering<linalg::BatchMatmulOp>>(converter,
+                                                          *firstWaits);
+
     ConversionTarget target(*context);
     target.addLegalDialect<LLVM::LLVMDialect>();
     target.addIllegalDialect<DCDialect>();
+    target.addIllegalOp<gpu::LaunchFuncOp>();
+    if (matmulCalls)
+      target.addDynamicallyLegalOp<linalg::MatmulOp, linalg::BatchMatmulOp>(
+          [](Operation *op) { return !getGemmForm(op); });
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();
+
+    // The kernels are globals now.
+    for (auto binary :
+         llvm::make_early_inc_range(module.getOps<gpu::BinaryOp>()))
+      binary.erase();
+    module->removeAttr(gpu::GPUDialect::getContainerModuleAttrName());
 
     // The grids described the world, which is the runtime's communicator.
     for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))

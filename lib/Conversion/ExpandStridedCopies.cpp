@@ -15,7 +15,8 @@ using namespace mlir;
 namespace {
 
 struct StridedCopyToLinalg : public OpRewritePattern<memref::CopyOp> {
-  using OpRewritePattern::OpRewritePattern;
+  StridedCopyToLinalg(MLIRContext *context, bool all)
+      : OpRewritePattern(context), all(all) {}
 
   LogicalResult matchAndRewrite(memref::CopyOp op,
                                 PatternRewriter &rewriter) const override {
@@ -23,20 +24,24 @@ struct StridedCopyToLinalg : public OpRewritePattern<memref::CopyOp> {
       auto memref = dyn_cast<MemRefType>(type);
       return memref && memref::isStaticShapeAndContiguousRowMajor(memref);
     };
-    if (isContiguous(op.getSource().getType()) &&
+    if (!all && isContiguous(op.getSource().getType()) &&
         isContiguous(op.getTarget().getType()))
       return rewriter.notifyMatchFailure(op, "lowers to llvm.memcpy");
     rewriter.replaceOpWithNewOp<linalg::CopyOp>(op, op.getSource(),
                                                 op.getTarget());
     return success();
   }
+
+  bool all;
 };
 
 struct ExpandStridedCopiesPass
     : public dc::impl::DCExpandStridedCopiesBase<ExpandStridedCopiesPass> {
+  using DCExpandStridedCopiesBase::DCExpandStridedCopiesBase;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<StridedCopyToLinalg>(&getContext());
+    patterns.add<StridedCopyToLinalg>(&getContext(), all);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

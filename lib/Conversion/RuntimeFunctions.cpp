@@ -40,6 +40,9 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_op_begin",              I64,    {}},
       {"dcrt_op_end",                Void,   {Ptr, I64}},
       {"dcrt_end_step",              Void,   {}},
+      {"dcrt_step_arena",            Ptr,    {}},
+      {"dcrt_matmul",                Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_launch_kernel",         Void,   {Ptr, I64, Ptr, Ptr, I32, Ptr}},
   };
   // clang-format on
   const RuntimeFunction *function =

@@ -9,6 +9,8 @@
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -16,6 +18,68 @@
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+using namespace dc;
+
+namespace {
+
+#ifdef DC_CUDA_TOOLKIT_DIR
+constexpr const char kCudaToolkit[] = DC_CUDA_TOOLKIT_DIR;
+#else
+constexpr const char kCudaToolkit[] = "";
+#endif
+
+/// The GPU target's compute: kernels and library calls, the kernels
+/// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
+void buildGPUCompute(OpPassManager &pm) {
+  // No host memcpy on device memory: every copy is a kernel.
+  DCExpandStridedCopiesOptions copies;
+  copies.all = true;
+  pm.addPass(createDCExpandStridedCopies(copies));
+  DCMapToGPUOptions map;
+  map.cudaToolkit = kCudaToolkit;
+  pm.addPass(createDCMapToGPU(map));
+  // Constants and index math into the kernels, not kernel parameters.
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  // One fatbin, one ptxas run.
+  pm.addPass(createDCMergeKernelModules());
+  GpuNVVMAttachTargetOptions nvvm;
+  nvvm.chip = "sm_90";
+  nvvm.features = "+ptx80";
+  nvvm.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(nvvm));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createSCFToControlFlowPass());
+  // No libdevice function takes bf16 or f16: math in f32.
+  kernels.addPass(math::createMathExtendToSupportedTypes());
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  kernels.addPass(arith::createArithExpandOpsPass(expand));
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = kCudaToolkit;
+  binary.compilationTarget = "fatbin";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  // Launches and matrix products (and the dc ops) as runtime calls.
+  DCToDCRTOptions calls;
+  calls.matmulCalls = true;
+  pm.addPass(createDCToDCRT(calls));
+}
+
+/// The CPU target's compute: MLIR's own loops on the host.
+void buildCPUCompute(OpPassManager &pm) {
+  // Runtime calls while the step is still one block, in schedule order.
+  pm.addPass(createDCToDCRT());
+  pm.addPass(createDCExpandStridedCopies());
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+}
+
+} // namespace
 
 void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
                                   const LowerToLLVMPipelineOptions &options) {
@@ -23,11 +87,12 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   // tensor-level signature shows.
   DCArtifactManifestOptions manifest;
   manifest.worldSize = options.worldSize;
+  manifest.target = options.target;
   pm.addPass(createDCArtifactManifest(manifest));
   if (options.profileOps)
     pm.addPass(createDCProfileOps());
-  // No attention kernel on the CPU: the fused ops become linalg (after the
-  // profile keys, which name the ops the cost model saw).
+  // The fused ops become linalg (after the profile keys, which name the ops
+  // the cost model saw).
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention());
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
@@ -45,15 +110,19 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  // Frees are placed at the end of the block, after every wait, so no buffer
-  // an async transfer still reads is freed early.
+  // Every temporary at a planned offset in the step arena.
+  pm.addPass(createDCAssignStepArena());
+  // What is left allocated: frees are placed at the end of the block, after
+  // every wait, so no buffer an async transfer still reads is freed early.
   bufferization::buildBufferDeallocationPipeline(pm);
-  // Runtime calls while the step is still one block, in schedule order.
-  pm.addPass(createDCToDCRT());
 
-  // Host compute: MLIR's own CPU path.
-  pm.addPass(createDCExpandStridedCopies());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (options.target == "h200")
+    buildGPUCompute(pm);
+  else
+    buildCPUCompute(pm);
+
+  // Host code (all of it on the CPU target; views and index math around
+  // the runtime calls on the GPU target).
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -86,7 +155,8 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
 void dc::registerLowerToLLVMPipeline() {
   PassPipelineRegistration<LowerToLLVMPipelineOptions>(
       "dc-lower-to-llvm",
-      "Lower a dc module to the LLVM dialect: manifest, bufferization, host "
-      "compute, dcrt runtime calls and the artifact's entries",
+      "Lower a dc module to the LLVM dialect: manifest, bufferization, step "
+      "arena, compute (cpu: host loops; h200: CUDA kernels and cuBLASLt), "
+      "dcrt runtime calls and the artifact's entries",
       buildLowerToLLVMPipeline);
 }

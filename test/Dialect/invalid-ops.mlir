@@ -847,3 +847,27 @@ func.func @reload_of_unknown_host_buffer() {
   %d = dc.wait %f : !dc.future<memref<4xf32>>
   return
 }
+
+// -----
+
+func.func @step_arena_not_bytes() {
+  // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<16xf32>'}}
+  %a = dc.step_arena : memref<16xf32>
+  return
+}
+
+// -----
+
+func.func @step_arena_dynamic() {
+  // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<?xi8>'}}
+  %a = dc.step_arena : memref<?xi8>
+  return
+}
+
+// -----
+
+func.func @step_arena_host() {
+  // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<64xi8, #dc.host_memory>'}}
+  %a = dc.step_arena : memref<64xi8, #dc.host_memory>
+  return
+}

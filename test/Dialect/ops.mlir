@@ -118,3 +118,13 @@ func.func @replicated_grad(%g: tensor<7xf32>) -> tensor<7xf32> {
   %r = dc.wait %f : !dc.future<tensor<7xf32>>
   return %r : tensor<7xf32>
 }
+
+// CHECK-LABEL: func.func @step_arena
+func.func @step_arena() -> memref<4x4xf32> {
+  %c64 = arith.constant 64 : index
+  // CHECK: %[[A:.*]] = dc.step_arena : memref<256xi8>
+  %a = dc.step_arena : memref<256xi8>
+  // CHECK: memref.view %[[A]]
+  %v = memref.view %a[%c64][] : memref<256xi8> to memref<4x4xf32>
+  return %v : memref<4x4xf32>
+}

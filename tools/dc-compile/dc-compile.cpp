@@ -1,7 +1,12 @@
 //===- dc-compile.cpp - a training step to a dcrt artifact ----------------===//
 //
-//   dc-compile step.mlir -o step.so [--world-size=N] [other options of
-//              dc-zero3-pipeline] [--no-schedule] [--emit=mlir|llvm|obj|so]
+//   dc-compile step.mlir -o step.so [--world-size=N] [--target=h200|cpu]
+//              [other options of dc-zero3-pipeline] [--no-schedule]
+//              [--emit=mlir|llvm|obj|so]
+//
+// --target=h200 plans for an H200 and compiles the compute for it (CUDA
+// kernels and cuBLASLt calls, run by libdcrt's cuda backend); without
+// --target, or with --target=cpu, the compute runs on the host.
 //
 // Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
 // it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
@@ -100,6 +105,11 @@ public:
   }
 };
 
+/// True when --target was given: the artifact's compute then runs on that
+/// target (h200: the GPU). Without it, the schedule is planned for the
+/// default preset and the compute runs on the host.
+bool targetGiven = false;
+
 /// Splits the command line: the options dc-compile does not know (as
 /// `--name=value` or `--name value`) are options of dc-zero3-pipeline
 /// (world-size, memory-budget, target, ...), parsed by the pipeline's own
@@ -118,6 +128,7 @@ splitScheduleOptions(int argc, char **argv,
       rest.push_back(argv[i]);
       continue;
     }
+    targetGiven |= name == "target";
     schedule += arg.ltrim('-').str();
     if (!arg.contains('=') && pipelineOptions.takesValue(name) && i + 1 < argc)
       schedule += "=" + std::string(argv[++i]);
@@ -136,6 +147,8 @@ LogicalResult compile(ModuleOp module,
   dc::LowerToLLVMPipelineOptions lowering;
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
+  if (targetGiven && options.target == "h200")
+    lowering.target = "h200";
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
 }

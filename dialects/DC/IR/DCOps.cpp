@@ -388,3 +388,18 @@ InvalidateGatheredOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 #define GET_OP_CLASSES
 #include "dc/Dialect/DC/IR/DCOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// StepArenaOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StepArenaOp::verify() {
+  MemRefType type = getArena().getType();
+  if (type.getRank() != 1 || !type.hasStaticShape() ||
+      type.getNumElements() < 1 || !type.getElementType().isInteger(8) ||
+      !type.getLayout().isIdentity() || type.getMemorySpace())
+    return emitOpError() << "must be a non-empty, statically sized 1-D i8 "
+                            "buffer in device memory, got "
+                         << type;
+  return success();
+}

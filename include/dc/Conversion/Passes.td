@@ -39,6 +39,9 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
            "Expected world size; 0 takes it from the grid (1 without one)">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "What the artifact's compute runs on, for the runtime to pick its "
+           "backend: cpu (host) or h200 (cuda)">,
   ];
 }
 
@@ -58,6 +61,11 @@ def DCProfileOps : Pass<"dc-profile-ops", "::mlir::ModuleOp"> {
 }
 
 def DCExpandStridedCopies : Pass<"dc-expand-strided-copies"> {
+  let options = [
+    Option<"all", "all", "bool", "false",
+           "Rewrite every copy, contiguous ones too (the GPU target: no "
+           "host memcpy on device memory)">,
+  ];
   let summary = "Turn copies between non-contiguous buffers into linalg.copy";
   let description = [{
     `finalize-memref-to-llvm` lowers a `memref.copy` of contiguous buffers to
@@ -90,7 +98,19 @@ def DCToDCRT : Pass<"dc-to-dcrt", "::mlir::ModuleOp"> {
     Memref values stay memrefs outside dc ops (unrealized casts join them),
     so this pass runs before `finalize-memref-to-llvm` and
     `convert-func-to-llvm`, which resolve the casts.
+
+    The GPU target's work is enqueued the same way: each `gpu.launch_func`
+    of a kernel compiled into a `gpu.binary` becomes `dcrt_launch_kernel`
+    (the binary a constant global, each parameter a stack slot, a buffer
+    passing its descriptor's fields), and with `matmul-calls` each library
+    matrix product (`linalg.matmul` / `batch_matmul` in a form cuBLASLt
+    takes) becomes `dcrt_matmul` with its descriptor.
   }];
+  let options = [
+    Option<"matmulCalls", "matmul-calls", "bool", "false",
+           "Lower linalg.matmul / batch_matmul to dcrt_matmul (the GPU "
+           "target) instead of leaving them for loops">,
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
@@ -107,6 +127,89 @@ def DCArtifactEntries : Pass<"dc-artifact-entries", "::mlir::ModuleOp"> {
     `dc_artifact_manifest`.
   }];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def DCAssignStepArena : Pass<"dc-assign-step-arena", "::mlir::ModuleOp"> {
+  let summary = "Place every temporary buffer of a step at a planned offset "
+                "in one step arena";
+  let description = [{
+    Static buffer assignment, on the bufferized module: every statically
+    shaped `memref.alloc` in a step's body (not inside a loop or another
+    region) becomes a `memref.view` of the step arena (`dc.step_arena`) at
+    an offset planned here, and its `memref.dealloc`s go. Two buffers share
+    bytes only if their lifetimes do not overlap. A buffer lives from its
+    alloc to the last top-level op that uses it or a buffer derived from it
+    (a view, a loop result carrying it: any buffer an op taking it returns);
+    a use by an async start op lasts until the last
+    op that uses the start's futures (its `dc.wait` or `dc.end_backward`),
+    since the transfer reads the buffer until then. Buffers are placed
+    largest first, each at the lowest offset (a multiple of `alignment`)
+    free for its whole lifetime.
+
+    Buffers that escape the step (a view returned) and allocs inside
+    regions stay allocations. The arena's size goes into the manifest
+    (`plan.step_arena_bytes`, the largest over the steps) and the runtime
+    allocates it once at `dcrt_init`: a step allocates no device memory.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "256",
+           "Offset alignment of every buffer (bytes, a power of two)">,
+  ];
+}
+
+def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Make the compute of a bufferized step GPU kernels and "
+                "library calls, leaving the host only to enqueue";
+  let description = [{
+    Dispatch formation for `--target=h200`, on the bufferized module after
+    `dc-assign-step-arena`. Each top-level op of a step becomes one of:
+
+    - a library call: a `linalg.matmul` / `linalg.batch_matmul` in a form
+      cuBLASLt takes (plain or transposed maps, contiguous rows, f32, bf16
+      or f16) stays for `dc-to-dcrt`, which calls `dcrt_matmul`; a zero
+      `linalg.fill` of its output right before it is folded into it
+      (`dc.gemm_overwrite`: C = A B instead of C += A B);
+    - a parallel kernel: any other linalg op (parallel dims first, so a
+      column reduction is parallel over its columns) as parallel loops,
+      one GPU thread per point of the parallel iteration space (linearized
+      over a 1-D grid of 256-thread blocks, innermost dim fastest, so
+      neighbouring threads touch neighbouring elements), reductions
+      sequential within the thread;
+    - a serial kernel: any other op that reads or writes memory (a loop
+      with loads and stores, such as the embedding gradient's scatter-add),
+      in one GPU thread: correct, not fast;
+    - host work: constants and index arithmetic, views, dc ops (runtime
+      calls), the profiling hooks.
+
+    `memref.copy` must have become `linalg.copy` first
+    (`dc-expand-strided-copies{all}`). A `memref.alloc` left (one
+    `dc-assign-step-arena` could not place) is an error: the step would
+    allocate device memory. After this pass only `gpu.launch` ops touch
+    device memory; `gpu-kernel-outlining` and the NVVM lowering follow.
+  }];
+  let options = [
+    Option<"cudaToolkit", "cuda-toolkit", "std::string", "\"\"",
+           "The CUDA toolkit the kernels are compiled with (empty: this dc "
+           "has none, and the pass fails saying so)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def DCMergeKernelModules : Pass<"dc-merge-kernel-modules",
+                                "::mlir::ModuleOp"> {
+  let summary = "Put every outlined kernel into one gpu.module";
+  let description = [{
+    `gpu-kernel-outlining` makes one `gpu.module` per kernel, and
+    `gpu-module-to-binary` then runs the device toolchain (ptxas) once per
+    module: a step of thousands of kernels would take as many runs. This
+    pass moves every kernel into the first module (`dc_kernels`), renaming
+    on a clash, and points each `gpu.launch_func` at it: one fatbin per
+    artifact, compiled once.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
 #endif // DC_CONVERSION_PASSES_TD

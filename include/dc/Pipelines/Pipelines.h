@@ -106,15 +106,23 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("Time each compute op through dcrt_op_begin/end (for "
                      "dc-run --profile-out)"),
       llvm::cl::init(false)};
+  Option<std::string> target{
+      *this, "target",
+      llvm::cl::desc("What the compute runs on: cpu (loops on the host) or "
+                     "h200 (CUDA kernels and cuBLASLt on an H200)"),
+      llvm::cl::init("cpu")};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
 /// translation: dc-artifact-manifest (and dc-profile-ops when asked for);
-/// One-Shot Bufferize (function
-/// boundaries, identity layouts) with results as out-parameters and buffer
-/// deallocation; linalg to loops and the host's CPU lowering; dc-to-dcrt;
-/// everything to LLVM with the bare-pointer calling convention; then
-/// dc-artifact-entries.
+/// One-Shot Bufferize (function boundaries, identity layouts) with results
+/// as out-parameters; dc-assign-step-arena (every temporary at a planned
+/// offset) and buffer deallocation of what is left; then the compute: for
+/// `cpu`, linalg to loops and the host's CPU lowering; for `h200`,
+/// dc-map-to-gpu (kernels and library calls), kernel outlining and NVVM
+/// lowering to one sm_90 fatbin; dc-to-dcrt (runtime calls, kernel launches,
+/// matrix products); everything to LLVM with the bare-pointer calling
+/// convention; then dc-artifact-entries.
 void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
                               const LowerToLLVMPipelineOptions &options);
 

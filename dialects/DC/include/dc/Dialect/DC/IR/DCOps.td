@@ -362,4 +362,29 @@ def DC_ClearGatheredOp : DC_Op<"clear_gathered", [
   let assemblyFormat = "attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Planned memory (buffer form)
+//===----------------------------------------------------------------------===//
+
+def DC_StepArenaOp : DC_Op<"step_arena", [Pure]> {
+  let summary = "the step arena: the device memory of a step's temporaries";
+  let description = [{
+    The base of the step arena, `step_arena_bytes` of device memory the
+    runtime allocates once at `dcrt_init` (256-byte aligned) and that holds
+    every temporary buffer of a step at an offset planned at compile time.
+    `dc-assign-step-arena` makes it: each `memref.alloc` of a step becomes a
+    `memref.view` of this buffer, and buffers whose lifetimes do not overlap
+    share bytes. The result is a 1-D `i8` buffer of the arena's size; the
+    op lowers to `dcrt_step_arena()`.
+
+    ```mlir
+    %arena = dc.step_arena : memref<4096xi8>
+    %t = memref.view %arena[%c1024][] : memref<4096xi8> to memref<16x16xf32>
+    ```
+  }];
+  let results = (outs AnyMemRef:$arena);
+  let assemblyFormat = "attr-dict `:` qualified(type($arena))";
+  let hasVerifier = 1;
+}
+
 #endif // DC_OPS_TD

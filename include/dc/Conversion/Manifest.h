@@ -1,0 +1,24 @@
+//===- Manifest.h - the artifact's manifest, after it is written -*- C++
+//-*-===//
+//
+// dc-artifact-manifest writes the manifest JSON on the tensor-level module;
+// passes that plan later (dc-assign-step-arena) fill in their fields here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_CONVERSION_MANIFEST_H
+#define DC_CONVERSION_MANIFEST_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace dc {
+
+/// Sets the manifest's `plan.<field>` (written as 0 by dc-artifact-manifest)
+/// to `bytes` in `module`'s manifest global. Does nothing when the module
+/// has no manifest (a pass run on its own); fails, with an error, when the
+/// manifest lacks the field.
+mlir::LogicalResult setManifestPlanBytes(mlir::ModuleOp module,
+                                         llvm::StringRef field, int64_t bytes);
+
+} // namespace dc
+
+#endif // DC_CONVERSION_MANIFEST_H

@@ -1,0 +1,60 @@
+//===- MergeKernelModules.cpp - every kernel in one gpu.module ------------===//
+#include "dc/Conversion/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCMERGEKERNELMODULES
+#include "dc/Conversion/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+
+namespace {
+
+struct MergeKernelModulesPass
+    : public dc::impl::DCMergeKernelModulesBase<MergeKernelModulesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto kernelModules = llvm::to_vector(module.getOps<gpu::GPUModuleOp>());
+    if (kernelModules.size() < 2)
+      return;
+    gpu::GPUModuleOp merged = kernelModules.front();
+    SymbolTable mergedSymbols(merged);
+    // Old (module, kernel) -> new kernel name in `merged`.
+    llvm::DenseMap<std::pair<StringAttr, StringAttr>, StringAttr> renamed;
+    for (gpu::GPUModuleOp from : llvm::drop_begin(kernelModules)) {
+      if (from.getTargetsAttr() != merged.getTargetsAttr()) {
+        from.emitError() << "dc-merge-kernel-modules: kernel modules for "
+                            "different targets";
+        return signalPassFailure();
+      }
+      for (Operation &op :
+           llvm::make_early_inc_range(from.getBody()->getOperations())) {
+        auto symbol = dyn_cast<SymbolOpInterface>(op);
+        if (!symbol) {
+          op.emitError() << "dc-merge-kernel-modules: a kernel module holds "
+                            "an op that is not a symbol";
+          return signalPassFailure();
+        }
+        StringAttr oldName = symbol.getNameAttr();
+        op.moveBefore(merged.getBody(), merged.getBody()->end());
+        // insert() renames on a clash and returns the name it kept.
+        StringAttr newName = mergedSymbols.insert(&op);
+        renamed[{from.getNameAttr(), oldName}] = newName;
+      }
+      from.erase();
+    }
+    module.walk([&](gpu::LaunchFuncOp launch) {
+      auto found =
+          renamed.find({launch.getKernelModuleName(), launch.getKernelName()});
+      if (found == renamed.end())
+        return;
+      launch.setKernelAttr(SymbolRefAttr::get(
+          merged.getNameAttr(), {FlatSymbolRefAttr::get(found->second)}));
+    });
+  }
+};
+
+} // namespace
