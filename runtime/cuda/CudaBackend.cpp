@@ -197,10 +197,12 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   checkCuda(cudaEventRecord(anchor, compute), "cudaEventRecord");
   checkCuda(cudaEventSynchronize(anchor), "cudaEventSynchronize");
   anchorNs = nowNs();
+  setUpCompute();
 }
 
 CudaBackend::~CudaBackend() {
   synchronize();
+  tearDownCompute();
   abortTarget = nullptr;
   setAbortHook(nullptr);
   for (AxisComms &axisComms : comms) {
@@ -863,7 +865,9 @@ MemoryStats CudaBackend::memoryStats() {
                     stepBuffers->stats(),
                     gatherStaging->stats(),
                     {},
-                    hostProgramDeviceBytes};
+                    hostProgramDeviceBytes,
+                    0,   // deviceUsedBytes
+                    {}}; // matmulWorkspace
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;
@@ -872,6 +876,12 @@ MemoryStats CudaBackend::memoryStats() {
   stats.staging.systemAllocations += reduce.systemAllocations;
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaBytes;
+  if (matmulWorkspace) {
+    PoolStats &workspace = stats.matmulWorkspace;
+    workspace.plan = workspace.live = workspace.highWater = workspace.reserved =
+        matmulWorkspaceBytes;
+    workspace.systemAllocations = 1;
+  }
   size_t freeBytes = 0, totalBytes = 0;
   checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);
