@@ -828,7 +828,11 @@ void *CudaBackend::allocate(int64_t bytes, MemoryKind kind, const char *what) {
   if (kind == MemoryKind::Host)
     std::memset(pointer, 0, size);
   else
-    checkCuda(cudaMemset(pointer, 0, size), "zeroing a new buffer");
+    // On the compute stream: cudaMemset would run on the legacy default
+    // stream, which the (non-blocking) compute stream does not wait for,
+    // so a copy or kernel enqueued next could run before the zeroing.
+    checkCuda(cudaMemsetAsync(pointer, 0, size, compute),
+              "zeroing a new buffer");
   hostProgramBuffers.push_back({pointer, bytes, kind});
   if (kind == MemoryKind::Device)
     hostProgramDeviceBytes += bytes;
