@@ -113,6 +113,14 @@ public:
   virtual void *stepArena() = 0;
   virtual int64_t opBegin() = 0;
   virtual void opEnd(const char *key, int64_t begin) = 0;
+  /// dcrt_matmul: `desc` was checked by checkMatmul (core/Matmul.h).
+  virtual void matmul(const dcrt_matmul_desc &desc, const void *a,
+                      const void *b, void *c) = 0;
+  /// dcrt_launch_kernel: binary, kernel and dims checked (non-null,
+  /// positive sizes).
+  virtual void launchKernel(const void *binary, int64_t binaryBytes,
+                            const char *kernel, const int64_t *dims,
+                            int32_t sharedBytes, void **args) = 0;
 
   // The host program's calls (dcrt/core.hpp).
   /// Step capture (CUDA graphs); a backend without it returns false and is

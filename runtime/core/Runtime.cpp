@@ -8,6 +8,7 @@
 #include "Backend.h"
 #include "Internal.h"
 #include "Job.h"
+#include "Matmul.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
@@ -251,7 +252,7 @@ void dcrt_init(const dcrt_init_options *options) {
           config.backend.c_str(), known.c_str(),
           config.backend == "cuda"
               ? "; it was built without CUDA (configure found no CUDA "
-                "toolkit >= 12.4 with NCCL)"
+                "toolkit >= 12.4 with cuBLASLt and NCCL)"
               : "");
   }
   auto *fresh = new State;
@@ -418,6 +419,42 @@ void *dcrt_compute_stream(void) {
 
 void *dcrt_step_arena(void) { return backend("dcrt_step_arena").stepArena(); }
 
+void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
+                 void *c) {
+  const char *caller = "dcrt_matmul";
+  Backend &bk = backend(caller);
+  checkMatmul(desc, a, b, c, caller);
+  bk.matmul(*desc, a, b, c);
+}
+
+void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
+                        const char *kernel, const int64_t *dims,
+                        int32_t shared_bytes, void **args) {
+  const char *caller = "dcrt_launch_kernel";
+  Backend &b = backend(caller);
+  const char *name = kernel ? kernel : "<null>";
+  if (!kernel || !*kernel)
+    fatal("%s: no kernel name", caller);
+  if (!binary || binary_bytes <= 0)
+    fatal("%s: kernel %s: no binary (%p, %lld bytes)", caller, name, binary,
+          static_cast<long long>(binary_bytes));
+  if (!dims)
+    fatal("%s: kernel %s: no launch dimensions", caller, name);
+  for (int i = 0; i < 6; ++i)
+    if (dims[i] <= 0 || dims[i] > INT32_MAX)
+      fatal("%s: kernel %s: %s %c is %lld (grid {%lld, %lld, %lld}, block "
+            "{%lld, %lld, %lld})",
+            caller, name, i < 3 ? "grid" : "block", "xyz"[i % 3],
+            static_cast<long long>(dims[i]), static_cast<long long>(dims[0]),
+            static_cast<long long>(dims[1]), static_cast<long long>(dims[2]),
+            static_cast<long long>(dims[3]), static_cast<long long>(dims[4]),
+            static_cast<long long>(dims[5]));
+  if (shared_bytes < 0)
+    fatal("%s: kernel %s: %d bytes of shared memory", caller, name,
+          shared_bytes);
+  b.launchKernel(binary, binary_bytes, kernel, dims, shared_bytes, args);
+}
+
 void dcrt_end_step(void) {
   Backend &b = backend("dcrt_end_step");
   if (b.outstanding() > 0)
@@ -440,7 +477,7 @@ void dcrt_op_end(const char *op_key, int64_t begin) {
 
 int64_t MemoryStats::peakBytes() const {
   return gatherArena.highWater + hostPool.highWater + stepBuffers.highWater +
-         staging.highWater + stepArena.highWater;
+         staging.highWater + stepArena.highWater + matmulWorkspace.highWater;
 }
 
 MemoryStats dcrt::memoryStats() {

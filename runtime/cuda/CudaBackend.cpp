@@ -197,10 +197,12 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   checkCuda(cudaEventRecord(anchor, compute), "cudaEventRecord");
   checkCuda(cudaEventSynchronize(anchor), "cudaEventSynchronize");
   anchorNs = nowNs();
+  setUpCompute();
 }
 
 CudaBackend::~CudaBackend() {
   synchronize();
+  tearDownCompute();
   abortTarget = nullptr;
   setAbortHook(nullptr);
   for (AxisComms &axisComms : comms) {
@@ -826,7 +828,11 @@ void *CudaBackend::allocate(int64_t bytes, MemoryKind kind, const char *what) {
   if (kind == MemoryKind::Host)
     std::memset(pointer, 0, size);
   else
-    checkCuda(cudaMemset(pointer, 0, size), "zeroing a new buffer");
+    // On the compute stream: cudaMemset would run on the legacy default
+    // stream, which the (non-blocking) compute stream does not wait for,
+    // so a copy or kernel enqueued next could run before the zeroing.
+    checkCuda(cudaMemsetAsync(pointer, 0, size, compute),
+              "zeroing a new buffer");
   hostProgramBuffers.push_back({pointer, bytes, kind});
   if (kind == MemoryKind::Device)
     hostProgramDeviceBytes += bytes;
@@ -863,7 +869,9 @@ MemoryStats CudaBackend::memoryStats() {
                     stepBuffers->stats(),
                     gatherStaging->stats(),
                     {},
-                    hostProgramDeviceBytes};
+                    hostProgramDeviceBytes,
+                    0,   // deviceUsedBytes
+                    {}}; // matmulWorkspace
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;
@@ -872,6 +880,12 @@ MemoryStats CudaBackend::memoryStats() {
   stats.staging.systemAllocations += reduce.systemAllocations;
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaBytes;
+  if (matmulWorkspace) {
+    PoolStats &workspace = stats.matmulWorkspace;
+    workspace.plan = workspace.live = workspace.highWater = workspace.reserved =
+        matmulWorkspaceBytes;
+    workspace.systemAllocations = 1;
+  }
   size_t freeBytes = 0, totalBytes = 0;
   checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);

@@ -27,14 +27,53 @@
 #include "Job.h"
 #include "Memory.h"
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace dcrt::detail {
+
+/// cuBLASLt's workspace for dcrt_matmul: one buffer, allocated at dcrt_init
+/// and shared by every matmul (they all run on the compute stream).
+constexpr int64_t matmulWorkspaceBytes = int64_t(32) << 20;
+
+/// What a cached matmul plan is chosen for: every descriptor field, then
+/// the alignment class (1..256 bytes) of the A, B and C pointers.
+struct MatmulKey {
+  int64_t fields[19];
+  bool operator==(const MatmulKey &other) const;
+};
+struct MatmulKeyHash {
+  size_t operator()(const MatmulKey &key) const;
+};
+
+/// A dcrt_matmul descriptor as cuBLASLt objects, with the algorithm its
+/// heuristic chose (row-major C = A B computed as column-major
+/// C^T = B^T A^T: cuBLASLt's first operand is B's memory).
+struct MatmulPlan {
+  cublasLtMatmulDesc_t operation = nullptr;
+  cublasLtMatrixLayout_t first = nullptr;  // B's memory
+  cublasLtMatrixLayout_t second = nullptr; // A's memory
+  cublasLtMatrixLayout_t output = nullptr; // C (and D: in place)
+  cublasLtMatmulAlgo_t algorithm{};
+};
+
+/// A fatbin or cubin of dcrt_launch_kernel, loaded once, with the kernels
+/// looked up in it so far (by name).
+struct LoadedBinary {
+  struct Kernel {
+    cudaKernel_t handle = nullptr;
+    int32_t sharedBytesAllowed = 48 << 10; // dynamic shared memory opted in
+  };
+  cudaLibrary_t library = nullptr;
+  int64_t bytes = 0;
+  std::unordered_map<std::string, Kernel> kernels;
+};
 
 /// The cuda backend's future.
 struct CudaFuture : dcrt_future_impl {
@@ -89,6 +128,11 @@ public:
   void *stepArena() override { return stepArenaBase; }
   int64_t opBegin() override;
   void opEnd(const char *key, int64_t begin) override;
+  void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
+              void *c) override;
+  void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
+                    const int64_t *dims, int32_t sharedBytes,
+                    void **args) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;
@@ -147,6 +191,12 @@ private:
   /// fatal after the job's timeout.
   void waitForEvent(cudaEvent_t event, const char *what);
   void resolveTimings();
+  /// cuBLASLt's handle and workspace (CudaCompute.cpp), at dcrt_init.
+  void setUpCompute();
+  /// Destroys the matmul plans and the handle, frees the workspace and
+  /// unloads the kernels' binaries (after the last synchronize).
+  void tearDownCompute();
+  MatmulPlan planMatmul(const dcrt_matmul_desc &desc, const MatmulKey &key);
 
   Job &job;
   int device = 0;
@@ -188,6 +238,16 @@ private:
   };
   std::vector<HostProgramBuffer> hostProgramBuffers;
   int64_t hostProgramDeviceBytes = 0;
+
+  // Compute: dcrt_matmul (cuBLASLt) and dcrt_launch_kernel. A descriptor's
+  // first call creates its plan and a binary's first launch loads it (host
+  // work only, no stream work); later calls only enqueue, so a step can be
+  // captured once every descriptor and kernel was used outside the capture
+  // (dc-run --cuda-graphs captures the second step).
+  cublasLtHandle_t lt = nullptr;
+  void *matmulWorkspace = nullptr;
+  std::unordered_map<MatmulKey, MatmulPlan, MatmulKeyHash> matmulPlans;
+  std::unordered_map<const void *, LoadedBinary> binaries;
 };
 
 } // namespace dcrt::detail

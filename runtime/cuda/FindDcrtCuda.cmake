@@ -1,6 +1,7 @@
 # Finds what the cuda backend needs: a CUDA toolkit >= 12.4 (FindCUDAToolkit)
-# and NCCL (NCCL_ROOT, else the toolkit's folders, else the system's). Sets
-# DCRT_CUDA, and says in one line why not when something is missing.
+# with cuBLASLt (dcrt_matmul) and NCCL (NCCL_ROOT, else the toolkit's
+# folders, else the system's). Sets DCRT_CUDA, and says in one line why not
+# when something is missing.
 set(DCRT_CUDA OFF CACHE INTERNAL "the cuda backend is built")
 option(DC_ENABLE_CUDA "Build the cuda backend where CUDA and NCCL are found" ON)
 if(NOT DC_ENABLE_CUDA)
@@ -11,6 +12,12 @@ find_package(CUDAToolkit 12.4 QUIET)
 if(NOT CUDAToolkit_FOUND)
   message(STATUS "dcrt: no CUDA toolkit >= 12.4 found (set CUDAToolkit_ROOT): "
                  "building the host backend only, without the cuda backend")
+  return()
+endif()
+if(NOT TARGET CUDA::cublasLt)
+  message(STATUS "dcrt: CUDA ${CUDAToolkit_VERSION} found but not its cuBLASLt "
+                 "library (libcublasLt): building the host backend only, "
+                 "without the cuda backend")
   return()
 endif()
 find_path(NCCL_INCLUDE_DIR nccl.h

@@ -1,5 +1,6 @@
 //===- HostBackend.cpp - the host backend: CPU memory and MPI -------------===//
 #include "HostBackend.h"
+#include "Matmul.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
@@ -103,6 +104,18 @@ void HostBackend::opEnd(const char *key, int64_t begin) {
   job.tracer.op(key, begin, nowNs());
 }
 
+void HostBackend::matmul(const dcrt_matmul_desc &desc, const void *a,
+                         const void *b, void *c) {
+  hostMatmul(desc, a, b, c);
+}
+
+void HostBackend::launchKernel(const void *, int64_t, const char *kernel,
+                               const int64_t *, int32_t, void **) {
+  fatal("artifact compiled for a GPU (dc-compile --target=h200): kernel %s "
+        "cannot run on the host backend; run with DCRT_BACKEND=cuda",
+        kernel);
+}
+
 void *HostBackend::allocate(int64_t bytes, MemoryKind, const char *what) {
   hostProgramBuffers.emplace_back(bytes, what);
   hostProgramBytes += bytes;
@@ -129,7 +142,9 @@ MemoryStats HostBackend::memoryStats() {
                     stepBuffers.stats(),
                     staging.stats(),
                     {},
-                    hostProgramBytes};
+                    hostProgramBytes,
+                    0,   // deviceUsedBytes
+                    {}}; // matmulWorkspace
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaMemory.size();
   return stats;

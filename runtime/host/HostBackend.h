@@ -100,6 +100,11 @@ public:
   void *stepArena() override { return stepArenaMemory.data(); }
   int64_t opBegin() override { return nowNs(); }
   void opEnd(const char *key, int64_t begin) override;
+  void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
+              void *c) override;
+  void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
+                    const int64_t *dims, int32_t sharedBytes,
+                    void **args) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;

@@ -10,6 +10,8 @@
 #include "dcrt/dcrt.h"
 #include "dcrt/dtype.hpp"
 
+#include "MatmulReference.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -496,6 +498,19 @@ TEST(Copies, ReleasedReloadsAndUploadsReturnAtOnce) {
   dcrt_wait(dcrt_upload_start(shard.data(), bytes, &kept));
   dcrt_end_step();
   EXPECT_EQ(memoryStats().stepBuffers.live, 0);
+}
+
+TEST(Compute, MatmulThroughTheAbiMatchesTheReference) {
+  // No collectives: every rank computes the whole set on its own.
+  unsigned seed = 100 + rank();
+  for (const test::MatmulCase &c : test::matmulCases()) {
+    test::MatmulData data = test::randomOperands(c.desc, seed++);
+    std::vector<unsigned char> out = data.c;
+    dcrt_matmul(&c.desc, data.a.data(), data.b.data(), out.data());
+    EXPECT_EQ(test::checkMatmulResult(c.desc, data, out.data(), 1e-5), "")
+        << c.name;
+  }
+  EXPECT_EQ(dcrt_compute_stream(), nullptr);
 }
 
 /// Prints only failures, prefixed with the rank, on ranks other than 0.

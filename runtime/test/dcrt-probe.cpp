@@ -174,6 +174,32 @@ void outOfMemory() {
 
 void callBeforeInit() { dcrt_end_step(); }
 
+/// dcrt_matmul with lda shorter than A's rows: the descriptor is rejected
+/// before any backend runs it.
+void badMatmul() {
+  init(0, 0, 0);
+  static float a[64], b[64], c[64];
+  dcrt_matmul_desc desc{};
+  desc.batch = 1;
+  desc.m = 4;
+  desc.n = 3;
+  desc.k = 5;
+  desc.lda = 4; // A is 4 x 5: lda must be >= 5
+  desc.ldb = 3;
+  desc.ldc = 3;
+  desc.a_dtype = desc.b_dtype = desc.c_dtype = DCRT_F32;
+  dcrt_matmul(&desc, a, b, c);
+}
+
+/// A GPU kernel launched on the host backend.
+void kernelOnHost() {
+  init(0, 0, 0);
+  static const char binary[16] = "not a fatbin";
+  int64_t dims[6] = {1, 1, 1, 32, 1, 1};
+  dcrt_launch_kernel(binary, sizeof(binary), "train_step_kernel_0", dims, 0,
+                     nullptr);
+}
+
 struct Scenario {
   const char *name;
   void (*run)();
@@ -198,6 +224,8 @@ const Scenario scenarios[] = {
     {"mpi-error", mpiError},
     {"out-of-memory", outOfMemory},
     {"call-before-init", callBeforeInit},
+    {"bad-matmul", badMatmul},
+    {"kernel-on-host", kernelOnHost},
 };
 } // namespace
 

@@ -113,6 +113,9 @@ struct MemoryStats {
   /// (cudaMemGetInfo: total - free; NCCL's and CUDA's own included), 0 on
   /// the host backend.
   int64_t deviceUsedBytes = 0;
+  /// cuBLASLt's workspace for dcrt_matmul (device memory allocated once at
+  /// dcrt_init by the cuda backend; empty on the host backend).
+  PoolStats matmulWorkspace;
   /// Sum of the high-water marks of the runtime's device pools: the peak
   /// dc-run reports beside the plan.
   int64_t peakBytes() const;

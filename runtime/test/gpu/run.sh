@@ -7,10 +7,13 @@
 #   bash runtime/test/gpu/run.sh OUT
 #
 # Checks: every collective and copy on 1 and 2 GPUs against the host backend
-# (compare-collectives.py); the hand-written GPU artifact trained 5 steps on
+# (compare-collectives.py); dcrt_matmul and dcrt_launch_kernel against a
+# double reference, inside a CUDA graph too, with GEMM TFLOP/s
+# (matmul-check); the hand-written GPU artifact trained 5 steps on
 # 1 and 2 GPUs against the host artifact's losses; a rank that dies and a
 # NCCL error each end every rank with a message inside the timeout;
-# compute-sanitizer memcheck on the collectives and the GPU artifact.
+# compute-sanitizer memcheck on the collectives, the GPU artifact and
+# matmul-check.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${1:?usage: run.sh OUT}
@@ -55,6 +58,11 @@ done
 
 step "AdamW kernel against the host AdamW"
 "$BIN/adamw-check" || fail "AdamW kernel"
+
+step "dcrt_matmul (cuBLASLt) and dcrt_launch_kernel (a fatbin), captured too, against a double reference; GEMM TFLOP/s"
+DCRT_BACKEND=cuda mpi 1 "$BIN/matmul-check" > "$OUT/matmul-check.log" 2>&1 \
+  || fail "matmul-check"
+grep -E "^FAIL|^bench|error|matmul-check:" "$OUT/matmul-check.log"
 
 for run in 1 2 2-graphs 2-clip; do
   n=${run%%-*}
@@ -107,6 +115,10 @@ if command -v compute-sanitizer > /dev/null; then
     "$LIB/tiny-linear-cuda-w1.so" --steps 2 > "$OUT/memcheck-tiny.log" 2>&1 \
     || fail "memcheck on the GPU artifact"
   tail -2 "$OUT/memcheck-tiny.log"
+  DCRT_BACKEND=cuda compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    "$BIN/matmul-check" --no-bench > "$OUT/memcheck-matmul.log" 2>&1 \
+    || fail "memcheck on matmul-check"
+  tail -2 "$OUT/memcheck-matmul.log"
 else
   echo "compute-sanitizer not found: skipped"
 fi
