@@ -2,23 +2,25 @@
 
 // A scheduled step, lowered whole: the step takes one pointer per argument
 // and result, keeps the schedule's order of runtime calls, computes with
-// loops, copies the reduced shard into the caller's result buffer, frees its
-// temporaries and is exported through its entry only.
+// loops, copies the reduced shard into the caller's result buffer, keeps its
+// temporaries in the step arena (no malloc, no free) and is exported
+// through its entry only.
 
 // CHECK-NOT: memref.
 // CHECK-NOT: unrealized_conversion_cast
 // CHECK-NOT: shard.grid
+// CHECK-NOT: @malloc
+// CHECK-NOT: @free
 // CHECK-LABEL: llvm.func internal @step(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
+// CHECK: llvm.call @dcrt_step_arena()
 // CHECK: llvm.call @dcrt_gather_start
 // CHECK: llvm.call @dcrt_wait
-// CHECK: llvm.call @malloc
 // CHECK: llvm.fmul
 // CHECK: llvm.call @dcrt_release
 // CHECK: llvm.call @dcrt_reduce_scatter_start
 // CHECK: llvm.call @dcrt_wait
 // CHECK: "llvm.intr.memcpy"
-// CHECK: llvm.call @free
 // CHECK: llvm.return
 // CHECK: llvm.func @dc_entry_step(%{{.*}}: !llvm.ptr)
 // CHECK: llvm.call @step

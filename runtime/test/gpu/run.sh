@@ -88,6 +88,35 @@ print("losses match (1e-5)" if ok else "LOSSES DIFFER"); sys.exit(0 if ok else 1
 PY
 done
 
+# Steps compiled by dc-compile --target=h200 (kernels, cuBLASLt calls, the
+# step arena), packed here by pack-artifacts.sh, against the same steps
+# compiled for the host: 20 AdamW steps, losses and gradient norms within
+# the dtype's tolerance (f32: 1e-3 relative after 20 steps of different
+# summation orders; bf16: 5e-2, the host accumulates matmuls in bf16).
+ART=.gpu-artifacts
+if [ -d "$ART" ]; then
+  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16; do
+    for n in 1 2; do
+      [ "$n" -le "$GPUS" ] || continue
+      [ -f "$ART/$model-h200-w$n.so" ] || continue
+      tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
+      vocab=32; case $model in small*) vocab=1024;; esac
+      step "compiled $model on $n GPU(s): 20 steps against the host ($tol)"
+      "$BIN/dc-run" --nproc $n "$ART/$model-cpu-w$n.so" --steps 20 --vocab $vocab \
+        > "$OUT/compiled-$model-w$n-host.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-host.log"; fail "host $model ($n)"; }
+      "$BIN/dc-run" --nproc $n "$ART/$model-h200-w$n.so" --steps 20 --vocab $vocab \
+        > "$OUT/compiled-$model-w$n-gpu.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-gpu.log"; fail "GPU $model ($n)"; }
+      "$BIN/dc-run" --nproc $n "$ART/$model-h200-w$n.so" --steps 20 --vocab $vocab --cuda-graphs \
+        > "$OUT/compiled-$model-w$n-graphs.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-graphs.log"; fail "GPU graphs $model ($n)"; }
+      python3 test/Runtime/Inputs/losses.py --rtol $tol "$OUT/compiled-$model-w$n-host.log" \
+        "$OUT/compiled-$model-w$n-gpu.log" || fail "GPU $model ($n) differs from the host"
+      python3 test/Runtime/Inputs/losses.py --rtol 0 "$OUT/compiled-$model-w$n-gpu.log" \
+        "$OUT/compiled-$model-w$n-graphs.log" || fail "GPU $model ($n) with CUDA graphs differs"
+      grep "step=20" "$OUT/compiled-$model-w$n-gpu.log" "$OUT/compiled-$model-w$n-graphs.log" | tail -2
+    done
+  done
+fi
+
 if [ "$GPUS" -ge 2 ]; then
   for fault in die bad-argument; do
     step "fault '$fault' on rank 1 of 2 ends the job with a message"
@@ -119,6 +148,12 @@ if command -v compute-sanitizer > /dev/null; then
     "$BIN/matmul-check" --no-bench > "$OUT/memcheck-matmul.log" 2>&1 \
     || fail "memcheck on matmul-check"
   tail -2 "$OUT/memcheck-matmul.log"
+  if [ -f "$ART/tiny-f32-h200-w1.so" ]; then
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
+      "$ART/tiny-f32-h200-w1.so" --steps 2 --vocab 32 > "$OUT/memcheck-compiled.log" 2>&1 \
+      || fail "memcheck on the compiled tiny step"
+    tail -2 "$OUT/memcheck-compiled.log"
+  fi
 else
   echo "compute-sanitizer not found: skipped"
 fi

@@ -38,9 +38,13 @@ def from_bf16(b):
 
 
 def load(stub, path):
-    ctypes.CDLL(os.path.abspath(stub), mode=ctypes.RTLD_GLOBAL)
+    runtime = ctypes.CDLL(os.path.abspath(stub), mode=ctypes.RTLD_GLOBAL)
     lib = ctypes.CDLL(os.path.abspath(path))
     lib.dc_artifact_manifest.restype = ctypes.c_char_p
+    # The step arena the plan asks for, as dcrt_init would allocate it.
+    plan = json.loads(lib.dc_artifact_manifest()).get("plan", {})
+    runtime.dcrt_stub_reserve_arena(
+        ctypes.c_int64(plan.get("step_arena_bytes", 0)))
     return lib
 
 

@@ -190,7 +190,20 @@ dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
 }
 
 void *dcrt_compute_stream(void) { return NULL; }
-void *dcrt_step_arena(void) { return NULL; }
+/* The step arena: as large as the largest plan of the artifacts loaded
+ * (the test driver reserves each manifest's step_arena_bytes). */
+static void *arena;
+static int64_t arena_bytes;
+void dcrt_stub_reserve_arena(int64_t bytes) {
+  if (bytes <= arena_bytes)
+    return;
+  free(arena);
+  arena = malloc((size_t)bytes);
+  if (!arena)
+    fail("cannot allocate the step arena");
+  arena_bytes = bytes;
+}
+void *dcrt_step_arena(void) { return arena; }
 
 void dcrt_invalidate_gathered(const void *shard) {}
 void dcrt_clear_gathered(void) {}

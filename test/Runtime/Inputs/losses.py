@@ -41,6 +41,7 @@ def main():
             joined.update(losses)
         runs = [("+".join(args.runs), joined)]
     failed = False
+    worst = 0.0
     for path, losses in runs:
         if sorted(losses) != sorted(reference):
             print("%s: steps %s, reference has %s" %
@@ -49,13 +50,15 @@ def main():
             continue
         for step in sorted(reference):
             want, got = reference[step], losses[step]
+            worst = max(worst, abs(got - want) / max(abs(want), 1e-30))
             if abs(got - want) > args.rtol * abs(want):
                 print("%s: step %d loss %.9g, reference %.9g" %
                       (path, step, got, want))
                 failed = True
     if failed:
         sys.exit(1)
-    print("losses agree: %d runs, %d steps" % (len(runs), len(reference)))
+    print("losses agree: %d runs, %d steps (largest relative difference "
+          "%.3g)" % (len(runs), len(reference), worst))
 
 
 if __name__ == "__main__":
