@@ -133,6 +133,13 @@ private:
       if (failed(mapSerial(rewriter, &op)))
         return failure();
     }
+    // The host only enqueues: anything else left would touch device memory
+    // from the CPU.
+    for (Operation &op : body)
+      if (!isHostOp(&op) && !getGemmForm(&op))
+        return op.emitError()
+               << "dc-map-to-gpu: left on the host, where it would touch "
+                  "device memory";
     return success();
   }
 
@@ -141,6 +148,9 @@ private:
     if (!op.hasPureBufferSemantics())
       return op.emitError() << "dc-map-to-gpu: a linalg op on tensors after "
                                "bufferization";
+    // No loops (a 0-d op, such as the loss's scalar): one thread.
+    if (op.getNumLoops() == 0)
+      return mapSerial(rewriter, op);
     // Parallel dims outermost: a reduction over rows (a norm's weight
     // gradient) is then parallel over its columns.
     if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
@@ -240,16 +250,8 @@ private:
     return success();
   }
 
-  /// `op` (and the linalg ops inside it, as sequential loops) in one thread.
+  /// `op` (and the linalg ops in it, as sequential loops) in one thread.
   LogicalResult mapSerial(IRRewriter &rewriter, Operation *op) {
-    SmallVector<linalg::LinalgOp> nested;
-    op->walk([&](linalg::LinalgOp linalgOp) { nested.push_back(linalgOp); });
-    for (linalg::LinalgOp linalgOp : nested) {
-      rewriter.setInsertionPoint(linalgOp);
-      if (failed(linalg::linalgOpToLoops(rewriter, linalgOp)))
-        return linalgOp.emitError() << "dc-map-to-gpu: cannot lower to loops";
-      rewriter.eraseOp(linalgOp);
-    }
     for (Value result : op->getResults())
       if (!result.use_empty())
         return op->emitError()
@@ -258,6 +260,15 @@ private:
     rewriter.setInsertionPoint(op);
     gpu::LaunchOp launch = createLaunch(rewriter, op->getLoc(), 1, 1);
     rewriter.moveOpBefore(op, launch.getBody().front().getTerminator());
+    SmallVector<linalg::LinalgOp> nested;
+    launch.getBody().walk(
+        [&](linalg::LinalgOp linalgOp) { nested.push_back(linalgOp); });
+    for (linalg::LinalgOp linalgOp : nested) {
+      rewriter.setInsertionPoint(linalgOp);
+      if (failed(linalg::linalgOpToLoops(rewriter, linalgOp)))
+        return linalgOp.emitError() << "dc-map-to-gpu: cannot lower to loops";
+      rewriter.eraseOp(linalgOp);
+    }
     return success();
   }
 };
