@@ -16,3 +16,7 @@ config.environment["PATH"] = os.path.pathsep.join(
 )
 config.substitutions.append(("%dc_src_root", config.dc_src_root))
 config.substitutions.append(("%python", "python3"))
+
+# dc-compile --target=h200 needs the CUDA toolkit found at configure time.
+if getattr(config, "dc_gpu_codegen", False):
+    config.available_features.add("gpu-codegen")

@@ -169,9 +169,9 @@ private:
       builder.setInsertionPoint(temp.alloc);
       Value offset = arith::ConstantIndexOp::create(
           builder, temp.alloc.getLoc(), temp.offset);
-      Value view =
-          memref::ViewOp::create(builder, temp.alloc.getLoc(),
-                                 temp.alloc.getType(), arena, offset, {});
+      Value view = memref::ViewOp::create(builder, temp.alloc.getLoc(),
+                                          temp.alloc.getType(), arena, offset,
+                                          ValueRange());
       for (Operation *user : llvm::make_early_inc_range(temp.alloc->getUsers()))
         if (isa<memref::DeallocOp>(user))
           user->erase();

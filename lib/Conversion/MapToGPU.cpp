@@ -106,6 +106,14 @@ private:
                                "flow only";
     IRRewriter rewriter(fn.getContext());
     Block &body = fn.getBody().front();
+    // Zero fills that only clear a matrix product's output first (before
+    // the fills become kernels).
+    for (Operation &op : body)
+      if (getGemmForm(&op))
+        if (linalg::FillOp fill = getZeroFillBefore(&op)) {
+          op.setAttr(kGemmOverwriteAttr, rewriter.getUnitAttr());
+          rewriter.eraseOp(fill);
+        }
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (auto alloc = dyn_cast<memref::AllocOp>(op))
         return alloc.emitError()
@@ -118,13 +126,8 @@ private:
                                  "the step";
       if (isHostOp(&op))
         continue;
-      if (getGemmForm(&op)) {
-        if (linalg::FillOp fill = getZeroFillBefore(&op)) {
-          op.setAttr(kGemmOverwriteAttr, rewriter.getUnitAttr());
-          rewriter.eraseOp(fill);
-        }
+      if (getGemmForm(&op))
         continue;
-      }
       if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
         if (failed(mapLinalg(rewriter, linalgOp)))
           return failure();

@@ -1,4 +1,11 @@
 // RUN: dc-opt %s --dc-expand-strided-copies | FileCheck %s
+// RUN: dc-opt %s --dc-expand-strided-copies=all | FileCheck %s --check-prefix=ALL
+
+// With `all` (the GPU target: no host memcpy on device memory) every copy
+// becomes linalg.copy, contiguous ones too.
+// ALL-NOT: memref.copy
+// ALL-COUNT-3: linalg.copy
+// ALL-NOT: memref.copy
 
 // A copy into a column slice is strided: it becomes linalg.copy, which
 // lowers to loops (finalize-memref-to-llvm would call memrefCopy).

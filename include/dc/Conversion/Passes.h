@@ -7,6 +7,8 @@
 #ifndef DC_CONVERSION_PASSES_H
 #define DC_CONVERSION_PASSES_H
 
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

@@ -155,6 +155,8 @@ def DCAssignStepArena : Pass<"dc-assign-step-arena", "::mlir::ModuleOp"> {
     Option<"alignment", "alignment", "int64_t", "256",
            "Offset alignment of every buffer (bytes, a power of two)">,
   ];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
 }
 
 def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The compute of whole compiled steps on one GPU (no sharding): config A
+# (16 layers) and B of ../shared/BENCHMARKS.md, compiled here with
+# dc-compile --target=h200 --world-size=1 into .gpu-artifacts/bench/ (see
+# pack-artifacts.sh), timed by dc-run with and without CUDA graphs, plus a
+# profiling run of A whose per-op times (events around each op) are summed
+# by kind of op. Needs the runtime-only build runtime/test/gpu/run.sh makes.
+#
+#   bash bench/gpu_step_bench.sh OUT
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: gpu_step_bench.sh OUT}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+BUILD=${BUILD:-build-gpu}
+BIN=$BUILD/bin
+if [ ! -x "$BIN/dc-run" ]; then
+  cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
+    ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+ART=.gpu-artifacts/bench
+for c in A16 B; do
+  for graphs in "" --cuda-graphs; do
+    echo "== $c $graphs"
+    "$BIN/dc-run" --nproc 1 "$ART/$c-h200-w1.so" --steps 6 --vocab 32000 $graphs \
+      > "$OUT/$c$graphs.log" 2>&1 || { tail -5 "$OUT/$c$graphs.log"; continue; }
+    grep -E "^step=|summary" "$OUT/$c$graphs.log" | tail -3
+  done
+done
+echo "== A16 per-op profile"
+"$BIN/dc-run" --nproc 1 "$ART/A16-h200-w1-prof.so" --steps 3 --vocab 32000 \
+  --profile-out "$OUT/A16-profile.json" > "$OUT/A16-prof.log" 2>&1 || tail -5 "$OUT/A16-prof.log"
+python3 - "$OUT/A16-profile.json" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+ops = data.get("ops", data)
+items = sorted(((v if isinstance(v, (int, float)) else v.get("mean_s", v.get("time_s", 0)), k) for k, v in ops.items()), reverse=True)
+total = sum(t for t, _ in items)
+print("ops %d, total %.3f ms" % (len(items), total * 1e3))
+for t, k in items[:25]:
+    print("%10.3f ms  %5.1f%%  %s" % (t * 1e3, 100 * t / total if total else 0, k))
+PY
