@@ -2,10 +2,10 @@
 # Compiles the steps the GPU tests run (the GPU machine has no MLIR): each
 # model for the host (--target=cpu codegen, the reference) and for the GPU
 # (--target=h200), for 1 and 2 ranks, into DEST (default .gpu-artifacts at
-# the repo root; carry it to the GPU machine). Also times dc-compile
-# --target=h200 on config A by layers (8/16/32), with the stage split.
+# the repo root; carry it to the GPU machine). With BENCH=1 also configs A
+# (16 layers) and B for bench/gpu_step_bench.sh, timing dc-compile.
 #
-#   bash runtime/test/gpu/pack-artifacts.sh [DEST]   (after ./build.sh)
+#   [BENCH=1] bash runtime/test/gpu/pack-artifacts.sh [DEST]   (after ./build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 DEST=${1:-.gpu-artifacts}
@@ -28,6 +28,17 @@ for model in tiny-f32 tiny-bf16 tiny-fused small-bf16; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
   done
 done
+if [ "${BENCH:-0}" = 1 ]; then
+  mkdir -p "$DEST/bench"
+  "$BIN/dc-gen-llama" --config A --dtype bf16 --attention fused -o "$DEST/A16.mlir"
+  "$BIN/dc-gen-llama" --config B --dtype bf16 --attention fused -o "$DEST/B.mlir"
+  for c in A16 B; do
+    /usr/bin/time -f "dc-compile --target=h200 $c: %e s, %M KB" \
+      "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/bench/$c-h200-w1.so"
+  done
+  "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 --target=h200 --profile-ops \
+    -o "$DEST/bench/A16-h200-w1-prof.so"
+fi
 rm -f "$DEST"/*.mlir
 ls -la "$DEST" | tail -n +2
 echo "packed $(du -sh "$DEST" | cut -f1) into $DEST"
