@@ -201,14 +201,34 @@ static bool isBufferType(Type type) {
   return isa<BaseMemRefType>(type);
 }
 
+/// True if `type` is a tensor of dynamic shape.
+static bool isDynamicTensor(Type type) {
+  auto tensor = dyn_cast<TensorType>(type);
+  return tensor && !tensor.hasStaticShape();
+}
+
 LogicalResult dc::verifyTensorForm(func::FuncOp fn, StringRef who) {
-  for (BlockArgument arg : fn.getArguments())
+  for (BlockArgument arg : fn.getArguments()) {
     if (isBufferType(arg.getType()))
       return emitError(arg.getLoc())
              << prefix(who) << "argument #" << arg.getArgNumber() << " of '"
              << fn.getSymName() << "' is a buffer (" << arg.getType()
              << "); dc plans steps in tensor form, before bufferization";
+    if (isDynamicTensor(arg.getType()))
+      return emitError(arg.getLoc())
+             << prefix(who) << "argument #" << arg.getArgNumber() << " of '"
+             << fn.getSymName() << "' has the dynamically shaped type "
+             << arg.getType() << "; dc plans static shapes";
+  }
   Block &body = fn.getBody().front();
+  // The memory timeline sizes every value of the body.
+  for (Operation &op : body)
+    for (OpResult result : op.getResults())
+      if (isDynamicTensor(result.getType()))
+        return op.emitError()
+               << prefix(who) << "result #" << result.getResultNumber()
+               << " has the dynamically shaped type " << result.getType()
+               << "; dc plans static shapes";
   WalkResult walk = fn.walk([&](Operation *op) {
     if (!isa<DCDialect>(op->getDialect()))
       return WalkResult::advance();

@@ -847,3 +847,24 @@ func.func @reload_of_unknown_host_buffer() {
   %d = dc.wait %f : !dc.future<memref<4xf32>>
   return
 }
+
+// -----
+
+// A grid axis of 0 ranks (shard.grid takes it) is no world: the shard and
+// all-to-all checks would divide by it (found by dc-fuzz-ir).
+shard.grid @empty(shape = 0)
+func.func @all_to_all_on_empty_axis(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dc.all_to_all' op axis 0 of grid @empty has 0 ranks; dc needs at least 1}}
+  %y = dc.all_to_all %x on @empty[0] split 1 concat 1 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @empty(shape = 0)
+func.func @gather_on_empty_axis(%w: !dc.shard<tensor<8xf32>, @empty[0], local = 4>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dc.gather_start' op axis 0 of grid @empty has 0 ranks; dc needs at least 1}}
+  %f = dc.gather_start %w : !dc.shard<tensor<8xf32>, @empty[0], local = 4> -> !dc.future<tensor<8xf32>>
+  %g = dc.wait %f : !dc.future<tensor<8xf32>>
+  return %g : tensor<8xf32>
+}

@@ -101,3 +101,18 @@ func.func @blocks(%x: tensor<8xf32>) -> tensor<8xf32> {
 ^next:
   return %x : tensor<8xf32>
 }
+
+// -----
+
+// expected-error @+1 {{cannot plan this step: argument #0 of 'dynamic' has the dynamically shaped type 'tensor<?xf32>'; dc plans static shapes}}
+func.func @dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
+  return %x : tensor<?xf32>
+}
+
+// -----
+
+func.func @dynamic_result(%x: tensor<8xf32>) -> tensor<?xf32> {
+  // expected-error @+1 {{cannot plan this step: result #0 has the dynamically shaped type 'tensor<?xf32>'; dc plans static shapes}}
+  %c = tensor.cast %x : tensor<8xf32> to tensor<?xf32>
+  return %c : tensor<?xf32>
+}

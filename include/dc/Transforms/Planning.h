@@ -54,8 +54,9 @@ mlir::LogicalResult verifyFutures(mlir::Block &body, llvm::StringRef who);
 mlir::LogicalResult verifyReleases(mlir::Block &body, llvm::StringRef who,
                                    bool reloads = true);
 /// The step is in tensor form (no argument or dc op is a memref: planning
-/// comes before bufferization), and every transfer, wait and release is an
-/// op of the body itself, not nested in a region.
+/// comes before bufferization) of static shapes (arguments and the body's
+/// results), and every transfer, wait and release is an op of the body
+/// itself, not nested in a region.
 mlir::LogicalResult verifyTensorForm(mlir::func::FuncOp fn,
                                      llvm::StringRef who);
 /// All of the above on a function with a body, which must be one block

@@ -265,14 +265,19 @@ public:
     if (fd < 0)
       fatal("cannot open checkpoint '%s': %s", path.c_str(),
             std::strerror(errno));
-    struct stat info;
-    if (fstat(fd, &info) != 0)
-      fatal("cannot read checkpoint '%s': %s", path.c_str(),
-            std::strerror(errno));
-    fileSize = info.st_size;
-    readHeader();
+    // Closed also when a check below ends in fatal() and a harness's abort
+    // hook throws (dc-fuzz-checkpoint ran out of descriptors).
+    try {
+      readFile();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
   }
+
   ~CheckpointReader() { ::close(fd); }
+  CheckpointReader(const CheckpointReader &) = delete;
+  CheckpointReader &operator=(const CheckpointReader &) = delete;
 
   /// The tensor `name`, marked as used, or null.
   const StoredTensor *find(const std::string &name) {
@@ -357,6 +362,15 @@ public:
   bool hasOptimizerState = false;
 
 private:
+  void readFile() {
+    struct stat info;
+    if (fstat(fd, &info) != 0)
+      fatal("cannot read checkpoint '%s': %s", path.c_str(),
+            std::strerror(errno));
+    fileSize = info.st_size;
+    readHeader();
+  }
+
   /// `bytes` bytes at `position` into `buffer`.
   void readBytes(int64_t position, int64_t bytes) {
     buffer.resize(bytes);

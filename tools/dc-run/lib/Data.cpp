@@ -42,7 +42,8 @@ static std::vector<int32_t> readTokens(const std::string &path) {
                 "(%zu bytes)",
                 path.c_str(), bytes.size());
   std::vector<int32_t> tokens(bytes.size() / sizeof(int32_t));
-  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) // memcpy must not get the null of an empty vector
+    std::memcpy(tokens.data(), bytes.data(), bytes.size());
   return tokens;
 }
 

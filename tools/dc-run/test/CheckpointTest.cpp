@@ -171,6 +171,8 @@ TEST_F(CheckpointErrors, CorruptHeaders) {
                   "header length 2 does not fit the file");
   expectLoadFails(withHeader("{\"a\": [1,"), "header is not valid JSON");
   expectLoadFails(withHeader("[]"), "header is not a JSON object");
+  expectLoadFails(withHeader(R"({"w":{"dtype":"F32","shape":[1e999]}})"),
+                  "header is not valid JSON \\(.*number overflow");
   expectLoadFails(withHeader(R"({"w":{"dtype":"F64","shape":[1],)"
                              R"("data_offsets":[0,8]}})"),
                   "tensor 'w': unsupported dtype");
