@@ -2,7 +2,13 @@
 # dc's one entry point for building, testing and running the bundled example.
 #
 #   ./build.sh example   set up, build everything, run the main job on the bundled example
-#   ./build.sh test      set up, build everything, run every test (GoogleTest, then lit)
+#   ./build.sh test      set up, build everything, run every test (GoogleTest, then lit),
+#                        then `sanitize` and `fuzz` (HARDENING=0: not these two)
+#   ./build.sh sanitize  libdcrt and dc-run built with ASan + UBSan (runtime-only, in
+#                        $BUILD_DIR-asan): their unit tests, then the runtime and some
+#                        end-to-end lit tests with that dc-run (needs the main build)
+#   ./build.sh fuzz      the libFuzzer targets (clang, in $BUILD_DIR-fuzz), each run for
+#                        FUZZ_SECONDS (default 30) from seeds taken from the tests
 #   ./build.sh setup     only install what a fresh Debian 12 machine lacks
 #   ./build.sh format    clang-format every C/C++ source of dc in place
 #
@@ -15,7 +21,7 @@ LLVM=/usr/lib/llvm-22
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev
           mlir-22-tools libgtest-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
-          libcli11-dev clang-format-22)
+          libcli11-dev clang-format-22 clang-22 libclang-rt-22-dev)
 
 setup() {
   local missing=()
@@ -56,6 +62,91 @@ run_tests() {
   "$LLVM/bin/lit" -sv "$BUILD_DIR/test"
 }
 
+# The runtime (libdcrt) and dc-run under AddressSanitizer and
+# UndefinedBehaviorSanitizer: a runtime-only build (no MLIR) whose unit and
+# MPI tests run, then lit tests that run dc-run (runtime tests and an
+# end-to-end run of a compiled artifact) with its dc-run and libdcrt first on
+# PATH. Any report fails the run (-fno-sanitize-recover); what Open MPI keeps
+# until exit is not ours (.ci/lsan.supp).
+sanitize() {
+  local dir="$BUILD_DIR-asan"
+  echo "== runtime + dc-run with ASan/UBSan ($dir)"
+  cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDC_RUNTIME_ONLY=ON \
+    -DDC_ENABLE_CUDA=OFF -DDC_SANITIZE=address,undefined -DDC_WERROR=ON
+  # Set before the build too: it runs the unit tests to list them. Full
+  # stacks (no fast unwinding through Open MPI) let the suppressions match.
+  export ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:strict_string_checks=1:allocator_may_return_null=1
+  export LSAN_OPTIONS="suppressions=$PWD/.ci/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ninja -C "$dir" -j "$JOBS"
+  ctest --test-dir "$dir" --output-on-failure -j "$JOBS"
+  # The error paths, checkpoints, data and one compiled artifact on 1-2
+  # ranks by default (about 100 s); SANITIZE_ALL=1: every runtime test and
+  # three end-to-end runs (about 4 min).
+  local tests=("$BUILD_DIR"/test/Runtime/dc-run-{errors,checkpoint,data}.test
+               "$BUILD_DIR/test/Conversion/e2e/mlp-ranks.test")
+  [ "${SANITIZE_ALL:-0}" = 1 ] && tests=("$BUILD_DIR/test/Runtime"
+    "$BUILD_DIR"/test/Conversion/e2e/{mlp-ranks,checkpoint-resume,offload}.test)
+  "$LLVM/bin/lit" -sv --param runtime_tools_dir="$dir/bin" "${tests[@]}"
+  unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+}
+
+# Seeds for the fuzzers, from what the tests already exercise: every .mlir
+# test and example, split at "// -----"; the manifests of test artifacts
+# (fuzz/corpus/manifest); a checkpoint dc-run saves, and the artifact itself
+# (the checkpoint target also runs the artifact check on its input).
+fuzz_seeds() {
+  local seeds=$1
+  rm -rf "$seeds" && mkdir -p "$seeds/ir" "$seeds/manifest" "$seeds/checkpoint"
+  python3 -c '
+import glob, os, sys
+count = 0
+for path in sorted(glob.glob("test/**/*.mlir", recursive=True) + glob.glob("examples/*.mlir")):
+    for part in open(path).read().split("// -----"):
+        count += 1
+        open(os.path.join(sys.argv[1], "%04d.mlir" % count), "w").write(part)
+' "$seeds/ir"
+  cp fuzz/corpus/manifest/* "$seeds/manifest/"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    "$BUILD_DIR/bin/dc-run" "$BUILD_DIR/lib/tiny-linear-w1.so" --steps 1 \
+    --save "$seeds/checkpoint/step1.safetensors" > /dev/null
+  cp "$BUILD_DIR/lib/tiny-linear-w1.so" "$seeds/checkpoint/"
+}
+
+# libFuzzer targets (fuzz/CMakeLists.txt says what each one checks), built
+# with clang, coverage, ASan and UBSan, each run for FUZZ_SECONDS from the
+# seeds and what earlier runs kept ($dir/corpus). A crash, a sanitizer
+# report or a timeout fails; the input is kept in $dir/crashes. ASan's user
+# poisoning is off: LLVM's inline allocators poison memory in our
+# instrumented code that the uninstrumented libMLIR then uses (false
+# reports).
+fuzz() {
+  local dir="$BUILD_DIR-fuzz" seconds=${FUZZ_SECONDS:-30} target seeds
+  echo "== libFuzzer targets, $seconds s each ($dir)"
+  CC="$LLVM/bin/clang" CXX="$LLVM/bin/clang++" cmake -G Ninja -S . -B "$dir" \
+    -DCMAKE_BUILD_TYPE=Release -DDC_FUZZ=ON -DDC_ENABLE_CUDA=OFF
+  ninja -C "$dir" -j "$JOBS" dc-fuzzers
+  fuzz_seeds "$dir/seeds"
+  mkdir -p "$dir/crashes"
+  for target in ir pipeline manifest checkpoint; do
+    seeds="$dir/seeds/$target"
+    [ "$target" = pipeline ] && seeds="$dir/seeds/ir"
+    mkdir -p "$dir/corpus/$target"
+    if ! ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$dir/bin/dc-fuzz-$target" -max_total_time="$seconds" -timeout=30 \
+        -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
+        -artifact_prefix="$dir/crashes/$target-" "$dir/corpus/$target" "$seeds" \
+        > "$dir/fuzz-$target.log" 2>&1; then
+      tail -n 60 "$dir/fuzz-$target.log"
+      echo "== dc-fuzz-$target failed; the input is in $dir/crashes/" >&2
+      return 1
+    fi
+    echo "dc-fuzz-$target: $(grep -o 'number_of_executed_units: [0-9]*' \
+      "$dir/fuzz-$target.log" | grep -o '[0-9]*$') executions in $seconds s," \
+      "corpus $(find "$dir/corpus/$target" -type f | wc -l) inputs, no crash"
+  done
+}
+
 # The main job on the bundled example: shard the MLP training step over 2
 # ranks and schedule it against one memory budget (printing the predicted
 # report), compile it to a native artifact, and train it for 5 steps on 2 CPU
@@ -80,8 +171,14 @@ run_example() {
 
 case "${1:-}" in
   setup) setup ;;
-  test) setup; check_format; build; run_tests ;;
+  test)
+    setup; check_format; build; run_tests
+    # HARDENING=0 leaves out the sanitized runtime and the fuzzers (their
+    # two extra builds and about 5 minutes of runs).
+    if [ "${HARDENING:-1}" != 0 ]; then sanitize; fuzz; fi ;;
+  sanitize) setup; sanitize ;;
+  fuzz) setup; fuzz ;;
   format) project_sources | xargs "$LLVM/bin/clang-format" -i ;;
   example) setup; build; run_example ;;
-  *) echo "usage: $0 {example|test|setup|format}" >&2; exit 2 ;;
+  *) echo "usage: $0 {example|test|sanitize|fuzz|setup|format}" >&2; exit 2 ;;
 esac

@@ -10,10 +10,20 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unittests
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dc_obj_root, "test")
 
-# dc's tools first, then LLVM's FileCheck, not, count, split-file.
+# dc's tools first, then LLVM's FileCheck, not, count, split-file. With
+# --param runtime_tools_dir=DIR, DIR's tools come before dc's own: `build.sh
+# sanitize` runs the runtime and dc-run tests with the sanitized dc-run and
+# libdcrt of a runtime-only build (the sanitizers' options pass through).
+tool_dirs = [config.dc_tools_dir, config.llvm_tools_dir]
+runtime_tools_dir = lit_config.params.get("runtime_tools_dir")
+if runtime_tools_dir:
+    tool_dirs.insert(0, os.path.abspath(runtime_tools_dir))
 config.environment["PATH"] = os.path.pathsep.join(
-    [config.dc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])]
+    tool_dirs + [config.environment.get("PATH", os.environ["PATH"])]
 )
+for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
 config.substitutions.append(("%dc_src_root", config.dc_src_root))
 config.substitutions.append(("%python", "python3"))
 

@@ -357,20 +357,22 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
   if (auto gather = dyn_cast<GatherStartOp>(op)) {
     // Fused gathers are one call over the sum of their (full) results.
     llvm::SmallVector<AxisTransfer, 1> transfers;
+    // Buffer-form ops (after bufferization) name no grid in their types:
+    // they are priced as no transfer. The planners never see them
+    // (checkPlanningPreconditions rejects them first).
     for (auto [shard, future] :
          llvm::zip(gather.getShards(), gather.getFutures()))
-      addTransfer(transfers, cast<ShardType>(shard.getType()),
-                  getTypeBytes(future.getType()));
+      if (auto type = dyn_cast<ShardType>(shard.getType()))
+        addTransfer(transfers, type, getTypeBytes(future.getType()));
     return groupCost(CollectiveKind::AllGather, transfers);
   }
   if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
     llvm::SmallVector<AxisTransfer, 1> transfers;
     for (auto [gradient, future] :
          llvm::zip(reduce.getGradients(), reduce.getFutures()))
-      addTransfer(
-          transfers,
-          cast<ShardType>(cast<FutureType>(future.getType()).getValue()),
-          getTypeBytes(gradient.getType()));
+      if (auto type = dyn_cast<ShardType>(
+              cast<FutureType>(future.getType()).getValue()))
+        addTransfer(transfers, type, getTypeBytes(gradient.getType()));
     return groupCost(CollectiveKind::ReduceScatter, transfers);
   }
   if (auto allToAll = dyn_cast<AllToAllOp>(op)) {

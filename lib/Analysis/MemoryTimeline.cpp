@@ -9,6 +9,8 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include <algorithm>
 
 using namespace mlir;
@@ -234,6 +236,11 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
 
 size_t MemoryTimeline::indexOf(Operation *op) const {
   auto it = index.find(op);
-  assert(it != index.end() && "not a top-level op of the timeline's function");
+  // Checked in every build: reading past the map is heap corruption, and a
+  // caller that gets here has skipped checkPlanningPreconditions.
+  if (it == index.end())
+    llvm::report_fatal_error(
+        "MemoryTimeline::indexOf: not a top-level op of the timeline's "
+        "function");
   return it->second;
 }

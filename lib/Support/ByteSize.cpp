@@ -37,7 +37,11 @@ std::optional<int64_t> dc::parseByteSize(StringRef text) {
   if (end != digits.c_str() + digits.size() || !std::isfinite(value) ||
       value < 0)
     return std::nullopt;
-  return static_cast<int64_t>(std::llround(value * scale));
+  // Past 2^63 B (8 EiB) the count would overflow int64_t.
+  double bytes = std::round(value * scale);
+  if (!(bytes < 0x1p63))
+    return std::nullopt;
+  return static_cast<int64_t>(bytes);
 }
 
 std::string dc::formatBytes(int64_t bytes) {

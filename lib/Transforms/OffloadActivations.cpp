@@ -525,6 +525,11 @@ struct OffloadActivationsPass
   using DCOffloadActivationsBase::DCOffloadActivationsBase;
 
   void runOnOperation() override {
+    if (failed(checkOptionRange(getOperation(), getArgument(), "min-bytes",
+                                minBytes, 0)) ||
+        failed(checkOptionRange(getOperation(), getArgument(), "keep-last",
+                                keepLast, 0)))
+      return signalPassFailure();
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
@@ -535,8 +540,8 @@ struct OffloadActivationsPass
       insertReloadReleases(fn);
       return success();
     };
-    if (failed(
-            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
+                            profile, plan, /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }
 };

@@ -90,7 +90,8 @@ struct OffloadParamsPass
       insertReloadReleases(fn);
       return success();
     };
-    if (failed(planEachStep(module, memoryBudget, target, profile, plan)))
+    if (failed(planEachStep(module, getArgument(), memoryBudget, target,
+                            profile, plan, /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }
 };

@@ -555,6 +555,11 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
   using DCPrefetchBase::DCPrefetchBase;
 
   void runOnOperation() override {
+    if (failed(checkOptionRange(getOperation(), getArgument(),
+                                "max-fused-bytes", maxFusedBytes, 0)) ||
+        failed(checkOptionRange(getOperation(), getArgument(),
+                                "max-in-flight-bytes", maxInFlightBytes, 0)))
+      return signalPassFailure();
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       if (fn.getOps<GatherStartOp>().empty())
@@ -563,8 +568,8 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
                              maxFusedBytes)
           .run();
     };
-    if (failed(
-            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
+                            profile, plan)))
       signalPassFailure();
   }
 };

@@ -218,6 +218,10 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
     if (failed(setup))
       return signalPassFailure();
     CostModel costModel = setup->makeCostModel();
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal() &&
+          failed(checkPlanningPreconditions(fn, getArgument())))
+        return signalPassFailure();
 
     json::Array reports;
     std::string traceText;

@@ -151,8 +151,8 @@ struct SelectiveGatherPass
         return success();
       return keepGathered(fn, costModel, setup.budgetBytes);
     };
-    if (failed(
-            planEachStep(getOperation(), memoryBudget, target, profile, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
+                            profile, plan)))
       signalPassFailure();
   }
 };

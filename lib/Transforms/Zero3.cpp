@@ -7,6 +7,7 @@
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Transforms/Passes.h"
+#include "dc/Transforms/Planning.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -372,6 +373,15 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(checkOptionRange(module, getArgument(), "world-size", worldSize,
+                                0, kMaxWorldSize)) ||
+        failed(checkOptionRange(module, getArgument(), "grid-axis", gridAxis,
+                                0)) ||
+        failed(checkOptionRange(module, getArgument(), "bucket-bytes",
+                                bucketBytes, 1)) ||
+        failed(checkOptionRange(module, getArgument(), "replicate-below",
+                                replicateBelow, 0)))
+      return signalPassFailure();
     SmallVector<func::FuncOp> steps;
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() &&

@@ -145,6 +145,10 @@ static int64_t loadInt(const void *data, int32_t dtype, int64_t index) {
 
 void dcrt::convert(const void *src, int32_t srcType, void *dst, int32_t dstType,
                    int64_t numel) {
+  // An empty shard (a rank past a small tensor's elements) may have null
+  // pointers, which memmove must not get even for 0 bytes (UBSan found it).
+  if (numel <= 0)
+    return;
   if (srcType == dstType) {
     std::memmove(dst, src, numel * dtypeSize(srcType));
     return;

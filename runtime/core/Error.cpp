@@ -87,8 +87,17 @@ void dcrt::fatal(const char *format, ...) {
   std::fflush(stdout);
   // SIGALRM's default action ends the process if the abort hangs.
   alarm(abortGraceSeconds);
-  if (void (*hook)() = abortHook.load())
-    hook();
+  if (void (*hook)() = abortHook.load()) {
+    // A hook may throw to hand control back to a harness that survives
+    // errors (the fuzzers): fatal() is then armed again.
+    try {
+      hook();
+    } catch (...) {
+      alarm(0);
+      failing = false;
+      throw;
+    }
+  }
   if (mpiIsUp()) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

@@ -8,7 +8,9 @@ namespace dcrt::detail {
 void setErrorRank(int rank, int worldSize);
 
 /// Called by fatal() before it aborts the job: a device backend aborts its
-/// communicators here so that peers blocked in a collective return.
+/// communicators here so that peers blocked in a collective return. A hook
+/// that throws ends fatal() with that exception (and re-arms it): how a
+/// fuzzer keeps running after an input is rejected.
 void setAbortHook(void (*hook)());
 
 /// Restarts nowNs() at zero (right after the barrier of dcrt_init, so that

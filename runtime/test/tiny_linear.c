@@ -17,7 +17,8 @@
  * gather and released once the gather is waited.
  *
  * Test hooks (environment): DC_TEST_EXIT_RANK=r with DC_TEST_EXIT_STEP=s
- * makes rank r die (_exit(3)) when step s starts, mid-job;
+ * makes rank r die (_exit(3), or the signal DC_TEST_EXIT_SIGNAL when set)
+ * when step s starts, mid-job;
  * DC_TEST_SKIP_END_STEP=1 leaves out dcrt_end_step; DC_TEST_MEMORY=a=v puts
  * "memory": "v" on argument a (fc.weight, fc.bias, x or labels) of the
  * manifest.
@@ -25,6 +26,7 @@
 #include "dcrt/dcrt.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,8 +110,13 @@ static int steps_started;
 static void maybe_die(void) {
   const char *rank = getenv("DC_TEST_EXIT_RANK");
   const char *step = getenv("DC_TEST_EXIT_STEP");
-  if (rank && step && atoi(rank) == dcrt_rank() && atoi(step) == steps_started)
+  const char *signal_number = getenv("DC_TEST_EXIT_SIGNAL");
+  if (rank && step && atoi(rank) == dcrt_rank() &&
+      atoi(step) == steps_started) {
+    if (signal_number)
+      raise(atoi(signal_number));
     _exit(3);
+  }
 }
 
 /* buffers: W shard, b shard, x, labels, then loss, dW shard, db shard. */

@@ -858,6 +858,17 @@ func.func @step_arena_not_bytes() {
 
 // -----
 
+// A grid axis of 0 ranks (shard.grid takes it) is no world: the shard and
+// all-to-all checks would divide by it (found by dc-fuzz-ir).
+shard.grid @empty(shape = 0)
+func.func @all_to_all_on_empty_axis(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'dc.all_to_all' op axis 0 of grid @empty has 0 ranks; dc needs at least 1}}
+  %y = dc.all_to_all %x on @empty[0] split 1 concat 1 : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
 func.func @step_arena_dynamic() {
   // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<?xi8>'}}
   %a = dc.step_arena : memref<?xi8>
@@ -870,4 +881,14 @@ func.func @step_arena_host() {
   // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<64xi8, #dc.host_memory>'}}
   %a = dc.step_arena : memref<64xi8, #dc.host_memory>
   return
+}
+
+// -----
+
+shard.grid @empty(shape = 0)
+func.func @gather_on_empty_axis(%w: !dc.shard<tensor<8xf32>, @empty[0], local = 4>) -> tensor<8xf32> {
+  // expected-error @+1 {{'dc.gather_start' op axis 0 of grid @empty has 0 ranks; dc needs at least 1}}
+  %f = dc.gather_start %w : !dc.shard<tensor<8xf32>, @empty[0], local = 4> -> !dc.future<tensor<8xf32>>
+  %g = dc.wait %f : !dc.future<tensor<8xf32>>
+  return %g : tensor<8xf32>
 }

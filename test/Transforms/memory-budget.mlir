@@ -50,9 +50,16 @@
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=lots target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GARBAGE
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="memory-budget=16GiBs" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=-3" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MINUS
-// GARBAGE: error: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
-// UNIT: error: cannot parse memory budget '16GiBs': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
+// GARBAGE: error: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB) or a fraction (0.9, 90%)
+// UNIT: error: cannot parse memory budget '16GiBs': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB) or a fraction (0.9, 90%)
 // MINUS: error: memory budget '-3' is neither a fraction in (0, 1] nor a whole number of bytes
+
+// A byte count of 8 EiB or more would overflow int64_t (1e30 became a
+// negative budget): an error, with or without a unit.
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=1e30 target=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not dc-opt %s --dc-zero3-pipeline="world-size=2 memory-budget=1e10TiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=HUGEUNIT
+// HUGE: error: cannot parse memory budget '1e30': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB)
+// HUGEUNIT: error: cannot parse memory budget '1e10TiB': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB)
 
 // A fraction needs the target's memory: an unknown target is an error
 // (dc-verify-schedule loads the target only for that).

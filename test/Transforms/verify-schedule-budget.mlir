@@ -13,4 +13,4 @@ func.func @step(%w: tensor<64x64xf32> {dc.param = #dc.param<id = 0>}, %x: tensor
   return %y : tensor<64x64xf32>
 }
 
-// BADTEXT: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9) or a fraction (0.9, 90%)
+// BADTEXT: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB) or a fraction (0.9, 90%)

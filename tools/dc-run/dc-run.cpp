@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
 #include "Data.h"
+#include "ElfCheck.h"
 #include "HostAccess.h"
 #include "Launcher.h"
 #include "Manifest.h"
@@ -18,9 +19,11 @@
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <dlfcn.h>
 #include <fstream>
@@ -52,6 +55,10 @@ Artifact openArtifact(const std::string &path) {
   // A name without a slash would make dlopen search the library path, not
   // the current directory.
   std::string file = path.find('/') == std::string::npos ? "./" + path : path;
+  // A truncated file would be a SIGBUS inside dlopen, without a word.
+  std::string damage = checkSharedLibraryFile(file);
+  if (!damage.empty())
+    dcrt::fatal("cannot load artifact '%s': %s", path.c_str(), damage.c_str());
   artifact.handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!artifact.handle)
     dcrt::fatal("cannot load artifact '%s': %s", path.c_str(), dlerror());
@@ -122,6 +129,10 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
+/// Thrown on every rank at once to end the training loop early; main
+/// finalizes the runtime and exits with status 1.
+struct StopTraining {};
+
 /// The training loop of one rank.
 class Trainer {
 public:
@@ -172,6 +183,7 @@ public:
       save(saveAt); // --steps 0: re-save what was loaded or initialized
     double totalSeconds = 0;
     for (int64_t s = first; s <= last; ++s) {
+      recordRankStatus(RankState::InStep, s);
       data.fill(s);
       int64_t begin = dcrt::nowNs();
       int64_t ended = dcrt::endedSteps();
@@ -199,10 +211,19 @@ public:
       readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
         loss = dcrt::loadAsDouble(host, lossType, 0);
       });
+      double localLoss = loss;
       dcrt::allReduceSum(&loss, 1);
       loss /= worldSize;
+      // Before the update: a non-finite loss would make every parameter
+      // NaN.
+      if (!std::isfinite(loss))
+        stopAtNonFinite(s, "the loss", localLoss);
       int64_t optimizerBegin = dcrt::nowNs();
       optimizer->step(registry, options.adamw, s);
+      if (options.adamw.maxGradNorm > 0 &&
+          !std::isfinite(optimizer->lastGradNorm()))
+        stopAtNonFinite(s, "the gradient norm",
+                        optimizer->lastLocalSquares().value_or(0));
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -247,6 +268,43 @@ public:
   }
 
 private:
+  /// Every rank sees the same non-finite `what` (an all-reduced value) at
+  /// step `s`; `local` is this rank's part of it. Unless the user allowed
+  /// it, the job stops here, rank 0 naming the step and the ranks whose
+  /// part is not finite (one more all-reduce, on this path only).
+  void stopAtNonFinite(int64_t s, const char *what, double local) {
+    std::vector<double> bad(worldSize, 0.0);
+    bad[rank] = std::isfinite(local) ? 0.0 : 1.0;
+    dcrt::allReduceSum(bad.data(), worldSize);
+    std::string ranks;
+    for (int r = 0; r < worldSize; ++r)
+      if (bad[r] != 0)
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    std::string where = ranks.empty() ? "the sum over the ranks"
+                        : ranks.find(',') == std::string::npos
+                            ? "rank " + ranks
+                            : "ranks " + ranks;
+    if (options.allowNonFinite) {
+      if (rank == 0)
+        dcrt::warn("step %lld: %s is not finite (%s); training goes on "
+                   "(--allow-nonfinite)",
+                   static_cast<long long>(s), what, where.c_str());
+      return;
+    }
+    // Every rank knows: the job ends cleanly (main finalizes), rank 0
+    // saying why.
+    if (rank == 0) {
+      std::fprintf(stderr,
+                   "dc-run: error: step %lld: %s is not finite (%s); training "
+                   "stops before the parameters are updated%s "
+                   "(--allow-nonfinite keeps going)\n",
+                   static_cast<long long>(s), what, where.c_str(),
+                   std::strcmp(what, "the loss") == 0 ? "" : " again");
+      std::fflush(stderr);
+    }
+    throw StopTraining{};
+  }
+
   /// Prints on rank 0 only: every rank computes the same line.
   void report(const char *format, ...) __attribute__((format(printf, 2, 3))) {
     if (rank != 0)
@@ -438,10 +496,17 @@ int main(int argc, char **argv) {
   init.step_buffer_bytes = manifest.stepBufferBytes;
   init.staging_bytes = manifest.stagingBytes;
   dcrt_init(&init);
-  {
+  // In a job dc-run started, it reports a rank that ends early.
+  if (launched > 0)
+    openRankStatus(dcrt_rank());
+  int status = 0;
+  try {
     Trainer trainer(options, artifact);
     trainer.run();
+  } catch (const StopTraining &) {
+    status = 1;
   }
   dcrt_finalize();
-  return 0;
+  recordRankStatus(status ? RankState::Stopped : RankState::Done, 0);
+  return status;
 }

@@ -172,6 +172,11 @@ FailureOr<int64_t> dc::getGridAxisSize(Operation *from, FlatSymbolRefAttr grid,
     return from->emitOpError() << "axis " << axis << " of grid " << grid
                                << " is dynamic; dc needs the world size at "
                                   "compile time";
+  // shard.grid takes 0 (and other sizes no job has): nothing divides by it.
+  if (shape[axis] < 1)
+    return from->emitOpError()
+           << "axis " << axis << " of grid " << grid << " has " << shape[axis]
+           << " ranks; dc needs at least 1";
   return shape[axis];
 }
 

@@ -11,7 +11,8 @@
 namespace dc {
 
 /// Parses a byte size: a plain or scientific number of bytes ("2.5e9"), with
-/// an optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB).
+/// an optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB). Nothing for
+/// text that is not one, or a size of 2^63 bytes (8 EiB) or more.
 std::optional<int64_t> parseByteSize(llvm::StringRef text);
 
 /// "1.50 GiB (1610612736 B)"-style text for diagnostics and reports.

@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Operation.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,15 +40,55 @@ mlir::FailureOr<PlanningSetup> loadPlanningSetup(mlir::Operation *errorAt,
                                                  llvm::StringRef target,
                                                  llvm::StringRef profilePath);
 
-/// Loads the setup once, then plans every step function with a body in
-/// turn, stopping at the first failure: what each planning pass's
-/// runOnOperation does around its own planner.
+/// The invariants of a schedule that dc-verify-schedule proves and every
+/// planning pass checks before it plans (so that no planner or analysis
+/// assumes what nothing checked). Each reports a located error; a non-empty
+/// `who` (the pass) begins it with "<who> cannot plan this step: ".
+///
+/// Each future is taken exactly once, by dc.wait or dc.end_backward.
+mlir::LogicalResult verifyFutures(mlir::Block &body, llvm::StringRef who);
+/// No gathered or reloaded value is used after its dc.release or released
+/// twice, and every gather is released unless persistent. With
+/// `reloads` false, the releases of reloaded values are not checked (a pass
+/// that re-places them, insertReloadReleases, takes them as they are).
+mlir::LogicalResult verifyReleases(mlir::Block &body, llvm::StringRef who,
+                                   bool reloads = true);
+/// The step is in tensor form (no argument or dc op is a memref: planning
+/// comes before bufferization) of static shapes (arguments and the body's
+/// results), and every transfer, wait and release is an op of the body
+/// itself, not nested in a region.
+mlir::LogicalResult verifyTensorForm(mlir::func::FuncOp fn,
+                                     llvm::StringRef who);
+/// All of the above on a function with a body, which must be one block
+/// (`reloads` as for verifyReleases).
+mlir::LogicalResult checkPlanningPreconditions(mlir::func::FuncOp fn,
+                                               llvm::StringRef who,
+                                               bool reloads = true);
+
+/// Most ranks a grid axis may have: more is a typo, not a job (a
+/// documented limit, docs/design.md).
+constexpr int64_t kMaxWorldSize = 65536;
+
+/// Fails, with "<pass>: option <option>=<value> must be ...", on `errorAt`
+/// unless min <= value <= max.
+mlir::LogicalResult checkOptionRange(mlir::Operation *errorAt,
+                                     llvm::StringRef pass,
+                                     llvm::StringRef option, int64_t value,
+                                     int64_t min, int64_t max = INT64_MAX);
+
+/// Loads the setup once, checks every step function with a body
+/// (checkPlanningPreconditions, naming `passName`), then plans each in turn,
+/// stopping at the first failure: what each planning pass's runOnOperation
+/// does around its own planner. `replacesReloadReleases`: the pass places
+/// the releases of reloaded values anew (the offload passes).
 mlir::LogicalResult
-planEachStep(mlir::ModuleOp module, llvm::StringRef budgetText,
-             llvm::StringRef target, llvm::StringRef profilePath,
+planEachStep(mlir::ModuleOp module, llvm::StringRef passName,
+             llvm::StringRef budgetText, llvm::StringRef target,
+             llvm::StringRef profilePath,
              llvm::function_ref<mlir::LogicalResult(
                  mlir::func::FuncOp, const PlanningSetup &, const CostModel &)>
-                 plan);
+                 plan,
+             bool replacesReloadReleases = false);
 
 } // namespace dc
 

@@ -6,10 +6,22 @@
   drop IN OUT NAME          OUT is IN without tensor NAME
   reshape IN OUT NAME DIMS  OUT is IN with NAME's shape set to DIMS (a,b,..)
   header IN OUT TEXT        OUT has IN's length field and data, TEXT as header
+  flip IN OUT NAME          OUT is IN with the last byte of tensor NAME flipped
+
+"show" prints the metadata without the per-tensor checksums
+("fnv1a64:<tensor>"), then how many checksums match the data (computed here
+independently of dc-run).
 """
 import json
 import struct
 import sys
+
+
+def fnv1a64(data):
+    checksum = 0xcbf29ce484222325
+    for byte in data:
+        checksum = ((checksum ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % checksum
 
 
 def read(path):
@@ -43,9 +55,13 @@ def main():
     if command == "show":
         metadata, tensors = read(args[0])
         print("metadata " + " ".join(
-            "%s=%s" % item for item in sorted(metadata.items())))
+            "%s=%s" % item for item in sorted(metadata.items())
+            if not item[0].startswith("fnv1a64:")))
         for name, (dtype, shape, data) in tensors.items():
             print("%s %s %s %d bytes" % (name, dtype, shape, len(data)))
+        matching = sum(metadata.get("fnv1a64:" + name) == fnv1a64(data)
+                       for name, (_, _, data) in tensors.items())
+        print("checksums: %d of %d tensors match" % (matching, len(tensors)))
     elif command == "same":
         _, first = read(args[0])
         _, second = read(args[1])
@@ -62,6 +78,11 @@ def main():
         metadata, tensors = read(args[0])
         dtype, _, data = tensors[args[2]]
         tensors[args[2]] = (dtype, [int(d) for d in args[3].split(",")], data)
+        write(args[1], metadata, tensors)
+    elif command == "flip":
+        metadata, tensors = read(args[0])
+        dtype, shape, data = tensors[args[2]]
+        tensors[args[2]] = (dtype, shape, data[:-1] + bytes([data[-1] ^ 1]))
         write(args[1], metadata, tensors)
     elif command == "header":
         with open(args[0], "rb") as f:

@@ -16,11 +16,15 @@
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,7 +89,34 @@ struct SavedTensor {
   Part part;
   int32_t dtype;
   int64_t begin, end;
+  uint64_t checksum = kChecksumSeed;
 };
+} // namespace
+
+uint64_t dcrun::checksumBytes(uint64_t checksum, const void *data,
+                              size_t bytes) {
+  const auto *byte = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    checksum ^= byte[i];
+    checksum *= 0x100000001b3ull; // the 64-bit FNV prime
+  }
+  return checksum;
+}
+
+namespace {
+/// The metadata key of a tensor's checksum, and its value: 16 hex digits,
+/// a fixed width so that the header can be rewritten in place once the
+/// data (and so the checksum) is known.
+std::string checksumKey(const std::string &tensor) {
+  return "fnv1a64:" + tensor;
+}
+
+std::string checksumText(uint64_t checksum) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(checksum));
+  return text;
+}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -137,14 +168,19 @@ void dcrun::saveCheckpoint(const std::string &path,
 
   FILE *file = nullptr;
   std::string temporary = path + ".tmp";
-  if (writer) {
-    // In file order: the metadata, then the tensors as their data follows.
-    nlohmann::ordered_json entries = {
-        {"__metadata__",
-         {{"format", "dc"},
-          {"optimizer", "adamw"},
-          {"step", std::to_string(step)},
-          {"world_size", std::to_string(registry.worldSize())}}}};
+  // In file order: the metadata, then the tensors as their data follows.
+  // The checksums are known only once the data is written: the header is
+  // written twice, first with placeholders of the same width.
+  auto makeHeader = [&] {
+    nlohmann::ordered_json metadata = {
+        {"format", "dc"},
+        {"optimizer", "adamw"},
+        {"step", std::to_string(step)},
+        {"world_size", std::to_string(registry.worldSize())}};
+    for (const SavedTensor &tensor : tensors)
+      metadata[checksumKey(tensor.param->spec.name + partSuffix(tensor.part))] =
+          checksumText(tensor.checksum);
+    nlohmann::ordered_json entries = {{"__metadata__", metadata}};
     for (const SavedTensor &tensor : tensors)
       entries[tensor.param->spec.name + partSuffix(tensor.part)] = {
           {"dtype", safetensorsDType(tensor.dtype)},
@@ -153,6 +189,11 @@ void dcrun::saveCheckpoint(const std::string &path,
     std::string header = entries.dump();
     // Pad so the tensor data starts 8-byte aligned, as the format suggests.
     header.append((8 - header.size() % 8) % 8, ' ');
+    return header;
+  };
+  std::string header;
+  if (writer) {
+    header = makeHeader();
     file = std::fopen(temporary.c_str(), "wb");
     if (!file)
       fatal("cannot create checkpoint '%s': %s", temporary.c_str(),
@@ -165,24 +206,36 @@ void dcrun::saveCheckpoint(const std::string &path,
     writeAll(file, header.data(), header.size(), temporary);
   }
 
-  for (const SavedTensor &tensor : tensors) {
+  for (SavedTensor &tensor : tensors) {
     const Param &param = *tensor.param;
     AlignedBuffer slot = slotOf(param, tensor.part, tensor.dtype);
     int64_t fullBytes = param.fullNumel * dtypeSize(tensor.dtype);
     if (!param.spec.sharded || registry.worldSize() == 1) {
-      if (writer)
+      if (writer) {
         writeAll(file, slot.data(), fullBytes, temporary);
+        tensor.checksum = checksumBytes(kChecksumSeed, slot.data(), fullBytes);
+      }
       continue;
     }
     // Slots are padded to equal sizes, so one gather collects them in order.
     AlignedBuffer full(writer ? registry.worldSize() * slot.size() : 0,
                        "a gathered checkpoint tensor", /*zeroed=*/false);
     gatherToRoot(slot.data(), slot.size(), full.data(), 0);
-    if (writer)
+    if (writer) {
       writeAll(file, full.data(), fullBytes, temporary);
+      tensor.checksum = checksumBytes(kChecksumSeed, full.data(), fullBytes);
+    }
   }
 
   if (writer) {
+    std::string final = makeHeader();
+    if (final.size() != header.size())
+      fatal("internal: the checkpoint header changed size (%zu to %zu bytes)",
+            header.size(), final.size());
+    if (std::fseek(file, 8, SEEK_SET) != 0)
+      fatal("cannot write checkpoint '%s': %s", temporary.c_str(),
+            std::strerror(errno));
+    writeAll(file, final.data(), final.size(), temporary);
     if (std::fclose(file) != 0)
       fatal("cannot write checkpoint '%s': %s", temporary.c_str(),
             std::strerror(errno));
@@ -212,18 +265,72 @@ public:
     if (fd < 0)
       fatal("cannot open checkpoint '%s': %s", path.c_str(),
             std::strerror(errno));
-    struct stat info;
-    if (fstat(fd, &info) != 0)
-      fatal("cannot read checkpoint '%s': %s", path.c_str(),
-            std::strerror(errno));
-    fileSize = info.st_size;
-    readHeader();
+    // Closed also when a check below ends in fatal() and a harness's abort
+    // hook throws (dc-fuzz-checkpoint ran out of descriptors).
+    try {
+      readFile();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
   }
-  ~CheckpointReader() { ::close(fd); }
 
-  const StoredTensor *find(const std::string &name) const {
+  ~CheckpointReader() { ::close(fd); }
+  CheckpointReader(const CheckpointReader &) = delete;
+  CheckpointReader &operator=(const CheckpointReader &) = delete;
+
+  /// The tensor `name`, marked as used, or null.
+  const StoredTensor *find(const std::string &name) {
     auto found = tensors.find(name);
-    return found == tensors.end() ? nullptr : &found->second;
+    if (found == tensors.end())
+      return nullptr;
+    used.insert(name);
+    return &found->second;
+  }
+
+  /// Fatal on a stored tensor no parameter took: a checkpoint of another
+  /// model, or state of an optimizer dc-run does not have.
+  void checkAllUsed() const {
+    for (const auto &[name, tensor] : tensors)
+      if (!used.count(name))
+        fatal("checkpoint '%s' has tensor '%s', which is neither a parameter "
+              "of the model nor its optimizer state",
+              path.c_str(), name.c_str());
+  }
+
+  /// Verifies the checksums of tensors rank, rank + worldSize, ... (in name
+  /// order), reading each in full; every tensor of a dc checkpoint has one.
+  void verifyChecksums(int rank, int worldSize) {
+    if (!isDcFormat)
+      return;
+    // dc checkpoints written before checksums existed have none at all.
+    if (checksums.empty()) {
+      if (rank == 0)
+        warn("checkpoint '%s' has no checksums (written by an older dc-run): "
+             "its bytes are not verified",
+             path.c_str());
+      return;
+    }
+    size_t i = 0;
+    for (const auto &[name, tensor] : tensors) {
+      if (i++ % worldSize != static_cast<size_t>(rank))
+        continue;
+      auto expected = checksums.find(name);
+      if (expected == checksums.end())
+        corrupt("tensor '" + name + "' has no checksum (metadata \"" +
+                checksumKey(name) + "\")");
+      uint64_t checksum = kChecksumSeed;
+      constexpr int64_t chunk = 1 << 20;
+      for (int64_t at = tensor.begin; at < tensor.end; at += chunk) {
+        int64_t bytes = std::min(chunk, tensor.end - at);
+        readBytes(at, bytes);
+        checksum = checksumBytes(checksum, buffer.data(), bytes);
+      }
+      if (checksumText(checksum) != expected->second)
+        corrupt("tensor '" + name + "' has checksum " + checksumText(checksum) +
+                ", but the metadata says " + expected->second +
+                " (its bytes changed since it was saved)");
+    }
   }
 
   /// The tensor `name` with the parameter's shape, or a fatal error.
@@ -244,17 +351,7 @@ public:
   void readElements(const StoredTensor &tensor, int64_t first, int64_t count,
                     int32_t dtype, void *out) {
     int64_t elementSize = dtypeSize(tensor.dtype);
-    buffer.resize(count * elementSize);
-    int64_t position = tensor.begin + first * elementSize;
-    for (int64_t done = 0; done < count * elementSize;) {
-      ssize_t got = ::pread(fd, buffer.data() + done,
-                            count * elementSize - done, position + done);
-      if (got <= 0)
-        fatal("cannot read checkpoint '%s' at byte %lld: %s", path.c_str(),
-              static_cast<long long>(position + done),
-              got == 0 ? "unexpected end of file" : std::strerror(errno));
-      done += got;
-    }
+    readBytes(tensor.begin + first * elementSize, count * elementSize);
     if (isFloatDType(tensor.dtype) != isFloatDType(dtype))
       fatal("checkpoint '%s': a tensor stored as %s cannot be loaded as %s",
             path.c_str(), dtypeName(tensor.dtype), dtypeName(dtype));
@@ -265,6 +362,29 @@ public:
   bool hasOptimizerState = false;
 
 private:
+  void readFile() {
+    struct stat info;
+    if (fstat(fd, &info) != 0)
+      fatal("cannot read checkpoint '%s': %s", path.c_str(),
+            std::strerror(errno));
+    fileSize = info.st_size;
+    readHeader();
+  }
+
+  /// `bytes` bytes at `position` into `buffer`.
+  void readBytes(int64_t position, int64_t bytes) {
+    buffer.resize(bytes);
+    for (int64_t done = 0; done < bytes;) {
+      ssize_t got =
+          ::pread(fd, buffer.data() + done, bytes - done, position + done);
+      if (got <= 0)
+        fatal("cannot read checkpoint '%s' at byte %lld: %s", path.c_str(),
+              static_cast<long long>(position + done),
+              got == 0 ? "unexpected end of file" : std::strerror(errno));
+      done += got;
+    }
+  }
+
   [[noreturn]] void corrupt(const std::string &why) {
     fatal("corrupt checkpoint '%s': %s", path.c_str(), why.c_str());
   }
@@ -292,26 +412,68 @@ private:
     if (!header->is_object())
       corrupt("the header is not a JSON object");
     int64_t dataStart = 8 + static_cast<int64_t>(headerBytes);
-    for (const auto &[name, entry] : header->items()) {
-      if (name == "__metadata__")
-        readMetadata(entry);
-      else
+    auto metadata = header->find("__metadata__");
+    readMetadata(metadata == header->end() ? json::object() : *metadata);
+    for (const auto &[name, entry] : header->items())
+      if (name != "__metadata__")
         tensors[name] = readEntry(name, entry, dataStart);
-    }
+    checkNoOverlap();
   }
 
+  /// No two tensors share bytes: else one would load another's data.
+  void checkNoOverlap() {
+    std::vector<std::pair<const std::string *, const StoredTensor *>> order;
+    for (const auto &[name, tensor] : tensors)
+      if (tensor.end > tensor.begin)
+        order.push_back({&name, &tensor});
+    std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) {
+      return a.second->begin < b.second->begin;
+    });
+    for (size_t i = 1; i < order.size(); ++i)
+      if (order[i].second->begin < order[i - 1].second->end)
+        corrupt("tensors '" + *order[i - 1].first + "' and '" +
+                *order[i].first + "' overlap in the file (data_offsets)");
+  }
+
+  /// A dc checkpoint ("format": "dc") names its step and optimizer; any
+  /// other file is plain weights (step 0, no optimizer state) unless it
+  /// names an optimizer, which must then be adamw.
   void readMetadata(const json &metadata) {
     if (!metadata.is_object())
       corrupt("__metadata__ is not an object");
-    if (auto value = metadata.find("step"); value != metadata.end()) {
-      std::string text = value->is_string() ? value->get<std::string>() : "";
+    auto text = [&](const char *key) -> std::optional<std::string> {
+      auto value = metadata.find(key);
+      if (value == metadata.end())
+        return std::nullopt;
+      if (!value->is_string())
+        corrupt(std::string("metadata \"") + key + "\" is not a string");
+      return value->get<std::string>();
+    };
+    isDcFormat = text("format") == "dc";
+    if (std::optional<std::string> value = text("step")) {
       char *end = nullptr;
-      step = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end || step < 0)
-        corrupt("metadata \"step\" is not a step count");
+      errno = 0;
+      step = std::strtoll(value->c_str(), &end, 10);
+      if (value->empty() || *end || errno || step < 0)
+        corrupt("metadata \"step\" is \"" + *value +
+                "\", not a step count (0 to " + std::to_string(INT64_MAX) +
+                ")");
+    } else if (isDcFormat) {
+      corrupt("a dc checkpoint without metadata \"step\"");
     }
-    auto optimizer = metadata.find("optimizer");
-    hasOptimizerState = optimizer != metadata.end() && *optimizer == "adamw";
+    std::optional<std::string> optimizer = text("optimizer");
+    if (optimizer && *optimizer != "adamw")
+      corrupt("its optimizer state is \"" + *optimizer +
+              "\"'s, but dc-run has only adamw");
+    if (!optimizer && isDcFormat)
+      corrupt("a dc checkpoint without metadata \"optimizer\"");
+    hasOptimizerState = optimizer.has_value();
+    for (const auto &[key, value] : metadata.items())
+      if (key.rfind("fnv1a64:", 0) == 0) {
+        if (!value.is_string() || value.get<std::string>().size() != 16)
+          corrupt("metadata \"" + key + "\" is not 16 hex digits");
+        checksums[key.substr(8)] = value.get<std::string>();
+      }
   }
 
   /// A 64-bit integer (offsets need all 64 bits), or nullopt.
@@ -346,6 +508,9 @@ private:
       std::optional<int64_t> size = integerOf(dim);
       if (!size || *size < 0)
         bad("a dimension is not a non-negative integer");
+      // No tensor of 2^60 elements fits a file: bail before overflowing.
+      if (*size > 0 && numel > (int64_t(1) << 60) / *size)
+        bad("its shape has too many elements");
       tensor.shape.push_back(*size);
       numel *= *size;
     }
@@ -372,6 +537,9 @@ private:
   int fd = -1;
   int64_t fileSize = 0;
   std::map<std::string, StoredTensor> tensors;
+  std::set<std::string> used;
+  bool isDcFormat = false;
+  std::map<std::string, std::string> checksums; // tensor -> 16 hex digits
   std::vector<char> buffer;
 };
 } // namespace
@@ -399,6 +567,8 @@ int64_t dcrun::loadCheckpoint(const std::string &path,
       std::fill(param.expAvgSq.begin(), param.expAvgSq.end(), 0.0f);
     }
   }
+  reader.checkAllUsed();
+  reader.verifyChecksums(registry.rank(), registry.worldSize());
   registry.refreshData();
   return reader.step;
 }

@@ -6,7 +6,9 @@
 //   "<name>.exp_avg"     AdamW's first moment (fp32)
 //   "<name>.exp_avg_sq"  AdamW's second moment (fp32)
 // and the metadata {"format": "dc", "step": "<n>", "optimizer": "adamw",
-// "world_size": "<saving world>"}.
+// "world_size": "<saving world>", "fnv1a64:<tensor>": "<16 hex digits>"
+// for every tensor}: the FNV-1a 64-bit checksum of its bytes, verified on
+// load.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_RUN_CHECKPOINT_H
@@ -14,20 +16,30 @@
 
 #include "Params.h"
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace dcrun {
+
+/// FNV-1a (64-bit) over `bytes` more bytes, continuing from `checksum`;
+/// start from kChecksumSeed.
+constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ull;
+uint64_t checksumBytes(uint64_t checksum, const void *data, size_t bytes);
 
 /// Collective: every rank sends its slices, rank 0 writes `path` (through a
 /// temporary file and a rename, so a crash leaves no half-written file).
 void saveCheckpoint(const std::string &path, const ParamRegistry &registry,
                     int64_t step);
 
-/// Every rank reads its own slices. A checkpoint without optimizer state
-/// (any safetensors file with the parameters' names) starts the moments at
-/// zero. Returns the saved step (0 if absent). Fatal, naming the file and
-/// tensor, on a missing file, a corrupt header, a missing tensor or a shape
-/// mismatch.
+/// Every rank reads its own slices, and verifies the checksums of every
+/// W-th tensor (rank r: tensors r, r + W, ...) in full. A dc checkpoint
+/// ("format": "dc") must name its step and its optimizer (adamw); any other
+/// safetensors file with the parameters' names loads as plain weights
+/// (step 0, the moments at zero). Returns the saved step. Fatal, naming the
+/// file and tensor, on a missing file, a corrupt header, overlapping
+/// tensors, a tensor the model does not have, a missing tensor, a shape
+/// mismatch or a checksum that does not match.
 int64_t loadCheckpoint(const std::string &path, ParamRegistry &registry);
 
 } // namespace dcrun

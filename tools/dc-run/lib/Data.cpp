@@ -42,15 +42,20 @@ static std::vector<int32_t> readTokens(const std::string &path) {
                 "(%zu bytes)",
                 path.c_str(), bytes.size());
   std::vector<int32_t> tokens(bytes.size() / sizeof(int32_t));
-  std::memcpy(tokens.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) // memcpy must not get the null of an empty vector
+    std::memcpy(tokens.data(), bytes.data(), bytes.size());
   return tokens;
 }
 
 DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
                        const std::string &tokenFile, int rank, int worldSize)
     : seed(seed), rank(rank), worldSize(worldSize) {
-  if (!tokenFile.empty())
+  if (!tokenFile.empty()) {
     tokens = readTokens(tokenFile);
+    // Else the run would fall back to synthetic data without a word.
+    if (tokens.empty())
+      dcrt::fatal("token file '%s' is empty", tokenFile.c_str());
+  }
   int integerArguments = 0;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const TensorSpec &spec = step.args[i];
@@ -90,6 +95,10 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
     }
     arguments.push_back(std::move(argument));
   }
+  if (!tokens.empty() && integerArguments == 0)
+    dcrt::fatal("--data '%s' gives tokens, but step '%s' has no integer data "
+                "argument to feed them to",
+                tokenFile.c_str(), step.name.c_str());
   if (!tokens.empty()) {
     int64_t limit = vocab;
     for (const Argument &argument : arguments)

@@ -3,15 +3,34 @@
 
 #include "dcrt/error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <string>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
 using namespace dcrun;
+
+namespace {
+/// The environment variable naming the status directory of a job dc-run
+/// started, and the fixed size of a rank's record in it.
+constexpr const char *kStatusDirVariable = "DC_RUN_STATUS_DIR";
+constexpr size_t kStatusRecordBytes = 48;
+
+/// The launcher dc-run waits for, and the handler passing signals on to it.
+volatile pid_t launcherPid = 0;
+void forwardToLauncher(int signal) {
+  if (launcherPid > 0)
+    kill(launcherPid, signal);
+}
+} // namespace
 
 static int environmentInteger(const char *name) {
   const char *value = std::getenv(name);
@@ -62,24 +81,173 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   // NCCL_NVLS_ENABLE; -x forwards the value to every rank.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
 
+  // The ranks report their progress here (recordRankStatus).
+  std::string statusDir = (std::getenv("TMPDIR") && *std::getenv("TMPDIR")
+                               ? std::string(std::getenv("TMPDIR"))
+                               : std::string("/tmp")) +
+                          "/dc-run-XXXXXX";
+  if (!mkdtemp(statusDir.data()))
+    dcrt::fatal("cannot create a status directory '%s': %s", statusDir.c_str(),
+                std::strerror(errno));
+  setenv(kStatusDirVariable, statusDir.c_str(), 1);
+
   std::string count = std::to_string(nproc);
-  for (std::string &launcher : launchers) {
-    std::vector<char *> args = {launcher.data(),
-                                const_cast<char *>("-x"),
-                                const_cast<char *>("NCCL_NVLS_ENABLE"),
-                                const_cast<char *>("-n"),
-                                count.data(),
-                                self};
-    for (int i = 1; i < argc; ++i)
-      args.push_back(argv[i]);
-    args.push_back(nullptr);
-    // Searches PATH for a name without a slash; returns only on failure.
-    execvp(launcher.c_str(), args.data());
-    if (errno != ENOENT || launchers.size() == 1)
-      dcrt::fatal("cannot run '%s': %s", launcher.c_str(),
-                  std::strerror(errno));
+  // The launcher runs in a child, found on PATH as execvp does; the parent
+  // waits for it (a signal to the terminal's group reaches both).
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0)
+    dcrt::fatal("cannot create a pipe: %s", std::strerror(errno));
+  pid_t child = fork();
+  if (child < 0)
+    dcrt::fatal("cannot fork: %s", std::strerror(errno));
+  if (child == 0) {
+    close(ready[0]);
+    int failure[2] = {ENOENT, 0}; // errno, which launcher
+    for (std::string &launcher : launchers) {
+      std::vector<char *> args = {launcher.data(),
+                                  const_cast<char *>("-x"),
+                                  const_cast<char *>("NCCL_NVLS_ENABLE"),
+                                  const_cast<char *>("-n"),
+                                  count.data(),
+                                  self};
+      for (int i = 1; i < argc; ++i)
+        args.push_back(argv[i]);
+      args.push_back(nullptr);
+      // Returns only on failure.
+      execvp(launcher.c_str(), args.data());
+      failure[0] = errno;
+      if (failure[0] != ENOENT)
+        break;
+      ++failure[1];
+    }
+    // Tell the parent why, through the pipe exec would have closed.
+    ssize_t ignored = write(ready[1], failure, sizeof(failure));
+    (void)ignored;
+    _exit(127);
   }
-  dcrt::fatal("--nproc %d needs mpirun, which is not on PATH (install "
-              "openmpi-bin, or name a launcher with --mpirun)",
-              nproc);
+  close(ready[1]);
+  // The terminal's Ctrl-C reaches the launcher itself; a SIGTERM or SIGHUP
+  // sent to dc-run alone is passed on to it.
+  launcherPid = child;
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, forwardToLauncher);
+  signal(SIGHUP, forwardToLauncher);
+  int failure[2] = {0, 0};
+  bool execFailed = read(ready[0], failure, sizeof(failure)) == sizeof(failure);
+  int execError = failure[0];
+  close(ready[0]);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string report = execFailed || (WIFEXITED(status) && !WEXITSTATUS(status))
+                           ? std::string()
+                           : describeFailedRanks(statusDir, nproc);
+  for (int rank = 0; rank < nproc; ++rank)
+    unlink((statusDir + "/rank." + std::to_string(rank)).c_str());
+  rmdir(statusDir.c_str());
+  if (execFailed) {
+    if (execError != ENOENT || launchers.size() == 1)
+      dcrt::fatal(
+          "cannot run '%s': %s",
+          launchers[std::min<size_t>(failure[1], launchers.size() - 1)].c_str(),
+          std::strerror(execError));
+    dcrt::fatal("--nproc %d needs mpirun, which is not on PATH (install "
+                "openmpi-bin, or name a launcher with --mpirun)",
+                nproc);
+  }
+  if (!report.empty())
+    std::fprintf(stderr, "%s", report.c_str());
+  if (WIFSIGNALED(status))
+    std::_Exit(128 + WTERMSIG(status));
+  std::_Exit(WEXITSTATUS(status));
+}
+
+//===----------------------------------------------------------------------===//
+// Rank status
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The file this rank records its state in, or -1.
+int statusFd = -1;
+/// The record a SIGTERM leaves: prepared outside the handler, which may
+/// only write it.
+char terminatedRecord[kStatusRecordBytes];
+
+void writeRecord(const char *record) {
+  ssize_t ignored = pwrite(statusFd, record, kStatusRecordBytes, 0);
+  (void)ignored;
+}
+
+void onTerminate(int signal) {
+  if (statusFd >= 0)
+    writeRecord(terminatedRecord);
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+}
+
+void formatRecord(char *record, const char *state, int64_t step) {
+  std::memset(record, ' ', kStatusRecordBytes);
+  int length = std::snprintf(record, kStatusRecordBytes, "%s %lld", state,
+                             static_cast<long long>(step));
+  record[length] = ' ';
+  record[kStatusRecordBytes - 1] = '\n';
+}
+} // namespace
+
+void dcrun::openRankStatus(int rank) {
+  const char *directory = std::getenv(kStatusDirVariable);
+  if (!directory || !*directory)
+    return;
+  std::string path = std::string(directory) + "/rank." + std::to_string(rank);
+  statusFd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (statusFd < 0)
+    return; // a report is a courtesy, not a reason to fail the job
+  recordRankStatus(RankState::Starting, 0);
+  struct sigaction action = {};
+  action.sa_handler = onTerminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+void dcrun::recordRankStatus(RankState state, int64_t step) {
+  if (statusFd < 0)
+    return;
+  const char *name = state == RankState::Starting ? "starting"
+                     : state == RankState::InStep ? "step"
+                     : state == RankState::Done   ? "done"
+                                                  : "stopped";
+  char record[kStatusRecordBytes];
+  formatRecord(record, name, step);
+  formatRecord(terminatedRecord, "terminated", step);
+  writeRecord(record);
+}
+
+std::string dcrun::describeFailedRanks(const std::string &directory,
+                                       int nproc) {
+  std::string report;
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::string path = directory + "/rank." + std::to_string(rank);
+    char record[kStatusRecordBytes + 1] = {};
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd < 0 ? -1 : pread(fd, record, kStatusRecordBytes, 0);
+    if (fd >= 0)
+      close(fd);
+    char state[32] = {};
+    long long step = 0;
+    std::string line;
+    if (got <= 0 || std::sscanf(record, "%31s %lld", state, &step) != 2)
+      line = "did not start";
+    else if (std::strcmp(state, "starting") == 0)
+      line = "ended during start-up (before step 1)";
+    else if (std::strcmp(state, "step") == 0)
+      line = "ended during step " + std::to_string(step);
+    else
+      continue; // done, stopped with its own message, or by the launcher
+    report += "dc-run: error: rank " + std::to_string(rank) + "/" +
+              std::to_string(nproc) + " " + line +
+              " (killed by a signal such as SIGKILL, crashed, or failed with "
+              "the error above); the launcher stopped the job\n";
+  }
+  return report;
 }

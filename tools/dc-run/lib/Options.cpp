@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 using namespace dcrun;
@@ -70,21 +71,23 @@ public:
     text("--step", "NAME",
          "step function to run (default: the manifest's first)", options.step);
     integer("--steps", "K", "training steps (default 1)", options.steps, 0);
-    number("--lr", "AdamW learning rate (default 0.001)", options.adamw.lr);
-    number("--weight-decay", "AdamW decoupled weight decay (default 0)",
-           options.adamw.weightDecay);
-    number("--beta1", "AdamW first moment decay (default 0.9)",
-           options.adamw.beta1);
-    number("--beta2", "AdamW second moment decay (default 0.999)",
-           options.adamw.beta2);
-    number("--eps", "AdamW epsilon (default 1e-8)", options.adamw.eps);
+    number("--lr", "AdamW learning rate, >= 0 (default 0.001)",
+           options.adamw.lr, Range::NonNegative);
+    number("--weight-decay", "AdamW decoupled weight decay, >= 0 (default 0)",
+           options.adamw.weightDecay, Range::NonNegative);
+    number("--beta1", "AdamW first moment decay, in [0, 1) (default 0.9)",
+           options.adamw.beta1, Range::UnitInterval);
+    number("--beta2", "AdamW second moment decay, in [0, 1) (default 0.999)",
+           options.adamw.beta2, Range::UnitInterval);
+    number("--eps", "AdamW epsilon, > 0 (default 1e-8)", options.adamw.eps,
+           Range::Positive);
     number("--clip-grad-norm",
            "clip gradients to this global L2 norm (default 0: off)",
-           options.adamw.maxGradNorm);
+           options.adamw.maxGradNorm, Range::NonNegative);
     integer("--seed", "S", "seed of the initial parameters and synthetic data",
             options.seed, 0);
     number("--init-std", "std of the initial weights (default 0.02)",
-           options.initStd);
+           options.initStd, Range::NonNegative);
     text("--data", "FILE",
          "int32 token file for integer data (default: "
          "synthetic)",
@@ -103,12 +106,16 @@ public:
     text("--profile-out", "FILE", "per-op times for the compiler's cost model",
          options.profileOut);
     bytes("--gather-arena-bytes",
-          "override the manifest's planned gather arena",
+          "override the manifest's planned gather arena (>= 1)",
           options.gatherArenaBytes);
-    bytes("--host-pool-bytes", "override the manifest's planned host pool",
+    bytes("--host-pool-bytes",
+          "override the manifest's planned host pool (>= 1)",
           options.hostPoolBytes);
     text("--mpirun", "PATH", "launcher to use (default: $DCRT_MPIRUN, mpirun)",
          options.mpirun);
+    app.add_flag("--allow-nonfinite", options.allowNonFinite,
+                 "keep training after a non-finite loss or gradient norm "
+                 "(default: stop at the first, naming the step and rank)");
     app.add_flag("--cuda-graphs", options.cudaGraphs,
                  "capture the step after the first and replay it as one CUDA "
                  "graph (cuda backend)");
@@ -118,15 +125,17 @@ public:
 
 private:
   /// Adds `name`; `store` converts a value into its field, false if it
-  /// does not parse.
+  /// does not parse or is not one of the values `expected` describes.
   void add(const char *name, const char *valueName, const char *help,
+           std::string expected,
            std::function<bool(const std::string &)> store) {
     app.add_option(
            name,
-           [name, store](const CLI::results_t &values) {
+           [name, store, expected](const CLI::results_t &values) {
              if (!store(values.front()))
                throw CLI::ValidationError("bad value '" + values.front() +
-                                          "' for option '" + name + "'");
+                                          "' for option '" + name +
+                                          "' (expected " + expected + ")");
              return true;
            },
            help)
@@ -139,37 +148,57 @@ private:
   template <typename Field>
   void integer(const char *name, const char *valueName, const char *help,
                Field &field, int64_t min) {
-    add(name, valueName, help, [&field, min](const std::string &text) {
-      int64_t value;
-      if (!parseInteger(text, value) || value < min)
-        return false;
-      field = static_cast<Field>(value);
-      return true;
-    });
+    add(name, valueName, help, "an integer >= " + std::to_string(min),
+        [&field, min](const std::string &text) {
+          int64_t value;
+          if (!parseInteger(text, value) || value < min)
+            return false;
+          field = static_cast<Field>(value);
+          return true;
+        });
   }
 
-  void number(const char *name, const char *help, double &field) {
-    add(name, "F", help,
-        [&field](const std::string &text) { return parseNumber(text, field); });
+  /// Which values a number option takes; NaN and infinities never.
+  enum class Range { NonNegative, Positive, UnitInterval };
+
+  void number(const char *name, const char *help, double &field, Range range) {
+    const char *expected = range == Range::NonNegative ? "a finite number >= 0"
+                           : range == Range::Positive  ? "a finite number > 0"
+                                                       : "a number in [0, 1)";
+    add(name, "F", help, expected, [&field, range](const std::string &text) {
+      double value;
+      if (!parseNumber(text, value) || !std::isfinite(value))
+        return false;
+      bool inRange = range == Range::NonNegative ? value >= 0
+                     : range == Range::Positive  ? value > 0
+                                                 : value >= 0 && value < 1;
+      if (!inRange)
+        return false;
+      field = value;
+      return true;
+    });
   }
 
   void text(const char *name, const char *valueName, const char *help,
             std::string &field) {
-    add(name, valueName, help, [&field](const std::string &value) {
-      field = value;
-      return !value.empty();
-    });
+    add(name, valueName, help, "a non-empty value",
+        [&field](const std::string &value) {
+          field = value;
+          return !value.empty();
+        });
   }
 
   void bytes(const char *name, const char *help,
              std::optional<int64_t> &field) {
-    add(name, "N", help, [&field](const std::string &text) {
-      int64_t value;
-      if (!parseInteger(text, value) || value < 0)
-        return false;
-      field = value;
-      return true;
-    });
+    // 0 would turn the plan off (the runtime's "grow as needed", for tests).
+    add(name, "N", help, "a byte count >= 1",
+        [&field](const std::string &text) {
+          int64_t value;
+          if (!parseInteger(text, value) || value < 1)
+            return false;
+          field = value;
+          return true;
+        });
   }
 };
 } // namespace

@@ -28,6 +28,8 @@ struct Options {
   std::string mpirun;
   /// Capture the step once (after the first) and replay it (CUDA graphs).
   bool cudaGraphs = false;
+  /// Keep training after a non-finite loss or gradient norm.
+  bool allowNonFinite = false;
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
 };
 

@@ -167,6 +167,7 @@ void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
       sum += double(g) * g;
     squares += shareOfSquaredNorm(param, sum, registry.worldSize());
   }
+  localSquares = squares;
   double scale = 1.0;
   if (config.maxGradNorm > 0) {
     dcrt::allReduceSum(&squares, 1);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,9 +131,14 @@ public:
   virtual void storeState(ParamRegistry &registry) {}
   /// The global gradient norm of the last step (computed when clipping).
   double lastGradNorm() const { return gradNorm; }
+  /// This rank's share of the squared norm of the last step's gradients,
+  /// where the optimizer computes it on the host (nullopt elsewhere): which
+  /// rank a non-finite norm came from.
+  std::optional<double> lastLocalSquares() const { return localSquares; }
 
 protected:
   double gradNorm = 0;
+  std::optional<double> localSquares;
 };
 
 /// Each rank's share of the global squared gradient norm: its shards' sum,

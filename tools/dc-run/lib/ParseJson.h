@@ -25,6 +25,11 @@ inline std::optional<nlohmann::json> parseJson(std::string_view text,
       reason = reason.substr(position + 2);
     error = "offset " + std::to_string(failure.byte) + ": " + reason;
     return std::nullopt;
+  } catch (const nlohmann::json::exception &failure) {
+    // Not a syntax error: a number too large for a double ("1e352"), found
+    // by dc-fuzz-manifest; it ended dc-run with an uncaught exception.
+    error = failure.what();
+    return std::nullopt;
   }
 }
 

@@ -171,6 +171,8 @@ TEST_F(CheckpointErrors, CorruptHeaders) {
                   "header length 2 does not fit the file");
   expectLoadFails(withHeader("{\"a\": [1,"), "header is not valid JSON");
   expectLoadFails(withHeader("[]"), "header is not a JSON object");
+  expectLoadFails(withHeader(R"({"w":{"dtype":"F32","shape":[1e999]}})"),
+                  "header is not valid JSON \\(.*number overflow");
   expectLoadFails(withHeader(R"({"w":{"dtype":"F64","shape":[1],)"
                              R"("data_offsets":[0,8]}})"),
                   "tensor 'w': unsupported dtype");
@@ -198,4 +200,80 @@ TEST_F(CheckpointErrors, MissingTensorAndShapeMismatch) {
                   "tensor 'fc.weight' has shape \\[4,5\\], but the model's "
                   "parameter has shape \\[5,4\\]",
                   reshaped);
+}
+
+namespace {
+/// `bytes` (a checkpoint) with `from` replaced by `to` in its header.
+std::string rewriteHeader(const std::string &bytes, const std::string &from,
+                          const std::string &to) {
+  uint64_t headerBytes = 0;
+  for (int i = 0; i < 8; ++i)
+    headerBytes |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  std::string header = bytes.substr(8, headerBytes);
+  size_t at = header.find(from);
+  EXPECT_NE(at, std::string::npos) << from << " not in " << header;
+  if (at != std::string::npos)
+    header.replace(at, from.size(), to);
+  return withHeader(header) + bytes.substr(8 + headerBytes);
+}
+} // namespace
+
+// Every tensor's checksum is in the metadata; a flipped bit anywhere in the
+// data is caught, by whichever rank verifies that tensor.
+TEST_F(CheckpointErrors, FlippedBytesFailTheChecksum) {
+  ParamRegistry trained(0, 1);
+  std::string bytes = readFile(savedCheckpoint(trained, "flip.safetensors"));
+  EXPECT_NE(bytes.find(R"("fnv1a64:fc.weight":")"), std::string::npos);
+  std::string flipped = bytes;
+  flipped.back() ^= 1; // the last byte of emb.exp_avg_sq
+  expectLoadFails(flipped,
+                  "corrupt checkpoint '.*': tensor 'emb.exp_avg_sq' has "
+                  "checksum [0-9a-f]{16}, but the metadata says [0-9a-f]{16} "
+                  "\\(its bytes changed since it was saved\\)");
+  // Rank 2 of 3 verifies the third tensor in name order (emb, emb.exp_avg,
+  // emb.exp_avg_sq, ...); ranks 0 and 1 read their slices of it unharmed.
+  std::string path = tempPath("flip-ranks.safetensors");
+  writeFile(path, flipped);
+  for (int rank = 0; rank < 3; ++rank) {
+    ParamRegistry registry(rank, 3);
+    addAll(registry, modelSpecs());
+    if (rank == 2)
+      EXPECT_EXIT(loadCheckpoint(path, registry), testing::ExitedWithCode(1),
+                  "tensor 'emb.exp_avg_sq' has checksum");
+    else
+      EXPECT_EQ(loadCheckpoint(path, registry), 7);
+  }
+}
+
+TEST_F(CheckpointErrors, OverlappingTensors) {
+  ParamRegistry trained(0, 1);
+  std::string bytes = readFile(savedCheckpoint(trained, "overlap.safetensors"));
+  // fc.weight.exp_avg read from fc.weight's own bytes.
+  expectLoadFails(rewriteHeader(bytes, "[80,160]", "[0,80]"),
+                  "corrupt checkpoint '.*': tensors 'fc.weight' and "
+                  "'fc.weight.exp_avg' overlap in the file \\(data_offsets\\)");
+}
+
+TEST_F(CheckpointErrors, UnknownTensorsAndMetadata) {
+  ParamRegistry trained(0, 1);
+  std::string bytes = readFile(savedCheckpoint(trained, "meta.safetensors"));
+  // A tensor no parameter takes: a checkpoint of another model.
+  std::vector<ParamSpec> fewer = modelSpecs();
+  fewer.pop_back();
+  expectLoadFails(bytes,
+                  "checkpoint '.*' has tensor 'emb', which is neither a "
+                  "parameter of the model nor its optimizer state",
+                  fewer);
+  expectLoadFails(
+      rewriteHeader(bytes, R"("optimizer":"adamw")", R"("optimizer":"sgd")"),
+      "corrupt checkpoint '.*': its optimizer state is \"sgd\"'s, "
+      "but dc-run has only adamw");
+  expectLoadFails(rewriteHeader(bytes, R"("step":"7",)", ""),
+                  "a dc checkpoint without metadata \"step\"");
+  expectLoadFails(
+      rewriteHeader(bytes, R"("step":"7")", R"("step":"99999999999999999999")"),
+      "metadata \"step\" is \"99999999999999999999\", not a step "
+      "count \\(0 to 9223372036854775807\\)");
+  expectLoadFails(rewriteHeader(bytes, R"("step":"7")", R"("step":"-1")"),
+                  "metadata \"step\" is \"-1\", not a step count");
 }

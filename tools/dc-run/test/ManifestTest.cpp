@@ -78,3 +78,12 @@ TEST(Manifest, NamesWhereItFailed) {
   EXPECT_EQ(error, "step 'train_step': parameter 'w' has \"local\": 5, but 4 "
                    "ranks need 4");
 }
+
+// A number too large for a double is an error, not an uncaught exception
+// that ended dc-run without a word (found by dc-fuzz-manifest).
+TEST(Manifest, RejectsNumbersThatOverflow) {
+  std::string error;
+  EXPECT_FALSE(parseManifest(manifestWith(R"("vocab": 1e352, )"), error));
+  EXPECT_NE(error.find("number overflow parsing '1e352'"), std::string::npos)
+      << error;
+}

@@ -29,7 +29,7 @@ std::string parse(std::vector<std::string> args, Options &options,
 TEST(Options, ParsesValuesInBothSpellings) {
   Options options;
   EXPECT_EQ(parse({"--nproc", "3", "a.so", "--steps=5", "--lr", "0.05",
-                   "--weight-decay=0.1", "--gather-arena-bytes", "0", "--save",
+                   "--weight-decay=0.1", "--gather-arena-bytes", "1", "--save",
                    "x.safetensors", "--save-step", "2"},
                   options),
             "");
@@ -38,7 +38,7 @@ TEST(Options, ParsesValuesInBothSpellings) {
   EXPECT_EQ(options.steps, 5);
   EXPECT_DOUBLE_EQ(options.adamw.lr, 0.05);
   EXPECT_DOUBLE_EQ(options.adamw.weightDecay, 0.1);
-  EXPECT_EQ(options.gatherArenaBytes, 0);
+  EXPECT_EQ(options.gatherArenaBytes, 1);
   EXPECT_FALSE(options.hostPoolBytes);
   EXPECT_EQ(options.save, "x.safetensors");
   EXPECT_EQ(options.saveStep, 2);
@@ -48,8 +48,8 @@ TEST(Options, ParsesValuesInBothSpellings) {
 
 TEST(Options, TheLastOfARepeatedOptionWins) {
   Options options;
-  EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=-0.5"}, options), "");
-  EXPECT_DOUBLE_EQ(options.adamw.lr, -0.5);
+  EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=0.5"}, options), "");
+  EXPECT_DOUBLE_EQ(options.adamw.lr, 0.5);
 }
 
 TEST(Options, ReportsErrorsInItsOwnWords) {
@@ -58,11 +58,12 @@ TEST(Options, ReportsErrorsInItsOwnWords) {
             "unknown option '--bogus'");
   EXPECT_EQ(parse({"a.so", "--bogus=1"}, options), "unknown option '--bogus'");
   EXPECT_EQ(parse({"--steps", "x", "a.so"}, options),
-            "bad value 'x' for option '--steps'");
+            "bad value 'x' for option '--steps' (expected an integer >= 0)");
   EXPECT_EQ(parse({"a.so", "--nproc", "0"}, options),
-            "bad value '0' for option '--nproc'");
+            "bad value '0' for option '--nproc' (expected an integer >= 1)");
   EXPECT_EQ(parse({"a.so", "--host-pool-bytes=-1"}, options),
-            "bad value '-1' for option '--host-pool-bytes'");
+            "bad value '-1' for option '--host-pool-bytes' (expected a byte "
+            "count >= 1)");
   Options twoArtifacts;
   EXPECT_EQ(parse({"a.so", "b.so"}, twoArtifacts),
             "more than one artifact: 'a.so' and 'b.so'");
@@ -71,6 +72,44 @@ TEST(Options, ReportsErrorsInItsOwnWords) {
   Options saveStep;
   EXPECT_EQ(parse({"a.so", "--save-step", "2"}, saveStep),
             "--save-step needs --save");
+}
+
+// Values that parse but cannot be meant are errors, not a silent run: a
+// learning rate that is NaN, infinite or negative, a moment decay outside
+// [0, 1), a zero epsilon, a pool of 0 bytes (which turned the plan off).
+TEST(Options, RejectsValuesOutsideTheirRange) {
+  Options options;
+  for (const char *lr : {"nan", "inf", "-inf", "-1", "1e999"})
+    EXPECT_EQ(parse({"a.so", "--lr", lr}, options),
+              std::string("bad value '") + lr +
+                  "' for option '--lr' (expected a finite number >= 0)");
+  EXPECT_EQ(parse({"a.so", "--beta1", "5"}, options),
+            "bad value '5' for option '--beta1' (expected a number in [0, 1))");
+  EXPECT_EQ(parse({"a.so", "--beta2", "1"}, options),
+            "bad value '1' for option '--beta2' (expected a number in [0, 1))");
+  EXPECT_EQ(parse({"a.so", "--eps", "0"}, options),
+            "bad value '0' for option '--eps' (expected a finite number > 0)");
+  EXPECT_EQ(parse({"a.so", "--weight-decay", "-0.1"}, options),
+            "bad value '-0.1' for option '--weight-decay' (expected a finite "
+            "number >= 0)");
+  EXPECT_EQ(parse({"a.so", "--clip-grad-norm", "nan"}, options),
+            "bad value 'nan' for option '--clip-grad-norm' (expected a finite "
+            "number >= 0)");
+  EXPECT_EQ(parse({"a.so", "--init-std", "-1"}, options),
+            "bad value '-1' for option '--init-std' (expected a finite number "
+            ">= 0)");
+  EXPECT_EQ(parse({"a.so", "--gather-arena-bytes", "0"}, options),
+            "bad value '0' for option '--gather-arena-bytes' (expected a byte "
+            "count >= 1)");
+  // The edges that are meant are taken.
+  Options edges;
+  EXPECT_EQ(parse({"a.so", "--lr", "0", "--beta1", "0", "--beta2", "0.999999",
+                   "--eps", "1e-30", "--allow-nonfinite"},
+                  edges),
+            "");
+  EXPECT_DOUBLE_EQ(edges.adamw.lr, 0);
+  EXPECT_DOUBLE_EQ(edges.adamw.beta2, 0.999999);
+  EXPECT_TRUE(edges.allowNonFinite);
 }
 
 TEST(Options, HelpListsEveryOption) {
@@ -97,6 +136,7 @@ TEST(Options, HelpListsEveryOption) {
                            "--profile-out FILE",
                            "--gather-arena-bytes N",
                            "--host-pool-bytes N",
-                           "--mpirun PATH"})
+                           "--mpirun PATH",
+                           "--allow-nonfinite"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }
