@@ -121,6 +121,11 @@ private:
                << alloc.getType()
                << "): dc-assign-step-arena places only statically shaped "
                   "buffers that do not escape the step";
+      if (auto global = dyn_cast<memref::GetGlobalOp>(op))
+        return global.emitError()
+               << "dc-map-to-gpu: a constant tensor (" << global.getName()
+               << ") lives in host memory; the GPU target does not place "
+                  "constants in device memory yet";
       if (isa<memref::DeallocOp>(op))
         return op.emitError() << "dc-map-to-gpu: a device deallocation in "
                                  "the step";
