@@ -2,8 +2,8 @@
 # dc's one entry point for building, testing and running the bundled example.
 #
 #   ./build.sh example   set up, build everything, run the main job on the bundled example
-#   ./build.sh test      set up, build everything, run every test (GoogleTest, then lit),
-#                        then `sanitize` and `fuzz` (HARDENING=0: not these two)
+#   ./build.sh test      set up, build everything, run `sanitize` and `fuzz` (HARDENING=0:
+#                        not these two), then every test (GoogleTest, then lit, last)
 #   ./build.sh sanitize  libdcrt and dc-run built with ASan + UBSan (runtime-only, in
 #                        $BUILD_DIR-asan): their unit tests, then the runtime and some
 #                        end-to-end lit tests with that dc-run (needs the main build)
@@ -172,10 +172,12 @@ run_example() {
 case "${1:-}" in
   setup) setup ;;
   test)
-    setup; check_format; build; run_tests
+    setup; check_format; build
     # HARDENING=0 leaves out the sanitized runtime and the fuzzers (their
-    # two extra builds and about 5 minutes of runs).
-    if [ "${HARDENING:-1}" != 0 ]; then sanitize; fuzz; fi ;;
+    # two extra builds and about 5 minutes of runs). They run first so that
+    # the test runner's summary line (lit, last) ends the run.
+    if [ "${HARDENING:-1}" != 0 ]; then sanitize; fuzz; fi
+    run_tests ;;
   sanitize) setup; sanitize ;;
   fuzz) setup; fuzz ;;
   format) project_sources | xargs "$LLVM/bin/clang-format" -i ;;
