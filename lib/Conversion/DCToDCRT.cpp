@@ -668,7 +668,8 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
 
     if (matmulCalls)
       patterns.add<MatmulLowering<linalg::MatmulOp>,
-                   MatmulLowering<linalg::BatchMatmulOp>>(converter,
+                   MatmulLowering<linalg::BatchMatmulOp>,
+                   MatmulLowering<linalg::GenericOp>>(converter,
                                                           *firstWaits);
 
     ConversionTarget target(*context);
@@ -676,7 +677,8 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
     target.addIllegalDialect<DCDialect>();
     target.addIllegalOp<gpu::LaunchFuncOp>();
     if (matmulCalls)
-      target.addDynamicallyLegalOp<linalg::MatmulOp, linalg::BatchMatmulOp>(
+      target.addDynamicallyLegalOp<linalg::MatmulOp, linalg::BatchMatmulOp,
+                                   linalg::GenericOp>(
           [](Operation *op) { return !getGemmForm(op); });
     if (failed(applyPartialConversion(module, target, std::move(patterns))))
       return signalPassFailure();

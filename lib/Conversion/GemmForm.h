@@ -2,9 +2,10 @@
 //-*-===//
 //
 // One rule, asked by dc-map-to-gpu (what stays a library call) and by
-// dc-to-dcrt (how the call is made): a linalg.matmul or batch_matmul on
-// buffers whose maps are the plain or transposed forms and whose rows are
-// contiguous.
+// dc-to-dcrt (how the call is made): a linalg.matmul, batch_matmul, or a
+// linalg.generic computing out + a * b (inputs of one type, widened to the
+// output's), on buffers whose maps are the plain or transposed forms of a
+// (batched) product and whose rows are contiguous.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_LIB_CONVERSION_GEMMFORM_H

@@ -1,10 +1,13 @@
 //===- MapToGPU.cpp - a bufferized step's compute as GPU kernels ----------===//
 //
 // Dispatch formation for the GPU target (see Passes.td): library matrix
-// products stay for dc-to-dcrt; every other linalg op becomes one parallel
-// kernel (a thread per point of its parallel iteration space); any other op
-// that touches memory becomes a one-thread kernel. The host keeps only
-// what enqueues work.
+// products stay for dc-to-dcrt; a reduction over rows (norms, softmax,
+// cross-entropy) becomes one block per row whose threads stride the row and
+// combine through gpu.all_reduce; a reduction over columns (a norm's weight
+// gradient) one block per 32 columns whose 8 row lanes combine in shared
+// memory; every other linalg op one parallel kernel (a thread per point of
+// its parallel iteration space); any other op that touches memory a
+// one-thread kernel. The host keeps only what enqueues work.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
@@ -33,6 +36,164 @@ namespace {
 
 /// Threads per block of the generic parallel kernels.
 constexpr int64_t kBlockSize = 256;
+/// A column reduction's block: 32 neighbouring columns (one warp reads a
+/// contiguous run of each row) times 8 lanes of rows.
+constexpr int64_t kColumnsPerBlock = 32;
+constexpr int64_t kRowLanes = kBlockSize / kColumnsPerBlock;
+
+/// A linalg.generic whose last loop is its one reduction, folding a value
+/// of each point into one output: `out = combiner(out, element)`.
+struct ReductionForm {
+  Operation *combiner = nullptr;
+  BlockArgument output;
+  Value element;
+  gpu::AllReduceOperation kind;
+  TypedAttr identity;
+  /// Every input that the reduction dim indexes reads along its innermost,
+  /// unit-stride dim: a row reduction.
+  bool rowContiguous = false;
+};
+
+bool hasUnitInnerStride(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(memref.getStridesAndOffset(strides, offset)) &&
+         !strides.empty() && strides.back() == 1;
+}
+
+std::optional<ReductionForm> matchReduction(linalg::GenericOp op) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  unsigned loops = iterators.size();
+  if (loops == 0 || iterators.back() != utils::IteratorType::reduction ||
+      llvm::count(iterators, utils::IteratorType::reduction) != 1 ||
+      op.getNumDpsInits() != 1 || !op.hasPureBufferSemantics())
+    return std::nullopt;
+  for (AffineMap map : op.getIndexingMapsArray())
+    if (!map.isProjectedPermutation())
+      return std::nullopt;
+  unsigned reductionDim = loops - 1;
+  OpOperand *init = op.getDpsInitOperand(0);
+  if (op.getMatchingIndexingMap(init).isFunctionOfDim(reductionDim))
+    return std::nullopt;
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  ReductionForm form;
+  form.output = op.getMatchingBlockArgument(init);
+  if (yield.getNumOperands() != 1 || !form.output.hasOneUse())
+    return std::nullopt;
+  form.combiner = yield.getOperand(0).getDefiningOp();
+  if (!form.combiner || form.combiner->getNumOperands() != 2 ||
+      *form.output.getUsers().begin() != form.combiner)
+    return std::nullopt;
+  form.element = form.combiner->getOperand(0) == form.output
+                     ? form.combiner->getOperand(1)
+                     : form.combiner->getOperand(0);
+  auto type = dyn_cast<FloatType>(form.output.getType());
+  if (!type || form.element == form.output)
+    return std::nullopt;
+  const llvm::fltSemantics &semantics = type.getFloatSemantics();
+  auto infinity = [&](bool negative) {
+    return FloatAttr::get(type, APFloat::getInf(semantics, negative));
+  };
+  if (isa<arith::AddFOp>(form.combiner)) {
+    form.kind = gpu::AllReduceOperation::ADD;
+    form.identity = FloatAttr::get(type, APFloat::getZero(semantics));
+  } else if (isa<arith::MaximumFOp>(form.combiner)) {
+    form.kind = gpu::AllReduceOperation::MAXIMUMF;
+    form.identity = infinity(true);
+  } else if (isa<arith::MaxNumFOp>(form.combiner)) {
+    form.kind = gpu::AllReduceOperation::MAXNUMF;
+    form.identity = infinity(true);
+  } else if (isa<arith::MinimumFOp>(form.combiner)) {
+    form.kind = gpu::AllReduceOperation::MINIMUMF;
+    form.identity = infinity(false);
+  } else if (isa<arith::MinNumFOp>(form.combiner)) {
+    form.kind = gpu::AllReduceOperation::MINNUMF;
+    form.identity = infinity(false);
+  } else {
+    return std::nullopt;
+  }
+  form.rowContiguous = true;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (!map.isFunctionOfDim(reductionDim))
+      continue;
+    if (map.getResults().back() != getAffineDimExpr(reductionDim,
+                                                    op.getContext()) ||
+        !hasUnitInnerStride(input->get().getType()))
+      form.rowContiguous = false;
+  }
+  return form;
+}
+
+/// Indices of `ivs` (one per loop) that `map`, a projected permutation,
+/// selects.
+SmallVector<Value> applyMap(AffineMap map, ArrayRef<Value> ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr result : map.getResults())
+    indices.push_back(ivs[cast<AffineDimExpr>(result).getPosition()]);
+  return indices;
+}
+
+/// Clones `op`'s body at the loop point `ivs` into `builder`, reading each
+/// used input through its indexing map; leaves out the yield and `skip`.
+/// `mapping` maps the body's values to their clones.
+void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
+                 ArrayRef<Value> ivs, Operation *skip, IRMapping &mapping) {
+  Block &body = op.getRegion().front();
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(input);
+    if (arg.use_empty())
+      continue;
+    Value value = memref::LoadOp::create(
+        builder, loc, input->get(),
+        applyMap(op.getMatchingIndexingMap(input), ivs));
+    mapping.map(arg, value);
+  }
+  for (Operation &inside : body.without_terminator()) {
+    if (&inside == skip)
+      continue;
+    if (auto index = dyn_cast<linalg::IndexOp>(inside)) {
+      mapping.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    builder.clone(inside, mapping);
+  }
+}
+
+/// `form`'s combiner applied to `accumulator` and `value`.
+Value combine(OpBuilder &builder, const ReductionForm &form, Value accumulator,
+              Value value) {
+  IRMapping mapping;
+  mapping.map(form.output, accumulator);
+  mapping.map(form.element, value);
+  return builder.clone(*form.combiner, mapping)->getResult(0);
+}
+
+/// The coordinates of `linear` (less than the product of `trips`) over
+/// `trips`, innermost fastest.
+SmallVector<Value> delinearize(OpBuilder &builder, Location loc, Value linear,
+                               ArrayRef<int64_t> trips) {
+  SmallVector<Value> ivs(trips.size());
+  int64_t inner = 1;
+  for (int64_t d = trips.size() - 1; d >= 0; --d) {
+    Value index = linear;
+    if (inner != 1)
+      index = arith::DivUIOp::create(
+          builder, loc, index,
+          arith::ConstantIndexOp::create(builder, loc, inner));
+    if (d != 0)
+      index = arith::RemUIOp::create(
+          builder, loc, index,
+          arith::ConstantIndexOp::create(builder, loc, trips[d]));
+    ivs[d] = index;
+    inner *= trips[d];
+  }
+  return ivs;
+}
 
 /// True for an op the host runs: it computes no tensor data and touches no
 /// device memory (constants, index arithmetic, views, runtime calls).
@@ -178,6 +339,18 @@ private:
                                         "parallel dims first";
         op = *interchanged;
       }
+      generic = cast<linalg::GenericOp>(op.getOperation());
+      if (std::optional<ReductionForm> form = matchReduction(generic)) {
+        SmallVector<int64_t> trips = generic.getStaticLoopRanges();
+        if (!ShapedType::isDynamicShape(trips) && trips.back() > 0) {
+          if (form->rowContiguous || trips.size() < 2)
+            mapRowReduction(rewriter, generic, *form, trips);
+          else
+            mapColumnReduction(rewriter, generic, *form, trips);
+          rewriter.eraseOp(generic);
+          return success();
+        }
+      }
     }
     Operation *anchor = op;
     rewriter.setInsertionPoint(anchor);
@@ -192,6 +365,169 @@ private:
     if (!parallel)
       return mapSerial(rewriter, loops->front());
     return mapParallel(rewriter, parallel);
+  }
+
+  /// One block per row (point of the parallel dims): each thread folds a
+  /// strided share of the row, gpu.all_reduce combines the shares, thread 0
+  /// folds the total into the output.
+  void mapRowReduction(IRRewriter &rewriter, linalg::GenericOp op,
+                       const ReductionForm &form, ArrayRef<int64_t> trips) {
+    Location loc = op.getLoc();
+    int64_t length = trips.back();
+    ArrayRef<int64_t> rowTrips = trips.drop_back();
+    int64_t rows = 1;
+    for (int64_t trip : rowTrips)
+      rows *= trip;
+    int64_t threads =
+        std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
+    rewriter.setInsertionPoint(op);
+    if (rows == 0)
+      return;
+    gpu::LaunchOp launch = createLaunch(rewriter, loc, rows, threads);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    Value tid = launch.getThreadIds().x;
+    SmallVector<Value> ivs =
+        delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
+    Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
+    auto loop = scf::ForOp::create(
+        rewriter, loc, tid, arith::ConstantIndexOp::create(rewriter, loc, length),
+        arith::ConstantIndexOp::create(rewriter, loc, threads),
+        ValueRange{identity});
+    {
+      OpBuilder::InsertionGuard inLoop(rewriter);
+      rewriter.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> point = ivs;
+      point.push_back(loop.getInductionVar());
+      IRMapping mapping;
+      cloneBodyAt(rewriter, loc, op, point, form.combiner, mapping);
+      Value element = mapping.lookupOrDefault(form.element);
+      scf::YieldOp::create(rewriter, loc,
+                           combine(rewriter, form, loop.getRegionIterArg(0),
+                                   element));
+    }
+    Value total = gpu::AllReduceOp::create(
+        rewriter, loc, loop.getResult(0),
+        gpu::AllReduceOperationAttr::get(rewriter.getContext(), form.kind),
+        /*uniform=*/rewriter.getUnitAttr());
+    storeFolded(rewriter, loc, op, form, ivs,
+                arith::CmpIOp::create(
+                    rewriter, loc, arith::CmpIPredicate::eq, tid,
+                    arith::ConstantIndexOp::create(rewriter, loc, 0)),
+                total);
+  }
+
+  /// One block per 32 columns (the innermost parallel dim) of a reduction
+  /// over a non-contiguous dim: a warp reads 32 neighbouring columns of a
+  /// row, 8 warps take every 8th row, and the first warp combines their 8
+  /// partial results in shared memory, in a fixed order (bitwise the same
+  /// every run).
+  void mapColumnReduction(IRRewriter &rewriter, linalg::GenericOp op,
+                          const ReductionForm &form,
+                          ArrayRef<int64_t> trips) {
+    Location loc = op.getLoc();
+    int64_t length = trips.back();
+    int64_t columns = trips[trips.size() - 2];
+    ArrayRef<int64_t> outerTrips = trips.drop_back(2);
+    int64_t outer = 1;
+    for (int64_t trip : outerTrips)
+      outer *= trip;
+    int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
+    rewriter.setInsertionPoint(op);
+    if (outer == 0 || columns == 0)
+      return;
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
+    Type type = form.output.getType();
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    Value partials = launch.addWorkgroupAttribution(
+        MemRefType::get({kBlockSize}, type, MemRefLayoutAttrInterface{},
+                        workgroup),
+        loc);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value tid = launch.getThreadIds().x, block = launch.getBlockIds().x;
+    Value lane = arith::RemUIOp::create(rewriter, loc, tid,
+                                        index(kColumnsPerBlock));
+    Value rowLane = arith::DivUIOp::create(rewriter, loc, tid,
+                                           index(kColumnsPerBlock));
+    Value column = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(
+            rewriter, loc,
+            arith::RemUIOp::create(rewriter, loc, block, index(columnBlocks)),
+            index(kColumnsPerBlock)),
+        lane);
+    SmallVector<Value> ivs = delinearize(
+        rewriter, loc,
+        arith::DivUIOp::create(rewriter, loc, block, index(columnBlocks)),
+        outerTrips);
+    ivs.push_back(column);
+    Value valid = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
+                                        column, index(columns));
+    Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
+    auto ifValid = scf::IfOp::create(rewriter, loc, TypeRange{type}, valid,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      rewriter.setInsertionPointToStart(ifValid.thenBlock());
+      auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
+                                     index(kRowLanes), ValueRange{identity});
+      {
+        OpBuilder::InsertionGuard inLoop(rewriter);
+        rewriter.setInsertionPointToStart(loop.getBody());
+        SmallVector<Value> point = ivs;
+        point.push_back(loop.getInductionVar());
+        IRMapping mapping;
+        cloneBodyAt(rewriter, loc, op, point, form.combiner, mapping);
+        scf::YieldOp::create(
+            rewriter, loc,
+            combine(rewriter, form, loop.getRegionIterArg(0),
+                    mapping.lookupOrDefault(form.element)));
+      }
+      scf::YieldOp::create(rewriter, loc, loop.getResult(0));
+      rewriter.setInsertionPointToStart(ifValid.elseBlock());
+      scf::YieldOp::create(rewriter, loc, identity);
+    }
+    memref::StoreOp::create(rewriter, loc, ifValid.getResult(0), partials, tid);
+    gpu::BarrierOp::create(rewriter, loc);
+    Value firstLane = arith::AndIOp::create(
+        rewriter, loc, valid,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, rowLane,
+                              index(0)));
+    auto ifFirst = scf::IfOp::create(rewriter, loc, firstLane,
+                                     /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+    Value total = memref::LoadOp::create(rewriter, loc, partials, lane);
+    for (int64_t l = 1; l < kRowLanes; ++l) {
+      Value slot = arith::AddIOp::create(rewriter, loc, lane,
+                                         index(l * kColumnsPerBlock));
+      total = combine(rewriter, form, total,
+                      memref::LoadOp::create(rewriter, loc, partials, slot));
+    }
+    storeFolded(rewriter, loc, op, form, ivs, /*when=*/nullptr, total);
+  }
+
+  /// out[ivs] = combiner(out[ivs], total), if `when` (or always).
+  void storeFolded(IRRewriter &rewriter, Location loc, linalg::GenericOp op,
+                   const ReductionForm &form, ArrayRef<Value> ivs, Value when,
+                   Value total) {
+    OpBuilder::InsertionGuard guard(rewriter);
+    if (when) {
+      auto ifOp = scf::IfOp::create(rewriter, loc, when,
+                                    /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifOp.thenBlock());
+    }
+    OpOperand *init = op.getDpsInitOperand(0);
+    SmallVector<Value> indices =
+        applyMap(op.getMatchingIndexingMap(init), ivs);
+    Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
+    memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
+                            init->get(), indices);
   }
 
   /// A top-level scf.parallel of static bounds as a 1-D grid of threads.
@@ -235,22 +571,18 @@ private:
     rewriter.setInsertionPointToStart(guardIf.thenBlock());
     // Innermost dim fastest: neighbouring threads, neighbouring elements.
     IRMapping mapping;
-    int64_t inner = 1;
-    for (int64_t d = trips.size() - 1; d >= 0; --d) {
-      Value index = arith::DivUIOp::create(
-          rewriter, loc, id,
-          arith::ConstantIndexOp::create(rewriter, loc, inner));
-      index = arith::RemUIOp::create(
-          rewriter, loc, index,
-          arith::ConstantIndexOp::create(rewriter, loc, trips[d]));
-      Value iv = arith::AddIOp::create(
-          rewriter, loc,
-          arith::MulIOp::create(
-              rewriter, loc, index,
-              arith::ConstantIndexOp::create(rewriter, loc, step[d])),
-          arith::ConstantIndexOp::create(rewriter, loc, lower[d]));
+    for (auto [d, index] :
+         llvm::enumerate(delinearize(rewriter, loc, id, trips))) {
+      Value iv = index;
+      if (step[d] != 1)
+        iv = arith::MulIOp::create(
+            rewriter, loc, iv,
+            arith::ConstantIndexOp::create(rewriter, loc, step[d]));
+      if (lower[d] != 0)
+        iv = arith::AddIOp::create(
+            rewriter, loc, iv,
+            arith::ConstantIndexOp::create(rewriter, loc, lower[d]));
       mapping.map(loop.getInductionVars()[d], iv);
-      inner *= trips[d];
     }
     for (Operation &inside : loop.getBody()->without_terminator())
       rewriter.clone(inside, mapping);

@@ -39,6 +39,47 @@ func.func @gemm(%x: memref<8x16xbf16>, %w: memref<4x16xbf16>, %y: memref<8x4xf32
 
 // -----
 
+// A batched product written as a linalg.generic (attention's q k^T: bf16
+// widened to f32, k transposed by its map): dcrt_matmul with batch 4,
+// m = n = 8, k = 16, B transposed, batch strides of the buffers, and
+// accumulation into the output (no overwrite attribute).
+// CHECK-LABEL: func.func @generic_batched
+// CHECK: %[[DESC:.*]] = llvm.alloca %{{.*}} x i64
+// CHECK: %[[B:.*]] = llvm.mlir.constant(4 : i64)
+// CHECK-NEXT: %[[M:.*]] = llvm.mlir.constant(8 : i64)
+// CHECK-NEXT: %[[N:.*]] = llvm.mlir.constant(8 : i64)
+// CHECK-NEXT: %[[K:.*]] = llvm.mlir.constant(16 : i64)
+// CHECK-NEXT: %[[TA:.*]] = llvm.mlir.constant(0 : i64)
+// CHECK-NEXT: %[[TB:.*]] = llvm.mlir.constant(1 : i64)
+// CHECK: %[[ACC:.*]] = llvm.mlir.constant(1 : i64)
+// CHECK: llvm.getelementptr %[[DESC]][0]
+// CHECK-NEXT: llvm.store %[[B]]
+// CHECK: llvm.getelementptr %[[DESC]][3]
+// CHECK-NEXT: llvm.store %[[K]]
+// CHECK: llvm.getelementptr %[[DESC]][11]
+// CHECK-NEXT: llvm.store %[[TB]]
+// CHECK: llvm.getelementptr %[[DESC]][15]
+// CHECK-NEXT: llvm.store %[[ACC]]
+// CHECK: llvm.call @dcrt_matmul(%[[DESC]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NOT: linalg.generic
+func.func @generic_batched(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: memref<4x8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>,
+                                   affine_map<(b, i, j, d) -> (b, j, d)>,
+                                   affine_map<(b, i, j, d) -> (b, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<4x8x16xbf16>, memref<4x8x16xbf16>) outs(%s : memref<4x8x8xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %eb = arith.extf %b : bf16 to f32
+    %m = arith.mulf %ea, %eb : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // A product in a form cuBLASLt does not take (an integer matmul) stays a
 // linalg op, for loops or a kernel.
 // CHECK-LABEL: func.func @not_a_library_gemm

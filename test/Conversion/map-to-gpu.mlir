@@ -6,19 +6,30 @@
 
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);
-// - a column reduction (reduction dim first) becomes a kernel parallel over
-//   its 16 columns, the 8 rows summed in each thread;
+// - a column reduction (reduction dim first) becomes one block of 256
+//   threads per 32 columns: 8 row lanes each sum every 8th row of a column,
+//   lane 0 adds the 8 partial sums from shared memory in order, then folds
+//   the total into the output;
 // - a 0-d fill runs in one thread;
 // - a scatter loop with loads and stores runs in one thread.
 // CHECK-LABEL: func.func @step
 // CHECK-NOT: linalg.fill
 // CHECK: linalg.matmul {dc.gemm_overwrite}
-// CHECK: %[[C16:c16_[0-9]+]] = arith.constant 16 : index
-// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C16]],
-// CHECK: scf.if
-// CHECK: scf.for
-// CHECK: memref.load %arg0
-// CHECK: memref.store {{.*}}, %arg3
+// CHECK: %[[C256:c256]] = arith.constant 256 : index
+// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c32
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c32
+// CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c16
+// CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c8
+// CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
+// CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-8: memref.load %[[PARTIALS]]
+// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[COL]]]
+// CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
+// CHECK: memref.store %[[NEW]], %arg3[%[[COL]]]
 // CHECK: gpu.launch
 // CHECK: memref.store %{{.*}}, %arg4[] : memref<f32>
 // CHECK: gpu.launch
@@ -67,10 +78,104 @@ func.func @step(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>,
 // CHECK: arith.cmpi ult, %{{.*}}, %c900
 // CHECK: arith.remui %{{.*}}, %c300
 // CHECK: arith.divui %{{.*}}, %c300
-// CHECK: arith.remui %{{.*}}, %c3
+// CHECK-NOT: arith.remui
 // CHECK: math.exp
 func.func @elementwise(%x: memref<3x300xf32>, %y: memref<3x300xf32>) {
   linalg.exp ins(%x : memref<3x300xf32>) outs(%y : memref<3x300xf32>)
   return
 }
 
+
+// -----
+
+// Row reductions, one block per row. The row max of 6 x 1000 scores: 6
+// blocks of 256 threads, each thread folds every 256th element from -inf,
+// gpu.all_reduce takes the block's max, thread 0 folds it into the output.
+// Then the sum of exp(x - max), with the row's max read per element
+// (a broadcast input), over rows of 40: one warp per row.
+// CHECK-LABEL: func.func @rows
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : index
+// CHECK-DAG: %[[T256:.*]] = arith.constant 256 : index
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %[[ROWS]], {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %[[T256]],
+// CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %c1000{{.*}} step %c256{{.*}} iter_args(%[[ACC:.*]] = %[[NEGINF]])
+// CHECK: %[[X:.*]] = memref.load %arg0[%[[BX]], %[[I]]]
+// CHECK: arith.maximumf %[[ACC]], %[[X]]
+// CHECK: %[[MAX:.*]] = gpu.all_reduce maximumf %[[PART]] uniform
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: scf.if %[[FIRST]]
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[BX]]]
+// CHECK: %[[NEW:.*]] = arith.maximumf %[[OLD]], %[[MAX]]
+// CHECK: memref.store %[[NEW]], %arg1[%[[BX]]]
+// CHECK: gpu.terminator
+// CHECK: %[[T64:.*]] = arith.constant 64 : index
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %[[T64]],
+// CHECK: scf.for
+// CHECK: memref.load %arg2
+// CHECK: memref.load %arg3
+// CHECK: arith.subf
+// CHECK: math.exp
+// CHECK: arith.addf
+// CHECK: gpu.all_reduce add
+func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
+                %y: memref<5x40xf32>, %ymax: memref<5xf32>, %sum: memref<5xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<6x1000xf32>) outs(%max : memref<6xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %m = arith.maximumf %acc, %in : f32
+    linalg.yield %m : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%y, %ymax : memref<5x40xf32>, memref<5xf32>) outs(%sum : memref<5xf32>) {
+  ^bb0(%in: f32, %m: f32, %acc: f32):
+    %d = arith.subf %in, %m : f32
+    %e = math.exp %d : f32
+    %s = arith.addf %acc, %e : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A batched product written as a linalg.generic (bf16 operands widened to
+// an f32 accumulator, k^T as a map) is a library product: it stays on the
+// host for dc-to-dcrt. The same product with operands of two element types
+// (f32 x bf16) is not, and becomes a kernel.
+// CHECK-LABEL: func.func @contractions
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%arg0, %arg1 : memref<4x8x16xbf16>, memref<4x8x16xbf16>) outs(%arg2 : memref<4x8x8xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch
+// CHECK: memref.load %arg3
+// CHECK: memref.load %arg1
+func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: memref<4x8x8xf32>,
+                        %p: memref<4x8x8xf32>, %o: memref<4x8x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, i, j, d) -> (b, i, d)>,
+                                   affine_map<(b, i, j, d) -> (b, j, d)>,
+                                   affine_map<(b, i, j, d) -> (b, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<4x8x16xbf16>, memref<4x8x16xbf16>) outs(%s : memref<4x8x8xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %eb = arith.extf %b : bf16 to f32
+    %m = arith.mulf %ea, %eb : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(b, i, d, j) -> (b, i, j)>,
+                                   affine_map<(b, i, d, j) -> (b, j, d)>,
+                                   affine_map<(b, i, d, j) -> (b, i, d)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %k : memref<4x8x8xf32>, memref<4x8x16xbf16>) outs(%o : memref<4x8x16xf32>) {
+  ^bb0(%a: f32, %b: bf16, %acc: f32):
+    %eb = arith.extf %b : bf16 to f32
+    %m = arith.mulf %a, %eb : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
