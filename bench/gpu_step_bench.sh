@@ -3,7 +3,7 @@
 # (16 layers) and B of ../shared/BENCHMARKS.md, compiled here with
 # dc-compile --target=h200 --world-size=1 into .gpu-artifacts/bench/ (see
 # pack-artifacts.sh), timed by dc-run with and without CUDA graphs, plus a
-# profiling run of A whose per-op times (events around each op) are summed
+# profiling run of B and A whose per-op times (events around each op) are summed
 # by kind of op. Needs the runtime-only build runtime/test/gpu/run.sh makes.
 #
 #   bash bench/gpu_step_bench.sh OUT
@@ -28,10 +28,11 @@ for c in A16 B; do
     grep -E "^step=|summary" "$OUT/$c$graphs.log" | tail -3
   done
 done
-echo "== A16 per-op profile"
-"$BIN/dc-run" --nproc 1 "$ART/A16-h200-w1-prof.so" --steps 3 --vocab 32000 \
-  --profile-out "$OUT/A16-profile.json" > "$OUT/A16-prof.log" 2>&1 || tail -5 "$OUT/A16-prof.log"
-python3 - "$OUT/A16-profile.json" <<'PY'
+for c in B A16; do
+  echo "== $c per-op profile"
+  timeout 200 "$BIN/dc-run" --nproc 1 "$ART/$c-h200-w1-prof.so" --steps 2 --vocab 32000 \
+    --profile-out "$OUT/$c-profile.json" > "$OUT/$c-prof.log" 2>&1 || { tail -5 "$OUT/$c-prof.log"; continue; }
+  python3 - "$OUT/$c-profile.json" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))
 ops = data.get("ops", data)
@@ -41,3 +42,4 @@ print("ops %d, total %.3f ms" % (len(items), total * 1e3))
 for t, k in items[:25]:
     print("%10.3f ms  %5.1f%%  %s" % (t * 1e3, 100 * t / total if total else 0, k))
 PY
+done

@@ -139,18 +139,20 @@ SmallVector<Value> applyMap(AffineMap map, ArrayRef<Value> ivs) {
 }
 
 /// Clones `op`'s body at the loop point `ivs` into `builder`, reading each
-/// used input through its indexing map; leaves out the yield and `skip`.
+/// used operand through its indexing map (but not the output that `skip`, a
+/// reduction's combiner, folds into); leaves out the yield and `skip`.
 /// `mapping` maps the body's values to their clones.
 void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
                  ArrayRef<Value> ivs, Operation *skip, IRMapping &mapping) {
   Block &body = op.getRegion().front();
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    BlockArgument arg = op.getMatchingBlockArgument(input);
-    if (arg.use_empty())
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    // A reduction's output is only the combiner's (its accumulator).
+    if (arg.use_empty() || (skip && op.isDpsInit(&operand)))
       continue;
     Value value = memref::LoadOp::create(
-        builder, loc, input->get(),
-        applyMap(op.getMatchingIndexingMap(input), ivs));
+        builder, loc, operand.get(),
+        applyMap(op.getMatchingIndexingMap(&operand), ivs));
     mapping.map(arg, value);
   }
   for (Operation &inside : body.without_terminator()) {
@@ -242,6 +244,52 @@ gpu::LaunchOp createLaunch(OpBuilder &builder, Location loc, int64_t blocks,
   return launch;
 }
 
+/// The one linalg op of a sequential loop that a kernel can run with a
+/// thread per point of the op and the loop inside each thread: an
+/// embedding gradient's `for t: out[idx[t], :] += g[t, :]`. The loop holds
+/// only index arithmetic, loads (the indices), subviews and that op; the op
+/// is all-parallel, and every output is a subview whose offsets move with
+/// the loop only in dims of size 1. Then each thread owns the same
+/// coordinates of every output in every iteration: no two threads write one
+/// address, and repeated indices add up in loop order, as on the host.
+linalg::LinalgOp getColumnParallelLoopOp(scf::ForOp loop) {
+  linalg::LinalgOp found;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+      if (found || !linalgOp.hasPureBufferSemantics() ||
+          linalgOp.getNumParallelLoops() != linalgOp.getNumLoops() ||
+          ShapedType::isDynamicShape(linalgOp.getStaticLoopRanges()) ||
+          !llvm::all_of(linalgOp.getIndexingMapsArray(), [](AffineMap map) {
+            return map.isProjectedPermutation();
+          }))
+        return {};
+      found = linalgOp;
+      continue;
+    }
+    if (isa<memref::LoadOp, memref::SubViewOp>(op))
+      continue;
+    if (isPure(&op) && op.getNumRegions() == 0 &&
+        llvm::none_of(op.getResultTypes(), llvm::IsaPred<ShapedType>))
+      continue;
+    return {};
+  }
+  if (!found || !isa<linalg::GenericOp>(found.getOperation()))
+    return {};
+  for (Value output : found.getDpsInits()) {
+    auto subview = output.getDefiningOp<memref::SubViewOp>();
+    if (!subview || subview->getBlock() != loop.getBody())
+      return {};
+    for (auto [offset, size] : llvm::zip(subview.getStaticOffsets(),
+                                         subview.getStaticSizes()))
+      if (size != 1 && ShapedType::isDynamic(offset))
+        return {};
+    if (llvm::any_of(subview.getStaticStrides(),
+                     [](int64_t stride) { return stride != 1; }))
+      return {};
+  }
+  return found;
+}
+
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
@@ -299,6 +347,11 @@ private:
           return failure();
         continue;
       }
+      if (auto loop = dyn_cast<scf::ForOp>(op))
+        if (linalg::LinalgOp inner = getColumnParallelLoopOp(loop)) {
+          mapColumnParallelLoop(rewriter, loop, inner);
+          continue;
+        }
       if (failed(mapSerial(rewriter, &op)))
         return failure();
     }
@@ -528,6 +581,52 @@ private:
     Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
     memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
                             init->get(), indices);
+  }
+
+  /// A thread per point of `inner` (see getColumnParallelLoopOp), each
+  /// running the whole loop with `inner` reduced to that point.
+  void mapColumnParallelLoop(IRRewriter &rewriter, scf::ForOp loop,
+                             linalg::LinalgOp inner) {
+    Location loc = loop.getLoc();
+    SmallVector<int64_t> trips = inner.getStaticLoopRanges();
+    int64_t total = 1;
+    for (int64_t trip : trips)
+      total *= trip;
+    rewriter.setInsertionPoint(loop);
+    if (total == 0) {
+      rewriter.eraseOp(loop);
+      return;
+    }
+    int64_t threads = std::min(total, kBlockSize);
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, llvm::divideCeil(total, threads), threads);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    Value id = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
+                              launch.getBlockSize().x),
+        launch.getThreadIds().x);
+    Value inRange = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, id,
+        arith::ConstantIndexOp::create(rewriter, loc, total));
+    auto guardIf = scf::IfOp::create(rewriter, loc, inRange,
+                                     /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(guardIf.thenBlock());
+    SmallVector<Value> ivs = delinearize(rewriter, loc, id, trips);
+    rewriter.moveOpBefore(loop, guardIf.thenBlock()->getTerminator());
+    // The op at this thread's point: its body, then a store per output.
+    auto generic = cast<linalg::GenericOp>(inner.getOperation());
+    rewriter.setInsertionPoint(generic);
+    IRMapping mapping;
+    cloneBodyAt(rewriter, loc, generic, ivs, /*skip=*/nullptr, mapping);
+    auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+    for (auto [value, output] :
+         llvm::zip(yield.getValues(), generic.getDpsInitsMutable()))
+      memref::StoreOp::create(
+          rewriter, loc, mapping.lookupOrDefault(value), output.get(),
+          applyMap(generic.getMatchingIndexingMap(&output), ivs));
+    rewriter.eraseOp(generic);
   }
 
   /// A top-level scf.parallel of static bounds as a 1-D grid of threads.

@@ -179,3 +179,60 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
   }
   return
 }
+
+// -----
+
+// An embedding gradient, `for t: dE[idx[t], :] += g[t, :]`: a thread per
+// column (16), each running the whole loop over the 5 tokens, so repeated
+// indices add up in order without two threads writing one element. When
+// the output row's offset moves along a dim of size > 1, threads could
+// overlap: that loop stays in one thread.
+// CHECK-LABEL: func.func @embedding_grad
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: scf.if
+// CHECK: %[[COL:.*]] = arith.remui %[[ID]], %c16
+// CHECK: scf.for %[[T:.*]] = %c0 to %c5 step %c1
+// CHECK: %[[ROW:.*]] = arith.index_cast
+// CHECK: %[[G:.*]] = memref.subview %arg1[%[[T]], 0] [1, 16]
+// CHECK: %[[D:.*]] = memref.subview %arg2[%[[ROW]], 0] [1, 16]
+// CHECK: %[[X:.*]] = memref.load %[[G]][%{{.*}}, %[[COL]]]
+// CHECK: %[[ACC:.*]] = memref.load %[[D]][%{{.*}}, %[[COL]]]
+// CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[X]]
+// CHECK: memref.store %[[SUM]], %[[D]][%{{.*}}, %[[COL]]]
+// CHECK-NOT: linalg.generic
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c1{{.*}},
+// CHECK: scf.for
+// CHECK: memref.subview %arg2[%{{.*}}, %{{.*}}] [1, 16]
+func.func @embedding_grad(%idx: memref<5xi32>, %g: memref<5x16xf32>, %de: memref<10x40xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  scf.for %t = %c0 to %c5 step %c1 {
+    %i = memref.load %idx[%t] : memref<5xi32>
+    %row = arith.index_cast %i : i32 to index
+    %gt = memref.subview %g[%t, 0] [1, 16] [1, 1] : memref<5x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    %dt = memref.subview %de[%row, 0] [1, 16] [1, 1] : memref<10x40xf32> to memref<1x16xf32, strided<[40, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%gt : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%dt : memref<1x16xf32, strided<[40, 1], offset: ?>>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+    }
+  }
+  scf.for %t = %c0 to %c5 step %c1 {
+    %i = memref.load %idx[%t] : memref<5xi32>
+    %row = arith.index_cast %i : i32 to index
+    %gt = memref.subview %g[%t, 0] [1, 16] [1, 1] : memref<5x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    %dt = memref.subview %de[%c0, %row] [1, 16] [1, 1] : memref<10x40xf32> to memref<1x16xf32, strided<[40, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%gt : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%dt : memref<1x16xf32, strided<[40, 1], offset: ?>>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}

@@ -36,8 +36,10 @@ if [ "${BENCH:-0}" = 1 ]; then
     /usr/bin/time -f "dc-compile --target=h200 $c: %e s, %M KB" \
       "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/bench/$c-h200-w1.so"
   done
-  "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 --target=h200 --profile-ops \
-    -o "$DEST/bench/A16-h200-w1-prof.so"
+  for c in A16 B; do
+    "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --profile-ops \
+      -o "$DEST/bench/$c-h200-w1-prof.so"
+  done
 fi
 rm -f "$DEST"/*.mlir
 ls -la "$DEST" | tail -n +2
