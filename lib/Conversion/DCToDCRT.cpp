@@ -510,6 +510,58 @@ template <typename OpTy> struct MatmulLowering : public DCRTPattern<OpTy> {
   }
 };
 
+/// dc.attention_into and dc.attention_grad_into: dcrt_attention_fwd and
+/// dcrt_attention_bwd with their descriptor (dcrt_attention_desc, eight
+/// int64_t) built on the stack. The buffers are dense (the ops' verifiers),
+/// so the descriptor holds only sizes: batch is the product of q's leading
+/// dims.
+template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
+  AttentionLowering(const LLVMTypeConverter &converter,
+                    const FirstWaits &firstWaits, StringRef function)
+      : DCRTPattern<OpTy>(converter, firstWaits), function(function) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto qType = cast<MemRefType>(op.getQ().getType());
+    auto kType = cast<MemRefType>(op.getK().getType());
+    FailureOr<int32_t> code = this->dtype(op, qType);
+    if (failed(code))
+      return failure();
+    ArrayRef<int64_t> shape = qType.getShape();
+    int64_t batch = 1;
+    for (int64_t dim : shape.drop_back(2))
+      batch *= dim;
+    float scale = op.getScale().convertToFloat();
+    auto i64 = [&](int64_t value) { return this->i64(rewriter, loc, value); };
+    SmallVector<Value> fields = {
+        i64(sizeof(dcrt_attention_desc)),
+        i64(*code),
+        i64(batch),
+        i64(shape[shape.size() - 2]),
+        i64(kType.getShape()[shape.size() - 2]),
+        i64(shape.back()),
+        i64(op.getCausal() ? 1 : 0),
+        i64(static_cast<int64_t>(llvm::bit_cast<uint32_t>(scale)))};
+    SmallVector<Value> args = {
+        this->array(rewriter, op, this->i64Type(), fields)};
+    for (auto [value, buffer] :
+         llvm::zip(op->getOperands(), adaptor.getOperands())) {
+      MemRefDescriptor descriptor(buffer);
+      args.push_back(descriptor.bufferPtr(rewriter, loc,
+                                          *this->getTypeConverter(),
+                                          cast<MemRefType>(value.getType())));
+    }
+    if (failed(this->call(rewriter, op, function, args)))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  StringRef function;
+};
+
 /// gpu.launch_func of a kernel compiled into a gpu.binary: the binary
 /// becomes a constant global, and the launch dcrt_launch_kernel with one
 /// stack slot per kernel parameter. A buffer passes its whole descriptor
@@ -634,6 +686,10 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
   patterns.add<LaunchFuncLowering>(converter, firstWaits);
   patterns.add<BufferCallLowering<ReleaseOp>>(converter, firstWaits,
                                               "dcrt_release");
+  patterns.add<AttentionLowering<AttentionIntoOp>>(converter, firstWaits,
+                                                   "dcrt_attention_fwd");
+  patterns.add<AttentionLowering<AttentionGradIntoOp>>(converter, firstWaits,
+                                                       "dcrt_attention_bwd");
   patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
       converter, firstWaits, "dcrt_invalidate_gathered");
 }

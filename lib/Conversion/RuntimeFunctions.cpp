@@ -43,6 +43,8 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_step_arena",            Ptr,    {}},
       {"dcrt_matmul",                Void,   {Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_launch_kernel",         Void,   {Ptr, I64, Ptr, Ptr, I32, Ptr}},
+      {"dcrt_attention_fwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_attention_bwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
   };
   // clang-format on
   const RuntimeFunction *function =

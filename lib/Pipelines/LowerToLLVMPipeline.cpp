@@ -92,8 +92,12 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.profileOps)
     pm.addPass(createDCProfileOps());
   // The fused ops become linalg (after the profile keys, which name the ops
-  // the cost model saw).
-  pm.addNestedPass<func::FuncOp>(createDCExpandAttention());
+  // the cost model saw), except bf16 and f16 ones on the GPU target, which
+  // bufferize to dc.attention_into / dc.attention_grad_into and call the
+  // runtime's flash attention.
+  DCExpandAttentionOptions expandAttention;
+  expandAttention.keepFused = options.target == "h200";
+  pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become

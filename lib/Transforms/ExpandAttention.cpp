@@ -276,11 +276,22 @@ void expand(RewriterBase &rewriter, AttentionGradOp op) {
   rewriter.replaceOp(op, {e.narrow(dq), e.narrow(dk), e.narrow(dv)});
 }
 
+/// True for an op the runtime's flash attention takes (bf16 or f16).
+bool isLibraryAttention(Operation *op) {
+  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+  return element.isBF16() || element.isF16();
+}
+
 struct ExpandAttentionPass
     : public dc::impl::DCExpandAttentionBase<ExpandAttentionPass> {
+  using DCExpandAttentionBase::DCExpandAttentionBase;
+
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     getOperation().walk([&](Operation *op) {
+      if (!isa<AttentionOp, AttentionGradOp>(op) ||
+          (keepFused && isLibraryAttention(op)))
+        return;
       rewriter.setInsertionPoint(op);
       if (auto attention = dyn_cast<AttentionOp>(op))
         expand(rewriter, attention);

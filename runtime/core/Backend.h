@@ -116,6 +116,15 @@ public:
   /// dcrt_matmul: `desc` was checked by checkMatmul (core/Matmul.h).
   virtual void matmul(const dcrt_matmul_desc &desc, const void *a,
                       const void *b, void *c) = 0;
+  /// dcrt_attention_fwd and dcrt_attention_bwd: `desc` and the buffers
+  /// were checked (core/Attention.h).
+  virtual void attentionForward(const dcrt_attention_desc &desc, const void *q,
+                                const void *k, const void *v, void *o,
+                                float *lse) = 0;
+  virtual void attentionBackward(const dcrt_attention_desc &desc, const void *q,
+                                 const void *k, const void *v, const void *o,
+                                 const float *lse, const void *dO, void *dq,
+                                 void *dk, void *dv) = 0;
   /// dcrt_launch_kernel: binary, kernel and dims checked (non-null,
   /// positive sizes).
   virtual void launchKernel(const void *binary, int64_t binaryBytes,

@@ -5,6 +5,7 @@
 // host program's blocking collectives run on the Job, whatever the backend.
 //
 //===----------------------------------------------------------------------===//
+#include "Attention.h"
 #include "Backend.h"
 #include "Internal.h"
 #include "Job.h"
@@ -427,6 +428,30 @@ void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
   bk.matmul(*desc, a, b, c);
 }
 
+void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, void *o, float *lse) {
+  const char *caller = "dcrt_attention_fwd";
+  Backend &bk = backend(caller);
+  checkAttentionDesc(desc, caller);
+  const void *buffers[] = {q, k, v, o, lse};
+  const char *names[] = {"q", "k", "v", "o", "lse"};
+  checkAttentionBuffers(*desc, buffers, names, 5, caller);
+  bk.attentionForward(*desc, q, k, v, o, lse);
+}
+
+void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, const void *o,
+                        const float *lse, const void *dO, void *dq, void *dk,
+                        void *dv) {
+  const char *caller = "dcrt_attention_bwd";
+  Backend &bk = backend(caller);
+  checkAttentionDesc(desc, caller);
+  const void *buffers[] = {q, k, v, o, lse, dO, dq, dk, dv};
+  const char *names[] = {"q", "k", "v", "o", "lse", "dO", "dq", "dk", "dv"};
+  checkAttentionBuffers(*desc, buffers, names, 9, caller);
+  bk.attentionBackward(*desc, q, k, v, o, lse, dO, dq, dk, dv);
+}
+
 void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
                         const char *kernel, const int64_t *dims,
                         int32_t shared_bytes, void **args) {
@@ -477,7 +502,8 @@ void dcrt_op_end(const char *op_key, int64_t begin) {
 
 int64_t MemoryStats::peakBytes() const {
   return gatherArena.highWater + hostPool.highWater + stepBuffers.highWater +
-         staging.highWater + stepArena.highWater + matmulWorkspace.highWater;
+         staging.highWater + stepArena.highWater + matmulWorkspace.highWater +
+         attentionWorkspace.highWater;
 }
 
 MemoryStats dcrt::memoryStats() {

@@ -871,7 +871,8 @@ MemoryStats CudaBackend::memoryStats() {
                     {},
                     hostProgramDeviceBytes,
                     0,   // deviceUsedBytes
-                    {}}; // matmulWorkspace
+                    {},  // matmulWorkspace
+                    {}}; // attentionWorkspace
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;
@@ -886,6 +887,10 @@ MemoryStats CudaBackend::memoryStats() {
         matmulWorkspaceBytes;
     workspace.systemAllocations = 1;
   }
+  PoolStats &attention = stats.attentionWorkspace;
+  attention.live = attention.highWater = attention.reserved =
+      attentionWorkspaceBytes;
+  attention.systemAllocations = static_cast<int64_t>(attentionPlans.size());
   size_t freeBytes = 0, totalBytes = 0;
   checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);

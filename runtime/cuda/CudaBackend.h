@@ -52,6 +52,22 @@ struct MatmulKeyHash {
   size_t operator()(const MatmulKey &key) const;
 };
 
+/// What a cached attention graph is built for: the direction (0 forward,
+/// 1 backward), then dtype, batch, seq_q, seq_k, head_dim, causal and the
+/// scale's bits.
+struct AttentionKey {
+  int64_t fields[8];
+  bool operator==(const AttentionKey &other) const;
+};
+struct AttentionKeyHash {
+  size_t operator()(const AttentionKey &key) const;
+};
+/// A cuDNN graph with its execution plan and workspace (CudaAttention.cpp).
+struct AttentionPlan;
+struct AttentionPlanDeleter {
+  void operator()(AttentionPlan *plan) const;
+};
+
 /// A dcrt_matmul descriptor as cuBLASLt objects, with the algorithm its
 /// heuristic chose (row-major C = A B computed as column-major
 /// C^T = B^T A^T: cuBLASLt's first operand is B's memory).
@@ -133,6 +149,13 @@ public:
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
                     const int64_t *dims, int32_t sharedBytes,
                     void **args) override;
+  void attentionForward(const dcrt_attention_desc &desc, const void *q,
+                        const void *k, const void *v, void *o,
+                        float *lse) override;
+  void attentionBackward(const dcrt_attention_desc &desc, const void *q,
+                         const void *k, const void *v, const void *o,
+                         const float *lse, const void *dO, void *dq, void *dk,
+                         void *dv) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;
@@ -197,6 +220,12 @@ private:
   /// unloads the kernels' binaries (after the last synchronize).
   void tearDownCompute();
   MatmulPlan planMatmul(const dcrt_matmul_desc &desc, const MatmulKey &key);
+  /// The cached cuDNN graph of an attention descriptor, made (with its
+  /// workspace) on first use (CudaAttention.cpp).
+  AttentionPlan &attentionPlan(const dcrt_attention_desc &desc, bool backward);
+  /// Destroys the attention plans (freeing their workspaces) and the cuDNN
+  /// handle.
+  void tearDownAttention();
 
   Job &job;
   int device = 0;
@@ -248,6 +277,14 @@ private:
   void *matmulWorkspace = nullptr;
   std::unordered_map<MatmulKey, MatmulPlan, MatmulKeyHash> matmulPlans;
   std::unordered_map<const void *, LoadedBinary> binaries;
+  // dcrt_attention_*: cuDNN's handle (a cudnnHandle_t, made on the first
+  // call) and one plan per descriptor; workspace bytes of all plans.
+  void *dnn = nullptr;
+  std::unordered_map<AttentionKey,
+                     std::unique_ptr<AttentionPlan, AttentionPlanDeleter>,
+                     AttentionKeyHash>
+      attentionPlans;
+  int64_t attentionWorkspaceBytes = 0;
 };
 
 } // namespace dcrt::detail

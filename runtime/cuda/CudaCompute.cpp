@@ -136,6 +136,7 @@ void CudaBackend::setUpCompute() {
 }
 
 void CudaBackend::tearDownCompute() {
+  tearDownAttention();
   for (auto &[key, plan] : matmulPlans) {
     cublasLtMatrixLayoutDestroy(plan.first);
     cublasLtMatrixLayoutDestroy(plan.second);

@@ -1,5 +1,6 @@
 //===- HostBackend.cpp - the host backend: CPU memory and MPI -------------===//
 #include "HostBackend.h"
+#include "Attention.h"
 #include "Matmul.h"
 
 #include "dcrt/core.hpp"
@@ -104,6 +105,20 @@ void HostBackend::opEnd(const char *key, int64_t begin) {
   job.tracer.op(key, begin, nowNs());
 }
 
+void HostBackend::attentionForward(const dcrt_attention_desc &desc,
+                                   const void *q, const void *k, const void *v,
+                                   void *o, float *lse) {
+  hostAttentionForward(desc, q, k, v, o, lse);
+}
+
+void HostBackend::attentionBackward(const dcrt_attention_desc &desc,
+                                    const void *q, const void *k, const void *v,
+                                    const void *o, const float *lse,
+                                    const void *dO, void *dq, void *dk,
+                                    void *dv) {
+  hostAttentionBackward(desc, q, k, v, o, lse, dO, dq, dk, dv);
+}
+
 void HostBackend::matmul(const dcrt_matmul_desc &desc, const void *a,
                          const void *b, void *c) {
   hostMatmul(desc, a, b, c);
@@ -144,7 +159,8 @@ MemoryStats HostBackend::memoryStats() {
                     {},
                     hostProgramBytes,
                     0,   // deviceUsedBytes
-                    {}}; // matmulWorkspace
+                    {},  // matmulWorkspace
+                    {}}; // attentionWorkspace
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaMemory.size();
   return stats;

@@ -100,6 +100,13 @@ public:
   void *stepArena() override { return stepArenaMemory.data(); }
   int64_t opBegin() override { return nowNs(); }
   void opEnd(const char *key, int64_t begin) override;
+  void attentionForward(const dcrt_attention_desc &desc, const void *q,
+                        const void *k, const void *v, void *o,
+                        float *lse) override;
+  void attentionBackward(const dcrt_attention_desc &desc, const void *q,
+                         const void *k, const void *v, const void *o,
+                         const float *lse, const void *dO, void *dq, void *dk,
+                         void *dv) override;
   void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
               void *c) override;
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,

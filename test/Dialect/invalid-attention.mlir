@@ -204,3 +204,37 @@ func.func @grad_dv_type(%q: !q, %kv: !kv, %lse: !lse) {
   %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %q, %lse, %q scale = 0.5 : !q, !kv, !kv, !q, !lse, !q -> !q, !kv, !q
   return
 }
+
+// -----
+
+// The buffer forms share the checks and take only dense buffers.
+
+func.func @into_strided(%q: memref<2x4x3xbf16, strided<[24, 6, 1]>>, %k: memref<2x4x3xbf16>, %lse: memref<2x4xf32>) {
+  // expected-error @+1 {{'dc.attention_into' op operand #0 must be statically shaped identity-layout float memref (device)}}
+  dc.attention_into %q, %k, %k into %k, %lse scale = 0.5 : memref<2x4x3xbf16, strided<[24, 6, 1]>>, memref<2x4x3xbf16>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @into_bad_lse(%q: memref<2x4x3xbf16>, %lse: memref<2x4xbf16>) {
+  // expected-error @+1 {{'dc.attention_into' op lse ([batch..., seq] of q, f32) must be 'memref<2x4xf32>', got 'memref<2x4xbf16>'}}
+  dc.attention_into %q, %q, %q into %q, %lse scale = 0.5 : memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @grad_into_causal_rectangle(%q: memref<2x4x3xbf16>, %k: memref<2x5x3xbf16>, %lse: memref<2x4xf32>) {
+  // expected-error @+1 {{'dc.attention_grad_into' op causal attention needs as many queries as keys, got 4 and 5}}
+  dc.attention_grad_into %q, %k, %k, %q, %lse, %q into %q, %k, %k causal scale = 0.5 : memref<2x4x3xbf16>, memref<2x5x3xbf16>, memref<2x5x3xbf16>, memref<2x4x3xbf16>, memref<2x4xf32>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x5x3xbf16>, memref<2x5x3xbf16>
+  return
+}
+
+// -----
+
+func.func @grad_into_bad_dk(%q: memref<2x4x3xbf16>, %dk: memref<2x4x3xf16>, %lse: memref<2x4xf32>) {
+  // expected-error @+1 {{'dc.attention_grad_into' op dk (the type of k) must be 'memref<2x4x3xbf16>', got 'memref<2x4x3xf16>'}}
+  dc.attention_grad_into %q, %q, %q, %q, %lse, %q into %q, %dk, %q scale = 0.5 : memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4xf32>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4x3xf16>, memref<2x4x3xbf16>
+  return
+}

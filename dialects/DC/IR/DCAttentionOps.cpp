@@ -6,11 +6,14 @@
 using namespace mlir;
 using namespace dc;
 
-/// The lse type of a query tensor [..., S, D]: [..., S] in f32.
-static RankedTensorType getLSEType(Value q) {
-  auto type = cast<RankedTensorType>(q.getType());
-  return RankedTensorType::get(type.getShape().drop_back(),
-                               Float32Type::get(type.getContext()));
+/// The lse type of a query tensor [..., S, D]: [..., S] in f32 (a tensor,
+/// or a buffer for a buffer).
+static ShapedType getLSEType(Value q) {
+  auto type = cast<ShapedType>(q.getType());
+  auto f32 = Float32Type::get(type.getContext());
+  if (isa<MemRefType>(type))
+    return MemRefType::get(type.getShape().drop_back(), f32);
+  return RankedTensorType::get(type.getShape().drop_back(), f32);
 }
 
 /// Checks what dc.attention and dc.attention_grad share: q [..., Sq, D],
@@ -19,8 +22,8 @@ static RankedTensorType getLSEType(Value q) {
 static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                              Value v, bool causal,
                                              APFloat scale) {
-  auto qType = cast<RankedTensorType>(q.getType());
-  auto kType = cast<RankedTensorType>(k.getType());
+  auto qType = cast<ShapedType>(q.getType());
+  auto kType = cast<ShapedType>(k.getType());
   int64_t rank = qType.getRank();
   if (rank < 3)
     return op->emitOpError() << "q must be [batch..., seq, head_dim] with at "
@@ -68,8 +71,8 @@ static LogicalResult verifyTypeIs(Operation *op, Value value, Type expected,
 
 void AttentionOp::build(OpBuilder &builder, OperationState &state, Value q,
                         Value k, Value v, float scale, bool causal) {
-  build(builder, state, q.getType(), getLSEType(q), q, k, v, APFloat(scale),
-        causal);
+  build(builder, state, q.getType(), cast<RankedTensorType>(getLSEType(q)), q,
+        k, v, APFloat(scale), causal);
 }
 
 LogicalResult AttentionOp::verify() {
@@ -94,6 +97,35 @@ void AttentionGradOp::build(OpBuilder &builder, OperationState &state, Value q,
 }
 
 LogicalResult AttentionGradOp::verify() {
+  Type qType = getQ().getType();
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
+                                     getScale())) ||
+      failed(verifyTypeIs(*this, getO(), qType, "o (the type of q)")) ||
+      failed(verifyTypeIs(*this, getLse(), getLSEType(getQ()),
+                          "lse ([batch..., seq] of q, f32)")) ||
+      failed(verifyTypeIs(*this, getDO(), qType, "do (the type of q)")) ||
+      failed(verifyTypeIs(*this, getDq(), qType, "dq (the type of q)")) ||
+      failed(
+          verifyTypeIs(*this, getDk(), getK().getType(), "dk (the type of k)")))
+    return failure();
+  return verifyTypeIs(*this, getDv(), getV().getType(), "dv (the type of v)");
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionIntoOp and AttentionGradIntoOp (buffer forms)
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionIntoOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
+                                     getScale())) ||
+      failed(
+          verifyTypeIs(*this, getO(), getQ().getType(), "o (the type of q)")))
+    return failure();
+  return verifyTypeIs(*this, getLse(), getLSEType(getQ()),
+                      "lse ([batch..., seq] of q, f32)");
+}
+
+LogicalResult AttentionGradIntoOp::verify() {
   Type qType = getQ().getType();
   if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
                                      getScale())) ||

@@ -140,6 +140,80 @@ struct DCOpModel
   }
 };
 
+/// dc.attention and dc.attention_grad, left fused for a target that calls
+/// the runtime's flash attention: they bufferize to dc.attention_into and
+/// dc.attention_grad_into, which read their operands' buffers (copied to a
+/// dense buffer first where bufferization made a strided view) and write
+/// freshly allocated outputs (memref.alloc, which dc-assign-step-arena
+/// places).
+template <typename OpTy, typename IntoOpTy>
+struct AttentionModel : public BufferizableOpInterface::ExternalModel<
+                            AttentionModel<OpTy, IntoOpTy>, OpTy> {
+  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
+                              const AnalysisState &state) const {
+    return true;
+  }
+
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &state) const {
+    return false;
+  }
+
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &state) const {
+    return {};
+  }
+
+  bool bufferizesToAllocation(Operation *op, Value value) const { return true; }
+
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *op, Value value, const BufferizationOptions &options,
+                const BufferizationState &state,
+                SmallVector<Value> &invocationStack) const {
+    return cast<BufferLikeType>(getBufferFormType(value.getType()));
+  }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
+      if (failed(buffer))
+        return failure();
+      Value dense = *buffer;
+      if (!isDeviceBuffer(dense.getType())) {
+        // A strided view: the runtime takes dense row-major buffers.
+        auto type = cast<MemRefType>(getBufferFormType(operand.getType()));
+        FailureOr<Value> copy =
+            options.createAlloc(rewriter, op->getLoc(), type, {});
+        if (failed(copy) ||
+            failed(options.createMemCpy(rewriter, op->getLoc(), dense, *copy)))
+          return failure();
+        dense = *copy;
+      }
+      operands.push_back(dense);
+    }
+    SmallVector<Value> outputs;
+    for (Value result : op->getResults()) {
+      auto type = cast<MemRefType>(getBufferFormType(result.getType()));
+      FailureOr<Value> output =
+          options.createAlloc(rewriter, op->getLoc(), type, {});
+      if (failed(output))
+        return failure();
+      outputs.push_back(*output);
+    }
+    // The same properties (scale, causal) on the buffer form.
+    llvm::append_range(operands, outputs);
+    OperationState into(op->getLoc(), IntoOpTy::getOperationName(), operands,
+                        {}, op->getDiscardableAttrDictionary().getValue());
+    into.propertiesAttr = op->getPropertiesAsAttribute();
+    rewriter.create(into);
+    replaceOpWithBufferizedValues(rewriter, op, outputs);
+    return success();
+  }
+};
+
 template <typename... OpTys> void attachOpModels(MLIRContext *context) {
   (OpTys::template attachInterface<DCOpModel<OpTys>>(*context), ...);
 }
@@ -154,5 +228,9 @@ void dc::registerBufferizableOpInterfaceExternalModels(
     attachOpModels<GatherStartOp, WaitOp, ReleaseOp, ReduceScatterStartOp,
                    EndBackwardOp, AllReduceStartOp, OffloadStartOp,
                    ReloadStartOp, AllToAllOp, InvalidateGatheredOp>(context);
+    AttentionOp::attachInterface<AttentionModel<AttentionOp, AttentionIntoOp>>(
+        *context);
+    AttentionGradOp::attachInterface<
+        AttentionModel<AttentionGradOp, AttentionGradIntoOp>>(*context);
   });
 }

@@ -276,7 +276,18 @@ def DCExpandAttention : Pass<"dc-expand-attention", "::mlir::func::FuncOp"> {
     rounded once to the operands' element type. The backward recomputes the
     probabilities from q, k and lse, and takes the softmax row term as
     `sum_d do o`, as a flash-attention kernel does.
+
+    With `keep-fused`, bf16 and f16 ops stay as they are: the GPU target
+    (`dc-lower-to-llvm target=h200`) bufferizes them to
+    `dc.attention_into` / `dc.attention_grad_into` and calls the runtime's
+    flash attention (`dcrt_attention_fwd` / `_bwd`, cuDNN); f32 ops, which
+    cuDNN's flash kernels do not take, are still expanded.
   }];
+  let options = [
+    Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
+           "Leave bf16 and f16 ops fused (the runtime's flash attention runs "
+           "them); expand only f32 ones">
+  ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",

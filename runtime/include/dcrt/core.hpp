@@ -116,6 +116,9 @@ struct MemoryStats {
   /// cuBLASLt's workspace for dcrt_matmul (device memory allocated once at
   /// dcrt_init by the cuda backend; empty on the host backend).
   PoolStats matmulWorkspace;
+  /// cuDNN's workspaces for dcrt_attention_* (one per cached graph, made on
+  /// its first call by the cuda backend; empty on the host backend).
+  PoolStats attentionWorkspace;
   /// Sum of the high-water marks of the runtime's device pools: the peak
   /// dc-run reports beside the plan.
   int64_t peakBytes() const;

@@ -213,6 +213,41 @@ typedef struct dcrt_matmul_desc {
 void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
                  void *c);
 
+/* Fused scaled-dot-product attention (flash attention) on the compute
+ * stream, the semantics of dc.attention and dc.attention_grad. All fields
+ * are int64_t so compiled code builds the struct as an array. Dense
+ * row-major buffers: q, o, dO, dq are [batch, seq_q, head_dim]; k, v, dk,
+ * dv [batch, seq_k, head_dim], all of `dtype` (f32, bf16 or f16); lse is
+ * f32 [batch, seq_q]. `batch` is the product of every leading dim (batch
+ * times heads). With z = scale q k^T (-inf where key j > query i when
+ * causal = 1, which needs seq_q == seq_k):
+ *   forward:  lse[i] = log sum_j exp(z[i, j]) (natural log),
+ *             o[i] = sum_j exp(z[i, j] - lse[i]) v[j];
+ *   backward: p = exp(z - lse), delta[i] = sum_d dO[i, d] o[i, d],
+ *             dv = p^T dO, ds = scale p (dO v^T - delta),
+ *             dq = ds k, dk = ds^T q (overwritten, not accumulated).
+ * struct_size is sizeof(dcrt_attention_desc) as the caller was compiled
+ * (64 today); fields are only ever appended. `scale_f32_bits` holds the
+ * IEEE-754 single-precision bits of the scale in its low 32 bits (upper 32
+ * zero), so that the struct stays integers. The cuda backend runs bf16 and
+ * f16 through cuDNN's fused flash-attention graphs (built once per
+ * descriptor and cached, workspace allocated once per graph); it has no f32
+ * flash kernel (dc-compile expands f32 attention into other kernels). The
+ * host backend loops, accumulating in f32, for tests. */
+typedef struct dcrt_attention_desc {
+  int64_t struct_size;
+  int64_t dtype;
+  int64_t batch, seq_q, seq_k, head_dim;
+  int64_t causal;
+  int64_t scale_f32_bits;
+} dcrt_attention_desc;
+void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, void *o, float *lse);
+void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, const void *o,
+                        const float *lse, const void *dO, void *dq, void *dk,
+                        void *dv);
+
 /* Launches GPU kernel `kernel` of the fatbin/cubin `binary` (binary_bytes
  * long, embedded in the artifact; loaded on first use and cached by its
  * address) on the compute stream: dims = {grid x, y, z, block x, y, z},

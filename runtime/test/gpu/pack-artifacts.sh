@@ -20,9 +20,13 @@ models() {
   # matmuls take cuBLASLt's real paths, rows span many threads.
   "$BIN/dc-gen-llama" --layers 2 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
     --batch 2 --seq 128 --dtype bf16 -o "$DEST/small-bf16.mlir"
+  # The same with fused attention: bf16 calls cuDNN's flash attention on
+  # the GPU (head_dim 64), the host expands it.
+  "$BIN/dc-gen-llama" --layers 2 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
+    --batch 2 --seq 128 --dtype bf16 --attention fused -o "$DEST/small-fused-bf16.mlir"
 }
 models
-for model in tiny-f32 tiny-bf16 tiny-fused small-bf16; do
+for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16; do
   for w in 1 2; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"

@@ -9,7 +9,9 @@
 # Checks: every collective and copy on 1 and 2 GPUs against the host backend
 # (compare-collectives.py); dcrt_matmul and dcrt_launch_kernel against a
 # double reference, inside a CUDA graph too, with GEMM TFLOP/s
-# (matmul-check); the hand-written GPU artifact trained 5 steps on
+# (matmul-check); dcrt_attention_fwd/bwd (cuDNN) against a naive GPU
+# reference with TFLOP/s beside PyTorch's flash SDPA on the same shapes
+# (attention-check, bench/attention_bench.py); the hand-written GPU artifact trained 5 steps on
 # 1 and 2 GPUs against the host artifact's losses; a rank that dies and a
 # NCCL error each end every rank with a message inside the timeout;
 # compute-sanitizer memcheck on the collectives, the GPU artifact and
@@ -38,11 +40,30 @@ cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release 
   -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
   || { cat "$OUT/cmake.log"; exit 1; }
 grep "dcrt:" "$OUT/cmake.log"
-ninja -C "$BUILD" > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+ninja -C "$BUILD" $([ "${ONLY:-}" = attention ] && echo attention-check) > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 BIN=$BUILD/bin LIB=$BUILD/lib
 mpi() { mpirun -n "$1" --bind-to none "${@:2}"; }
 
-# ONLY=compiled runs just the compiled steps (after the build).
+attention_checks() {
+  step "dcrt_attention_fwd/bwd (cuDNN) against a naive GPU reference; dc vs PyTorch SDPA (flash) TFLOP/s"
+  DCRT_BACKEND=cuda mpi 1 "$BIN/attention-check" > "$OUT/attention-check.log" 2>&1 \
+    || fail "attention-check"
+  grep -E "^FAIL|^ok|^bench|error|attention-check:|workspaces" "$OUT/attention-check.log"
+  if python3 -c "import torch" 2> /dev/null; then
+    python3 bench/attention_bench.py > "$OUT/attention-torch.log" 2>&1 \
+      || fail "bench/attention_bench.py"
+    cat "$OUT/attention-torch.log"
+  else
+    echo "PyTorch not found: bench/attention_bench.py skipped"
+  fi
+}
+
+# ONLY=compiled runs just the compiled steps (after the build); ONLY=attention
+# just attention-check and the PyTorch SDPA bench.
+if [ "${ONLY:-}" = attention ]; then
+  attention_checks
+  exit $status
+fi
 if [ "${ONLY:-}" != compiled ]; then
 step "host tests (ctest)"
 ctest --test-dir "$BUILD" -j8 > "$OUT/ctest.log" 2>&1 || fail "ctest"
@@ -65,6 +86,8 @@ step "dcrt_matmul (cuBLASLt) and dcrt_launch_kernel (a fatbin), captured too, ag
 DCRT_BACKEND=cuda mpi 1 "$BIN/matmul-check" > "$OUT/matmul-check.log" 2>&1 \
   || fail "matmul-check"
 grep -E "^FAIL|^bench|error|matmul-check:" "$OUT/matmul-check.log"
+
+attention_checks
 
 for run in 1 2 2-graphs 2-clip; do
   n=${run%%-*}
@@ -98,7 +121,7 @@ fi # ONLY
 # summation orders; bf16: 5e-2, the host accumulates matmuls in bf16).
 ART=.gpu-artifacts
 if [ -d "$ART" ]; then
-  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16; do
+  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16; do
     for n in 1 2; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue

@@ -205,6 +205,20 @@ void dcrt_stub_reserve_arena(int64_t bytes) {
 }
 void *dcrt_step_arena(void) { return arena; }
 
+/* CPU artifacts expand attention into loops; a call here means an artifact
+ * for the GPU target was linked against the stub. */
+void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, void *o, float *lse) {
+  fail("dcrt_attention_fwd: the stub has no attention (a GPU artifact?)");
+}
+
+void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
+                        const void *k, const void *v, const void *o,
+                        const float *lse, const void *dO, void *dq, void *dk,
+                        void *dv) {
+  fail("dcrt_attention_bwd: the stub has no attention (a GPU artifact?)");
+}
+
 void dcrt_invalidate_gathered(const void *shard) {}
 void dcrt_clear_gathered(void) {}
 

@@ -97,4 +97,83 @@ def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Buffer forms (GPU target): runtime flash-attention calls
+//===----------------------------------------------------------------------===//
+
+// Dense device buffers (DC_DeviceBuffer: static shape, identity layout).
+def DC_AttentionBuffer : Type<And<[CPred<"::dc::isDeviceBuffer($_self)">,
+    CPred<"::llvm::isa<::mlir::FloatType>("
+          "::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "statically shaped identity-layout float memref (device)",
+    "::mlir::MemRefType">;
+
+def DC_AttentionIntoOp : DC_Op<"attention_into"> {
+  let summary = "dc.attention in buffer form: writes o and lse";
+  let description = [{
+    The buffer form of `dc.attention` on targets that run it as a library
+    call (`dc-compile --target=h200`, bf16 and f16: `dcrt_attention_fwd`,
+    cuDNN's flash attention). Reads `q`, `k`, `v` and writes `o` and `lse`,
+    dense buffers with the shapes and element types `dc.attention` gives its
+    operands and results; the same `scale` and `causal`. One-Shot Bufferize
+    makes it from a `dc.attention` that `dc-expand-attention` left fused,
+    with `o` and `lse` freshly allocated; `dc-to-dcrt` lowers it.
+
+    ```mlir
+    dc.attention_into %q, %k, %v into %o, %lse causal scale = 0.125
+        : memref<32x2048x64xbf16>, memref<32x2048x64xbf16>,
+          memref<32x2048x64xbf16> into memref<32x2048x64xbf16>,
+          memref<32x2048xf32>
+    ```
+  }];
+  let arguments = (ins Arg<DC_AttentionBuffer, "", [MemRead]>:$q,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$k,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$v,
+                       Arg<DC_AttentionBuffer, "", [MemWrite]>:$o,
+                       Arg<DC_AttentionBuffer, "", [MemWrite]>:$lse,
+                       F32Attr:$scale, UnitAttr:$causal);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `into` $o `,` $lse (`causal` $causal^)? `scale` `=`
+    $scale attr-dict `:` type($q) `,` type($k) `,` type($v) `into` type($o)
+    `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_AttentionGradIntoOp : DC_Op<"attention_grad_into"> {
+  let summary = "dc.attention_grad in buffer form: writes dq, dk, dv";
+  let description = [{
+    The buffer form of `dc.attention_grad` on targets that run it as a
+    library call (`dcrt_attention_bwd`): reads `q`, `k`, `v`, `o`, `lse` and
+    `do`, writes (overwrites) `dq`, `dk` and `dv`, with the types
+    `dc.attention_grad` gives them.
+
+    ```mlir
+    dc.attention_grad_into %q, %k, %v, %o, %lse, %do into %dq, %dk, %dv
+        causal scale = 0.125 : memref<32x2048x64xbf16>,
+          memref<32x2048x64xbf16>, memref<32x2048x64xbf16>,
+          memref<32x2048x64xbf16>, memref<32x2048xf32>,
+          memref<32x2048x64xbf16> into memref<32x2048x64xbf16>,
+          memref<32x2048x64xbf16>, memref<32x2048x64xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<DC_AttentionBuffer, "", [MemRead]>:$q,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$k,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$v,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$o,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$lse,
+                       Arg<DC_AttentionBuffer, "", [MemRead]>:$dO,
+                       Arg<DC_AttentionBuffer, "", [MemWrite]>:$dq,
+                       Arg<DC_AttentionBuffer, "", [MemWrite]>:$dk,
+                       Arg<DC_AttentionBuffer, "", [MemWrite]>:$dv,
+                       F32Attr:$scale, UnitAttr:$causal);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $o `,` $lse `,` $dO `into` $dq `,` $dk `,` $dv
+    (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($q) `,`
+    type($k) `,` type($v) `,` type($o) `,` type($lse) `,` type($dO) `into`
+    type($dq) `,` type($dk) `,` type($dv)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DC_ATTENTION_OPS_TD

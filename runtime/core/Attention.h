@@ -1,0 +1,59 @@
+//===- Attention.h - dcrt_attention_*'s descriptor: checks, host loops ----===//
+//
+// What every backend shares about a dcrt_attention_desc (dcrt.h): the checks
+// core/Runtime.cpp runs before forwarding, the one-line description error
+// messages print, and the scale. The host backend's loops
+// (host/HostAttention.cpp) are declared here too so that unit tests can
+// call them without a job.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DCRT_CORE_ATTENTION_H
+#define DCRT_CORE_ATTENTION_H
+
+#include "dcrt/dcrt.h"
+
+#include <cstdint>
+#include <string>
+
+namespace dcrt::detail {
+
+/// The scale a descriptor holds (the float of its low 32 bits).
+float attentionScale(const dcrt_attention_desc &desc);
+/// The scale_f32_bits field for `scale`.
+int64_t attentionScaleBits(float scale);
+
+/// "bf16, batch 64, seq_q 2048 seq_k 2048 head_dim 128, causal, scale
+/// 0.0883883": every field, for error messages.
+std::string describeAttention(const dcrt_attention_desc &desc);
+
+/// Fatal (through dcrt::fatal, naming `caller` and the descriptor) unless
+/// `desc` is one dcrt_attention_* accepts: struct_size at least the
+/// fields read; dtype f32, bf16 or f16; positive batch, seq_q, seq_k,
+/// head_dim; causal 0 or 1, and seq_q == seq_k when 1; a finite scale with
+/// the upper 32 bits of scale_f32_bits zero.
+void checkAttentionDesc(const dcrt_attention_desc *desc, const char *caller);
+
+/// checkAttentionDesc, then every buffer of `count` is non-null (`names`
+/// names them for the message).
+void checkAttentionBuffers(const dcrt_attention_desc &desc,
+                           const void *const *buffers, const char *const *names,
+                           int count, const char *caller);
+
+/// The host backend's dcrt_attention_fwd: per batch and query row, the
+/// scores in f32 (operands widened through dcrt::convert), max-shifted
+/// softmax, lse = max + log(sum), o = p v accumulated in f32 and rounded
+/// once. `desc` must have passed checkAttentionDesc.
+void hostAttentionForward(const dcrt_attention_desc &desc, const void *q,
+                          const void *k, const void *v, void *o, float *lse);
+
+/// The host backend's dcrt_attention_bwd: p recomputed from q, k and lse,
+/// delta = sum_d dO o (f32 over the stored o), then dv, dq, dk accumulated
+/// in f32 and rounded once.
+void hostAttentionBackward(const dcrt_attention_desc &desc, const void *q,
+                           const void *k, const void *v, const void *o,
+                           const float *lse, const void *dO, void *dq, void *dk,
+                           void *dv);
+
+} // namespace dcrt::detail
+
+#endif // DCRT_CORE_ATTENTION_H

@@ -1,0 +1,134 @@
+//===- HostAttention.cpp - the host backend's dcrt_attention_* ------------===//
+//
+// Plain loops, for tests and CPU artifacts, with the maths of
+// dc-expand-attention: per batch the operands are widened to dense f32
+// (through dcrt::convert), scores, probabilities and products are
+// accumulated in f32, and each output is rounded once to its dtype.
+//
+//===----------------------------------------------------------------------===//
+#include "Attention.h"
+
+#include "dcrt/dtype.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace dcrt;
+using namespace dcrt::detail;
+
+namespace {
+
+/// `rows` x `cols` elements of `dtype` at batch `b` of `base` as f32.
+void widen(const void *base, int32_t dtype, int64_t b, int64_t rows,
+           int64_t cols, std::vector<float> &out) {
+  int64_t count = rows * cols;
+  out.resize(static_cast<size_t>(count));
+  convert(static_cast<const char *>(base) + b * count * dtypeSize(dtype), dtype,
+          out.data(), DCRT_F32, count);
+}
+
+/// `values` (rows x cols f32) into batch `b` of `base`, rounded to `dtype`.
+void narrow(const std::vector<float> &values, void *base, int32_t dtype,
+            int64_t b) {
+  auto count = static_cast<int64_t>(values.size());
+  convert(values.data(), DCRT_F32,
+          static_cast<char *>(base) + b * count * dtypeSize(dtype), dtype,
+          count);
+}
+
+float dot(const float *a, const float *b, int64_t n) {
+  float sum = 0;
+  for (int64_t d = 0; d < n; ++d)
+    sum += a[d] * b[d];
+  return sum;
+}
+
+/// The keys query `i` sees: all, or 0..i when causal.
+int64_t keysOf(const dcrt_attention_desc &d, int64_t i) {
+  return d.causal ? i + 1 : d.seq_k;
+}
+
+} // namespace
+
+void dcrt::detail::hostAttentionForward(const dcrt_attention_desc &d,
+                                        const void *q, const void *k,
+                                        const void *v, void *o, float *lse) {
+  auto dtype = static_cast<int32_t>(d.dtype);
+  const int64_t M = d.seq_q, N = d.seq_k, D = d.head_dim;
+  const float scale = attentionScale(d);
+  std::vector<float> qb, kb, vb, ob(static_cast<size_t>(M * D)),
+      z(static_cast<size_t>(N));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    widen(q, dtype, b, M, D, qb);
+    widen(k, dtype, b, N, D, kb);
+    widen(v, dtype, b, N, D, vb);
+    for (int64_t i = 0; i < M; ++i) {
+      int64_t keys = keysOf(d, i);
+      float max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < keys; ++j) {
+        z[j] = scale * dot(&qb[i * D], &kb[j * D], D);
+        max = std::max(max, z[j]);
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < keys; ++j)
+        sum += std::exp(z[j] - max);
+      float rowLse = max + std::log(sum);
+      lse[b * M + i] = rowLse;
+      float *out = &ob[i * D];
+      for (int64_t e = 0; e < D; ++e)
+        out[e] = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        float p = std::exp(z[j] - rowLse);
+        const float *vRow = &vb[j * D];
+        for (int64_t e = 0; e < D; ++e)
+          out[e] += p * vRow[e];
+      }
+    }
+    narrow(ob, o, dtype, b);
+  }
+}
+
+void dcrt::detail::hostAttentionBackward(const dcrt_attention_desc &d,
+                                         const void *q, const void *k,
+                                         const void *v, const void *o,
+                                         const float *lse, const void *dO,
+                                         void *dq, void *dk, void *dv) {
+  auto dtype = static_cast<int32_t>(d.dtype);
+  const int64_t M = d.seq_q, N = d.seq_k, D = d.head_dim;
+  const float scale = attentionScale(d);
+  std::vector<float> qb, kb, vb, ob, dob;
+  std::vector<float> dqb(static_cast<size_t>(M * D)),
+      dkb(static_cast<size_t>(N * D)), dvb(static_cast<size_t>(N * D));
+  for (int64_t b = 0; b < d.batch; ++b) {
+    widen(q, dtype, b, M, D, qb);
+    widen(k, dtype, b, N, D, kb);
+    widen(v, dtype, b, N, D, vb);
+    widen(o, dtype, b, M, D, ob);
+    widen(dO, dtype, b, M, D, dob);
+    std::fill(dqb.begin(), dqb.end(), 0.0f);
+    std::fill(dkb.begin(), dkb.end(), 0.0f);
+    std::fill(dvb.begin(), dvb.end(), 0.0f);
+    for (int64_t i = 0; i < M; ++i) {
+      const float *qRow = &qb[i * D], *doRow = &dob[i * D];
+      float delta = dot(doRow, &ob[i * D], D);
+      float rowLse = lse[b * M + i];
+      float *dqRow = &dqb[i * D];
+      for (int64_t j = 0; j < keysOf(d, i); ++j) {
+        const float *kRow = &kb[j * D], *vRow = &vb[j * D];
+        float p = std::exp(scale * dot(qRow, kRow, D) - rowLse);
+        float ds = scale * p * (dot(doRow, vRow, D) - delta);
+        float *dkRow = &dkb[j * D], *dvRow = &dvb[j * D];
+        for (int64_t e = 0; e < D; ++e) {
+          dvRow[e] += p * doRow[e];
+          dqRow[e] += ds * kRow[e];
+          dkRow[e] += ds * qRow[e];
+        }
+      }
+    }
+    narrow(dqb, dq, dtype, b);
+    narrow(dkb, dk, dtype, b);
+    narrow(dvb, dv, dtype, b);
+  }
+}
