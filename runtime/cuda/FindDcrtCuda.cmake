@@ -50,7 +50,9 @@ message(STATUS "dcrt: cuda backend with CUDA ${CUDAToolkit_VERSION}, NCCL "
 find_path(CUDNN_INCLUDE_DIR cudnn_graph.h
   HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
   PATH_SUFFIXES include)
-find_library(CUDNN_LIBRARY cudnn
+# Some installs (Ubuntu's libcudnn9-cuda-13 without the -dev package) ship
+# only the versioned file.
+find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
   HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR}
         ${CUDAToolkit_LIBRARY_ROOT}
   PATH_SUFFIXES lib lib64)
