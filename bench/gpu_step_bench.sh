@@ -20,17 +20,19 @@ if [ ! -x "$BIN/dc-run" ]; then
     ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
 ART=.gpu-artifacts/bench
+# Line-buffered, each run bounded: a slow or stuck run still leaves its log.
+RUN="timeout ${RUN_TIMEOUT_S:-120} stdbuf -oL -eL $BIN/dc-run --nproc 1"
 for c in A16 B; do
   for graphs in "" --cuda-graphs; do
     echo "== $c $graphs"
-    "$BIN/dc-run" --nproc 1 "$ART/$c-h200-w1.so" --steps 6 --vocab 32000 $graphs \
-      > "$OUT/$c$graphs.log" 2>&1 || { tail -5 "$OUT/$c$graphs.log"; continue; }
+    $RUN "$ART/$c-h200-w1.so" --steps 6 --vocab 32000 $graphs \
+      > "$OUT/$c$graphs.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$c$graphs.log"; break; }
     grep -E "^step=|summary" "$OUT/$c$graphs.log" | tail -3
   done
 done
 for c in B A16; do
   echo "== $c per-op profile"
-  timeout 200 "$BIN/dc-run" --nproc 1 "$ART/$c-h200-w1-prof.so" --steps 2 --vocab 32000 \
+  $RUN "$ART/$c-h200-w1-prof.so" --steps 3 --vocab 32000 \
     --profile-out "$OUT/$c-profile.json" > "$OUT/$c-prof.log" 2>&1 || { tail -5 "$OUT/$c-prof.log"; continue; }
   python3 - "$OUT/$c-profile.json" <<'PY'
 import json, sys

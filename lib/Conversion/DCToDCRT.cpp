@@ -725,8 +725,7 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
     if (matmulCalls)
       patterns.add<MatmulLowering<linalg::MatmulOp>,
                    MatmulLowering<linalg::BatchMatmulOp>,
-                   MatmulLowering<linalg::GenericOp>>(converter,
-                                                          *firstWaits);
+                   MatmulLowering<linalg::GenericOp>>(converter, *firstWaits);
 
     ConversionTarget target(*context);
     target.addLegalDialect<LLVM::LLVMDialect>();

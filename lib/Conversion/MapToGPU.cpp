@@ -121,8 +121,8 @@ std::optional<ReductionForm> matchReduction(linalg::GenericOp op) {
     AffineMap map = op.getMatchingIndexingMap(input);
     if (!map.isFunctionOfDim(reductionDim))
       continue;
-    if (map.getResults().back() != getAffineDimExpr(reductionDim,
-                                                    op.getContext()) ||
+    if (map.getResults().back() !=
+            getAffineDimExpr(reductionDim, op.getContext()) ||
         !hasUnitInnerStride(input->get().getType()))
       form.rowContiguous = false;
   }
@@ -279,8 +279,8 @@ linalg::LinalgOp getColumnParallelLoopOp(scf::ForOp loop) {
     auto subview = output.getDefiningOp<memref::SubViewOp>();
     if (!subview || subview->getBlock() != loop.getBody())
       return {};
-    for (auto [offset, size] : llvm::zip(subview.getStaticOffsets(),
-                                         subview.getStaticSizes()))
+    for (auto [offset, size] :
+         llvm::zip(subview.getStaticOffsets(), subview.getStaticSizes()))
       if (size != 1 && ShapedType::isDynamic(offset))
         return {};
     if (llvm::any_of(subview.getStaticStrides(),
@@ -431,8 +431,7 @@ private:
     int64_t rows = 1;
     for (int64_t trip : rowTrips)
       rows *= trip;
-    int64_t threads =
-        std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
+    int64_t threads = std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
     rewriter.setInsertionPoint(op);
     if (rows == 0)
       return;
@@ -444,7 +443,8 @@ private:
         delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
     Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
     auto loop = scf::ForOp::create(
-        rewriter, loc, tid, arith::ConstantIndexOp::create(rewriter, loc, length),
+        rewriter, loc, tid,
+        arith::ConstantIndexOp::create(rewriter, loc, length),
         arith::ConstantIndexOp::create(rewriter, loc, threads),
         ValueRange{identity});
     {
@@ -455,19 +455,19 @@ private:
       IRMapping mapping;
       cloneBodyAt(rewriter, loc, op, point, form.combiner, mapping);
       Value element = mapping.lookupOrDefault(form.element);
-      scf::YieldOp::create(rewriter, loc,
-                           combine(rewriter, form, loop.getRegionIterArg(0),
-                                   element));
+      scf::YieldOp::create(
+          rewriter, loc,
+          combine(rewriter, form, loop.getRegionIterArg(0), element));
     }
     Value total = gpu::AllReduceOp::create(
         rewriter, loc, loop.getResult(0),
         gpu::AllReduceOperationAttr::get(rewriter.getContext(), form.kind),
         /*uniform=*/rewriter.getUnitAttr());
-    storeFolded(rewriter, loc, op, form, ivs,
-                arith::CmpIOp::create(
-                    rewriter, loc, arith::CmpIPredicate::eq, tid,
-                    arith::ConstantIndexOp::create(rewriter, loc, 0)),
-                total);
+    storeFolded(
+        rewriter, loc, op, form, ivs,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, tid,
+                              arith::ConstantIndexOp::create(rewriter, loc, 0)),
+        total);
   }
 
   /// One block per 32 columns (the innermost parallel dim) of a reduction
@@ -476,8 +476,7 @@ private:
   /// partial results in shared memory, in a fixed order (bitwise the same
   /// every run).
   void mapColumnReduction(IRRewriter &rewriter, linalg::GenericOp op,
-                          const ReductionForm &form,
-                          ArrayRef<int64_t> trips) {
+                          const ReductionForm &form, ArrayRef<int64_t> trips) {
     Location loc = op.getLoc();
     int64_t length = trips.back();
     int64_t columns = trips[trips.size() - 2];
@@ -504,10 +503,10 @@ private:
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
     Value tid = launch.getThreadIds().x, block = launch.getBlockIds().x;
-    Value lane = arith::RemUIOp::create(rewriter, loc, tid,
-                                        index(kColumnsPerBlock));
-    Value rowLane = arith::DivUIOp::create(rewriter, loc, tid,
-                                           index(kColumnsPerBlock));
+    Value lane =
+        arith::RemUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+    Value rowLane =
+        arith::DivUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
     Value column = arith::AddIOp::create(
         rewriter, loc,
         arith::MulIOp::create(
@@ -520,8 +519,8 @@ private:
         arith::DivUIOp::create(rewriter, loc, block, index(columnBlocks)),
         outerTrips);
     ivs.push_back(column);
-    Value valid = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
-                                        column, index(columns));
+    Value valid = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, column, index(columns));
     Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
     auto ifValid = scf::IfOp::create(rewriter, loc, TypeRange{type}, valid,
                                      /*withElseRegion=*/true);
@@ -537,10 +536,9 @@ private:
         point.push_back(loop.getInductionVar());
         IRMapping mapping;
         cloneBodyAt(rewriter, loc, op, point, form.combiner, mapping);
-        scf::YieldOp::create(
-            rewriter, loc,
-            combine(rewriter, form, loop.getRegionIterArg(0),
-                    mapping.lookupOrDefault(form.element)));
+        scf::YieldOp::create(rewriter, loc,
+                             combine(rewriter, form, loop.getRegionIterArg(0),
+                                     mapping.lookupOrDefault(form.element)));
       }
       scf::YieldOp::create(rewriter, loc, loop.getResult(0));
       rewriter.setInsertionPointToStart(ifValid.elseBlock());
@@ -576,8 +574,7 @@ private:
       rewriter.setInsertionPointToStart(ifOp.thenBlock());
     }
     OpOperand *init = op.getDpsInitOperand(0);
-    SmallVector<Value> indices =
-        applyMap(op.getMatchingIndexingMap(init), ivs);
+    SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
     Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
     memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
                             init->get(), indices);
