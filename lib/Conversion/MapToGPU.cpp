@@ -19,6 +19,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -138,6 +139,16 @@ SmallVector<Value> applyMap(AffineMap map, ArrayRef<Value> ivs) {
   return indices;
 }
 
+/// `operand`'s element at loop point `ivs` (a scalar operand is itself).
+Value loadAt(OpBuilder &builder, Location loc, linalg::LinalgOp op,
+             OpOperand &operand, ArrayRef<Value> ivs) {
+  if (!isa<MemRefType>(operand.get().getType()))
+    return operand.get();
+  return memref::LoadOp::create(
+      builder, loc, operand.get(),
+      applyMap(op.getMatchingIndexingMap(&operand), ivs));
+}
+
 /// Clones `op`'s body at the loop point `ivs` into `builder`, reading each
 /// used operand through its indexing map (but not the output that `skip`, a
 /// reduction's combiner, folds into); leaves out the yield and `skip`.
@@ -150,10 +161,7 @@ void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
     // A reduction's output is only the combiner's (its accumulator).
     if (arg.use_empty() || (skip && op.isDpsInit(&operand)))
       continue;
-    Value value = memref::LoadOp::create(
-        builder, loc, operand.get(),
-        applyMap(op.getMatchingIndexingMap(&operand), ivs));
-    mapping.map(arg, value);
+    mapping.map(arg, loadAt(builder, loc, op, operand, ivs));
   }
   for (Operation &inside : body.without_terminator()) {
     if (&inside == skip)
@@ -242,6 +250,99 @@ gpu::LaunchOp createLaunch(OpBuilder &builder, Location loc, int64_t blocks,
   OpBuilder body = OpBuilder::atBlockBegin(&launch.getBody().front());
   gpu::TerminatorOp::create(body, loc);
   return launch;
+}
+
+/// Bytes of one 16-byte vector access, the widest a thread loads at once.
+constexpr int64_t kVectorBytes = 16;
+
+/// Elements per thread of an elementwise op's vectorized kernel: 16 bytes
+/// of its narrowest operand (8 for bf16, 4 for f32), when every operand
+/// that the innermost loop indexes reads it contiguously (its last index,
+/// unit stride, other strides keeping 16-byte rows) and the innermost trip
+/// divides evenly. 0: not vectorizable.
+int64_t getVectorWidth(linalg::GenericOp op, ArrayRef<int64_t> trips) {
+  if (trips.empty() || op.getNumReductionLoops() != 0)
+    return 0;
+  unsigned last = trips.size() - 1;
+  int64_t narrowest = kVectorBytes;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type) {
+      if (isa<ShapedType>(operand.get().getType()) || op.isDpsInit(&operand))
+        return 0;
+      continue; // a scalar input (a fill's value)
+    }
+    unsigned bits = type.getElementTypeBitWidth();
+    if (bits < 8 || bits % 8 != 0 || !type.getElementType().isIntOrFloat())
+      return 0;
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    if (!map.isProjectedPermutation())
+      return 0;
+    bool isOutput = op.isDpsInit(&operand);
+    if (!map.isFunctionOfDim(last)) {
+      if (isOutput) // every lane would write the same element
+        return 0;
+      continue;
+    }
+    if (map.getResults().back() != getAffineDimExpr(last, op.getContext()))
+      return 0;
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1)
+      return 0;
+    for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+      if (ShapedType::isDynamic(stride) ||
+          (stride * bits / 8) % kVectorBytes != 0)
+        return 0;
+    narrowest = std::min<int64_t>(narrowest, bits / 8);
+  }
+  int64_t width = kVectorBytes / narrowest;
+  if (width < 2 || trips.back() % width != 0)
+    return 0;
+  return width;
+}
+
+/// True (i1) if `buffer`'s first element is 16-byte aligned.
+Value isVectorAligned(OpBuilder &builder, Location loc, Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  Value pointer =
+      memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, buffer);
+  auto metadata =
+      memref::ExtractStridedMetadataOp::create(builder, loc, buffer);
+  Value offsetBytes = arith::MulIOp::create(
+      builder, loc, metadata.getOffset(),
+      arith::ConstantIndexOp::create(builder, loc,
+                                     type.getElementTypeBitWidth() / 8));
+  Value address = arith::AddIOp::create(builder, loc, pointer, offsetBytes);
+  Value misalignment = arith::RemUIOp::create(
+      builder, loc, address,
+      arith::ConstantIndexOp::create(builder, loc, kVectorBytes));
+  return arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::eq,
+                               misalignment,
+                               arith::ConstantIndexOp::create(builder, loc, 0));
+}
+
+/// Clones `op`'s body with its block arguments bound to `args` and
+/// linalg.index to `ivs`; returns the yielded values.
+SmallVector<Value> cloneBodyWith(OpBuilder &builder, linalg::GenericOp op,
+                                 ArrayRef<Value> args, ArrayRef<Value> ivs) {
+  Block &body = op.getRegion().front();
+  IRMapping mapping;
+  for (auto [arg, value] : llvm::zip(body.getArguments(), args))
+    if (value)
+      mapping.map(arg, value);
+  for (Operation &inside : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inside)) {
+      mapping.map(index.getResult(), ivs[index.getDim()]);
+      continue;
+    }
+    builder.clone(inside, mapping);
+  }
+  SmallVector<Value> results;
+  for (Value value : body.getTerminator()->getOperands())
+    results.push_back(mapping.lookupOrDefault(value));
+  return results;
 }
 
 /// The one linalg op of a sequential loop that a kernel can run with a
@@ -373,6 +474,15 @@ private:
     // No loops (a 0-d op, such as the loss's scalar): one thread.
     if (op.getNumLoops() == 0)
       return mapSerial(rewriter, op);
+    // Named ops (fill, copy, exp, ...) as generics: the dispatch classes
+    // below read only a generic's maps and body.
+    if (!isa<linalg::GenericOp>(op.getOperation())) {
+      rewriter.setInsertionPoint(op);
+      FailureOr<linalg::GenericOp> generic =
+          linalg::generalizeNamedOp(rewriter, op);
+      if (succeeded(generic))
+        op = *generic;
+    }
     // Parallel dims outermost: a reduction over rows (a norm's weight
     // gradient) is then parallel over its columns.
     if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
@@ -404,6 +514,13 @@ private:
           return success();
         }
       }
+      SmallVector<int64_t> trips = generic.getStaticLoopRanges();
+      if (!ShapedType::isDynamicShape(trips))
+        if (int64_t width = getVectorWidth(generic, trips)) {
+          mapVectorized(rewriter, generic, trips, width);
+          rewriter.eraseOp(generic);
+          return success();
+        }
     }
     Operation *anchor = op;
     rewriter.setInsertionPoint(anchor);
@@ -578,6 +695,127 @@ private:
     Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
     memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
                             init->get(), indices);
+  }
+
+  /// An elementwise op with `width` consecutive innermost points per
+  /// thread: 16-byte vector loads and stores of the contiguous operands, a
+  /// scalar load of the others, the body unrolled `width` times. A buffer
+  /// not 16-byte aligned at run time (a view at an odd offset) takes the
+  /// same points one at a time instead.
+  void mapVectorized(IRRewriter &rewriter, linalg::GenericOp op,
+                     ArrayRef<int64_t> trips, int64_t width) {
+    Location loc = op.getLoc();
+    SmallVector<int64_t> groupTrips(trips);
+    groupTrips.back() /= width;
+    int64_t groups = 1;
+    for (int64_t trip : groupTrips)
+      groups *= trip;
+    rewriter.setInsertionPoint(op);
+    if (groups == 0)
+      return;
+    int64_t threads = std::min(groups, kBlockSize);
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, llvm::divideCeil(groups, threads), threads);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value id = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
+                              launch.getBlockSize().x),
+        launch.getThreadIds().x);
+    auto inRange = scf::IfOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, id,
+                              index(groups)),
+        /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(inRange.thenBlock());
+    SmallVector<Value> ivs = delinearize(rewriter, loc, id, groupTrips);
+    ivs.back() = arith::MulIOp::create(rewriter, loc, ivs.back(), index(width));
+    unsigned last = trips.size() - 1;
+    Block &body = op.getRegion().front();
+    Value aligned;
+    for (OpOperand &operand : op->getOpOperands()) {
+      bool read = !body.getArgument(operand.getOperandNumber()).use_empty();
+      if ((!read && !op.isDpsInit(&operand)) ||
+          !isa<MemRefType>(operand.get().getType()) ||
+          !op.getMatchingIndexingMap(&operand).isFunctionOfDim(last))
+        continue;
+      Value check = isVectorAligned(rewriter, loc, operand.get());
+      aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
+                        : check;
+    }
+    auto ifAligned = scf::IfOp::create(rewriter, loc, aligned,
+                                       /*withElseRegion=*/true);
+    auto pointAt = [&](int64_t lane) {
+      SmallVector<Value> point(ivs);
+      if (lane != 0)
+        point.back() =
+            arith::AddIOp::create(rewriter, loc, point.back(), index(lane));
+      return point;
+    };
+    // Vector path.
+    rewriter.setInsertionPointToStart(ifAligned.thenBlock());
+    SmallVector<Value> loaded(op->getNumOperands());
+    SmallVector<bool> isVector(op->getNumOperands(), false);
+    for (OpOperand &operand : op->getOpOperands()) {
+      unsigned i = operand.getOperandNumber();
+      if (body.getArgument(i).use_empty())
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      SmallVector<Value> indices = applyMap(map, ivs);
+      Type element = getElementTypeOrSelf(operand.get().getType());
+      if (!isa<MemRefType>(operand.get().getType())) {
+        loaded[i] = operand.get();
+      } else if (map.isFunctionOfDim(last)) {
+        loaded[i] = vector::LoadOp::create(
+            rewriter, loc, VectorType::get({width}, element), operand.get(),
+            indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+        isVector[i] = true;
+      } else {
+        loaded[i] =
+            memref::LoadOp::create(rewriter, loc, operand.get(), indices);
+      }
+    }
+    SmallVector<SmallVector<Value>> lanes;
+    for (int64_t lane = 0; lane < width; ++lane) {
+      SmallVector<Value> args(op->getNumOperands());
+      for (unsigned i = 0; i < args.size(); ++i)
+        if (loaded[i])
+          args[i] = isVector[i] ? vector::ExtractOp::create(rewriter, loc,
+                                                            loaded[i], lane)
+                                      .getResult()
+                                : loaded[i];
+      lanes.push_back(cloneBodyWith(rewriter, op, args, pointAt(lane)));
+    }
+    for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
+      SmallVector<Value> elements;
+      for (SmallVector<Value> &values : lanes)
+        elements.push_back(values[k]);
+      Type element = getElementTypeOrSelf(output.get().getType());
+      Value vector = vector::FromElementsOp::create(
+          rewriter, loc, VectorType::get({width}, element), elements);
+      vector::StoreOp::create(rewriter, loc, vector, output.get(),
+                              applyMap(op.getMatchingIndexingMap(&output), ivs),
+                              /*nontemporal=*/false, llvm::Align(kVectorBytes));
+    }
+    // Scalar path, one point at a time.
+    rewriter.setInsertionPointToStart(ifAligned.elseBlock());
+    for (int64_t lane = 0; lane < width; ++lane) {
+      SmallVector<Value> point = pointAt(lane);
+      SmallVector<Value> args(op->getNumOperands());
+      for (OpOperand &operand : op->getOpOperands())
+        if (!body.getArgument(operand.getOperandNumber()).use_empty())
+          args[operand.getOperandNumber()] =
+              loadAt(rewriter, loc, op, operand, point);
+      SmallVector<Value> results = cloneBodyWith(rewriter, op, args, point);
+      for (auto [value, output] : llvm::zip(results, op.getDpsInitsMutable()))
+        memref::StoreOp::create(
+            rewriter, loc, value, output.get(),
+            applyMap(op.getMatchingIndexingMap(&output), point));
+    }
   }
 
   /// A thread per point of `inner` (see getColumnParallelLoopOp), each

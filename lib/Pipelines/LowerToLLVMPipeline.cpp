@@ -57,6 +57,9 @@ void buildGPUCompute(OpPassManager &pm) {
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   kernels.addPass(arith::createArithExpandOpsPass(expand));
+  // The vectorized kernels' 16-byte loads and stores (convert-gpu-to-nvvm
+  // leaves vector ops alone).
+  kernels.addPass(createConvertVectorToLLVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

@@ -69,22 +69,80 @@ func.func @step(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>,
 
 // -----
 
-// An elementwise op over 3 x 300 points: 900 threads in 4 blocks of 256,
-// the thread id split innermost-first into (row, column).
+// An elementwise op over 3 x 301 points (301 columns: no whole 16-byte
+// vectors): 903 threads in 4 blocks of 256, the thread id split
+// innermost-first into (row, column).
 // CHECK-LABEL: func.func @elementwise
 // CHECK-DAG: %[[GRID:.*]] = arith.constant 4 : index
 // CHECK-DAG: %[[BLOCK:.*]] = arith.constant 256 : index
 // CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %[[GRID]], {{.*}}) threads({{.*}}) in ({{.*}} = %[[BLOCK]],
-// CHECK: arith.cmpi ult, %{{.*}}, %c900
-// CHECK: arith.remui %{{.*}}, %c300
-// CHECK: arith.divui %{{.*}}, %c300
+// CHECK: arith.cmpi ult, %{{.*}}, %c903
+// CHECK: arith.remui %{{.*}}, %c301
+// CHECK: arith.divui %{{.*}}, %c301
 // CHECK-NOT: arith.remui
 // CHECK: math.exp
-func.func @elementwise(%x: memref<3x300xf32>, %y: memref<3x300xf32>) {
-  linalg.exp ins(%x : memref<3x300xf32>) outs(%y : memref<3x300xf32>)
+// CHECK-NOT: vector.
+func.func @elementwise(%x: memref<3x301xf32>, %y: memref<3x301xf32>) {
+  linalg.exp ins(%x : memref<3x301xf32>) outs(%y : memref<3x301xf32>)
   return
 }
 
+// -----
+
+// Vectorized elementwise: y = silu(g) * u * s[row] on 4 x 64 bf16 (and an
+// f32 broadcast per row), 8 bf16 (16 bytes) per thread: 32 threads. The
+// contiguous operands are read and written with 16-byte vector accesses
+// when every buffer is 16-byte aligned at run time, else the same 8 points
+// one at a time; the per-row scale is one scalar load. A fill of 4 x 64
+// f32 takes 4 per thread.
+// CHECK-LABEL: func.func @vectorized
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c32{{.*}},
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: scf.if
+// CHECK: %[[COL8:.*]] = arith.remui %[[ID]], %c8
+// CHECK: %[[ROW:.*]] = arith.divui %[[ID]], %c8
+// CHECK: %[[COL:.*]] = arith.muli %[[COL8]], %c8
+// CHECK: memref.extract_aligned_pointer_as_index %arg0
+// CHECK: memref.extract_aligned_pointer_as_index %arg1
+// CHECK: memref.extract_aligned_pointer_as_index %arg3
+// CHECK: %[[ALIGNED:.*]] = arith.andi
+// CHECK: scf.if %[[ALIGNED]] {
+// CHECK: %[[G:.*]] = vector.load %arg0[%[[ROW]], %[[COL]]] {alignment = 16 : i64} : memref<4x64xbf16>, vector<8xbf16>
+// CHECK: %[[U:.*]] = vector.load %arg1[%[[ROW]], %[[COL]]] {alignment = 16 : i64} : memref<4x64xbf16>, vector<8xbf16>
+// CHECK: %[[S:.*]] = memref.load %arg2[%[[ROW]]] : memref<4xf32>
+// CHECK-COUNT-8: math.exp
+// CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
+// CHECK: vector.store %[[Y]], %arg3[%[[ROW]], %[[COL]]] {alignment = 16 : i64}
+// CHECK: } else {
+// CHECK-COUNT-8: memref.store {{.*}}, %arg3
+// CHECK: }
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c64{{.*}},
+// CHECK: vector.from_elements %cst{{.*}}, %cst{{.*}}, %cst{{.*}}, %cst{{.*}} : vector<4xf32>
+// CHECK: vector.store {{.*}}, %arg4
+func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4xf32>,
+                      %y: memref<4x64xbf16>, %z: memref<4x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%g, %u, %s : memref<4x64xbf16>, memref<4x64xbf16>, memref<4xf32>)
+      outs(%y : memref<4x64xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %scale: f32, %out: bf16):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %neg = arith.negf %af : f32
+    %e = math.exp %neg : f32
+    %one = arith.constant 1.0 : f32
+    %d = arith.addf %one, %e : f32
+    %silu = arith.divf %af, %d : f32
+    %p = arith.mulf %silu, %bf : f32
+    %q = arith.mulf %p, %scale : f32
+    %r = arith.truncf %q : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%z : memref<4x64xf32>)
+  return
+}
 
 // -----
 
