@@ -7,9 +7,9 @@
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);
 // - a column reduction (reduction dim first) becomes one block of 256
-//   threads per 32 columns: 8 row lanes each sum every 8th row of a column,
-//   lane 0 adds the 8 partial sums from shared memory in order, then folds
-//   the total into the output;
+//   threads per 16 columns: 16 row lanes each sum every 16th row of a
+//   column, lane 0 adds the 16 partial sums from shared memory in order,
+//   then folds the total into the output;
 // - a 0-d fill runs in one thread;
 // - a scatter loop with loads and stores runs in one thread.
 // CHECK-LABEL: func.func @step
@@ -17,16 +17,16 @@
 // CHECK: linalg.matmul {dc.gemm_overwrite}
 // CHECK: %[[C256:c256]] = arith.constant 256 : index
 // CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c32
-// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c32
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
 // CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c16
 // CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
-// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c8
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
 // CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
 // CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-8: memref.load %[[PARTIALS]]
+// CHECK-COUNT-16: memref.load %[[PARTIALS]]
 // CHECK: %[[OLD:.*]] = memref.load %arg3[%[[COL]]]
 // CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
 // CHECK: memref.store %[[NEW]], %arg3[%[[COL]]]
@@ -292,5 +292,29 @@ func.func @embedding_grad(%idx: memref<5xi32>, %g: memref<5x16xf32>, %de: memref
       linalg.yield %s : f32
     }
   }
+  return
+}
+
+// -----
+
+// --profile-ops' hooks between a zero fill and its matrix product do not
+// keep the fill: a profiled step runs the kernels an unprofiled one does.
+// CHECK-LABEL: func.func @profiled_gemm
+// CHECK-NOT: linalg.fill
+// CHECK: llvm.call @dcrt_op_end
+// CHECK: llvm.call @dcrt_op_begin
+// CHECK: linalg.matmul {dc.gemm_overwrite}
+llvm.func @dcrt_op_begin() -> i64
+llvm.func @dcrt_op_end(!llvm.ptr, i64)
+llvm.mlir.global internal constant @key("k\00")
+func.func @profiled_gemm(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %t0 = llvm.call @dcrt_op_begin() : () -> i64
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x4xf32>)
+  %k = llvm.mlir.addressof @key : !llvm.ptr
+  %p = llvm.getelementptr %k[0, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.array<2 x i8>
+  llvm.call @dcrt_op_end(%p, %t0) : (!llvm.ptr, i64) -> ()
+  %t1 = llvm.call @dcrt_op_begin() : () -> i64
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : memref<8x4xf32>)
   return
 }

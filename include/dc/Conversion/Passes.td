@@ -166,20 +166,40 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
     Dispatch formation for `--target=h200`, on the bufferized module after
     `dc-assign-step-arena`. Each top-level op of a step becomes one of:
 
-    - a library call: a `linalg.matmul` / `linalg.batch_matmul` in a form
-      cuBLASLt takes (plain or transposed maps, contiguous rows, f32, bf16
-      or f16) stays for `dc-to-dcrt`, which calls `dcrt_matmul`; a zero
-      `linalg.fill` of its output right before it is folded into it
-      (`dc.gemm_overwrite`: C = A B instead of C += A B);
-    - a parallel kernel: any other linalg op (parallel dims first, so a
-      column reduction is parallel over its columns) as parallel loops,
-      one GPU thread per point of the parallel iteration space (linearized
-      over a 1-D grid of 256-thread blocks, innermost dim fastest, so
-      neighbouring threads touch neighbouring elements), reductions
-      sequential within the thread;
-    - a serial kernel: any other op that reads or writes memory (a loop
-      with loads and stores, such as the embedding gradient's scatter-add),
-      in one GPU thread: correct, not fast;
+    - a library call: a `linalg.matmul` / `linalg.batch_matmul`, or a
+      `linalg.generic` computing `out + a * b` (inputs of one type widened
+      to the output's, such as attention's batched products), in a form
+      cuBLASLt takes (plain or transposed maps, at most one leading batch
+      dim, contiguous rows, f32, bf16 or f16) stays for `dc-to-dcrt`, which
+      calls `dcrt_matmul`; a zero `linalg.fill` of its output right before
+      it (past the profiling hooks) is folded into it (`dc.gemm_overwrite`:
+      C = A B instead of C += A B);
+    - a row reduction (one reduction loop, last, that every input reads
+      along its contiguous innermost dim, folded by addf / maximumf /
+      maxnumf / minimumf / minnumf: norms, softmax, cross-entropy): one
+      block per row; its threads fold a strided share of the row from the
+      combiner's identity, `gpu.all_reduce` combines the shares, thread 0
+      folds the total into the output;
+    - a column reduction (the same, reading across rows: a norm's weight
+      gradient): one 256-thread block per 16 columns, 16 row lanes each
+      folding every 16th row, lane 0 combining the partials from shared
+      memory in a fixed order (deterministic);
+    - a vectorized elementwise kernel: an all-parallel op (named ops are
+      generalized first) whose operands indexed by the innermost loop read
+      it contiguously, 16 bytes of the narrowest operand per thread (8 bf16,
+      4 f32): vector loads and stores, scalar loads of broadcast operands,
+      the body unrolled, and a scalar path where a buffer is not 16-byte
+      aligned at run time;
+    - a parallel kernel: any other linalg op (parallel dims first) as
+      parallel loops, one GPU thread per point of the parallel iteration
+      space (linearized over a 1-D grid of 256-thread blocks, innermost dim
+      fastest), reductions sequential within the thread;
+    - a column-parallel loop: a sequential `scf.for` around one parallel
+      linalg op whose outputs move with the loop only along unit dims (the
+      embedding gradient's scatter-add): a thread per point of the op, the
+      whole loop in each thread, so repeated indices add up in loop order;
+    - a serial kernel: any other op that reads or writes memory, in one GPU
+      thread: correct, not fast;
     - host work: constants and index arithmetic, views, dc ops (runtime
       calls), the profiling hooks.
 
