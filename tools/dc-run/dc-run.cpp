@@ -356,7 +356,8 @@ private:
 
   void save(int64_t atStep) {
     optimizer->storeState(registry);
-    dcrun::saveCheckpoint(options.save, registry, atStep);
+    dcrun::saveCheckpoint(options.save, registry, atStep,
+                          options.allowNonFinite);
     report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
            static_cast<long long>(atStep));
   }

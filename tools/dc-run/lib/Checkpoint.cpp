@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -149,7 +150,21 @@ static void writeAll(FILE *file, const void *data, size_t bytes,
 }
 
 void dcrun::saveCheckpoint(const std::string &path,
-                           const ParamRegistry &registry, int64_t step) {
+                           const ParamRegistry &registry, int64_t step,
+                           bool allowNonFinite) {
+  // Non-finite weights would be saved silently otherwise: without
+  // --max-grad-norm no step looks at the gradients, and the loss shows them
+  // only a step later. Each rank checks its shard (fatal ends every rank).
+  // --allow-nonfinite saves what there is.
+  for (const Param &param : registry.params())
+    for (int64_t i = 0; i < param.validNumel && !allowNonFinite; ++i)
+      if (!std::isfinite(param.master[i]))
+        fatal("not saving checkpoint '%s' at step %lld: parameter '%s' is "
+              "not finite at element %lld (the step's gradients were not; "
+              "--max-grad-norm stops at the step where they appear)",
+              path.c_str(), static_cast<long long>(step),
+              param.spec.name.c_str(),
+              static_cast<long long>(param.offset + i));
   bool writer = registry.rank() == 0;
   std::vector<SavedTensor> tensors;
   int64_t offset = 0;

@@ -29,8 +29,9 @@ uint64_t checksumBytes(uint64_t checksum, const void *data, size_t bytes);
 
 /// Collective: every rank sends its slices, rank 0 writes `path` (through a
 /// temporary file and a rename, so a crash leaves no half-written file).
+/// Non-finite weights are a fatal error unless `allowNonFinite`.
 void saveCheckpoint(const std::string &path, const ParamRegistry &registry,
-                    int64_t step);
+                    int64_t step, bool allowNonFinite = false);
 
 /// Every rank reads its own slices, and verifies the checksums of every
 /// W-th tensor (rank r: tensors r, r + W, ...) in full. A dc checkpoint

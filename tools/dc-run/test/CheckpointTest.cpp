@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <unistd.h>
 
 using namespace dcrt;
@@ -155,6 +156,20 @@ protected:
                 message);
   }
 };
+
+TEST_F(CheckpointErrors, RefusesToSaveNonFiniteWeights) {
+  ParamRegistry registry(0, 1);
+  addAll(registry, modelSpecs());
+  registry.initialize(InitOptions());
+  Param &last = registry.params().back();
+  last.master[1] = std::numeric_limits<float>::quiet_NaN();
+  std::string path = tempPath("nan.safetensors");
+  EXPECT_EXIT(saveCheckpoint(path, registry, 3), testing::ExitedWithCode(1),
+              "not saving checkpoint '.*nan.safetensors' at step 3: parameter "
+              "'" +
+                  last.spec.name + "' is not finite at element 1");
+  EXPECT_FALSE(std::ifstream(path).good());
+}
 
 TEST_F(CheckpointErrors, MissingFile) {
   ParamRegistry registry(0, 1);
