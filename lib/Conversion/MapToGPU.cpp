@@ -19,6 +19,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
@@ -151,20 +152,15 @@ Value loadAt(OpBuilder &builder, Location loc, linalg::LinalgOp op,
       applyMap(op.getMatchingIndexingMap(&operand), ivs));
 }
 
-/// Clones `op`'s body at the loop point `ivs` into `builder`, reading each
-/// used operand through its indexing map (but not the output that `skip`, a
-/// reduction's combiner, folds into); leaves out the yield and `skip`.
-/// `mapping` maps the body's values to their clones.
-void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
-                 ArrayRef<Value> ivs, Operation *skip, IRMapping &mapping) {
+/// Clones `op`'s body into `builder` with its block arguments bound to
+/// `args` (null: unbound) and linalg.index to `ivs`; leaves out the yield
+/// and `skip`. `mapping` maps the body's values to their clones.
+void cloneBody(OpBuilder &builder, linalg::GenericOp op, ArrayRef<Value> args,
+               ArrayRef<Value> ivs, Operation *skip, IRMapping &mapping) {
   Block &body = op.getRegion().front();
-  for (OpOperand &operand : op->getOpOperands()) {
-    BlockArgument arg = op.getMatchingBlockArgument(&operand);
-    // A reduction's output is only the combiner's (its accumulator).
-    if (arg.use_empty() || (skip && op.isDpsInit(&operand)))
-      continue;
-    mapping.map(arg, loadAt(builder, loc, op, operand, ivs));
-  }
+  for (auto [arg, value] : llvm::zip(body.getArguments(), args))
+    if (value)
+      mapping.map(arg, value);
   for (Operation &inside : body.without_terminator()) {
     if (&inside == skip)
       continue;
@@ -174,6 +170,19 @@ void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
     }
     builder.clone(inside, mapping);
   }
+}
+
+/// cloneBody at the loop point `ivs`, reading each used operand through its
+/// indexing map (but not the output that `skip`, a reduction's combiner,
+/// folds into: it is only the combiner's accumulator).
+void cloneBodyAt(OpBuilder &builder, Location loc, linalg::GenericOp op,
+                 ArrayRef<Value> ivs, Operation *skip, IRMapping &mapping) {
+  SmallVector<Value> args(op->getNumOperands());
+  for (OpOperand &operand : op->getOpOperands())
+    if (!op.getMatchingBlockArgument(&operand).use_empty() &&
+        !(skip && op.isDpsInit(&operand)))
+      args[operand.getOperandNumber()] = loadAt(builder, loc, op, operand, ivs);
+  cloneBody(builder, op, args, ivs, skip, mapping);
 }
 
 /// `form`'s combiner applied to `accumulator` and `value`.
@@ -259,6 +268,29 @@ gpu::LaunchOp createLaunch(OpBuilder &builder, Location loc, int64_t blocks,
   return launch;
 }
 
+/// A thread per point of `points` (> 0), in blocks of up to kBlockSize:
+/// leaves `builder` inside the launch's guard against the last block's
+/// spare threads and returns the thread's point (its linear id).
+Value createThreadPerPointLaunch(OpBuilder &builder, Location loc,
+                                 int64_t points) {
+  int64_t threads = std::min(points, kBlockSize);
+  gpu::LaunchOp launch =
+      createLaunch(builder, loc, llvm::divideCeil(points, threads), threads);
+  builder.setInsertionPoint(launch.getBody().front().getTerminator());
+  Value id = arith::AddIOp::create(
+      builder, loc,
+      arith::MulIOp::create(builder, loc, launch.getBlockIds().x,
+                            launch.getBlockSize().x),
+      launch.getThreadIds().x);
+  Value inRange = arith::CmpIOp::create(
+      builder, loc, arith::CmpIPredicate::ult, id,
+      arith::ConstantIndexOp::create(builder, loc, points));
+  auto guard = scf::IfOp::create(builder, loc, inRange,
+                                 /*withElseRegion=*/false);
+  builder.setInsertionPointToStart(guard.thenBlock());
+  return id;
+}
+
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
@@ -330,26 +362,14 @@ Value isVectorAligned(OpBuilder &builder, Location loc, Value buffer) {
                                arith::ConstantIndexOp::create(builder, loc, 0));
 }
 
-/// Clones `op`'s body with its block arguments bound to `args` and
-/// linalg.index to `ivs`; returns the yielded values.
+/// cloneBody with `args`; returns the yielded values.
 SmallVector<Value> cloneBodyWith(OpBuilder &builder, linalg::GenericOp op,
                                  ArrayRef<Value> args, ArrayRef<Value> ivs) {
-  Block &body = op.getRegion().front();
   IRMapping mapping;
-  for (auto [arg, value] : llvm::zip(body.getArguments(), args))
-    if (value)
-      mapping.map(arg, value);
-  for (Operation &inside : body.without_terminator()) {
-    if (auto index = dyn_cast<linalg::IndexOp>(inside)) {
-      mapping.map(index.getResult(), ivs[index.getDim()]);
-      continue;
-    }
-    builder.clone(inside, mapping);
-  }
-  SmallVector<Value> results;
-  for (Value value : body.getTerminator()->getOperands())
-    results.push_back(mapping.lookupOrDefault(value));
-  return results;
+  cloneBody(builder, op, args, ivs, /*skip=*/nullptr, mapping);
+  return llvm::map_to_vector(
+      op.getRegion().front().getTerminator()->getOperands(),
+      [&](Value value) { return mapping.lookupOrDefault(value); });
 }
 
 /// The one linalg op of a sequential loop that a kernel can run with a
@@ -552,9 +572,7 @@ private:
     Location loc = op.getLoc();
     int64_t length = trips.back();
     ArrayRef<int64_t> rowTrips = trips.drop_back();
-    int64_t rows = 1;
-    for (int64_t trip : rowTrips)
-      rows *= trip;
+    int64_t rows = computeProduct(rowTrips);
     int64_t threads = std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
     rewriter.setInsertionPoint(op);
     if (rows == 0)
@@ -605,9 +623,7 @@ private:
     int64_t length = trips.back();
     int64_t columns = trips[trips.size() - 2];
     ArrayRef<int64_t> outerTrips = trips.drop_back(2);
-    int64_t outer = 1;
-    for (int64_t trip : outerTrips)
-      outer *= trip;
+    int64_t outer = computeProduct(outerTrips);
     int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
     rewriter.setInsertionPoint(op);
     if (outer == 0 || columns == 0)
@@ -714,31 +730,15 @@ private:
     Location loc = op.getLoc();
     SmallVector<int64_t> groupTrips(trips);
     groupTrips.back() /= width;
-    int64_t groups = 1;
-    for (int64_t trip : groupTrips)
-      groups *= trip;
+    int64_t groups = computeProduct(groupTrips);
     rewriter.setInsertionPoint(op);
     if (groups == 0)
       return;
-    int64_t threads = std::min(groups, kBlockSize);
-    gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, llvm::divideCeil(groups, threads), threads);
     OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    Value id = createThreadPerPointLaunch(rewriter, loc, groups);
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
-    Value id = arith::AddIOp::create(
-        rewriter, loc,
-        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
-                              launch.getBlockSize().x),
-        launch.getThreadIds().x);
-    auto inRange = scf::IfOp::create(
-        rewriter, loc,
-        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, id,
-                              index(groups)),
-        /*withElseRegion=*/false);
-    rewriter.setInsertionPointToStart(inRange.thenBlock());
     SmallVector<Value> ivs = delinearize(rewriter, loc, id, groupTrips);
     ivs.back() = arith::MulIOp::create(rewriter, loc, ivs.back(), index(width));
     unsigned last = trips.size() - 1;
@@ -831,32 +831,16 @@ private:
                              linalg::LinalgOp inner) {
     Location loc = loop.getLoc();
     SmallVector<int64_t> trips = inner.getStaticLoopRanges();
-    int64_t total = 1;
-    for (int64_t trip : trips)
-      total *= trip;
+    int64_t total = computeProduct(trips);
     rewriter.setInsertionPoint(loop);
     if (total == 0) {
       rewriter.eraseOp(loop);
       return;
     }
-    int64_t threads = std::min(total, kBlockSize);
-    gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, llvm::divideCeil(total, threads), threads);
     OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
-    Value id = arith::AddIOp::create(
-        rewriter, loc,
-        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
-                              launch.getBlockSize().x),
-        launch.getThreadIds().x);
-    Value inRange = arith::CmpIOp::create(
-        rewriter, loc, arith::CmpIPredicate::ult, id,
-        arith::ConstantIndexOp::create(rewriter, loc, total));
-    auto guardIf = scf::IfOp::create(rewriter, loc, inRange,
-                                     /*withElseRegion=*/false);
-    rewriter.setInsertionPointToStart(guardIf.thenBlock());
+    Value id = createThreadPerPointLaunch(rewriter, loc, total);
     SmallVector<Value> ivs = delinearize(rewriter, loc, id, trips);
-    rewriter.moveOpBefore(loop, guardIf.thenBlock()->getTerminator());
+    rewriter.moveOpBefore(loop, rewriter.getInsertionBlock()->getTerminator());
     // The op at this thread's point: its body, then a store per output.
     auto generic = cast<linalg::GenericOp>(inner.getOperation());
     rewriter.setInsertionPoint(generic);
@@ -885,31 +869,15 @@ private:
       step.push_back(*s);
       trips.push_back(std::max<int64_t>(0, llvm::divideCeil(*u - *l, *s)));
     }
-    int64_t total = 1;
-    for (int64_t trip : trips)
-      total *= trip;
+    int64_t total = computeProduct(trips);
     Location loc = loop.getLoc();
     if (total == 0) {
       rewriter.eraseOp(loop);
       return success();
     }
-    int64_t threads = std::min(total, kBlockSize);
     rewriter.setInsertionPoint(loop);
-    gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, llvm::divideCeil(total, threads), threads);
     OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
-    Value id = arith::AddIOp::create(
-        rewriter, loc,
-        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
-                              launch.getBlockSize().x),
-        launch.getThreadIds().x);
-    Value inRange = arith::CmpIOp::create(
-        rewriter, loc, arith::CmpIPredicate::ult, id,
-        arith::ConstantIndexOp::create(rewriter, loc, total));
-    auto guardIf = scf::IfOp::create(rewriter, loc, inRange,
-                                     /*withElseRegion=*/false);
-    rewriter.setInsertionPointToStart(guardIf.thenBlock());
+    Value id = createThreadPerPointLaunch(rewriter, loc, total);
     // Innermost dim fastest: neighbouring threads, neighbouring elements.
     IRMapping mapping;
     for (auto [d, index] :
