@@ -65,6 +65,35 @@ static LogicalResult verifyTypeIs(Operation *op, Value value, Type expected,
                            << value.getType();
 }
 
+/// The forward's operands and results, for dc.attention (tensors) and
+/// dc.attention_into (buffers) alike.
+template <typename OpTy> static LogicalResult verifyAttentionForward(OpTy op) {
+  if (failed(verifyAttentionOperands(op, op.getQ(), op.getK(), op.getV(),
+                                     op.getCausal(), op.getScale())) ||
+      failed(verifyTypeIs(op, op.getO(), op.getQ().getType(),
+                          "o (the type of q)")))
+    return failure();
+  return verifyTypeIs(op, op.getLse(), getLSEType(op.getQ()),
+                      "lse ([batch..., seq] of q, f32)");
+}
+
+/// The backward's, for dc.attention_grad and dc.attention_grad_into.
+template <typename OpTy> static LogicalResult verifyAttentionBackward(OpTy op) {
+  Type qType = op.getQ().getType();
+  if (failed(verifyAttentionOperands(op, op.getQ(), op.getK(), op.getV(),
+                                     op.getCausal(), op.getScale())) ||
+      failed(verifyTypeIs(op, op.getO(), qType, "o (the type of q)")) ||
+      failed(verifyTypeIs(op, op.getLse(), getLSEType(op.getQ()),
+                          "lse ([batch..., seq] of q, f32)")) ||
+      failed(verifyTypeIs(op, op.getDO(), qType, "do (the type of q)")) ||
+      failed(verifyTypeIs(op, op.getDq(), qType, "dq (the type of q)")) ||
+      failed(verifyTypeIs(op, op.getDk(), op.getK().getType(),
+                          "dk (the type of k)")))
+    return failure();
+  return verifyTypeIs(op, op.getDv(), op.getV().getType(),
+                      "dv (the type of v)");
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionOp
 //===----------------------------------------------------------------------===//
@@ -75,15 +104,7 @@ void AttentionOp::build(OpBuilder &builder, OperationState &state, Value q,
         k, v, APFloat(scale), causal);
 }
 
-LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
-                                     getScale())) ||
-      failed(
-          verifyTypeIs(*this, getO(), getQ().getType(), "o (the type of q)")))
-    return failure();
-  return verifyTypeIs(*this, getLse(), getLSEType(getQ()),
-                      "lse ([batch..., seq] of q, f32)");
-}
+LogicalResult AttentionOp::verify() { return verifyAttentionForward(*this); }
 
 //===----------------------------------------------------------------------===//
 // AttentionGradOp
@@ -97,18 +118,7 @@ void AttentionGradOp::build(OpBuilder &builder, OperationState &state, Value q,
 }
 
 LogicalResult AttentionGradOp::verify() {
-  Type qType = getQ().getType();
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
-                                     getScale())) ||
-      failed(verifyTypeIs(*this, getO(), qType, "o (the type of q)")) ||
-      failed(verifyTypeIs(*this, getLse(), getLSEType(getQ()),
-                          "lse ([batch..., seq] of q, f32)")) ||
-      failed(verifyTypeIs(*this, getDO(), qType, "do (the type of q)")) ||
-      failed(verifyTypeIs(*this, getDq(), qType, "dq (the type of q)")) ||
-      failed(
-          verifyTypeIs(*this, getDk(), getK().getType(), "dk (the type of k)")))
-    return failure();
-  return verifyTypeIs(*this, getDv(), getV().getType(), "dv (the type of v)");
+  return verifyAttentionBackward(*this);
 }
 
 //===----------------------------------------------------------------------===//
@@ -116,26 +126,9 @@ LogicalResult AttentionGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AttentionIntoOp::verify() {
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
-                                     getScale())) ||
-      failed(
-          verifyTypeIs(*this, getO(), getQ().getType(), "o (the type of q)")))
-    return failure();
-  return verifyTypeIs(*this, getLse(), getLSEType(getQ()),
-                      "lse ([batch..., seq] of q, f32)");
+  return verifyAttentionForward(*this);
 }
 
 LogicalResult AttentionGradIntoOp::verify() {
-  Type qType = getQ().getType();
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getCausal(),
-                                     getScale())) ||
-      failed(verifyTypeIs(*this, getO(), qType, "o (the type of q)")) ||
-      failed(verifyTypeIs(*this, getLse(), getLSEType(getQ()),
-                          "lse ([batch..., seq] of q, f32)")) ||
-      failed(verifyTypeIs(*this, getDO(), qType, "do (the type of q)")) ||
-      failed(verifyTypeIs(*this, getDq(), qType, "dq (the type of q)")) ||
-      failed(
-          verifyTypeIs(*this, getDk(), getK().getType(), "dk (the type of k)")))
-    return failure();
-  return verifyTypeIs(*this, getDv(), getV().getType(), "dv (the type of v)");
+  return verifyAttentionBackward(*this);
 }
