@@ -40,19 +40,6 @@
 using namespace dcrt;
 using namespace dcrt::detail;
 
-bool AttentionKey::operator==(const AttentionKey &other) const {
-  return std::memcmp(fields, other.fields, sizeof(fields)) == 0;
-}
-
-size_t AttentionKeyHash::operator()(const AttentionKey &key) const {
-  uint64_t hash = 1469598103934665603ull; // FNV-1a over the fields
-  for (int64_t field : key.fields) {
-    hash ^= static_cast<uint64_t>(field);
-    hash *= 1099511628211ull;
-  }
-  return static_cast<size_t>(hash);
-}
-
 namespace {
 
 const char *directionName(bool backward) {

@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -42,26 +43,33 @@ namespace dcrt::detail {
 /// and shared by every matmul (they all run on the compute stream).
 constexpr int64_t matmulWorkspaceBytes = int64_t(32) << 20;
 
+/// The key of a cached library plan: `N` int64 fields, compared and hashed
+/// (FNV-1a) as a whole.
+template <size_t N> struct PlanKey {
+  int64_t fields[N];
+  bool operator==(const PlanKey &other) const {
+    return std::memcmp(fields, other.fields, sizeof(fields)) == 0;
+  }
+};
+struct PlanKeyHash {
+  template <size_t N> size_t operator()(const PlanKey<N> &key) const {
+    uint64_t hash = 1469598103934665603ull;
+    for (int64_t field : key.fields) {
+      hash ^= static_cast<uint64_t>(field);
+      hash *= 1099511628211ull;
+    }
+    return static_cast<size_t>(hash);
+  }
+};
+
 /// What a cached matmul plan is chosen for: every descriptor field, then
 /// the alignment class (1..256 bytes) of the A, B and C pointers.
-struct MatmulKey {
-  int64_t fields[19];
-  bool operator==(const MatmulKey &other) const;
-};
-struct MatmulKeyHash {
-  size_t operator()(const MatmulKey &key) const;
-};
+using MatmulKey = PlanKey<19>;
 
 /// What a cached attention graph is built for: the direction (0 forward,
 /// 1 backward), then dtype, batch, seq_q, seq_k, head_dim, causal and the
 /// scale's bits.
-struct AttentionKey {
-  int64_t fields[8];
-  bool operator==(const AttentionKey &other) const;
-};
-struct AttentionKeyHash {
-  size_t operator()(const AttentionKey &key) const;
-};
+using AttentionKey = PlanKey<8>;
 /// A cuDNN graph with its execution plan and workspace (CudaAttention.cpp).
 struct AttentionPlan;
 struct AttentionPlanDeleter {
@@ -275,14 +283,14 @@ private:
   // (dc-run --cuda-graphs captures the second step).
   cublasLtHandle_t lt = nullptr;
   void *matmulWorkspace = nullptr;
-  std::unordered_map<MatmulKey, MatmulPlan, MatmulKeyHash> matmulPlans;
+  std::unordered_map<MatmulKey, MatmulPlan, PlanKeyHash> matmulPlans;
   std::unordered_map<const void *, LoadedBinary> binaries;
   // dcrt_attention_*: cuDNN's handle (a cudnnHandle_t, made on the first
   // call) and one plan per descriptor; workspace bytes of all plans.
   void *dnn = nullptr;
   std::unordered_map<AttentionKey,
                      std::unique_ptr<AttentionPlan, AttentionPlanDeleter>,
-                     AttentionKeyHash>
+                     PlanKeyHash>
       attentionPlans;
   int64_t attentionWorkspaceBytes = 0;
 };

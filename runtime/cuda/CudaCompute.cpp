@@ -108,19 +108,6 @@ void setPreference(cublasLtMatmulPreference_t preference,
 
 } // namespace
 
-bool MatmulKey::operator==(const MatmulKey &other) const {
-  return std::memcmp(fields, other.fields, sizeof(fields)) == 0;
-}
-
-size_t MatmulKeyHash::operator()(const MatmulKey &key) const {
-  uint64_t hash = 1469598103934665603ull; // FNV-1a over the fields
-  for (int64_t field : key.fields) {
-    hash ^= static_cast<uint64_t>(field);
-    hash *= 1099511628211ull;
-  }
-  return static_cast<size_t>(hash);
-}
-
 //===----------------------------------------------------------------------===//
 // Setting up and tearing down
 //===----------------------------------------------------------------------===//
