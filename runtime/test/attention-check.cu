@@ -16,6 +16,7 @@
 // "attention-check: FAILED" (exit 1).
 //
 //===----------------------------------------------------------------------===//
+#include "GpuCheck.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 #include "dcrt/error.hpp"
@@ -33,20 +34,11 @@
 #include <vector>
 
 using namespace dcrt;
+using namespace dcrt::test;
 
 namespace {
-int failures = 0;
-
-void report(bool ok, const std::string &what, const std::string &detail) {
-  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what.c_str(),
-              detail.empty() ? "" : ": ", detail.c_str());
-  std::fflush(stdout);
-  failures += ok ? 0 : 1;
-}
-
 void checkCuda(cudaError_t status, const char *what) {
-  if (status != cudaSuccess)
-    fatal("attention-check: %s: %s", what, cudaGetErrorString(status));
+  test::checkCuda("attention-check", status, what);
 }
 
 cudaStream_t stream() {
@@ -452,7 +444,7 @@ int main(int argc, char **argv) {
       static_cast<long long>(stats.attentionWorkspace.reserved),
       static_cast<long long>(stats.attentionWorkspace.systemAllocations));
 
-  bool passed = failures == 0;
+  bool passed = gpuCheckFailures() == 0;
   std::printf("attention-check: %s\n", passed ? "all passed" : "FAILED");
   dcrt_finalize();
   return passed ? 0 : 1;

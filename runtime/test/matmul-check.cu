@@ -19,6 +19,7 @@
 // "matmul-check: FAILED" (exit 1).
 //
 //===----------------------------------------------------------------------===//
+#include "GpuCheck.h"
 #include "MatmulReference.h"
 
 #include "dcrt/core.hpp"
@@ -44,18 +45,8 @@ using namespace dcrt;
 using namespace dcrt::test;
 
 namespace {
-int failures = 0;
-
-void report(bool ok, const std::string &what, const std::string &detail) {
-  std::printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", what.c_str(),
-              detail.empty() ? "" : ": ", detail.c_str());
-  std::fflush(stdout);
-  failures += ok ? 0 : 1;
-}
-
 void checkCuda(cudaError_t status, const char *what) {
-  if (status != cudaSuccess)
-    fatal("matmul-check: %s: %s", what, cudaGetErrorString(status));
+  test::checkCuda("matmul-check", status, what);
 }
 
 /// Host bytes in a device buffer `offset` bytes past a 256-aligned base
@@ -331,7 +322,7 @@ int main(int argc, char **argv) {
   if (benchmark)
     bench();
 
-  bool passed = failures == 0;
+  bool passed = gpuCheckFailures() == 0;
   std::printf("matmul-check: %s\n", passed ? "all passed" : "FAILED");
   dcrt_finalize();
   return passed ? 0 : 1;
