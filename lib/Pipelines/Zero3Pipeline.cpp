@@ -15,6 +15,7 @@ static void planWithSharedInputs(PassOptions &pass,
   pass.memoryBudget = options.memoryBudget;
   pass.target = options.target;
   pass.profile = options.profile;
+  pass.optimizerStateBytes = options.optimizerStateBytes;
 }
 
 void dc::buildZero3Pipeline(OpPassManager &pm,
@@ -71,6 +72,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
                             ? std::string("1.0")
                             : std::string(options.memoryBudget);
   verify.target = options.target;
+  verify.optimizerStateBytes = options.optimizerStateBytes;
   pm.addPass(createDCVerifySchedule(verify));
 }
 

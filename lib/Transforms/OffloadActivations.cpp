@@ -541,7 +541,8 @@ struct OffloadActivationsPass
       return success();
     };
     if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, plan, /*replacesReloadReleases=*/true)))
+                            profile, optimizerStateBytes, plan,
+                            /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }
 };

@@ -91,7 +91,8 @@ struct OffloadParamsPass
       return success();
     };
     if (failed(planEachStep(module, getArgument(), memoryBudget, target,
-                            profile, plan, /*replacesReloadReleases=*/true)))
+                            profile, optimizerStateBytes, plan,
+                            /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }
 };

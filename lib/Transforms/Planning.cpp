@@ -309,9 +309,46 @@ FailureOr<dc::PlanningSetup> dc::loadPlanningSetup(Operation *errorAt,
   return setup;
 }
 
+/// Elements of a parameter argument as the step holds it: a shard's local
+/// slice, a tensor, or either of them in host memory.
+static int64_t paramElements(Type type) {
+  if (auto host = dyn_cast<HostType>(type))
+    return paramElements(host.getValue());
+  if (auto shard = dyn_cast<ShardType>(type))
+    return shard.getLocal();
+  if (auto tensor = dyn_cast<RankedTensorType>(type);
+      tensor && tensor.hasStaticShape())
+    return tensor.getNumElements();
+  return 0;
+}
+
+int64_t dc::trainerStateBytes(func::FuncOp fn, int64_t bytesPerElement) {
+  int64_t elements = 0;
+  for (BlockArgument arg : fn.getArguments())
+    if (fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName))
+      elements += paramElements(arg.getType());
+  return elements * bytesPerElement;
+}
+
+FailureOr<int64_t> dc::stepBudget(func::FuncOp fn, int64_t budget,
+                                  int64_t bytesPerElement, StringRef who) {
+  if (bytesPerElement < 0)
+    return fn.emitError() << who << ": optimizer-state-bytes must be >= 0, got "
+                          << bytesPerElement;
+  int64_t state = trainerStateBytes(fn, bytesPerElement);
+  if (state >= budget)
+    return fn.emitError() << who << ": the trainer's optimizer state ("
+                          << formatBytes(state) << ", " << bytesPerElement
+                          << " bytes per parameter element) leaves nothing "
+                             "of the memory budget of "
+                          << formatBytes(budget) << " to the step";
+  return budget - state;
+}
+
 LogicalResult
 dc::planEachStep(ModuleOp module, StringRef passName, StringRef budgetText,
                  StringRef target, StringRef profilePath,
+                 int64_t optimizerStateBytes,
                  function_ref<LogicalResult(func::FuncOp, const PlanningSetup &,
                                             const CostModel &)>
                      plan,
@@ -327,8 +364,27 @@ dc::planEachStep(ModuleOp module, StringRef passName, StringRef budgetText,
     if (!fn.isExternal() && failed(checkPlanningPreconditions(
                                 fn, passName, !replacesReloadReleases)))
       return failure();
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (!fn.isExternal() && failed(plan(fn, *setup, costModel)))
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    PlanningSetup stepSetup = *setup;
+    FailureOr<int64_t> budget =
+        stepBudget(fn, setup->budgetBytes, optimizerStateBytes, passName);
+    if (failed(budget))
       return failure();
+    stepSetup.budgetBytes = *budget;
+    if (failed(plan(fn, stepSetup, costModel))) {
+      // The planner's error names the step's share: say where the rest went.
+      if (*budget != setup->budgetBytes)
+        fn.emitError() << passName << ": the step's share of the memory "
+                       << "budget of " << formatBytes(setup->budgetBytes)
+                       << " was " << formatBytes(*budget)
+                       << " after the trainer's optimizer state ("
+                       << formatBytes(setup->budgetBytes - *budget) << ", "
+                       << optimizerStateBytes
+                       << " bytes per parameter element)";
+      return failure();
+    }
+  }
   return success();
 }

@@ -569,7 +569,7 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
           .run();
     };
     if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, plan)))
+                            profile, optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

@@ -50,7 +50,8 @@ std::string typeText(Type type) {
 }
 
 json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
-                            const SimulationResult &sim, int64_t budget) {
+                            const SimulationResult &sim, int64_t budget,
+                            int64_t trainerState) {
   // Parameters in argument order, and which gathers and waits serve each.
   llvm::MapVector<Value, ParamReport> params;
   for (BlockArgument arg : fn.getArguments()) {
@@ -142,6 +143,7 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
                     {"name", peakOp->getName().getStringRef().str()},
                     {"loc", locationText(peakOp->getLoc())}}},
       {"peakHostBytes", timeline.getPeakHostBytes()},
+      {"trainerStateBytes", trainerState},
       {"budgetBytes", budget},
       {"gatherGroups", groups},
       {"gathers", gathers},
@@ -175,11 +177,15 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
        << formatBytes(*floor->getInteger("excessBytes"))
        << " over budget at the peak)\n";
   const json::Object *peak = r.getObject("peakOp");
-  os << "  peak device memory    "
-     << formatBytes(*r.getInteger("peakDeviceBytes")) << " of budget "
-     << formatBytes(*r.getInteger("budgetBytes")) << ", at op #"
-     << *peak->getInteger("index") << " '" << *peak->getString("name") << "' "
-     << *peak->getString("loc") << "\n";
+  int64_t stepPeak = *r.getInteger("peakDeviceBytes");
+  int64_t state = *r.getInteger("trainerStateBytes");
+  os << "  peak device memory    " << formatBytes(stepPeak + state);
+  if (state)
+    os << " (step " << formatBytes(stepPeak) << " + optimizer state "
+       << formatBytes(state) << ")";
+  os << " of budget " << formatBytes(*r.getInteger("budgetBytes"))
+     << ", at op #" << *peak->getInteger("index") << " '"
+     << *peak->getString("name") << "' " << *peak->getString("loc") << "\n";
   os << "  peak host memory      "
      << formatBytes(*r.getInteger("peakHostBytes")) << "\n";
   os << "  gathers               " << *r.getInteger("gathers") << " in "
@@ -233,7 +239,9 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       if (failed(timeline))
         return signalPassFailure();
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
-      reports.push_back(reportFunction(fn, *timeline, sim, setup->budgetBytes));
+      reports.push_back(
+          reportFunction(fn, *timeline, sim, setup->budgetBytes,
+                         trainerStateBytes(fn, optimizerStateBytes)));
       if (!trace.empty() && traceText.empty())
         writeChromeTrace(sim, fn.getSymName(), traceStream, &*timeline);
     }

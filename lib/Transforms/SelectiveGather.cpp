@@ -152,7 +152,7 @@ struct SelectiveGatherPass
       return keepGathered(fn, costModel, setup.budgetBytes);
     };
     if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, plan)))
+                            profile, optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

@@ -41,13 +41,24 @@ struct VerifySchedulePass
       FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return signalPassFailure();
-      if (timeline->getPeakDeviceBytes() > **budget) {
+      int64_t state = trainerStateBytes(fn, optimizerStateBytes);
+      if (optimizerStateBytes < 0) {
+        fn.emitError() << "dc-verify-schedule: optimizer-state-bytes must be "
+                          ">= 0, got "
+                       << static_cast<int64_t>(optimizerStateBytes);
+        return signalPassFailure();
+      }
+      if (timeline->getPeakDeviceBytes() + state > **budget) {
         Operation *peakOp = timeline->getOps()[timeline->getPeakIndex()];
-        peakOp->emitError()
-            << "device memory peaks here at "
-            << formatBytes(timeline->getPeakDeviceBytes())
-            << ", over the budget of " << formatBytes(**budget) << " by "
-            << formatBytes(timeline->getPeakDeviceBytes() - **budget);
+        InFlightDiagnostic diag = peakOp->emitError();
+        diag << "device memory peaks here at "
+             << formatBytes(timeline->getPeakDeviceBytes() + state);
+        if (state)
+          diag << " (the step's " << formatBytes(timeline->getPeakDeviceBytes())
+               << " and the trainer's optimizer state, " << formatBytes(state)
+               << ")";
+        diag << ", over the budget of " << formatBytes(**budget) << " by "
+             << formatBytes(timeline->getPeakDeviceBytes() + state - **budget);
         return signalPassFailure();
       }
     }

@@ -109,6 +109,9 @@ public:
 /// target (h200: the GPU). Without it, the schedule is planned for the
 /// default preset and the compute runs on the host.
 bool targetGiven = false;
+/// Whether --optimizer-state-bytes was given; else dc-run's AdamW's.
+bool optimizerStateGiven = false;
+constexpr int64_t kDcRunOptimizerStateBytes = 12;
 
 /// Splits the command line: the options dc-compile does not know (as
 /// `--name=value` or `--name value`) are options of dc-zero3-pipeline
@@ -129,12 +132,20 @@ splitScheduleOptions(int argc, char **argv,
       continue;
     }
     targetGiven |= name == "target";
+    optimizerStateGiven |= name == "optimizer-state-bytes";
     schedule += arg.ltrim('-').str();
     if (!arg.contains('=') && pipelineOptions.takesValue(name) && i + 1 < argc)
       schedule += "=" + std::string(argv[++i]);
     schedule += " ";
   }
-  return dc::Zero3PipelineOptions::createFromString(schedule);
+  std::unique_ptr<dc::Zero3PipelineOptions> options =
+      dc::Zero3PipelineOptions::createFromString(schedule);
+  // The artifact is for dc-run, whose AdamW keeps an fp32 master and two
+  // fp32 moments per parameter element on the device: the budget holds
+  // them too unless the command line says otherwise.
+  if (options && !optimizerStateGiven)
+    options->optimizerStateBytes = kDcRunOptimizerStateBytes;
+  return options;
 }
 
 LogicalResult compile(ModuleOp module,

@@ -38,6 +38,12 @@ struct Zero3PipelineOptions
       *this, "profile",
       llvm::cl::desc("Measured per-op times (JSON from dc-run)"),
       llvm::cl::init(kDefaultProfile)};
+  Option<int64_t> optimizerStateBytes{
+      *this, "optimizer-state-bytes",
+      llvm::cl::desc("Device bytes the trainer keeps per element of each "
+                     "parameter shard (dc-run's AdamW: 12), counted against "
+                     "the budget"),
+      llvm::cl::init(0)};
   Option<int64_t> bucketBytes{*this, "bucket-bytes",
                               llvm::cl::desc("Gradient bucket size (bytes)"),
                               llvm::cl::init(kDefaultBucketBytes)};

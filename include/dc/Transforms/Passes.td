@@ -63,6 +63,10 @@ defvar DCPlanningOptions = [
   Option<"profile", "profile", "std::string", "::dc::kDefaultProfile",
          "Measured per-op times (JSON written by dc-run) replacing the "
          "cost model's compute estimates">,
+  Option<"optimizerStateBytes", "optimizer-state-bytes", "int64_t", "0",
+         "Device bytes the trainer keeps per element of each parameter's "
+         "local shard (its optimizer state; dc-run's AdamW: 12, an fp32 "
+         "master and two fp32 moments), counted against the budget">,
 ];
 
 def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
@@ -240,6 +244,10 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
            "of the target's memory (e.g. 0.9 or 90%); empty: not checked">,
     Option<"target", "target", "std::string", "::dc::kDefaultTarget",
            "Target preset (h200, cpu) or a target JSON file">,
+    Option<"optimizerStateBytes", "optimizer-state-bytes", "int64_t", "0",
+           "Device bytes the trainer keeps per element of each parameter's "
+           "local shard (its optimizer state; dc-run's AdamW: 12, an fp32 "
+           "master and two fp32 moments), counted against the budget">,
   ];
 }
 

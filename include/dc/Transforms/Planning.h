@@ -76,15 +76,33 @@ mlir::LogicalResult checkOptionRange(mlir::Operation *errorAt,
                                      llvm::StringRef option, int64_t value,
                                      int64_t min, int64_t max = INT64_MAX);
 
+/// Device bytes the trainer keeps for `fn`'s parameters beside the step:
+/// `bytesPerElement` per element of each parameter argument as the step
+/// sees it (a sharded one's local slice). The step's own timeline does not
+/// hold them: dc-run's AdamW keeps an fp32 master and two fp32 moments per
+/// element (12 bytes), on the device, for every parameter.
+int64_t trainerStateBytes(mlir::func::FuncOp fn, int64_t bytesPerElement);
+
+/// The part of `budget` left to `fn`'s step once the trainer's state
+/// (trainerStateBytes) is set aside. A located error, beginning with
+/// "<who>: ", when the state alone does not fit, or for a negative
+/// `bytesPerElement`.
+mlir::FailureOr<int64_t> stepBudget(mlir::func::FuncOp fn, int64_t budget,
+                                    int64_t bytesPerElement,
+                                    llvm::StringRef who);
+
 /// Loads the setup once, checks every step function with a body
 /// (checkPlanningPreconditions, naming `passName`), then plans each in turn,
 /// stopping at the first failure: what each planning pass's runOnOperation
 /// does around its own planner. `replacesReloadReleases`: the pass places
 /// the releases of reloaded values anew (the offload passes).
+///
+/// Each step is planned against what the budget leaves beside the
+/// trainer's state (stepBudget with `optimizerStateBytes`).
 mlir::LogicalResult
 planEachStep(mlir::ModuleOp module, llvm::StringRef passName,
              llvm::StringRef budgetText, llvm::StringRef target,
-             llvm::StringRef profilePath,
+             llvm::StringRef profilePath, int64_t optimizerStateBytes,
              llvm::function_ref<mlir::LogicalResult(
                  mlir::func::FuncOp, const PlanningSetup &, const CostModel &)>
                  plan,
