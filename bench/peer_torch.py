@@ -5,36 +5,65 @@ The model is the one `dc-gen-llama` generates (docs/models.md): token
 embedding, per layer RMSNorm, fused QKV projection, causal attention
 (F.scaled_dot_product_attention, is_causal=True), output projection, RMSNorm,
 SwiGLU MLP with separate gate and up weights; final RMSNorm, untied LM head,
-cross-entropy. No biases, no position encoding. Weights and activations are
-bf16; the loss is computed in fp32; the optimizer is AdamW (fused) on the bf16
-parameters.
+cross-entropy. No biases, no position encoding. By default weights and
+activations are bf16, the loss is computed in fp32 and the optimizer is AdamW
+(fused) on the bf16 parameters; --mixed-precision keeps fp32 parameters and
+optimizer state and computes in bf16 (PyTorch's recommended recipe).
 
 Modes:
   replicated  every rank holds all parameters and runs its own step: no
               communication at all, the compute floor a perfect ZeRO-3
               schedule would reach
   fsdp2       torch.distributed.fsdp.fully_shard on every block and on the root
-Options: --compile (torch.compile of the model), --offload-activations
-(forward and loss under torch.autograd.graph.save_on_cpu(pin_memory=True),
-PyTorch's own activation offload).
+Options:
+  --compile             torch.compile of the whole model (after fully_shard)
+  --compile-blocks      torch.compile of each block alone (before fully_shard,
+                        as torchtitan does); excludes --compile
+  --mixed-precision     fp32 parameters and AdamW state; fsdp2: every
+                        fully_shard gets MixedPrecisionPolicy(param_dtype=bf16,
+                        reduce_dtype=--reduce-dtype {fp32,bf16}); replicated:
+                        forward and loss under torch.autocast(bf16)
+  --no-reshard-after-forward   (fsdp2) blocks keep their gathered parameters
+                        from forward to backward; the root keeps the default
+  --prefetch N          (fsdp2) block i prefetches blocks i+1..i+N in forward
+                        and i-1..i-N in backward (default 0: FSDP2's implicit
+                        prefetch)
+  --offload-activations forward and loss under
+                        torch.autograd.graph.save_on_cpu(pin_memory=True),
+                        PyTorch's own activation offload
+Same start as dc-run:
+  --save-init FILE      rank 0 writes the initial weights as safetensors in
+                        dc's names and layout ([in, out] matrices), which
+                        `dc-run --load FILE` reads
+  --data FILE           int32 tokens; every step (warm-ups included) each rank
+                        reads the rows dc-run --data FILE reads
+  --write-tokens FILE --n N [--vocab V] [--seed S]
+                        write N seeded random tokens in [0, V) and exit (no
+                        GPU, no torch.distributed)
 
 Measurement: --warmup steps (default 3), then --steps timed steps (default 10),
 each between two torch.cuda.synchronize() calls; median and mean step time;
 peak device memory of the timed steps (torch.cuda.max_memory_allocated after
-reset_peak_memory_stats). Rank 0 prints one readable line and one JSON line
+reset_peak_memory_stats). Every step's loss, averaged over the ranks as dc-run
+reports it, goes to the JSON's "losses" (reduced once after the last step, so
+timing is unchanged). Rank 0 prints one readable line and one JSON line
 (starting with '{"bench": "peer_torch"') on stdout; --json-out also writes it
 to a file.
 
 Usage:
   torchrun --standalone --nproc-per-node N bench/peer_torch.py --config A --mode fsdp2
   python3 bench/peer_torch.py --config tiny --mode replicated     (one GPU, no torchrun)
+  python3 bench/peer_torch.py --write-tokens tokens.bin --n 1000000 --vocab 32000 --seed 1
 """
 import argparse
+import array
 import contextlib
+import ctypes
 import datetime
 import json
 import os
 import platform
+import random
 import socket
 import statistics
 import sys
@@ -79,8 +108,33 @@ def parse_args(argv):
                    help="replicated (no communication) or fsdp2 (default)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (after fully_shard in fsdp2 mode)")
+    p.add_argument("--compile-blocks", action="store_true",
+                   help="torch.compile each block alone (before fully_shard, as torchtitan "
+                        "does); excludes --compile")
+    p.add_argument("--mixed-precision", action="store_true",
+                   help="fp32 parameters and optimizer state, bf16 compute (fsdp2: "
+                        "MixedPrecisionPolicy; replicated: torch.autocast)")
+    p.add_argument("--reduce-dtype", choices=("fp32", "bf16"), default=None,
+                   help="fsdp2 with --mixed-precision: dtype of the gradient "
+                        "reduce-scatter (default fp32)")
+    p.add_argument("--no-reshard-after-forward", dest="reshard_after_forward",
+                   action="store_false",
+                   help="fsdp2: blocks keep their gathered parameters until backward")
+    p.add_argument("--prefetch", type=int, default=0, metavar="N",
+                   help="fsdp2: explicit prefetch of the next N blocks in forward and the "
+                        "previous N in backward (default 0: FSDP2's implicit prefetch)")
     p.add_argument("--offload-activations", action="store_true",
                    help="run forward and loss under save_on_cpu(pin_memory=True)")
+    p.add_argument("--save-init", metavar="FILE",
+                   help="rank 0 writes the initial weights to FILE (safetensors, dc's "
+                        "names and layout) before the first step")
+    p.add_argument("--data", metavar="FILE",
+                   help="int32 token file: each step reads the rows dc-run --data reads "
+                        "(default: one seeded batch per rank, reused every step)")
+    p.add_argument("--write-tokens", metavar="FILE",
+                   help="write --n seeded random tokens in [0, vocab) to FILE and exit")
+    p.add_argument("--n", type=int, default=None,
+                   help="with --write-tokens: how many tokens")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and data (default 0)")
@@ -98,6 +152,31 @@ def parse_args(argv):
         p.add_argument(f"--{key}", type=int, default=None,
                        help=f"override the config's {key}")
     args = p.parse_args(argv)
+    if args.write_tokens is not None:
+        if args.n is None or args.n < 1:
+            p.error("--write-tokens needs --n N (N >= 1)")
+        vocab = args.vocab if args.vocab is not None else CONFIGS[args.config]["vocab"]
+        if vocab < 1:
+            p.error("--vocab must be positive")
+        args.token_vocab = vocab
+        return args
+    if args.n is not None:
+        p.error("--n goes with --write-tokens")
+    if args.compile and args.compile_blocks:
+        p.error("--compile (the whole model) and --compile-blocks (each block) exclude "
+                "each other")
+    if args.mode != "fsdp2":
+        for flag, given in (("--no-reshard-after-forward", not args.reshard_after_forward),
+                            ("--prefetch", args.prefetch != 0)):
+            if given:
+                p.error(f"{flag} is an FSDP2 option (--mode fsdp2)")
+    if args.prefetch < 0:
+        p.error("--prefetch must be >= 0")
+    if args.reduce_dtype is not None and not (args.mode == "fsdp2" and args.mixed_precision):
+        p.error("--reduce-dtype goes with --mode fsdp2 --mixed-precision")
+    if args.reduce_dtype is None and args.mode == "fsdp2":
+        # Without --mixed-precision FSDP2 reduces in the parameters' dtype.
+        args.reduce_dtype = "fp32" if args.mixed_precision else "bf16"
     if args.warmup < 0 or args.steps < 1:
         p.error("--warmup must be >= 0 and --steps >= 1")
     sizes = dict(CONFIGS[args.config])
@@ -143,16 +222,173 @@ def step_flops(s):
     return 6 * param_count(s) * tokens + attention
 
 
-def build_model(torch, sizes, device):
+# ---------------------------------------------------------------------------
+# Pure helpers (no torch): dc's checkpoint names and layout, the safetensors
+# format, dc-run's token rows. bench/test_peer_helpers.py tests them.
+
+SAFETENSORS_DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "I32": 4, "I64": 8}
+
+# The peer's module path inside a block -> dc's parameter name inside a layer,
+# and whether the torch weight is transposed for dc (nn.Linear.weight is
+# [out, in]; dc computes x @ W with W [in, out]).
+_BLOCK_PARAMS = {
+    "attn_norm.weight": ("attn_norm", False),
+    "wqkv.weight": ("attn.wqkv", True),
+    "wo.weight": ("attn.wo", True),
+    "mlp_norm.weight": ("mlp_norm", False),
+    "w_gate.weight": ("mlp.w_gate", True),
+    "w_up.weight": ("mlp.w_up", True),
+    "w_down.weight": ("mlp.w_down", True),
+}
+_ROOT_PARAMS = {
+    "tok_embeddings.weight": ("tok_embeddings", False),  # [V, D] in both
+    "norm.weight": ("norm", False),
+    "lm_head.weight": ("lm_head", True),
+}
+
+
+def dc_param_name(torch_name):
+    """The peer's parameter name -> (dc's name, transpose for dc?).
+
+    Wrappers' path components (torch.compile's `_orig_mod`, activation
+    checkpointing's `_checkpoint_wrapped_module`) are ignored. wqkv's rows
+    are [Q; K; V], each head h at rows [h Dh, (h+1) Dh) (the peer splits its
+    output with view(b, s, 3, heads, Dh)); transposed they are the columns
+    dc-gen-llama slices: [0, D) Q, [D, 2D) K, [2D, 3D) V, head-major."""
+    parts = [p for p in torch_name.split(".")
+             if p not in ("_orig_mod", "_checkpoint_wrapped_module", "_fsdp_wrapped_module")]
+    name = ".".join(parts)
+    if name in _ROOT_PARAMS:
+        return _ROOT_PARAMS[name]
+    if len(parts) >= 3 and parts[0] == "layers" and parts[1].isdigit():
+        inner = ".".join(parts[2:])
+        if inner in _BLOCK_PARAMS:
+            dc_name, transpose = _BLOCK_PARAMS[inner]
+            return f"layers.{int(parts[1])}.{dc_name}", transpose
+    raise PeerError(f"parameter '{torch_name}' has no dc name")
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """Writes a safetensors file: an 8-byte little-endian header length N, N
+    bytes of JSON ({"__metadata__": {str: str}, name: {"dtype", "shape",
+    "data_offsets": [begin, end]}}) padded with spaces to a multiple of 8,
+    then the tensors' bytes back to back (offsets from the end of the header).
+
+    `tensors`: (name, dtype, shape, data) in file order; dtype a safetensors
+    name ("F32", "BF16", ...); data the raw little-endian bytes (any
+    bytes-like object) or a function returning them, called once, when that
+    tensor is written (so a big model need not be in host memory at once).
+    Written to PATH.tmp, then renamed: no half-written file under PATH."""
+    header = {}
+    if metadata:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise PeerError("safetensors metadata keys and values must be strings")
+        header["__metadata__"] = dict(metadata)
+    sizes = []
+    offset = 0
+    for name, dtype, shape, _ in tensors:
+        if name == "__metadata__" or name in header:
+            raise PeerError(f"safetensors: duplicate or reserved tensor name '{name}'")
+        if dtype not in SAFETENSORS_DTYPE_BYTES:
+            raise PeerError(f"safetensors: unknown dtype '{dtype}' of '{name}'")
+        numel = 1
+        for d in shape:
+            if not isinstance(d, int) or d < 0:
+                raise PeerError(f"safetensors: bad shape {list(shape)} of '{name}'")
+            numel *= d
+        nbytes = numel * SAFETENSORS_DTYPE_BYTES[dtype]
+        header[name] = {"dtype": dtype, "shape": list(shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        sizes.append(nbytes)
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for (name, _, _, data), nbytes in zip(tensors, sizes):
+            if callable(data):
+                data = data()
+            got = memoryview(data).nbytes
+            if got != nbytes:
+                raise PeerError(f"safetensors: '{name}' has {got} bytes, its shape and "
+                                f"dtype need {nbytes}")
+            f.write(data)
+    os.replace(tmp, path)
+
+
+def token_row_starts(step, rank, world, batch, seq, n_tokens):
+    """dc-run's rule (tools/dc-run/lib/Data.cpp): on step `step` (from 1,
+    warm-ups included) row j of rank r is global row g = r B + j of G = W B
+    and starts at ((step - 1) G + g) S mod (n - S - 1)."""
+    windows = n_tokens - seq - 1
+    if windows < 1:
+        raise PeerError(f"a token file of {n_tokens} tokens is too short for rows of "
+                        f"{seq} (needs at least {seq + 2})")
+    if step < 1 or not 0 <= rank < world:
+        raise PeerError(f"bad step {step} or rank {rank} of {world}")
+    rows = world * batch
+    return [(((step - 1) * rows + rank * batch + j) * seq) % windows for j in range(batch)]
+
+
+def token_rows(tokens, step, rank, world, batch, seq):
+    """(inputs, targets) of rank `rank` on step `step`: `batch` rows of `seq`
+    tokens each, targets shifted by one; slices of `tokens` (a list gives
+    lists, an array.array arrays, a 1-D torch tensor tensors)."""
+    starts = token_row_starts(step, rank, world, batch, seq, len(tokens))
+    return ([tokens[a:a + seq] for a in starts],
+            [tokens[a + 1:a + 1 + seq] for a in starts])
+
+
+def read_token_file(path):
+    """An int32 little-endian token file as array.array('i')."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) % 4:
+        raise PeerError(f"token file '{path}' is not a whole number of int32 tokens "
+                        f"({len(data)} bytes)")
+    tokens = array.array("i")
+    if tokens.itemsize != 4:
+        raise PeerError("this Python's array 'i' is not 4 bytes")
+    tokens.frombytes(data)
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    if not tokens:
+        raise PeerError(f"token file '{path}' is empty")
+    return tokens
+
+
+def write_token_file(path, n, vocab, seed):
+    """N tokens uniform in [0, vocab) from random.Random(seed), int32 little
+    endian: the same file for the same (n, vocab, seed) everywhere."""
+    if n < 1 or vocab < 1 or vocab > 2**31:
+        raise PeerError(f"need n >= 1 and 1 <= vocab <= 2^31 (got n {n}, vocab {vocab})")
+    rng = random.Random(seed)
+    tokens = array.array("i", (rng.randrange(vocab) for _ in range(n)))
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        tokens.tofile(f)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+
+
+def build_model(torch, sizes, device, param_dtype=None):
+    """The model with parameters of `param_dtype` (default bf16; fp32 for
+    --mixed-precision), uninitialized on `device`."""
     nn = torch.nn
     F = torch.nn.functional
-    bf16 = torch.bfloat16
+    dtype = torch.bfloat16 if param_dtype is None else param_dtype
 
     def linear(n_in, n_out):
-        return nn.Linear(n_in, n_out, bias=False, dtype=bf16)
+        return nn.Linear(n_in, n_out, bias=False, dtype=dtype)
 
     def rms_norm(d):
-        return nn.RMSNorm(d, eps=RMS_EPS, dtype=bf16)
+        return nn.RMSNorm(d, eps=RMS_EPS, dtype=dtype)
 
     class Block(nn.Module):
         def __init__(self, d, f, heads):
@@ -179,7 +415,7 @@ def build_model(torch, sizes, device):
     class Decoder(nn.Module):
         def __init__(self, s):
             super().__init__()
-            self.tok_embeddings = nn.Embedding(s["vocab"], s["dim"], dtype=bf16)
+            self.tok_embeddings = nn.Embedding(s["vocab"], s["dim"], dtype=dtype)
             self.layers = nn.ModuleList(
                 Block(s["dim"], s["ffn"], s["heads"]) for _ in range(s["layers"]))
             self.norm = rms_norm(s["dim"])
@@ -219,6 +455,80 @@ def make_batch(torch, sizes, seed, rank, device):
     seq = torch.randint(0, sizes["vocab"], (sizes["batch"], sizes["seq"] + 1),
                         device=device, generator=gen)
     return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
+
+
+def save_dc_checkpoint(torch, model, path, metadata=None):
+    """The model's full (unsharded) weights as safetensors in dc's names and
+    layout, each in its parameter's dtype (bf16 as BF16, fp32 as F32)."""
+    if sys.byteorder != "little":
+        raise PeerError("--save-init writes little-endian bytes; this host is big-endian")
+    dtypes = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+    entries = []
+    for torch_name, param in model.named_parameters():
+        name, transpose = dc_param_name(torch_name)
+        if param.dtype not in dtypes:
+            raise PeerError(f"parameter '{torch_name}' is {param.dtype}, not f32/bf16/f16")
+        shape = list(param.shape[::-1] if transpose else param.shape)
+        if transpose and param.ndim != 2:
+            raise PeerError(f"parameter '{torch_name}' is not a matrix")
+
+        def data(param=param, transpose=transpose):
+            t = param.detach()
+            t = (t.t() if transpose else t).contiguous().cpu()
+            # The raw bytes of a contiguous host tensor (no numpy needed).
+            return ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
+        entries.append((name, dtypes[param.dtype], shape, data))
+    write_safetensors(path, entries, metadata)
+
+
+def load_tokens(torch, path, vocab, seq):
+    """The token file as a host int64 tensor, checked against the model."""
+    tokens = read_token_file(path)
+    if len(tokens) < seq + 2:
+        raise PeerError(f"token file '{path}' has {len(tokens)} tokens; rows of {seq} "
+                        f"need at least {seq + 2}")
+    stream = torch.frombuffer(tokens, dtype=torch.int32).to(torch.int64)
+    low, high = int(stream.min()), int(stream.max())
+    if low < 0 or high >= vocab:
+        raise PeerError(f"token file '{path}' has tokens in [{low}, {high}], outside "
+                        f"the vocabulary [0, {vocab})")
+    return stream
+
+
+def step_batch(torch, tokens, step, rank, world, sizes, device):
+    """This rank's (inputs, targets) of step `step` (from 1) as dc-run reads
+    them, gathered on the host and copied to the device."""
+    starts = token_row_starts(step, rank, world, sizes["batch"], sizes["seq"], len(tokens))
+    index = torch.tensor(starts, dtype=torch.int64)[:, None] + torch.arange(sizes["seq"])
+    return tokens[index].to(device), tokens[index + 1].to(device)
+
+
+def import_mixed_precision_policy():
+    try:
+        from torch.distributed.fsdp import MixedPrecisionPolicy  # PyTorch >= 2.6
+    except ImportError:
+        try:
+            from torch.distributed._composable.fsdp import MixedPrecisionPolicy  # 2.4, 2.5
+        except ImportError as e:
+            raise PeerError(f"this PyTorch has no FSDP2 MixedPrecisionPolicy ({e}); "
+                            "need PyTorch >= 2.4")
+    return MixedPrecisionPolicy
+
+
+def set_explicit_prefetch(blocks, n):
+    """Block i prefetches blocks i+1..i+n in forward and i-1..i-n (nearest
+    first) in backward: FSDPModule.set_modules_to_{forward,backward}_prefetch."""
+    for i, block in enumerate(blocks):
+        for method in ("set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch"):
+            if not hasattr(block, method):
+                raise PeerError(f"this PyTorch's FSDPModule has no {method} (--prefetch "
+                                "needs PyTorch >= 2.6)")
+        forward = blocks[i + 1:i + 1 + n]
+        backward = blocks[max(0, i - n):i][::-1]
+        if forward:
+            block.set_modules_to_forward_prefetch(forward)
+        if backward:
+            block.set_modules_to_backward_prefetch(backward)
 
 
 def import_fully_shard():
@@ -287,28 +597,64 @@ def run(args, torch, rank, local_rank, world, local_world, result):
 
     sizes = args.sizes
     torch.manual_seed(args.seed)
-    model = build_model(torch, sizes, device)
+    param_dtype = torch.float32 if args.mixed_precision else torch.bfloat16
+    model = build_model(torch, sizes, device, param_dtype)
     init_parameters(torch, model, args.seed, args.init_std, device)
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == param_count(sizes), (n_params, param_count(sizes))
-    tokens, targets = make_batch(torch, sizes, args.seed, rank, device)
+    if args.save_init:
+        # The full model, before any sharding and before the first step.
+        if rank == 0:
+            save_dc_checkpoint(torch, model, args.save_init, {
+                "source": PROG, "config": args.config, "seed": str(args.seed),
+                "init_std": repr(args.init_std),
+                "sizes": json.dumps(sizes, separators=(",", ":"))})
+            log(rank, f"{PROG}: wrote the initial weights to {args.save_init}")
+        dist.barrier()
+    if args.data:
+        token_stream = load_tokens(torch, args.data, sizes["vocab"], sizes["seq"])
+        tokens = targets = None  # read per step
+    else:
+        token_stream = None
+        tokens, targets = make_batch(torch, sizes, args.seed, rank, device)
 
+    if args.compile_blocks:
+        # torchtitan's per-block compile: each block wrapped alone before
+        # fully_shard; FSDP2's hooks then sit on the wrapper and run eagerly.
+        for i, block in enumerate(model.layers):
+            model.layers[i] = torch.compile(block)
     if args.mode == "fsdp2":
         from torch.distributed.device_mesh import init_device_mesh
         fully_shard = import_fully_shard()
         mesh = init_device_mesh("cuda", (world,))
+        shard_options = {}
+        if args.mixed_precision:
+            MixedPrecisionPolicy = import_mixed_precision_policy()
+            reduce_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.reduce_dtype]
+            shard_options["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=torch.bfloat16, reduce_dtype=reduce_dtype)
         for layer in model.layers:
-            fully_shard(layer, mesh=mesh, reshard_after_forward=True)
-        fully_shard(model, mesh=mesh)
+            fully_shard(layer, mesh=mesh, reshard_after_forward=args.reshard_after_forward,
+                        **shard_options)
+        fully_shard(model, mesh=mesh, **shard_options)
+        if args.prefetch:
+            set_explicit_prefetch(list(model.layers), args.prefetch)
     if args.compile:
         model = torch.compile(model)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
         fused=args.optimizer_impl == "fused", foreach=args.optimizer_impl == "foreach" or None)
-    offload = OffloadContext(torch, count=not args.compile) if args.offload_activations else None
+    compiled = args.compile or args.compile_blocks
+    offload = OffloadContext(torch, count=not compiled) if args.offload_activations else None
 
-    def train_step():
-        with offload if offload is not None else contextlib.nullcontext():
+    autocast = args.mixed_precision and args.mode == "replicated"
+
+    def train_step(tokens, targets):
+        with contextlib.ExitStack() as stack:
+            if offload is not None:
+                stack.enter_context(offload)
+            if autocast:  # fp32 parameters, bf16 compute; backward outside
+                stack.enter_context(torch.autocast("cuda", dtype=torch.bfloat16))
             loss = model(tokens, targets)
         loss.backward()
         optimizer.step()
@@ -319,6 +665,8 @@ def run(args, torch, rank, local_rank, world, local_world, result):
     dist.barrier()
     log(rank, f"{PROG}: config {args.config} {sizes}, {n_params / 1e6:.1f} M parameters, "
               f"mode {args.mode}{' compiled' if args.compile else ''}"
+              f"{' compiled-blocks' if args.compile_blocks else ''}"
+              f"{' mixed-precision' if args.mixed_precision else ''}"
               f"{' offload' if args.offload_activations else ''}, world {world}, "
               f"{args.warmup} warm-up + {args.steps} timed steps")
 
@@ -328,9 +676,11 @@ def run(args, torch, rank, local_rank, world, local_world, result):
         if i == args.warmup:  # the peak of the timed (steady-state) steps
             result["peak_warmup_GiB"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 3)
             torch.cuda.reset_peak_memory_stats(device)
+        if token_stream is not None:  # dc-run's rows of step i + 1, before the clock
+            tokens, targets = step_batch(torch, token_stream, i + 1, rank, world, sizes, device)
         torch.cuda.synchronize()
         start = time.perf_counter()
-        losses.append(train_step())
+        losses.append(train_step(tokens, targets))
         torch.cuda.synchronize()
         elapsed = (time.perf_counter() - start) * 1e3
         if i >= args.warmup:
@@ -339,6 +689,11 @@ def run(args, torch, rank, local_rank, world, local_world, result):
             log(rank, f"{PROG}: warm-up step {i + 1}: {elapsed:.1f} ms")
     peak_gib = torch.cuda.max_memory_allocated(device) / 2**30
     peak_reserved_gib = torch.cuda.max_memory_reserved(device) / 2**30
+    # Every step's loss averaged over the ranks (dc-run's report), in one
+    # all-reduce after the last step: nothing between the timed steps changes.
+    mean_losses = torch.stack([x.float() for x in losses])
+    dist.all_reduce(mean_losses)
+    mean_losses = [float(x) / world for x in mean_losses.cpu()]
     losses = [float(x) for x in losses]
 
     median = statistics.median(times_ms)
@@ -362,19 +717,29 @@ def run(args, torch, rank, local_rank, world, local_world, result):
         tflops_per_gpu=round(flops / (median / 1e3) / 1e12, 1),
         loss_first=round(losses[0], 6),
         loss_last=round(losses[-1], 6),
+        losses=[round(x, 6) for x in mean_losses],
         ranks=everyone,
         max_rank_step_ms_median=max(r["median_ms"] for r in everyone),
         max_rank_peak_GiB=max(r["peak_GiB"] for r in everyone),
     )
     if offload is not None and offload.counting:
         result["offloaded_GiB_per_step"] = round(offload.bytes / 2**30, 3)
-    if not all(map(lambda x: x == x and abs(x) != float("inf"), losses)):
+    if not all(map(lambda x: x == x and abs(x) != float("inf"), losses + mean_losses)):
         result["warning"] = "loss is not finite"
     dist.barrier()
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.write_tokens is not None:  # no torch, no GPU
+        try:
+            write_token_file(args.write_tokens, args.n, args.token_vocab, args.seed)
+        except (PeerError, OSError) as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 1
+        print(f"{PROG}: wrote {args.n} tokens in [0, {args.token_vocab}) (seed {args.seed}) "
+              f"to {args.write_tokens}", flush=True)
+        return 0
     rank, local_rank, world, local_world = launcher_env()
     result = {
         "bench": "peer_torch",
@@ -383,7 +748,16 @@ def main(argv=None):
         "sizes": args.sizes,
         "mode": args.mode,
         "compile": args.compile,
+        "compile_blocks": args.compile_blocks,
+        "mixed_precision": args.mixed_precision,
+        "reduce_dtype": args.reduce_dtype,
+        "reshard_after_forward": args.reshard_after_forward if args.mode == "fsdp2" else None,
+        "prefetch": args.prefetch,
         "offload": args.offload_activations,
+        "data": args.data,
+        "save_init": args.save_init,
+        "param_count": param_count(args.sizes),
+        "step_flops": step_flops(args.sizes),
         "world": world,
         "warmup": args.warmup,
         "steps": args.steps,
@@ -414,7 +788,7 @@ def main(argv=None):
     except Exception as e:  # report and exit non-zero; the traceback goes to stderr
         traceback.print_exc()
         result["error"] = f"{type(e).__name__}: {str(e).strip()[:500]}"
-        if args.compile and args.offload_activations:
+        if (args.compile or args.compile_blocks) and args.offload_activations:
             result["error"] += (" [known: with PyTorch 2.11, save_on_cpu returns contiguous copies of "
                                 "non-contiguous saved tensors and torch.compile's backward asserts "
                                 "their strides; run --offload-activations eager]")
@@ -433,7 +807,10 @@ def main(argv=None):
         if result["ok"]:
             r = result
             print(f"{PROG}: config {r['config']} {r['mode']}"
-                  f"{' compile' if r['compile'] else ' eager'}"
+                  f"{' compile' if r['compile'] else ''}"
+                  f"{' compile-blocks' if r['compile_blocks'] else ''}"
+                  f"{' eager' if not (r['compile'] or r['compile_blocks']) else ''}"
+                  f"{' mixed-precision' if r['mixed_precision'] else ''}"
                   f"{' offload' if r['offload'] else ''} world {r['world']}: "
                   f"step median {r['step_ms_median']:.2f} ms, mean {r['step_ms_mean']:.2f} ms "
                   f"(min {r['step_ms_min']:.2f}, max {r['step_ms_max']:.2f}; slowest rank "
