@@ -501,8 +501,8 @@ void dcrt_op_end(const char *op_key, int64_t begin) {
 //===----------------------------------------------------------------------===//
 
 int64_t MemoryStats::peakBytes() const {
-  return gatherArena.highWater + hostPool.highWater + stepBuffers.highWater +
-         staging.highWater + stepArena.highWater + matmulWorkspace.highWater +
+  return gatherArena.highWater + stepBuffers.highWater + staging.highWater +
+         stepArena.highWater + matmulWorkspace.highWater +
          attentionWorkspace.highWater;
 }
 

@@ -244,10 +244,12 @@ public:
               : "";
       // On a GPU: everything the device holds, the pools, the host
       // program's buffers and what CUDA and NCCL keep for themselves.
-      std::string device =
-          memory.deviceUsedBytes > 0
-              ? " device_used_bytes=" + std::to_string(memory.deviceUsedBytes)
-              : "";
+      std::string device = memory.deviceUsedBytes > 0
+                               ? " device_peak_bytes=" +
+                                     std::to_string(memory.devicePeakBytes()) +
+                                     " device_used_bytes=" +
+                                     std::to_string(memory.deviceUsedBytes)
+                               : "";
       report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s%s%s\n",
              static_cast<long long>(s), loss, seconds * 1e3,
              static_cast<long long>(peak), device.c_str(), throughput.c_str(),

@@ -119,9 +119,14 @@ struct MemoryStats {
   /// cuDNN's workspaces for dcrt_attention_* (one per cached graph, made on
   /// its first call by the cuda backend; empty on the host backend).
   PoolStats attentionWorkspace;
-  /// Sum of the high-water marks of the runtime's device pools: the peak
-  /// dc-run reports beside the plan.
+  /// Sum of the high-water marks of the runtime's device pools (the host
+  /// pool is host memory: not counted): the peak dc-run reports beside the
+  /// plan.
   int64_t peakBytes() const;
+  /// peakBytes plus what the host program holds on the device (parameters,
+  /// optimizer state, data): everything dc puts on the device, comparable
+  /// to another framework's peak of allocated memory.
+  int64_t devicePeakBytes() const { return peakBytes() + hostProgramBytes; }
 };
 
 MemoryStats memoryStats();

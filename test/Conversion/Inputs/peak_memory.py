@@ -4,8 +4,8 @@
   peak_memory.py REFERENCE RUN...
 Prints the largest peak of each log and fails unless every RUN's largest peak
 is no more than REFERENCE's. Each step's peak is the high-water mark of the
-runtime's memory (gather arena, host pool, step buffers, staging) in that
-step.
+runtime's device pools (gather arena, step buffers, staging, step arena,
+workspaces) in that step.
 """
 import re
 import sys
