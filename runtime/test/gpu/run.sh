@@ -121,8 +121,9 @@ fi # ONLY
 # summation orders; bf16: 5e-2, the host accumulates matmuls in bf16).
 ART=.gpu-artifacts
 if [ -d "$ART" ]; then
+  # COMPILED_NPROCS: the rank counts to run (default both).
   for model in tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16; do
-    for n in 1 2; do
+    for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
       tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
