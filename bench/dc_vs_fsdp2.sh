@@ -16,6 +16,7 @@
 #   curves  same start, same data: the peer writes its initial weights
 #           (safetensors) and both train 20 steps on one token file;
 #           config CURVE_CONFIG (default A16)
+# ARCHIVE=FILE also packs OUT into one .tgz at the end.
 # Needs the runtime-only build (made here when missing), PyTorch, 2 GPUs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -108,3 +109,5 @@ for phase in $PHASES; do
   esac
 done
 "$PYTHON" bench/dc_vs_fsdp2_table.py "$OUT" | tee "$OUT/table.md"
+# ARCHIVE=FILE: everything in OUT in one file (a GPU call brings back few).
+[ -z "${ARCHIVE:-}" ] || tar czf "$ARCHIVE" -C "$(dirname "$OUT")" "$(basename "$OUT")"
