@@ -13,6 +13,8 @@
 #           --profile-out (per-op times for dc-compile --profile=); plus
 #           .gpu-artifacts/bench's 1-rank steps (the same per-GPU batch,
 #           no communication: the step without its exposed collectives)
+#   (DC_RUNS: only the artifacts named, e.g. "A16-w2-fit B-w2-fit" (in file order);
+#   DC_STEPS: steps of the non-plain runs; DC_W1_CONFIGS: the 1-rank runs)
 #   curves  same start, same data: the peer writes its initial weights
 #           (safetensors) and both train 20 steps on one token file;
 #           config CURVE_CONFIG (default A16)
@@ -82,15 +84,17 @@ for phase in $PHASES; do
   dc)
     for so in "$ART"/*-w2-*.so; do
       name=$(basename "$so" .so)
+      # DC_RUNS: only these artifacts (names without .so).
+      if [ -n "${DC_RUNS:-}" ]; then [[ " $DC_RUNS " == *" $name "* ]] || continue; fi
       case $name in
         *-prof) dcrun "dc-$name" 2 "$so" --steps 4 --vocab 32000 \
                   --profile-out "$OUT/$name.profile.json" --trace "$OUT/$name.trace.json" ;;
         *-plain) dcrun "dc-$name" 2 "$so" --steps 6 --vocab 32000 --trace "$OUT/$name.trace.json" ;;
-        *) dcrun "dc-$name" 2 "$so" --steps 6 --vocab 32000 ;;
+        *) dcrun "dc-$name" 2 "$so" --steps ${DC_STEPS:-6} --vocab 32000 ;;
       esac
       cp "${so%.so}.report.json" "$OUT/$name.report.json" 2> /dev/null || true
     done
-    for c in A16 B; do
+    for c in ${DC_W1_CONFIGS-A16 B}; do
       so=.gpu-artifacts/bench/$c-h200-w1.so
       [ -f "$so" ] && dcrun "dc-$c-w1" 1 "$so" --steps 6 --vocab 32000
     done
