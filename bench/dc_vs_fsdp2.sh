@@ -17,7 +17,9 @@
 #   DC_STEPS: steps of the non-plain runs; DC_W1_CONFIGS: the 1-rank runs)
 #   curves  same start, same data: the peer writes its initial weights
 #           (safetensors) and both train 20 steps on one token file;
-#           config CURVE_CONFIG (default A16)
+#           config CURVE_CONFIG (default A16), on CURVE_NPROC GPUs (2),
+#           learning rate CURVE_LR (1e-3); the peer runs twice (fused and
+#           foreach AdamW): its own noise band
 # ARCHIVE=FILE also packs OUT into one .tgz at the end.
 # Needs the runtime-only build (made here when missing), PyTorch, 2 GPUs.
 set -uo pipefail
@@ -59,14 +61,20 @@ date -u +%Y-%m-%dT%H:%M:%SZ >> "$OUT/machine.txt"
 run() {
   local name=$1; shift
   local t0=$SECONDS
-  timeout -k 20 "$RUN_TIMEOUT" stdbuf -oL -eL "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
+  # Each line stamped with the seconds since the run began: where a slow
+  # start spends its time.
+  timeout -k 20 "$RUN_TIMEOUT" stdbuf -oL -eL "$@" 2>&1 | while IFS= read -r line; do
+    echo "[$((SECONDS - t0))s] $line"
+  done > "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
   echo "$name: rc $rc, $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || tail -4 "$OUT/$name.log" | sed 's/^/   | /'
 }
+# PEER_NPROC: the peer's ranks (default 2).
 peer() {
-  run "$1" "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 \
-    bench/peer_torch.py --world 2 --json-out "$OUT/$1.json" "${@:2}"
+  local n=${PEER_NPROC:-2}
+  run "$1" "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$n" \
+    bench/peer_torch.py --world "$n" --json-out "$OUT/$1.json" "${@:2}"
 }
 dcrun() { run "$1" "$BIN/dc-run" --nproc "$2" "${@:3}"; }
 
@@ -103,9 +111,18 @@ for phase in $PHASES; do
     c=${CURVE_CONFIG:-A16}
     peerc=${c%16}
     "$PYTHON" bench/peer_torch.py --write-tokens "$OUT/tokens.bin" --n 4000000 --vocab 32000 --seed 1
-    peer "curve-peer-$c" --config "$peerc" --mode fsdp2 --mixed-precision --warmup 0 --steps 20 \
-      --data "$OUT/tokens.bin" --save-init "$OUT/init-$c.safetensors"
-    dcrun "curve-dc-$c" 2 "$ART/$c-w2-plain.so" --steps 20 --data "$OUT/tokens.bin" \
+    lr=${CURVE_LR:-1e-3}
+    PEER_NPROC=${CURVE_NPROC:-2} peer "curve-peer-$c" --config "$peerc" --mode fsdp2 --mixed-precision --warmup 0 --steps 20 \
+      --lr "$lr" --data "$OUT/tokens.bin" --save-init "$OUT/init-$c.safetensors"
+    # The noise band: PyTorch against itself, its AdamW summing in another
+    # order (foreach instead of fused), from the same weights and data.
+    PEER_NPROC=${CURVE_NPROC:-2} peer "curve-peer2-$c" --config "$peerc" --mode fsdp2 --mixed-precision --warmup 0 --steps 20 \
+      --lr "$lr" --data "$OUT/tokens.bin" --optimizer-impl foreach
+    # CURVE_NPROC=1: both on one GPU (dc's 1-rank artifact, FSDP2 over 1).
+    n=${CURVE_NPROC:-2}
+    so="$ART/$c-w2-plain.so"
+    [ "$n" = 1 ] && so=.gpu-artifacts/bench/$c-h200-w1.so
+    dcrun "curve-dc-$c" "$n" "$so" --steps 20 --lr "$lr" --data "$OUT/tokens.bin" \
       --load "$OUT/init-$c.safetensors"
     rm -f "$OUT/init-$c.safetensors" "$OUT/tokens.bin"
     ;;

@@ -12,8 +12,10 @@
 # peak for that config. Each config is compiled
 #   plain   with the whole device as budget,
 #   fit     at PEAK,
-#   tight   at 0.6 x PEAK (offloading activations where the plan needs it),
-#   offload at 0.8 x PEAK with activation offload,
+#   tight   at 0.6 x PEAK,
+#   offload at 0.8 x PEAK,
+# each offloading activations where the plan needs it (prefetch and
+# selective gather spend what is left),
 # and without a PEAK only plain. --profile CONFIG=FILE (dc-run
 # --profile-out of that config's -prof artifact) adds `plain-pgo`, the plain
 # schedule re-planned with measured op times. Every config also gets a
@@ -58,8 +60,11 @@ compile() {
   for opt in "$@"; do pipeline+=" ${opt#--}"; done
   local report=${pipeline/world-size=$WORLD /}
   report=$(tr ' ' '\n' <<< "$report" | grep -E '^(target|memory-budget|profile|optimizer-state-bytes)=' | tr '\n' ' ')
+  # A budget the step cannot meet is a result too: dc-compile says why.
   /usr/bin/time -f "dc-compile $c $v: %e s, %M KB" \
-    "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=$WORLD --target=h200 "$@" -o "$out.so"
+    "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=$WORLD --target=h200 "$@" -o "$out.so" \
+    2> "$out.compile.log" || { tail -4 "$out.compile.log"; echo "$c $v: not compiled"; return 0; }
+  tail -1 "$out.compile.log"
   "$BIN/dc-opt" "$DEST/$c.mlir" --dc-zero3-pipeline="$pipeline" \
     --dc-report="$report json=true output=$out.report.json trace=$out.predicted.json" -o /dev/null
   python3 - "$out.report.json" "$c $v" <<'PY'
@@ -77,7 +82,7 @@ for c in A16 B; do
   "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=$WORLD --target=h200 --profile-ops \
     -o "$DEST/$c-w$WORLD-prof.so"
   if [ -n "${PEAK[$c]:-}" ]; then
-    compile $c fit --memory-budget="$(scaled "${PEAK[$c]}" 1)"
+    compile $c fit --memory-budget="$(scaled "${PEAK[$c]}" 1)" --offload-activations
     compile $c tight --memory-budget="$(scaled "${PEAK[$c]}" 0.6)" --offload-activations
     compile $c offload --memory-budget="$(scaled "${PEAK[$c]}" 0.8)" --offload-activations
   fi

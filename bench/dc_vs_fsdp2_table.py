@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-STEP = re.compile(r"^step=(\d+) loss=(\S+) time_ms=(\S+) peak_mem_bytes=(\d+)(?: device_peak_bytes=(\d+))?")
+STEP = re.compile(r"^(?:\[\d+s\] )?step=(\d+) loss=(\S+) time_ms=(\S+) peak_mem_bytes=(\d+)(?: device_peak_bytes=(\d+))?")
 GIB = 2 ** 30
 
 
@@ -173,7 +173,8 @@ def main(dirs):
                 if s:
                     dc[m.group(1)] = s
         w1 = dc_summary(files.get("dc-%s-w1.log" % dc_name, ""))
-        if not peers and not dc:
+        has_curves = ("curve-dc-%s.log" % dc_name) in files
+        if not peers and not dc and not w1 and not has_curves:
             continue
         out += ["", "## config %s (dc %s)" % (peer_name, dc_name), ""]
         out += ["| run | step (ms) | peak (GiB) | note |", "|---|---|---|---|"]
@@ -230,13 +231,20 @@ def main(dirs):
                 trace["exposed_ms"], trace["idle_ms"]))
         curve_dc = dc_summary(files.get("curve-dc-%s.log" % dc_name, ""))
         curve_peer = load_json(files.get("curve-peer-%s.json" % dc_name, ""))
+        curve_peer2 = load_json(files.get("curve-peer2-%s.json" % dc_name, ""))
         if curve_dc and curve_peer and curve_peer.get("losses"):
             a, b = curve_dc["losses"], curve_peer["losses"]
+            c = (curve_peer2 or {}).get("losses") or []
             n = min(len(a), len(b))
-            diffs = [abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a[:n], b[:n])]
-            out += ["", "Same start, same data (%d steps): largest relative loss difference %.2e" % (n, max(diffs)), "",
-                    "| step | dc loss | FSDP2 loss |", "|---|---|---|"]
-            out += ["| %d | %.5f | %.5f |" % (i + 1, a[i], b[i]) for i in range(n)]
+            rel = lambda x, y: abs(x - y) / max(abs(y), 1e-12)
+            line = "Same start, same data (%d steps): largest relative loss difference dc vs FSDP2 %.2e" % (
+                n, max(rel(x, y) for x, y in zip(a[:n], b[:n])))
+            if len(c) >= n:
+                line += "; FSDP2 vs itself with foreach AdamW (its noise band) %.2e" % max(
+                    rel(x, y) for x, y in zip(c[:n], b[:n]))
+            out += ["", line, "", "| step | dc loss | FSDP2 loss | FSDP2, foreach AdamW |", "|---|---|---|---|"]
+            out += ["| %d | %.5f | %.5f | %s |" % (i + 1, a[i], b[i], "%.5f" % c[i] if i < len(c) else "—")
+                    for i in range(n)]
     print("\n".join(out))
 
 
