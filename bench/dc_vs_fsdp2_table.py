@@ -36,11 +36,12 @@ def dc_log(path):
     """Steps of a dc-run log: [(step, loss, ms, pools, device_peak)]."""
     steps = []
     try:
-        for line in open(path, errors="replace"):
-            m = STEP.match(line)
-            if m:
-                steps.append((int(m.group(1)), float(m.group(2)), float(m.group(3)),
-                              int(m.group(4)), int(m.group(5) or 0)))
+        with open(path, errors="replace") as log:
+            for line in log:
+                m = STEP.match(line)
+                if m:
+                    steps.append((int(m.group(1)), float(m.group(2)), float(m.group(3)),
+                                  int(m.group(4)), int(m.group(5) or 0)))
     except OSError:
         pass
     return steps
@@ -157,7 +158,8 @@ def main(dirs):
     machine = files.get("machine.txt")
     if machine:
         out.append("")
-        out.append("machine: " + " / ".join(l.strip() for l in open(machine) if l.strip()))
+        with open(machine) as f:
+            out.append("machine: " + " / ".join(l.strip() for l in f if l.strip()))
     for dc_name, peer_name in (("A16", "A"), ("B", "B")):
         peers = {}
         for name, path in files.items():
