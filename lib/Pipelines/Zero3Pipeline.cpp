@@ -26,6 +26,20 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.bucketBytes = options.bucketBytes;
   zero3.replicateBelow = options.replicateBelow;
   pm.addPass(createDCZero3(zero3));
+  // Gradients retired as their reductions finish. Where the step is over
+  // budget, before anything is planned against it: else every full
+  // gradient counts as live until the end of the backward and the planners
+  // see a floor that is not there (the waits are placed on the
+  // just-in-time timing, so a faster final schedule may stall on some).
+  auto addWaitReductionsEarly = [&](bool overBudgetOnly) {
+    if (!options.waitReductionsEarly)
+      return;
+    DCWaitReductionsEarlyOptions early;
+    planWithSharedInputs(early, options);
+    early.overBudgetOnly = overBudgetOnly;
+    pm.addPass(createDCWaitReductionsEarly(early));
+  };
+  addWaitReductionsEarly(/*overBudgetOnly=*/true);
 
   // Parameter shards to host first (when asked): a smaller base leaves
   // activation offload less to do.
@@ -67,6 +81,9 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   if (options.offloadActivations &&
       (options.prefetch || options.selectiveGather))
     addOffloadActivations();
+  // Everywhere else after planning, on the final timing: it moves no
+  // transfer, so nothing the planners decided changes.
+  addWaitReductionsEarly(/*overBudgetOnly=*/false);
   DCVerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget.empty()
                             ? std::string("1.0")

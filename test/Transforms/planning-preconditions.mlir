@@ -10,12 +10,13 @@
 // RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-report="memory-budget=1GiB" -o /dev/null
 // RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-offload-activations="memory-budget=1GiB" -o /dev/null
 // RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-offload-params="memory-budget=1GiB" -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-wait-reductions-early="memory-budget=1GiB" -o /dev/null
 // RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-zero3-pipeline="world-size=2 memory-budget=1GiB" -o /dev/null
 
 // The error names the pass that refused to plan.
 // RUN: not dc-opt %s -split-input-file --dc-zero3-pipeline="world-size=2 memory-budget=1GiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPELINE
 // RUN: not dc-opt %s -split-input-file --dc-selective-gather -o /dev/null 2>&1 | FileCheck %s --check-prefix=SELECTIVE
-// PIPELINE: planning-preconditions.mlir:[[# @LINE + 4]]:20: error: dc-prefetch cannot plan this step: argument #0 of 'buffers' is a buffer ('memref<15xf32>'); dc plans steps in tensor form, before bufferization
+// PIPELINE: planning-preconditions.mlir:[[# @LINE + 4]]:20: error: dc-wait-reductions-early cannot plan this step: argument #0 of 'buffers' is a buffer ('memref<15xf32>'); dc plans steps in tensor form, before bufferization
 // SELECTIVE: planning-preconditions.mlir:[[# @LINE + 3]]:20: error: dc-selective-gather cannot plan this step: argument #0
 
 // expected-error @+1 {{cannot plan this step: argument #0 of 'buffers' is a buffer ('memref<15xf32>'); dc plans steps in tensor form, before bufferization}}

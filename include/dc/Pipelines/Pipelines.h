@@ -58,6 +58,11 @@ struct Zero3PipelineOptions
       *this, "selective-gather",
       llvm::cl::desc("Keep parameters gathered where the budget allows"),
       llvm::cl::init(true)};
+  Option<bool> waitReductionsEarly{
+      *this, "wait-reductions-early",
+      llvm::cl::desc("Wait for each gradient reduction where it has finished "
+                     "(dc-wait-reductions-early), freeing its full gradient"),
+      llvm::cl::init(true)};
   Option<bool> offloadActivations{
       *this, "offload-activations",
       llvm::cl::desc("Offload long-idle activations to host memory when the "

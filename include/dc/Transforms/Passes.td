@@ -203,6 +203,33 @@ def DCSelectiveGather : Pass<"dc-selective-gather", "::mlir::ModuleOp"> {
   let options = DCPlanningOptions;
 }
 
+def DCWaitReductionsEarly
+    : Pass<"dc-wait-reductions-early", "::mlir::ModuleOp"> {
+  let summary = "Retire each gradient reduction as soon as the model says "
+                "it has finished, not at the end of the backward";
+  let description = [{
+    A gradient's full (unsharded) buffer lives until its reduction is
+    waited: with every reduction waited by the one `dc.end_backward` at the
+    end, all of a step's gradients are live at once at its end (B: 3.5 GiB
+    per rank). For each future `dc.end_backward` takes, the stream
+    simulator's completion time of its reduction says where the compute
+    stream can wait for it without stalling: a `dc.wait` goes before the
+    first op the compute stream reaches after that time, and the future
+    leaves `dc.end_backward` (which is erased once empty). Reductions the
+    model sees finishing only after the last op stay where they were. Timing
+    is unchanged in the model; memory only goes down. Plans against the
+    same target and profile as the other planning passes. With
+    `over-budget-only`, a step whose memory timeline fits the budget is left
+    alone (the pipeline runs it so before planning, where the timing is
+    still the just-in-time one, and again plainly after planning).
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"overBudgetOnly", "over-budget-only", "bool", "false",
+           "Only in steps whose memory timeline exceeds the budget">,
+  ]);
+}
+
 def DCReport : Pass<"dc-report", "::mlir::ModuleOp"> {
   let summary = "Print the predicted step: time, exposed communication, "
                 "peak memory, each parameter's decisions";
