@@ -101,6 +101,11 @@ for phase in $PHASES; do
         *) dcrun "dc-$name" 2 "$so" --steps ${DC_STEPS:-6} --vocab 32000 ;;
       esac
       cp "${so%.so}.report.json" "$OUT/$name.report.json" 2> /dev/null || true
+      # The measured step beside the predicted one, on one time axis.
+      if [ -f "$OUT/$name.trace.json" ] && [ -f "${so%.so}.predicted.json" ]; then
+        "$PYTHON" bench/merge_traces.py "$OUT/$name.trace.json" "${so%.so}.predicted.json" \
+          "$OUT/$name.vs-predicted.json" || true
+      fi
     done
     for c in ${DC_W1_CONFIGS-A16 B}; do
       so=.gpu-artifacts/bench/$c-h200-w1.so

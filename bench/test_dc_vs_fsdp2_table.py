@@ -16,6 +16,7 @@ import contextlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import dc_vs_fsdp2_table as table  # noqa: E402
+import merge_traces  # noqa: E402
 
 GIB = 2 ** 30
 
@@ -127,6 +128,32 @@ class TableTest(unittest.TestCase):
         with open(self.path("dc-A16-w2-plain.log"), "w") as f:
             f.write("dc-run: error: out of memory\n")
         self.assertNotIn("## config A", self.render())
+
+
+class MergeTracesTest(unittest.TestCase):
+    def test_step_cut_and_shifted_beside_the_prediction(self):
+        measured = [
+            {"name": "thread_name", "ph": "M", "pid": 0, "tid": 100, "args": {"name": "all-gather"}},
+            {"name": "step", "ph": "X", "ts": 1000, "dur": 500, "pid": 0, "tid": 0, "cat": "compute"},
+            {"name": "step", "ph": "X", "ts": 2000, "dur": 400, "pid": 0, "tid": 0, "cat": "compute"},
+            # Straddles the second step's start: clipped to it.
+            {"name": "g", "ph": "X", "ts": 1900, "dur": 200, "pid": 0, "tid": 100, "cat": "all-gather"},
+            # Rank 1 and the first step are left out.
+            {"name": "g", "ph": "X", "ts": 2100, "dur": 50, "pid": 1, "tid": 100, "cat": "all-gather"},
+            {"name": "g", "ph": "X", "ts": 1100, "dur": 50, "pid": 0, "tid": 100, "cat": "all-gather"},
+        ]
+        predicted = [
+            {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "train_step"}},
+            {"name": "op", "ph": "X", "ts": 0, "dur": 300, "pid": 0, "tid": 1},
+            {"name": "memory", "ph": "C", "ts": 0, "pid": 0, "args": {"device": 5}},
+        ]
+        events, step_ms = merge_traces.merge(measured, predicted, rank=0, step=0)
+        self.assertAlmostEqual(step_ms, 0.4)
+        spans = [(e["pid"], e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"]
+        self.assertEqual(spans, [(0, "step", 0, 400), (0, "g", 0, 100), (1, "op", 0, 300)])
+        names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        self.assertEqual(names, {"measured: rank 0, step 2", "predicted"})
+        self.assertIn({"name": "memory", "ph": "C", "ts": 0, "pid": 1, "args": {"device": 5}}, events)
 
 
 if __name__ == "__main__":
