@@ -45,6 +45,9 @@ LogicalResult waitEarly(func::FuncOp fn, const CostModel &costModel,
   for (auto [i, op] : llvm::enumerate(ops))
     indexOf[op] = i;
 
+  // Erased only at the end: a wait of a later end_backward may be placed
+  // before an earlier one.
+  SmallVector<EndBackwardOp> replaced;
   for (EndBackwardOp end : ends) {
     size_t endIndex = indexOf.lookup(end);
     // Where each future's wait goes: before the first op after its start
@@ -85,8 +88,10 @@ LogicalResult waitEarly(func::FuncOp fn, const CostModel &costModel,
     }
     for (auto [future, result] : llvm::zip(end.getFutures(), end.getShards()))
       result.replaceAllUsesWith(shardOf.lookup(future));
-    end.erase();
+    replaced.push_back(end);
   }
+  for (EndBackwardOp end : replaced)
+    end.erase();
   return success();
 }
 
