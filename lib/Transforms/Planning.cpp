@@ -330,11 +330,20 @@ int64_t dc::trainerStateBytes(func::FuncOp fn, int64_t bytesPerElement) {
   return elements * bytesPerElement;
 }
 
+LogicalResult dc::checkOptimizerStateBytes(Operation *errorAt,
+                                           int64_t bytesPerElement,
+                                           StringRef who) {
+  if (bytesPerElement >= 0)
+    return success();
+  return errorAt->emitError()
+         << who << ": optimizer-state-bytes must be >= 0, got "
+         << bytesPerElement;
+}
+
 FailureOr<int64_t> dc::stepBudget(func::FuncOp fn, int64_t budget,
                                   int64_t bytesPerElement, StringRef who) {
-  if (bytesPerElement < 0)
-    return fn.emitError() << who << ": optimizer-state-bytes must be >= 0, got "
-                          << bytesPerElement;
+  if (failed(checkOptimizerStateBytes(fn, bytesPerElement, who)))
+    return failure();
   int64_t state = trainerStateBytes(fn, bytesPerElement);
   if (state >= budget)
     return fn.emitError() << who << ": the trainer's optimizer state ("

@@ -41,13 +41,10 @@ struct VerifySchedulePass
       FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return signalPassFailure();
-      int64_t state = trainerStateBytes(fn, optimizerStateBytes);
-      if (optimizerStateBytes < 0) {
-        fn.emitError() << "dc-verify-schedule: optimizer-state-bytes must be "
-                          ">= 0, got "
-                       << static_cast<int64_t>(optimizerStateBytes);
+      if (failed(
+              checkOptimizerStateBytes(fn, optimizerStateBytes, getArgument())))
         return signalPassFailure();
-      }
+      int64_t state = trainerStateBytes(fn, optimizerStateBytes);
       if (timeline->getPeakDeviceBytes() + state > **budget) {
         Operation *peakOp = timeline->getOps()[timeline->getPeakIndex()];
         InFlightDiagnostic diag = peakOp->emitError();

@@ -83,6 +83,12 @@ mlir::LogicalResult checkOptionRange(mlir::Operation *errorAt,
 /// element (12 bytes), on the device, for every parameter.
 int64_t trainerStateBytes(mlir::func::FuncOp fn, int64_t bytesPerElement);
 
+/// Fails, with "<who>: optimizer-state-bytes must be >= 0, got N" on
+/// `errorAt`, for a negative `bytesPerElement`.
+mlir::LogicalResult checkOptimizerStateBytes(mlir::Operation *errorAt,
+                                             int64_t bytesPerElement,
+                                             llvm::StringRef who);
+
 /// The part of `budget` left to `fn`'s step once the trainer's state
 /// (trainerStateBytes) is set aside. A located error, beginning with
 /// "<who>: ", when the state alone does not fit, or for a negative
