@@ -149,6 +149,14 @@ public:
     for (const TensorSpec &arg : step.args)
       if (arg.kind == TensorKind::Param)
         registry.add(paramSpec(arg));
+    // A bf16 master is the parameter itself: it must be bf16.
+    if (options.adamw.masterDtype == DCRT_BF16)
+      for (const dcrun::Param &param : registry.params())
+        if (param.spec.hasGrad && param.spec.dtype != DCRT_BF16)
+          dcrt::fatal("--master-dtype bf16 keeps the master weights in the "
+                      "parameters themselves, which must be bf16; '%s' is %s",
+                      param.spec.name.c_str(),
+                      dcrt::dtypeName(param.spec.dtype));
     bindBuffers();
   }
 
@@ -211,19 +219,22 @@ public:
       readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
         loss = dcrt::loadAsDouble(host, lossType, 0);
       });
+      int64_t optimizerBegin = dcrt::nowNs();
+      // The loss and the gradients' squared norm in one all-reduce. Both are
+      // checked before the update: a non-finite one would make every
+      // parameter NaN.
       double localLoss = loss;
-      dcrt::allReduceSum(&loss, 1);
-      loss /= worldSize;
-      // Before the update: a non-finite loss would make every parameter
-      // NaN.
+      double localSquares = optimizer->gradientSquares(registry);
+      double sums[2] = {loss, localSquares};
+      dcrt::allReduceSum(sums, 2);
+      loss = sums[0] / worldSize;
+      double gradNorm = std::sqrt(sums[1]);
       if (!std::isfinite(loss))
         stopAtNonFinite(s, "the loss", localLoss);
-      int64_t optimizerBegin = dcrt::nowNs();
-      optimizer->step(registry, options.adamw, s);
-      if (options.adamw.maxGradNorm > 0 &&
-          !std::isfinite(optimizer->lastGradNorm()))
-        stopAtNonFinite(s, "the gradient norm",
-                        optimizer->lastLocalSquares().value_or(0));
+      else if (!std::isfinite(gradNorm))
+        stopAtNonFinite(s, "the gradient norm", localSquares);
+      optimizer->step(registry, options.adamw, s,
+                      clipScale(gradNorm, options.adamw.maxGradNorm));
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -234,14 +245,14 @@ public:
       dcrt::MemoryStats memory = dcrt::memoryStats();
       int64_t peak = memory.peakBytes();
       dcrt::resetPeakMemory();
-      std::string norm =
-          options.adamw.maxGradNorm > 0
-              ? " grad_norm=" + formatDouble(optimizer->lastGradNorm())
-              : "";
+      std::string norm = " grad_norm=" + formatDouble(gradNorm);
       std::string throughput =
           tokensPerStep > 0
               ? " tokens_per_s=" + formatDouble(tokensPerStep / seconds)
               : "";
+      // Per rank: the FLOPs dc's cost model counts in the step's ops.
+      if (step.flops > 0)
+        throughput += " tflops=" + formatDouble(step.flops / seconds * 1e-12);
       // On a GPU: everything the device holds, the pools, the host
       // program's buffers and what CUDA and NCCL keep for themselves.
       std::string device = memory.deviceUsedBytes > 0
@@ -298,10 +309,9 @@ private:
     if (rank == 0) {
       std::fprintf(stderr,
                    "dc-run: error: step %lld: %s is not finite (%s); training "
-                   "stops before the parameters are updated%s "
+                   "stops before the parameters are updated "
                    "(--allow-nonfinite keeps going)\n",
-                   static_cast<long long>(s), what, where.c_str(),
-                   std::strcmp(what, "the loss") == 0 ? "" : " again");
+                   static_cast<long long>(s), what, where.c_str());
       std::fflush(stderr);
     }
     throw StopTraining{};
@@ -373,8 +383,10 @@ private:
     std::string hostParams =
         onHost ? ", " + std::to_string(onHost) + " in host memory" : "";
     const Manifest &manifest = artifact.manifest;
+    const dcrun::AdamWConfig &adamw = options.adamw;
     report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
-           "elements)%s, plan: gather arena %s, host pool %s\n",
+           "elements)%s, plan: gather arena %s, host pool %s; AdamW state: "
+           "%s master, %s moments (%lld B/element)\n",
            options.artifact.c_str(), step.name.c_str(), worldSize,
            worldSize == 1 ? "" : "s", registry.params().size(),
            static_cast<long long>(elements), hostParams.c_str(),
@@ -382,7 +394,10 @@ private:
                options.gatherArenaBytes.value_or(manifest.gatherArenaBytes))
                .c_str(),
            formatBytes(options.hostPoolBytes.value_or(manifest.hostPoolBytes))
-               .c_str());
+               .c_str(),
+           dcrt::dtypeName(adamw.masterDtype),
+           dcrt::dtypeName(adamw.momentDtype),
+           static_cast<long long>(dcrun::stateBytesPerElement(adamw)));
   }
 
   void printSummary(double totalSeconds) {
@@ -434,7 +449,7 @@ private:
   DataSource data;
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;
-  std::unique_ptr<Optimizer> optimizer = createAdamW();
+  std::unique_ptr<Optimizer> optimizer = createAdamW(options.adamw);
   dcrt::StepGraph graph;
   /// Tokens the whole job trains on per step: the integer data arguments
   /// with a vocabulary (token ids) of every rank.

@@ -84,6 +84,12 @@ public:
     number("--clip-grad-norm",
            "clip gradients to this global L2 norm (default 0: off)",
            options.adamw.maxGradNorm, Range::NonNegative);
+    stateDtype("--master-dtype",
+               "master weights: f32 (default), or bf16 (the bf16 parameters "
+               "are their own master)",
+               options.adamw.masterDtype);
+    stateDtype("--moment-dtype", "AdamW moments: f32 (default) or bf16",
+               options.adamw.momentDtype);
     integer("--seed", "S", "seed of the initial parameters and synthetic data",
             options.seed, 0);
     number("--init-std", "std of the initial weights (default 0.02)",
@@ -175,6 +181,15 @@ private:
       if (!inRange)
         return false;
       field = value;
+      return true;
+    });
+  }
+
+  void stateDtype(const char *name, const char *help, dcrt_dtype &field) {
+    add(name, "DTYPE", help, "f32 or bf16", [&field](const std::string &value) {
+      if (value != "f32" && value != "bf16")
+        return false;
+      field = value == "f32" ? DCRT_F32 : DCRT_BF16;
       return true;
     });
   }
