@@ -26,6 +26,9 @@ for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
         config.environment[name] = os.environ[name]
 config.substitutions.append(("%dc_src_root", config.dc_src_root))
 config.substitutions.append(("%python", "python3"))
+# The runtime an artifact links against, to load one in a test process.
+config.substitutions.append(
+    ("%libdcrt", os.path.join(config.dc_obj_root, "lib", "libdcrt.so")))
 
 # dc-compile --target=h200 needs the CUDA toolkit found at configure time.
 if getattr(config, "dc_gpu_codegen", False):

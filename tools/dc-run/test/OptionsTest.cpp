@@ -112,6 +112,20 @@ TEST(Options, RejectsValuesOutsideTheirRange) {
   EXPECT_TRUE(edges.allowNonFinite);
 }
 
+TEST(Options, TakesTheOptimizerStateDtypes) {
+  Options options;
+  EXPECT_EQ(options.adamw.masterDtype, DCRT_F32);
+  EXPECT_EQ(options.adamw.momentDtype, DCRT_F32);
+  EXPECT_EQ(
+      parse({"a.so", "--master-dtype", "bf16", "--moment-dtype=bf16"}, options),
+      "");
+  EXPECT_EQ(options.adamw.masterDtype, DCRT_BF16);
+  EXPECT_EQ(options.adamw.momentDtype, DCRT_BF16);
+  EXPECT_EQ(parse({"a.so", "--moment-dtype", "f16"}, options),
+            "bad value 'f16' for option '--moment-dtype' (expected f32 or "
+            "bf16)");
+}
+
 TEST(Options, HelpListsEveryOption) {
   Options options;
   std::string help;
@@ -137,6 +151,8 @@ TEST(Options, HelpListsEveryOption) {
                            "--gather-arena-bytes N",
                            "--host-pool-bytes N",
                            "--mpirun PATH",
+                           "--master-dtype DTYPE",
+                           "--moment-dtype DTYPE",
                            "--allow-nonfinite"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }
