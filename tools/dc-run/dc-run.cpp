@@ -19,6 +19,7 @@
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -133,11 +134,20 @@ std::string formatBytes(int64_t bytes) {
 /// finalizes the runtime and exits with status 1.
 struct StopTraining {};
 
+/// Seconds since dc-run started, for the start-up line: what a run spends
+/// before its first step (runtime, buffers, initial values, optimizer
+/// state) is worth seeing when it is tens of seconds.
+double secondsSinceStart() {
+  static const auto start = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 /// The training loop of one rank.
 class Trainer {
 public:
   Trainer(const Options &options, const Artifact &artifact)
-      : options(options), artifact(artifact),
+      : runtimeReady(secondsSinceStart()), options(options), artifact(artifact),
         step(pickStep(artifact.manifest, options.step)), rank(dcrt_rank()),
         worldSize(dcrt_world_size()), registry(rank, worldSize),
         data(step, options.seed,
@@ -161,6 +171,7 @@ public:
   }
 
   void run() {
+    double buffersReady = secondsSinceStart();
     int64_t first = 1;
     if (!options.load.empty()) {
       first = dcrun::loadCheckpoint(options.load, registry) + 1;
@@ -172,7 +183,9 @@ public:
       init.std = options.initStd;
       registry.initialize(init);
     }
+    double valuesReady = secondsSinceStart();
     optimizer->loadState(registry);
+    double stateReady = secondsSinceStart();
     if (options.cudaGraphs && !dcrt::canCaptureSteps())
       dcrt::fatal("--cuda-graphs needs a backend that captures steps (cuda); "
                   "this run uses the %s backend",
@@ -185,6 +198,11 @@ public:
                   static_cast<long long>(last));
     if (!options.trace.empty())
       dcrt::setTracing(true);
+    report("dc-run: start-up %.1f s (runtime %.1f s, buffers %.1f s, %s %.1f "
+           "s, optimizer state %.1f s)\n",
+           stateReady, runtimeReady, buffersReady - runtimeReady,
+           options.load.empty() ? "initial values" : "checkpoint",
+           valuesReady - buffersReady, stateReady - valuesReady);
     printHeader();
 
     if (!options.save.empty() && saveAt == first - 1)
@@ -441,6 +459,7 @@ private:
              ops.size());
   }
 
+  double runtimeReady; // seconds since start when the Trainer began
   const Options &options;
   const Artifact &artifact;
   const StepSpec &step;
@@ -470,6 +489,7 @@ private:
 } // namespace
 
 int main(int argc, char **argv) {
+  secondsSinceStart(); // the clock starts here
   dcrt::setErrorPrefix("dc-run");
   Options options;
   std::string help, error;
