@@ -1092,10 +1092,22 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
   else if (config.worldSize > 1)
     fatal("the tcp transport needs MASTER_ADDR (the host of rank 0) in the "
           "environment");
-  if (environment("MASTER_PORT"))
+  const char *agentStore = environment("TORCHELASTIC_USE_AGENT_STORE");
+  if (environment("DCRT_MASTER_PORT")) {
+    config.masterPort = static_cast<int>(integerVariable(
+        "DCRT_MASTER_PORT", 1, 65535, "a port number (1-65535)"));
+  } else if (environment("MASTER_PORT")) {
     config.masterPort = static_cast<int>(integerVariable(
         "MASTER_PORT", 1, 65535, "a port number (1-65535)"));
-  else if (slurm && environment("SLURM_JOB_ID"))
+    // torchrun's agent serves its own store on MASTER_PORT: take the next.
+    if (agentStore && std::strcmp(agentStore, "True") == 0) {
+      if (config.masterPort == 65535)
+        fatal("MASTER_PORT=65535 is torchrun's store, and the port after it "
+              "(dcrt's rendezvous) does not exist: set DCRT_MASTER_PORT");
+      ++config.masterPort;
+      config.source += " (MASTER_PORT + 1: torchrun's agent has MASTER_PORT)";
+    }
+  } else if (slurm && environment("SLURM_JOB_ID"))
     // Distinct jobs sharing a node get distinct ports (mostly).
     config.masterPort = static_cast<int>(
         20000 + integerVariable("SLURM_JOB_ID", 0, INT64_MAX, "a job id") %

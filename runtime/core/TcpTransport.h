@@ -50,8 +50,10 @@ struct TcpConfig {
 
 /// RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun), else SLURM_PROCID/
 /// SLURM_NTASKS with MASTER_ADDR or SLURM's first node and MASTER_PORT or
-/// one derived from SLURM_JOB_ID. Fatal naming the variable when one is
-/// missing or wrong.
+/// one derived from SLURM_JOB_ID. DCRT_MASTER_PORT, when set, is the port;
+/// under torchrun with TORCHELASTIC_USE_AGENT_STORE=True (its agent serves
+/// a store on MASTER_PORT) it is MASTER_PORT + 1. Fatal naming the variable
+/// when one is missing or wrong.
 TcpConfig tcpConfigFromEnvironment(double timeoutSeconds);
 
 std::unique_ptr<Transport> createTcpTransport(const TcpConfig &config);

@@ -579,7 +579,8 @@ RankResult inEnvironment(const std::vector<std::pair<const char *, const char *>
                      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID",
                      "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
                      "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
-                     "PMIX_RANK", "DCRT_TRANSPORT"})
+                     "PMIX_RANK", "DCRT_TRANSPORT", "DCRT_MASTER_PORT",
+                     "TORCHELASTIC_USE_AGENT_STORE"})
                  unsetenv(name);
                for (const auto &[name, value] : variables)
                  setenv(name, value, 1);
@@ -632,6 +633,22 @@ TEST(TcpEnvironment, ReadsTorchrunAndSlurm) {
                 c.masterAddr.c_str(), c.masterPort);
   });
   EXPECT_TRUE(fromTorchrun.exitedZero()) << fromTorchrun.log;
+  // torchrun's agent keeps MASTER_PORT for its store; DCRT_MASTER_PORT wins.
+  auto agent = torchrun;
+  agent.push_back({"TORCHELASTIC_USE_AGENT_STORE", "True"});
+  RankResult nextPort = inEnvironment(agent, [] {
+    TcpConfig c = tcpConfigFromEnvironment(5);
+    if (c.masterPort != 29501)
+      failChild("with the agent's store: port %d", c.masterPort);
+  });
+  EXPECT_TRUE(nextPort.exitedZero()) << nextPort.log;
+  agent.push_back({"DCRT_MASTER_PORT", "4000"});
+  RankResult ownPort = inEnvironment(agent, [] {
+    TcpConfig c = tcpConfigFromEnvironment(5);
+    if (c.masterPort != 4000)
+      failChild("DCRT_MASTER_PORT: port %d", c.masterPort);
+  });
+  EXPECT_TRUE(ownPort.exitedZero()) << ownPort.log;
   RankResult fromSlurm = inEnvironment(
       {{"SLURM_STEP_ID", "0"},
        {"SLURM_PROCID", "2"},
