@@ -161,8 +161,7 @@ void MpiTransport::start(CommOp &op) {
                           : mpiType(op.type, op.count, count, op.name);
   if (op.kind == CommKind::Gatherv) {
     if (op.type != ElementType::Byte || op.count > INT_MAX)
-      fatal("internal error: %s: gatherv takes bytes, at most 2^31-1",
-            op.name);
+      fatal("internal error: %s: gatherv takes bytes, at most 2^31-1", op.name);
     count = static_cast<int>(op.count);
   }
   MPI_Request request = MPI_REQUEST_NULL;
@@ -173,8 +172,8 @@ void MpiTransport::start(CommOp &op) {
                         &request);
     break;
   case CommKind::ReduceScatter:
-    rc = MPI_Ireduce_scatter_block(op.send, op.recv, count, type, MPI_SUM,
-                                   comm, &request);
+    rc = MPI_Ireduce_scatter_block(op.send, op.recv, count, type, MPI_SUM, comm,
+                                   &request);
     break;
   case CommKind::AllReduce: // send == recv: in place
     rc = MPI_Iallreduce(op.send == op.recv ? MPI_IN_PLACE : op.send, op.recv,

@@ -104,7 +104,8 @@ double secondsLeft(Clock::time_point deadline) {
 
 int pollMillis(Clock::time_point deadline, int most = 1000) {
   double left = secondsLeft(deadline);
-  return left <= 0 ? 0 : static_cast<int>(std::min<double>(most, left * 1e3) + 1);
+  return left <= 0 ? 0
+                   : static_cast<int>(std::min<double>(most, left * 1e3) + 1);
 }
 
 void setNonBlocking(int fd) {
@@ -260,8 +261,8 @@ bool readBefore(int fd, std::string &out, size_t bytes,
 
 bool writeBefore(int fd, const std::string &data, Clock::time_point deadline,
                  std::string &error) {
-  return transferBefore(fd, const_cast<char *>(data.data()), data.size(),
-                        false, deadline, error);
+  return transferBefore(fd, const_cast<char *>(data.data()), data.size(), false,
+                        deadline, error);
 }
 
 /// "rank 2" or "ranks 2, 5 and 7" (at most 8 named).
@@ -388,8 +389,8 @@ TcpTransport::TcpTransport(const TcpConfig &config) : config(config) {
   // The data listener's family follows MASTER_ADDR's: the address peers
   // reach rank 0 by is the kind of address they reach each other by.
   socklen_t length = 0;
-  sockaddr_storage master = resolve(config.masterAddr, config.masterPort,
-                                    length, "MASTER_ADDR");
+  sockaddr_storage master =
+      resolve(config.masterAddr, config.masterPort, length, "MASTER_ADDR");
   int dataListener = listenOn(master.ss_family, 0, "the job's mesh");
   std::vector<PeerAddress> table;
   uint64_t token = 0;
@@ -410,8 +411,7 @@ TcpTransport::~TcpTransport() {
       close(fd);
 }
 
-void TcpTransport::rendezvous(int dataListener,
-                              std::vector<PeerAddress> &table,
+void TcpTransport::rendezvous(int dataListener, std::vector<PeerAddress> &table,
                               uint64_t &token) {
   Clock::time_point deadline = deadlineIn(config.timeoutSeconds);
   std::string where =
@@ -455,9 +455,9 @@ void TcpTransport::rendezvous(int dataListener,
   int listener = listenOn(
       [&] {
         socklen_t length = 0;
-        return static_cast<int>(resolve(config.masterAddr, config.masterPort,
-                                        length, "MASTER_ADDR")
-                                    .ss_family);
+        return static_cast<int>(
+            resolve(config.masterAddr, config.masterPort, length, "MASTER_ADDR")
+                .ss_family);
       }(),
       config.masterPort,
       "the rendezvous (MASTER_PORT from " + config.source + ")");
@@ -697,9 +697,8 @@ void TcpTransport::exchange(std::vector<Transfer> &transfers,
       if (idle > config.timeoutSeconds) {
         std::vector<int> waiting;
         for (const Transfer &t : transfers)
-          if (!finished(t) &&
-              std::find(waiting.begin(), waiting.end(), t.peer) ==
-                  waiting.end())
+          if (!finished(t) && std::find(waiting.begin(), waiting.end(),
+                                        t.peer) == waiting.end())
             waiting.push_back(t.peer);
         std::sort(waiting.begin(), waiting.end());
         fatal("tcp transport: timed out after %g s in %s waiting for %s: a "
@@ -788,8 +787,7 @@ void TcpTransport::allGatherv(const Group &group, char *buffer,
       continue;
     addSend(transfers, group.members[j], buffer + offsets[group.me],
             sizes[group.me], op);
-    addReceive(transfers, group.members[j], buffer + offsets[j], sizes[j],
-               op);
+    addReceive(transfers, group.members[j], buffer + offsets[j], sizes[j], op);
   }
   exchange(transfers, op);
 }
@@ -809,8 +807,7 @@ void TcpTransport::reduceScatter(const Group &group, const char *send,
   int64_t longest = *std::max_element(counts.begin(), counts.end());
   scratch.resize(n);
   std::vector<const char *> parts(n);
-  for (int64_t begin = 0; begin < longest || begin == 0;
-       begin += pieceCount) {
+  for (int64_t begin = 0; begin < longest || begin == 0; begin += pieceCount) {
     std::vector<Transfer> transfers;
     int64_t mine = std::clamp<int64_t>(counts[group.me] - begin, 0, pieceCount);
     for (int j = 0; j < n; ++j) {
@@ -818,8 +815,8 @@ void TcpTransport::reduceScatter(const Group &group, const char *send,
         continue;
       int64_t theirs = std::clamp<int64_t>(counts[j] - begin, 0, pieceCount);
       if (theirs > 0)
-        addSend(transfers, group.members[j],
-                send + (offsets[j] + begin) * size, theirs * size, op);
+        addSend(transfers, group.members[j], send + (offsets[j] + begin) * size,
+                theirs * size, op);
       if (mine > 0) {
         scratch[j].resize(static_cast<size_t>(mine * size));
         addReceive(transfers, group.members[j], scratch[j].data(), mine * size,
@@ -884,8 +881,8 @@ void TcpTransport::run(CommOp &op) {
     // A reduce-scatter of near-equal blocks, then an all-gather of the
     // sums: every rank ends with the same bits.
     splitEvenly(op.count, n, offsets, sizes);
-    reduceScatter(group, send, recv + offsets[group.me] * size, offsets,
-                  sizes, op);
+    reduceScatter(group, send, recv + offsets[group.me] * size, offsets, sizes,
+                  op);
     for (int j = 0; j < n; ++j) {
       offsets[j] *= size;
       sizes[j] *= size;
@@ -912,13 +909,12 @@ void TcpTransport::run(CommOp &op) {
       addSend(transfers, group.members[op.root], send, block, op);
     } else {
       for (int j = 0; j < n; ++j) {
-        char *slot = variable ? recv + op.displacements[j] * size
-                              : recv + j * block;
+        char *slot =
+            variable ? recv + op.displacements[j] * size : recv + j * block;
         int64_t bytes = variable ? op.recvCounts[j] * size : block;
         if (j == group.me) {
           if (bytes != block)
-            fatal("internal error: %s: the root's own count differs",
-                  op.name);
+            fatal("internal error: %s: the root's own count differs", op.name);
           if (slot != send)
             std::memmove(slot, send, static_cast<size_t>(block));
         } else {
@@ -955,8 +951,7 @@ void TcpTransport::run(CommOp &op) {
     if (group.me == op.root) {
       for (int j = 0; j < n; ++j)
         if (j != group.me)
-          addSend(transfers, group.members[j], recv + offsets[j], sizes[j],
-                  op);
+          addSend(transfers, group.members[j], recv + offsets[j], sizes[j], op);
     } else {
       addReceive(transfers, group.members[op.root], recv + offsets[group.me],
                  sizes[group.me], op);
@@ -972,8 +967,7 @@ void TcpTransport::run(CommOp &op) {
                 sizes[group.me], op);
         continue;
       }
-      addReceive(transfers, group.members[j], recv + offsets[j], sizes[j],
-                 op);
+      addReceive(transfers, group.members[j], recv + offsets[j], sizes[j], op);
       if (j != op.root)
         addSend(transfers, group.members[j], recv + offsets[group.me],
                 sizes[group.me], op);
@@ -989,8 +983,9 @@ void TcpTransport::run(CommOp &op) {
 // Address tables, SLURM node lists, the environment
 //===----------------------------------------------------------------------===//
 
-std::string dcrt::detail::encodeAddressTable(
-    uint64_t token, const std::vector<PeerAddress> &table) {
+std::string
+dcrt::detail::encodeAddressTable(uint64_t token,
+                                 const std::vector<PeerAddress> &table) {
   std::string out;
   put32(out, kMagic);
   put64(out, token);
@@ -1003,8 +998,7 @@ std::string dcrt::detail::encodeAddressTable(
   return out;
 }
 
-bool dcrt::detail::decodeAddressTable(const std::string &bytes,
-                                      uint64_t &token,
+bool dcrt::detail::decodeAddressTable(const std::string &bytes, uint64_t &token,
                                       std::vector<PeerAddress> &table,
                                       std::string &error) {
   table.clear();
@@ -1067,8 +1061,8 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
   TcpConfig config;
   config.timeoutSeconds = timeoutSeconds;
   bool torchrun = environment("RANK") && environment("WORLD_SIZE");
-  bool slurm = !torchrun && environment("SLURM_PROCID") &&
-               environment("SLURM_NTASKS");
+  bool slurm =
+      !torchrun && environment("SLURM_PROCID") && environment("SLURM_NTASKS");
   if (!torchrun && !slurm)
     fatal("the tcp transport needs RANK and WORLD_SIZE (torchrun) or "
           "SLURM_PROCID and SLURM_NTASKS (srun) in the environment");
@@ -1077,15 +1071,15 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
   const char *rankName = torchrun ? "RANK" : "SLURM_PROCID";
   config.worldSize = static_cast<int>(
       integerVariable(worldName, 1, 1 << 20, "a world size (>= 1)"));
-  config.rank = static_cast<int>(integerVariable(
-      rankName, 0, config.worldSize - 1,
-      ("a rank below " + std::string(worldName) + "=" +
-       std::to_string(config.worldSize))
-          .c_str()));
+  config.rank = static_cast<int>(
+      integerVariable(rankName, 0, config.worldSize - 1,
+                      ("a rank below " + std::string(worldName) + "=" +
+                       std::to_string(config.worldSize))
+                          .c_str()));
   if (const char *address = environment("MASTER_ADDR"))
     config.masterAddr = address;
-  else if (slurm && (environment("SLURM_JOB_NODELIST") ||
-                     environment("SLURM_NODELIST")))
+  else if (slurm &&
+           (environment("SLURM_JOB_NODELIST") || environment("SLURM_NODELIST")))
     config.masterAddr = firstSlurmHost(environment("SLURM_JOB_NODELIST")
                                            ? environment("SLURM_JOB_NODELIST")
                                            : environment("SLURM_NODELIST"));
@@ -1097,8 +1091,8 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
     config.masterPort = static_cast<int>(integerVariable(
         "DCRT_MASTER_PORT", 1, 65535, "a port number (1-65535)"));
   } else if (environment("MASTER_PORT")) {
-    config.masterPort = static_cast<int>(integerVariable(
-        "MASTER_PORT", 1, 65535, "a port number (1-65535)"));
+    config.masterPort = static_cast<int>(
+        integerVariable("MASTER_PORT", 1, 65535, "a port number (1-65535)"));
     // torchrun's agent serves its own store on MASTER_PORT: take the next.
     if (agentStore && std::strcmp(agentStore, "True") == 0) {
       if (config.masterPort == 65535)
@@ -1110,8 +1104,8 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
   } else if (slurm && environment("SLURM_JOB_ID"))
     // Distinct jobs sharing a node get distinct ports (mostly).
     config.masterPort = static_cast<int>(
-        20000 + integerVariable("SLURM_JOB_ID", 0, INT64_MAX, "a job id") %
-                    20000);
+        20000 +
+        integerVariable("SLURM_JOB_ID", 0, INT64_MAX, "a job id") % 20000);
   else if (config.worldSize > 1)
     fatal("the tcp transport needs MASTER_PORT (rank 0's rendezvous port) "
           "in the environment");

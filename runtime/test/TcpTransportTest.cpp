@@ -6,8 +6,8 @@
 // ends the child non-zero with a message the parent reads back.
 //
 //===----------------------------------------------------------------------===//
-#include "Streams.h"
 #include "TcpTransport.h"
+#include "Streams.h"
 
 #include <gtest/gtest.h>
 
@@ -177,7 +177,7 @@ void checkAllReduce(Transport &t, int64_t count, ElementType type,
   for (int64_t i = 0; i < count; ++i)
     send[i] = contribution<T>(r, i);
   TestOp op(CommKind::AllReduce, send.data(),
-                     inPlace ? send.data() : recv.data(), count, type);
+            inPlace ? send.data() : recv.data(), count, type);
   runOp(t, op);
   const std::vector<T> &result = inPlace ? send : recv;
   for (int64_t i = 0; i < count; ++i) {
@@ -199,7 +199,7 @@ void checkReduceScatter(Transport &t, int64_t block) {
   for (int64_t i = 0; i < n * block; ++i)
     send[i] = contribution<float>(r, i);
   TestOp op(CommKind::ReduceScatter, send.data(), recv.data(), block,
-                     ElementType::F32);
+            ElementType::F32);
   runOp(t, op);
   for (int64_t i = 0; i < block; ++i) {
     float expected = 0;
@@ -221,8 +221,8 @@ void checkEveryKind(Transport &t) {
   std::vector<char> mine(5), gathered(5 * n, 0);
   for (int i = 0; i < 5; ++i)
     mine[i] = byte(r, i);
-  TestOp allGather(CommKind::AllGather, mine.data(), gathered.data(),
-                            5, ElementType::Byte);
+  TestOp allGather(CommKind::AllGather, mine.data(), gathered.data(), 5,
+                   ElementType::Byte);
   runOp(t, allGather);
   for (int q = 0; q < n; ++q)
     for (int i = 0; i < 5; ++i)
@@ -246,8 +246,8 @@ void checkEveryKind(Transport &t) {
   for (int j = 0; j < n; ++j)
     for (int i = 0; i < 3; ++i)
       pieces[j * 3 + i] = byte(r, j);
-  TestOp allToAll(CommKind::AllToAll, pieces.data(), received.data(),
-                           3, ElementType::Byte);
+  TestOp allToAll(CommKind::AllToAll, pieces.data(), received.data(), 3,
+                  ElementType::Byte);
   runOp(t, allToAll);
   for (int q = 0; q < n; ++q)
     for (int i = 0; i < 3; ++i)
@@ -258,7 +258,7 @@ void checkEveryKind(Transport &t) {
   int root = n - 1;
   std::vector<char> atRoot(4 * n, 0);
   TestOp gather(CommKind::Gather, mine.data(), atRoot.data(), 4,
-                         ElementType::Byte, 0, root);
+                ElementType::Byte, 0, root);
   runOp(t, gather);
   if (r == root)
     for (int q = 0; q < n; ++q)
@@ -276,7 +276,7 @@ void checkEveryKind(Transport &t) {
   }
   std::vector<char> packed(total, 0);
   TestOp gatherv(CommKind::Gatherv, mine.data(), packed.data(), r + 1,
-                          ElementType::Byte);
+                 ElementType::Byte);
   gatherv.recvCounts = counts.data();
   gatherv.displacements = displacements.data();
   runOp(t, gatherv);
@@ -286,8 +286,7 @@ void checkEveryKind(Transport &t) {
         if (packed[displacements[q] + i] != byte(q, i))
           failChild("gatherv: byte %d of rank %d", i, q);
 
-  TestOp barrier(CommKind::Barrier, nullptr, nullptr, 0,
-                          ElementType::Byte);
+  TestOp barrier(CommKind::Barrier, nullptr, nullptr, 0, ElementType::Byte);
   runOp(t, barrier);
 
   // Broadcasts: small (direct) and large (scatter, then all-gather), from
@@ -299,7 +298,7 @@ void checkEveryKind(Transport &t) {
       for (int64_t i = 0; i < bytes; ++i)
         data[i] = static_cast<char>(i * 7 + 3);
     TestOp broadcast(CommKind::Broadcast, nullptr, data.data(), bytes,
-                              ElementType::Byte, 0, from);
+                     ElementType::Byte, 0, from);
     runOp(t, broadcast);
     for (int64_t i = 0; i < bytes; ++i)
       if (data[i] != static_cast<char>(i * 7 + 3))
@@ -314,12 +313,9 @@ void checkEveryKind(Transport &t) {
     b[i] = 10 * r;
     c[i] = 100 * r;
   }
-  TestOp opA(CommKind::AllReduce, a.data(), a.data(), 3,
-                      ElementType::I64);
-  TestOp opB(CommKind::AllReduce, b.data(), b.data(), 3,
-                      ElementType::I64);
-  TestOp opC(CommKind::AllReduce, c.data(), c.data(), 3,
-                      ElementType::I64);
+  TestOp opA(CommKind::AllReduce, a.data(), a.data(), 3, ElementType::I64);
+  TestOp opB(CommKind::AllReduce, b.data(), b.data(), 3, ElementType::I64);
+  TestOp opC(CommKind::AllReduce, c.data(), c.data(), 3, ElementType::I64);
   t.start(opA);
   t.start(opB);
   t.start(opC);
@@ -338,8 +334,8 @@ std::string describe(const std::vector<RankResult> &results) {
   std::string text;
   for (size_t i = 0; i < results.size(); ++i)
     text += "rank " + std::to_string(i) + ": " +
-            (results[i].hung ? "hung" : "status " +
-                                            std::to_string(results[i].status)) +
+            (results[i].hung ? "hung"
+                             : "status " + std::to_string(results[i].status)) +
             "\n" + results[i].log;
   return text;
 }
@@ -430,8 +426,8 @@ TEST(TcpGroups, AxesOfATwoByThreeGrid) {
         t->barrier(20);
         // Sums over each axis, and an all-gather by index in the group.
         int64_t value[2] = {rank, 100 + rank};
-        TestOp sum0(CommKind::AllReduce, value, value, 2,
-                             ElementType::I64, axis0);
+        TestOp sum0(CommKind::AllReduce, value, value, 2, ElementType::I64,
+                    axis0);
         runOp(*t, sum0);
         if (value[0] != y + 3 + y || value[1] != 200 + 2 * y + 3)
           failChild("axis 0 sum: %lld", static_cast<long long>(value[0]));
@@ -441,7 +437,8 @@ TEST(TcpGroups, AxesOfATwoByThreeGrid) {
         if (sums != static_cast<float>(9 * x + 3))
           failChild("axis 1 sum: %g", sums);
         char me = static_cast<char>(rank), all[3] = {};
-        TestOp gather(CommKind::AllGather, &me, all, 1, ElementType::Byte, axis1);
+        TestOp gather(CommKind::AllGather, &me, all, 1, ElementType::Byte,
+                      axis1);
         runOp(*t, gather);
         for (int i = 0; i < 3; ++i)
           if (all[i] != 3 * x + i)
@@ -449,11 +446,10 @@ TEST(TcpGroups, AxesOfATwoByThreeGrid) {
         // A broadcast from index 1 of axis 0 (rank 3 + y).
         int64_t fromRoot = rank == 3 + y ? 1000 + rank : -1;
         TestOp broadcast(CommKind::Broadcast, nullptr, &fromRoot, 8,
-                                  ElementType::Byte, axis0, 1);
+                         ElementType::Byte, axis0, 1);
         runOp(*t, broadcast);
         if (fromRoot != 1003 + y)
-          failChild("axis 0 broadcast: %lld",
-                    static_cast<long long>(fromRoot));
+          failChild("axis 0 broadcast: %lld", static_cast<long long>(fromRoot));
       },
       120);
   for (const RankResult &result : results)
@@ -475,9 +471,9 @@ TEST(TcpFailures, ARankThatNeverComes) {
         t->barrier(2);
       },
       30);
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                              start)
-                    .count();
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   EXPECT_LT(took, 20);
   for (const RankResult &result : results)
     EXPECT_FALSE(result.exitedZero() || result.hung) << describe(results);
@@ -503,7 +499,7 @@ TEST(TcpFailures, APeerDyingMidCollective) {
           raise(SIGKILL);
         }
         TestOp op(CommKind::AllReduce, data.data(), data.data(),
-                           static_cast<int64_t>(data.size()), ElementType::F32);
+                  static_cast<int64_t>(data.size()), ElementType::F32);
         runOp(*t, op);
       },
       30);
@@ -550,8 +546,8 @@ TEST(TcpFailures, DifferentCollectives) {
         t->barrier(20);
         std::vector<int32_t> data(8, 1);
         TestOp op(rank == 0 ? CommKind::AllReduce : CommKind::AllGather,
-                           data.data(), data.data(), rank == 0 ? 8 : 1,
-                           rank == 0 ? ElementType::I32 : ElementType::Byte);
+                  data.data(), data.data(), rank == 0 ? 8 : 1,
+                  rank == 0 ? ElementType::I32 : ElementType::Byte);
         runOp(*t, op);
       },
       30);
@@ -568,25 +564,24 @@ TEST(TcpFailures, DifferentCollectives) {
 
 namespace {
 /// Runs `body` in a child with `variables` set (and the launchers' cleared).
-RankResult inEnvironment(const std::vector<std::pair<const char *, const char *>>
-                             &variables,
-                         const std::function<void()> &body) {
+RankResult inEnvironment(
+    const std::vector<std::pair<const char *, const char *>> &variables,
+    const std::function<void()> &body) {
   return forkRanks(
-             {0},
-             [&](int) {
-               for (const char *name :
-                    {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID",
-                     "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
-                     "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
-                     "PMIX_RANK", "DCRT_TRANSPORT", "DCRT_MASTER_PORT",
-                     "TORCHELASTIC_USE_AGENT_STORE"})
-                 unsetenv(name);
-               for (const auto &[name, value] : variables)
-                 setenv(name, value, 1);
-               body();
-             },
-             30)[0];
+      {0},
+      [&](int) {
+        for (const char *name :
+             {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+              "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_ID",
+              "SLURM_JOB_NODELIST", "SLURM_NODELIST", "OMPI_COMM_WORLD_SIZE",
+              "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "DCRT_TRANSPORT",
+              "DCRT_MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"})
+          unsetenv(name);
+        for (const auto &[name, value] : variables)
+          setenv(name, value, 1);
+        body();
+      },
+      30)[0];
 }
 
 const std::vector<std::pair<const char *, const char *>> torchrun = {
@@ -668,8 +663,7 @@ TEST(TcpEnvironment, ReadsTorchrunAndSlurm) {
 TEST(TcpEnvironment, BadValuesAreNamed) {
   auto fails = [](std::vector<std::pair<const char *, const char *>> env,
                   const std::string &message) {
-    RankResult result =
-        inEnvironment(env, [] { tcpConfigFromEnvironment(5); });
+    RankResult result = inEnvironment(env, [] { tcpConfigFromEnvironment(5); });
     EXPECT_FALSE(result.exitedZero());
     EXPECT_NE(result.log.find(message), std::string::npos) << result.log;
   };

@@ -5,8 +5,8 @@
 #include "dcrt/error.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>

@@ -45,8 +45,8 @@ std::string describeFailedRanks(const std::string &directory, int nproc);
 /// The line for one rank that ended on its own ("" if its status file says
 /// it finished, or was stopped): where it was from its status file, and
 /// `how` it ended.
-std::string describeEndedRank(const std::string &directory, int rank,
-                              int nproc, const std::string &how);
+std::string describeEndedRank(const std::string &directory, int rank, int nproc,
+                              const std::string &how);
 
 } // namespace dcrun
 
