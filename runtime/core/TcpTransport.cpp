@@ -34,6 +34,8 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kHelloBytes = 20;
 /// Mesh hello: magic, rank, token.
 constexpr size_t kMeshHelloBytes = 16;
+/// How long a new connection may take to send its hello.
+constexpr double kHelloSeconds = 10;
 /// Every collective message: kind, sequence number, payload bytes.
 constexpr size_t kHeaderBytes = 16;
 /// A reduction goes in pieces of at most this many bytes per peer, which
@@ -125,6 +127,17 @@ std::string numericHost(const sockaddr_storage &address, socklen_t length) {
                   sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
     return "?";
   return host;
+}
+
+bool isLoopback(const sockaddr_storage &address) {
+  if (address.ss_family == AF_INET6) {
+    const auto &in6 = reinterpret_cast<const sockaddr_in6 &>(address);
+    if (IN6_IS_ADDR_V4MAPPED(&in6.sin6_addr))
+      return in6.sin6_addr.s6_addr[12] == 127;
+    return IN6_IS_ADDR_LOOPBACK(&in6.sin6_addr);
+  }
+  const auto &in = reinterpret_cast<const sockaddr_in &>(address);
+  return (ntohl(in.sin_addr.s_addr) >> 24) == 127;
 }
 
 int portOf(const sockaddr_storage &address) {
@@ -494,8 +507,11 @@ void TcpTransport::rendezvous(int dataListener, std::vector<PeerAddress> &table,
                      SOCK_CLOEXEC);
     if (fd < 0)
       continue;
+    // A rank sends its hello at once; something that does not is no rank
+    // of ours and may not hold the rendezvous up for long.
     std::string hello;
-    if (!readBefore(fd, hello, kHelloBytes, deadline, error) ||
+    if (!readBefore(fd, hello, kHelloBytes,
+                    std::min(deadline, deadlineIn(kHelloSeconds)), error) ||
         get32(hello.data()) != kMagic) {
       // Not a rank of ours (a port scan, a stray client): ignore it.
       close(fd);
@@ -520,7 +536,9 @@ void TcpTransport::rendezvous(int dataListener, std::vector<PeerAddress> &table,
       refuse(fd, "two ranks claim rank " + std::to_string(theirRank) +
                      " (the second at " + from + ")");
     connections[theirRank] = fd;
-    table[theirRank] = {from, theirPort};
+    // A rank that reached rank 0 over loopback shares its host, which the
+    // others reach as MASTER_ADDR.
+    table[theirRank] = {isLoopback(peer) ? config.masterAddr : from, theirPort};
     ++joined;
   }
   close(listener);
@@ -578,7 +596,8 @@ void TcpTransport::connectMesh(int dataListener,
     if (fd < 0)
       continue;
     std::string hello;
-    if (!readBefore(fd, hello, kMeshHelloBytes, deadline, error) ||
+    if (!readBefore(fd, hello, kMeshHelloBytes,
+                    std::min(deadline, deadlineIn(kHelloSeconds)), error) ||
         get32(hello.data()) != kMagic || get64(hello.data() + 8) != token) {
       close(fd); // not a rank of this job
       continue;

@@ -456,6 +456,50 @@ TEST(TcpGroups, AxesOfATwoByThreeGrid) {
     EXPECT_TRUE(result.exitedZero()) << describe(results);
 }
 
+TEST(TcpRendezvous, IgnoresAStrayConnection) {
+  // Something that is no rank (an HTTP client here) connects to the
+  // rendezvous port first; the ranks still meet.
+  int port = freePort();
+  auto results = forkRanks(
+      {-1, 0, 1},
+      [&](int rank) {
+        if (rank < 0) {
+          for (int attempt = 0; attempt < 200; ++attempt) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in address = {};
+            address.sin_family = AF_INET;
+            address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            address.sin_port = htons(static_cast<uint16_t>(port));
+            if (connect(fd, reinterpret_cast<sockaddr *>(&address),
+                        sizeof(address)) == 0) {
+              const char request[] = "GET / HTTP/1.0\r\n\r\n";
+              if (write(fd, request, sizeof(request) - 1) < 0)
+                failChild("write failed");
+              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+              close(fd);
+              return;
+            }
+            close(fd);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          failChild("rank 0 never listened");
+        }
+        // Rank 1 comes late: the stray client is first in line.
+        if (rank == 1)
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        auto t = createTcpTransport(localConfig(rank, 2, port));
+        t->barrier(20);
+        int64_t value = rank + 1;
+        TestOp sum(CommKind::AllReduce, &value, &value, 1, ElementType::I64);
+        runOp(*t, sum);
+        if (value != 3)
+          failChild("sum %lld", static_cast<long long>(value));
+      },
+      60);
+  for (const RankResult &result : results)
+    EXPECT_TRUE(result.exitedZero()) << describe(results);
+}
+
 //===----------------------------------------------------------------------===//
 // Failures: each ends every rank with a message, never a hang
 //===----------------------------------------------------------------------===//
