@@ -670,8 +670,7 @@ void TcpTransport::addReceive(std::vector<Transfer> &transfers, int peer,
   transfer.peer = peer;
   transfer.data = static_cast<char *>(data);
   transfer.bytes = bytes;
-  (void)op;
-  transfers.push_back(transfer);
+  transfers.push_back(transfer); // `op` is what its header must match
 }
 
 void TcpTransport::exchange(std::vector<Transfer> &transfers,
@@ -871,6 +870,11 @@ void TcpTransport::run(CommOp &op) {
     fatal("internal error: %s has no group %d", op.name, op.group);
   const Group &group = groups[op.group];
   int n = static_cast<int>(group.members.size());
+  bool rooted = op.kind == CommKind::Gather || op.kind == CommKind::Gatherv ||
+                op.kind == CommKind::Broadcast;
+  if (rooted && (op.root < 0 || op.root >= n))
+    fatal("tcp transport: %s: root %d is not a rank of its group of %d",
+          op.name, op.root, n);
   int64_t size = elementSize(op.type);
   int64_t block = op.count * size;
   const char *send = static_cast<const char *>(op.send);
