@@ -513,6 +513,8 @@ int main(int argc, char **argv) {
     if (nproc != manifest.worldSize)
       dcrt::fatal("--nproc %d, but artifact '%s' was compiled for %d ranks",
                   nproc, options.artifact.c_str(), manifest.worldSize);
+    if (nproc > 1 && options.launcher == "tcp")
+      startLocalTcpJob(nproc, argc, argv);
     if (nproc > 1)
       relaunchUnderMpirun(nproc, options.mpirun, argc, argv);
   } else if (options.nproc && options.nproc != launched) {

@@ -47,7 +47,8 @@ public:
     return std::string(usageLine) + R"(
 
 Runs a training step compiled by dc on N ranks of this machine (through
-mpirun), or joins the job when already started by mpirun or srun.
+mpirun, or --launcher tcp), or joins the job when already started by mpirun,
+srun or torchrun.
 )";
   }
 };
@@ -119,6 +120,13 @@ public:
           options.hostPoolBytes);
     text("--mpirun", "PATH", "launcher to use (default: $DCRT_MPIRUN, mpirun)",
          options.mpirun);
+    add("--launcher", "KIND",
+        "how --nproc starts ranks: mpirun (default), or tcp (forked ranks "
+        "joining over TCP, no MPI)",
+        "mpirun or tcp", [&options](const std::string &value) {
+          options.launcher = value;
+          return value == "mpirun" || value == "tcp";
+        });
     app.add_flag("--allow-nonfinite", options.allowNonFinite,
                  "keep training after a non-finite loss or gradient norm "
                  "(default: stop at the first, naming the step and rank)");

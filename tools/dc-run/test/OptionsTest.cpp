@@ -46,6 +46,17 @@ TEST(Options, ParsesValuesInBothSpellings) {
   EXPECT_DOUBLE_EQ(options.adamw.beta2, 0.999);
 }
 
+TEST(Options, PicksTheLauncher) {
+  Options options;
+  EXPECT_EQ(options.launcher, "mpirun");
+  EXPECT_EQ(parse({"a.so", "--launcher", "tcp"}, options), "");
+  EXPECT_EQ(options.launcher, "tcp");
+  EXPECT_EQ(parse({"a.so", "--launcher=mpirun"}, options), "");
+  EXPECT_EQ(options.launcher, "mpirun");
+  EXPECT_EQ(parse({"a.so", "--launcher", "ssh"}, options),
+            "bad value 'ssh' for option '--launcher' (expected mpirun or tcp)");
+}
+
 TEST(Options, TheLastOfARepeatedOptionWins) {
   Options options;
   EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=0.5"}, options), "");
