@@ -10,6 +10,11 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unittests
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.dc_obj_root, "test")
 
+# The tests are meant to run dc's invariant checks (DC_ASSERT): a build
+# without them passes tests it should fail.
+if not config.dc_enable_assertions:
+    lit_config.fatal("dc's tests need a build with -DDC_ENABLE_ASSERTIONS=ON")
+
 # dc's tools first, then LLVM's FileCheck, not, count, split-file. With
 # --param runtime_tools_dir=DIR, DIR's tools come before dc's own: `build.sh
 # sanitize` runs the runtime and dc-run tests with the sanitized dc-run and

@@ -4,6 +4,7 @@
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/Assert.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -63,7 +64,7 @@ std::string dc::getProfileKey(Operation *op) {
         ++ordinal;
     }
   }
-  llvm_unreachable("an op is in its parent's region");
+  DC_UNREACHABLE("an op is in a block of its parent function");
 }
 
 llvm::Expected<Profile> Profile::fromJSON(llvm::StringRef text) {

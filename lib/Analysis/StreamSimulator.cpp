@@ -2,6 +2,7 @@
 #include "dc/Analysis/StreamSimulator.h"
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/Support/Assert.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -34,7 +35,10 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
                                       const std::vector<OpCost> &costs) const {
   SimulationResult result;
   const std::vector<Operation *> &ops = timeline.getOps();
-  assert(costs.size() == ops.size() && "timeline of another function");
+  // zip_equal below reads past `costs` otherwise.
+  DC_ASSERT(costs.size() == ops.size(),
+            "one cost per op of the timeline (costs of another function, or "
+            "of the function before a change)");
 
   double now = 0; // the compute stream's cursor
   std::array<double, std::size(kStreams)> streamFree{};
@@ -198,8 +202,8 @@ void dc::writeChromeTrace(const SimulationResult &result,
                sim.issue + sim.stall, index, sim);
   }
   if (timeline) {
-    assert(timeline->getOps().size() == result.ops.size() &&
-           "timeline of another simulation");
+    DC_ASSERT(timeline->getOps().size() == result.ops.size(),
+              "the trace's timeline is the one the simulation ran on");
     for (auto [index, sim] : llvm::enumerate(result.ops)) {
       // Sample only where the bytes change, to keep traces small.
       if (index > 0 &&

@@ -1,6 +1,8 @@
 //===- RuntimeFunctions.cpp - the dcrt functions the lowering calls -------===//
 #include "RuntimeFunctions.h"
 
+#include "dc/Support/Assert.h"
+
 #include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
 
 #include <array>
@@ -51,7 +53,8 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       llvm::find_if(kRuntimeFunctions, [&](const RuntimeFunction &entry) {
         return entry.name == name;
       });
-  assert(function != std::end(kRuntimeFunctions) && "not a dcrt function");
+  DC_ASSERT(function != std::end(kRuntimeFunctions),
+            "the lowering calls only dcrt functions of this table");
   return *function;
 }
 
@@ -68,7 +71,7 @@ static Type getType(MLIRContext *context, abi::ABIType type) {
   case abi::None:
     break;
   }
-  llvm_unreachable("not a type");
+  DC_UNREACHABLE("every ABI type of the table has an LLVM type");
 }
 
 FailureOr<LLVM::LLVMFuncOp>

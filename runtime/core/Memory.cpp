@@ -1,6 +1,7 @@
 //===- Memory.cpp - the gather arena, the host pool, reusable buffers -----===//
 #include "Memory.h"
 
+#include "dcrt/assert.hpp"
 #include "dcrt/error.hpp"
 
 #include <algorithm>
@@ -128,6 +129,8 @@ void *Arena::tryAllocate(int64_t bytes) {
            static_cast<long long>(plan));
     addChunk(std::max(size, plan > 0 ? size : unplannedChunkBytes));
     pointer = placeInChunks(size, bytes);
+    // Otherwise the caller would report the plan exceeded, which it is not.
+    DCRT_ASSERT(pointer, "a new chunk holds the allocation it was added for");
   }
   live += bytes;
   highWater = std::max(highWater, live);

@@ -5,6 +5,7 @@
 // message, the exit status and that it happens in bounded time).
 //
 //===----------------------------------------------------------------------===//
+#include "dcrt/assert.hpp"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
@@ -200,6 +201,16 @@ void kernelOnHost() {
                      nullptr);
 }
 
+/// A DCRT_ASSERT failing on rank 1 while rank 0 waits for it in a gather.
+void brokenInvariant() {
+  init(0, 0, 0);
+  if (dcrt_rank() == 1)
+    DCRT_ASSERT(dcrt_rank() == 0, "the probe's invariant: only rank 0 here");
+  std::vector<float> slot(slotFor(8));
+  void *out;
+  dcrt_wait(gather(slot, 8, slotFor(8), &out));
+}
+
 struct Scenario {
   const char *name;
   void (*run)();
@@ -226,6 +237,7 @@ const Scenario scenarios[] = {
     {"call-before-init", callBeforeInit},
     {"bad-matmul", badMatmul},
     {"kernel-on-host", kernelOnHost},
+    {"broken-invariant", brokenInvariant},
 };
 } // namespace
 
