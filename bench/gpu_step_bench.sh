@@ -5,6 +5,10 @@
 # pack-artifacts.sh), timed by dc-run with and without CUDA graphs, plus a
 # profiling run of B and A whose per-op times (events around each op) are summed
 # by kind of op. Needs the runtime-only build runtime/test/gpu/run.sh makes.
+# CONFIGS (default "A16 B") picks the configs, GRAPHS (default "0 1") the
+# runs without and with CUDA graphs, PROFILE=0 skips the profiles, and
+# STATES (default "f32,f32") the AdamW state dtypes (master,moments) of
+# each timed run, e.g. STATES="f32,f32 bf16,bf16".
 #
 #   bash bench/gpu_step_bench.sh OUT
 set -uo pipefail
@@ -22,14 +26,20 @@ fi
 ART=.gpu-artifacts/bench
 # Line-buffered, each run bounded: a slow or stuck run still leaves its log.
 RUN="timeout ${RUN_TIMEOUT_S:-120} stdbuf -oL -eL $BIN/dc-run --nproc 1"
-for c in A16 B; do
-  for graphs in "" --cuda-graphs; do
-    echo "== $c $graphs"
-    $RUN "$ART/$c-h200-w1.so" --steps 6 --vocab 32000 $graphs \
-      > "$OUT/$c$graphs.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$c$graphs.log"; break; }
-    grep -E "^step=|summary" "$OUT/$c$graphs.log" | tail -3
+for c in ${CONFIGS:-A16 B}; do
+  for state in ${STATES:-f32,f32}; do
+    for g in ${GRAPHS:-0 1}; do
+      graphs=""; [ "$g" = 1 ] && graphs=--cuda-graphs
+      log="$OUT/$c$graphs-${state/,/-}.log"
+      echo "== $c $graphs state $state"
+      $RUN "$ART/$c-h200-w1.so" --steps 6 --vocab 32000 $graphs \
+        --master-dtype "${state%,*}" --moment-dtype "${state#*,}" \
+        > "$log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$log"; break; }
+      grep -E "^dc-run|^step=|summary" "$log" | tail -4
+    done
   done
 done
+[ "${PROFILE:-1}" = 0 ] && exit 0
 for c in B A16; do
   echo "== $c per-op profile"
   $RUN "$ART/$c-h200-w1-prof.so" --steps 3 --vocab 32000 \

@@ -36,6 +36,9 @@ config.substitutions.append(("%cmake_configure", " ".join([
     '-DCMAKE_CXX_COMPILER="%s"' % config.cxx_compiler,
     "-DCMAKE_BUILD_TYPE=Release"])))
 config.substitutions.append(("%cmake", '"%s"' % config.cmake))
+# The runtime an artifact links against, to load one in a test process.
+config.substitutions.append(
+    ("%libdcrt", os.path.join(config.dc_obj_root, "lib", "libdcrt.so")))
 
 # dc-compile --target=h200 needs the CUDA toolkit found at configure time.
 if getattr(config, "dc_gpu_codegen", False):

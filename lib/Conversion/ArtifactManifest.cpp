@@ -8,6 +8,7 @@
 #include "dc/Conversion/Manifest.h"
 #include "dc/Conversion/Passes.h"
 
+#include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -15,6 +16,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
@@ -315,6 +317,14 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
   json.object([&] {
     json.attribute("name", fn.getSymName());
     json.attribute("entry", entry.getValue());
+    // What one rank computes per step, for dc-run's TFLOP/s: a loop counts
+    // its body times its trip count, so nothing inside one is counted again.
+    double flops = 0;
+    fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      flops += CostModel::countFlops(op);
+      return isa<scf::ForOp>(op) ? WalkResult::skip() : WalkResult::advance();
+    });
+    json.attribute("flops", flops);
     llvm::DenseSet<int64_t> paramIds;
     json.attributeArray("args", [&] {
       // The first error of a step is enough (one per argument repeats).

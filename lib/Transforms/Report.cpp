@@ -226,7 +226,9 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
     CostModel costModel = setup->makeCostModel();
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal() &&
-          failed(checkPlanningPreconditions(fn, getArgument())))
+          (failed(checkPlanningPreconditions(fn, getArgument())) ||
+           failed(checkOptimizerStateBytes(fn, optimizerStateBytes,
+                                           getArgument()))))
         return signalPassFailure();
 
     json::Array reports;

@@ -33,9 +33,12 @@ int integerFromEnvironment(const char *const *names) {
 void printMessage(const char *kind, const char *format, va_list args) {
   int rank = knownRank.load(), world = knownWorldSize.load();
   if (rank < 0) { // before dcrt_init: ask the launcher's environment
-    static const char *const rankNames[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                            "PMIX_RANK", nullptr};
+    // torchrun's and srun's last: an MPI launcher's variables win.
+    static const char *const rankNames[] = {
+        "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "RANK",
+        "SLURM_PROCID",         nullptr};
     static const char *const sizeNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "WORLD_SIZE", "SLURM_NTASKS",
                                             nullptr};
     rank = integerFromEnvironment(rankNames);
     world = integerFromEnvironment(sizeNames);

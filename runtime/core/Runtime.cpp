@@ -587,7 +587,7 @@ void dcrt::allReduceSum(double *values, int count) {
   op.name = "host all-reduce";
   op.send = op.recv = values;
   op.count = count;
-  op.type = MPI_DOUBLE;
+  op.type = ElementType::F64;
   op.bytes = count * int64_t(sizeof(double));
   j.runBlocking(op);
 }
@@ -598,7 +598,7 @@ void dcrt::broadcast(void *data, int64_t bytes, int root) {
   op.kind = CommKind::Broadcast;
   op.name = "host broadcast";
   op.recv = data;
-  op.type = j.unitFor(bytes, op.count, op.name);
+  op.count = bytes;
   op.root = root;
   op.bytes = bytes;
   j.runBlocking(op);
@@ -611,7 +611,7 @@ void dcrt::gatherToRoot(const void *local, int64_t bytes, void *out, int root) {
   op.name = "host gather";
   op.send = local;
   op.recv = out;
-  op.type = j.unitFor(bytes, op.count, op.name);
+  op.count = bytes;
   op.root = root;
   op.bytes = bytes;
   j.runBlocking(op);
@@ -630,7 +630,7 @@ std::vector<std::string> dcrt::gatherStrings(const std::string &local,
   counts.send = &length;
   counts.recv = lengths.data();
   counts.count = 1;
-  counts.type = MPI_INT;
+  counts.type = ElementType::I32;
   counts.root = root;
   j.runBlocking(counts);
 
@@ -648,7 +648,7 @@ std::vector<std::string> dcrt::gatherStrings(const std::string &local,
   text.send = local.data();
   text.recv = all.data();
   text.count = length;
-  text.type = MPI_CHAR;
+  text.type = ElementType::Byte;
   text.root = root;
   text.recvCounts = lengths.data();
   text.displacements = offsets.data();

@@ -10,9 +10,31 @@
 using namespace dcrt;
 using namespace dcrt::detail;
 
-static std::atomic<const char *> mpiActivity{"starting"};
+static std::atomic<const char *> commActivity{"starting"};
 
-const char *dcrt::detail::currentMpiActivity() { return mpiActivity.load(); }
+const char *dcrt::detail::currentCommActivity() { return commActivity.load(); }
+
+const char *dcrt::detail::commKindName(CommKind kind) {
+  switch (kind) {
+  case CommKind::AllGather:
+    return "all-gather";
+  case CommKind::ReduceScatter:
+    return "reduce-scatter";
+  case CommKind::AllReduce:
+    return "all-reduce";
+  case CommKind::AllToAll:
+    return "all-to-all";
+  case CommKind::Gather:
+    return "gather";
+  case CommKind::Gatherv:
+    return "gatherv";
+  case CommKind::Barrier:
+    return "barrier";
+  case CommKind::Broadcast:
+    return "broadcast";
+  }
+  return "collective";
+}
 
 void Completion::markDone(std::atomic<bool> &flag) {
   {
@@ -44,7 +66,8 @@ bool Completion::waitFor(const std::atomic<bool> &flag, double seconds) {
 /// waits, the thread only yields between tests.
 constexpr std::chrono::microseconds maxPollPause{100};
 
-void CommEngine::start() {
+void CommEngine::start(Transport &transport) {
+  this->transport = &transport;
   thread = std::thread([this] { run(); });
 }
 
@@ -68,90 +91,38 @@ void CommEngine::submit(CommOp *op) {
   wakeUp.notify_all();
 }
 
-void CommEngine::issue(CommOp *op) {
-  mpiActivity = op->name;
-  op->issuedNs = nowNs();
-  MPI_Comm comm = op->comm;
-  if (comm == MPI_COMM_NULL)
-    fatal("internal error: %s has no communicator", op->name);
-  int rc = MPI_SUCCESS;
-  switch (op->kind) {
-  case CommKind::AllGather:
-    rc = MPI_Iallgather(op->send, op->count, op->type, op->recv, op->count,
-                        op->type, comm, &op->request);
-    break;
-  case CommKind::ReduceScatter:
-    rc = MPI_Ireduce_scatter_block(op->send, op->recv, op->count, op->type,
-                                   op->op, comm, &op->request);
-    break;
-  case CommKind::AllReduce: // send == recv: in place
-    rc =
-        MPI_Iallreduce(op->send == op->recv ? MPI_IN_PLACE : op->send, op->recv,
-                       op->count, op->type, op->op, comm, &op->request);
-    break;
-  case CommKind::AllToAll:
-    rc = MPI_Ialltoall(op->send, op->count, op->type, op->recv, op->count,
-                       op->type, comm, &op->request);
-    break;
-  case CommKind::Gather:
-    rc = MPI_Igather(op->send, op->count, op->type, op->recv, op->count,
-                     op->type, op->root, comm, &op->request);
-    break;
-  case CommKind::Gatherv:
-    rc =
-        MPI_Igatherv(op->send, op->count, op->type, op->recv, op->recvCounts,
-                     op->displacements, op->type, op->root, comm, &op->request);
-    break;
-  case CommKind::Barrier:
-    rc = MPI_Ibarrier(comm, &op->request);
-    break;
-  case CommKind::Broadcast:
-    rc =
-        MPI_Ibcast(op->recv, op->count, op->type, op->root, comm, &op->request);
-    break;
-  }
-  // The communicator's error handler reports first; this is the backstop.
-  if (rc != MPI_SUCCESS)
-    fatal("MPI failed to start %s (error %d)", op->name, rc);
-}
-
 void CommEngine::run() {
-  std::vector<CommOp *> incoming, inFlight;
-  std::vector<MPI_Request> requests;
-  std::vector<int> completedIndices;
+  std::vector<CommOp *> incoming, completed;
+  size_t inFlight = 0;
   std::chrono::microseconds pause{0};
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex);
       auto hasWork = [&] { return stopping || !queue.empty(); };
-      if (inFlight.empty())
+      if (inFlight == 0)
         wakeUp.wait(lock, hasWork);
       else if (pause.count() > 0)
         wakeUp.wait_for(lock, pause, hasWork);
-      if (stopping && queue.empty() && inFlight.empty())
+      if (stopping && queue.empty() && inFlight == 0)
         return;
       incoming.swap(queue);
     }
     for (CommOp *op : incoming) {
-      issue(op);
-      inFlight.push_back(op);
-      requests.push_back(op->request);
+      commActivity = op->name;
+      op->issuedNs = nowNs();
+      transport->start(*op);
+      ++inFlight;
     }
     if (!incoming.empty())
       pause = std::chrono::microseconds(0);
     incoming.clear();
-    if (inFlight.empty())
+    if (inFlight == 0)
       continue;
 
-    mpiActivity = "progressing collectives in flight";
-    completedIndices.resize(requests.size());
-    int completed = 0;
-    int rc =
-        MPI_Testsome(static_cast<int>(requests.size()), requests.data(),
-                     &completed, completedIndices.data(), MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS)
-      fatal("MPI failed while progressing collectives (error %d)", rc);
-    if (completed == 0 || completed == MPI_UNDEFINED) {
+    commActivity = "progressing collectives in flight";
+    completed.clear();
+    transport->progress(completed);
+    if (completed.empty()) {
       if (completion.hasWaiters()) {
         pause = std::chrono::microseconds(0);
         std::this_thread::yield();
@@ -163,22 +134,11 @@ void CommEngine::run() {
     }
     pause = std::chrono::microseconds(0);
     int64_t now = nowNs();
-    for (int i = 0; i < completed; ++i) {
-      CommOp *op = inFlight[completedIndices[i]];
+    for (CommOp *op : completed) {
       tracer.transfer(op->track, op->name, op->issuedNs, now, op->bytes);
       completion.markDone(op->done);
-      inFlight[completedIndices[i]] = nullptr;
     }
-    // Completed requests are MPI_REQUEST_NULL now; keep the rest in order.
-    size_t kept = 0;
-    for (size_t i = 0; i < inFlight.size(); ++i)
-      if (inFlight[i]) {
-        inFlight[kept] = inFlight[i];
-        requests[kept] = requests[i];
-        ++kept;
-      }
-    inFlight.resize(kept);
-    requests.resize(kept);
+    inFlight -= completed.size();
   }
 }
 

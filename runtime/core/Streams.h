@@ -2,9 +2,10 @@
 //
 // The host backend's streams. Open MPI progresses a nonblocking collective
 // only inside MPI calls, so a start alone would not overlap with compute: one
-// communication thread owns every MPI call after dcrt_init and keeps testing
-// the collectives in flight. Copies (offload, reload) run on their own
-// threads like the CUDA backend's copy streams.
+// communication thread owns the transport (every MPI call, or every socket
+// of the tcp transport) after dcrt_init and keeps progressing the
+// collectives in flight. Copies (offload, reload) run on their own threads
+// like the CUDA backend's copy streams.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DCRT_LIB_STREAMS_H
@@ -12,8 +13,7 @@
 
 #include "Memory.h"
 #include "Trace.h"
-
-#include <mpi.h>
+#include "Transport.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -53,25 +53,28 @@ enum class CommKind {
   Broadcast,
 };
 
-/// One MPI nonblocking collective, described by the caller and issued by the
-/// communication thread. Counts are in elements of `type` per rank.
+const char *commKindName(CommKind kind);
+
+/// One nonblocking collective, described by the caller and issued by the
+/// communication thread through the job's transport. Counts are in elements
+/// of `type` per rank; `root` and Gatherv's counts and displacements (in
+/// elements) are by index in the group.
 struct CommOp {
   CommKind kind = CommKind::Barrier;
   Track track = Track::HostCollective;
   const char *name = "";
   const void *send = nullptr;
-  void *recv = nullptr;
-  int count = 0;
-  MPI_Datatype type = MPI_BYTE;
-  MPI_Op op = MPI_SUM;
+  void *recv = nullptr; // AllReduce: == send means in place
+  int64_t count = 0;
+  ElementType type = ElementType::Byte;
+  ReduceOp op = ReduceOp::Sum;
   int root = 0;
   const int *recvCounts = nullptr; // Gatherv, on the root
   const int *displacements = nullptr;
-  MPI_Comm comm = MPI_COMM_NULL; // the group it runs over
-  int64_t bytes = 0;             // this rank's payload, for statistics
+  int group = 0;     // Transport::addGroup's id; 0: the world
+  int64_t bytes = 0; // this rank's payload, for statistics
   std::atomic<bool> done{false};
   int64_t issuedNs = 0;
-  MPI_Request request = MPI_REQUEST_NULL;
 };
 
 class CommEngine {
@@ -80,19 +83,19 @@ public:
       : completion(completion), tracer(tracer) {}
   ~CommEngine() { stop(); }
 
-  void start();
+  void start(Transport &transport);
   /// Returns once every submitted op has completed and the thread ended.
   void stop();
   /// Ops are issued in submission order: every rank submits the same
-  /// collectives in the same order, as MPI requires.
+  /// collectives in the same order, as MPI (and the tcp transport) require.
   void submit(CommOp *op);
 
 private:
   void run();
-  void issue(CommOp *op);
 
   Completion &completion;
   Tracer &tracer;
+  Transport *transport = nullptr;
   std::thread thread;
   std::mutex mutex;
   std::condition_variable wakeUp;
@@ -137,7 +140,7 @@ private:
 };
 
 /// What the communication thread is doing, for the MPI error handler.
-const char *currentMpiActivity();
+const char *currentCommActivity();
 
 } // namespace dcrt::detail
 

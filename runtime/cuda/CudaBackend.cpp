@@ -147,7 +147,8 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   makeStream(toDevice, leastPriority);
 
   // Two communicators per grid axis (gathers and reductions overlap), each
-  // from a unique id broadcast over the axis' MPI group.
+  // from a unique id broadcast over the axis' group of the job's transport
+  // (MPI or TCP).
   for (size_t axis = 0; axis < job.gridShape().size(); ++axis) {
     AxisComms axisComms;
     axisComms.size = static_cast<int>(job.axisSize(static_cast<int>(axis)));
@@ -161,9 +162,9 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
       broadcast.name = "NCCL id broadcast";
       broadcast.recv = &id;
       broadcast.count = sizeof(id);
-      broadcast.type = MPI_BYTE;
+      broadcast.type = ElementType::Byte;
       broadcast.root = 0;
-      broadcast.comm = job.axisComm(static_cast<int>(axis));
+      broadcast.group = job.axisGroup(static_cast<int>(axis));
       job.runBlocking(broadcast);
       checkNccl(ncclCommInitRank(comm, axisComms.size, id, axisComms.rank),
                 "ncclCommInitRank", nullptr);

@@ -1,4 +1,4 @@
-//===- HostBackend.cpp - the host backend: CPU memory and MPI -------------===//
+//===- HostBackend.cpp - the host backend: CPU memory, host collectives ---===//
 #include "HostBackend.h"
 #include "Attention.h"
 #include "Matmul.h"
@@ -27,13 +27,6 @@ static char *bytesAt(void *base, int64_t offset) {
 
 static const char *bytesAt(const void *base, int64_t offset) {
   return static_cast<const char *>(base) + offset;
-}
-
-static int checkedCount(int64_t count, const char *caller) {
-  if (count > INT_MAX)
-    fatal("%s: %lld elements per rank is too large for one MPI call", caller,
-          static_cast<long long>(count));
-  return static_cast<int>(count);
 }
 
 static std::unique_ptr<Backend> createHostBackend(Job &job,
@@ -182,7 +175,6 @@ HostBackend::gatherStart(int32_t axis, int32_t n, void *const *shards,
                          const int64_t *local_numel, const int64_t *full_numel,
                          const int32_t *src_dtype, const int32_t *dst_dtype,
                          void **out_full) {
-  const char *caller = "dcrt_gather_start";
   HostBackend &rt = *this;
   HostFuture *future = rt.newFuture(Kind::Gather);
   int64_t world = job.axisSize(axis);
@@ -233,8 +225,9 @@ HostBackend::gatherStart(int32_t axis, int32_t n, void *const *shards,
   op.name = "all-gather";
   op.send = send;
   op.recv = recv;
-  op.type = job.unitFor(block, op.count, caller);
-  op.comm = job.axisComm(axis);
+  op.type = ElementType::Byte;
+  op.count = block;
+  op.group = job.axisGroup(axis);
   op.bytes = world * block;
   job.commEngine.submit(&op);
   return future;
@@ -332,7 +325,6 @@ dcrt_future HostBackend::reduceScatterStart(
     int32_t axis, int32_t n, int32_t op, void *const *grads,
     const int64_t *full_numel, const int32_t *grad_dtype,
     const int64_t *local_numel, const int32_t *shard_dtype, void **out_shards) {
-  const char *caller = "dcrt_reduce_scatter_start";
   HostBackend &rt = *this;
   HostFuture *future = rt.newFuture(Kind::ReduceScatter);
   future->average = op == DCRT_AVG;
@@ -384,10 +376,10 @@ dcrt_future HostBackend::reduceScatterStart(
   comm.name = "reduce-scatter";
   comm.send = send;
   comm.recv = recv;
-  comm.count = checkedCount(block, caller);
-  comm.type = MPI_FLOAT;
-  comm.op = MPI_SUM;
-  comm.comm = job.axisComm(axis);
+  comm.count = block;
+  comm.type = ElementType::F32;
+  comm.op = ReduceOp::Sum;
+  comm.group = job.axisGroup(axis);
   comm.bytes = world * block * 4;
   job.commEngine.submit(&comm);
   return future;
@@ -415,7 +407,6 @@ void HostBackend::finishReduceScatter(HostFuture *future) {
 dcrt_future HostBackend::allReduceStart(int32_t axis, int32_t op,
                                         const void *input, int64_t numel,
                                         int32_t dtype, void **out) {
-  const char *caller = "dcrt_all_reduce_start";
   HostBackend &rt = *this;
   HostFuture *future = rt.newFuture(Kind::AllReduce);
   future->groupSize = job.axisSize(axis);
@@ -430,24 +421,24 @@ dcrt_future HostBackend::allReduceStart(int32_t axis, int32_t op,
   comm.kind = CommKind::AllReduce;
   comm.track = Track::AllReduce;
   comm.name = "all-reduce";
-  comm.count = checkedCount(numel, caller);
-  comm.op = MPI_SUM;
+  comm.count = numel;
+  comm.op = ReduceOp::Sum;
   switch (dtype) {
   case DCRT_BF16:
   case DCRT_F16: // reduced in f32, in place in a staging buffer
     future->recvStaging = rt.staging.acquire(numel * 4, "all-reduce staging");
     convert(input, dtype, future->recvStaging, DCRT_F32, numel);
     comm.send = comm.recv = future->recvStaging;
-    comm.type = MPI_FLOAT;
+    comm.type = ElementType::F32;
     break;
   default:
     comm.send = input;
     comm.recv = future->allReduceOut;
-    comm.type = dtype == DCRT_F32   ? MPI_FLOAT
-                : dtype == DCRT_I32 ? MPI_INT32_T
-                                    : MPI_INT64_T;
+    comm.type = dtype == DCRT_F32   ? ElementType::F32
+                : dtype == DCRT_I32 ? ElementType::I32
+                                    : ElementType::I64;
   }
-  comm.comm = job.axisComm(axis);
+  comm.group = job.axisGroup(axis);
   comm.bytes = numel * dtypeSize(dtype);
   job.commEngine.submit(&comm);
   return future;
@@ -583,7 +574,6 @@ void HostBackend::wait(dcrt_future handle) {
 dcrt_future HostBackend::allToAllStart(int32_t axis, const void *input,
                                        void *output,
                                        const AllToAllLayout &layout) {
-  const char *caller = "dcrt_all_to_all_start";
   int64_t world = layout.world;
   HostFuture *future = newFuture(Kind::AllToAll);
   future->groupSize = world;
@@ -608,8 +598,9 @@ dcrt_future HostBackend::allToAllStart(int32_t axis, const void *input,
   op.name = "all-to-all";
   op.send = send;
   op.recv = recv;
-  op.type = job.unitFor(layout.pieceBytes, op.count, caller);
-  op.comm = job.axisComm(axis);
+  op.type = ElementType::Byte;
+  op.count = layout.pieceBytes;
+  op.group = job.axisGroup(axis);
   op.bytes = world * layout.pieceBytes;
   job.commEngine.submit(&op);
   return future;

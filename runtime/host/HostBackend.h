@@ -1,11 +1,11 @@
-//===- HostBackend.h - the host backend: CPU memory and MPI ---------------===//
+//===- HostBackend.h - the host backend: CPU memory, host collectives -----===//
 //
 // Same semantics as a device backend, on CPU memory: "device" memory is host
-// memory, collectives are MPI nonblocking collectives progressed by the
-// job's communication thread, copies run on two copy threads. Starts pack
-// (and cast) on the caller's thread; dcrt_wait blocks until the operation is
-// done, then unpacks, casts and averages. CI runs real multi-rank programs
-// on it.
+// memory, collectives are the job transport's (MPI or TCP) collectives
+// progressed by the job's communication thread, copies run on two copy threads.
+// Starts pack (and cast) on the caller's thread; dcrt_wait blocks until the
+// operation is done, then unpacks, casts and averages. CI runs real multi-rank
+// programs on it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DCRT_HOST_HOSTBACKEND_H

@@ -19,6 +19,9 @@
  * Test hooks (environment): DC_TEST_EXIT_RANK=r with DC_TEST_EXIT_STEP=s
  * makes rank r die (_exit(3), or the signal DC_TEST_EXIT_SIGNAL when set)
  * when step s starts, mid-job;
+ * DC_TEST_NAN_GRAD_STEP=s makes rank DC_TEST_NAN_GRAD_RANK (default 0)
+ * write a NaN into its first weight gradient element at step s (the loss
+ * stays finite);
  * DC_TEST_SKIP_END_STEP=1 leaves out dcrt_end_step; DC_TEST_MEMORY=a=v puts
  * "memory": "v" on argument a (fc.weight, fc.bias, x or labels) of the
  * manifest.
@@ -192,6 +195,12 @@ void dc_entry_train_step(void **buffers) {
     }
   dcrt_op_end("train_step:1", t);
   dcrt_release(x_back); /* its last use */
+
+  const char *nan_step = getenv("DC_TEST_NAN_GRAD_STEP");
+  const char *nan_rank = getenv("DC_TEST_NAN_GRAD_RANK");
+  if (nan_step && atoi(nan_step) == steps_started &&
+      (nan_rank ? atoi(nan_rank) : 0) == dcrt_rank())
+    dw[0] = NAN;
 
   void *grads[2] = {dw, db};
   void *reduced[2];

@@ -2,6 +2,7 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=50KiB" -verify-diagnostics -o /dev/null
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB optimizer-state-bytes=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATE
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB optimizer-state-bytes=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="optimizer-state-bytes=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT-NEGATIVE
 // RUN: not dc-opt %s --dc-verify-schedule="memory-budget=lots" 2>&1 | FileCheck %s --check-prefix=BADTEXT
 
 // Live while the weight is gathered: its 8 KiB shard, the 16 KiB input x,
@@ -19,5 +20,6 @@ func.func @step(%w: tensor<64x64xf32> {dc.param = #dc.param<id = 0>}, %x: tensor
 // weight's 2048-element shard takes the same peak 2 KiB over.
 // STATE: error: device memory peaks here at 58.00 KiB (59392 B) (the step's 56.00 KiB (57344 B) and the trainer's optimizer state, 2.00 KiB (2048 B)), over the budget of 56.00 KiB (57344 B) by 2.00 KiB (2048 B)
 // NEGATIVE: error: dc-verify-schedule: optimizer-state-bytes must be >= 0, got -1
+// REPORT-NEGATIVE: error: dc-report: optimizer-state-bytes must be >= 0, got -1
 
 // BADTEXT: cannot parse memory budget 'lots': give bytes (e.g. 16GiB, 2.5e9; under 8 EiB) or a fraction (0.9, 90%)

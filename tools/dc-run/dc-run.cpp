@@ -19,6 +19,7 @@
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -133,11 +134,20 @@ std::string formatBytes(int64_t bytes) {
 /// finalizes the runtime and exits with status 1.
 struct StopTraining {};
 
+/// Seconds since dc-run started, for the start-up line: what a run spends
+/// before its first step (runtime, buffers, initial values, optimizer
+/// state) is worth seeing when it is tens of seconds.
+double secondsSinceStart() {
+  static const auto start = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 /// The training loop of one rank.
 class Trainer {
 public:
   Trainer(const Options &options, const Artifact &artifact)
-      : options(options), artifact(artifact),
+      : runtimeReady(secondsSinceStart()), options(options), artifact(artifact),
         step(pickStep(artifact.manifest, options.step)), rank(dcrt_rank()),
         worldSize(dcrt_world_size()), registry(rank, worldSize),
         data(step, options.seed,
@@ -149,10 +159,19 @@ public:
     for (const TensorSpec &arg : step.args)
       if (arg.kind == TensorKind::Param)
         registry.add(paramSpec(arg));
+    // A bf16 master is the parameter itself: it must be bf16.
+    if (options.adamw.masterDtype == DCRT_BF16)
+      for (const dcrun::Param &param : registry.params())
+        if (param.spec.hasGrad && param.spec.dtype != DCRT_BF16)
+          dcrt::fatal("--master-dtype bf16 keeps the master weights in the "
+                      "parameters themselves, which must be bf16; '%s' is %s",
+                      param.spec.name.c_str(),
+                      dcrt::dtypeName(param.spec.dtype));
     bindBuffers();
   }
 
   void run() {
+    double buffersReady = secondsSinceStart();
     int64_t first = 1;
     if (!options.load.empty()) {
       first = dcrun::loadCheckpoint(options.load, registry) + 1;
@@ -164,7 +183,9 @@ public:
       init.std = options.initStd;
       registry.initialize(init);
     }
+    double valuesReady = secondsSinceStart();
     optimizer->loadState(registry);
+    double stateReady = secondsSinceStart();
     if (options.cudaGraphs && !dcrt::canCaptureSteps())
       dcrt::fatal("--cuda-graphs needs a backend that captures steps (cuda); "
                   "this run uses the %s backend",
@@ -177,6 +198,11 @@ public:
                   static_cast<long long>(last));
     if (!options.trace.empty())
       dcrt::setTracing(true);
+    report("dc-run: start-up %.1f s (runtime %.1f s, buffers %.1f s, %s %.1f "
+           "s, optimizer state %.1f s)\n",
+           stateReady, runtimeReady, buffersReady - runtimeReady,
+           options.load.empty() ? "initial values" : "checkpoint",
+           valuesReady - buffersReady, stateReady - valuesReady);
     printHeader();
 
     if (!options.save.empty() && saveAt == first - 1)
@@ -211,19 +237,22 @@ public:
       readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
         loss = dcrt::loadAsDouble(host, lossType, 0);
       });
+      int64_t optimizerBegin = dcrt::nowNs();
+      // The loss and the gradients' squared norm in one all-reduce. Both are
+      // checked before the update: a non-finite one would make every
+      // parameter NaN.
       double localLoss = loss;
-      dcrt::allReduceSum(&loss, 1);
-      loss /= worldSize;
-      // Before the update: a non-finite loss would make every parameter
-      // NaN.
+      double localSquares = optimizer->gradientSquares(registry);
+      double sums[2] = {loss, localSquares};
+      dcrt::allReduceSum(sums, 2);
+      loss = sums[0] / worldSize;
+      double gradNorm = std::sqrt(sums[1]);
       if (!std::isfinite(loss))
         stopAtNonFinite(s, "the loss", localLoss);
-      int64_t optimizerBegin = dcrt::nowNs();
-      optimizer->step(registry, options.adamw, s);
-      if (options.adamw.maxGradNorm > 0 &&
-          !std::isfinite(optimizer->lastGradNorm()))
-        stopAtNonFinite(s, "the gradient norm",
-                        optimizer->lastLocalSquares().value_or(0));
+      else if (!std::isfinite(gradNorm))
+        stopAtNonFinite(s, "the gradient norm", localSquares);
+      optimizer->step(registry, options.adamw, s,
+                      clipScale(gradNorm, options.adamw.maxGradNorm));
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -234,14 +263,14 @@ public:
       dcrt::MemoryStats memory = dcrt::memoryStats();
       int64_t peak = memory.peakBytes();
       dcrt::resetPeakMemory();
-      std::string norm =
-          options.adamw.maxGradNorm > 0
-              ? " grad_norm=" + formatDouble(optimizer->lastGradNorm())
-              : "";
+      std::string norm = " grad_norm=" + formatDouble(gradNorm);
       std::string throughput =
           tokensPerStep > 0
               ? " tokens_per_s=" + formatDouble(tokensPerStep / seconds)
               : "";
+      // Per rank: the FLOPs dc's cost model counts in the step's ops.
+      if (step.flops > 0)
+        throughput += " tflops=" + formatDouble(step.flops / seconds * 1e-12);
       // On a GPU: everything the device holds, the pools, the host
       // program's buffers and what CUDA and NCCL keep for themselves.
       std::string device = memory.deviceUsedBytes > 0
@@ -298,10 +327,9 @@ private:
     if (rank == 0) {
       std::fprintf(stderr,
                    "dc-run: error: step %lld: %s is not finite (%s); training "
-                   "stops before the parameters are updated%s "
+                   "stops before the parameters are updated "
                    "(--allow-nonfinite keeps going)\n",
-                   static_cast<long long>(s), what, where.c_str(),
-                   std::strcmp(what, "the loss") == 0 ? "" : " again");
+                   static_cast<long long>(s), what, where.c_str());
       std::fflush(stderr);
     }
     throw StopTraining{};
@@ -373,8 +401,10 @@ private:
     std::string hostParams =
         onHost ? ", " + std::to_string(onHost) + " in host memory" : "";
     const Manifest &manifest = artifact.manifest;
+    const dcrun::AdamWConfig &adamw = options.adamw;
     report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
-           "elements)%s, plan: gather arena %s, host pool %s\n",
+           "elements)%s, plan: gather arena %s, host pool %s; AdamW state: "
+           "%s master, %s moments (%lld B/element)\n",
            options.artifact.c_str(), step.name.c_str(), worldSize,
            worldSize == 1 ? "" : "s", registry.params().size(),
            static_cast<long long>(elements), hostParams.c_str(),
@@ -382,7 +412,10 @@ private:
                options.gatherArenaBytes.value_or(manifest.gatherArenaBytes))
                .c_str(),
            formatBytes(options.hostPoolBytes.value_or(manifest.hostPoolBytes))
-               .c_str());
+               .c_str(),
+           dcrt::dtypeName(adamw.masterDtype),
+           dcrt::dtypeName(adamw.momentDtype),
+           static_cast<long long>(dcrun::stateBytesPerElement(adamw)));
   }
 
   void printSummary(double totalSeconds) {
@@ -426,6 +459,7 @@ private:
              ops.size());
   }
 
+  double runtimeReady; // seconds since start when the Trainer began
   const Options &options;
   const Artifact &artifact;
   const StepSpec &step;
@@ -434,7 +468,7 @@ private:
   DataSource data;
   EntryFunction entry = nullptr;
   std::vector<void *> pointers;
-  std::unique_ptr<Optimizer> optimizer = createAdamW();
+  std::unique_ptr<Optimizer> optimizer = createAdamW(options.adamw);
   dcrt::StepGraph graph;
   /// Tokens the whole job trains on per step: the integer data arguments
   /// with a vocabulary (token ids) of every rank.
@@ -455,6 +489,7 @@ private:
 } // namespace
 
 int main(int argc, char **argv) {
+  secondsSinceStart(); // the clock starts here
   dcrt::setErrorPrefix("dc-run");
   Options options;
   std::string help, error;
@@ -478,6 +513,8 @@ int main(int argc, char **argv) {
     if (nproc != manifest.worldSize)
       dcrt::fatal("--nproc %d, but artifact '%s' was compiled for %d ranks",
                   nproc, options.artifact.c_str(), manifest.worldSize);
+    if (nproc > 1 && options.launcher == "tcp")
+      startLocalTcpJob(nproc, argc, argv);
     if (nproc > 1)
       relaunchUnderMpirun(nproc, options.mpirun, argc, argv);
   } else if (options.nproc && options.nproc != launched) {

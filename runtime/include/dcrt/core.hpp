@@ -178,6 +178,11 @@ int64_t endedSteps();
 /// Seconds a wait may block before it is an error (DCRT_TIMEOUT_S, 300).
 double timeoutSeconds();
 
+/// How dcrt_init will join the job in this environment, "mpi" or "tcp"
+/// (DCRT_TRANSPORT, else an MPI launcher's variables, else torchrun's or
+/// srun's): callable before dcrt_init.
+std::string transportFromEnvironment();
+
 /// Blocking collectives for the host program, on the runtime's communicator
 /// and in program order with the artifact's collectives.
 void allReduceSum(double *values, int count);

@@ -294,6 +294,7 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *             "step_arena_bytes": N, "step_buffer_bytes": N,
  *             "staging_bytes": N},
  *    "steps": [{"name": "train_step", "entry": "dc_entry_train_step",
+ *      "flops": 1.2e9,
  *      "args": [{"kind": "param", "id": 0, "name": "fc1.weight",
  *                "shape": [16, 32], "dtype": "f32", "local": 256},
  *               {"kind": "data", "name": "x", "shape": [8, 16],
@@ -304,10 +305,12 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * "target" picks the backend ("cpu": host, "h200": cuda) unless
  * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is
  * present for sharded tensors (the buffer holds `local` elements); a
- * replicated parameter or gradient has no "local". A parameter argument may
- * carry "memory": "host": the step keeps it in host memory and brings it to
- * the device with dcrt_upload_start, so the caller allocates it in host
- * memory (pinned, on a device backend); without "memory" it is "device".
+ * replicated parameter or gradient has no "local". "flops" (optional) is
+ * one rank's floating-point work per step as the compiler counts it. A
+ * parameter argument may carry "memory": "host": the step keeps it in host
+ * memory and brings it to the device with dcrt_upload_start, so the caller
+ * allocates it in host memory (pinned, on a device backend); without "memory"
+ * it is "device".
  *-------------------------------------------------------------------------*/
 
 #endif /* DCRT_DCRT_H */

@@ -26,36 +26,43 @@ __device__ void store(void *data, int32_t type, int64_t i, float value) {
     static_cast<float *>(data)[i] = value;
 }
 
-__global__ void adamwKernel(float *master, const void *grad, int32_t gradType,
-                            float *expAvg, float *expAvgSq, void *data,
-                            int32_t dataType, int64_t numel, double beta1,
-                            double beta2, double eps, double decay,
-                            double stepSize, double correction2,
-                            double gradScale) {
+__global__ void adamwKernel(void *master, int32_t masterType, const void *grad,
+                            int32_t gradType, void *expAvg, void *expAvgSq,
+                            int32_t momentType, void *data, int32_t dataType,
+                            int64_t numel, double beta1, double beta2,
+                            double eps, double decay, double stepSize,
+                            double correction2, double gradScale) {
+  const bool separateData = master != data;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     // Scaled in fp32 like the host AdamW's clipped gradient.
     double g = static_cast<float>(load(grad, gradType, i) * gradScale);
-    double m = beta1 * expAvg[i] + (1.0 - beta1) * g;
-    double v = beta2 * expAvgSq[i] + (1.0 - beta2) * g * g;
-    expAvg[i] = static_cast<float>(m);
-    expAvgSq[i] = static_cast<float>(v);
+    double m = beta1 * load(expAvg, momentType, i) + (1.0 - beta1) * g;
+    double v = beta2 * load(expAvgSq, momentType, i) + (1.0 - beta2) * g * g;
+    store(expAvg, momentType, i, static_cast<float>(m));
+    store(expAvgSq, momentType, i, static_cast<float>(v));
     double denominator = sqrt(v) / correction2 + eps;
-    float updated =
-        static_cast<float>(master[i] * decay - stepSize * m / denominator);
-    master[i] = updated;
-    store(data, dataType, i, updated);
+    float updated = static_cast<float>(load(master, masterType, i) * decay -
+                                       stepSize * m / denominator);
+    store(master, masterType, i, updated);
+    if (separateData)
+      store(data, dataType, i, updated);
   }
 }
 } // namespace
 
-cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
-                      float *expAvg, float *expAvgSq, void *data,
-                      int32_t dataType, int64_t numel, const AdamWStep &config,
+cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
+                      int32_t gradType, void *expAvg, void *expAvgSq,
+                      int32_t momentType, void *data, int32_t dataType,
+                      int64_t numel, const AdamWStep &config,
                       cudaStream_t stream) {
   if (numel == 0)
     return cudaSuccess;
-  if (config.step < 1)
+  // A bf16 master is the parameter itself; moments are f32 or bf16.
+  bool sharedMaster = master == data && masterType == dataType;
+  if (config.step < 1 ||
+      (masterType != DCRT_F32 && !(masterType == DCRT_BF16 && sharedMaster)) ||
+      (momentType != DCRT_F32 && momentType != DCRT_BF16))
     return cudaErrorInvalidValue;
   double decay = 1.0 - config.lr * config.weightDecay;
   double stepSize =
@@ -67,9 +74,9 @@ cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
   if (blocks > 4096)
     blocks = 4096;
   adamwKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      master, grad, gradType, expAvg, expAvgSq, data, dataType, numel,
-      config.beta1, config.beta2, config.eps, decay, stepSize, correction2,
-      config.gradScale);
+      master, masterType, grad, gradType, expAvg, expAvgSq, momentType, data,
+      dataType, numel, config.beta1, config.beta2, config.eps, decay, stepSize,
+      correction2, config.gradScale);
   return cudaGetLastError();
 }
 

@@ -20,14 +20,17 @@ cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
                             double *sum, cudaStream_t stream);
 
 /// One AdamW step over `numel` elements in one pass: reads the gradient
-/// (`gradType`: f32, bf16 or f16), updates the fp32 master copy and both
-/// moments in place, and writes the compute copy `data` (`dataType`) the
-/// artifact reads. The arithmetic is the host AdamW's (torch.optim.AdamW:
-/// decoupled weight decay, bias-corrected moments) in double precision, so
-/// the two agree to fp32 rounding.
-cudaError_t adamwStep(float *master, const void *grad, int32_t gradType,
-                      float *expAvg, float *expAvgSq, void *data,
-                      int32_t dataType, int64_t numel, const AdamWStep &config,
+/// (`gradType`: f32, bf16 or f16), updates the master copy (`masterType`:
+/// f32, or bf16 when the master is the bf16 parameter `data` itself) and
+/// both moments (`momentType`: f32 or bf16) in place, and writes the
+/// compute copy `data` (`dataType`) the artifact reads. The arithmetic is
+/// the host AdamW's (torch.optim.AdamW: decoupled weight decay,
+/// bias-corrected moments) in double precision, with what is kept rounded
+/// to the state's dtypes, so the two agree to fp32 rounding.
+cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
+                      int32_t gradType, void *expAvg, void *expAvgSq,
+                      int32_t momentType, void *data, int32_t dataType,
+                      int64_t numel, const AdamWStep &config,
                       cudaStream_t stream);
 
 } // namespace dcrun::cuda

@@ -1,16 +1,18 @@
 //===- DeviceAdamW.cpp - AdamW with its state in device memory ------------===//
 //
-// The fp32 master copies and both moments live in device memory, beside
-// the shards; each step is one fused kernel per parameter on the compute
-// stream (after the step's entry, before the next one), with no copy and
-// no host synchronization. The registry's host copies are refreshed only
-// for checkpoints (storeState).
+// The master copies and both moments live in device memory, beside the
+// shards, in the dtypes the config asks for (a bf16 master is the bf16
+// parameter itself); each step is one fused kernel per parameter on the
+// compute stream (after the step's entry, before the next one), with no
+// copy. The registry's host copies (fp32) are refreshed only for
+// checkpoints (storeState).
 //
 //===----------------------------------------------------------------------===//
 #include "AdamW.h"
 #include "Params.h"
 
 #include "dcrt/core.hpp"
+#include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
 #include <cmath>
@@ -21,20 +23,25 @@ using namespace dcrun;
 namespace {
 class DeviceAdamW : public Optimizer {
 public:
+  explicit DeviceAdamW(const AdamWConfig &config)
+      : masterType(config.masterDtype), momentType(config.momentDtype) {}
+
   void loadState(ParamRegistry &registry) override {
     states.clear();
     for (Param &param : registry.params()) {
-      int64_t bytes = param.validNumel * int64_t(sizeof(float));
       State &state = states.emplace_back();
-      state.master =
-          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "a master copy");
+      int64_t momentBytes = param.validNumel * dcrt::dtypeSize(momentType);
       state.expAvg =
-          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
+          dcrt::Buffer(momentBytes, dcrt::MemoryKind::Device, "AdamW moments");
       state.expAvgSq =
-          dcrt::Buffer(bytes, dcrt::MemoryKind::Device, "AdamW moments");
-      dcrt::copy(state.master.data(), param.master.data(), bytes);
-      dcrt::copy(state.expAvg.data(), param.expAvg.data(), bytes);
-      dcrt::copy(state.expAvgSq.data(), param.expAvgSq.data(), bytes);
+          dcrt::Buffer(momentBytes, dcrt::MemoryKind::Device, "AdamW moments");
+      upload(state.expAvg.data(), param.expAvg, momentType);
+      upload(state.expAvgSq.data(), param.expAvgSq, momentType);
+      if (sharesMaster(param))
+        continue; // the parameter's data, which refreshData wrote
+      state.master = dcrt::Buffer(param.validNumel * int64_t(sizeof(float)),
+                                  dcrt::MemoryKind::Device, "a master copy");
+      upload(state.master.data(), param.master, DCRT_F32);
     }
   }
 
@@ -42,44 +49,16 @@ public:
     size_t i = 0;
     for (Param &param : registry.params()) {
       const State &state = states.at(i++);
-      int64_t bytes = param.validNumel * int64_t(sizeof(float));
-      dcrt::copy(param.master.data(), state.master.data(), bytes);
-      dcrt::copy(param.expAvg.data(), state.expAvg.data(), bytes);
-      dcrt::copy(param.expAvgSq.data(), state.expAvgSq.data(), bytes);
+      download(param.expAvg, state.expAvg.data(), momentType);
+      download(param.expAvgSq, state.expAvgSq.data(), momentType);
+      download(param.master,
+               sharesMaster(param) ? param.data.data() : state.master.data(),
+               sharesMaster(param) ? param.spec.dtype : DCRT_F32);
     }
   }
 
-  void step(ParamRegistry &registry, const AdamWConfig &config,
-            int64_t step) override {
-    if (states.size() != registry.params().size())
-      dcrt::fatal("the device AdamW has no state for %zu parameters (loadState "
-                  "was not called)",
-                  registry.params().size());
+  double gradientSquares(ParamRegistry &registry) override {
     auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
-    cuda::AdamWStep kernelConfig{config.lr,  config.beta1,       config.beta2,
-                                 config.eps, config.weightDecay, step};
-    if (config.maxGradNorm > 0)
-      kernelConfig.gradScale = clip(registry, config.maxGradNorm, stream);
-    size_t i = 0;
-    for (Param &param : registry.params()) {
-      State &state = states[i++];
-      if (!param.spec.hasGrad || param.validNumel == 0)
-        continue;
-      cudaError_t status = cuda::adamwStep(
-          state.master.as<float>(), param.grad.data(), param.spec.gradDtype,
-          state.expAvg.as<float>(), state.expAvgSq.as<float>(),
-          param.data.data(), param.spec.dtype, param.validNumel, kernelConfig,
-          stream);
-      if (status != cudaSuccess)
-        dcrt::fatal("the AdamW kernel failed on '%s': %s",
-                    param.spec.name.c_str(), cudaGetErrorString(status));
-    }
-  }
-
-private:
-  /// The global norm (one device sum per parameter, one all-reduce on the
-  /// host: the step's only synchronization) and the clipping scale.
-  double clip(ParamRegistry &registry, double maxNorm, cudaStream_t stream) {
     if (!sums.data())
       sums = dcrt::Buffer(int64_t(sizeof(double)) * registry.params().size(),
                           dcrt::MemoryKind::Device, "gradient norms");
@@ -92,15 +71,72 @@ private:
                                     stream));
       ++i;
     }
+    // The step's one synchronization besides the loss read-back.
     std::vector<double> perParam(registry.params().size());
     dcrt::copy(perParam.data(), sums.data(), sums.size());
     double squares = 0;
     i = 0;
     for (Param &param : registry.params())
       squares += shareOfSquaredNorm(param, perParam[i++], registry.worldSize());
-    dcrt::allReduceSum(&squares, 1);
-    gradNorm = std::sqrt(squares);
-    return clipScale(gradNorm, maxNorm);
+    return squares;
+  }
+
+  void step(ParamRegistry &registry, const AdamWConfig &config, int64_t step,
+            double gradScale) override {
+    if (states.size() != registry.params().size())
+      dcrt::fatal("the device AdamW has no state for %zu parameters (loadState "
+                  "was not called)",
+                  registry.params().size());
+    auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
+    cuda::AdamWStep kernelConfig{config.lr,  config.beta1,       config.beta2,
+                                 config.eps, config.weightDecay, step,
+                                 gradScale};
+    size_t i = 0;
+    for (Param &param : registry.params()) {
+      State &state = states[i++];
+      if (!param.spec.hasGrad || param.validNumel == 0)
+        continue;
+      bool shared = sharesMaster(param);
+      cudaError_t status = cuda::adamwStep(
+          shared ? param.data.data() : state.master.data(),
+          shared ? param.spec.dtype : DCRT_F32, param.grad.data(),
+          param.spec.gradDtype, state.expAvg.data(), state.expAvgSq.data(),
+          momentType, param.data.data(), param.spec.dtype, param.validNumel,
+          kernelConfig, stream);
+      if (status != cudaSuccess)
+        dcrt::fatal("the AdamW kernel failed on '%s': %s",
+                    param.spec.name.c_str(), cudaGetErrorString(status));
+    }
+  }
+
+private:
+  /// A bf16 master is the parameter's own bf16 data (dc-run checks that
+  /// every parameter is bf16 when it is asked for).
+  bool sharesMaster(const Param &) const { return masterType == DCRT_BF16; }
+
+  /// Host fp32 values into device memory of `dtype`.
+  static void upload(void *device, const std::vector<float> &host,
+                     dcrt_dtype dtype) {
+    if (dtype == DCRT_F32)
+      return dcrt::copy(device, host.data(),
+                        static_cast<int64_t>(host.size() * sizeof(float)));
+    std::vector<unsigned char> converted(host.size() * dcrt::dtypeSize(dtype));
+    dcrt::convert(host.data(), DCRT_F32, converted.data(), dtype,
+                  static_cast<int64_t>(host.size()));
+    dcrt::copy(device, converted.data(),
+               static_cast<int64_t>(converted.size()));
+  }
+
+  /// Device memory of `dtype` into host fp32 values.
+  static void download(std::vector<float> &host, const void *device,
+                       dcrt_dtype dtype) {
+    if (dtype == DCRT_F32)
+      return dcrt::copy(host.data(), device,
+                        static_cast<int64_t>(host.size() * sizeof(float)));
+    std::vector<unsigned char> raw(host.size() * dcrt::dtypeSize(dtype));
+    dcrt::copy(raw.data(), device, static_cast<int64_t>(raw.size()));
+    dcrt::convert(raw.data(), dtype, host.data(), DCRT_F32,
+                  static_cast<int64_t>(host.size()));
   }
 
   static void check(cudaError_t status) {
@@ -109,14 +145,15 @@ private:
                   cudaGetErrorString(status));
   }
 
+  dcrt_dtype masterType, momentType;
   dcrt::Buffer sums;
   struct State {
-    dcrt::Buffer master, expAvg, expAvgSq;
+    dcrt::Buffer master, expAvg, expAvgSq; // no master when it is shared
   };
   std::vector<State> states;
 };
 } // namespace
 
-std::unique_ptr<Optimizer> dcrun::createDeviceAdamW() {
-  return std::make_unique<DeviceAdamW>();
+std::unique_ptr<Optimizer> dcrun::createDeviceAdamW(const AdamWConfig &config) {
+  return std::make_unique<DeviceAdamW>(config);
 }

@@ -1,18 +1,23 @@
-//===- Launcher.cpp - joining a job, or starting one under mpirun ---------===//
+//===- Launcher.cpp - joining a job, or starting one (mpirun or TCP) ------===//
 #include "Launcher.h"
 
+#include "dcrt/core.hpp"
 #include "dcrt/error.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -30,6 +35,61 @@ void forwardToLauncher(int signal) {
   if (launcherPid > 0)
     kill(launcherPid, signal);
 }
+
+/// The ranks of a local TCP job, and the handler passing signals on to them.
+constexpr int kMaxLocalRanks = 1024;
+volatile pid_t rankPids[kMaxLocalRanks];
+volatile int rankCount = 0;
+void forwardToRanks(int signal) {
+  for (int i = 0; i < rankCount; ++i)
+    if (rankPids[i] > 0)
+      kill(rankPids[i], signal);
+}
+
+std::string selfPath() {
+  char self[PATH_MAX];
+  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0)
+    dcrt::fatal("cannot find this program's path: %s", std::strerror(errno));
+  self[length] = '\0';
+  return self;
+}
+
+/// A fresh directory the ranks report their progress in (recordRankStatus),
+/// named to them through the environment.
+std::string makeStatusDirectory() {
+  std::string statusDir = (std::getenv("TMPDIR") && *std::getenv("TMPDIR")
+                               ? std::string(std::getenv("TMPDIR"))
+                               : std::string("/tmp")) +
+                          "/dc-run-XXXXXX";
+  if (!mkdtemp(statusDir.data()))
+    dcrt::fatal("cannot create a status directory '%s': %s", statusDir.c_str(),
+                std::strerror(errno));
+  setenv(kStatusDirVariable, statusDir.c_str(), 1);
+  return statusDir;
+}
+
+void removeStatusDirectory(const std::string &statusDir, int nproc) {
+  for (int rank = 0; rank < nproc; ++rank)
+    unlink((statusDir + "/rank." + std::to_string(rank)).c_str());
+  rmdir(statusDir.c_str());
+}
+
+/// A port of this machine's loopback that nobody listens on now.
+int freeLocalPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd < 0 ||
+      bind(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr *>(&address), &length) != 0)
+    dcrt::fatal("cannot find a free port for the rendezvous: %s",
+                std::strerror(errno));
+  close(fd);
+  return ntohs(address.sin_port);
+}
 } // namespace
 
 static int environmentInteger(const char *name) {
@@ -38,17 +98,20 @@ static int environmentInteger(const char *name) {
 }
 
 int dcrun::launchedWorldSize() {
+  // torchrun, srun without MPI, dc-run --launcher tcp: libdcrt joins over
+  // TCP.
+  if (dcrt::transportFromEnvironment() == "tcp") {
+    for (const char *name : {"WORLD_SIZE", "SLURM_NTASKS"})
+      if (int size = environmentInteger(name))
+        return size;
+    return 0;
+  }
   // Open MPI's mpirun, then PMI launchers (MPICH's mpiexec, srun --mpi).
   for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (int size = environmentInteger(name))
       return size;
   if (std::getenv("SLURM_STEP_ID") && std::getenv("SLURM_NTASKS"))
     return environmentInteger("SLURM_NTASKS");
-  if (std::getenv("WORLD_SIZE") && std::getenv("TORCHELASTIC_RUN_ID"))
-    dcrt::fatal("started by torchrun (WORLD_SIZE=%s), but the host backend "
-                "communicates through MPI: start dc-run with mpirun or srun, "
-                "or let it start itself with --nproc",
-                std::getenv("WORLD_SIZE"));
   return 0;
 }
 
@@ -63,11 +126,7 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   else
     launchers = {"mpirun", "mpiexec"};
 
-  char self[PATH_MAX];
-  ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (length <= 0)
-    dcrt::fatal("cannot find this program's path: %s", std::strerror(errno));
-  self[length] = '\0';
+  std::string self = selfPath();
 
   // Open MPI's equivalents of --oversubscribe (more ranks than cores is
   // fine for a local job) and --allow-run-as-root, as environment so that
@@ -82,14 +141,7 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   setenv("NCCL_NVLS_ENABLE", "0", 0);
 
   // The ranks report their progress here (recordRankStatus).
-  std::string statusDir = (std::getenv("TMPDIR") && *std::getenv("TMPDIR")
-                               ? std::string(std::getenv("TMPDIR"))
-                               : std::string("/tmp")) +
-                          "/dc-run-XXXXXX";
-  if (!mkdtemp(statusDir.data()))
-    dcrt::fatal("cannot create a status directory '%s': %s", statusDir.c_str(),
-                std::strerror(errno));
-  setenv(kStatusDirVariable, statusDir.c_str(), 1);
+  std::string statusDir = makeStatusDirectory();
 
   std::string count = std::to_string(nproc);
   // The launcher runs in a child, found on PATH as execvp does; the parent
@@ -109,7 +161,7 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
                                   const_cast<char *>("NCCL_NVLS_ENABLE"),
                                   const_cast<char *>("-n"),
                                   count.data(),
-                                  self};
+                                  self.data()};
       for (int i = 1; i < argc; ++i)
         args.push_back(argv[i]);
       args.push_back(nullptr);
@@ -142,9 +194,7 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   std::string report = execFailed || (WIFEXITED(status) && !WEXITSTATUS(status))
                            ? std::string()
                            : describeFailedRanks(statusDir, nproc);
-  for (int rank = 0; rank < nproc; ++rank)
-    unlink((statusDir + "/rank." + std::to_string(rank)).c_str());
-  rmdir(statusDir.c_str());
+  removeStatusDirectory(statusDir, nproc);
   if (execFailed) {
     if (execError != ENOENT || launchers.size() == 1)
       dcrt::fatal(
@@ -160,6 +210,119 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   if (WIFSIGNALED(status))
     std::_Exit(128 + WTERMSIG(status));
   std::_Exit(WEXITSTATUS(status));
+}
+
+//===----------------------------------------------------------------------===//
+// A local job over TCP
+//===----------------------------------------------------------------------===//
+
+void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
+  if (nproc > kMaxLocalRanks)
+    dcrt::fatal("--launcher tcp starts at most %d ranks", kMaxLocalRanks);
+  std::string self = selfPath();
+  setenv("NCCL_NVLS_ENABLE", "0", 0); // as under mpirun: off unless set
+  std::string statusDir = makeStatusDirectory();
+  std::string port = std::to_string(freeLocalPort());
+  std::string world = std::to_string(nproc);
+
+  // Ctrl-C reaches every rank (the terminal's group); a SIGTERM or SIGHUP
+  // sent to dc-run alone is passed on to them.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, forwardToRanks);
+  signal(SIGHUP, forwardToRanks);
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::fflush(nullptr);
+    pid_t child = fork();
+    if (child < 0)
+      dcrt::fatal("cannot fork rank %d: %s", rank, std::strerror(errno));
+    if (child == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGHUP, SIG_DFL);
+      std::string number = std::to_string(rank);
+      setenv("RANK", number.c_str(), 1);
+      setenv("LOCAL_RANK", number.c_str(), 1);
+      setenv("WORLD_SIZE", world.c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", world.c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv("DCRT_TRANSPORT", "tcp", 1);
+      std::vector<char *> args = {self.data()};
+      for (int i = 1; i < argc; ++i)
+        args.push_back(argv[i]);
+      args.push_back(nullptr);
+      execv(self.c_str(), args.data());
+      std::fprintf(stderr, "dc-run: error: cannot run '%s' for rank %d: %s\n",
+                   self.c_str(), rank, std::strerror(errno));
+      _exit(127);
+    }
+    children.push_back(child);
+    rankPids[rank] = child;
+    rankCount = rank + 1;
+  }
+
+  // When a rank ends badly, the others get a moment to notice the lost
+  // connection and say so themselves before they are stopped. The rank to
+  // name is the first seen killed by a signal (nobody else sent one yet),
+  // else the first seen failing: the others fail after it.
+  using Clock = std::chrono::steady_clock;
+  constexpr auto grace = std::chrono::seconds(2);
+  int first = -1, firstStatus = 0, left = nproc;
+  bool firstSignaled = false, stopped = false;
+  Clock::time_point stopAt = Clock::time_point::max();
+  while (left > 0) {
+    int status = 0;
+    bool waiting = first >= 0 && !stopped;
+    pid_t pid = waitpid(-1, &status, waiting ? WNOHANG : 0);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      if (Clock::now() >= stopAt) {
+        stopped = true;
+        forwardToRanks(SIGTERM);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      continue;
+    }
+    if (pid < 0)
+      break;
+    auto found = std::find(children.begin(), children.end(), pid);
+    if (found == children.end())
+      continue;
+    int rank = static_cast<int>(found - children.begin());
+    rankPids[rank] = 0;
+    --left;
+    bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+    bool signaled = WIFSIGNALED(status) && !stopped;
+    if (failed && (first < 0 || (signaled && !firstSignaled))) {
+      if (first < 0)
+        stopAt = Clock::now() + grace;
+      first = rank;
+      firstStatus = status;
+      firstSignaled = signaled;
+    }
+  }
+  std::string report;
+  if (first >= 0) {
+    std::string how;
+    if (WIFSIGNALED(firstStatus)) {
+      int number = WTERMSIG(firstStatus);
+      how = "killed by signal " + std::to_string(number) + " (" +
+            strsignal(number) + ")";
+    } else {
+      how = "exited with status " + std::to_string(WEXITSTATUS(firstStatus)) +
+            " (see its error above)";
+    }
+    report = describeEndedRank(statusDir, first, nproc, how);
+  }
+  removeStatusDirectory(statusDir, nproc);
+  if (!report.empty())
+    std::fprintf(stderr, "%s", report.c_str());
+  if (first < 0)
+    std::_Exit(0);
+  if (WIFSIGNALED(firstStatus))
+    std::_Exit(128 + WTERMSIG(firstStatus));
+  std::_Exit(WEXITSTATUS(firstStatus));
 }
 
 //===----------------------------------------------------------------------===//
@@ -223,31 +386,36 @@ void dcrun::recordRankStatus(RankState state, int64_t step) {
   writeRecord(record);
 }
 
+std::string dcrun::describeEndedRank(const std::string &directory, int rank,
+                                     int nproc, const std::string &how) {
+  std::string path = directory + "/rank." + std::to_string(rank);
+  char record[kStatusRecordBytes + 1] = {};
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd < 0 ? -1 : pread(fd, record, kStatusRecordBytes, 0);
+  if (fd >= 0)
+    close(fd);
+  char state[32] = {};
+  long long step = 0;
+  std::string line;
+  if (got <= 0 || std::sscanf(record, "%31s %lld", state, &step) != 2)
+    line = "did not start";
+  else if (std::strcmp(state, "starting") == 0)
+    line = "ended during start-up (before step 1)";
+  else if (std::strcmp(state, "step") == 0)
+    line = "ended during step " + std::to_string(step);
+  else
+    return ""; // done, stopped with its own message, or by the launcher
+  return "dc-run: error: rank " + std::to_string(rank) + "/" +
+         std::to_string(nproc) + " " + line + " (" + how +
+         "); the launcher stopped the job\n";
+}
+
 std::string dcrun::describeFailedRanks(const std::string &directory,
                                        int nproc) {
   std::string report;
-  for (int rank = 0; rank < nproc; ++rank) {
-    std::string path = directory + "/rank." + std::to_string(rank);
-    char record[kStatusRecordBytes + 1] = {};
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd < 0 ? -1 : pread(fd, record, kStatusRecordBytes, 0);
-    if (fd >= 0)
-      close(fd);
-    char state[32] = {};
-    long long step = 0;
-    std::string line;
-    if (got <= 0 || std::sscanf(record, "%31s %lld", state, &step) != 2)
-      line = "did not start";
-    else if (std::strcmp(state, "starting") == 0)
-      line = "ended during start-up (before step 1)";
-    else if (std::strcmp(state, "step") == 0)
-      line = "ended during step " + std::to_string(step);
-    else
-      continue; // done, stopped with its own message, or by the launcher
-    report += "dc-run: error: rank " + std::to_string(rank) + "/" +
-              std::to_string(nproc) + " " + line +
-              " (killed by a signal such as SIGKILL, crashed, or failed with "
-              "the error above); the launcher stopped the job\n";
-  }
+  for (int rank = 0; rank < nproc; ++rank)
+    report += describeEndedRank(directory, rank, nproc,
+                                "killed by a signal such as SIGKILL, crashed, "
+                                "or failed with the error above");
   return report;
 }

@@ -6,6 +6,7 @@
 
 #include "dcrt/dtype.hpp"
 
+#include <cmath>
 #include <limits>
 
 using namespace dcrun;
@@ -290,6 +291,13 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
     step.name = reader.string(entry, "name", "a step", true);
     std::string where = "step '" + step.name + "'";
     step.entry = reader.string(entry, "entry", where, true);
+    if (auto flops = entry.find("flops"); flops != entry.end()) {
+      if (!flops->is_number() || !(flops->get<double>() >= 0) ||
+          !std::isfinite(flops->get<double>()))
+        reader.fail(where, "\"flops\" is not a non-negative number");
+      else
+        step.flops = flops->get<double>();
+    }
     for (const char *list : {"args", "results"}) {
       auto tensors = entry.find(list);
       if (tensors == entry.end() || !tensors->is_array()) {

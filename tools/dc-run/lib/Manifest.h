@@ -38,6 +38,9 @@ struct TensorSpec {
 struct StepSpec {
   std::string name, entry;
   std::vector<TensorSpec> args, results;
+  /// Floating-point operations of one step on one rank, as dc's cost model
+  /// counts them in the step's ops (0: not given).
+  double flops = 0;
 
   const TensorSpec *findParam(int32_t id) const;
   const TensorSpec *findGrad(int32_t param) const;

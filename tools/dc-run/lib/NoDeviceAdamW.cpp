@@ -2,4 +2,7 @@
 #include "Params.h"
 
 /// No device AdamW in this build: createAdamW falls back to HostAdamW.
-std::unique_ptr<dcrun::Optimizer> dcrun::createDeviceAdamW() { return nullptr; }
+std::unique_ptr<dcrun::Optimizer>
+dcrun::createDeviceAdamW(const AdamWConfig &) {
+  return nullptr;
+}

@@ -47,7 +47,8 @@ public:
     return std::string(usageLine) + R"(
 
 Runs a training step compiled by dc on N ranks of this machine (through
-mpirun), or joins the job when already started by mpirun or srun.
+mpirun, or --launcher tcp), or joins the job when already started by mpirun,
+srun or torchrun.
 )";
   }
 };
@@ -84,6 +85,12 @@ public:
     number("--clip-grad-norm",
            "clip gradients to this global L2 norm (default 0: off)",
            options.adamw.maxGradNorm, Range::NonNegative);
+    stateDtype("--master-dtype",
+               "master weights: f32 (default), or bf16 (the bf16 parameters "
+               "are their own master)",
+               options.adamw.masterDtype);
+    stateDtype("--moment-dtype", "AdamW moments: f32 (default) or bf16",
+               options.adamw.momentDtype);
     integer("--seed", "S", "seed of the initial parameters and synthetic data",
             options.seed, 0);
     number("--init-std", "std of the initial weights (default 0.02)",
@@ -113,6 +120,13 @@ public:
           options.hostPoolBytes);
     text("--mpirun", "PATH", "launcher to use (default: $DCRT_MPIRUN, mpirun)",
          options.mpirun);
+    add("--launcher", "KIND",
+        "how --nproc starts ranks: mpirun (default), or tcp (forked ranks "
+        "joining over TCP, no MPI)",
+        "mpirun or tcp", [&options](const std::string &value) {
+          options.launcher = value;
+          return value == "mpirun" || value == "tcp";
+        });
     app.add_flag("--allow-nonfinite", options.allowNonFinite,
                  "keep training after a non-finite loss or gradient norm "
                  "(default: stop at the first, naming the step and rank)");
@@ -175,6 +189,15 @@ private:
       if (!inRange)
         return false;
       field = value;
+      return true;
+    });
+  }
+
+  void stateDtype(const char *name, const char *help, dcrt_dtype &field) {
+    add(name, "DTYPE", help, "f32 or bf16", [&field](const std::string &value) {
+      if (value != "f32" && value != "bf16")
+        return false;
+      field = value == "f32" ? DCRT_F32 : DCRT_BF16;
       return true;
     });
   }

@@ -26,6 +26,9 @@ struct Options {
   std::string trace;
   std::string profileOut;
   std::string mpirun;
+  /// How --nproc starts its ranks: "mpirun", or "tcp" (forked children
+  /// joining through libdcrt's TCP rendezvous, no MPI).
+  std::string launcher = "mpirun";
   /// Capture the step once (after the first) and replay it (CUDA graphs).
   bool cudaGraphs = false;
   /// Keep training after a non-finite loss or gradient norm.

@@ -33,12 +33,25 @@ void dcrun::adamwUpdate(float *master, const float *grad, float *expAvg,
     double g = grad[i];
     double m = config.beta1 * expAvg[i] + (1.0 - config.beta1) * g;
     double v = config.beta2 * expAvgSq[i] + (1.0 - config.beta2) * g * g;
-    expAvg[i] = static_cast<float>(m);
-    expAvgSq[i] = static_cast<float>(v);
+    expAvg[i] = roundToStateDtype(static_cast<float>(m), config.momentDtype);
+    expAvgSq[i] = roundToStateDtype(static_cast<float>(v), config.momentDtype);
+    // The step uses the moments as computed; what is kept is rounded, as
+    // the device kernel does.
     double denominator = std::sqrt(v) / correction2 + config.eps;
-    master[i] =
-        static_cast<float>(master[i] * decay - stepSize * m / denominator);
+    master[i] = roundToStateDtype(
+        static_cast<float>(master[i] * decay - stepSize * m / denominator),
+        config.masterDtype);
   }
+}
+
+int64_t dcrun::stateBytesPerElement(const AdamWConfig &config) {
+  // A bf16 master is the bf16 parameter itself.
+  int64_t master = config.masterDtype == DCRT_F32 ? 4 : 0;
+  return master + 2 * dtypeSize(config.momentDtype);
+}
+
+float dcrun::roundToStateDtype(float value, dcrt_dtype dtype) {
+  return dtype == DCRT_BF16 ? bf16ToFloat(floatToBF16(value)) : value;
 }
 
 static bool endsWith(const std::string &text, const char *suffix) {
@@ -164,11 +177,8 @@ double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares,
   return param.spec.sharded ? sumOfSquares : sumOfSquares / worldSize;
 }
 
-void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
-                     int64_t step) {
-  // Every gradient in fp32 first: clipping needs the global norm before the
-  // first update.
-  std::vector<std::vector<float>> gradients;
+double HostAdamW::gradientSquares(ParamRegistry &registry) {
+  gradients.clear();
   double squares = 0;
   for (Param &param : registry.params()) {
     std::vector<float> &gradient = gradients.emplace_back();
@@ -185,30 +195,32 @@ void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
       sum += double(g) * g;
     squares += shareOfSquaredNorm(param, sum, registry.worldSize());
   }
-  localSquares = squares;
-  double scale = 1.0;
-  if (config.maxGradNorm > 0) {
-    dcrt::allReduceSum(&squares, 1);
-    gradNorm = std::sqrt(squares);
-    scale = clipScale(gradNorm, config.maxGradNorm);
-  }
+  return squares;
+}
+
+void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
+                     int64_t step, double gradScale) {
+  // The gradients gradientSquares read, or read now.
+  if (gradients.size() != registry.params().size())
+    gradientSquares(registry);
   size_t i = 0;
   for (Param &param : registry.params()) {
     std::vector<float> &gradient = gradients[i++];
     if (!param.spec.hasGrad)
       continue;
-    if (scale != 1.0)
+    if (gradScale != 1.0)
       for (float &g : gradient)
-        g = static_cast<float>(g * scale);
+        g = static_cast<float>(g * gradScale);
     adamwUpdate(param.master.data(), gradient.data(), param.expAvg.data(),
                 param.expAvgSq.data(), param.validNumel, config, step);
     param.refreshData();
   }
+  gradients.clear(); // the next step reads its own
 }
 
-std::unique_ptr<Optimizer> dcrun::createAdamW() {
+std::unique_ptr<Optimizer> dcrun::createAdamW(const AdamWConfig &config) {
   if (!dcrt::deviceIsHost())
-    if (std::unique_ptr<Optimizer> device = createDeviceAdamW())
+    if (std::unique_ptr<Optimizer> device = createDeviceAdamW(config))
       return device;
   return std::make_unique<HostAdamW>();
 }

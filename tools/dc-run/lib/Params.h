@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,14 +30,30 @@ struct AdamWConfig {
   /// update, the global L2 norm over every rank's shards (one all-reduce),
   /// as torch.nn.utils.clip_grad_norm_; 0: no clipping.
   double maxGradNorm = 0.0;
+  /// The dtypes of the optimizer's state (as the seeds' bf16 master-weight
+  /// option): f32 or bf16 for both moments, and f32 or bf16 for the master
+  /// weights, where bf16 means the bf16 parameter itself is the master (no
+  /// copy). All f32: 12 bytes of state per element; all bf16: 4.
+  dcrt_dtype masterDtype = DCRT_F32;
+  dcrt_dtype momentDtype = DCRT_F32;
 };
+
+/// Bytes of optimizer state per parameter element beside the parameter
+/// itself: what `--optimizer-state-bytes` of dc-compile should budget.
+int64_t stateBytesPerElement(const AdamWConfig &config);
+
+/// `value` as the state dtype `dtype` stores it (rounded to nearest even
+/// for bf16): the host AdamW keeps its state in fp32 vectors but on the
+/// device's grid, so both backends agree.
+float roundToStateDtype(float value, dcrt_dtype dtype);
 
 /// The scale clipping applies: min(1, maxNorm / (norm + 1e-6)), 1 when
 /// clipping is off.
 double clipScale(double globalNorm, double maxNorm);
 
 /// One AdamW step (PyTorch's: decoupled weight decay, bias-corrected
-/// moments) over `numel` elements; `step` counts from 1.
+/// moments) over `numel` elements; `step` counts from 1. The new master and
+/// moments are rounded to the config's state dtypes.
 void adamwUpdate(float *master, const float *grad, float *expAvg,
                  float *expAvgSq, int64_t numel, const AdamWConfig &config,
                  int64_t step);
@@ -119,26 +134,21 @@ private:
 class Optimizer {
 public:
   virtual ~Optimizer() = default;
-  /// One update of every parameter that has a gradient; `step` counts
-  /// from 1. Reads each `grad`, writes each `data`.
+  /// This rank's share of the squared global norm of the step's gradients
+  /// (the ranks' shares add up to it): dc-run all-reduces it with the loss,
+  /// stops at a non-finite norm before any update, and clips with it.
+  virtual double gradientSquares(ParamRegistry &registry) = 0;
+  /// One update of every parameter that has a gradient, the gradients
+  /// scaled by `gradScale` (clipping; 1 otherwise); `step` counts from 1.
+  /// Reads each `grad`, writes each `data`.
   virtual void step(ParamRegistry &registry, const AdamWConfig &config,
-                    int64_t step) = 0;
+                    int64_t step, double gradScale) = 0;
   /// The registry's fp32 masters and moments (initialized or loaded from a
   /// checkpoint) become the optimizer's state. Before the first step.
   virtual void loadState(ParamRegistry &registry) {}
   /// The optimizer's state is written back to the registry's masters and
   /// moments (before a checkpoint is saved).
   virtual void storeState(ParamRegistry &registry) {}
-  /// The global gradient norm of the last step (computed when clipping).
-  double lastGradNorm() const { return gradNorm; }
-  /// This rank's share of the squared norm of the last step's gradients,
-  /// where the optimizer computes it on the host (nullopt elsewhere): which
-  /// rank a non-finite norm came from.
-  std::optional<double> lastLocalSquares() const { return localSquares; }
-
-protected:
-  double gradNorm = 0;
-  std::optional<double> localSquares;
 };
 
 /// Each rank's share of the global squared gradient norm: its shards' sum,
@@ -152,19 +162,24 @@ double shareOfSquaredNorm(const Param &param, double sumOfSquares,
 /// and writes the shard back in its dtype.
 class HostAdamW : public Optimizer {
 public:
-  void step(ParamRegistry &registry, const AdamWConfig &config,
-            int64_t step) override;
+  double gradientSquares(ParamRegistry &registry) override;
+  void step(ParamRegistry &registry, const AdamWConfig &config, int64_t step,
+            double gradScale) override;
+
+private:
+  /// The gradients in fp32, read by gradientSquares for the step after it.
+  std::vector<std::vector<float>> gradients;
 };
 
 /// The AdamW for this backend: on a device backend the fused AdamW kernel
 /// over device-resident state where dc-run was built with it, else
 /// HostAdamW.
-std::unique_ptr<Optimizer> createAdamW();
+std::unique_ptr<Optimizer> createAdamW(const AdamWConfig &config);
 
-/// The device AdamW (fp32 master and moments in device memory, one fused
-/// kernel per parameter on the compute stream), or null where dc-run was
-/// built without CUDA.
-std::unique_ptr<Optimizer> createDeviceAdamW();
+/// The device AdamW (master and moments in device memory, one fused kernel
+/// per parameter on the compute stream), or null where dc-run was built
+/// without CUDA.
+std::unique_ptr<Optimizer> createDeviceAdamW(const AdamWConfig &config);
 
 } // namespace dcrun
 

@@ -79,6 +79,29 @@ TEST(Manifest, NamesWhereItFailed) {
                    "ranks need 4");
 }
 
+TEST(Manifest, ReadsAStepsFlops) {
+  std::string error;
+  std::string text = manifestWith("");
+  const std::string entry = R"("entry": "dc_entry_train_step",)";
+  auto withFlops = [&](const std::string &value) {
+    std::string changed = text;
+    changed.insert(changed.find(entry) + entry.size(),
+                   " \"flops\": " + value + ",");
+    return changed;
+  };
+  std::optional<Manifest> manifest = parseManifest(withFlops("1.5e12"), error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_EQ(manifest->steps[0].flops, 1.5e12);
+  manifest = parseManifest(text, error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_EQ(manifest->steps[0].flops, 0); // optional
+  for (const char *bad : {"-1", "\"many\"", "null"}) {
+    EXPECT_FALSE(parseManifest(withFlops(bad), error)) << bad;
+    EXPECT_EQ(error, "step 'train_step': \"flops\" is not a non-negative "
+                     "number");
+  }
+}
+
 // A number too large for a double is an error, not an uncaught exception
 // that ended dc-run without a word (found by dc-fuzz-manifest).
 TEST(Manifest, RejectsNumbersThatOverflow) {

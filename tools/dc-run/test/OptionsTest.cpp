@@ -46,6 +46,17 @@ TEST(Options, ParsesValuesInBothSpellings) {
   EXPECT_DOUBLE_EQ(options.adamw.beta2, 0.999);
 }
 
+TEST(Options, PicksTheLauncher) {
+  Options options;
+  EXPECT_EQ(options.launcher, "mpirun");
+  EXPECT_EQ(parse({"a.so", "--launcher", "tcp"}, options), "");
+  EXPECT_EQ(options.launcher, "tcp");
+  EXPECT_EQ(parse({"a.so", "--launcher=mpirun"}, options), "");
+  EXPECT_EQ(options.launcher, "mpirun");
+  EXPECT_EQ(parse({"a.so", "--launcher", "ssh"}, options),
+            "bad value 'ssh' for option '--launcher' (expected mpirun or tcp)");
+}
+
 TEST(Options, TheLastOfARepeatedOptionWins) {
   Options options;
   EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=0.5"}, options), "");
@@ -112,6 +123,20 @@ TEST(Options, RejectsValuesOutsideTheirRange) {
   EXPECT_TRUE(edges.allowNonFinite);
 }
 
+TEST(Options, TakesTheOptimizerStateDtypes) {
+  Options options;
+  EXPECT_EQ(options.adamw.masterDtype, DCRT_F32);
+  EXPECT_EQ(options.adamw.momentDtype, DCRT_F32);
+  EXPECT_EQ(
+      parse({"a.so", "--master-dtype", "bf16", "--moment-dtype=bf16"}, options),
+      "");
+  EXPECT_EQ(options.adamw.masterDtype, DCRT_BF16);
+  EXPECT_EQ(options.adamw.momentDtype, DCRT_BF16);
+  EXPECT_EQ(parse({"a.so", "--moment-dtype", "f16"}, options),
+            "bad value 'f16' for option '--moment-dtype' (expected f32 or "
+            "bf16)");
+}
+
 TEST(Options, HelpListsEveryOption) {
   Options options;
   std::string help;
@@ -137,6 +162,8 @@ TEST(Options, HelpListsEveryOption) {
                            "--gather-arena-bytes N",
                            "--host-pool-bytes N",
                            "--mpirun PATH",
+                           "--master-dtype DTYPE",
+                           "--moment-dtype DTYPE",
                            "--allow-nonfinite"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }

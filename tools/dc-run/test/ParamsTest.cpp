@@ -129,7 +129,7 @@ TEST(HostAdamW, UpdatesShardsFromTheirGradients) {
   grad[1] = floatToBF16(-0.25f);
   AdamWConfig config;
   config.lr = 0.01;
-  HostAdamW().step(registry, config, 1);
+  HostAdamW().step(registry, config, 1, 1.0);
   // First step moves each weight by lr against its gradient's sign.
   EXPECT_NEAR(param.master[0], 0.99, 1e-6);
   EXPECT_NEAR(param.master[1], -0.99, 1e-6);
@@ -151,9 +151,9 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
     for (int64_t step = 1; step <= 2; ++step) {
       param.grad.as<float>()[0] = step == 1 ? g0 : g0 * 0.5f;
       param.grad.as<float>()[1] = step == 1 ? g1 : g1 * 2.0f;
-      optimizer.step(registry, config, step);
+      *norm = std::sqrt(optimizer.gradientSquares(registry));
+      optimizer.step(registry, config, step, clipScale(*norm, maxNorm));
     }
-    *norm = optimizer.lastGradNorm();
     return param.master;
   };
   double norm = 0, unused = 0;
@@ -161,7 +161,8 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
   // The second step's gradients (1.5, 8) have norm sqrt(66.25).
   EXPECT_NEAR(norm, std::sqrt(66.25), 1e-9);
   double scale2 = 1.0 / (std::sqrt(66.25) + 1e-6);
-  // The same two steps without clipping, on hand-scaled gradients.
+  // The same two steps without clipping, on hand-scaled gradients (step
+  // reads them itself when gradientSquares was not called).
   ParamRegistry registry(0, 1);
   Param &param = registry.add(spec(0, "w", {2}, DCRT_F32));
   param.master = {1.0f, -1.0f};
@@ -171,10 +172,10 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
   double scale1 = 1.0 / (5.0 + 1e-6);
   param.grad.as<float>()[0] = static_cast<float>(3.0f * scale1);
   param.grad.as<float>()[1] = static_cast<float>(4.0f * scale1);
-  optimizer.step(registry, config, 1);
+  optimizer.step(registry, config, 1, 1.0);
   param.grad.as<float>()[0] = static_cast<float>(1.5f * scale2);
   param.grad.as<float>()[1] = static_cast<float>(8.0f * scale2);
-  optimizer.step(registry, config, 2);
+  optimizer.step(registry, config, 2, 1.0);
   EXPECT_NEAR(clipped[0], param.master[0], 1e-7);
   EXPECT_NEAR(clipped[1], param.master[1], 1e-7);
   // A norm under the limit is left alone.
@@ -182,4 +183,79 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
   EXPECT_NEAR(unused, std::sqrt(0.15 * 0.15 + 0.8 * 0.8), 1e-7);
   EXPECT_EQ(clipScale(0.5, 10.0), 1.0);
   EXPECT_EQ(clipScale(123.0, 0.0), 1.0);
+}
+
+TEST(HostAdamW, SquaredNormSharesAddUpOverRanks) {
+  // A sharded gradient counts where it lives; a replicated one (on every
+  // rank) a world-size-th on each; a NaN anywhere makes the share NaN.
+  ParamRegistry registry(1, 2);
+  Param &sharded = registry.add(spec(0, "w", {4}, DCRT_F32));
+  ParamSpec replicatedSpec = spec(1, "b", {2}, DCRT_F32);
+  replicatedSpec.sharded = false;
+  Param &replicated = registry.add(replicatedSpec);
+  sharded.grad.as<float>()[0] = 3.0f;
+  sharded.grad.as<float>()[1] = 4.0f;
+  replicated.grad.as<float>()[0] = 2.0f;
+  replicated.grad.as<float>()[1] = 0.0f;
+  HostAdamW optimizer;
+  EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry), 25.0 + 4.0 / 2);
+  sharded.grad.as<float>()[1] = std::nanf("");
+  EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry)));
+}
+
+TEST(HostAdamW, KeepsItsStateInTheChosenDtypes) {
+  // Three steps with bf16 moments and a bf16 master: every kept value is on
+  // the bf16 grid, the parameter's data is the master itself, and the
+  // result stays within bf16 rounding of the f32 run's.
+  auto run = [](dcrt_dtype master, dcrt_dtype moments) {
+    ParamRegistry registry(0, 1);
+    ParamSpec bf16 = spec(0, "w", {3}, DCRT_BF16);
+    bf16.gradDtype = DCRT_BF16;
+    Param &param = registry.add(bf16);
+    param.master = {0.5f, -0.25f, 0.125f};
+    param.refreshData();
+    AdamWConfig config;
+    config.lr = 0.01;
+    config.weightDecay = 0.1;
+    config.masterDtype = master;
+    config.momentDtype = moments;
+    HostAdamW optimizer;
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (int i = 0; i < 3; ++i)
+        param.grad.as<uint16_t>()[i] =
+            floatToBF16(0.1f * static_cast<float>(i + step));
+      optimizer.step(registry, config, step, 1.0);
+    }
+    struct Kept {
+      std::vector<float> master, expAvg, expAvgSq;
+      std::vector<uint16_t> data;
+    };
+    const uint16_t *data = param.data.as<uint16_t>();
+    return Kept{param.master, param.expAvg, param.expAvgSq, {data, data + 3}};
+  };
+  auto wide = run(DCRT_F32, DCRT_F32);
+  auto narrow = run(DCRT_BF16, DCRT_BF16);
+  for (int i = 0; i < 3; ++i) {
+    for (float value : {narrow.master[i], narrow.expAvg[i], narrow.expAvgSq[i]})
+      EXPECT_EQ(value, roundToStateDtype(value, DCRT_BF16)) << i;
+    EXPECT_EQ(narrow.data[i], floatToBF16(narrow.master[i]));
+    EXPECT_NEAR(narrow.master[i], wide.master[i],
+                std::fabs(wide.master[i]) * 8e-3);
+    EXPECT_NEAR(narrow.expAvg[i], wide.expAvg[i],
+                std::fabs(wide.expAvg[i]) * 8e-3);
+  }
+  // The f32 master keeps what bf16 rounds away.
+  bool offGrid = false;
+  for (int i = 0; i < 3; ++i)
+    offGrid |= wide.master[i] != roundToStateDtype(wide.master[i], DCRT_BF16);
+  EXPECT_TRUE(offGrid);
+}
+
+TEST(AdamW, StateBytesPerElement) {
+  AdamWConfig config;
+  EXPECT_EQ(stateBytesPerElement(config), 12);
+  config.momentDtype = DCRT_BF16;
+  EXPECT_EQ(stateBytesPerElement(config), 8);
+  config.masterDtype = DCRT_BF16;
+  EXPECT_EQ(stateBytesPerElement(config), 4);
 }

@@ -1,9 +1,11 @@
 //===- adamw-check.cu - the AdamW kernel against the host AdamW -----------===//
 //
-// Three AdamW steps of the fused kernel on random data (fp32 master, bf16
-// gradients and compute copy, weight decay on) against dcrun::adamwUpdate:
-// the masters and moments must agree to 1e-6 relative, the bf16 copies
-// exactly. Needs a GPU; runtime/test/gpu/run.sh runs it.
+// Three AdamW steps of the fused kernel on random data (bf16 gradients and
+// compute copy, weight decay on) against dcrun::adamwUpdate, with the state
+// in fp32, with bf16 moments, and all bf16 (the master is the bf16 data):
+// fp32 state must agree to 1e-6 relative and the bf16 copies exactly; bf16
+// state to one bf16 rounding step. Needs a GPU; runtime/test/gpu/run.sh
+// runs it.
 //
 //===----------------------------------------------------------------------===//
 #include "AdamW.h"
@@ -39,24 +41,31 @@ double maxRelative(const std::vector<float> &a, const std::vector<float> &b) {
   }
   return worst / std::max(scale, 1e-30);
 }
-} // namespace
 
-int main() {
+/// Three AdamW steps of the kernel against adamwUpdate with the state in
+/// `masterType` / `momentType` (a bf16 master is the bf16 data itself).
+bool check(dcrt_dtype masterType, dcrt_dtype momentType) {
   const int64_t n = (int64_t(1) << 22) + 17;
   std::mt19937 random(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> master(n), expAvg(n, 0.0f), expAvgSq(n, 0.0f);
-  for (float &value : master)
-    value = 0.02f * normal(random);
   dcrun::AdamWConfig config;
   config.lr = 1e-3;
   config.weightDecay = 0.1;
-  float *dMaster = device(master), *dAvg = device(expAvg),
-        *dAvgSq = device(expAvgSq);
-  uint16_t *dData = nullptr, *dGrad = nullptr;
-  cudaMalloc(&dData, n * 2);
-  cudaMalloc(&dGrad, n * 2);
+  config.masterDtype = masterType;
+  config.momentDtype = momentType;
+  std::vector<float> master(n), expAvg(n, 0.0f), expAvgSq(n, 0.0f);
   std::vector<uint16_t> data(n);
+  for (int64_t i = 0; i < n; ++i) {
+    master[i] = dcrun::roundToStateDtype(0.02f * normal(random), masterType);
+    data[i] = dcrt::floatToBF16(master[i]);
+  }
+  const int64_t momentBytes = n * dcrt::dtypeSize(momentType);
+  std::vector<unsigned char> zeros(momentBytes, 0);
+  float *dMaster = device(master);
+  unsigned char *dAvg = device(zeros), *dAvgSq = device(zeros);
+  uint16_t *dData = device(data), *dGrad = nullptr;
+  cudaMalloc(&dGrad, n * 2);
+  bool shared = masterType == DCRT_BF16;
   for (int64_t step = 1; step <= 3; ++step) {
     std::vector<uint16_t> grad(n);
     std::vector<float> gradFloat(n);
@@ -68,29 +77,58 @@ int main() {
     dcrun::cuda::AdamWStep kernelConfig{config.lr,          config.beta1,
                                         config.beta2,       config.eps,
                                         config.weightDecay, step};
-    cudaError_t status =
-        dcrun::cuda::adamwStep(dMaster, dGrad, DCRT_BF16, dAvg, dAvgSq, dData,
-                               DCRT_BF16, n, kernelConfig, nullptr);
+    cudaError_t status = dcrun::cuda::adamwStep(
+        shared ? static_cast<void *>(dData) : dMaster, masterType, dGrad,
+        DCRT_BF16, dAvg, dAvgSq, momentType, dData, DCRT_BF16, n, kernelConfig,
+        nullptr);
     if (status != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
       std::printf("adamw-check: kernel failed: %s\n",
                   cudaGetErrorString(cudaGetLastError()));
-      return 1;
+      return false;
     }
     dcrun::adamwUpdate(master.data(), gradFloat.data(), expAvg.data(),
                        expAvgSq.data(), n, config, step);
   }
-  double masterError = maxRelative(master, back(dMaster, n));
-  double avgError = maxRelative(expAvg, back(dAvg, n));
-  double avgSqError = maxRelative(expAvgSq, back(dAvgSq, n));
+  auto asFloats = [&](const unsigned char *pointer, dcrt_dtype dtype) {
+    std::vector<unsigned char> raw = back(pointer, n * dcrt::dtypeSize(dtype));
+    std::vector<float> values(n);
+    dcrt::convert(raw.data(), dtype, values.data(), DCRT_F32, n);
+    return values;
+  };
+  std::vector<float> deviceMaster =
+      shared ? asFloats(reinterpret_cast<unsigned char *>(dData), DCRT_BF16)
+             : back(dMaster, n);
+  double masterError = maxRelative(master, deviceMaster);
+  double avgError = maxRelative(expAvg, asFloats(dAvg, momentType));
+  double avgSqError = maxRelative(expAvgSq, asFloats(dAvgSq, momentType));
   std::vector<uint16_t> deviceData = back(dData, n);
   int64_t dataMismatches = 0;
   for (int64_t i = 0; i < n; ++i)
     dataMismatches += deviceData[i] != dcrt::floatToBF16(master[i]);
-  bool ok = masterError <= 1e-6 && avgError <= 1e-6 && avgSqError <= 1e-6 &&
-            dataMismatches == 0;
-  std::printf("adamw-check: %lld elements, 3 steps: master %.2e, moments "
-              "%.2e / %.2e (max relative), bf16 copies differing: %lld: %s\n",
+  // fp32 state agrees to fp32 rounding; bf16 state, rounded from values
+  // that agree that closely, may differ by one bf16 step where the two sit
+  // on either side of a rounding boundary.
+  double tolerance = momentType == DCRT_BF16 || shared ? 8e-3 : 1e-6;
+  bool ok = masterError <= tolerance && avgError <= tolerance &&
+            avgSqError <= tolerance && (shared || dataMismatches == 0);
+  std::printf("adamw-check: %s master, %s moments: %lld elements, 3 steps: "
+              "master %.2e, moments %.2e / %.2e (max relative), bf16 copies "
+              "differing: %lld: %s\n",
+              dcrt::dtypeName(masterType), dcrt::dtypeName(momentType),
               static_cast<long long>(n), masterError, avgError, avgSqError,
               static_cast<long long>(dataMismatches), ok ? "ok" : "FAILED");
+  cudaFree(dMaster);
+  cudaFree(dAvg);
+  cudaFree(dAvgSq);
+  cudaFree(dData);
+  cudaFree(dGrad);
+  return ok;
+}
+} // namespace
+
+int main() {
+  bool ok = check(DCRT_F32, DCRT_F32);
+  ok &= check(DCRT_F32, DCRT_BF16);
+  ok &= check(DCRT_BF16, DCRT_BF16);
   return ok ? 0 : 1;
 }
