@@ -31,6 +31,16 @@ for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
         config.environment[name] = os.environ[name]
 config.substitutions.append(("%dc_src_root", config.dc_src_root))
 config.substitutions.append(("%python", "python3"))
+config.substitutions.append(("%dc_obj_root", config.dc_obj_root))
+# Embed/: `cmake --install` this build, then configure a separate project
+# against the prefix with the same CMake, generator and compilers.
+config.substitutions.append(("%cmake_configure", " ".join([
+    '"%s"' % config.cmake, '-G "%s"' % config.cmake_generator,
+    '-DCMAKE_MAKE_PROGRAM="%s"' % config.cmake_make_program,
+    '-DCMAKE_C_COMPILER="%s"' % config.c_compiler,
+    '-DCMAKE_CXX_COMPILER="%s"' % config.cxx_compiler,
+    "-DCMAKE_BUILD_TYPE=Release"])))
+config.substitutions.append(("%cmake", '"%s"' % config.cmake))
 # The runtime an artifact links against, to load one in a test process.
 config.substitutions.append(
     ("%libdcrt", os.path.join(config.dc_obj_root, "lib", "libdcrt.so")))
