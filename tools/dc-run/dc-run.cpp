@@ -24,7 +24,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <dlfcn.h>
 #include <fstream>
