@@ -44,14 +44,7 @@ for c in B A16; do
   echo "== $c per-op profile"
   $RUN "$ART/$c-h200-w1-prof.so" --steps 3 --vocab 32000 \
     --profile-out "$OUT/$c-profile.json" > "$OUT/$c-prof.log" 2>&1 || { tail -5 "$OUT/$c-prof.log"; continue; }
-  python3 - "$OUT/$c-profile.json" <<'PY'
-import json, sys
-data = json.load(open(sys.argv[1]))
-ops = data.get("ops", data)
-items = sorted(((v if isinstance(v, (int, float)) else v.get("mean_s", v.get("time_s", 0)), k) for k, v in ops.items()), reverse=True)
-total = sum(t for t, _ in items)
-print("ops %d, total %.3f ms" % (len(items), total * 1e3))
-for t, k in items[:25]:
-    print("%10.3f ms  %5.1f%%  %s" % (t * 1e3, 100 * t / total if total else 0, k))
-PY
+  # By kind of op, from the IR the profile keys count in (pack-artifacts.sh).
+  python3 bench/profile_by_kind.py "$ART/$c-h200-w1-prof.mlir" "$OUT/$c-profile.json" \
+    --top 20 | tee "$OUT/$c-profile-by-kind.md"
 done

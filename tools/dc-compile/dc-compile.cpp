@@ -217,10 +217,12 @@ LogicalResult emitArtifact(ModuleOp module) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Passes first: --mlir-print-ir-before/after list the passes registered
+  // when the pass manager's options are.
+  dc::registerDCPassesAndPipelines();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
-  dc::registerDCPassesAndPipelines();
   SmallVector<const char *> args;
   std::unique_ptr<dc::Zero3PipelineOptions> options =
       splitScheduleOptions(argc, argv, args);

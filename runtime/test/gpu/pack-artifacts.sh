@@ -41,8 +41,10 @@ if [ "${BENCH:-0}" = 1 ]; then
       "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/bench/$c-h200-w1.so"
   done
   for c in A16 B; do
+    # The IR the profile keys count in, for bench/profile_by_kind.py.
     "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --profile-ops \
-      -o "$DEST/bench/$c-h200-w1-prof.so"
+      --mlir-print-ir-before=dc-profile-ops --mlir-elide-elementsattrs-if-larger=16 \
+      -o "$DEST/bench/$c-h200-w1-prof.so" 2> "$DEST/bench/$c-h200-w1-prof.mlir"
   done
 fi
 rm -f "$DEST"/*.mlir
