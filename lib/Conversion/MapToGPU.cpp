@@ -231,18 +231,42 @@ bool isHostOp(Operation *op) {
          llvm::none_of(op->getResultTypes(), llvm::IsaPred<ShapedType>);
 }
 
-/// A zero `linalg.fill` of exactly `gemm`'s output right before it: the
-/// product can overwrite instead of accumulate.
+/// The buffer `value` views (through view-like ops), or `value` itself.
+Value getViewRoot(Value value) {
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+    value = view.getViewSource();
+  return value;
+}
+
+/// True when `op` may read or write `buffer` or a view of it.
+bool mayTouch(Operation *op, Value buffer) {
+  Value root = getViewRoot(buffer);
+  return llvm::any_of(op->getOperands(), [&](Value operand) {
+    return isa<BaseMemRefType>(operand.getType()) &&
+           (operand == buffer || getViewRoot(operand) == root);
+  });
+}
+
+/// A zero `linalg.fill` of exactly `gemm`'s output before it, with nothing
+/// in between that can read or write that output: the product can
+/// overwrite instead of accumulate. Between them may lie --profile-ops'
+/// hooks (a profiled step runs the same kernels), views, and dc's schedule
+/// ops (a gather's start and wait, a release), which only touch the
+/// runtime's buffers and the operands they name. Another step-arena view
+/// cannot overlap the output there: dc-assign-step-arena gives buffers
+/// that are live at the same time disjoint ranges.
 linalg::FillOp getZeroFillBefore(Operation *gemm) {
-  // Past --profile-ops' hooks: a profiled step runs the same kernels.
+  Value output = cast<linalg::LinalgOp>(gemm).getDpsInits()[0];
   Operation *previous = gemm->getPrevNode();
-  while (
-      isa_and_nonnull<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp>(previous))
+  while (previous &&
+         (isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
+              arith::ConstantOp>(previous) ||
+          isa_and_nonnull<DCDialect>(previous->getDialect())) &&
+         !mayTouch(previous, output))
     previous = previous->getPrevNode();
   auto fill = dyn_cast_or_null<linalg::FillOp>(previous);
   if (!fill || !fill.hasPureBufferSemantics())
     return {};
-  Value output = cast<linalg::LinalgOp>(gemm).getDpsInits()[0];
   if (fill.getOutputs()[0] != output)
     return {};
   Attribute value;
@@ -290,6 +314,12 @@ Value createThreadPerPointLaunch(OpBuilder &builder, Location loc,
   builder.setInsertionPointToStart(guard.thenBlock());
   return id;
 }
+
+/// Threads that fill an H200 (132 SMs x 1024 resident threads), and the
+/// most row groups a column-parallel loop is split into (each group still
+/// scans every iteration's index).
+constexpr int64_t kThreadsToFillDevice = 132 * 1024;
+constexpr int64_t kMaxRowPartitions = 64;
 
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
@@ -825,8 +855,10 @@ private:
     }
   }
 
-  /// A thread per point of `inner` (see getColumnParallelLoopOp), each
-  /// running the whole loop with `inner` reduced to that point.
+  /// A thread per point of `inner` (see getColumnParallelLoopOp) and
+  /// partition of the rows it writes (see getRowPartitions), each running
+  /// the whole loop with `inner` reduced to that point, for the iterations
+  /// whose row falls in its partition.
   void mapColumnParallelLoop(IRRewriter &rewriter, scf::ForOp loop,
                              linalg::LinalgOp inner) {
     Location loc = loop.getLoc();
@@ -837,13 +869,29 @@ private:
       rewriter.eraseOp(loop);
       return;
     }
+    auto [row, partitions] = getRowPartitions(inner, total);
     OpBuilder::InsertionGuard guard(rewriter);
-    Value id = createThreadPerPointLaunch(rewriter, loc, total);
-    SmallVector<Value> ivs = delinearize(rewriter, loc, id, trips);
+    Value id = createThreadPerPointLaunch(rewriter, loc, total * partitions);
+    Value points = arith::ConstantIndexOp::create(rewriter, loc, total);
+    Value partition = arith::DivUIOp::create(rewriter, loc, id, points);
+    SmallVector<Value> ivs =
+        delinearize(rewriter, loc,
+                    arith::RemUIOp::create(rewriter, loc, id, points), trips);
     rewriter.moveOpBefore(loop, rewriter.getInsertionBlock()->getTerminator());
     // The op at this thread's point: its body, then a store per output.
     auto generic = cast<linalg::GenericOp>(inner.getOperation());
     rewriter.setInsertionPoint(generic);
+    if (partitions > 1) {
+      Value mine = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::eq,
+          arith::RemUIOp::create(
+              rewriter, loc, row,
+              arith::ConstantIndexOp::create(rewriter, loc, partitions)),
+          partition);
+      auto onlyMine = scf::IfOp::create(rewriter, loc, mine,
+                                        /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(onlyMine.thenBlock());
+    }
     IRMapping mapping;
     cloneBodyAt(rewriter, loc, generic, ivs, /*skip=*/nullptr, mapping);
     auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
@@ -853,6 +901,45 @@ private:
           rewriter, loc, mapping.lookupOrDefault(value), output.get(),
           applyMap(generic.getMatchingIndexingMap(&output), ivs));
     rewriter.eraseOp(generic);
+  }
+
+  /// How many thread groups can share a column-parallel loop by the row it
+  /// writes in each iteration, and that row: group p runs the iterations
+  /// whose row % partitions == p. Every (row, column) is still written by
+  /// one thread, in loop order, so the sums are the host's; the loop's
+  /// latency-bound chain shrinks by that factor (an embedding gradient of
+  /// 2048 columns alone filled 64 warps of 132 SMs). It needs one output
+  /// whose one loop-dependent offset names the row, and no input that reads
+  /// the output's buffer (another group's rows); else 1 group.
+  std::pair<Value, int64_t> getRowPartitions(linalg::LinalgOp inner,
+                                             int64_t points) {
+    if (inner.getNumDpsInits() != 1)
+      return {Value(), 1};
+    auto subview = inner.getDpsInits()[0].getDefiningOp<memref::SubViewOp>();
+    Value row;
+    int64_t rows = ShapedType::kDynamic;
+    for (auto [dim, offset] : llvm::enumerate(subview.getMixedOffsets())) {
+      auto value = dyn_cast<Value>(offset);
+      if (!value)
+        continue;
+      if (row)
+        return {Value(), 1};
+      row = value;
+      rows = subview.getSourceType().getDimSize(dim);
+    }
+    if (!row)
+      return {Value(), 1};
+    Value root = getViewRoot(subview.getSource());
+    for (Value input : inner.getDpsInputs())
+      if (isa<BaseMemRefType>(input.getType()) && getViewRoot(input) == root)
+        return {Value(), 1};
+    // Enough threads to cover the device (132 SMs x 1024), no more groups
+    // than rows.
+    int64_t partitions = std::min<int64_t>(
+        kMaxRowPartitions, llvm::divideCeil(kThreadsToFillDevice, points));
+    if (!ShapedType::isDynamic(rows))
+      partitions = std::min(partitions, rows);
+    return {row, std::max<int64_t>(partitions, 1)};
   }
 
   /// A top-level scf.parallel of static bounds as a 1-D grid of threads.

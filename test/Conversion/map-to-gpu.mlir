@@ -241,19 +241,25 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // -----
 
 // An embedding gradient, `for t: dE[idx[t], :] += g[t, :]`: a thread per
-// column (16), each running the whole loop over the 5 tokens, so repeated
-// indices add up in order without two threads writing one element. When
-// the output row's offset moves along a dim of size > 1, threads could
-// overlap: that loop stays in one thread.
+// column (16) and group of rows (10, one per row of dE here; at most 64),
+// each running the whole loop over the 5 tokens and adding the tokens whose
+// row is in its group, so repeated indices add up in order without two
+// threads writing one element. When the output row's offset moves along a
+// dim of size > 1, threads could overlap: that loop stays in one thread.
 // CHECK-LABEL: func.func @embedding_grad
-// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c160{{.*}},
 // CHECK: %[[ID:.*]] = arith.addi
 // CHECK: scf.if
-// CHECK: %[[COL:.*]] = arith.remui %[[ID]], %c16
+// CHECK: %[[GROUP:.*]] = arith.divui %[[ID]], %c16
+// CHECK: %[[POINT:.*]] = arith.remui %[[ID]], %c16
+// CHECK: %[[COL:.*]] = arith.remui %[[POINT]], %c16
 // CHECK: scf.for %[[T:.*]] = %c0 to %c5 step %c1
 // CHECK: %[[ROW:.*]] = arith.index_cast
 // CHECK: %[[G:.*]] = memref.subview %arg1[%[[T]], 0] [1, 16]
 // CHECK: %[[D:.*]] = memref.subview %arg2[%[[ROW]], 0] [1, 16]
+// CHECK: %[[ROWGROUP:.*]] = arith.remui %[[ROW]], %c10
+// CHECK: %[[MINE:.*]] = arith.cmpi eq, %[[ROWGROUP]], %[[GROUP]]
+// CHECK: scf.if %[[MINE]]
 // CHECK: %[[X:.*]] = memref.load %[[G]][%{{.*}}, %[[COL]]]
 // CHECK: %[[ACC:.*]] = memref.load %[[D]][%{{.*}}, %[[COL]]]
 // CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[X]]
@@ -316,5 +322,74 @@ func.func @profiled_gemm(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<
   llvm.call @dcrt_op_end(%p, %t0) : (!llvm.ptr, i64) -> ()
   %t1 = llvm.call @dcrt_op_begin() : () -> i64
   linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : memref<8x4xf32>)
+  return
+}
+
+// -----
+
+// A gather's start and wait (and views) between a zero fill and its matrix
+// product do not keep the fill either: they touch only the runtime's
+// buffers. A view of the output read in between keeps it (as a kernel).
+// CHECK-LABEL: func.func @gathered_gemm
+// CHECK-NOT: linalg.fill
+// CHECK: dc.wait
+// CHECK: linalg.matmul {dc.gemm_overwrite}
+// CHECK-LABEL: func.func @fill_read_before_gemm
+// CHECK: gpu.launch
+// CHECK: dc.gather_start
+// CHECK: linalg.matmul ins
+// CHECK-NOT: dc.gemm_overwrite
+func.func @gathered_gemm(%a: memref<8x16xbf16>, %shard: memref<64xbf16>, %arena: memref<256xi8>) {
+  %zero = arith.constant 0.0 : bf16
+  %c0 = arith.constant 0 : index
+  %c = memref.view %arena[%c0][] : memref<256xi8> to memref<8x4xbf16>
+  linalg.fill ins(%zero : bf16) outs(%c : memref<8x4xbf16>)
+  %f = dc.gather_start %shard : memref<64xbf16> -> !dc.future<memref<16x4xbf16>>
+  %b = dc.wait %f : !dc.future<memref<16x4xbf16>>
+  linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x4xbf16>) outs(%c : memref<8x4xbf16>)
+  dc.release %b : memref<16x4xbf16>
+  return
+}
+func.func @fill_read_before_gemm(%a: memref<8x16xbf16>, %shard: memref<64xbf16>, %arena: memref<256xi8>) {
+  %zero = arith.constant 0.0 : bf16
+  %c0 = arith.constant 0 : index
+  %c = memref.view %arena[%c0][] : memref<256xi8> to memref<8x4xbf16>
+  linalg.fill ins(%zero : bf16) outs(%c : memref<8x4xbf16>)
+  %flat = memref.collapse_shape %c [[0, 1]] : memref<8x4xbf16> into memref<32xbf16>
+  %f = dc.gather_start %flat : memref<32xbf16> -> !dc.future<memref<16x4xbf16>>
+  %b = dc.wait %f : !dc.future<memref<16x4xbf16>>
+  linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x4xbf16>) outs(%c : memref<8x4xbf16>)
+  dc.release %b : memref<16x4xbf16>
+  return
+}
+
+// -----
+
+// A column-parallel loop whose op also reads the buffer it writes (another
+// row of it) is not split by rows: a thread per column runs every
+// iteration, as before.
+// CHECK-LABEL: func.func @row_reads_output
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
+// CHECK-NOT: arith.cmpi eq
+// CHECK: scf.for
+// CHECK-NOT: scf.if
+// CHECK: memref.store
+func.func @row_reads_output(%idx: memref<5xi32>, %de: memref<10x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  scf.for %t = %c0 to %c5 step %c1 {
+    %i = memref.load %idx[%t] : memref<5xi32>
+    %row = arith.index_cast %i : i32 to index
+    %src = memref.subview %de[%t, 0] [1, 16] [1, 1] : memref<10x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    %dst = memref.subview %de[%row, 0] [1, 16] [1, 1] : memref<10x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%src : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%dst : memref<1x16xf32, strided<[16, 1], offset: ?>>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+    }
+  }
   return
 }

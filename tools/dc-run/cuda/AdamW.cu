@@ -26,6 +26,12 @@ __device__ void store(void *data, int32_t type, int64_t i, float value) {
     static_cast<float *>(data)[i] = value;
 }
 
+// Each thread handles kUnroll elements a grid stride apart per iteration:
+// loads stay coalesced and kUnroll of each stream are in flight at once
+// (one at a time left the memory system idle: AdamW and the norm are pure
+// bandwidth).
+constexpr int kUnroll = 4;
+
 __global__ void adamwKernel(void *master, int32_t masterType, const void *grad,
                             int32_t gradType, void *expAvg, void *expAvgSq,
                             int32_t momentType, void *data, int32_t dataType,
@@ -33,20 +39,38 @@ __global__ void adamwKernel(void *master, int32_t masterType, const void *grad,
                             double eps, double decay, double stepSize,
                             double correction2, double gradScale) {
   const bool separateData = master != data;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    // Scaled in fp32 like the host AdamW's clipped gradient.
-    double g = static_cast<float>(load(grad, gradType, i) * gradScale);
-    double m = beta1 * load(expAvg, momentType, i) + (1.0 - beta1) * g;
-    double v = beta2 * load(expAvgSq, momentType, i) + (1.0 - beta2) * g * g;
-    store(expAvg, momentType, i, static_cast<float>(m));
-    store(expAvgSq, momentType, i, static_cast<float>(v));
-    double denominator = sqrt(v) / correction2 + eps;
-    float updated = static_cast<float>(load(master, masterType, i) * decay -
-                                       stepSize * m / denominator);
-    store(master, masterType, i, updated);
-    if (separateData)
-      store(data, dataType, i, updated);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t base = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       base < numel; base += stride * kUnroll) {
+    float g[kUnroll], m[kUnroll], v[kUnroll], w[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      int64_t i = base + k * stride;
+      if (i < numel) {
+        g[k] = load(grad, gradType, i);
+        m[k] = load(expAvg, momentType, i);
+        v[k] = load(expAvgSq, momentType, i);
+        w[k] = load(master, masterType, i);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      int64_t i = base + k * stride;
+      if (i >= numel)
+        break;
+      // Scaled in fp32 like the host AdamW's clipped gradient.
+      double scaled = static_cast<float>(g[k] * gradScale);
+      double avg = beta1 * m[k] + (1.0 - beta1) * scaled;
+      double avgSq = beta2 * v[k] + (1.0 - beta2) * scaled * scaled;
+      store(expAvg, momentType, i, static_cast<float>(avg));
+      store(expAvgSq, momentType, i, static_cast<float>(avgSq));
+      double denominator = sqrt(avgSq) / correction2 + eps;
+      float updated =
+          static_cast<float>(w[k] * decay - stepSize * avg / denominator);
+      store(master, masterType, i, updated);
+      if (separateData)
+        store(data, dataType, i, updated);
+    }
   }
 }
 } // namespace
@@ -70,7 +94,7 @@ cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
   double correction2 =
       sqrt(1.0 - pow(config.beta2, static_cast<double>(config.step)));
   constexpr int threads = 256;
-  int64_t blocks = (numel + threads - 1) / threads;
+  int64_t blocks = (numel + threads * kUnroll - 1) / (threads * kUnroll);
   if (blocks > 4096)
     blocks = 4096;
   adamwKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
@@ -82,37 +106,79 @@ cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
 
 namespace {
 constexpr int normThreads = 256;
+constexpr int normUnroll = 8;
 
-__global__ void sumOfSquaresKernel(const void *grad, int32_t gradType,
-                                   int64_t numel, double *sum) {
-  __shared__ double partial[normThreads];
-  double local = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    double g = load(grad, gradType, i);
-    local += g * g;
-  }
-  partial[threadIdx.x] = local;
+/// The sum of `partial` over the block's threads, in a fixed order.
+__device__ double blockSum(double value, double *shared) {
+  shared[threadIdx.x] = value;
   __syncthreads();
   for (int stride = normThreads / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride)
-      partial[threadIdx.x] += partial[threadIdx.x + stride];
+      shared[threadIdx.x] += shared[threadIdx.x + stride];
     __syncthreads();
   }
+  return shared[0];
+}
+
+/// Each block sums its squares into partials[block]; the last block to
+/// finish adds the partials in block order: the same bits every run (an
+/// atomic add per block would sum in arrival order).
+__global__ void sumOfSquaresKernel(const void *grad, int32_t gradType,
+                                   int64_t numel, double *partials,
+                                   unsigned *finished, double *sum) {
+  __shared__ double shared[normThreads];
+  __shared__ bool last;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  double local = 0;
+  for (int64_t base = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       base < numel; base += stride * normUnroll) {
+    float g[normUnroll];
+#pragma unroll
+    for (int k = 0; k < normUnroll; ++k) {
+      int64_t i = base + k * stride;
+      g[k] = i < numel ? load(grad, gradType, i) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < normUnroll; ++k)
+      local += double(g[k]) * g[k];
+  }
+  double total = blockSum(local, shared);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = total;
+    __threadfence();
+    // Wraps back to 0 for the last block: the counter is ready for the
+    // next launch.
+    last = atomicInc(finished, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last)
+    return;
+  double mine = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    mine += __ldcg(&partials[b]);
+  __syncthreads(); // `shared` is reused
+  total = blockSum(mine, shared);
   if (threadIdx.x == 0)
-    atomicAdd(sum, partial[0]);
+    *sum = total;
 }
 } // namespace
 
-cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
-                            double *sum, cudaStream_t stream) {
+int64_t normWorkspaceBytes() {
+  return kNormBlocks * int64_t(sizeof(double)) + int64_t(sizeof(unsigned));
+}
+
+cudaError_t sumOfSquares(const void *grad, int32_t gradType, int64_t numel,
+                         double *sum, void *workspace, cudaStream_t stream) {
   if (numel == 0)
-    return cudaSuccess;
-  int64_t blocks = (numel + normThreads - 1) / normThreads;
-  if (blocks > 1024)
-    blocks = 1024;
+    return cudaMemsetAsync(sum, 0, sizeof(double), stream);
+  int64_t blocks =
+      (numel + normThreads * normUnroll - 1) / (normThreads * normUnroll);
+  if (blocks > kNormBlocks)
+    blocks = kNormBlocks;
+  auto *partials = static_cast<double *>(workspace);
+  auto *finished = reinterpret_cast<unsigned *>(partials + kNormBlocks);
   sumOfSquaresKernel<<<static_cast<unsigned>(blocks), normThreads, 0, stream>>>(
-      grad, gradType, numel, sum);
+      grad, gradType, numel, partials, finished, sum);
   return cudaGetLastError();
 }
 

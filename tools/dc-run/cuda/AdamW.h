@@ -14,10 +14,19 @@ struct AdamWStep {
   double gradScale = 1.0; // gradient clipping's factor
 };
 
-/// Adds the sum of squares of `numel` gradient elements (`gradType`) to
-/// *sum (a device double), for the global gradient norm.
-cudaError_t addSumOfSquares(const void *grad, int32_t gradType, int64_t numel,
-                            double *sum, cudaStream_t stream);
+/// Blocks of the norm kernel at most: its workspace holds a partial sum
+/// for each.
+constexpr int64_t kNormBlocks = 1024;
+
+/// Bytes of the workspace sumOfSquares needs: zero-filled once before the
+/// first call, then reusable by every call on the same stream.
+int64_t normWorkspaceBytes();
+
+/// Writes the sum of squares of `numel` gradient elements (`gradType`) to
+/// *sum (a device double), for the global gradient norm. The order of the
+/// additions is fixed: the same gradients give the same bits.
+cudaError_t sumOfSquares(const void *grad, int32_t gradType, int64_t numel,
+                         double *sum, void *workspace, cudaStream_t stream);
 
 /// One AdamW step over `numel` elements in one pass: reads the gradient
 /// (`gradType`: f32, bf16 or f16), updates the master copy (`masterType`:

@@ -59,16 +59,21 @@ public:
 
   double gradientSquares(ParamRegistry &registry) override {
     auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
-    if (!sums.data())
+    if (!sums.data()) {
       sums = dcrt::Buffer(int64_t(sizeof(double)) * registry.params().size(),
                           dcrt::MemoryKind::Device, "gradient norms");
-    check(cudaMemsetAsync(sums.data(), 0, sums.size(), stream));
+      normWorkspace = dcrt::Buffer(cuda::normWorkspaceBytes(),
+                                   dcrt::MemoryKind::Device, "gradient norms");
+      check(cudaMemsetAsync(sums.data(), 0, sums.size(), stream));
+      check(cudaMemsetAsync(normWorkspace.data(), 0, normWorkspace.size(),
+                            stream));
+    }
     size_t i = 0;
     for (Param &param : registry.params()) {
       if (param.spec.hasGrad)
-        check(cuda::addSumOfSquares(param.grad.data(), param.spec.gradDtype,
-                                    param.validNumel, sums.as<double>() + i,
-                                    stream));
+        check(cuda::sumOfSquares(param.grad.data(), param.spec.gradDtype,
+                                 param.validNumel, sums.as<double>() + i,
+                                 normWorkspace.data(), stream));
       ++i;
     }
     // The step's one synchronization besides the loss read-back.
@@ -146,7 +151,7 @@ private:
   }
 
   dcrt_dtype masterType, momentType;
-  dcrt::Buffer sums;
+  dcrt::Buffer sums, normWorkspace;
   struct State {
     dcrt::Buffer master, expAvg, expAvgSq; // no master when it is shared
   };
