@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-STEP = re.compile(r"^(?:\[\d+s\] )?step=(\d+) loss=(\S+) time_ms=(\S+)(?: optimizer_ms=\S+)? peak_mem_bytes=(\d+)(?: device_peak_bytes=(\d+))?")
+STEP = re.compile(r"^(?:\[\d+s\] )?step=(\d+) loss=(\S+) time_ms=(\S+) peak_mem_bytes=(\d+)(?: device_peak_bytes=(\d+))?")
 GIB = 2 ** 30
 
 

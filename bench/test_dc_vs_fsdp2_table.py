@@ -26,7 +26,7 @@ def dc_log(path, times, device_peak, losses=None, stamp=True):
         f.write("[0s] dc-run: artifact.so, step train_step, 2 ranks\n")
         for i, t in enumerate(times):
             loss = losses[i] if losses else 10.0
-            f.write("%sstep=%d loss=%.9g time_ms=%.3f optimizer_ms=1.000 peak_mem_bytes=%d device_peak_bytes=%d "
+            f.write("%sstep=%d loss=%.9g time_ms=%.3f peak_mem_bytes=%d device_peak_bytes=%d "
                     "device_used_bytes=1 tokens_per_s=1\n" % ("[3s] " if stamp else "", i + 1, loss, t,
                                                              GIB, device_peak))
 

@@ -26,6 +26,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+#include <limits>
+
 namespace dc {
 #define GEN_PASS_DEF_DCMAPTOGPU
 #include "dc/Conversion/Passes.h.inc"
@@ -231,19 +233,51 @@ bool isHostOp(Operation *op) {
          llvm::none_of(op->getResultTypes(), llvm::IsaPred<ShapedType>);
 }
 
-/// The buffer `value` views (through view-like ops), or `value` itself.
-Value getViewRoot(Value value) {
-  while (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+/// What `value` can reach: the buffer it views (through view-like ops) and,
+/// when it goes through one `memref.view` of static shape and constant
+/// shift (the step arena's buffers), that byte range of it.
+struct Extent {
+  Value root;
+  int64_t begin = 0, end = std::numeric_limits<int64_t>::max();
+};
+
+Extent getExtent(Value value) {
+  Extent extent;
+  int byteViews = 0;
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
+    if (auto byteView = dyn_cast<memref::ViewOp>(view.getOperation())) {
+      ++byteViews;
+      MemRefType type = byteView.getType();
+      std::optional<int64_t> shift =
+          getConstantIntValue(byteView.getByteShift());
+      if (shift && type.hasStaticShape() &&
+          type.getElementType().isIntOrFloat()) {
+        extent.begin = *shift;
+        extent.end =
+            *shift + type.getNumElements() *
+                         llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      }
+    }
     value = view.getViewSource();
-  return value;
+  }
+  if (byteViews > 1)
+    extent = Extent();
+  extent.root = value;
+  return extent;
 }
 
-/// True when `op` may read or write `buffer` or a view of it.
+/// True unless `a` and `b` provably reach disjoint memory: different
+/// buffers, or disjoint ranges of one (dc-assign-step-arena gives buffers
+/// that are live at the same time disjoint ranges of the arena).
+bool mayAlias(Value a, Value b) {
+  Extent x = getExtent(a), y = getExtent(b);
+  return x.root == y.root && x.begin < y.end && y.begin < x.end;
+}
+
+/// True when `op` may read or write `buffer` or memory it overlaps.
 bool mayTouch(Operation *op, Value buffer) {
-  Value root = getViewRoot(buffer);
   return llvm::any_of(op->getOperands(), [&](Value operand) {
-    return isa<BaseMemRefType>(operand.getType()) &&
-           (operand == buffer || getViewRoot(operand) == root);
+    return isa<BaseMemRefType>(operand.getType()) && mayAlias(operand, buffer);
   });
 }
 
@@ -252,9 +286,7 @@ bool mayTouch(Operation *op, Value buffer) {
 /// overwrite instead of accumulate. Between them may lie --profile-ops'
 /// hooks (a profiled step runs the same kernels), views, and dc's schedule
 /// ops (a gather's start and wait, a release), which only touch the
-/// runtime's buffers and the operands they name. Another step-arena view
-/// cannot overlap the output there: dc-assign-step-arena gives buffers
-/// that are live at the same time disjoint ranges.
+/// runtime's buffers and the operands they name.
 linalg::FillOp getZeroFillBefore(Operation *gemm) {
   Value output = cast<linalg::LinalgOp>(gemm).getDpsInits()[0];
   Operation *previous = gemm->getPrevNode();
@@ -929,9 +961,9 @@ private:
     }
     if (!row)
       return {Value(), 1};
-    Value root = getViewRoot(subview.getSource());
     for (Value input : inner.getDpsInputs())
-      if (isa<BaseMemRefType>(input.getType()) && getViewRoot(input) == root)
+      if (isa<BaseMemRefType>(input.getType()) &&
+          mayAlias(input, subview.getSource()))
         return {Value(), 1};
     // Enough threads to cover the device (132 SMs x 1024), no more groups
     // than rows.

@@ -393,3 +393,59 @@ func.func @row_reads_output(%idx: memref<5xi32>, %de: memref<10x16xf32>) {
   }
   return
 }
+
+// -----
+
+// In the step arena, an input at a byte range disjoint from the output's
+// is another buffer: the loop is split by rows (10 groups). An input whose
+// range overlaps the output's is not.
+// CHECK-LABEL: func.func @arena_embedding_grad
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c160{{.*}},
+// CHECK: arith.remui %{{.*}}, %c10
+// CHECK-LABEL: func.func @arena_overlapping_rows
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
+// CHECK-NOT: arith.cmpi eq
+func.func @arena_embedding_grad(%idx: memref<5xi32>, %arena: memref<1024xi8>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  %c320 = arith.constant 320 : index
+  %g = memref.view %arena[%c0][] : memref<1024xi8> to memref<5x16xf32>
+  %de = memref.view %arena[%c320][] : memref<1024xi8> to memref<10x16xf32>
+  scf.for %t = %c0 to %c5 step %c1 {
+    %i = memref.load %idx[%t] : memref<5xi32>
+    %row = arith.index_cast %i : i32 to index
+    %gt = memref.subview %g[%t, 0] [1, 16] [1, 1] : memref<5x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    %dt = memref.subview %de[%row, 0] [1, 16] [1, 1] : memref<10x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%gt : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%dt : memref<1x16xf32, strided<[16, 1], offset: ?>>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  %c256 = arith.constant 256 : index
+  %g = memref.view %arena[%c0][] : memref<1024xi8> to memref<5x16xf32>
+  %de = memref.view %arena[%c256][] : memref<1024xi8> to memref<10x16xf32>
+  scf.for %t = %c0 to %c5 step %c1 {
+    %i = memref.load %idx[%t] : memref<5xi32>
+    %row = arith.index_cast %i : i32 to index
+    %gt = memref.subview %g[%t, 0] [1, 16] [1, 1] : memref<5x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    %dt = memref.subview %de[%row, 0] [1, 16] [1, 1] : memref<10x16xf32> to memref<1x16xf32, strided<[16, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%gt : memref<1x16xf32, strided<[16, 1], offset: ?>>) outs(%dt : memref<1x16xf32, strided<[16, 1], offset: ?>>) {
+    ^bb0(%x: f32, %acc: f32):
+      %s = arith.addf %acc, %x : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}

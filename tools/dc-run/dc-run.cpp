@@ -250,11 +250,12 @@ public:
         stopAtNonFinite(s, "the loss", localLoss);
       else if (!std::isfinite(gradNorm))
         stopAtNonFinite(s, "the gradient norm", localSquares);
+      // Not waited for: the host enqueues the next step while the update
+      // runs (waiting here starved the GPU at the next step's start: config
+      // A took 107 ms instead of 96 on one H200), so time_ms covers the
+      // previous step's update.
       optimizer->step(registry, options.adamw, s,
                       clipScale(gradNorm, options.adamw.maxGradNorm));
-      // The update's kernels finish inside this step's time, not the
-      // next's: optimizer_ms is what they cost.
-      dcrt::synchronize();
       int64_t end = dcrt::nowNs();
       dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
       dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -281,14 +282,10 @@ public:
                                      " device_used_bytes=" +
                                      std::to_string(memory.deviceUsedBytes)
                                : "";
-      // optimizer_ms: the share of time_ms after the entry's work finished
-      // (loss read, gradient norm, all-reduce, AdamW); the rest is the
-      // step's own.
-      report("step=%lld loss=%.9g time_ms=%.3f optimizer_ms=%.3f "
-             "peak_mem_bytes=%lld%s%s%s\n",
+      report("step=%lld loss=%.9g time_ms=%.3f peak_mem_bytes=%lld%s%s%s\n",
              static_cast<long long>(s), loss, seconds * 1e3,
-             (end - entryEnd) * 1e-6, static_cast<long long>(peak),
-             device.c_str(), throughput.c_str(), norm.c_str());
+             static_cast<long long>(peak), device.c_str(), throughput.c_str(),
+             norm.c_str());
       // The first step warms caches and pools: profile the others.
       if (s == first && last > first)
         dcrt::resetOpProfile();

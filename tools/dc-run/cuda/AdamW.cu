@@ -1,4 +1,13 @@
 //===- AdamW.cu - the fused AdamW kernel of dc-run's cuda optimizer -------===//
+//
+// Both kernels are pure bandwidth (AdamW moves 28 bytes an element with
+// fp32 state). Where every buffer is 16-byte aligned and of f32 or bf16,
+// each thread moves 8 elements of each stream with 16-byte accesses; the
+// rest (f16, misaligned buffers, the last numel % 8 elements) takes a
+// scalar grid-stride loop. Both paths compute the same double-precision
+// update, so which one runs does not change a bit of the result.
+//
+//===----------------------------------------------------------------------===//
 #include "AdamW.h"
 
 #include "dcrt/dcrt.h"
@@ -6,8 +15,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 namespace dcrun::cuda {
 namespace {
+
+constexpr int kThreads = 256;
+/// Elements a thread moves per stream at once on the vectorized path.
+constexpr int kPack = 8;
+
+int64_t elementBytes(int32_t type) { return type == DCRT_F32 ? 4 : 2; }
 
 __device__ float load(const void *data, int32_t type, int64_t i) {
   if (type == DCRT_BF16)
@@ -26,53 +43,122 @@ __device__ void store(void *data, int32_t type, int64_t i, float value) {
     static_cast<float *>(data)[i] = value;
 }
 
-// Each thread handles kUnroll elements a grid stride apart per iteration:
-// loads stay coalesced and kUnroll of each stream are in flight at once
-// (one at a time left the memory system idle: AdamW and the norm are pure
-// bandwidth).
-constexpr int kUnroll = 4;
+/// kPack consecutive values (16-byte aligned) into floats, and back.
+__device__ void loadPack(const float *data, float *out) {
+  float4 a = reinterpret_cast<const float4 *>(data)[0];
+  float4 b = reinterpret_cast<const float4 *>(data)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+__device__ void loadPack(const __nv_bfloat16 *data, float *out) {
+  uint4 raw = *reinterpret_cast<const uint4 *>(data);
+  const auto *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+  for (int k = 0; k < kPack / 2; ++k) {
+    float2 pair = __bfloat1622float2(pairs[k]);
+    out[2 * k] = pair.x, out[2 * k + 1] = pair.y;
+  }
+}
+__device__ void storePack(float *data, const float *in) {
+  reinterpret_cast<float4 *>(data)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4 *>(data)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+__device__ void storePack(__nv_bfloat16 *data, const float *in) {
+  uint4 raw;
+  auto *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
+  for (int k = 0; k < kPack / 2; ++k)
+    pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+  *reinterpret_cast<uint4 *>(data) = raw;
+}
+
+/// The update's constants, from AdamWStep.
+struct Update {
+  double beta1, beta2, eps, decay, stepSize, correction2, gradScale;
+};
+
+/// One element: the host AdamW's arithmetic, in double; the moments and
+/// the master are rounded to float as they are kept.
+__device__ void adamwElement(const Update &u, float grad, float &avg,
+                             float &avgSq, float &master) {
+  // Scaled in fp32 like the host AdamW's clipped gradient.
+  double g = static_cast<float>(grad * u.gradScale);
+  double m = u.beta1 * avg + (1.0 - u.beta1) * g;
+  double v = u.beta2 * avgSq + (1.0 - u.beta2) * g * g;
+  avg = static_cast<float>(m);
+  avgSq = static_cast<float>(v);
+  double denominator = sqrt(v) / u.correction2 + u.eps;
+  master = static_cast<float>(master * u.decay - u.stepSize * m / denominator);
+}
 
 __global__ void adamwKernel(void *master, int32_t masterType, const void *grad,
                             int32_t gradType, void *expAvg, void *expAvgSq,
                             int32_t momentType, void *data, int32_t dataType,
-                            int64_t numel, double beta1, double beta2,
-                            double eps, double decay, double stepSize,
-                            double correction2, double gradScale) {
+                            int64_t numel, Update update) {
   const bool separateData = master != data;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t base = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       base < numel; base += stride * kUnroll) {
-    float g[kUnroll], m[kUnroll], v[kUnroll], w[kUnroll];
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      int64_t i = base + k * stride;
-      if (i < numel) {
-        g[k] = load(grad, gradType, i);
-        m[k] = load(expAvg, momentType, i);
-        v[k] = load(expAvgSq, momentType, i);
-        w[k] = load(master, masterType, i);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      int64_t i = base + k * stride;
-      if (i >= numel)
-        break;
-      // Scaled in fp32 like the host AdamW's clipped gradient.
-      double scaled = static_cast<float>(g[k] * gradScale);
-      double avg = beta1 * m[k] + (1.0 - beta1) * scaled;
-      double avgSq = beta2 * v[k] + (1.0 - beta2) * scaled * scaled;
-      store(expAvg, momentType, i, static_cast<float>(avg));
-      store(expAvgSq, momentType, i, static_cast<float>(avgSq));
-      double denominator = sqrt(avgSq) / correction2 + eps;
-      float updated =
-          static_cast<float>(w[k] * decay - stepSize * avg / denominator);
-      store(master, masterType, i, updated);
-      if (separateData)
-        store(data, dataType, i, updated);
-    }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float m = load(expAvg, momentType, i), v = load(expAvgSq, momentType, i);
+    float w = load(master, masterType, i);
+    adamwElement(update, load(grad, gradType, i), m, v, w);
+    store(expAvg, momentType, i, m);
+    store(expAvgSq, momentType, i, v);
+    store(master, masterType, i, w);
+    if (separateData)
+      store(data, dataType, i, w);
   }
 }
+
+/// The vectorized path: `packs` packs of kPack elements.
+template <typename Grad, typename Moment, typename Master, typename Data>
+__global__ void adamwPackKernel(Master *master, const Grad *grad,
+                                Moment *expAvg, Moment *expAvgSq, Data *data,
+                                int64_t packs, Update update) {
+  const bool separateData =
+      static_cast<void *>(master) != static_cast<void *>(data);
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = p * kPack;
+    float g[kPack], m[kPack], v[kPack], w[kPack];
+    loadPack(grad + at, g);
+    loadPack(expAvg + at, m);
+    loadPack(expAvgSq + at, v);
+    loadPack(master + at, w);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      adamwElement(update, g[k], m[k], v[k], w[k]);
+    storePack(expAvg + at, m);
+    storePack(expAvgSq + at, v);
+    storePack(master + at, w);
+    if (separateData)
+      storePack(data + at, w);
+  }
+}
+
+/// Calls `body` with a value of the C++ type of `type` (f32 or bf16): what
+/// it returns (true if nothing); false for other types.
+template <typename Body> bool withType(int32_t type, Body &&body) {
+  auto call = [&](auto tag) -> bool {
+    if constexpr (std::is_same_v<decltype(body(tag)), bool>)
+      return body(tag);
+    else
+      return body(tag), true;
+  };
+  if (type == DCRT_F32)
+    return call(float{});
+  if (type == DCRT_BF16)
+    return call(__nv_bfloat16{});
+  return false;
+}
+
+bool aligned(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+/// Blocks for a grid-stride loop over `items`: at least one, at most `cap`.
+int64_t gridFor(int64_t items, int64_t cap) {
+  int64_t blocks = (items + kThreads - 1) / kThreads;
+  return blocks < 1 ? 1 : blocks < cap ? blocks : cap;
+}
+
 } // namespace
 
 cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
@@ -88,31 +174,62 @@ cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
       (masterType != DCRT_F32 && !(masterType == DCRT_BF16 && sharedMaster)) ||
       (momentType != DCRT_F32 && momentType != DCRT_BF16))
     return cudaErrorInvalidValue;
-  double decay = 1.0 - config.lr * config.weightDecay;
-  double stepSize =
-      config.lr / (1.0 - pow(config.beta1, static_cast<double>(config.step)));
-  double correction2 =
-      sqrt(1.0 - pow(config.beta2, static_cast<double>(config.step)));
-  constexpr int threads = 256;
-  int64_t blocks = (numel + threads * kUnroll - 1) / (threads * kUnroll);
-  if (blocks > 4096)
-    blocks = 4096;
-  adamwKernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      master, masterType, grad, gradType, expAvg, expAvgSq, momentType, data,
-      dataType, numel, config.beta1, config.beta2, config.eps, decay, stepSize,
-      correction2, config.gradScale);
+  Update update{config.beta1,
+                config.beta2,
+                config.eps,
+                1.0 - config.lr * config.weightDecay,
+                config.lr /
+                    (1.0 - pow(config.beta1, static_cast<double>(config.step))),
+                sqrt(1.0 - pow(config.beta2, static_cast<double>(config.step))),
+                config.gradScale};
+  int64_t vectorized = 0;
+  if (aligned(master) && aligned(grad) && aligned(expAvg) &&
+      aligned(expAvgSq) && aligned(data)) {
+    int64_t packs = numel / kPack;
+    bool launched =
+        packs > 0 && withType(gradType, [&](auto g) {
+          return withType(momentType, [&](auto m) {
+            return withType(masterType, [&](auto w) {
+              return withType(dataType, [&](auto d) {
+                using G = decltype(g);
+                using M = decltype(m);
+                using W = decltype(w);
+                using D = decltype(d);
+                adamwPackKernel<G, M, W, D>
+                    <<<static_cast<unsigned>(gridFor(packs, 8192)), kThreads, 0,
+                       stream>>>(
+                        static_cast<W *>(master), static_cast<const G *>(grad),
+                        static_cast<M *>(expAvg), static_cast<M *>(expAvgSq),
+                        static_cast<D *>(data), packs, update);
+              });
+            });
+          });
+        });
+    if (launched)
+      vectorized = packs * kPack;
+  }
+  if (vectorized < numel) {
+    auto at = [&](auto *pointer, int32_t type) {
+      return static_cast<char *>(
+                 const_cast<void *>(static_cast<const void *>(pointer))) +
+             vectorized * elementBytes(type);
+    };
+    adamwKernel<<<static_cast<unsigned>(gridFor(numel - vectorized, 4096)),
+                  kThreads, 0, stream>>>(
+        at(master, masterType), masterType, at(grad, gradType), gradType,
+        at(expAvg, momentType), at(expAvgSq, momentType), momentType,
+        at(data, dataType), dataType, numel - vectorized, update);
+  }
   return cudaGetLastError();
 }
 
 namespace {
-constexpr int normThreads = 256;
-constexpr int normUnroll = 8;
 
-/// The sum of `partial` over the block's threads, in a fixed order.
+/// The sum of `value` over the block's threads, in a fixed order.
 __device__ double blockSum(double value, double *shared) {
   shared[threadIdx.x] = value;
   __syncthreads();
-  for (int stride = normThreads / 2; stride > 0; stride /= 2) {
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride)
       shared[threadIdx.x] += shared[threadIdx.x + stride];
     __syncthreads();
@@ -120,29 +237,43 @@ __device__ double blockSum(double value, double *shared) {
   return shared[0];
 }
 
+/// This thread's squares: packs of kPack elements (16-byte loads) when
+/// `Grad` is a type, else one element at a time.
+template <typename Grad>
+__device__ double threadSquares(const void *grad, int32_t gradType,
+                                int64_t numel) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  double local = 0;
+  int64_t scalarFrom = 0;
+  if constexpr (!std::is_void_v<Grad>) {
+    const int64_t packs = numel / kPack;
+    for (int64_t p = first; p < packs; p += stride) {
+      float g[kPack];
+      loadPack(static_cast<const Grad *>(grad) + p * kPack, g);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        local += double(g[k]) * g[k];
+    }
+    scalarFrom = packs * kPack;
+  }
+  for (int64_t i = scalarFrom + first; i < numel; i += stride) {
+    double g = load(grad, gradType, i);
+    local += g * g;
+  }
+  return local;
+}
+
 /// Each block sums its squares into partials[block]; the last block to
 /// finish adds the partials in block order: the same bits every run (an
 /// atomic add per block would sum in arrival order).
+template <typename Grad>
 __global__ void sumOfSquaresKernel(const void *grad, int32_t gradType,
                                    int64_t numel, double *partials,
                                    unsigned *finished, double *sum) {
-  __shared__ double shared[normThreads];
+  __shared__ double shared[kThreads];
   __shared__ bool last;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  double local = 0;
-  for (int64_t base = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       base < numel; base += stride * normUnroll) {
-    float g[normUnroll];
-#pragma unroll
-    for (int k = 0; k < normUnroll; ++k) {
-      int64_t i = base + k * stride;
-      g[k] = i < numel ? load(grad, gradType, i) : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < normUnroll; ++k)
-      local += double(g[k]) * g[k];
-  }
-  double total = blockSum(local, shared);
+  double total = blockSum(threadSquares<Grad>(grad, gradType, numel), shared);
   if (threadIdx.x == 0) {
     partials[blockIdx.x] = total;
     __threadfence();
@@ -171,14 +302,17 @@ cudaError_t sumOfSquares(const void *grad, int32_t gradType, int64_t numel,
                          double *sum, void *workspace, cudaStream_t stream) {
   if (numel == 0)
     return cudaMemsetAsync(sum, 0, sizeof(double), stream);
-  int64_t blocks =
-      (numel + normThreads * normUnroll - 1) / (normThreads * normUnroll);
-  if (blocks > kNormBlocks)
-    blocks = kNormBlocks;
   auto *partials = static_cast<double *>(workspace);
   auto *finished = reinterpret_cast<unsigned *>(partials + kNormBlocks);
-  sumOfSquaresKernel<<<static_cast<unsigned>(blocks), normThreads, 0, stream>>>(
-      grad, gradType, numel, partials, finished, sum);
+  auto launch = [&](auto kernel, int64_t items) {
+    kernel<<<static_cast<unsigned>(gridFor(items, kNormBlocks)), kThreads, 0,
+             stream>>>(grad, gradType, numel, partials, finished, sum);
+  };
+  bool vectorized = aligned(grad) && withType(gradType, [&](auto g) {
+                      launch(sumOfSquaresKernel<decltype(g)>, numel / kPack);
+                    });
+  if (!vectorized)
+    launch(sumOfSquaresKernel<void>, numel);
   return cudaGetLastError();
 }
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -171,6 +172,63 @@ bool checkNorm() {
   return ok;
 }
 
+/// One step through the 16-byte path (buffers from element 0, aligned)
+/// and through the scalar path (the same values one element into each
+/// buffer, misaligned): the same bits in every output.
+bool checkPathsAgree() {
+  const int64_t n = 100003;
+  std::mt19937 random(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> master(n), avg(n), avgSq(n);
+  std::vector<uint16_t> grad(n), data(n);
+  for (int64_t i = 0; i < n; ++i) {
+    master[i] = 0.02f * normal(random);
+    avg[i] = 1e-3f * normal(random);
+    avgSq[i] = 1e-6f * std::fabs(normal(random));
+    grad[i] = dcrt::floatToBF16(1e-2f * normal(random));
+    data[i] = dcrt::floatToBF16(master[i]);
+  }
+  // One leading element moves every buffer off its 16-byte alignment.
+  auto shifted = [](auto values, int64_t by) {
+    values.insert(values.begin(), by, values.front());
+    return values;
+  };
+  dcrun::cuda::AdamWStep config{1e-3, 0.9, 0.999, 1e-8, 0.1, 3, 0.5};
+  std::vector<float> results[2][3];
+  std::vector<uint16_t> dataResults[2];
+  for (int64_t at = 0; at < 2; ++at) {
+    float *dMaster = device(shifted(master, at));
+    float *dAvg = device(shifted(avg, at));
+    float *dAvgSq = device(shifted(avgSq, at));
+    uint16_t *dGrad = device(shifted(grad, at));
+    uint16_t *dData = device(shifted(data, at));
+    if (dcrun::cuda::adamwStep(dMaster + at, DCRT_F32, dGrad + at, DCRT_BF16,
+                               dAvg + at, dAvgSq + at, DCRT_F32, dData + at,
+                               DCRT_BF16, n, config, nullptr) != cudaSuccess)
+      return false;
+    results[at][0] = back(dMaster + at, n);
+    results[at][1] = back(dAvg + at, n);
+    results[at][2] = back(dAvgSq + at, n);
+    dataResults[at] = back(dData + at, n);
+    cudaFree(dMaster);
+    cudaFree(dAvg);
+    cudaFree(dAvgSq);
+    cudaFree(dGrad);
+    cudaFree(dData);
+  }
+  int64_t differing = 0;
+  for (int k = 0; k < 3; ++k)
+    for (int64_t i = 0; i < n; ++i)
+      differing += std::memcmp(&results[0][k][i], &results[1][k][i], 4) != 0;
+  for (int64_t i = 0; i < n; ++i)
+    differing += dataResults[0][i] != dataResults[1][i];
+  std::printf("adamw-check: 16-byte and scalar paths, %lld elements: %lld "
+              "values differ: %s\n",
+              static_cast<long long>(n), static_cast<long long>(differing),
+              differing == 0 ? "ok" : "FAILED");
+  return differing == 0;
+}
+
 /// GB/s of the AdamW step (fp32 master and moments: 28 bytes an element
 /// with bf16 gradient and data) and of the norm (2 bytes an element) on
 /// 2^28 elements, the median of 5 runs after a warm-up.
@@ -213,13 +271,23 @@ void bench() {
     dcrun::cuda::adamwStep(master, DCRT_F32, grad, DCRT_BF16, avg, avgSq,
                            DCRT_F32, data, DCRT_BF16, n, config, nullptr);
   });
+  // One element in: every buffer misaligned, the scalar path.
+  float scalar = time([&] {
+    dcrun::cuda::adamwStep(static_cast<float *>(master) + 1, DCRT_F32,
+                           static_cast<uint16_t *>(grad) + 1, DCRT_BF16,
+                           static_cast<float *>(avg) + 1,
+                           static_cast<float *>(avgSq) + 1, DCRT_F32,
+                           static_cast<uint16_t *>(data) + 1, DCRT_BF16, n - 1,
+                           config, nullptr);
+  });
   float norm = time([&] {
     dcrun::cuda::sumOfSquares(grad, DCRT_BF16, n, sum, workspace, nullptr);
   });
   std::printf("bench adamw-check: %lld elements: AdamW step %.3f ms (%.0f "
-              "GB/s), sum of squares %.3f ms (%.0f GB/s)\n",
-              static_cast<long long>(n), adamw, 28.0 * n / adamw * 1e-6, norm,
-              2.0 * n / norm * 1e-6);
+              "GB/s; scalar path %.3f ms, %.0f GB/s), sum of squares %.3f ms "
+              "(%.0f GB/s)\n",
+              static_cast<long long>(n), adamw, 28.0 * n / adamw * 1e-6, scalar,
+              28.0 * n / scalar * 1e-6, norm, 2.0 * n / norm * 1e-6);
   for (void *pointer : {grad, data, master, avg, avgSq, workspace})
     cudaFree(pointer);
   cudaFree(sum);
@@ -230,6 +298,7 @@ int main() {
   bool ok = check(DCRT_F32, DCRT_F32);
   ok &= check(DCRT_F32, DCRT_BF16);
   ok &= check(DCRT_BF16, DCRT_BF16);
+  ok &= checkPathsAgree();
   ok &= checkNorm();
   bench();
   return ok ? 0 : 1;
