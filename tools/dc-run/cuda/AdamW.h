@@ -32,10 +32,11 @@ cudaError_t sumOfSquares(const void *grad, int32_t gradType, int64_t numel,
 /// (`gradType`: f32, bf16 or f16), updates the master copy (`masterType`:
 /// f32, or bf16 when the master is the bf16 parameter `data` itself) and
 /// both moments (`momentType`: f32 or bf16) in place, and writes the
-/// compute copy `data` (`dataType`) the artifact reads. The arithmetic is
-/// the host AdamW's (torch.optim.AdamW: decoupled weight decay,
-/// bias-corrected moments) in double precision, with what is kept rounded
-/// to the state's dtypes, so the two agree to fp32 rounding.
+/// compute copy `data` (`dataType`) the artifact reads. The update is the
+/// host AdamW's (torch.optim.AdamW: decoupled weight decay, bias-corrected
+/// moments) computed in fp32, as PyTorch's fused AdamW does, with what is
+/// kept rounded to the state's dtypes; the host computes in double, so
+/// the two agree to a few fp32 roundings.
 cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
                       int32_t gradType, void *expAvg, void *expAvgSq,
                       int32_t momentType, void *data, int32_t dataType,
