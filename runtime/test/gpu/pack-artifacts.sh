@@ -24,9 +24,13 @@ models() {
   # the GPU (head_dim 64), the host expands it.
   "$BIN/dc-gen-llama" --layers 2 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
     --batch 2 --seq 128 --dtype bf16 --attention fused -o "$DEST/small-fused-bf16.mlir"
+  # 2048 tokens: the norm weight gradients take the 64-row-lane column
+  # reductions that configs A and B use.
+  "$BIN/dc-gen-llama" --layers 1 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
+    --batch 2 --seq 1024 --dtype bf16 --attention fused -o "$DEST/tall-fused-bf16.mlir"
 }
 models
-for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16; do
+for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16; do
   for w in 1 2; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"

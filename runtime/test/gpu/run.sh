@@ -122,14 +122,14 @@ fi # ONLY
 ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
-  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16; do
+  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
       tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
       vocab=32 steps=20
       # The host reference of the small model takes seconds per step.
-      case $model in small*) vocab=1024 steps=5;; esac
+      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=3;; esac
       step "compiled $model on $n GPU(s): $steps steps against the host ($tol)"
       "$BIN/dc-run" --nproc $n "$ART/$model-cpu-w$n.so" --steps $steps --vocab $vocab \
         > "$OUT/compiled-$model-w$n-host.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-host.log"; fail "host $model ($n)"; }
