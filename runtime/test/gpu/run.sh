@@ -122,7 +122,8 @@ fi # ONLY
 ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
-  for model in tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16; do
+  # COMPILED_MODELS: the models to run (default all).
+  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16}; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
