@@ -130,7 +130,7 @@ if [ -d "$ART" ]; then
       tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
       vocab=32 steps=20
       # The host reference of the small model takes seconds per step.
-      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=3;; esac
+      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=2;; esac
       step "compiled $model on $n GPU(s): $steps steps against the host ($tol)"
       "$BIN/dc-run" --nproc $n "$ART/$model-cpu-w$n.so" --steps $steps --vocab $vocab \
         > "$OUT/compiled-$model-w$n-host.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-host.log"; fail "host $model ($n)"; }
