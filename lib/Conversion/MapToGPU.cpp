@@ -43,13 +43,10 @@ constexpr int64_t kBlockSize = 256;
 /// A column reduction's block: 16 neighbouring columns (a half-warp reads
 /// one 32-byte sector of a bf16 row) times 16 lanes of rows. 32 columns per
 /// block left half of an H200 idle on a 2048-column norm weight gradient
-/// (64 blocks: 0.15 ms for 8192 rows, measured). Reductions over 64 x 32
-/// rows or more take 64 row lanes (1024 threads): with 16, config A's norm
-/// weight gradients (8192 x 2048) still took 85 us each, 32k threads too
-/// few to keep enough loads in flight (measured on an H200).
+/// (64 blocks: 0.15 ms for 8192 rows, measured). 16 columns x 64 row lanes
+/// (1024 threads) made them no faster (87 us each on config A, measured).
 constexpr int64_t kColumnsPerBlock = 16;
 constexpr int64_t kRowLanes = kBlockSize / kColumnsPerBlock;
-constexpr int64_t kWideRowLanes = 64;
 
 /// A linalg.generic whose last loop is its one reduction, folding a value
 /// of each point into one output: `out = combiner(out, element)`.
@@ -680,8 +677,8 @@ private:
 
   /// One block per kColumnsPerBlock columns (the innermost parallel dim) of
   /// a reduction over a non-contiguous dim: each row lane reads those
-  /// neighbouring columns of every rowLanes-th row (16 or 64 lanes), and the
-  /// first lane combines the partial results in shared memory, in a fixed order
+  /// neighbouring columns of every kRowLanes-th row, and the first lane
+  /// combines the partial results in shared memory, in a fixed order
   /// (bitwise the same every run).
   void mapColumnReduction(IRRewriter &rewriter, linalg::GenericOp op,
                           const ReductionForm &form, ArrayRef<int64_t> trips) {
@@ -691,18 +688,16 @@ private:
     ArrayRef<int64_t> outerTrips = trips.drop_back(2);
     int64_t outer = computeProduct(outerTrips);
     int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
-    int64_t rowLanes = length >= kWideRowLanes * 32 ? kWideRowLanes : kRowLanes;
-    int64_t blockSize = kColumnsPerBlock * rowLanes;
     rewriter.setInsertionPoint(op);
     if (outer == 0 || columns == 0)
       return;
     gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, outer * columnBlocks, blockSize);
+        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
     Type type = form.output.getType();
     auto workgroup = gpu::AddressSpaceAttr::get(
         rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
     Value partials = launch.addWorkgroupAttribution(
-        MemRefType::get({blockSize}, type, MemRefLayoutAttrInterface{},
+        MemRefType::get({kBlockSize}, type, MemRefLayoutAttrInterface{},
                         workgroup),
         loc);
     OpBuilder::InsertionGuard guard(rewriter);
@@ -736,7 +731,7 @@ private:
       OpBuilder::InsertionGuard inIf(rewriter);
       rewriter.setInsertionPointToStart(ifValid.thenBlock());
       auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                                     index(rowLanes), ValueRange{identity});
+                                     index(kRowLanes), ValueRange{identity});
       {
         OpBuilder::InsertionGuard inLoop(rewriter);
         rewriter.setInsertionPointToStart(loop.getBody());
@@ -762,7 +757,7 @@ private:
                                      /*withElseRegion=*/false);
     rewriter.setInsertionPointToStart(ifFirst.thenBlock());
     Value total = memref::LoadOp::create(rewriter, loc, partials, lane);
-    for (int64_t l = 1; l < rowLanes; ++l) {
+    for (int64_t l = 1; l < kRowLanes; ++l) {
       Value slot = arith::AddIOp::create(rewriter, loc, lane,
                                          index(l * kColumnsPerBlock));
       total = combine(rewriter, form, total,

@@ -449,24 +449,3 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
   }
   return
 }
-
-// -----
-
-// A column reduction over 2048 rows or more takes 64 row lanes (1024
-// threads a block), combined in order like the 16 lanes of a short one.
-// CHECK-LABEL: func.func @tall_column_sum
-// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c1024{{.*}}, {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<1024xf32, #gpu.address_space<workgroup>>)
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c2048 step %c64
-// CHECK: gpu.barrier
-// CHECK-COUNT-64: memref.load %[[PARTIALS]]
-// CHECK-NOT: memref.load %[[PARTIALS]]
-func.func @tall_column_sum(%a: memref<2048x32xf32>, %sum: memref<32xf32>) {
-  linalg.generic {indexing_maps = [affine_map<(c, r) -> (r, c)>, affine_map<(c, r) -> (c)>],
-                  iterator_types = ["parallel", "reduction"]}
-      ins(%a : memref<2048x32xf32>) outs(%sum : memref<32xf32>) {
-  ^bb0(%x: f32, %acc: f32):
-    %s = arith.addf %acc, %x : f32
-    linalg.yield %s : f32
-  }
-  return
-}

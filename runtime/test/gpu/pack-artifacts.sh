@@ -24,8 +24,8 @@ models() {
   # the GPU (head_dim 64), the host expands it.
   "$BIN/dc-gen-llama" --layers 2 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
     --batch 2 --seq 128 --dtype bf16 --attention fused -o "$DEST/small-fused-bf16.mlir"
-  # 2048 tokens: the norm weight gradients take the 64-row-lane column
-  # reductions that configs A and B use.
+  # 2048 tokens, the embedding gradient split into row groups, attention
+  # over 1024 positions.
   "$BIN/dc-gen-llama" --layers 1 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
     --batch 2 --seq 1024 --dtype bf16 --attention fused -o "$DEST/tall-fused-bf16.mlir"
 }
