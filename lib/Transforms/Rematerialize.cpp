@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Support/ByteSize.h"
+#include "dc/Transforms/OffloadFloor.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
@@ -107,6 +108,17 @@ public:
              << formatBytes(timeline->getFloorBytes())
              << " (arguments, results and the largest single op); no "
                 "recomputation can reach it";
+    // What offload alone would face here, for dc-report's comparison. (Not
+    // a reason to recompute nothing when it is zero: it is a lower bound,
+    // loose when the candidates' copies queue on the link.)
+    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    std::optional<OffloadFloorAttr> offloadAlone = computeOffloadFloor(
+        costModel, *timeline, sim,
+        collectOffloadCandidates(fn, costModel, *timeline, sim, minBytes,
+                                 /*keepLast=*/0),
+        budget);
+    if (offloadAlone)
+      fn->setAttr(kOffloadAloneFloorAttrName, *offloadAlone);
     // Values whose recomputation did not lower the peak it was for.
     llvm::DenseSet<Value> rejected;
     while (true) {

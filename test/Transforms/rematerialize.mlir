@@ -1,6 +1,7 @@
 // RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s --check-prefix=NONE
 // RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=85KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=85KiB min-bytes=1024" --dc-verify-schedule="memory-budget=85KiB" | FileCheck %s --check-prefix=CHEAP
 // RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=JOINT
+// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=ONLY
 // RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 max-recompute-ops=1" 2>&1 | FileCheck %s --check-prefix=SHORT
 // RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=64KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
@@ -45,6 +46,22 @@
 // JOINT: linalg.generic {{.*}} attrs = {dc.recompute = 0 : i64}
 // JOINT-NOT: dc.recompute
 // JOINT-NOT: linalg.matmul {dc.recompute
+
+// The report says what became of each activation kept from forward to
+// backward, with its bytes and the time it adds (s: its two cloned ops; m:
+// the stall of its copies), and the offload floor beside the one offload
+// alone would have faced (26.5 KiB over budget, not 10.5).
+// REPORT: offload floor {{.*}} (10.50 KiB (10752 B) over budget at the peak)
+// REPORT-NEXT: offload-alone floor {{.*}} of copy stall had nothing been recomputed (26.50 KiB (27136 B) over budget at the peak)
+// REPORT: kept activations       2, 32.00 KiB (32768 B), added      0.000 ms
+// REPORT-NEXT: offloaded activations  1, 16.00 KiB (16384 B), added      0.016 ms
+// REPORT-NEXT: recomputed activations 1, 16.00 KiB (16384 B), added      0.008 ms
+// REPORT-NEXT: activations:
+// REPORT-NEXT: kind       type                                bytes  added (us) gather (us)  made by
+// REPORT-NEXT: offloaded  tensor<64x64xf32>                   16384        16.4         0.0  linalg.matmul loc({{.*}}rematerialize.mlir":[[#M:]]:8)
+// REPORT-NEXT: recomputed tensor<64x64xf32>                   16384         8.2         0.0  linalg.generic loc({{.*}}rematerialize.mlir":[[#M-6]]:8)
+// REPORT-NEXT: kept       tensor<64x64xf32>                   16384         0.0         0.0  linalg.matmul loc({{.*}}rematerialize.mlir":[[#M+1]]:8)
+// REPORT-NEXT: kept       tensor<64x64xf32>                   16384         0.0         0.0  linalg.matmul loc({{.*}}rematerialize.mlir":[[#M+2]]:9)
 
 // Without offload the pass recomputes matmuls too: o from the live m, then
 // m itself (cloning n, s and m, as s is dropped too).
