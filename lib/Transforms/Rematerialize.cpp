@@ -129,6 +129,10 @@ public:
       if (excess <= 0)
         return success();
       size_t peak = timeline->getPeakIndex();
+      // What the host link can hide is cheaper to offload than any
+      // recomputation: stop once offload alone no longer has to stall.
+      if (leaveToOffload && offloadCanHide(*timeline))
+        return success();
       std::optional<Recomputation> best;
       for (Recomputation &candidate :
            collectCandidates(*timeline, peak, rejected)) {
@@ -166,6 +170,18 @@ public:
   }
 
 private:
+  /// True if, by the stall floor, offloading what is over budget now need
+  /// not stall compute.
+  bool offloadCanHide(const MemoryTimeline &timeline) {
+    SimulationResult sim = StreamSimulator(costModel).run(fn, timeline);
+    std::optional<OffloadFloorAttr> floor = computeOffloadFloor(
+        costModel, timeline, sim,
+        collectOffloadCandidates(fn, costModel, timeline, sim, minBytes,
+                                 /*keepLast=*/0),
+        budget);
+    return floor && floor->getStallSeconds().isZero();
+  }
+
   /// True if `value` is still read at or after op `at` of the timeline.
   static bool liveAt(Value value, size_t at, const MemoryTimeline &timeline,
                      Block &body) {
