@@ -121,7 +121,13 @@ public:
       fn->setAttr(kOffloadAloneFloorAttrName, *offloadAlone);
     // Values whose recomputation did not lower the peak it was for.
     llvm::DenseSet<Value> rejected;
-    while (true) {
+    // Each recomputation lowers the peak it was for; the bound only keeps a
+    // planner bug from looping forever.
+    size_t rounds = 4 * timeline->getOps().size() + 16;
+    for (size_t round = 0;; ++round) {
+      if (round == rounds)
+        return fn.emitError() << "dc-rematerialize did not converge after "
+                              << rounds << " recomputations";
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
