@@ -65,7 +65,7 @@ bool isFree(Operation *op) {
 /// One way to recompute an activation right before `firstAfter`.
 struct Recomputation {
   Value value;
-  Operation *lastBefore = nullptr, *firstAfter = nullptr;
+  Operation *firstAfter = nullptr;
   int64_t bytes = 0;
   /// Ops to clone, producers first (block order).
   SmallVector<Operation *> chain;
@@ -108,9 +108,7 @@ public:
              << formatBytes(timeline->getFloorBytes())
              << " (arguments, results and the largest single op); no "
                 "recomputation can reach it";
-    // What offload alone would face here, for dc-report's comparison. (Not
-    // a reason to recompute nothing when it is zero: it is a lower bound,
-    // loose when the candidates' copies queue on the link.)
+    // What offload alone would face here, for dc-report's comparison.
     SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
     std::optional<OffloadFloorAttr> offloadAlone = computeOffloadFloor(
         costModel, *timeline, sim,
@@ -252,9 +250,9 @@ private:
         auto type = dyn_cast<RankedTensorType>(value.getType());
         if (!type || getTypeBytes(type) < minBytes || rejected.contains(value))
           continue;
-        // The last top-level op reading it before the peak and the first
-        // after; none at the peak itself.
-        Operation *lastBefore = op, *firstAfter = nullptr;
+        // The first top-level op reading it after the peak; none may read
+        // it at the peak itself (nor return it).
+        Operation *firstAfter = nullptr;
         bool readAtPeak = false;
         for (Operation *user : value.getUsers()) {
           Operation *top = body.findAncestorOpInBlock(*user);
@@ -263,8 +261,6 @@ private:
           size_t at = timeline.indexOf(top);
           if (at == peak || isa<func::ReturnOp>(top))
             readAtPeak = true;
-          else if (at < peak && at > timeline.indexOf(lastBefore))
-            lastBefore = top;
           else if (at > peak &&
                    (!firstAfter || at < timeline.indexOf(firstAfter)))
             firstAfter = top;
@@ -273,7 +269,6 @@ private:
           continue;
         Recomputation r;
         r.value = value;
-        r.lastBefore = lastBefore;
         r.firstAfter = firstAfter;
         r.bytes = getTypeBytes(type);
         llvm::SmallPtrSet<Operation *, 16> seen;
