@@ -140,15 +140,16 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     (the cost model's time of the cloned ops and of the new gathers) goes
     first; a clone that does not lower the peak is undone. With
     `leave-to-offload` (the pipeline sets it when activation offload is on),
-    the pass stops when the bytes still over budget are what the host link
-    can move in the time around the peak without stalling compute, and it
+    the pass stops as soon as the offload floor of what is still over budget
+    is zero (the host link can move it without stalling compute), and it
     recomputes a tensor only if that saves more bytes per second than the
     link moves: the rest is `dc-offload-activations`' job. Without it, a
     step that no recomputation makes fit is an error that says how much is
     missing.
 
     Every cloned op carries `dc.recompute = <id>` (one id per recomputed
-    tensor) for `dc-report`.
+    tensor) and the function `dc.offload_alone_floor`, the offload floor of
+    the whole excess before anything was recomputed, for `dc-report`.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = !listconcat(DCPlanningOptions, [
