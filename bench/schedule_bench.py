@@ -136,18 +136,65 @@ def offload_overhead(build, tmp):
               f"{r['copySeconds'] * 1e3:.2f} | {r['peakDeviceBytes'] / 2**30:.2f} | {r['peakHostBytes'] / 2**30:.2f} |")
 
 
+def recompute_overhead(build, tmp):
+    """Config A at budgets 20-40% under its no-offload peak: the predicted
+    step-time overhead of offload alone, recomputation alone
+    (dc-rematerialize) and the joint plan (recompute=true with
+    offload-activations=true), prefetch and selective gather on in all."""
+    gen = os.path.join(build, "bin", "dc-gen-llama")
+    opt = os.path.join(build, "bin", "dc-opt")
+    attention = ["--attention", "fused"] if generator_supports_fused_attention(gen) else []
+    path = os.path.join(tmp, "A-recompute.mlir")
+    run([gen, "--config", "A", "--dtype", "bf16", *attention, "-o", path])
+    base = report(opt, path, "world-size=2 selective-gather=false", "1.0")
+    peak, step0 = base["peakDeviceBytes"], base["stepSeconds"]
+    print(f"no offload, no recomputation: {step0 * 1e3:.2f} ms, peak {peak / 2**30:.2f} GiB\n")
+    print("| plan | budget | step (ms) | overhead | recomputed (GiB) | added compute (ms) | offloaded (GiB) | exposed copies (ms) | exposed comm (ms) | offload-alone floor (ms) | peak (GiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    plans = [("offload only", "offload-activations=true"),
+             ("recompute only", "recompute=true"),
+             ("joint", "recompute=true offload-activations=true")]
+    for cut in (20, 30, 40):
+        budget = int(peak * (100 - cut) / 100)
+        label = f"{budget / 2**30:.2f} GiB (-{cut}%)"
+        for name, flags in plans:
+            try:
+                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}", str(budget))
+            except RuntimeError as error:
+                first = [l for l in str(error).splitlines() if "error:" in l][:1]
+                print(f"| {name} | {label} | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | | | | |")
+                continue
+            def total(kind, key):
+                return sum(a[key] for a in r.get("activations", []) if a["kind"] == kind)
+            alone = r.get("offloadAloneFloor", {}).get("stallSeconds")
+            print(f"| {name} | {label} | {r['stepSeconds'] * 1e3:.2f} | "
+                  f"{100 * (r['stepSeconds'] / step0 - 1):.1f}% | "
+                  f"{total('recomputed', 'bytes') / 2**30:.2f} | {total('recomputed', 'addedSeconds') * 1e3:.2f} | "
+                  f"{total('offloaded', 'bytes') / 2**30:.2f} | {r['exposedCopySeconds'] * 1e3:.2f} | "
+                  f"{r['exposedCollectiveSeconds'] * 1e3:.2f} | "
+                  f"{'-' if alone is None else f'{alone * 1e3:.2f}'} | {r['peakDeviceBytes'] / 2**30:.2f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--recompute-only", action="store_true",
+                        help="only the recompute / offload table")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.recompute_only:
+            print("## Recompute or offload on config A, 20-40% under its peak (h200 preset, 2 ranks)\n")
+            recompute_overhead(args.build, tmp)
+            return
         print("## Compile time (config B sizes, bf16, world size 2)\n")
         compile_time(args.build, args.runs, tmp)
         print("\n## Schedule quality (h200 preset, 2 ranks)\n")
         schedule_quality(args.build, tmp)
         print("\n## Activation offload on config A, 10-40% under its peak (h200 preset, 2 ranks)\n")
         offload_overhead(args.build, tmp)
+        print("\n## Recompute or offload on config A, 20-40% under its peak (h200 preset, 2 ranks)\n")
+        recompute_overhead(args.build, tmp)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,17 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     offload.failOverBudget = !options.offloadActivations;
     pm.addPass(createDCOffloadParams(offload));
   }
+  // Recompute before offloading: an activation cheaper to compute again
+  // than to copy should not take the host link's time; with offload on,
+  // the rest of the excess is offload's (the same min-bytes for both).
+  if (options.recompute) {
+    DCRematerializeOptions remat;
+    planWithSharedInputs(remat, options);
+    remat.minBytes = options.offloadMinBytes;
+    remat.maxRecomputeOps = options.recomputeMaxOps;
+    remat.leaveToOffload = options.offloadActivations;
+    pm.addPass(createDCRematerialize(remat));
+  }
   auto addOffloadActivations = [&] {
     DCOffloadActivationsOptions offload;
     planWithSharedInputs(offload, options);

@@ -1,8 +1,10 @@
 //===- Report.cpp - print what the simulator predicts for a schedule ------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Support/ByteSize.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 
@@ -47,6 +49,99 @@ std::string typeText(Type type) {
   llvm::raw_string_ostream os(text);
   type.print(os);
   return text;
+}
+
+/// Busy time of op `i` on its stream.
+double busySeconds(const SimulationResult &sim, size_t i) {
+  return sim.ops[i].end - sim.ops[i].start;
+}
+
+/// What became of each activation kept from forward to backward: kept on
+/// the device, offloaded (added time: the stalls of its two waits) or
+/// recomputed (added time: the cloned ops' compute, plus any gather the
+/// clones needed on the collective stream).
+json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
+                              const SimulationResult &sim) {
+  Block &body = fn.getBody().front();
+  json::Array activations;
+  auto entry = [&](StringRef kind, Value value, Operation *at, double added,
+                   double addedCollective) {
+    return json::Object{
+        {"kind", kind},
+        {"type", typeText(value.getType())},
+        {"bytes", getTypeBytes(value.getType())},
+        {"addedSeconds", added},
+        {"addedCollectiveSeconds", addedCollective},
+        {"op", at->getName().getStringRef().str()},
+        {"loc", locationText(at->getLoc())},
+    };
+  };
+  // The forward ends where the loss is made.
+  std::optional<size_t> lossAt;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (fn.getResultAttr(i, kLossAttrName))
+      if (Operation *def = ret.getOperand(i).getDefiningOp())
+        lossAt = timeline.indexOf(body.findAncestorOpInBlock(*def));
+  // Recomputed: the ops of each dc.recompute id; the last compute op of
+  // one makes the tensor.
+  llvm::MapVector<int64_t, SmallVector<size_t>> recomputations;
+  for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
+    if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
+      recomputations[id.getInt()].push_back(i);
+    if (auto offload = dyn_cast<OffloadStartOp>(op)) {
+      double stall = 0;
+      auto hostWait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
+      stall += sim.ops[timeline.indexOf(hostWait)].stall;
+      for (Operation *reload : hostWait.getResult().getUsers())
+        if (auto start = dyn_cast<ReloadStartOp>(reload))
+          for (Operation *wait : start.getFuture().getUsers())
+            stall += sim.ops[timeline.indexOf(wait)].stall;
+      activations.push_back(entry("offloaded", offload.getValue(),
+                                  offload.getValue().getDefiningOp()
+                                      ? offload.getValue().getDefiningOp()
+                                      : op,
+                                  stall, 0));
+    }
+  }
+  for (auto &[id, indices] : recomputations) {
+    double compute = 0, collective = 0;
+    Operation *root = nullptr;
+    for (size_t i : indices) {
+      Operation *op = timeline.getOps()[i];
+      if (isa<GatherStartOp>(op)) {
+        collective += busySeconds(sim, i);
+      } else if (sim.ops[i].stream == StreamKind::Compute) {
+        compute += busySeconds(sim, i);
+        root = op;
+      } else if (!isa<WaitOp, ReleaseOp>(op)) {
+        root = op;
+      }
+    }
+    if (root && root->getNumResults() > 0)
+      activations.push_back(
+          entry("recomputed", root->getResult(0), root, compute, collective));
+  }
+  // Kept: made before the loss, read after it, on the device throughout.
+  if (lossAt) {
+    for (size_t i = 0; i < *lossAt; ++i) {
+      Operation *op = timeline.getOps()[i];
+      if (isa<DCDialect>(op->getDialect()))
+        continue;
+      for (Value value : op->getResults()) {
+        if (!isa<RankedTensorType>(value.getType()) || !ownsItsBuffer(value))
+          continue;
+        bool readAfter = llvm::any_of(value.getUsers(), [&](Operation *user) {
+          Operation *top = body.findAncestorOpInBlock(*user);
+          return top && !isa<func::ReturnOp>(top) &&
+                 timeline.indexOf(top) > *lossAt;
+        });
+        if (readAfter && getTypeBytes(value.getType()) > 0)
+          activations.push_back(entry("kept", value, op, 0, 0));
+      }
+    }
+  }
+  return activations;
 }
 
 json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
@@ -123,14 +218,19 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
         {"minLeadSeconds", std::max(0.0, p.minLeadSeconds)},
         {"maxStallSeconds", p.maxStallSeconds},
     });
-  json::Object offloadFloor;
-  if (auto floor = fn->getAttrOfType<OffloadFloorAttr>(kOffloadFloorAttrName)) {
-    offloadFloor["excessBytes"] = floor.getExcessBytes();
-    offloadFloor["stallSeconds"] = floor.getStallSeconds().convertToDouble();
-  }
+  auto floorObject = [&](StringRef name) {
+    json::Object object;
+    if (auto floor = fn->getAttrOfType<OffloadFloorAttr>(name)) {
+      object["excessBytes"] = floor.getExcessBytes();
+      object["stallSeconds"] = floor.getStallSeconds().convertToDouble();
+    }
+    return object;
+  };
   return json::Object{
       {"function", fn.getSymName().str()},
-      {"offloadFloor", std::move(offloadFloor)},
+      {"offloadFloor", floorObject(kOffloadFloorAttrName)},
+      {"offloadAloneFloor", floorObject(kOffloadAloneFloorAttrName)},
+      {"activations", reportActivations(fn, timeline, sim)},
       {"stepSeconds", sim.stepSeconds},
       {"computeSeconds", sim.computeSeconds},
       {"collectiveSeconds", sim.collectiveSeconds},
@@ -176,6 +276,12 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
        << "   of copy stall for any placement ("
        << formatBytes(*floor->getInteger("excessBytes"))
        << " over budget at the peak)\n";
+  const json::Object *alone = r.getObject("offloadAloneFloor");
+  if (alone && alone->getNumber("stallSeconds"))
+    os << "  offload-alone floor   " << ms(*alone->getNumber("stallSeconds"))
+       << "   of copy stall had nothing been recomputed ("
+       << formatBytes(*alone->getInteger("excessBytes"))
+       << " over budget at the peak)\n";
   const json::Object *peak = r.getObject("peakOp");
   int64_t stepPeak = *r.getInteger("peakDeviceBytes");
   int64_t state = *r.getInteger("trainerStateBytes");
@@ -193,6 +299,40 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
      << formatBytes(*r.getInteger("gatheredBytes")) << "\n";
   os << "  gradient buckets      " << *r.getInteger("reduceBuckets") << ", "
      << formatBytes(*r.getInteger("reducedBytes")) << "\n";
+  // Per activation kept from forward to backward: a summary line per kind,
+  // then one line per tensor.
+  const json::Array *activations = r.getArray("activations");
+  for (StringRef kind : {"kept", "offloaded", "recomputed"}) {
+    int count = 0;
+    int64_t bytes = 0;
+    double added = 0;
+    for (const json::Value &value : *activations) {
+      const json::Object &a = *value.getAsObject();
+      if (*a.getString("kind") != kind)
+        continue;
+      ++count;
+      bytes += *a.getInteger("bytes");
+      added += *a.getNumber("addedSeconds");
+    }
+    os << llvm::format("  %-23s", (kind + " activations").str().c_str())
+       << count << ", " << formatBytes(bytes) << ", added " << ms(added)
+       << "\n";
+  }
+  if (!activations->empty()) {
+    os << "  activations:\n";
+    os << llvm::format("  %-10s %-28s %12s %11s %11s  %s\n", "kind", "type",
+                       "bytes", "added (us)", "gather (us)", "made by");
+    for (const json::Value &value : *activations) {
+      const json::Object &a = *value.getAsObject();
+      os << llvm::format("  %-10s %-28s %12lld %11.1f %11.1f  ",
+                         a.getString("kind")->str().c_str(),
+                         a.getString("type")->str().c_str(),
+                         static_cast<long long>(*a.getInteger("bytes")),
+                         *a.getNumber("addedSeconds") * 1e6,
+                         *a.getNumber("addedCollectiveSeconds") * 1e6)
+         << *a.getString("op") << " " << *a.getString("loc") << "\n";
+    }
+  }
   os << "  parameters:\n";
   os << llvm::format("  %4s  %-28s %-24s %-10s %7s %5s %-18s %11s %11s\n", "id",
                      "name", "type", "state", "gathers", "fused", "gathered as",

@@ -68,6 +68,17 @@ struct Zero3PipelineOptions
       llvm::cl::desc("Offload long-idle activations to host memory when the "
                      "step does not fit the budget"),
       llvm::cl::init(false)};
+  Option<bool> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Recompute cheap activations before their backward use "
+                     "when the step does not fit the budget "
+                     "(dc-rematerialize); with offload-activations, only "
+                     "those faster to recompute than to copy"),
+      llvm::cl::init(false)};
+  Option<int64_t> recomputeMaxOps{
+      *this, "recompute-max-ops",
+      llvm::cl::desc("Most ops cloned to recompute one activation"),
+      llvm::cl::init(kDefaultMaxRecomputeOps)};
   Option<int64_t> offloadMinBytes{
       *this, "offload-min-bytes",
       llvm::cl::desc("Smallest activation worth offloading (bytes)"),
@@ -96,7 +107,7 @@ struct Zero3PipelineOptions
       llvm::cl::init(kDefaultMaxInFlightBytes)};
 };
 
-/// dc-zero3, then dc-offload-activations, dc-prefetch and
+/// dc-zero3, then dc-rematerialize, dc-offload-activations, dc-prefetch and
 /// dc-selective-gather (as enabled), then dc-verify-schedule against the same
 /// budget.
 void buildZero3Pipeline(mlir::OpPassManager &pm,

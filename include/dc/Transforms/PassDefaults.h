@@ -27,6 +27,7 @@ constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
 constexpr int64_t kDefaultReplicateBelow = 0;
 constexpr int64_t kDefaultOffloadMinBytes = 1024 * 1024;
 constexpr int64_t kDefaultOffloadKeepLast = 0;
+constexpr int64_t kDefaultMaxRecomputeOps = 16;
 constexpr int64_t kDefaultMaxFusedBytes = 256 * 1024 * 1024;
 /// 0: no limit.
 constexpr int64_t kDefaultMaxInFlightBytes = 0;

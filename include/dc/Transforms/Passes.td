@@ -118,6 +118,53 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
   ]);
 }
 
+def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Drop activations that are cheap to compute again and "
+                "recompute them before their backward use, until the step "
+                "fits the budget";
+  let description = [{
+    While the memory timeline peaks over the budget, each tensor of at least
+    `min-bytes` idle across the peak (made before it, read again after it)
+    is a candidate if it can be computed again, exactly, from values still
+    live where it is next read: the ops that produce it are cloned right
+    before that use, recursively through inputs that are no longer live (at
+    most `max-recompute-ops` ops per tensor). Only deterministic ops are
+    cloned (linalg, tensor, arith and math ops without memory effects, and
+    `dc.attention`), so the clone computes the same bits as the original on
+    the same backend; anything else (a transfer, a call, a random op) stops
+    the recursion. An input that is a gathered parameter already released
+    there (a norm's weight) is gathered again for the clone (`dc.gather_start`,
+    `dc.wait`, `dc.release` around it), and that gather counts in the cost.
+
+    The candidate that saves the most bytes per second of added compute
+    (the cost model's time of the cloned ops and of the new gathers) goes
+    first; a clone that does not lower the peak is undone. With
+    `leave-to-offload` (the pipeline sets it when activation offload is on),
+    the pass stops as soon as the offload floor of what is still over budget
+    is zero (the host link can move it without stalling compute), and it
+    recomputes a tensor only if that saves more bytes per second than the
+    link moves: the rest is `dc-offload-activations`' job. Without it, a
+    step that no recomputation makes fit is an error that says how much is
+    missing.
+
+    Every cloned op carries `dc.recompute = <id>` (one id per recomputed
+    tensor) and the function `dc.offload_alone_floor`, the offload floor of
+    the whole excess before anything was recomputed, for `dc-report`.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"minBytes", "min-bytes", "int64_t", "::dc::kDefaultOffloadMinBytes",
+           "Smallest tensor worth recomputing (bytes)">,
+    Option<"maxRecomputeOps", "max-recompute-ops", "int64_t",
+           "::dc::kDefaultMaxRecomputeOps",
+           "Most ops cloned to recompute one tensor (the recursion's limit)">,
+    Option<"leaveToOffload", "leave-to-offload", "bool", "false",
+           "Leave to dc-offload-activations what the host link can move "
+           "without stalling, and recompute only where that is faster "
+           "than the link">,
+  ]);
+}
+
 def DCOffloadParams : Pass<"dc-offload-params", "::mlir::ModuleOp"> {
   let summary = "Keep parameter shards in host memory (ZeRO-Offload style) "
                 "and reload them before their gathers";

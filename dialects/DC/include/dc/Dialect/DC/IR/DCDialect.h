@@ -45,6 +45,14 @@ constexpr llvm::StringLiteral kVocabAttrName = "dc.vocab";
 /// Set by dc-offload-activations on a step it offloads from: an
 /// #dc.offload_floor, the copy stall no placement can avoid.
 constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";
+/// Set by dc-rematerialize on each op it cloned to recompute a dropped
+/// activation: an i64 naming that activation (the ops of one recomputation
+/// share it; the last of them in block order makes the tensor).
+constexpr llvm::StringLiteral kRecomputeAttrName = "dc.recompute";
+/// Set by dc-rematerialize on a step whose activations it planned: the
+/// #dc.offload_floor offload alone would have faced, for dc-report.
+constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
+    "dc.offload_alone_floor";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axis,
 /// and that its local size is ceil(numel / axis size). Emits on `op`.

@@ -1,0 +1,54 @@
+//===- OffloadFloor.h - what activation offload can at best do --*- C++ -*-===//
+//
+// The tensors activation offload may move, and the copy stall no placement
+// of them avoids: shared by dc-offload-activations (which plans with them)
+// and dc-rematerialize (which records what offload alone would have faced).
+//
+//===----------------------------------------------------------------------===//
+#ifndef DC_TRANSFORMS_OFFLOADFLOOR_H
+#define DC_TRANSFORMS_OFFLOADFLOOR_H
+
+#include "dc/Analysis/CostModel.h"
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
+#include <optional>
+#include <vector>
+
+namespace dc {
+
+/// A tensor idle between two top-level ops: `lastBefore` (its def or a use)
+/// and `firstAfter` (the next use).
+struct OffloadCandidate {
+  mlir::Value value;
+  mlir::Operation *lastBefore, *firstAfter;
+  int64_t bytes;
+  double idleSeconds;
+};
+
+/// Tensors of at least `minBytes` that own their buffer and are not
+/// offloaded yet, each with its widest idle gap that can hide both copies;
+/// the last `keepLast` (by where their gap begins) are left out.
+std::vector<OffloadCandidate>
+collectOffloadCandidates(mlir::func::FuncOp fn, const CostModel &costModel,
+                         const MemoryTimeline &timeline,
+                         const SimulationResult &sim, int64_t minBytes,
+                         int64_t keepLast);
+
+/// What no placement of `candidates` can beat: the bytes over `budget` at
+/// the peak must be on the host before the peak op runs and come back after
+/// it, by their uses. Before the peak, the device-to-host stream has at
+/// most the time since the first candidate became idle; after it, the
+/// host-to-device stream must deliver those bytes by their uses (best case:
+/// the bytes used last, in use order). Any shortfall stalls compute.
+/// Nothing when no candidate spans the peak.
+std::optional<OffloadFloorAttr>
+computeOffloadFloor(const CostModel &costModel, const MemoryTimeline &timeline,
+                    const SimulationResult &sim,
+                    const std::vector<OffloadCandidate> &candidates,
+                    int64_t budget);
+
+} // namespace dc
+
+#endif // DC_TRANSFORMS_OFFLOADFLOOR_H

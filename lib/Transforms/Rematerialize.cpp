@@ -1,0 +1,389 @@
+//===- Rematerialize.cpp - recompute cheap activations instead of keeping
+//--===//
+//
+// The Rematerializer drops, while the memory timeline peaks over the budget,
+// the activation idle across the peak that saves the most bytes per second
+// of added compute, and computes it again right before its next use by
+// cloning the deterministic ops that made it (recursively through inputs no
+// longer live there, to a limit of ops).
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/ByteSize.h"
+#include "dc/Transforms/OffloadFloor.h"
+#include "dc/Transforms/Passes.h"
+#include "dc/Transforms/Planning.h"
+
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace dc {
+#define GEN_PASS_DEF_DCREMATERIALIZE
+#include "dc/Transforms/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// True if cloning `op` computes bit-identical results from the same
+/// inputs: upstream tensor compute without memory effects (so no random
+/// number generator, no call, no transfer), or dc's fused attention. Ops
+/// nested in its regions must be such ops too.
+bool isExactlyRecomputable(Operation *op) {
+  auto allowed = [](Operation *inner) {
+    if (isa<AttentionOp>(inner))
+      return true;
+    Dialect *dialect = inner->getDialect();
+    return dialect && isa<linalg::LinalgDialect, tensor::TensorDialect,
+                          arith::ArithDialect, math::MathDialect>(dialect);
+  };
+  if (op->getNumResults() == 0 || !isMemoryEffectFree(op))
+    return false;
+  return !op->walk([&](Operation *inner) {
+              return allowed(inner) ? WalkResult::advance()
+                                    : WalkResult::interrupt();
+            }).wasInterrupted();
+}
+
+/// Ops that cost nothing to clone (a constant, an uninitialised tensor).
+bool isFree(Operation *op) {
+  return isa<arith::ConstantOp, tensor::EmptyOp>(op);
+}
+
+/// One way to recompute an activation right before `firstAfter`.
+struct Recomputation {
+  Value value;
+  Operation *firstAfter = nullptr;
+  int64_t bytes = 0;
+  /// Ops to clone, producers first (block order).
+  SmallVector<Operation *> chain;
+  /// Ops of `chain` that compute (the limit counts these).
+  int64_t computeOps = 0;
+  /// Gathered parameters the chain reads that are released by then: the
+  /// dc.wait results of their gathers.
+  SmallVector<Value> regathers;
+  /// Added time: the cloned ops on the compute stream plus the new gathers.
+  double seconds = 0;
+  double bytesPerSecond() const {
+    return seconds > 0 ? bytes / seconds
+                       : std::numeric_limits<double>::infinity();
+  }
+};
+
+class Rematerializer {
+public:
+  Rematerializer(func::FuncOp fn, const CostModel &costModel, int64_t budget,
+                 int64_t minBytes, int64_t maxOps, bool leaveToOffload)
+      : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
+        maxOps(maxOps), leaveToOffload(leaveToOffload) {
+    // Ids stay unique when the pass runs again on a planned step.
+    fn.walk([&](Operation *op) {
+      if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
+        nextId = std::max(nextId, id.getInt() + 1);
+    });
+  }
+
+  LogicalResult run() {
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return failure();
+    if (timeline->getPeakDeviceBytes() <= budget)
+      return success();
+    if (budget < timeline->getFloorBytes())
+      return fn.emitError()
+             << "memory budget " << formatBytes(budget)
+             << " is below this step's floor of "
+             << formatBytes(timeline->getFloorBytes())
+             << " (arguments, results and the largest single op); no "
+                "recomputation can reach it";
+    // What offload alone would face here, for dc-report's comparison.
+    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    std::optional<OffloadFloorAttr> offloadAlone = computeOffloadFloor(
+        costModel, *timeline, sim,
+        collectOffloadCandidates(fn, costModel, *timeline, sim, minBytes,
+                                 /*keepLast=*/0),
+        budget);
+    if (offloadAlone)
+      fn->setAttr(kOffloadAloneFloorAttrName, *offloadAlone);
+    // Values whose recomputation did not lower the peak it was for.
+    llvm::DenseSet<Value> rejected;
+    // Each recomputation lowers the peak it was for; the bound only keeps a
+    // planner bug from looping forever.
+    size_t rounds = 4 * timeline->getOps().size() + 16;
+    for (size_t round = 0;; ++round) {
+      if (round == rounds)
+        return fn.emitError() << "dc-rematerialize did not converge after "
+                              << rounds << " recomputations";
+      timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      int64_t excess = timeline->getPeakDeviceBytes() - budget;
+      if (excess <= 0)
+        return success();
+      size_t peak = timeline->getPeakIndex();
+      // What the host link can hide is cheaper to offload than any
+      // recomputation: stop once offload alone no longer has to stall.
+      if (leaveToOffload && offloadCanHide(*timeline))
+        return success();
+      std::optional<Recomputation> best;
+      for (Recomputation &candidate :
+           collectCandidates(*timeline, peak, rejected)) {
+        if (leaveToOffload && candidate.bytesPerSecond() <=
+                                  costModel.getTarget().hostLinkBandwidth)
+          continue;
+        if (!best || candidate.bytesPerSecond() > best->bytesPerSecond())
+          best = std::move(candidate);
+      }
+      // What recomputing cannot do faster than the host link moves bytes
+      // is offload's.
+      if (leaveToOffload && !best)
+        return success();
+      if (!best)
+        return timeline->getOps()[peak]->emitError()
+               << "device memory peaks here at "
+               << formatBytes(timeline->getPeakDeviceBytes())
+               << " with every activation idle across it that can be "
+                  "recomputed exactly (within max-recompute-ops) already "
+                  "recomputed; the budget of "
+               << formatBytes(budget) << " is short by " << formatBytes(excess);
+      Operation *peakOp = timeline->getOps()[peak];
+      int64_t before = timeline->deviceBytesAt(peak);
+      SmallVector<Operation *> added = recompute(*best, *timeline);
+      FailureOr<MemoryTimeline> after = MemoryTimeline::compute(fn);
+      if (failed(after))
+        return failure();
+      if (after->deviceBytesAt(after->indexOf(peakOp)) >= before) {
+        // Still live at the peak (through a view, or a use the clone does
+        // not replace): keep the original.
+        undo(*best, added);
+        rejected.insert(best->value);
+      }
+    }
+  }
+
+private:
+  /// True if, by the stall floor, offloading what is over budget now need
+  /// not stall compute.
+  bool offloadCanHide(const MemoryTimeline &timeline) {
+    SimulationResult sim = StreamSimulator(costModel).run(fn, timeline);
+    std::optional<OffloadFloorAttr> floor = computeOffloadFloor(
+        costModel, timeline, sim,
+        collectOffloadCandidates(fn, costModel, timeline, sim, minBytes,
+                                 /*keepLast=*/0),
+        budget);
+    return floor && floor->getStallSeconds().isZero();
+  }
+
+  /// True if `value` is still read at or after op `at` of the timeline.
+  static bool liveAt(Value value, size_t at, const MemoryTimeline &timeline,
+                     Block &body) {
+    if (isa<BlockArgument>(value))
+      return true;
+    for (Operation *user : value.getUsers()) {
+      Operation *top = body.findAncestorOpInBlock(*user);
+      if (top && timeline.indexOf(top) >= at)
+        return true;
+    }
+    return false;
+  }
+
+  /// Adds to `r` the ops (and gathers) that make `value` at op `at`;
+  /// false if some input can be neither read there nor recomputed.
+  bool addProducers(Value value, size_t at, const MemoryTimeline &timeline,
+                    Recomputation &r,
+                    llvm::SmallPtrSetImpl<Operation *> &seen) {
+    Block &body = fn.getBody().front();
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != &body)
+      return false;
+    if (seen.contains(def))
+      return true;
+    if (!isExactlyRecomputable(def) || (!isFree(def) && r.computeOps >= maxOps))
+      return false;
+    seen.insert(def);
+    r.computeOps += !isFree(def);
+    llvm::SetVector<Value> inputs;
+    inputs.insert(def->operand_begin(), def->operand_end());
+    getUsedValuesDefinedAbove(def->getRegions(), inputs);
+    for (Value input : inputs) {
+      if (input.getParentBlock() != &body || liveAt(input, at, timeline, body))
+        continue;
+      Operation *producer = input.getDefiningOp();
+      if (auto wait = dyn_cast_or_null<WaitOp>(producer);
+          wait &&
+          isa_and_nonnull<GatherStartOp>(wait.getFuture().getDefiningOp())) {
+        if (!llvm::is_contained(r.regathers, input))
+          r.regathers.push_back(input);
+        continue;
+      }
+      if (!addProducers(input, at, timeline, r, seen))
+        return false;
+    }
+    r.chain.push_back(def);
+    return true;
+  }
+
+  /// Every activation idle across `peak` that can be recomputed at its next
+  /// use, with what that costs.
+  std::vector<Recomputation>
+  collectCandidates(const MemoryTimeline &timeline, size_t peak,
+                    const llvm::DenseSet<Value> &rejected) {
+    Block &body = fn.getBody().front();
+    std::vector<Recomputation> candidates;
+    for (size_t i = 0; i < peak; ++i) {
+      Operation *op = timeline.getOps()[i];
+      if (isFree(op) || !isExactlyRecomputable(op))
+        continue;
+      for (Value value : op->getResults()) {
+        auto type = dyn_cast<RankedTensorType>(value.getType());
+        if (!type || getTypeBytes(type) < minBytes || rejected.contains(value))
+          continue;
+        // The first top-level op reading it after the peak; none may read
+        // it at the peak itself (nor return it).
+        Operation *firstAfter = nullptr;
+        bool readAtPeak = false;
+        for (Operation *user : value.getUsers()) {
+          Operation *top = body.findAncestorOpInBlock(*user);
+          if (!top)
+            continue;
+          size_t at = timeline.indexOf(top);
+          if (at == peak || isa<func::ReturnOp>(top))
+            readAtPeak = true;
+          else if (at > peak &&
+                   (!firstAfter || at < timeline.indexOf(firstAfter)))
+            firstAfter = top;
+        }
+        if (readAtPeak || !firstAfter)
+          continue;
+        Recomputation r;
+        r.value = value;
+        r.firstAfter = firstAfter;
+        r.bytes = getTypeBytes(type);
+        llvm::SmallPtrSet<Operation *, 16> seen;
+        if (!addProducers(value, timeline.indexOf(firstAfter), timeline, r,
+                          seen))
+          continue;
+        for (Operation *cloned : r.chain)
+          if (!isFree(cloned))
+            r.seconds += costModel.estimate(cloned).seconds;
+        for (Value gathered : r.regathers)
+          r.seconds += gatherSeconds(gathered);
+        candidates.push_back(std::move(r));
+      }
+    }
+    return candidates;
+  }
+
+  /// The time of gathering `gathered` (a dc.wait result) again, alone.
+  double gatherSeconds(Value gathered) {
+    auto wait = cast<WaitOp>(gathered.getDefiningOp());
+    auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());
+    // The group's time shared by bytes (a fused group moves them at once).
+    OpCost cost = costModel.estimate(group);
+    int64_t total = 0;
+    for (Value future : group.getFutures())
+      total += getTypeBytes(cast<FutureType>(future.getType()).getValue());
+    int64_t mine = getTypeBytes(gathered.getType());
+    return total > 0 ? cost.seconds * mine / total : cost.seconds;
+  }
+
+  /// Clones `r`'s ops right before its next use and points the uses from
+  /// there on at the clone. Returns the ops it added.
+  SmallVector<Operation *> recompute(Recomputation &r,
+                                     const MemoryTimeline &timeline) {
+    Block &body = fn.getBody().front();
+    OpBuilder builder(r.firstAfter);
+    IRMapping mapping;
+    SmallVector<Operation *> added;
+    IntegerAttr id = builder.getI64IntegerAttr(nextId++);
+    SmallVector<Value> gathered;
+    for (Value param : r.regathers) {
+      auto wait = cast<WaitOp>(param.getDefiningOp());
+      auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());
+      auto future = cast<OpResult>(wait.getFuture());
+      Value shard = group.getShards()[future.getResultNumber()];
+      auto start =
+          GatherStartOp::create(builder, param.getLoc(),
+                                TypeRange{future.getType()}, ValueRange{shard},
+                                /*persistent=*/false);
+      auto again =
+          WaitOp::create(builder, param.getLoc(), start.getFutures()[0]);
+      start->setAttr(kRecomputeAttrName, id);
+      mapping.map(param, again.getResult());
+      gathered.push_back(again.getResult());
+      added.push_back(start);
+      added.push_back(again);
+    }
+    for (Operation *op : r.chain) {
+      Operation *clone = builder.clone(*op, mapping);
+      clone->setAttr(kRecomputeAttrName, id);
+      added.push_back(clone);
+    }
+    for (Value param : gathered)
+      added.push_back(ReleaseOp::create(builder, param.getLoc(), param));
+    size_t from = timeline.indexOf(r.firstAfter);
+    r.value.replaceUsesWithIf(mapping.lookup(r.value), [&](OpOperand &use) {
+      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+      return top && !llvm::is_contained(added, top) &&
+             timeline.indexOf(top) >= from;
+    });
+    return added;
+  }
+
+  /// Reverts `recompute`: the uses go back to the original and the added
+  /// ops are erased.
+  void undo(const Recomputation &r, ArrayRef<Operation *> added) {
+    // The clone of the value's producer is the last op that is not a
+    // release.
+    auto root = llvm::find_if(llvm::reverse(added), [](Operation *op) {
+      return !isa<ReleaseOp>(op);
+    });
+    (*root)
+        ->getResult(cast<OpResult>(r.value).getResultNumber())
+        .replaceAllUsesWith(r.value);
+    for (Operation *op : llvm::reverse(added))
+      op->erase();
+  }
+
+  func::FuncOp fn;
+  const CostModel &costModel;
+  int64_t budget, minBytes, maxOps;
+  bool leaveToOffload;
+  int64_t nextId = 0;
+};
+
+struct RematerializePass
+    : public dc::impl::DCRematerializeBase<RematerializePass> {
+  using DCRematerializeBase::DCRematerializeBase;
+
+  void runOnOperation() override {
+    if (failed(checkOptionRange(getOperation(), getArgument(), "min-bytes",
+                                minBytes, 0)) ||
+        failed(checkOptionRange(getOperation(), getArgument(),
+                                "max-recompute-ops", maxRecomputeOps, 1)))
+      return signalPassFailure();
+    auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
+                    const CostModel &costModel) {
+      return Rematerializer(fn, costModel, setup.budgetBytes, minBytes,
+                            maxRecomputeOps, leaveToOffload)
+          .run();
+    };
+    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
+                            profile, optimizerStateBytes, plan)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
