@@ -38,8 +38,9 @@ def _constant(m, node, tensor):
     numel = tensor.numel()
     if numel > lower.MAX_INLINE_CONSTANT:
         raise ExportError(
-            f"{where(node)}: a constant tensor of shape {list(tensor.shape)} "
-            f"({numel} elements) is captured by the trace; compute it in "
+            f"a constant tensor of shape {list(tensor.shape)} ({numel} "
+            f"elements) is captured by the trace, at {where(node)}; compute "
+            "it in "
             "forward from torch.arange etc. (it is then recomputed in the "
             "IR), or register it as a buffer (a non-trainable argument)")
     elt = lower.element_type(tensor.dtype, node)
@@ -95,19 +96,20 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
             continue
         key = lower.op_key(node.target)
         base_name = key.split(".")[0]
-        if base_name in lower.DATA_DEPENDENT or key in lower.DATA_DEPENDENT:
+        boolean_index = key == "index.Tensor" and any(
+            isinstance(i, Value) and i.elt == "i1" for i in args[1])
+        if base_name in lower.DATA_DEPENDENT or boolean_index:
             raise ExportError(
-                f"{where(node)}: the shape of its result depends on the "
-                "values of its input (a dynamic shape); dc needs static "
-                "shapes")
+                f"dynamic shape: the result of {key} depends on the values "
+                f"of its input, at {where(node)}; dc needs static shapes")
         base = lower.in_place_base(key)
         if base:
             target = node.args[0]
             if target.op == "placeholder":
                 raise ExportError(
-                    f"{where(node)} updates "
+                    "the model updates "
                     f"{placeholders_named.get(target.name, target.name)} in "
-                    "place: a dc training step is a pure function of its "
+                    f"place, at {where(node)}; a dc training step is a pure function of its "
                     "parameters and data, so state that changes in training "
                     "(running statistics, counters, caches) cannot be "
                     "exported; keep it out of the step or make it a "

@@ -19,7 +19,7 @@ DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
 
 # Ops whose result shape depends on their input's values.
 DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "_unique2",
-                  "unique_consecutive", "unique_dim", "index.Tensor_bool"}
+                  "unique_consecutive", "unique_dim", "masked_scatter"}
 
 # Inline a constant tensor of at most this many elements; bigger ones are
 # an error (compute them in the model, or register them as buffers).
