@@ -182,6 +182,11 @@ def binary(op):
         compute = compute_type(elt)
         if elt == "i1":
             L.fail("arithmetic on bool tensors")
+        # x * 1 and x / 1 (addmm's decomposition scales by beta = alpha = 1)
+        if op in ("mul", "div") and not isinstance(b, Value) and b == 1 \
+                and isinstance(a, Value) and a.shape == tuple(shape) \
+                and a.elt == elt:
+            return a
 
         def fn(bb, s):
             x, y = s
@@ -630,8 +635,8 @@ def nll_loss_forward(L, node, args, kwargs):
         one = b(f"arith.select {valid}, {b.const(1.0)}, {b.const(0.0)} : f32")
         return [b(f"arith.subf {b.outs[0]}, {v} : f32"),
                 b(f"arith.addf {b.outs[1]}, {one} : f32")]
-    zero = L.full([], "f32", 0.0)
-    total, count = L.m.generic("nll", [target], [["d0"]], [zero, zero],
+    zeros = [L.full([], "f32", 0.0) for _ in range(2)]
+    total, count = L.m.generic("nll", [target], [["d0"]], zeros,
                                [[], []], ["reduction"], picked)
     if reduction == 1:
         total = L.pointwise([], "f32", [total, count], lambda b, s: (
