@@ -711,7 +711,7 @@ OPS = {
     "sub.Tensor": binary("sub"), "sub.Scalar": binary("sub"),
     "mul.Tensor": binary("mul"), "mul.Scalar": binary("mul"),
     "div.Tensor": binary("div"), "div.Scalar": binary("div"),
-    "pow.Tensor_Scalar": pow_, "pow.Tensor_Tensor": pow_,
+    "pow.Tensor_Scalar": pow_, "pow.Tensor_Tensor": pow_, "pow.Scalar": pow_,
     "where.self": where_, "logical_not.default": logical_not,
     "bitwise_not.default": logical_not,
     "sum.dim_IntList": sum_, "sum.default": sum_, "mean.dim": mean_,
