@@ -41,11 +41,13 @@ class RMSNorm(nn.Module):
         return (x32 * r).to(x.dtype) * self.weight
 
 
-def rotate(x, base=10000.0):
-    """Rotary embedding of [B, H, S, Dh]; the tables are computed here, so
-    the exported step recomputes them instead of storing them."""
+def rotate(x, inv=None, base=10000.0):
+    """Rotary embedding of [B, H, S, Dh]; the tables are computed here from
+    the inverse frequencies `inv` (computed too when not given), so the
+    exported step recomputes them instead of storing them."""
     s, d = x.shape[-2], x.shape[-1]
-    inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    if inv is None:
+        inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     angles = torch.arange(s, dtype=torch.float32)[:, None] * inv[None, :]
     cos = torch.cat([angles.cos(), angles.cos()], -1).to(x.dtype)
     sin = torch.cat([angles.sin(), angles.sin()], -1).to(x.dtype)
@@ -120,8 +122,33 @@ class GPT2Block(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class LlamaBuffered(LlamaBlock):
+    """The Llama block with Hugging Face's layout of the rotary frequencies:
+    a buffer (not trained), which export makes a #dc.param without a
+    gradient, loaded from the weights file like the parameters."""
+
+    def __init__(self):
+        super().__init__()
+        d = self.head_dim
+        inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        self.register_buffer("inv_freq", inv)
+
+    def forward(self, tokens):
+        global rotate
+        plain = rotate
+        rotate = lambda x: plain(x, self.inv_freq)
+        try:
+            return super().forward(tokens)
+        finally:
+            rotate = plain
+
+
 def llama():
     return LlamaBlock()
+
+
+def llama_buffered():
+    return LlamaBuffered()
 
 
 def gpt2():
