@@ -8,7 +8,10 @@
       writes for the same factory and seed.
   compare REF GRADS LOG [--rtol R --atol A]
       compares the loss of LOG's step 1 (dc-run's output) and every gradient
-      in GRADS (dc-run --save-grads) with REF; prints the worst errors."""
+      in GRADS (dc-run --save-grads) with REF; prints the worst errors.
+      Elementwise |have - want| <= atol + rtol |want|, or with --norm-rtol R
+      (a bf16 step against f32 PyTorch) |have - want| <= R |want| in 2-norm
+      per tensor."""
 
 import argparse
 import importlib
@@ -62,6 +65,13 @@ def compare(args):
             failures += 1
             return
         err = (have - want).abs()
+        if args.norm_rtol is not None:
+            worst = float(err.norm() - args.norm_rtol * want.norm())
+            if worst > 0:
+                failures += 1
+                print(f"FAIL {name}: relative 2-norm error "
+                      f"{float(err.norm() / want.norm()):.3g}")
+            return float(err.norm() / want.norm())
         bound = args.atol + args.rtol * want.abs()
         worst = float((err - bound).max())
         if worst > 0:
@@ -97,6 +107,7 @@ def main():
     c.add_argument("log")
     c.add_argument("--rtol", type=float, default=1e-5)
     c.add_argument("--atol", type=float, default=1e-5)
+    c.add_argument("--norm-rtol", type=float)
     args = ap.parse_args()
     (reference if args.command == "reference" else compare)(args)
 
