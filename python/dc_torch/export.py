@@ -6,6 +6,8 @@ then non-trainable tensors (buffers, frozen parameters: #dc.param without a
 gradient), then the token ids and targets (dc.vocab); results: the loss,
 then one gradient per trainable parameter."""
 
+import operator
+
 import torch
 
 from . import lower
@@ -68,6 +70,9 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
     L = Lowering(m)
     env = {}
     args_iter = iter(inputs)
+
+    def materialize(v):
+        return v.materialize(m) if isinstance(v, lower.Transposed) else v
     for node in graph_module.graph.nodes:
         L.node = node
         if node.op == "placeholder":
@@ -77,24 +82,26 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
             env[node] = _constant(m, node, getattr(graph_module, node.target))
             continue
         if node.op == "output":
-            return [env[a] if a is not None else None
+            return [materialize(env[a]) if a is not None else None
                     for a in node.args[0]]
         if node.op != "call_function":
             raise ExportError(f"{where(node)}: unexpected FX node kind "
                               f"'{node.op}'")
 
+        key = lower.op_key(node.target)
+        keep = key in lower.TAKES_TRANSPOSED
+
         def value(a):
             if isinstance(a, torch.fx.Node):
-                return env[a]
+                return env[a] if keep else materialize(env[a])
             if isinstance(a, (list, tuple)):
                 return type(a)(value(x) for x in a)
             return a
         args = [value(a) for a in node.args]
         kwargs = {k: value(v) for k, v in node.kwargs.items()}
-        if node.target is __import__("operator").getitem:
+        if node.target is operator.getitem:
             env[node] = args[0][args[1]]
             continue
-        key = lower.op_key(node.target)
         base_name = key.split(".")[0]
         boolean_index = key == "index.Tensor" and any(
             isinstance(i, Value) and i.elt == "i1" for i in args[1])

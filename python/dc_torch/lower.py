@@ -344,14 +344,37 @@ def var_mean(L, node, args, kwargs):
 
 # -- linear algebra ---------------------------------------------------------------
 
+class Transposed:
+    """A permute that swaps the last two dims of a matrix or a batch of
+    them, not yet emitted: mm/bmm read its source through a transposed
+    indexing map (no copy; nn.Linear's [out, in] weights are used this
+    way), any other use emits the linalg.transpose once."""
+
+    def __init__(self, source, perm):
+        self.source, self.perm, self.value = source, perm, None
+
+    def materialize(self, m):
+        if self.value is None:
+            self.value = m.transpose(self.source, self.perm)
+        return self.value
+
+
+def _matmul_operand(L, x):
+    if isinstance(x, Transposed):
+        return x.source, True
+    return x, False
+
+
 def mm(L, node, args, kwargs):
     (shape, elt), = result_info(node)
-    return L.m.matmul(args[0], args[1], L.full(shape, elt, 0.0))
+    (a, ta), (b, tb) = (_matmul_operand(L, x) for x in args[:2])
+    return L.m.matmul(a, b, L.full(shape, elt, 0.0), ta, tb)
 
 
 def bmm(L, node, args, kwargs):
     (shape, elt), = result_info(node)
-    return L.m.batch_matmul(args[0], args[1], L.full(shape, elt, 0.0))
+    (a, ta), (b, tb) = (_matmul_operand(L, x) for x in args[:2])
+    return L.m.batch_matmul(a, b, L.full(shape, elt, 0.0), ta, tb)
 
 
 # -- shapes, views, slices -----------------------------------------------------------
@@ -367,9 +390,13 @@ def identity(L, node, args, kwargs):
 
 def permute(L, node, args, kwargs):
     x = args[0]
-    perm = [d % x.rank for d in args[1]]
+    perm = [d % len(args[1]) for d in args[1]]
+    if isinstance(x, Transposed):  # a permute of a permute: one of them
+        x, perm = x.source, [x.perm[p] for p in perm]
     if perm == list(range(x.rank)):
         return x
+    if perm in ([1, 0], [0, 2, 1]):
+        return Transposed(x, perm)
     return L.m.transpose(x, perm)
 
 
@@ -705,6 +732,9 @@ def attention_grad(L, node, args, kwargs):
 
 
 # -- the supported set ----------------------------------------------------------------
+
+# Ops that take a Transposed operand as it is (the others see it emitted).
+TAKES_TRANSPOSED = {"mm.default", "bmm.default", "permute.default"}
 
 OPS = {
     "add.Tensor": binary("add"), "add.Scalar": binary("add"),

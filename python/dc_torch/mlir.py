@@ -183,18 +183,34 @@ class Module:
         results = [Value(nm, v.shape, v.elt) for nm, v in zip(names, inits)]
         return results if len(results) > 1 else results[0]
 
-    def matmul(self, a, b, acc):
+    def matmul(self, a, b, acc, transpose_a=False, transpose_b=False):
+        """acc + a @ b; a transposed operand is read through its indexing
+        map instead of being copied."""
+        maps = ""
+        if transpose_a or transpose_b:
+            maps = ("indexing_maps = [affine_map<(d0, d1, d2) -> "
+                    f"({'d2, d0' if transpose_a else 'd0, d2'})>, "
+                    "affine_map<(d0, d1, d2) -> "
+                    f"({'d1, d2' if transpose_b else 'd2, d1'})>, "
+                    "affine_map<(d0, d1, d2) -> (d0, d1)>] ")
         v = Value(self.fresh("mm"), acc.shape, acc.elt)
-        self.emit(f"{v.name} = linalg.matmul ins({a.name}, {b.name} : "
+        self.emit(f"{v.name} = linalg.matmul {maps}ins({a.name}, {b.name} : "
                   f"{a.type}, {b.type}) outs({acc.name} : {v.type}) -> "
                   f"{v.type}")
         return v
 
-    def batch_matmul(self, a, b, acc):
+    def batch_matmul(self, a, b, acc, transpose_a=False, transpose_b=False):
+        maps = ""
+        if transpose_a or transpose_b:
+            maps = ("indexing_maps = [affine_map<(d0, d1, d2, d3) -> "
+                    f"({'d0, d3, d1' if transpose_a else 'd0, d1, d3'})>, "
+                    "affine_map<(d0, d1, d2, d3) -> "
+                    f"({'d0, d2, d3' if transpose_b else 'd0, d3, d2'})>, "
+                    "affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>] ")
         v = Value(self.fresh("bmm"), acc.shape, acc.elt)
-        self.emit(f"{v.name} = linalg.batch_matmul ins({a.name}, {b.name} : "
-                  f"{a.type}, {b.type}) outs({acc.name} : {v.type}) -> "
-                  f"{v.type}")
+        self.emit(f"{v.name} = linalg.batch_matmul {maps}ins({a.name}, "
+                  f"{b.name} : {a.type}, {b.type}) outs({acc.name} : "
+                  f"{v.type}) -> {v.type}")
         return v
 
     def transpose(self, x, perm):
