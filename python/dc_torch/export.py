@@ -13,7 +13,7 @@ import torch
 from . import lower
 from .errors import ExportError, where
 from .lower import DTYPES, Lowering, Value
-from .mlir import Module, tensor_type
+from .mlir import Module, float_literal, tensor_type
 from .trace import capture, default_loss
 
 
@@ -48,7 +48,6 @@ def _constant(m, node, tensor):
     elt = lower.element_type(tensor.dtype, node)
     flat = tensor.reshape(-1).tolist()
     if elt in ("f32", "bf16", "f16"):
-        from .mlir import float_literal
         items = [float_literal(float(v)) for v in flat]
     elif elt == "i1":
         items = ["true" if v else "false" for v in flat]

@@ -5,11 +5,10 @@ it). Floats are computed in f32 inside every generic and rounded once to
 the result type, as dc-gen-llama does."""
 
 import math
-import operator
 
 import torch
 
-from .errors import ExportError, node_target, where
+from .errors import ExportError, where
 from .mlir import FLOAT_TYPES, Value
 
 aten = torch.ops.aten
@@ -152,14 +151,6 @@ class Lowering:
     def broadcast_to(self, x, shape):
         return self.pointwise(shape, x.elt, [x], lambda b, a: (a[0], x.elt),
                               compute=x.elt, hint="expand")
-
-    def scalar_of(self, x):
-        """A Python number or a 0-d tensor's Value, as a pointwise operand."""
-        return x
-
-
-def _normalize_dim(d, rank):
-    return d % rank if rank else 0
 
 
 # -- op families ----------------------------------------------------------------
@@ -408,10 +399,11 @@ def expand(L, node, args, kwargs):
 
 
 def slice_(L, node, args, kwargs):
+    """x[start:end:step] along dim; the end is implied by the traced result
+    shape."""
     x = args[0]
     dim = args[1] if len(args) > 1 else 0
     start = args[2] if len(args) > 2 else None
-    end = args[3] if len(args) > 3 else None
     step = args[4] if len(args) > 4 else 1
     dim %= x.rank
     (shape, _), = result_info(node)

@@ -153,6 +153,11 @@ def capture(model, tokens, targets, loss_fn=default_loss):
         tok, tgt = inputs[-2:]
         logits = _functional_call(model, params.mapping(trainable, frozen),
                                   (tok,))
+        # Hugging Face models return an output object, others a tuple.
+        if hasattr(logits, "logits"):
+            logits = logits.logits
+        elif isinstance(logits, (tuple, list)):
+            logits = logits[0]
         loss = loss_fn(logits, tgt)
         if loss.dim() != 0:
             raise ExportError(f"the loss must be a scalar, got shape "
