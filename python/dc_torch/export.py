@@ -102,6 +102,10 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
             env[node] = args[0][args[1]]
             continue
         base_name = key.split(".")[0]
+        if base_name in lower.RANDOM:
+            raise ExportError(
+                f"{key} draws random numbers in the step, at {where(node)}; "
+                "dc exports steps with dropout off (p=0 in every dropout)")
         boolean_index = key == "index.Tensor" and any(
             isinstance(i, Value) and i.elt == "i1" for i in args[1])
         if base_name in lower.DATA_DEPENDENT or boolean_index:

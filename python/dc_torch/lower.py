@@ -20,6 +20,11 @@ DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
 DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "_unique2",
                   "unique_consecutive", "unique_dim", "masked_scatter"}
 
+# Ops that draw random numbers: dropout in training mode, mostly.
+RANDOM = {"bernoulli", "bernoulli_", "native_dropout", "rand", "rand_like",
+          "randn", "randn_like", "randint", "randint_like", "randperm",
+          "uniform_", "normal_", "uniform", "normal"}
+
 # Inline a constant tensor of at most this many elements; bigger ones are
 # an error (compute them in the model, or register them as buffers).
 MAX_INLINE_CONSTANT = 16

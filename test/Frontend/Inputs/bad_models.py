@@ -64,3 +64,17 @@ class BigConstant(Base):
 
 cumsum, data_dependent, counter, batch_normed, big_constant = (
     CumSum, DataDependent, Counter, BatchNormed, BigConstant)
+
+
+class Dropped(Base):
+    """Dropout in training mode draws random numbers in the step."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, tokens):
+        return self.head(self.drop(self.embed(tokens)))
+
+
+dropped = Dropped
