@@ -69,6 +69,7 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
     L = Lowering(m)
     env = {}
     args_iter = iter(inputs)
+    order = {n: i for i, n in enumerate(graph_module.graph.nodes)}
 
     def materialize(v):
         return v.materialize(m) if isinstance(v, lower.Transposed) else v
@@ -127,6 +128,18 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
             if base not in lower.OPS:
                 raise ExportError(f"{where(node)}: unsupported in-place op "
                                   f"{key}")
+            view_of = lambda n: isinstance(n, torch.fx.Node) and \
+                n.op == "call_function" and \
+                lower.op_key(n.target).split(".")[0] in lower.VIEWS
+            # A view taken after the update reads the rebound value: fine.
+            earlier_views = [u for u in target.users
+                             if view_of(u) and order[u] < order[node]]
+            if view_of(target) or earlier_views:
+                raise ExportError(
+                    f"{where(node)}: an in-place update of a tensor that "
+                    "shares memory with a view (x[...] = v, x.view(...)."
+                    "add_(...)) is not supported; write it out of place "
+                    "(torch.where, torch.cat)")
             result = lower.OPS[base](L, node, args, kwargs)
             env[target] = result  # later uses see the updated value
             env[node] = result

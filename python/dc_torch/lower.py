@@ -20,6 +20,14 @@ DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16",
 DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "_unique2",
                   "unique_consecutive", "unique_dim", "masked_scatter"}
 
+# Ops whose result aliases their input in torch (a view): an in-place
+# update through one would have to update the other, which export's
+# out-of-place rewrite does not do, so it refuses those updates.
+VIEWS = {"view", "_unsafe_view", "_reshape_alias", "reshape", "slice",
+         "select", "permute", "expand", "alias", "unsqueeze", "squeeze", "t",
+         "transpose", "detach", "as_strided", "diagonal", "unfold", "split",
+         "split_with_sizes", "unbind", "narrow", "view_as", "expand_as"}
+
 # Ops that draw random numbers: dropout in training mode, mostly.
 RANDOM = {"bernoulli", "bernoulli_", "native_dropout", "rand", "rand_like",
           "randn", "randn_like", "randint", "randint_like", "randperm",
