@@ -21,7 +21,8 @@ LLVM=/usr/lib/llvm-22
 
 PACKAGES=(cmake ninja-build g++ python3 llvm-22-dev llvm-22-tools libmlir-22-dev
           mlir-22-tools libgtest-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
-          libcli11-dev clang-format-22 clang-22 libclang-rt-22-dev)
+          libcli11-dev clang-format-22 clang-22 libclang-rt-22-dev
+          python3-torch python3-numpy)  # python3-torch: dc_torch's tests (test/Frontend)
 
 setup() {
   local missing=()

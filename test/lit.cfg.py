@@ -48,3 +48,24 @@ config.substitutions.append(
 # dc-compile --target=h200 needs the CUDA toolkit found at configure time.
 if getattr(config, "dc_gpu_codegen", False):
     config.available_features.add("gpu-codegen")
+
+# Frontend/: dc_torch needs a python that imports torch. On Debian 12 that
+# is the system python3 with python3-torch (build.sh installs it), which a
+# pyenv or venv python3 earlier on PATH may hide: probe it first.
+import shutil
+import subprocess
+
+def _torch_python():
+    for candidate in ("/usr/bin/python3", shutil.which("python3")):
+        if candidate and os.path.exists(candidate) and subprocess.run(
+                [candidate, "-c", "import torch"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+torch_python = _torch_python()
+if torch_python:
+    config.available_features.add("torch")
+    config.substitutions.append(("%{torch_python}", "env PYTHONPATH=%s:%s %s" % (
+        os.path.join(config.dc_src_root, "python"),
+        os.path.join(config.dc_src_root, "test", "Frontend", "Inputs"),
+        torch_python)))

@@ -69,7 +69,7 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 /// What a checkpoint stores about one parameter.
-enum class Part { Value, Master, ExpAvg, ExpAvgSq };
+enum class Part { Value, Master, ExpAvg, ExpAvgSq, Grad };
 
 const char *partSuffix(Part part) {
   switch (part) {
@@ -81,6 +81,8 @@ const char *partSuffix(Part part) {
     return ".exp_avg";
   case Part::ExpAvgSq:
     return ".exp_avg_sq";
+  case Part::Grad:
+    return "";
   }
   return "";
 }
@@ -133,10 +135,10 @@ static AlignedBuffer slotOf(const Param &param, Part part, int32_t dtype) {
   const float *state = part == Part::Master   ? param.master.data()
                        : part == Part::ExpAvg ? param.expAvg.data()
                                               : param.expAvgSq.data();
-  if (part == Part::Value)
-    readToHost(param.data, validBytes, [&](const void *host) {
-      std::memcpy(slot.data(), host, validBytes);
-    });
+  if (part == Part::Value || part == Part::Grad)
+    readToHost(
+        part == Part::Value ? param.data : param.grad, validBytes,
+        [&](const void *host) { std::memcpy(slot.data(), host, validBytes); });
   else
     std::memcpy(slot.data(), state, validBytes);
   return slot;
@@ -148,6 +150,10 @@ static void writeAll(FILE *file, const void *data, size_t bytes,
     fatal("cannot write checkpoint '%s': %s", path.c_str(),
           std::strerror(errno));
 }
+
+static void writeTensors(const std::string &path, const ParamRegistry &registry,
+                         std::vector<SavedTensor> &tensors,
+                         const nlohmann::ordered_json &baseMetadata);
 
 void dcrun::saveCheckpoint(const std::string &path,
                            const ParamRegistry &registry, int64_t step,
@@ -165,7 +171,6 @@ void dcrun::saveCheckpoint(const std::string &path,
               path.c_str(), static_cast<long long>(step),
               param.spec.name.c_str(),
               static_cast<long long>(param.offset + i));
-  bool writer = registry.rank() == 0;
   std::vector<SavedTensor> tensors;
   int64_t offset = 0;
   for (const Param &param : registry.params()) {
@@ -181,17 +186,27 @@ void dcrun::saveCheckpoint(const std::string &path,
     add(Part::ExpAvgSq, DCRT_F32);
   }
 
+  nlohmann::ordered_json metadata = {
+      {"format", "dc"},
+      {"optimizer", "adamw"},
+      {"step", std::to_string(step)},
+      {"world_size", std::to_string(registry.worldSize())}};
+  writeTensors(path, registry, tensors, metadata);
+}
+
+/// Writes `tensors` (full tensors gathered from every rank's slots) and
+/// `metadata` plus their checksums; collective, rank 0 writes.
+static void writeTensors(const std::string &path, const ParamRegistry &registry,
+                         std::vector<SavedTensor> &tensors,
+                         const nlohmann::ordered_json &baseMetadata) {
+  bool writer = registry.rank() == 0;
   FILE *file = nullptr;
   std::string temporary = path + ".tmp";
   // In file order: the metadata, then the tensors as their data follows.
   // The checksums are known only once the data is written: the header is
   // written twice, first with placeholders of the same width.
   auto makeHeader = [&] {
-    nlohmann::ordered_json metadata = {
-        {"format", "dc"},
-        {"optimizer", "adamw"},
-        {"step", std::to_string(step)},
-        {"world_size", std::to_string(registry.worldSize())}};
+    nlohmann::ordered_json metadata = baseMetadata;
     for (const SavedTensor &tensor : tensors)
       metadata[checksumKey(tensor.param->spec.name + partSuffix(tensor.part))] =
           checksumText(tensor.checksum);
@@ -262,6 +277,25 @@ void dcrun::saveCheckpoint(const std::string &path,
     barrier(); // every rank returns once the file is complete
 }
 
+void dcrun::saveGradients(const std::string &path,
+                          const ParamRegistry &registry, int64_t step) {
+  std::vector<SavedTensor> tensors;
+  int64_t offset = 0;
+  for (const Param &param : registry.params()) {
+    if (!param.spec.hasGrad)
+      continue;
+    int64_t bytes = param.fullNumel * dtypeSize(param.spec.gradDtype);
+    tensors.push_back(
+        {&param, Part::Grad, param.spec.gradDtype, offset, offset + bytes});
+    offset += bytes;
+  }
+  nlohmann::ordered_json metadata = {
+      {"format", "dc-gradients"},
+      {"step", std::to_string(step)},
+      {"world_size", std::to_string(registry.worldSize())}};
+  writeTensors(path, registry, tensors, metadata);
+}
+
 //===----------------------------------------------------------------------===//
 // Loading
 //===----------------------------------------------------------------------===//
@@ -275,10 +309,12 @@ struct StoredTensor {
 
 class CheckpointReader {
 public:
-  explicit CheckpointReader(const std::string &path) : path(path) {
+  /// `kind` names the file in messages: "checkpoint" or "weights file".
+  CheckpointReader(const std::string &path, const char *kind)
+      : path(path), kind(kind) {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-      fatal("cannot open checkpoint '%s': %s", path.c_str(),
+      fatal("cannot open %s '%s': %s", kind, path.c_str(),
             std::strerror(errno));
     // Closed also when a check below ends in fatal() and a harness's abort
     // hook throws (dc-fuzz-checkpoint ran out of descriptors).
@@ -308,9 +344,9 @@ public:
   void checkAllUsed() const {
     for (const auto &[name, tensor] : tensors)
       if (!used.count(name))
-        fatal("checkpoint '%s' has tensor '%s', which is neither a parameter "
+        fatal("%s '%s' has tensor '%s', which is neither a parameter "
               "of the model nor its optimizer state",
-              path.c_str(), name.c_str());
+              kind, path.c_str(), name.c_str());
   }
 
   /// Verifies the checksums of tensors rank, rank + worldSize, ... (in name
@@ -321,9 +357,9 @@ public:
     // dc checkpoints written before checksums existed have none at all.
     if (checksums.empty()) {
       if (rank == 0)
-        warn("checkpoint '%s' has no checksums (written by an older dc-run): "
+        warn("%s '%s' has no checksums (written by an older dc-run): "
              "its bytes are not verified",
-             path.c_str());
+             kind, path.c_str());
       return;
     }
     size_t i = 0;
@@ -352,12 +388,12 @@ public:
   const StoredTensor &require(const std::string &name, const Param &param) {
     const StoredTensor *tensor = find(name);
     if (!tensor)
-      fatal("checkpoint '%s' has no tensor '%s' (parameter %d of the model)",
+      fatal("%s '%s' has no tensor '%s' (parameter %d of the model)", kind,
             path.c_str(), name.c_str(), param.spec.id);
     if (tensor->shape != param.spec.shape)
-      fatal("checkpoint '%s': tensor '%s' has shape %s, but the model's "
+      fatal("%s '%s': tensor '%s' has shape %s, but the model's "
             "parameter has shape %s",
-            path.c_str(), name.c_str(), shapeText(tensor->shape).c_str(),
+            kind, path.c_str(), name.c_str(), shapeText(tensor->shape).c_str(),
             shapeText(param.spec.shape).c_str());
     return *tensor;
   }
@@ -368,7 +404,7 @@ public:
     int64_t elementSize = dtypeSize(tensor.dtype);
     readBytes(tensor.begin + first * elementSize, count * elementSize);
     if (isFloatDType(tensor.dtype) != isFloatDType(dtype))
-      fatal("checkpoint '%s': a tensor stored as %s cannot be loaded as %s",
+      fatal("%s '%s': a tensor stored as %s cannot be loaded as %s", kind,
             path.c_str(), dtypeName(tensor.dtype), dtypeName(dtype));
     convert(buffer.data(), tensor.dtype, out, dtype, count);
   }
@@ -380,7 +416,7 @@ private:
   void readFile() {
     struct stat info;
     if (fstat(fd, &info) != 0)
-      fatal("cannot read checkpoint '%s': %s", path.c_str(),
+      fatal("cannot read %s '%s': %s", kind, path.c_str(),
             std::strerror(errno));
     fileSize = info.st_size;
     readHeader();
@@ -393,7 +429,7 @@ private:
       ssize_t got =
           ::pread(fd, buffer.data() + done, bytes - done, position + done);
       if (got <= 0)
-        fatal("cannot read checkpoint '%s' at byte %lld: %s", path.c_str(),
+        fatal("cannot read %s '%s' at byte %lld: %s", kind, path.c_str(),
               static_cast<long long>(position + done),
               got == 0 ? "unexpected end of file" : std::strerror(errno));
       done += got;
@@ -401,7 +437,7 @@ private:
   }
 
   [[noreturn]] void corrupt(const std::string &why) {
-    fatal("corrupt checkpoint '%s': %s", path.c_str(), why.c_str());
+    fatal("corrupt %s '%s': %s", kind, path.c_str(), why.c_str());
   }
 
   void readHeader() {
@@ -549,6 +585,7 @@ private:
   }
 
   std::string path;
+  const char *kind;
   int fd = -1;
   int64_t fileSize = 0;
   std::map<std::string, StoredTensor> tensors;
@@ -561,7 +598,7 @@ private:
 
 int64_t dcrun::loadCheckpoint(const std::string &path,
                               ParamRegistry &registry) {
-  CheckpointReader reader(path);
+  CheckpointReader reader(path, "checkpoint");
   for (Param &param : registry.params()) {
     const std::string &name = param.spec.name;
     const StoredTensor &value = reader.require(name, param);
@@ -586,4 +623,25 @@ int64_t dcrun::loadCheckpoint(const std::string &path,
   reader.verifyChecksums(registry.rank(), registry.worldSize());
   registry.refreshData();
   return reader.step;
+}
+
+void dcrun::loadInitialWeights(const std::string &path,
+                               ParamRegistry &registry) {
+  CheckpointReader reader(path, "weights file");
+  for (Param &param : registry.params()) {
+    const std::string &name = param.spec.name;
+    const StoredTensor *master = reader.find(name + ".master");
+    const StoredTensor &value = master ? reader.require(name + ".master", param)
+                                       : reader.require(name, param);
+    // A dc checkpoint's value and optimizer state are not needed here.
+    for (const char *part : {"", ".exp_avg", ".exp_avg_sq"})
+      reader.find(name + part);
+    reader.readElements(value, param.offset, param.validNumel, DCRT_F32,
+                        param.master.data());
+    std::fill(param.expAvg.begin(), param.expAvg.end(), 0.0f);
+    std::fill(param.expAvgSq.begin(), param.expAvgSq.end(), 0.0f);
+  }
+  reader.checkAllUsed();
+  reader.verifyChecksums(registry.rank(), registry.worldSize());
+  registry.refreshData();
 }

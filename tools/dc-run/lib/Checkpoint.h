@@ -33,6 +33,14 @@ uint64_t checksumBytes(uint64_t checksum, const void *data, size_t bytes);
 void saveCheckpoint(const std::string &path, const ParamRegistry &registry,
                     int64_t step, bool allowNonFinite = false);
 
+/// Collective, like saveCheckpoint: the gradients the step just wrote
+/// (before the optimizer reads them), one full tensor "<name>" per
+/// parameter with a gradient, in its gradient dtype, with the metadata
+/// {"format": "dc-gradients", "step", "world_size", checksums}. For
+/// comparing a compiled step with another framework's gradients.
+void saveGradients(const std::string &path, const ParamRegistry &registry,
+                   int64_t step);
+
 /// Every rank reads its own slices, and verifies the checksums of every
 /// W-th tensor (rank r: tensors r, r + W, ...) in full. A dc checkpoint
 /// ("format": "dc") must name its step and its optimizer (adamw); any other
@@ -42,6 +50,14 @@ void saveCheckpoint(const std::string &path, const ParamRegistry &registry,
 /// tensors, a tensor the model does not have, a missing tensor, a shape
 /// mismatch or a checksum that does not match.
 int64_t loadCheckpoint(const std::string &path, ParamRegistry &registry);
+
+/// The initial weights of a run (dc-run --init): every parameter's full
+/// tensor `<name>` (its fp32 `<name>.master` when stored) from a safetensors
+/// file, each rank reading only its own slices; the step count and any
+/// optimizer state in the file are ignored (training starts at step 1 with
+/// zero moments). Fatal, naming the file and tensor, on the errors
+/// loadCheckpoint reports.
+void loadInitialWeights(const std::string &path, ParamRegistry &registry);
 
 } // namespace dcrun
 

@@ -108,6 +108,13 @@ public:
             1);
     text("--load", "PATH", "start from a checkpoint (and its step count)",
          options.load);
+    text("--init", "PATH",
+         "initial weights: a safetensors file of full tensors named as the "
+         "parameters (e.g. from dc_torch export), sharded on load",
+         options.init);
+    text("--save-grads", "PATH",
+         "write the last step's gradients (full tensors, safetensors)",
+         options.saveGrads);
     text("--trace", "FILE", "Chrome trace of every rank's streams (Perfetto)",
          options.trace);
     text("--profile-out", "FILE", "per-op times for the compiler's cost model",
@@ -257,6 +264,10 @@ bool dcrun::parseOptions(int argc, char **argv, Options &options,
   }
   if (options.saveStep > 0 && options.save.empty()) {
     error = "--save-step needs --save";
+    return false;
+  }
+  if (!options.init.empty() && !options.load.empty()) {
+    error = "--init and --load both give the initial weights: use one";
     return false;
   }
   return true;

@@ -23,6 +23,8 @@ struct Options {
   std::string save;
   int64_t saveStep = 0; // 0: after the last step
   std::string load;
+  std::string init;      // initial weights (safetensors), not a checkpoint
+  std::string saveGrads; // the last step's gradients (safetensors)
   std::string trace;
   std::string profileOut;
   std::string mpirun;

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Checkpoint.h"
+#include "HostAccess.h"
 
 #include "dcrt/dtype.hpp"
 
@@ -291,4 +292,64 @@ TEST_F(CheckpointErrors, UnknownTensorsAndMetadata) {
       "count \\(0 to 9223372036854775807\\)");
   expectLoadFails(rewriteHeader(bytes, R"("step":"7")", R"("step":"-1")"),
                   "metadata \"step\" is \"-1\", not a step count");
+}
+
+// --init: a dc checkpoint's weights load onto any world size, its step and
+// AdamW moments do not (training starts over from those weights).
+TEST(Checkpoint, InitialWeightsTakeOnlyTheWeights) {
+  ParamRegistry trained(0, 1);
+  std::string path = savedCheckpoint(trained, "init.safetensors");
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    ParamRegistry restored(rank, 2);
+    addAll(restored, modelSpecs());
+    loadInitialWeights(path, restored);
+    for (size_t p = 0; p < restored.params().size(); ++p) {
+      const Param &slice = restored.params()[p];
+      const Param &full = trained.params()[p];
+      for (int64_t i = 0; i < slice.validNumel; ++i) {
+        ASSERT_EQ(slice.master[i], full.master[slice.offset + i]);
+        ASSERT_EQ(slice.expAvg[i], 0.0f);
+        ASSERT_EQ(slice.expAvgSq[i], 0.0f);
+      }
+    }
+  }
+  ParamRegistry other(0, 1);
+  addAll(other, {spec(0, "fc.weight", {5, 4})});
+  EXPECT_EXIT(loadInitialWeights(path, other), testing::ExitedWithCode(1),
+              "weights file '.*init.safetensors': tensor 'fc.weight' has "
+              "shape \\[4,5\\]");
+}
+
+// --save-grads writes each gradient in its dtype under the parameter's name:
+// read back as weights, the values are the gradients.
+TEST(Checkpoint, SavesTheGradients) {
+  std::vector<ParamSpec> specs = modelSpecs();
+  for (ParamSpec &s : specs) {
+    s.hasGrad = true;
+    s.gradDtype = s.dtype;
+  }
+  ParamRegistry registry(0, 1);
+  addAll(registry, specs);
+  for (Param &param : registry.params()) {
+    std::vector<float> values(param.validNumel);
+    for (int64_t i = 0; i < param.validNumel; ++i)
+      values[i] = 0.25f * static_cast<float>(i) - 1.0f; // exact in bf16
+    writeFromHost(param.grad,
+                  param.validNumel * dtypeSize(param.spec.gradDtype),
+                  [&](void *host) {
+                    convert(values.data(), DCRT_F32, host, param.spec.gradDtype,
+                            param.validNumel);
+                  });
+  }
+  std::string path = tempPath("grads.safetensors");
+  saveGradients(path, registry, 1);
+  EXPECT_NE(readFile(path).find("\"format\":\"dc-gradients\""),
+            std::string::npos);
+  ParamRegistry loaded(0, 1);
+  addAll(loaded, modelSpecs());
+  loadInitialWeights(path, loaded);
+  for (const Param &param : loaded.params())
+    for (int64_t i = 0; i < param.validNumel; ++i)
+      ASSERT_EQ(param.master[i], 0.25f * static_cast<float>(i) - 1.0f)
+          << param.spec.name << " " << i;
 }

@@ -83,6 +83,18 @@ TEST(Options, ReportsErrorsInItsOwnWords) {
   Options saveStep;
   EXPECT_EQ(parse({"a.so", "--save-step", "2"}, saveStep),
             "--save-step needs --save");
+  Options both;
+  EXPECT_EQ(parse({"a.so", "--init", "w.safetensors", "--load", "c"}, both),
+            "--init and --load both give the initial weights: use one");
+}
+
+TEST(Options, TakesInitialWeightsAndAGradientFile) {
+  Options options;
+  EXPECT_EQ(
+      parse({"a.so", "--init", "w.safetensors", "--save-grads=g"}, options),
+      "");
+  EXPECT_EQ(options.init, "w.safetensors");
+  EXPECT_EQ(options.saveGrads, "g");
 }
 
 // Values that parse but cannot be meant are errors, not a silent run: a
@@ -157,6 +169,8 @@ TEST(Options, HelpListsEveryOption) {
                            "--save PATH",
                            "--save-step K",
                            "--load PATH",
+                           "--init PATH",
+                           "--save-grads PATH",
                            "--trace FILE",
                            "--profile-out FILE",
                            "--gather-arena-bytes N",

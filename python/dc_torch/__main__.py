@@ -1,0 +1,70 @@
+"""python3 -m dc_torch export MODULE:FACTORY --batch B --seq S [--dtype
+{f32,bf16}] [-o step.mlir] [--weights init.safetensors]
+
+FACTORY() returns the nn.Module (tokens [B, S] -> logits [B, S, V]); the
+step's loss is next-token cross-entropy (targets with -100 ignored)."""
+
+import argparse
+import importlib
+import sys
+import time
+
+import torch
+
+from .errors import ExportError
+from .export import export
+from .safetensors import write_safetensors
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m dc_torch")
+    sub = ap.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("export", help="write a model's training step as "
+                        "MLIR in dc's input contract, and its weights")
+    ex.add_argument("factory", metavar="MODULE:FACTORY")
+    ex.add_argument("--batch", type=int, required=True)
+    ex.add_argument("--seq", type=int, required=True)
+    ex.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ex.add_argument("--vocab", type=int,
+                    help="token ids lie in [0, V) (default: the model's "
+                    "first nn.Embedding)")
+    ex.add_argument("--seed", type=int, default=0,
+                    help="torch.manual_seed before FACTORY() (default 0)")
+    ex.add_argument("-o", dest="output", default="-",
+                    help="the MLIR file (default: stdout)")
+    ex.add_argument("--weights", help="write the initial parameters here "
+                    "(safetensors; dc-run --init reads it)")
+    args = ap.parse_args(argv)
+
+    module_name, _, factory_name = args.factory.partition(":")
+    if not factory_name:
+        ap.error(f"'{args.factory}' is not MODULE:FACTORY")
+    try:
+        factory = getattr(importlib.import_module(module_name), factory_name)
+    except (ImportError, AttributeError) as e:
+        print(f"dc_torch: error: cannot load {args.factory}: {e}",
+              file=sys.stderr)
+        return 1
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    try:
+        exported = export(factory(), args.batch, args.seq, dtype=args.dtype,
+                          vocab=args.vocab)
+    except ExportError as e:
+        print(f"dc_torch: error: {e}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - start
+    if args.output == "-":
+        sys.stdout.write(exported.mlir)
+    else:
+        with open(args.output, "w") as f:
+            f.write(exported.mlir)
+    if args.weights:
+        write_safetensors(args.weights, exported.weights)
+    print(f"dc_torch: exported {args.factory} in {seconds:.1f} s",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

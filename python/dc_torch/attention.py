@@ -1,0 +1,133 @@
+"""Scaled-dot-product attention as two opaque torch ops, dc::attention and
+dc::attention_grad, so that a traced step keeps attention whole (dc's fused
+dc.attention / dc.attention_grad) instead of its decomposed softmax.
+
+While export traces, torch.nn.functional.scaled_dot_product_attention is
+replaced by `scaled_dot_product_attention` below (torch < 2.0 has no such
+function; a model can look it up at call time and fall back to its own
+math). Grouped-query attention (fewer K/V heads) is expanded to all heads
+with expand + reshape before the op, because dc.attention needs q, k and v
+with the same batch dims; autograd sums the gradients back per K/V head."""
+
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+_library = None
+
+
+def _reference(q, k, v, causal, scale):
+    """Attention in plain torch, in f32: (o, lse) as dc.attention defines."""
+    s = (q.float() @ k.float().transpose(-1, -2)) * scale
+    if causal:
+        n = s.shape[-1]
+        mask = torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.exp(s - lse.unsqueeze(-1)) @ v.float()
+    return o.to(q.dtype), lse
+
+
+def _attention_impl(q, k, v, causal, scale):
+    return _reference(q, k, v, causal, scale)
+
+
+def _attention_grad_impl(q, k, v, o, lse, do, causal, scale):
+    # Written out: a kernel runs below autograd, torch.autograd is off here.
+    qf, kf, vf, of, dof = (t.float() for t in (q, k, v, o, do))
+    s = (qf @ kf.transpose(-1, -2)) * scale
+    if causal:
+        n = s.shape[-1]
+        mask = torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    p = torch.exp(s - lse.unsqueeze(-1))
+    dv = p.transpose(-1, -2) @ dof
+    dp = dof @ vf.transpose(-1, -2)
+    ds = p * (dp - (dof * of).sum(-1, keepdim=True)) * scale
+    dq, dk = ds @ kf, ds.transpose(-1, -2) @ qf
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _ops():
+    """Defines dc::attention and dc::attention_grad once per process."""
+    global _library
+    if _library is None:
+        _library = torch.library.Library("dc", "DEF")
+        _library.define("attention(Tensor q, Tensor k, Tensor v, bool causal, "
+                        "float scale) -> (Tensor, Tensor)")
+        _library.define("attention_grad(Tensor q, Tensor k, Tensor v, "
+                        "Tensor o, Tensor lse, Tensor do, bool causal, "
+                        "float scale) -> (Tensor, Tensor, Tensor)")
+        _library.impl("attention", _attention_impl, "CPU")
+        _library.impl("attention_grad", _attention_grad_impl, "CPU")
+    return torch.ops.dc
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal, scale):
+        o, lse = _ops().attention(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.causal, ctx.scale = causal, scale
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = _ops().attention_grad(q, k, v, o, lse, do, ctx.causal,
+                                           ctx.scale)
+        return dq, dk, dv, None, None
+
+
+def _repeat_heads(x, groups):
+    if groups == 1:
+        return x
+    b, h, s, d = x.shape
+    return x[:, :, None].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None,
+                                 dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """F.scaled_dot_product_attention for tracing: causal or unmasked, no
+    dropout; q [B, H, S, D], k and v [B, Hkv, S, D] with H a multiple of
+    Hkv."""
+    if attn_mask is not None:
+        raise NotImplementedError(
+            "scaled_dot_product_attention with attn_mask: dc.attention takes "
+            "causal or no mask (use is_causal=True)")
+    if dropout_p:
+        raise NotImplementedError(
+            "scaled_dot_product_attention with dropout_p > 0: dc exports "
+            "steps with dropout off")
+    if query.dim() != 4:
+        raise NotImplementedError(
+            f"scaled_dot_product_attention on rank {query.dim()} tensors: dc "
+            "expects [batch, heads, seq, head_dim]")
+    heads, kv_heads = query.shape[1], key.shape[1]
+    if heads % kv_heads:
+        raise NotImplementedError(
+            f"{heads} query heads are not a multiple of {kv_heads} K/V heads")
+    key = _repeat_heads(key, heads // kv_heads)
+    value = _repeat_heads(value, heads // kv_heads)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    return _Attention.apply(query, key, value, bool(is_causal), float(scale))
+
+
+@contextlib.contextmanager
+def fused_attention():
+    """Within: F.scaled_dot_product_attention is dc's (see module doc)."""
+    _ops()
+    had = hasattr(F, "scaled_dot_product_attention")
+    saved = getattr(F, "scaled_dot_product_attention", None)
+    F.scaled_dot_product_attention = scaled_dot_product_attention
+    try:
+        yield
+    finally:
+        if had:
+            F.scaled_dot_product_attention = saved
+        else:
+            del F.scaled_dot_product_attention

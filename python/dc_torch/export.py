@@ -1,0 +1,223 @@
+"""export(): a model's training step as MLIR in dc's input contract
+(docs/models.md), and its initial weights. trace.py captures the joint
+graph, lower.py maps each ATen op; this file walks the graph and writes the
+function's signature: trainable parameters (#dc.param with their names),
+then non-trainable tensors (buffers, frozen parameters: #dc.param without a
+gradient), then the token ids and targets (dc.vocab); results: the loss,
+then one gradient per trainable parameter."""
+
+import operator
+
+import torch
+
+from . import lower
+from .errors import ExportError, where
+from .lower import DTYPES, Lowering, Value
+from .mlir import Module, float_literal, tensor_type
+from .trace import capture, default_loss
+
+
+class Exported:
+    """The step's MLIR text and the weights (name -> tensor) it starts
+    from, in argument order."""
+
+    def __init__(self, mlir, weights):
+        self.mlir = mlir
+        self.weights = weights
+
+
+def _vocab_of(model):
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding):
+            return module.num_embeddings
+    raise ExportError("cannot tell the vocabulary size (the model has no "
+                      "nn.Embedding): pass vocab=")
+
+
+def _constant(m, node, tensor):
+    """A small constant tensor as arith.constant; a large one is an error:
+    it would be a literal in the IR, not a weight."""
+    numel = tensor.numel()
+    if numel > lower.MAX_INLINE_CONSTANT:
+        raise ExportError(
+            f"a constant tensor of shape {list(tensor.shape)} ({numel} "
+            f"elements) is captured by the trace, at {where(node)}; compute "
+            "it in "
+            "forward from torch.arange etc. (it is then recomputed in the "
+            "IR), or register it as a buffer (a non-trainable argument)")
+    elt = lower.element_type(tensor.dtype, node)
+    flat = tensor.reshape(-1).tolist()
+    if elt in ("f32", "bf16", "f16"):
+        items = [float_literal(float(v)) for v in flat]
+    elif elt == "i1":
+        items = ["true" if v else "false" for v in flat]
+    else:
+        items = [str(int(v)) for v in flat]
+    body = items[0] if tensor.dim() == 0 else "[" + ", ".join(items) + "]"
+    v = Value(m.fresh("const"), tuple(tensor.shape), elt)
+    if tensor.dim() > 1:
+        flat_v = Value(m.fresh("const"), (numel,), elt)
+        m.emit(f"{flat_v.name} = arith.constant dense<{body}> : "
+               f"{flat_v.type}")
+        return m.reshape(flat_v, tensor.shape)
+    m.emit(f"{v.name} = arith.constant dense<{body}> : {v.type}")
+    return v
+
+
+def _lower_graph(graph_module, m, inputs, placeholders_named):
+    """Lowers every node; returns the Values of the output tuple."""
+    L = Lowering(m)
+    env = {}
+    args_iter = iter(inputs)
+    order = {n: i for i, n in enumerate(graph_module.graph.nodes)}
+
+    def materialize(v):
+        return v.materialize(m) if isinstance(v, lower.Transposed) else v
+    for node in graph_module.graph.nodes:
+        L.node = node
+        if node.op == "placeholder":
+            env[node] = next(args_iter)
+            continue
+        if node.op == "get_attr":
+            env[node] = _constant(m, node, getattr(graph_module, node.target))
+            continue
+        if node.op == "output":
+            return [materialize(env[a]) if a is not None else None
+                    for a in node.args[0]]
+        if node.op != "call_function":
+            raise ExportError(f"{where(node)}: unexpected FX node kind "
+                              f"'{node.op}'")
+
+        key = lower.op_key(node.target)
+        keep = key in lower.TAKES_TRANSPOSED
+
+        def value(a):
+            if isinstance(a, torch.fx.Node):
+                return env[a] if keep else materialize(env[a])
+            if isinstance(a, (list, tuple)):
+                return type(a)(value(x) for x in a)
+            return a
+        args = [value(a) for a in node.args]
+        kwargs = {k: value(v) for k, v in node.kwargs.items()}
+        if node.target is operator.getitem:
+            env[node] = args[0][args[1]]
+            continue
+        base_name = key.split(".")[0]
+        if base_name in lower.RANDOM:
+            raise ExportError(
+                f"{key} draws random numbers in the step, at {where(node)}; "
+                "dc exports steps with dropout off (p=0 in every dropout)")
+        boolean_index = key == "index.Tensor" and any(
+            isinstance(i, Value) and i.elt == "i1" for i in args[1])
+        if base_name in lower.DATA_DEPENDENT or boolean_index:
+            raise ExportError(
+                f"dynamic shape: the result of {key} depends on the values "
+                f"of its input, at {where(node)}; dc needs static shapes")
+        base = lower.in_place_base(key)
+        if base:
+            target = node.args[0]
+            if target.op == "placeholder":
+                raise ExportError(
+                    "the model updates "
+                    f"{placeholders_named.get(target.name, target.name)} in "
+                    f"place, at {where(node)}; a dc training step is a pure function of its "
+                    "parameters and data, so state that changes in training "
+                    "(running statistics, counters, caches) cannot be "
+                    "exported; keep it out of the step or make it a "
+                    "parameter")
+            if base not in lower.OPS:
+                raise ExportError(f"{where(node)}: unsupported in-place op "
+                                  f"{key}")
+            view_of = lambda n: isinstance(n, torch.fx.Node) and \
+                n.op == "call_function" and \
+                lower.op_key(n.target).split(".")[0] in lower.VIEWS
+            # A view taken after the update reads the rebound value: fine.
+            earlier_views = [u for u in target.users
+                             if view_of(u) and order[u] < order[node]]
+            if view_of(target) or earlier_views:
+                raise ExportError(
+                    f"{where(node)}: an in-place update of a tensor that "
+                    "shares memory with a view (x[...] = v, x.view(...)."
+                    "add_(...)) is not supported; write it out of place "
+                    "(torch.where, torch.cat)")
+            result = lower.OPS[base](L, node, args, kwargs)
+            env[target] = result  # later uses see the updated value
+            env[node] = result
+            continue
+        if key not in lower.OPS:
+            raise ExportError(
+                f"unsupported ATen op {key} at {where(node)}; "
+                "docs/frontend.md lists the supported ops")
+        try:
+            env[node] = lower.OPS[key](L, node, args, kwargs)
+        except ExportError:
+            raise
+        except Exception as e:  # an op form the lowering does not handle
+            raise ExportError(f"{where(node)}: cannot lower {key} with "
+                              f"arguments {args}: {e}") from e
+    raise ExportError("the traced graph has no output")
+
+
+def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
+           vocab=None, name="train_step"):
+    """Traces one training step of `model` (tokens [batch, seq] -> logits;
+    `loss_fn(logits, targets)` -> scalar loss) and returns an Exported."""
+    if batch <= 0 or seq <= 0:
+        raise ExportError(f"batch {batch} and seq {seq} must be positive "
+                          "(dc needs static shapes)")
+    torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    model = model.to(torch_dtype)
+    vocab = vocab or _vocab_of(model)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, vocab, (batch, seq), generator=g)
+    targets = torch.randint(0, vocab, (batch, seq), generator=g)
+    graph_module, params = capture(model, tokens, targets, loss_fn)
+
+    m = Module()
+    inputs, signature, named = [], [], {}
+    tensors = params.trainable + params.frozen
+    for i, (pname, t) in enumerate(tensors):
+        elt = DTYPES.get(t.dtype)
+        if elt is None:
+            raise ExportError(f"parameter '{pname}' has dtype {t.dtype}")
+        v = Value(m.fresh(pname.replace(".", "_")), tuple(t.shape), elt)
+        inputs.append(v)
+        kind = "parameter" if i < len(params.trainable) else "buffer"
+        named[f"args_{i}"] = f"{kind} '{pname}'"
+        signature.append(f"    {v.name}: {v.type} {{dc.param = #dc.param<"
+                         f"id = {i}, name = \"{pname}\">}}")
+    for data in ("tokens", "targets"):
+        v = Value(m.fresh(data), (batch, seq), "i32")
+        inputs.append(v)
+        signature.append(f"    {v.name}: {v.type} {{dc.vocab = {vocab} : "
+                         "i64}")
+    placeholders = [n for n in graph_module.graph.nodes
+                    if n.op == "placeholder"]
+    named = {n.name: named.get(f"args_{i}", n.name)
+             for i, n in enumerate(placeholders)}
+    outputs = _lower_graph(graph_module, m, inputs, named)
+    loss, grads = outputs[0], outputs[1:]
+    results = ["tensor<f32> {dc.loss}"]
+    returned = [loss.name]
+    L = Lowering(m)
+    for i, ((pname, t), g) in enumerate(zip(params.trainable, grads)):
+        g = L.cast(g, inputs[i].elt)
+        returned.append(g.name)
+        results.append(f"{inputs[i].type} {{dc.grad = #dc.grad<param = {i}>}}")
+    types = [tensor_type((), "f32")] + [inputs[i].type
+                                       for i in range(len(grads))]
+    m.emit(f"return {', '.join(returned)} : {', '.join(types)}")
+
+    count = sum(t.numel() for _, t in params.trainable)
+    out = [f"// dc_torch export of {type(model).__name__}: batch {batch}, "
+           f"seq {seq}, {dtype}, vocab {vocab}",
+           f"// parameters: {count} in {len(params.trainable)} tensors"
+           + (f", {len(params.frozen)} non-trainable" if params.frozen
+              else ""),
+           f"func.func @{name}(", ",\n".join(signature) + ")",
+           "    -> (" + ",\n        ".join(results) + ") {"]
+    out += [f"  {n} = {text}" for n, text in m.constants.values()]
+    out += m.lines
+    out.append("}")
+    weights = {pname: t.detach() for pname, t in tensors}
+    return Exported("\n".join(out) + "\n", weights)

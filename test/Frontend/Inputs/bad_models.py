@@ -1,0 +1,92 @@
+"""Models dc_torch must refuse, each with a clear error."""
+
+import torch
+import torch.nn as nn
+
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(7, 6)
+        self.head = nn.Linear(6, 7)
+
+
+class CumSum(Base):
+    """aten.cumsum has no lowering."""
+
+    def forward(self, tokens):
+        return self.head(torch.cumsum(self.embed(tokens), dim=1))
+
+
+class DataDependent(Base):
+    """The number of kept rows depends on the token values."""
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        kept = x[tokens > 3]
+        return self.head(kept.sum(0)).expand(*tokens.shape, 7)
+
+
+class Counter(Base):
+    """A buffer that changes in every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, tokens):
+        self.calls += 1
+        return self.head(self.embed(tokens))
+
+
+class BatchNormed(Base):
+    """BatchNorm's running statistics are buffers updated in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(6)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        return self.head(self.norm(x.transpose(1, 2)).transpose(1, 2))
+
+
+class BigConstant(Base):
+    """A table built outside forward is a captured constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.randn(5, 6)  # neither parameter nor buffer
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens) + self.table)
+
+
+cumsum, data_dependent, counter, batch_normed, big_constant = (
+    CumSum, DataDependent, Counter, BatchNormed, BigConstant)
+
+
+class Dropped(Base):
+    """Dropout in training mode draws random numbers in the step."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, tokens):
+        return self.head(self.drop(self.embed(tokens)))
+
+
+dropped = Dropped
+
+
+class SliceAssigned(Base):
+    """An in-place write through a view of a fresh tensor."""
+
+    def forward(self, tokens):
+        x = self.embed(tokens) * 2
+        x[:, 0] = 0.0
+        return self.head(x)
+
+
+slice_assigned = SliceAssigned

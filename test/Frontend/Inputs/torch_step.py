@@ -1,0 +1,116 @@
+"""The PyTorch side of the frontend tests.
+
+  reference MODULE:FACTORY --batch B --seq S --tokens FILE -o REF
+      writes a token file (int32, what dc-run --data reads) and REF, a
+      safetensors file with PyTorch's loss ("loss") and gradients of step 1
+      of dc-run's data (row g of the global batch: tokens [g S, g S + S),
+      targets shifted by one), from the weights `python3 -m dc_torch export`
+      writes for the same factory and seed.
+  compare REF GRADS LOG [--rtol R --atol A]
+      compares the loss of LOG's step 1 (dc-run's output) and every gradient
+      in GRADS (dc-run --save-grads) with REF; prints the worst errors.
+      Elementwise |have - want| <= atol + rtol |want|, or with --norm-rtol R
+      (a bf16 step against f32 PyTorch) |have - want| <= R |want| in 2-norm
+      per tensor."""
+
+import argparse
+import importlib
+import re
+import sys
+
+import torch
+
+from dc_torch.safetensors import read_safetensors, write_safetensors
+from dc_torch.trace import StepParameters, default_loss
+
+
+def reference(args):
+    module, _, factory = args.factory.partition(":")
+    torch.manual_seed(args.seed)
+    model = getattr(importlib.import_module(module), factory)()
+    vocab = next(m.num_embeddings for m in model.modules()
+                 if isinstance(m, torch.nn.Embedding))
+    g = torch.Generator().manual_seed(1234)
+    stream = torch.randint(0, vocab, (args.batch * args.seq + 64,),
+                           generator=g, dtype=torch.int32)
+    stream.numpy().tofile(args.tokens)
+    s = args.seq
+    rows = [stream[i * s:i * s + s + 1].long() for i in range(args.batch)]
+    tokens = torch.stack([r[:-1] for r in rows])
+    targets = torch.stack([r[1:] for r in rows])
+    loss = default_loss(model(tokens), targets)
+    params = StepParameters(model).trainable
+    grads = torch.autograd.grad(loss, [p for _, p in params])
+    out = {"loss": loss.detach().reshape(1)}
+    out.update({name: g for (name, _), g in zip(params, grads)})
+    write_safetensors(args.output, out)
+
+
+def compare(args):
+    ref = read_safetensors(args.ref)
+    got = read_safetensors(args.grads)
+    log = open(args.log).read()
+    match = re.search(r"^step=1 loss=(\S+)", log, re.M)
+    if not match:
+        sys.exit(f"no 'step=1 loss=' line in {args.log}")
+    failures = 0
+
+    def check(name, want, have):
+        nonlocal failures
+        have = have.float()
+        want = want.float()
+        if have.shape != want.shape:
+            print(f"FAIL {name}: shape {list(have.shape)} != "
+                  f"{list(want.shape)}")
+            failures += 1
+            return
+        err = (have - want).abs()
+        if args.norm_rtol is not None:
+            worst = float(err.norm() - args.norm_rtol * want.norm())
+            if worst > 0:
+                failures += 1
+                print(f"FAIL {name}: relative 2-norm error "
+                      f"{float(err.norm() / want.norm()):.3g}")
+            return float(err.norm() / want.norm())
+        bound = args.atol + args.rtol * want.abs()
+        worst = float((err - bound).max())
+        if worst > 0:
+            failures += 1
+            print(f"FAIL {name}: max abs error {float(err.max()):.3g}")
+        return float(err.max())
+
+    loss_err = check("loss", ref["loss"], torch.tensor([float(match[1])]))
+    names = [n for n in ref if n != "loss"]
+    missing = [n for n in names if n not in got]
+    for n in missing:
+        print(f"FAIL {n}: no gradient in {args.grads}")
+    failures += len(missing)
+    worst = max(check(n, ref[n], got[n]) or 0 for n in names if n in got)
+    print(f"compared loss and {len(names)} gradients: {failures} failed "
+          f"(loss error {loss_err:.2g}, worst gradient error {worst:.2g})")
+    sys.exit(1 if failures else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("reference")
+    r.add_argument("factory")
+    r.add_argument("--batch", type=int, required=True)
+    r.add_argument("--seq", type=int, required=True)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--tokens", required=True)
+    r.add_argument("-o", dest="output", required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("ref")
+    c.add_argument("grads")
+    c.add_argument("log")
+    c.add_argument("--rtol", type=float, default=1e-5)
+    c.add_argument("--atol", type=float, default=1e-5)
+    c.add_argument("--norm-rtol", type=float)
+    args = ap.parse_args()
+    (reference if args.command == "reference" else compare)(args)
+
+
+if __name__ == "__main__":
+    main()
