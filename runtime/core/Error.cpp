@@ -78,15 +78,15 @@ void dcrt::warn(const char *format, ...) {
   va_end(args);
 }
 
-void dcrt::fatal(const char *format, ...) {
+namespace {
+/// What fatal() and fatalPeerEnded() share: print, then end the job with
+/// `status`.
+[[noreturn]] void endJob(int status, const char *format, va_list args) {
   // A second failing thread waits for the first one's abort to end us.
   if (failing.exchange(true))
     for (;;)
       pause();
-  va_list args;
-  va_start(args, format);
   printMessage("error", format, args);
-  va_end(args);
   std::fflush(stdout);
   // SIGALRM's default action ends the process if the abort hangs.
   alarm(abortGraceSeconds);
@@ -102,7 +102,20 @@ void dcrt::fatal(const char *format, ...) {
     }
   }
   if (mpiIsUp()) {
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Abort(MPI_COMM_WORLD, status);
   }
-  std::_Exit(1);
+  std::_Exit(status);
+}
+} // namespace
+
+void dcrt::fatal(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  endJob(1, format, args);
+}
+
+void dcrt::fatalPeerEnded(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  endJob(kPeerEndedExitStatus, format, args);
 }

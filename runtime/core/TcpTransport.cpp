@@ -643,10 +643,11 @@ void TcpTransport::progress(std::vector<CommOp *> &completed) {
 
 [[noreturn]] void TcpTransport::peerLost(int peer, const CommOp &op,
                                          const std::string &why) {
-  fatal("tcp transport: lost the connection to rank %d (%s:%d) during %s: "
-        "%s; rank %d ended (killed, crashed, or failed with its own error)",
-        peer, addresses[peer].host.c_str(), addresses[peer].port, op.name,
-        why.c_str(), peer);
+  fatalPeerEnded(
+      "tcp transport: lost the connection to rank %d (%s:%d) during %s: "
+      "%s; rank %d ended (killed, crashed, or failed with its own error)",
+      peer, addresses[peer].host.c_str(), addresses[peer].port, op.name,
+      why.c_str(), peer);
 }
 
 void TcpTransport::addSend(std::vector<Transfer> &transfers, int peer,

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TcpTransport.h"
 #include "Streams.h"
+#include "dcrt/error.hpp"
 
 #include <gtest/gtest.h>
 
@@ -557,6 +558,10 @@ TEST(TcpFailures, APeerDyingMidCollective) {
         << results[r].log;
     named |= results[r].log.find("lost the connection to rank 2 (") !=
              std::string::npos;
+    // Ended because another rank did: the status a launcher ranks last.
+    EXPECT_TRUE(WIFEXITED(results[r].status) &&
+                WEXITSTATUS(results[r].status) == dcrt::kPeerEndedExitStatus)
+        << describe(results);
   }
   EXPECT_TRUE(named) << describe(results);
 }

@@ -15,6 +15,16 @@ namespace dcrt {
 [[noreturn]] void fatal(const char *format, ...)
     __attribute__((format(printf, 1, 2)));
 
+/// The exit status of a rank that ends because another rank ended first
+/// (a lost connection): a launcher names the other rank, whatever order it
+/// reaps them in.
+constexpr int kPeerEndedExitStatus = 4;
+
+/// fatal(), for an error whose cause is another rank's end: exits with
+/// kPeerEndedExitStatus instead of 1.
+[[noreturn]] void fatalPeerEnded(const char *format, ...)
+    __attribute__((format(printf, 1, 2)));
+
 /// Prints "<tool>: rank R/W: warning: <message>" to stderr.
 void warn(const char *format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -265,11 +265,14 @@ void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
   // When a rank ends badly, the others get a moment to notice the lost
   // connection and say so themselves before they are stopped. The rank to
   // name is the first seen killed by a signal (nobody else sent one yet),
-  // else the first seen failing: the others fail after it.
+  // else the first seen failing for its own reason, else the first seen
+  // failing because another rank ended (dcrt::kPeerEndedExitStatus):
+  // waitpid reaps ranks that ended close together in rank order, not in
+  // the order they ended.
   using Clock = std::chrono::steady_clock;
   constexpr auto grace = std::chrono::seconds(2);
-  int first = -1, firstStatus = 0, left = nproc;
-  bool firstSignaled = false, stopped = false;
+  int first = -1, firstStatus = 0, firstPriority = 0, left = nproc;
+  bool stopped = false;
   Clock::time_point stopAt = Clock::time_point::max();
   while (left > 0) {
     int status = 0;
@@ -292,14 +295,19 @@ void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
     int rank = static_cast<int>(found - children.begin());
     rankPids[rank] = 0;
     --left;
-    bool failed = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
-    bool signaled = WIFSIGNALED(status) && !stopped;
-    if (failed && (first < 0 || (signaled && !firstSignaled))) {
+    int priority = 0; // ended well, or stopped by this launcher
+    if (WIFSIGNALED(status))
+      priority = stopped ? 0 : 3;
+    else if (WEXITSTATUS(status) == dcrt::kPeerEndedExitStatus)
+      priority = 1;
+    else if (WEXITSTATUS(status) != 0)
+      priority = 2;
+    if (priority > firstPriority) {
       if (first < 0)
         stopAt = Clock::now() + grace;
       first = rank;
       firstStatus = status;
-      firstSignaled = signaled;
+      firstPriority = priority;
     }
   }
   std::string report;
