@@ -56,9 +56,9 @@ MLIRContext &context() {
 /// Upstream MLIR 22 crashes (a null attribute in NamedAttrList::set) when
 /// the value of `dimensions =` of linalg.broadcast / linalg.reduce (and
 /// `permutation =` of linalg.transpose) holds a token the lexer rejects:
-/// `dimensions = \x1b0]` or `dimensions = [\xff0]` segfault mlir-opt and
-/// dc-opt alike. Not dc's bug; such inputs are skipped so that the fuzzer
-/// looks for dc's.
+/// `dimensions = \x1b0]`, `dimensions = [\xff0]` or `dimensions = [-]`
+/// segfault mlir-opt and dc-opt alike. Not dc's bug; such inputs are
+/// skipped so that the fuzzer looks for dc's.
 bool hitsKnownUpstreamCrash(llvm::StringRef text) {
   for (llvm::StringRef keyword : {"dimensions", "permutation"}) {
     for (size_t at = text.find(keyword); at != llvm::StringRef::npos;
@@ -67,14 +67,24 @@ bool hitsKnownUpstreamCrash(llvm::StringRef text) {
       if (!rest.consume_front("="))
         continue;
       rest = rest.ltrim();
-      // Only `[` integers `]` is safe to hand to that parser.
+      // Only `[` integers `]` is safe to hand to that parser (`[-]` is not:
+      // a minus sign without digits crashed it too).
       if (!rest.consume_front("["))
         return true;
       size_t close = rest.find(']');
-      if (close == llvm::StringRef::npos ||
-          rest.take_front(close).find_first_not_of("0123456789, -\n") !=
-              llvm::StringRef::npos)
+      if (close == llvm::StringRef::npos)
         return true;
+      llvm::SmallVector<llvm::StringRef> items;
+      rest.take_front(close).split(items, ',');
+      if (items.size() == 1 && items[0].trim().empty())
+        continue; // `[]`
+      for (llvm::StringRef item : items) {
+        item = item.trim();
+        item.consume_front("-");
+        if (item.empty() ||
+            item.find_first_not_of("0123456789") != llvm::StringRef::npos)
+          return true;
+      }
     }
   }
   return false;
