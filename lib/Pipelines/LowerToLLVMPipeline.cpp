@@ -101,6 +101,10 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCExpandAttentionOptions expandAttention;
   expandAttention.keepFused = options.target == "h200";
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
+  // Long reductions over rows in chunks that fill the GPU (still inside
+  // the profile's hooks of the op they split).
+  if (options.target == "h200")
+    pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions());
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become

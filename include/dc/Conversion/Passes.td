@@ -159,6 +159,44 @@ def DCAssignStepArena : Pass<"dc-assign-step-arena", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
+  let summary = "Split a long reduction over rows into chunks that fill the "
+                "GPU, then a short one over the chunks";
+  let description = [{
+    For `--target=h200`, on tensors before bufferization. A column
+    reduction (one reduction loop that some input reads across its rows,
+    such as a norm's weight gradient: 8192 tokens x 2048 columns -> 2048)
+    becomes, in `dc-map-to-gpu`, one block per 16 columns: 128 blocks for
+    2048 columns, each walking all 8192 rows, too few to fill an H200's 132
+    SMs with loads in flight (87 us for 64 MiB, measured on config A). This
+    pass splits such a reduction with upstream `linalg::splitReduction`:
+    the rows fall into `chunks` contiguous groups, a first op folds each
+    group into a `chunks x columns` partial of the output's type (a parallel
+    dim more: `chunks` times the blocks), a second folds the partials. The
+    partial tensor is an ordinary temporary, so `dc-assign-step-arena`
+    plans its bytes like any other; the order of the sums is fixed, so the
+    result is the same every run.
+
+    A reduction is split when it reads across rows and its parallel points
+    would give fewer than `min-blocks` blocks of 16 columns; it is split
+    into the most chunks, a power of two up to `max-chunks`, that divide
+    its rows and leave each chunk at least `rows-per-chunk` rows (none: it
+    stays whole).
+  }];
+  let options = [
+    Option<"minBlocks", "min-blocks", "int64_t", "264",
+           "Blocks (16 columns each) below which a column reduction is "
+           "split (264: two per SM of an H200)">,
+    Option<"rowsPerChunk", "rows-per-chunk", "int64_t", "256",
+           "Fewest rows of a chunk (16 row lanes of 16 rows each)">,
+    Option<"maxChunks", "max-chunks", "int64_t", "64",
+           "Most chunks a reduction is split into">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Make the compute of a bufferized step GPU kernels and "
                 "library calls, leaving the host only to enqueue";
