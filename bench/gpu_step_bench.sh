@@ -48,3 +48,14 @@ for c in B A16; do
   python3 bench/profile_by_kind.py "$ART/$c-h200-w1-prof.mlir" "$OUT/$c-profile.json" \
     --top 20 | tee "$OUT/$c-profile-by-kind.md"
 done
+# dc's generated kernels and products in A's profile beside Inductor and
+# torch.matmul on the same ops and shapes (KERNELS=0 skips).
+[ "${KERNELS:-1}" = 0 ] && exit 0
+if [ -f "$OUT/A16-profile.json" ] && python3 -c "import torch" 2> /dev/null; then
+  echo "== kernels of A against PyTorch"
+  timeout 300 python3 bench/kernel_bench.py --gemms "$ART/A16-gemms.json" \
+    --out "$OUT/peer-kernels.json" > "$OUT/peer-kernels.log" 2>&1 || tail -20 "$OUT/peer-kernels.log"
+  python3 bench/kernel_table.py "$ART/A16-h200-w1-prof.mlir" "$OUT/A16-profile.json" \
+    "$OUT/peer-kernels.json" | tee "$OUT/A16-kernels.md"
+fi
+

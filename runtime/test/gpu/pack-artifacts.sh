@@ -49,6 +49,14 @@ if [ "${BENCH:-0}" = 1 ]; then
     "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --profile-ops \
       --mlir-print-ir-before=dc-profile-ops --mlir-elide-elementsattrs-if-larger=16 \
       -o "$DEST/bench/$c-h200-w1-prof.so" 2> "$DEST/bench/$c-h200-w1-prof.mlir"
+    # Its matrix products, for bench/kernel_bench.py's torch.matmul side.
+    python3 bench/kernel_table.py --gemms "$DEST/bench/$c-h200-w1-prof.mlir" \
+      > "$DEST/bench/$c-gemms.json"
+    # dc-report's predicted step and per-op trace, for bench/calibrate.py.
+    "$BIN/dc-opt" "$DEST/$c.mlir" \
+      --dc-zero3-pipeline="world-size=1 target=h200 optimizer-state-bytes=12" \
+      --dc-report="target=h200 optimizer-state-bytes=12 trace=$DEST/bench/$c-predicted.json" \
+      -o /dev/null > "$DEST/bench/$c-report.txt"
   done
 fi
 rm -f "$DEST"/*.mlir
