@@ -230,10 +230,13 @@ double CostModel::flopSeconds(Operation *op) const {
     return getTripCount(loop) * perIteration;
   }
   double rate = target.vectorFlops;
-  if (Type element = getMatmulElementType(op))
-    rate = element.isIntOrFloat() && element.getIntOrFloatBitWidth() <= 16
-               ? target.matmulFlops16
-               : target.matmulFlops32;
+  if (Type element = getMatmulElementType(op)) {
+    bool narrow =
+        element.isIntOrFloat() && element.getIntOrFloatBitWidth() <= 16;
+    rate = narrow ? target.matmulFlops16 : target.matmulFlops32;
+    if (narrow && isAttentionOp(op) && target.attentionFlops16 > 0)
+      rate = target.attentionFlops16;
+  }
   return countFlops(op) / rate;
 }
 

@@ -37,6 +37,7 @@ struct CurveField {
 static const NumberField kNumberFields[] = {
     {"matmulFlops16", &TargetDescription::matmulFlops16, false},
     {"matmulFlops32", &TargetDescription::matmulFlops32, false},
+    {"attentionFlops16", &TargetDescription::attentionFlops16, true},
     {"vectorFlops", &TargetDescription::vectorFlops, false},
     {"memoryBandwidth", &TargetDescription::memoryBandwidth, false},
     {"opLaunchLatency", &TargetDescription::opLaunchLatency, true},
@@ -63,8 +64,9 @@ static constexpr int64_t kGiB = int64_t(1) << 30;
 static TargetDescription makeH200() {
   TargetDescription target;
   target.name = "h200";
-  target.matmulFlops16 = 600e12;
+  target.matmulFlops16 = 750e12;
   target.matmulFlops32 = 60e12;
+  target.attentionFlops16 = 350e12;
   target.vectorFlops = 60e12;
   target.memoryBandwidth = 4.0e12;
   target.opLaunchLatency = 2e-6;
@@ -195,8 +197,10 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
   for (const NumberField &field : kNumberFields) {
     const json::Value *value = object->get(field.name);
     if (!value) {
-      // Optional: without it both directions copy at hostLinkBandwidth.
-      if (field.member != &TargetDescription::hostLinkDuplexBandwidth)
+      // Optional: without them both directions copy at hostLinkBandwidth
+      // and attention runs at matmulFlops16.
+      if (field.member != &TargetDescription::hostLinkDuplexBandwidth &&
+          field.member != &TargetDescription::attentionFlops16)
         missing.push_back(field.name);
       continue;
     }

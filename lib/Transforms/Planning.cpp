@@ -322,6 +322,28 @@ static int64_t paramElements(Type type) {
   return 0;
 }
 
+/// Bytes of one element of a parameter argument (of its tensor, sharded or
+/// on the host).
+static int64_t paramElementBytes(Type type) {
+  if (auto host = dyn_cast<HostType>(type))
+    return paramElementBytes(host.getValue());
+  if (auto shard = dyn_cast<ShardType>(type))
+    return paramElementBytes(shard.getLogical());
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return llvm::divideCeil(tensor.getElementTypeBitWidth(), 8);
+  return 0;
+}
+
+int64_t dc::optimizerStepBytes(func::FuncOp fn, int64_t stateBytesPerElement) {
+  int64_t bytes = 0;
+  for (BlockArgument arg : fn.getArguments())
+    if (fn.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), kParamAttrName))
+      bytes +=
+          paramElements(arg.getType()) *
+          (2 * stateBytesPerElement + 2 * paramElementBytes(arg.getType()));
+  return bytes;
+}
+
 int64_t dc::trainerStateBytes(func::FuncOp fn, int64_t bytesPerElement) {
   int64_t elements = 0;
   for (BlockArgument arg : fn.getArguments())

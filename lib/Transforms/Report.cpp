@@ -146,7 +146,7 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
 
 json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
                             const SimulationResult &sim, int64_t budget,
-                            int64_t trainerState) {
+                            int64_t trainerState, double optimizerSeconds) {
   // Parameters in argument order, and which gathers and waits serve each.
   llvm::MapVector<Value, ParamReport> params;
   for (BlockArgument arg : fn.getArguments()) {
@@ -232,6 +232,8 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       {"offloadAloneFloor", floorObject(kOffloadAloneFloorAttrName)},
       {"activations", reportActivations(fn, timeline, sim)},
       {"stepSeconds", sim.stepSeconds},
+      {"optimizerSeconds", optimizerSeconds},
+      {"trainerStepSeconds", sim.stepSeconds + optimizerSeconds},
       {"computeSeconds", sim.computeSeconds},
       {"collectiveSeconds", sim.collectiveSeconds},
       {"exposedCollectiveSeconds", sim.exposedCollectiveSeconds},
@@ -264,6 +266,10 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "dc-report @" << *r.getString("function") << "\n";
   os << "  predicted step        " << ms(num("stepSeconds")) << "\n";
   os << "  compute (busy)        " << ms(num("computeSeconds")) << "\n";
+  if (double optimizer = num("optimizerSeconds"))
+    os << "  optimizer step        " << ms(optimizer) << "   trainer step "
+       << ms(num("trainerStepSeconds"))
+       << " (the step, then AdamW on the device)\n";
   os << "  collectives (busy)    " << ms(num("collectiveSeconds"))
      << "   exposed " << ms(num("exposedCollectiveSeconds")) << " ("
      << pct(num("exposedCollectiveSeconds")) << " of the step)\n";
@@ -383,7 +389,13 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
       reports.push_back(
           reportFunction(fn, *timeline, sim, setup->budgetBytes,
-                         trainerStateBytes(fn, optimizerStateBytes)));
+                         trainerStateBytes(fn, optimizerStateBytes),
+                         // Memory-bound: it streams the state once. No
+                         // state on the device: no optimizer step there.
+                         optimizerStateBytes > 0
+                             ? optimizerStepBytes(fn, optimizerStateBytes) /
+                                   setup->target.memoryBandwidth
+                             : 0.0));
       if (!trace.empty() && traceText.empty())
         writeChromeTrace(sim, fn.getSymName(), traceStream, &*timeline);
     }

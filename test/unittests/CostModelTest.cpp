@@ -449,4 +449,33 @@ TEST_F(AnalysisTest, LoopCostsItsTripCountTimesItsBody) {
   EXPECT_EQ(timeline->getPeakDeviceBytes(), 16 + 128 + 2 * 512);
 }
 
+// A target may give fused attention its own 16-bit rate (a flash kernel runs
+// below the plain products'); f32 attention and products keep theirs.
+TEST_F(AnalysisTest, AttentionRunsAtItsOwnRateWhenGiven) {
+  auto module = parse(R"mlir(
+!t = tensor<4x8x16xbf16>
+func.func @step(%q: !t, %k: !t, %v: !t, %a: tensor<8x16xbf16>, %b: tensor<16x8xbf16>, %c: tensor<8x8xbf16>, %q32: tensor<4x8x16xf32>) -> (!t, tensor<8x8xbf16>, tensor<4x8x16xf32>) {
+  %o, %lse = dc.attention %q, %k, %v causal scale = 0.25 : !t, !t, !t -> !t, tensor<4x8xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<8x16xbf16>, tensor<16x8xbf16>) outs(%c : tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %o32, %lse32 = dc.attention %q32, %q32, %q32 scale = 0.25 : tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32> -> tensor<4x8x16xf32>, tensor<4x8xf32>
+  return %o, %p, %o32 : !t, tensor<8x8xbf16>, tensor<4x8x16xf32>
+}
+)mlir");
+  func::FuncOp step = getFunc(*module, "step");
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e12;
+  target.attentionFlops16 = 2.5e10;
+  CostModel model(target);
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(step, 0)).seconds, 8192 / 2.5e10);
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(step, 1)).seconds, 2048 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(opAt(step, 2)).seconds, 16384 / 1e10);
+  // Not given: attention at the products' rate.
+  target.attentionFlops16 = 0;
+  EXPECT_DOUBLE_EQ(CostModel(target).estimate(opAt(step, 0)).seconds,
+                   8192 / 1e11);
+}
+
 } // namespace

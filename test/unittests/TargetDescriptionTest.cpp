@@ -23,6 +23,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.matmulFlops16, b.matmulFlops16);
   EXPECT_EQ(a.matmulFlops32, b.matmulFlops32);
+  EXPECT_EQ(a.attentionFlops16, b.attentionFlops16);
   EXPECT_EQ(a.vectorFlops, b.vectorFlops);
   EXPECT_EQ(a.memoryBandwidth, b.memoryBandwidth);
   EXPECT_EQ(a.opLaunchLatency, b.opLaunchLatency);
@@ -45,7 +46,8 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
 
 TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
-  EXPECT_EQ(h200.matmulFlops16, 600e12);
+  EXPECT_EQ(h200.matmulFlops16, 750e12);
+  EXPECT_EQ(h200.attentionFlops16, 350e12);
   EXPECT_EQ(h200.memoryBandwidth, 4.0e12);
   EXPECT_EQ(h200.deviceMemoryBytes, 139 * kGiB);
   ASSERT_EQ(h200.allGatherCurve.size(), 4u);

@@ -30,6 +30,11 @@ struct TargetDescription {
   /// Dense matrix-multiply rate (FLOP/s) for 16-bit floats and for f32.
   double matmulFlops16 = 0;
   double matmulFlops32 = 0;
+  /// Rate of fused attention's matrix products in 16-bit floats (FLOP/s,
+  /// forward and backward alike); 0: matmulFlops16. A flash-attention
+  /// kernel runs below the plain products' rate (softmax between them,
+  /// the causal mask's partial tiles).
+  double attentionFlops16 = 0;
   /// Rate of elementwise/reduction arithmetic (FLOP/s).
   double vectorFlops = 0;
   /// Device memory bandwidth (bytes/s, read + write counted once each).

@@ -286,9 +286,13 @@ def DCReport : Pass<"dc-report", "::mlir::ModuleOp"> {
     and how much of each is exposed (not overlapped); peak device memory and
     the op where it happens; and for each parameter whether it is sharded,
     how many gathers it takes, in which dtype, in which fused groups, and
-    the lead and stall of its waits. `json` prints the same as JSON for
-    tools; `trace` writes the predicted streams as a Chrome trace
-    (Perfetto-viewable). The IR is not changed.
+    the lead and stall of its waits. With `optimizer-state-bytes` it also
+    predicts the trainer's optimizer step (dc-run's device AdamW: per
+    parameter element it reads the gradient and the state and writes the
+    state and the parameter, at the target's memory bandwidth) and the trainer step, the step
+    then the update, which is what dc-run's `time_ms` measures. `json`
+    prints the same as JSON for tools; `trace` writes the predicted streams
+    as a Chrome trace (Perfetto-viewable). The IR is not changed.
   }];
   let options = !listconcat(DCPlanningOptions, [
     Option<"json", "json", "bool", "false", "Print JSON instead of text">,

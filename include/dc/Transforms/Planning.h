@@ -83,6 +83,12 @@ mlir::LogicalResult checkOptionRange(mlir::Operation *errorAt,
 /// element (12 bytes), on the device, for every parameter.
 int64_t trainerStateBytes(mlir::func::FuncOp fn, int64_t bytesPerElement);
 
+/// Device bytes one optimizer step moves for `fn`'s parameters: for each
+/// element of each parameter argument (a shard's local slice) it reads the
+/// gradient and the state (`stateBytesPerElement`) and writes the state and
+/// the parameter, as dc-run's device AdamW does after the step.
+int64_t optimizerStepBytes(mlir::func::FuncOp fn, int64_t stateBytesPerElement);
+
 /// Fails, with "<who>: optimizer-state-bytes must be >= 0, got N" on
 /// `errorAt`, for a negative `bytesPerElement`.
 mlir::LogicalResult checkOptimizerStateBytes(mlir::Operation *errorAt,
