@@ -263,6 +263,18 @@ LogicalResult Sharder::visitLinalg(linalg::LinalgOp op) {
   bool anyPartial = llvm::any_of(op->getOperands(),
                                  [&](Value v) { return partial.contains(v); });
   if (!loop) {
+    WalkResult captured = op.getBlock()->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (touched(v) && !op->isAncestor(v.getParentBlock()->getParentOp())) {
+          inner->emitError("dc-ulysses: reads a sequence-sharded tensor or "
+                           "a partial sum inside a linalg body that has no "
+                           "sequence loop");
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (captured.wasInterrupted())
+      return failure();
     // Only partial sums: the body must be linear in them.
     FailureOr<SmallVector<bool>> results = partialResults(op);
     if (failed(results))
@@ -276,14 +288,54 @@ LogicalResult Sharder::visitLinalg(linalg::LinalgOp op) {
     return op->emitError()
            << "dc-ulysses: combines a partial sum over the sequence-parallel "
               "group with a sequence-sharded tensor";
-  WalkResult walk = op.getBlock()->walk([&](linalg::IndexOp index) {
-    if (index.getDim() != *loop)
-      return WalkResult::advance();
-    index.emitError() << "dc-ulysses: linalg.index of the sequence loop d"
-                      << *loop
-                      << " would give the local position, not the global one";
-    return WalkResult::interrupt();
-  });
+  // The body may read a sequence-sharded tensor captured from above at the
+  // current position (tensor.extract at linalg.index of the sequence loop,
+  // e.g. the logit of each token's target): local index, local tensor. Any
+  // other use of the position is an error: it would be the local one.
+  auto isLocalRead = [&](Operation *user, Value index) {
+    auto extract = dyn_cast<tensor::ExtractOp>(user);
+    if (!extract)
+      return false;
+    auto it = seq.find(extract.getTensor());
+    return it != seq.end() && it->second.inner == from->inner &&
+           extract.getIndices()[it->second.dim] == index &&
+           llvm::count(extract.getIndices(), index) == 1;
+  };
+  WalkResult walk =
+      op.getBlock()->walk([&](Operation *inner) {
+        if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+          if (index.getDim() == *loop &&
+              !llvm::all_of(index->getUsers(), [&](Operation *user) {
+                return isLocalRead(user, index);
+              })) {
+            index.emitError()
+                << "dc-ulysses: linalg.index of the sequence loop d" << *loop
+                << " would give the local position, not the global one";
+            return WalkResult::interrupt();
+          }
+          return WalkResult::advance();
+        }
+        for (Value v : inner->getOperands()) {
+          if (!touched(v) || op->isAncestor(v.getParentBlock()->getParentOp()))
+            continue;
+          auto extract = dyn_cast<tensor::ExtractOp>(inner);
+          auto it = seq.find(v);
+          Value index = extract && it != seq.end() && extract.getTensor() == v
+                            ? extract.getIndices()[it->second.dim]
+                            : Value();
+          auto position = index ? index.getDefiningOp<linalg::IndexOp>()
+                                : linalg::IndexOp();
+          if (!position || position.getDim() != *loop ||
+              !isLocalRead(inner, index)) {
+            inner->emitError()
+                << "dc-ulysses: reads a sequence-sharded tensor from inside a "
+                   "linalg body other than at the current position of the "
+                   "sequence loop";
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
   if (walk.wasInterrupted())
     return failure();
 
@@ -753,7 +805,7 @@ LogicalResult Sharder::visit(Operation *op) {
   }
   if (!operands && !captured)
     return success();
-  if (captured)
+  if (captured && !isa<linalg::LinalgOp>(op))
     return op->emitError() << "dc-ulysses: '" << op->getName()
                            << "' uses a sequence-sharded value inside its "
                               "region; not supported";
