@@ -359,6 +359,14 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             result = failure();
           if (hostShard)
             json.attribute("memory", "host");
+          // A sequence-sharded data argument (dc-ulysses): the rank holds
+          // its part of dim "seq_dim", by its coordinate on "seq_axis".
+          auto seqDim = fn.getArgAttrOfType<IntegerAttr>(i, "dc.seq_dim");
+          auto seqAxis = fn.getArgAttrOfType<IntegerAttr>(i, "dc.seq_axis");
+          if (seqDim && seqAxis && !fn.getArgAttr(i, kParamAttrName)) {
+            json.attribute("seq_dim", seqDim.getInt());
+            json.attribute("seq_axis", seqAxis.getInt());
+          }
           if (Attribute vocab = fn.getArgAttr(i, kVocabAttrName)) {
             auto value = dyn_cast<IntegerAttr>(vocab);
             auto tensor = dyn_cast<RankedTensorType>(arg.getType());

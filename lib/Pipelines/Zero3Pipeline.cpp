@@ -25,6 +25,26 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.gridName = options.grid;
   zero3.bucketBytes = options.bucketBytes;
   zero3.replicateBelow = options.replicateBelow;
+  if (options.sequenceParallel > 1) {
+    // Ulysses on the last grid axis. Its gradients are partial sums over
+    // that axis: with data parallelism as well, dc-ulysses all-reduces them
+    // over it and dc-zero3 averages over the data-parallel axis 0; alone,
+    // dc-zero3 shards over the sequence axis and its reduce-scatter sums.
+    DCUlyssesOptions ulysses;
+    ulysses.gridName = options.grid;
+    ulysses.sequenceParallel = options.sequenceParallel;
+    ulysses.worldSize = options.worldSize;
+    bool dataParallel = options.worldSize > options.sequenceParallel;
+    ulysses.gridAxis = dataParallel ? 1 : 0;
+    ulysses.reduceGrads = dataParallel;
+    pm.addPass(createDCUlysses(ulysses));
+    zero3.gridAxis = 0;
+    zero3.worldSize = dataParallel
+                          ? options.worldSize / options.sequenceParallel
+                          : int64_t(options.sequenceParallel);
+    if (!dataParallel)
+      zero3.reduceKind = shard::ReductionKind::Sum;
+  }
   pm.addPass(createDCZero3(zero3));
   // Gradients retired as their reductions finish. Where the step is over
   // budget, before anything is planned against it: else every full

@@ -152,7 +152,7 @@ public:
         data(step, options.seed,
              options.vocab ? options.vocab
                            : artifact.manifest.vocab.value_or(0),
-             options.dataFile, rank, worldSize) {
+             options.dataFile, rank, worldSize, artifact.manifest.gridShape) {
     entry = reinterpret_cast<EntryFunction>(
         artifact.symbol(step.entry, options.artifact));
     for (const TensorSpec &arg : step.args)

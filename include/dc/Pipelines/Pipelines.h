@@ -22,6 +22,15 @@ struct Zero3PipelineOptions
                             llvm::cl::desc("Ranks the parameters are sharded "
                                            "over (0: from the module's grid)"),
                             llvm::cl::init(kDefaultWorldSize)};
+  Option<int64_t> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Ranks the sequence is sharded over (Ulysses, "
+                     "dc-ulysses; 1: none). The world is then "
+                     "(world-size / N) data-parallel x N sequence-parallel "
+                     "ranks; ZeRO-3 shards parameters over the "
+                     "data-parallel axis, or over the sequence axis when it "
+                     "is the only one"),
+      llvm::cl::init(1)};
   Option<std::string> grid{*this, "grid",
                            llvm::cl::desc("shard.grid to shard over"),
                            llvm::cl::init(kDefaultGrid)};

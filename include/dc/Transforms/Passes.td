@@ -51,6 +51,72 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
   ];
 }
 
+def DCUlysses : Pass<"dc-ulysses", "::mlir::ModuleOp"> {
+  let summary = "Shard the sequence dimension over a grid axis (Ulysses "
+                "sequence parallelism), all-to-all around attention";
+  let description = [{
+    The sequence arguments of each step function -- those with a
+    `dc.seq_dim = D` attribute, those listed in `seq-args`, or, when there
+    are neither, the integer data arguments with `dc.vocab` (token and
+    target ids `[B, S]`) -- are sharded `S -> S/P` on axis `grid-axis` of
+    the grid `grid` (P ranks; created with `sequence-parallel` ranks, or
+    `world-size / sequence-parallel` x `sequence-parallel` with the sequence
+    on axis 1, when the module has none). Each becomes the rank's local slice and carries
+    `dc.seq_dim` and `dc.seq_axis` (the manifest passes both to dc-run,
+    which feeds each rank its part of the sequence).
+
+    The sharded dim then propagates forward through the step, every type
+    rewritten to its local size: linalg ops (elementwise, broadcasts,
+    transposes, matmuls and reductions over other dims; a fresh
+    `tensor.empty`/`linalg.fill` init is made local), `tensor.expand_shape`
+    and `tensor.collapse_shape` (the sequence may be merged with outer and
+    inner dims, and split out again), full-length `tensor.extract_slice` /
+    `tensor.insert_slice`, and the embedding gradient's scatter loop (an
+    `scf.for` over the tokens whose trip count becomes the local count).
+
+    A reduction over the sequence dim (a parameter's gradient, the sum of
+    the token losses) gives a partial sum over the SP group; it must be a
+    sum (`addf` into a zero-filled init), and a partial sum may only be
+    scaled, cast, added to other partial sums and returned. The loss is
+    all-reduced (sum) over the SP axis before it is returned; with
+    `reduce-grads` every gradient is too (leave it off when dc-zero3 then
+    reduce-scatters the gradients over the same axis with `reduce=sum`).
+
+    Each `dc.attention` gets its q, k and v through `dc.all_to_all` from
+    sequence-sharded `[B*H, S/P, D]` to head-sharded `[B*H/P, S, D]` and its
+    output back; each `dc.attention_grad` reuses the forward's head-sharded
+    operands and log-sum-exp, sends `do` the same way and brings dq, dk, dv
+    back. Heads are read from the operand shapes (the batch dims of q and of
+    k/v divided by the batch of the sequence arguments); P must divide the
+    query heads and the key/value heads.
+
+    Anything else that touches the sequence (a reduction over it that is
+    not a sum, a reshape that splits it, a slice of part of it, a
+    `linalg.index` of it, an op the pass does not know) is a located error.
+  }];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"gridName", "grid", "std::string", "::dc::kDefaultGrid",
+           "Name of the shard.grid (created if missing)">,
+    Option<"gridAxis", "grid-axis", "int64_t", "0",
+           "Grid axis the sequence is sharded over">,
+    Option<"sequenceParallel", "sequence-parallel", "int64_t", "0",
+           "Ranks on the sequence axis; 0 takes it from an existing grid">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "All ranks; a new grid is (world-size / sequence-parallel) x "
+           "sequence-parallel with the sequence on axis 1 when that is more "
+           "than one data-parallel rank (0: sequence-parallel ranks)">,
+    ListOption<"seqArgs", "seq-args", "int64_t",
+               "Arguments that carry the sequence (dim: their dc.seq_dim, "
+               "else 1, else 0)">,
+    Option<"reduceGrads", "reduce-grads", "bool", "true",
+           "All-reduce (sum) every gradient over the sequence axis">,
+  ];
+}
+
 // Options every planning pass shares: they all plan against ONE budget with
 // ONE cost model.
 defvar DCPlanningOptions = [

@@ -48,7 +48,8 @@ static std::vector<int32_t> readTokens(const std::string &path) {
 }
 
 DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
-                       const std::string &tokenFile, int rank, int worldSize)
+                       const std::string &tokenFile, int rank, int worldSize,
+                       const std::vector<int64_t> &gridShape)
     : seed(seed), rank(rank), worldSize(worldSize) {
   if (!tokenFile.empty()) {
     tokens = readTokens(tokenFile);
@@ -65,6 +66,29 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
                       dcrt::Buffer(spec.numel() * dcrt::dtypeSize(spec.dtype),
                                    dcrt::MemoryKind::Device,
                                    spec.name.c_str())};
+    argument.dataRank = rank;
+    argument.dataRanks = worldSize;
+    if (spec.seqAxis) {
+      // The rank's coordinate on the sequence axis, and its linear index
+      // over the other axes (row-major, as the runtime's grid).
+      std::vector<int64_t> shape = gridShape;
+      if (shape.empty())
+        shape = {worldSize};
+      int64_t axis = *spec.seqAxis, stride = 1;
+      for (size_t a = axis + 1; a < shape.size(); ++a)
+        stride *= shape[a];
+      argument.seqParts = shape[axis];
+      argument.seqPart = rank / stride % shape[axis];
+      argument.dataRanks = worldSize / shape[axis];
+      argument.dataRank =
+          rank / (stride * shape[axis]) * stride + rank % stride;
+      if (*spec.seqDim == 0 && argument.dataRanks > 1)
+        dcrt::fatal("'%s' is sharded over the sequence in its first dim and "
+                    "over %lld data-parallel ranks; the batch must come "
+                    "first",
+                    spec.name.c_str(),
+                    static_cast<long long>(argument.dataRanks));
+    }
     if (!dcrt::isFloatDType(spec.dtype)) {
       // --vocab may narrow the step's own range (dc.vocab), never widen
       // it: ids past the step's vocabulary would index outside its tables.
@@ -81,6 +105,11 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
         argument.tokenStream = integerArguments;
         int64_t rows, rowNumel;
         rowsOf(spec, rows, rowNumel);
+        if (spec.seqDim && *spec.seqDim == 0)
+          dcrt::fatal("'%s' is sharded over the sequence in its first dim; "
+                      "a token file feeds rows of [batch, sequence]",
+                      spec.name.c_str());
+        rowNumel *= argument.seqParts;
         if (static_cast<int64_t>(tokens.size()) < rowNumel + 2)
           dcrt::fatal("token file '%s' has %zu tokens; '%s' needs at least "
                       "%lld",
@@ -134,16 +163,21 @@ void DataSource::fillFromTokens(Argument &argument, int64_t step) {
   rowsOf(spec, rows, rowNumel);
   // Row g of the global batch of step s reads the window starting at
   // ((s - 1) G + g) R, wrapped so that the shifted window fits too.
-  int64_t globalRows = rows * worldSize;
-  int64_t windows = static_cast<int64_t>(tokens.size()) - rowNumel - 1;
+  int64_t globalRows = rows * argument.dataRanks;
+  // A sequence-sharded row is a part of a row of seqParts times its length.
+  int64_t globalRowNumel = rowNumel * argument.seqParts;
+  int64_t windows = static_cast<int64_t>(tokens.size()) - globalRowNumel - 1;
   int64_t rowBytes = rowNumel * dcrt::dtypeSize(spec.dtype);
+  std::vector<int32_t> row(rowNumel);
   writeFromHost(argument.buffer, rows * rowBytes, [&](void *host) {
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t global = rank * rows + r;
+      int64_t global = argument.dataRank * rows + r;
       int64_t start =
-          (((step - 1) * globalRows + global) * rowNumel) % windows +
+          (((step - 1) * globalRows + global) * globalRowNumel) % windows +
           argument.tokenStream;
-      dcrt::convert(tokens.data() + start, DCRT_I32,
+      for (int64_t i = 0; i < rowNumel; ++i)
+        row[i] = tokens[start + argument.globalElement(i, /*inRow=*/true)];
+      dcrt::convert(row.data(), DCRT_I32,
                     static_cast<char *>(host) + r * rowBytes, spec.dtype,
                     rowNumel);
     }
@@ -155,12 +189,12 @@ void DataSource::fillSynthetic(Argument &argument, int64_t step) {
   int64_t rows, rowNumel;
   rowsOf(spec, rows, rowNumel);
   uint64_t stepKey = dcrun::hashKey(seed, dataDomain, step);
-  int64_t first = rank * rows * rowNumel; // of the global batch
   std::vector<float> values;
   std::vector<int64_t> integers;
   bool isFloat = dcrt::isFloatDType(spec.dtype);
   for (int64_t i = 0; i < rows * rowNumel; ++i) {
-    uint64_t element = static_cast<uint64_t>(first + i);
+    uint64_t element =
+        static_cast<uint64_t>(argument.globalElement(i, /*inRow=*/false));
     if (isFloat) {
       values.push_back(static_cast<float>(
           dcrun::standardNormal(stepKey, argument.index, element)));
@@ -178,4 +212,36 @@ void DataSource::fillSynthetic(Argument &argument, int64_t step) {
       dcrt::convert(integers.data(), DCRT_I64, host, spec.dtype,
                     integers.size());
   });
+}
+
+int64_t DataSource::Argument::globalElement(int64_t i, bool inRow) const {
+  int64_t rows, rowNumel;
+  rowsOf(*spec, rows, rowNumel);
+  if (seqParts == 1)
+    return inRow ? i : dataRank * rows * rowNumel + i;
+  // Unravel i over the local shape, move the sequence coordinate to the
+  // rank's part and the row to the rank's rows, ravel over the global shape.
+  const std::vector<int64_t> &shape = spec->shape;
+  int64_t seqDim = *spec->seqDim;
+  std::vector<int64_t> index(shape.size());
+  int64_t rest = i;
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = rest % shape[d];
+    rest /= shape[d];
+  }
+  index[seqDim] += seqPart * shape[seqDim];
+  if (inRow)
+    index[0] = 0;
+  else if (seqDim != 0)
+    index[0] += dataRank * shape[0];
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t size = shape[d];
+    if (static_cast<int64_t>(d) == seqDim)
+      size *= seqParts;
+    else if (d == 0)
+      size *= dataRanks;
+    flat = flat * size + index[d];
+  }
+  return flat;
 }

@@ -3,7 +3,10 @@
 // Data arguments are batch-sharded on their first dimension: rank r holds
 // rows [r B, (r + 1) B) of a global batch of W B rows. Values depend on the
 // step and the global row only, so runs on different world sizes with the
-// same global batch see the same data.
+// same global batch see the same data. A sequence-sharded argument (dc-ulysses,
+// "seq_dim" and "seq_axis" in the manifest) is instead split along its
+// sequence dim over the ranks of that grid axis, and batch-sharded over the
+// other axes: rank (d, s) holds part s of the sequences of data rank d.
 //  - float data: seeded N(0, 1);
 //  - integer data: from a token file (the second integer argument is the
 //    first shifted by one token: next-token targets), or seeded uniform in
@@ -26,9 +29,11 @@ namespace dcrun {
 class DataSource {
 public:
   /// Fatal when integer data has no vocabulary, or the token file is
-  /// unusable. `vocab` 0: none given.
+  /// unusable. `vocab` 0: none given. `gridShape`: the job's grid (empty:
+  /// one axis).
   DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
-             const std::string &tokenFile, int rank, int worldSize);
+             const std::string &tokenFile, int rank, int worldSize,
+             const std::vector<int64_t> &gridShape = {});
 
   /// Fills the data arguments' buffers for `step` (counted from 1), through
   /// host staging copies on a device backend.
@@ -43,6 +48,13 @@ private:
     int64_t vocab;       // integer data
     int tokenStream;     // -1: synthetic; 0, 1: tokens, shifted by that
     dcrt::Buffer buffer; // device memory: what the entry reads
+    /// Where the rank's data sits in the global batch: its data rank and
+    /// their count, and for a sequence-sharded argument its part of the
+    /// sequence and the number of parts (1: not sharded).
+    int64_t dataRank = 0, dataRanks = 1, seqPart = 0, seqParts = 1;
+    /// The global offset of local element i (within the rank's rows for
+    /// `inRow`, else of the global batch).
+    int64_t globalElement(int64_t i, bool inRow) const;
   };
 
   void fillFromTokens(Argument &argument, int64_t step);

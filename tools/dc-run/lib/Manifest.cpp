@@ -119,6 +119,14 @@ public:
     spec.dtype = parsed.value_or(DCRT_F32);
     spec.local = integer(entry, "local", where, false);
     spec.vocab = integer(entry, "vocab", where, false);
+    spec.seqDim = integer(entry, "seq_dim", where, false);
+    spec.seqAxis = integer(entry, "seq_axis", where, false);
+    if (spec.seqDim.has_value() != spec.seqAxis.has_value() ||
+        (spec.seqDim &&
+         (spec.kind != TensorKind::Data || *spec.seqDim < 0 ||
+          *spec.seqDim >= int64_t(spec.shape.size()) || *spec.seqAxis < 0)))
+      fail(where, "\"seq_dim\" and \"seq_axis\" go together, on a data "
+                  "tensor, naming one of its dims");
     std::string memory = string(entry, "memory", where, false);
     if (!memory.empty() && memory != "host" && memory != "device")
       fail(where, "\"memory\" is \"" + memory +
@@ -322,5 +330,15 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
       return std::nullopt;
     manifest.steps.push_back(std::move(step));
   }
+  size_t axes = std::max<size_t>(manifest.gridShape.size(), 1);
+  for (const StepSpec &step : manifest.steps)
+    for (const TensorSpec &arg : step.args)
+      if (arg.seqAxis && *arg.seqAxis >= int64_t(axes))
+        reader.fail("manifest", "'" + arg.name + "' has \"seq_axis\" " +
+                                    std::to_string(*arg.seqAxis) +
+                                    ", but the grid has " +
+                                    std::to_string(axes) + " axes");
+  if (reader.failed())
+    return std::nullopt;
   return manifest;
 }

@@ -27,6 +27,9 @@ struct TensorSpec {
   std::optional<int64_t> local;
   /// Integer data values lie in [0, vocab).
   std::optional<int64_t> vocab;
+  /// A sequence-sharded data argument (dc-ulysses): the rank holds its
+  /// part of dim seqDim, by its coordinate on grid axis seqAxis.
+  std::optional<int64_t> seqDim, seqAxis;
   /// A parameter the step keeps in host memory ("memory": "host").
   bool onHost = false;
 

@@ -110,3 +110,45 @@ TEST(Manifest, RejectsNumbersThatOverflow) {
   EXPECT_NE(error.find("number overflow parsing '1e352'"), std::string::npos)
       << error;
 }
+
+namespace {
+/// A one-step manifest on 2 ranks whose data argument has `fields`.
+std::string manifestWithData(const std::string &fields) {
+  return R"({"abi": 3, "world_size": 2, "steps": [{"name": "s", "entry": "e",
+  "args": [{"kind": "param", "id": 0, "name": "w", "shape": [4],
+            "dtype": "f32", "local": 2},
+           {"kind": "data", "name": "tokens", "shape": [2, 4],
+            "dtype": "i32", "vocab": 8)" +
+         fields + R"(}],
+  "results": [{"kind": "loss", "shape": [], "dtype": "f32"}]}]})";
+}
+} // namespace
+
+TEST(Manifest, ReadsSequenceSharding) {
+  std::string error;
+  std::optional<Manifest> manifest = parseManifest(
+      manifestWithData(R"(, "seq_dim": 1, "seq_axis": 0)"), error);
+  ASSERT_TRUE(manifest) << error;
+  const TensorSpec &tokens = manifest->steps[0].args[1];
+  EXPECT_EQ(tokens.seqDim, 1);
+  EXPECT_EQ(tokens.seqAxis, 0);
+  EXPECT_FALSE(manifest->steps[0].args[0].seqDim);
+}
+
+TEST(Manifest, RejectsBadSequenceSharding) {
+  std::string error;
+  // One without the other, a dim the tensor lacks, an axis the grid lacks.
+  EXPECT_FALSE(parseManifest(manifestWithData(R"(, "seq_dim": 1)"), error));
+  EXPECT_NE(error.find("\"seq_dim\" and \"seq_axis\" go together"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parseManifest(
+      manifestWithData(R"(, "seq_dim": 2, "seq_axis": 0)"), error));
+  EXPECT_NE(error.find("\"seq_dim\" and \"seq_axis\" go together"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parseManifest(
+      manifestWithData(R"(, "seq_dim": 1, "seq_axis": 1)"), error));
+  EXPECT_EQ(error, "manifest: 'tokens' has \"seq_axis\" 1, but the grid has 1 "
+                   "axes");
+}
