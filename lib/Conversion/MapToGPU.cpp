@@ -3,11 +3,13 @@
 // Dispatch formation for the GPU target (see Passes.td): library matrix
 // products stay for dc-to-dcrt; a reduction over rows (norms, softmax,
 // cross-entropy) becomes one block per row whose threads stride the row and
-// combine through gpu.all_reduce; a reduction over columns (a norm's weight
-// gradient) one block per 16 columns whose 16 row lanes combine in shared
-// memory; every other linalg op one parallel kernel (a thread per point of
-// its parallel iteration space); any other op that touches memory a
-// one-thread kernel. The host keeps only what enqueues work.
+// combine through gpu.all_reduce, fused with the ops beside it that work on
+// the same rows (a norm's scale) into one kernel; a reduction over columns
+// (a norm's weight gradient) one block per 16 columns whose 16 row lanes
+// combine in shared memory; every other linalg op one parallel kernel (a
+// thread per point of its parallel iteration space); any other op that
+// touches memory a one-thread kernel. The host keeps only what enqueues
+// work.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
@@ -481,6 +483,42 @@ linalg::LinalgOp getColumnParallelLoopOp(scf::ForOp loop) {
   return found;
 }
 
+/// One op of a row group (see MapToGPUPass::fuseRowGroup), as the block of a
+/// row runs it: a point of the row (`PerRow`: the op's loops are the rows),
+/// a reduction along the row (`Reduce`), or every point of the row
+/// (`Broadcast`: the rows, then one inner loop).
+struct RowMember {
+  enum Kind { PerRow, Reduce, Broadcast };
+  // Op handles are values; their accessors are not const.
+  mutable linalg::GenericOp op;
+  Kind kind;
+  std::optional<ReductionForm> form;
+};
+
+/// True if `map` reads or writes row `ivs[0..rows)` at the same row:
+/// its first `rows` results are the first `rows` loops, in order.
+bool isRowLocal(AffineMap map, unsigned rows) {
+  if (map.getNumResults() < rows)
+    return false;
+  for (unsigned d = 0; d < rows; ++d)
+    if (map.getResult(d) != getAffineDimExpr(d, map.getContext()))
+      return false;
+  return true;
+}
+
+/// Stores what `op`'s body yields (its clone in `mapping`) into its outputs
+/// at loop point `ivs`.
+void storeYields(OpBuilder &builder, Location loc, linalg::GenericOp op,
+                 ArrayRef<Value> ivs, IRMapping &mapping) {
+  auto yield = cast<linalg::YieldOp>(op.getRegion().front().getTerminator());
+  for (OpOperand &init : op.getDpsInitsMutable())
+    memref::StoreOp::create(
+        builder, loc,
+        mapping.lookupOrDefault(
+            yield.getOperand(init.getOperandNumber() - op.getNumDpsInputs())),
+        init.get(), applyMap(op.getMatchingIndexingMap(&init), ivs));
+}
+
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
@@ -514,6 +552,18 @@ private:
           op.setAttr(kGemmOverwriteAttr, rewriter.getUnitAttr());
           rewriter.eraseOp(fill);
         }
+    // Row reductions with the ops around them that work on the same rows
+    // (a norm's scale, softmax's exponentials): one block per row for all.
+    SmallVector<linalg::GenericOp> reductions;
+    for (Operation &op : body)
+      if (auto generic = dyn_cast<linalg::GenericOp>(op))
+        if (std::optional<ReductionForm> form = matchReduction(generic))
+          if (form->rowContiguous && generic.getNumLoops() >= 2)
+            reductions.push_back(generic);
+    DenseSet<Operation *> fused;
+    for (linalg::GenericOp reduction : reductions)
+      if (!fused.contains(reduction))
+        fuseRowGroup(rewriter, reduction, fused);
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (auto alloc = dyn_cast<memref::AllocOp>(op))
         return alloc.emitError()
@@ -625,6 +675,207 @@ private:
     if (!parallel)
       return mapSerial(rewriter, loops->front());
     return mapParallel(rewriter, parallel);
+  }
+
+  /// `op` as a member of a row group over `rowTrips`, or nothing.
+  std::optional<RowMember> classifyRowMember(IRRewriter &rewriter,
+                                             linalg::LinalgOp op,
+                                             ArrayRef<int64_t> rowTrips) {
+    if (!op.hasPureBufferSemantics() || getGemmForm(op))
+      return std::nullopt;
+    auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
+    if (!generic && isa<linalg::FillOp>(op)) {
+      rewriter.setInsertionPoint(op);
+      FailureOr<linalg::GenericOp> general =
+          linalg::generalizeNamedOp(rewriter, op);
+      if (failed(general))
+        return std::nullopt;
+      generic = *general;
+    }
+    if (!generic)
+      return std::nullopt;
+    SmallVector<int64_t> trips = generic.getStaticLoopRanges();
+    if (ShapedType::isDynamicShape(trips) ||
+        !ArrayRef<int64_t>(trips)
+             .take_front(rowTrips.size())
+             .equals(rowTrips) ||
+        trips.size() > rowTrips.size() + 1)
+      return std::nullopt;
+    unsigned rows = rowTrips.size();
+    for (AffineMap map : generic.getIndexingMapsArray())
+      if (!map.isProjectedPermutation())
+        return std::nullopt;
+    for (OpOperand &init : generic.getDpsInitsMutable())
+      if (!isRowLocal(generic.getMatchingIndexingMap(&init), rows))
+        return std::nullopt;
+    if (generic.getNumParallelLoops() == generic.getNumLoops())
+      return RowMember{generic,
+                       trips.size() == rows ? RowMember::PerRow
+                                            : RowMember::Broadcast,
+                       std::nullopt};
+    std::optional<ReductionForm> form = matchReduction(generic);
+    if (form && form->rowContiguous && trips.size() == rows + 1)
+      return RowMember{generic, RowMember::Reduce, form};
+    return std::nullopt;
+  }
+
+  /// True if `candidate` can join `members` in one block per row: every
+  /// operand of it that may overlap what another member writes (or that
+  /// it writes and another member touches) is read and written at the
+  /// same row on both sides, so no block needs another block's rows.
+  static bool joinsRowGroup(ArrayRef<RowMember> members,
+                            const RowMember &candidate, unsigned rows) {
+    linalg::GenericOp joining = candidate.op;
+    for (const RowMember &member : members)
+      for (OpOperand &a : member.op->getOpOperands())
+        for (OpOperand &b : joining->getOpOperands()) {
+          linalg::GenericOp existing = member.op;
+          if (!isa<MemRefType>(a.get().getType()) ||
+              !isa<MemRefType>(b.get().getType()))
+            continue;
+          bool writes = existing.isDpsInit(&a) || joining.isDpsInit(&b);
+          if (writes && mayAlias(a.get(), b.get()) &&
+              (!isRowLocal(existing.getMatchingIndexingMap(&a), rows) ||
+               !isRowLocal(joining.getMatchingIndexingMap(&b), rows)))
+            return false;
+        }
+    return true;
+  }
+
+  /// The next op after `op` that runs on the device, past host ops that
+  /// cannot touch any buffer of `members` (views, scalars, the profile's
+  /// hooks); null if such a host op is in the way or the block ends.
+  static Operation *nextDeviceOp(Operation *op, ArrayRef<RowMember> members,
+                                 bool forward) {
+    for (Operation *next = forward ? op->getNextNode() : op->getPrevNode();
+         next; next = forward ? next->getNextNode() : next->getPrevNode()) {
+      if (!isHostOp(next))
+        return next;
+      if (isPure(next) || isa<ViewLikeOpInterface>(next))
+        continue;
+      for (const RowMember &member : members)
+        for (Value operand : member.op->getOperands())
+          if (isa<MemRefType>(operand.getType()) && mayTouch(next, operand))
+            return nullptr;
+    }
+    return nullptr;
+  }
+
+  /// Fuses `reduction` (a row reduction) with its neighbours that work on
+  /// the same rows into one kernel of a block per row, each member in
+  /// order with a barrier between: the fill of its output before it, then
+  /// ops over the rows (a norm's rsqrt), over each row's points (the scale
+  /// that reads the row again, now from cache) and further row reductions
+  /// (softmax's sum after its max). The row's data is read from device
+  /// memory once instead of once per kernel, and one launch replaces
+  /// several. Members go into `fused`.
+  void fuseRowGroup(IRRewriter &rewriter, linalg::GenericOp reduction,
+                    DenseSet<Operation *> &fused) {
+    SmallVector<int64_t> trips = reduction.getStaticLoopRanges();
+    if (ShapedType::isDynamicShape(trips))
+      return;
+    ArrayRef<int64_t> rowTrips = ArrayRef<int64_t>(trips).drop_back();
+    unsigned rows = rowTrips.size();
+    std::optional<RowMember> first =
+        classifyRowMember(rewriter, reduction, rowTrips);
+    if (!first)
+      return;
+    SmallVector<RowMember> members = {*first};
+    // The fill that clears the reduction's output.
+    if (Operation *previous = nextDeviceOp(reduction, members, false))
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(previous))
+        if (isa<linalg::FillOp>(previous) &&
+            linalgOp.getDpsInits()[0] == reduction.getDpsInits()[0])
+          if (std::optional<RowMember> fill =
+                  classifyRowMember(rewriter, linalgOp, rowTrips))
+            if (fill->kind == RowMember::PerRow)
+              members.insert(members.begin(), *fill);
+    size_t withoutNeighbours = members.size();
+    Operation *last = reduction;
+    while (Operation *next = nextDeviceOp(last, members, true)) {
+      auto linalgOp = dyn_cast<linalg::LinalgOp>(next);
+      if (!linalgOp)
+        break;
+      std::optional<RowMember> member =
+          classifyRowMember(rewriter, linalgOp, rowTrips);
+      if (!member || !joinsRowGroup(members, *member, rows))
+        break;
+      members.push_back(*member);
+      last = member->op;
+    }
+    if (members.size() == withoutNeighbours)
+      return;
+
+    Location loc = reduction.getLoc();
+    int64_t length = 0;
+    for (const RowMember &member : members)
+      if (member.kind != RowMember::PerRow)
+        length = std::max(length, member.op.getStaticLoopRanges().back());
+    int64_t threads = std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
+    int64_t blocks = computeProduct(rowTrips);
+    rewriter.setInsertionPoint(last);
+    gpu::LaunchOp launch = createLaunch(rewriter, loc, blocks, threads);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value tid = launch.getThreadIds().x;
+    Value isFirst = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
+    SmallVector<Value> ivs =
+        delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
+    for (auto [i, member] : llvm::enumerate(members)) {
+      if (i > 0)
+        gpu::BarrierOp::create(rewriter, loc);
+      linalg::GenericOp op = member.op;
+      if (member.kind == RowMember::PerRow) {
+        OpBuilder::InsertionGuard inIf(rewriter);
+        auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                         /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+        IRMapping mapping;
+        cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
+        storeYields(rewriter, loc, op, ivs, mapping);
+        continue;
+      }
+      int64_t inner = op.getStaticLoopRanges().back();
+      const ReductionForm *form = member.form ? &*member.form : nullptr;
+      SmallVector<Value> inits;
+      if (form)
+        inits.push_back(
+            arith::ConstantOp::create(rewriter, loc, form->identity));
+      auto loop = scf::ForOp::create(rewriter, loc, tid, index(inner),
+                                     index(threads), inits);
+      {
+        OpBuilder::InsertionGuard inLoop(rewriter);
+        rewriter.setInsertionPointToStart(loop.getBody());
+        SmallVector<Value> point = ivs;
+        point.push_back(loop.getInductionVar());
+        IRMapping mapping;
+        cloneBodyAt(rewriter, loc, op, point, form ? form->combiner : nullptr,
+                    mapping);
+        if (form) {
+          scf::YieldOp::create(rewriter, loc,
+                               combine(rewriter, *form,
+                                       loop.getRegionIterArg(0),
+                                       mapping.lookupOrDefault(form->element)));
+        } else {
+          storeYields(rewriter, loc, op, point, mapping);
+        }
+      }
+      if (!form)
+        continue;
+      Value total = gpu::AllReduceOp::create(
+          rewriter, loc, loop.getResult(0),
+          gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
+          /*uniform=*/rewriter.getUnitAttr());
+      storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+    }
+    for (const RowMember &member : members) {
+      fused.insert(member.op);
+      rewriter.eraseOp(member.op);
+    }
   }
 
   /// One block per row (point of the parallel dims): each thread folds a

@@ -199,6 +199,104 @@ func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
 
 // -----
 
+// A row reduction with its neighbours on the same rows is one kernel of a
+// block per row (RMSNorm's forward): the zero fill of the sums (thread 0),
+// the sum of squares (all threads, gpu.all_reduce, thread 0 folds it), the
+// rsqrt of each row's sum (thread 0), then the scale of every element of
+// the row (all threads, reading the row again), a barrier between each.
+// CHECK-LABEL: func.func @norm
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %{{.*}}, %arg2[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK: %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %c512{{.*}} step %c256
+// CHECK: memref.load %arg0[%[[BX]], %[[I]]]
+// CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK: scf.if %[[FIRST]]
+// CHECK: memref.store %{{.*}}, %arg2[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK: scf.if %[[FIRST]]
+// CHECK: math.rsqrt
+// CHECK: memref.store %{{.*}}, %arg3[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %[[J:.*]] = %[[TX]] to %c512{{.*}} step %c256
+// CHECK-DAG: memref.load %arg0[%[[BX]], %[[J]]]
+// CHECK-DAG: memref.load %arg3[%[[BX]]]
+// CHECK-DAG: memref.load %arg1[%[[J]]]
+// CHECK: memref.store %{{.*}}, %arg4[%[[BX]], %[[J]]]
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @norm(%x: memref<8x512xbf16>, %w: memref<512xbf16>, %ss: memref<8xf32>,
+                %rstd: memref<8xf32>, %y: memref<8x512xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %inv = arith.constant 0.001953125 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %sq = arith.mulf %f, %f : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%ss : memref<8xf32>) outs(%rstd : memref<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %inv : f32
+    %a = arith.addf %m, %eps : f32
+    %r = math.rsqrt %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %rstd, %w : memref<8x512xbf16>, memref<8xf32>, memref<512xbf16>) outs(%y : memref<8x512xbf16>) {
+  ^bb0(%in: bf16, %r: f32, %g: bf16, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %n = arith.mulf %f, %r : f32
+    %gf = arith.extf %g : bf16 to f32
+    %o = arith.mulf %n, %gf : f32
+    %t = arith.truncf %o : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Not one kernel: the op after the row reduction reads the sums across
+// rows (a transposed broadcast: row r reads sum[c]), which another block
+// writes. Each stays its own kernel.
+// CHECK-LABEL: func.func @not_row_local
+// CHECK-COUNT-2: gpu.launch
+// CHECK-NOT: gpu.barrier
+// CHECK: return
+func.func @not_row_local(%x: memref<8x8xf32>, %sums: memref<8xf32>, %y: memref<8x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x8xf32>) outs(%sums : memref<8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %acc, %in : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sums : memref<8x8xf32>, memref<8xf32>) outs(%y : memref<8x8xf32>) {
+  ^bb0(%in: f32, %s: f32, %out: f32):
+    %d = arith.divf %in, %s : f32
+    linalg.yield %d : f32
+  }
+  return
+}
+
+// -----
+
 // A batched product written as a linalg.generic (bf16 operands widened to
 // an f32 accumulator, k^T as a map) is a library product: it stays on the
 // host for dc-to-dcrt. The same product with operands of two element types

@@ -218,6 +218,15 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       block per row; its threads fold a strided share of the row from the
       combiner's identity, `gpu.all_reduce` combines the shares, thread 0
       folds the total into the output;
+    - a row group: a row reduction together with the ops next to it that
+      work on the same rows, each reading and writing only its own row of
+      what another member writes (the fill of the sums before it; after
+      it, ops over the rows such as a norm's rsqrt, ops over each row's
+      points such as the scale that reads the row again, further row
+      reductions such as softmax's sum after its max): one kernel of a
+      block per row running the members in order with a barrier between,
+      so the row is read from device memory once and one launch replaces
+      several;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 16 columns, 16 row lanes each
       folding every 16th row, lane 0 combining the partials from shared
