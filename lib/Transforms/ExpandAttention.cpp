@@ -87,11 +87,12 @@ public:
                  unsigned reduction, bool keyShaped = false) {
     SmallVector<IteratorType> iterators(3, IteratorType::parallel);
     iterators[reduction] = IteratorType::reduction;
-    return generic({a, b}, {aDims, bDims}, outDims, ijd, iterators, zero,
-                   [&](OpBuilder &builder, Location l, ValueRange args) {
-                     return multiplyAdd(builder, l, args);
-                   },
-                   Type(), keyShaped ? Space::ReduceGroup : Space::Query);
+    return generic(
+        {a, b}, {aDims, bDims}, outDims, ijd, iterators, zero,
+        [&](OpBuilder &builder, Location l, ValueRange args) {
+          return multiplyAdd(builder, l, args);
+        },
+        Type(), keyShaped ? Space::ReduceGroup : Space::Query);
   }
 
   /// q-shaped `value` ([batch..., H, rest...]) as [batch..., Hkv, G,
@@ -246,9 +247,10 @@ private:
     SmallVector<AffineMap> maps;
     for (auto [in, dims] : llvm::zip_equal(ins, inDims)) {
       auto rank = cast<RankedTensorType>(in.getType()).getRank();
-      bool keyShaped = grouped && rank + 1 == numBatch + dims.size();
-      maps.push_back(getMap(dims, spaceBatch, numLoops,
-                            groupLoop && keyShaped));
+      bool keyShaped =
+          grouped && static_cast<size_t>(rank) + 1 == numBatch + dims.size();
+      maps.push_back(
+          getMap(dims, spaceBatch, numLoops, groupLoop && keyShaped));
     }
     bool keyResult = groupLoop && space == Space::ReduceGroup;
     maps.push_back(getMap(outDims, spaceBatch, numLoops, keyResult));

@@ -40,9 +40,9 @@ std::string dcrt::detail::describeAttention(const dcrt_attention_desc &d) {
       "%lld, scale %g (bits 0x%llx), struct_size %lld",
       nameOf(d.dtype), static_cast<long long>(d.batch),
       static_cast<long long>(d.batch_kv), static_cast<long long>(d.seq_q),
-      static_cast<long long>(d.seq_k),
-      static_cast<long long>(d.head_dim), "causal",
-      static_cast<long long>(d.causal), static_cast<double>(attentionScale(d)),
+      static_cast<long long>(d.seq_k), static_cast<long long>(d.head_dim),
+      "causal", static_cast<long long>(d.causal),
+      static_cast<double>(attentionScale(d)),
       static_cast<unsigned long long>(d.scale_f32_bits),
       static_cast<long long>(d.struct_size));
   return text;

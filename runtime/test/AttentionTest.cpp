@@ -120,9 +120,9 @@ double maxDiff(const std::vector<float> &got, const std::vector<double> &want) {
 
 void checkF32(int64_t batch, int64_t seqQ, int64_t seqK, int64_t dim,
               bool causal, unsigned seed, int64_t batchKV = 0) {
-  dcrt_attention_desc d = makeDesc(batch, seqQ, seqK, dim, causal,
-                                   1 / std::sqrt(double(dim)), DCRT_F32,
-                                   batchKV);
+  dcrt_attention_desc d =
+      makeDesc(batch, seqQ, seqK, dim, causal, 1 / std::sqrt(double(dim)),
+               DCRT_F32, batchKV);
   d = checkAttentionDesc(&d, "test");
   const int64_t kvBatch = attentionKVBatch(d);
   auto q = random(batch * seqQ * dim, seed),
@@ -198,8 +198,10 @@ TEST(HostAttention, GroupedQueryEqualsRepeatedKeysAndValues) {
   EXPECT_EQ(dq1, dq2);
   for (size_t i = 0; i < k.size(); ++i) {
     size_t row = i / (S * D), rest = i % (S * D);
-    float dk = dk2[(row * G) * S * D + rest] + dk2[(row * G + 1) * S * D + rest];
-    float dv = dv2[(row * G) * S * D + rest] + dv2[(row * G + 1) * S * D + rest];
+    float dk =
+        dk2[(row * G) * S * D + rest] + dk2[(row * G + 1) * S * D + rest];
+    float dv =
+        dv2[(row * G) * S * D + rest] + dv2[(row * G + 1) * S * D + rest];
     EXPECT_NEAR(dk1[i], dk, 1e-6) << i;
     EXPECT_NEAR(dv1[i], dv, 1e-6) << i;
   }

@@ -8,13 +8,14 @@
 //     attention, batch_kv < batch: a small shape and Llama-3-70B's 64 query
 //     heads over 8), against a naive f32 reference on the GPU (one block
 //     per query row, then one per key row, summing dk and dv over the query
-//     entries of a group) over the first batch entries: o, dq, dk, dv within 2e-2 of the
-//     largest |reference| (bf16 outputs), lse within 2e-2 absolute. Outputs
-//     are poisoned with NaN first, so an unwritten element fails;
+//     entries of a group) over the first batch entries: o, dq, dk, dv within
+//     2e-2 of the largest |reference| (bf16 outputs), lse within 2e-2 absolute.
+//     Outputs are poisoned with NaN first, so an unwritten element fails;
 //  2. unless --no-bench, the time of forward and backward on the shapes of
 //     configs A and B (dc-gen-llama: batch * heads x seq x head_dim), of
-//     a 128-head A and of 70b's grouped-query attention, in TFLOP/s: 4 B S^2 D for the forward, 10 B S^2 D for
-//     the backward (its five products), halved when causal.
+//     a 128-head A and of 70b's grouped-query attention, in TFLOP/s: 4 B S^2 D
+//     for the forward, 10 B S^2 D for the backward (its five products), halved
+//     when causal.
 // Prints one line per check and "attention-check: all passed" (exit 0) or
 // "attention-check: FAILED" (exit 1).
 //
@@ -180,32 +181,32 @@ __global__ void referenceKeys(const void *q, const void *k, const void *v,
   float *p = weights, *ds = weights + M;
   int64_t first = causal ? j : 0;
   for (int64_t b = kb * s.group; b < (kb + 1) * s.group; ++b) {
-  const int64_t qBase = b * M * D;
-  __syncthreads(); // the previous entry's weights are read
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    if (i < first) {
-      p[i] = ds[i] = 0;
-      continue;
+    const int64_t qBase = b * M * D;
+    __syncthreads(); // the previous entry's weights are read
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+      if (i < first) {
+        p[i] = ds[i] = 0;
+        continue;
+      }
+      float z = 0, dp = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        z += load(q, dtype, qBase + i * D + d) * load(k, dtype, kBase + d);
+        dp += load(dO, dtype, qBase + i * D + d) * load(v, dtype, kBase + d);
+      }
+      p[i] = expf(scale * z - lseIn[b * M + i]);
+      ds[i] = scale * p[i] * (dp - delta[b * M + i]);
     }
-    float z = 0, dp = 0;
-    for (int64_t d = 0; d < D; ++d) {
-      z += load(q, dtype, qBase + i * D + d) * load(k, dtype, kBase + d);
-      dp += load(dO, dtype, qBase + i * D + d) * load(v, dtype, kBase + d);
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float accV = 0, accK = 0;
+      for (int64_t i = first; i < M; ++i) {
+        accV += p[i] * load(dO, dtype, qBase + i * D + d);
+        accK += ds[i] * load(q, dtype, qBase + i * D + d);
+      }
+      bool firstOfGroup = b == kb * s.group;
+      dv[row * D + d] = firstOfGroup ? accV : dv[row * D + d] + accV;
+      dk[row * D + d] = firstOfGroup ? accK : dk[row * D + d] + accK;
     }
-    p[i] = expf(scale * z - lseIn[b * M + i]);
-    ds[i] = scale * p[i] * (dp - delta[b * M + i]);
-  }
-  __syncthreads();
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float accV = 0, accK = 0;
-    for (int64_t i = first; i < M; ++i) {
-      accV += p[i] * load(dO, dtype, qBase + i * D + d);
-      accK += ds[i] * load(q, dtype, qBase + i * D + d);
-    }
-    bool firstOfGroup = b == kb * s.group;
-    dv[row * D + d] = firstOfGroup ? accV : dv[row * D + d] + accV;
-    dk[row * D + d] = firstOfGroup ? accK : dk[row * D + d] + accK;
-  }
   }
 }
 
@@ -408,15 +409,15 @@ void bench(const std::string &name, const Shape &s, bool causal) {
   float fwd = timeMs(begin, end, reps, forward);
   float bwd = timeMs(begin, end, reps, backward);
   double work = double(s.batch) * s.seq * s.seq * s.dim * (causal ? 0.5 : 1);
-  std::printf("bench dc %-8s B*H %4lld kv %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
-              "%6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s  fwd+bwd %8.3f ms "
-              "%6.1f TFLOP/s\n",
-              name.c_str(), static_cast<long long>(s.batch),
-              static_cast<long long>(s.kvBatch()),
-              static_cast<long long>(s.seq), static_cast<long long>(s.dim),
-              causal ? "causal" : "full", fwd, 4 * work / fwd * 1e-9, bwd,
-              10 * work / bwd * 1e-9, fwd + bwd,
-              14 * work / (fwd + bwd) * 1e-9);
+  std::printf(
+      "bench dc %-8s B*H %4lld kv %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
+      "%6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s  fwd+bwd %8.3f ms "
+      "%6.1f TFLOP/s\n",
+      name.c_str(), static_cast<long long>(s.batch),
+      static_cast<long long>(s.kvBatch()), static_cast<long long>(s.seq),
+      static_cast<long long>(s.dim), causal ? "causal" : "full", fwd,
+      4 * work / fwd * 1e-9, bwd, 10 * work / bwd * 1e-9, fwd + bwd,
+      14 * work / (fwd + bwd) * 1e-9);
   std::fflush(stdout);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);

@@ -18,8 +18,7 @@ static ShapedType getLSEType(Value q) {
 
 int64_t dc::getAttentionKVGroup(ShapedType q, ShapedType k) {
   int64_t batchDim = q.getRank() - 3;
-  if (batchDim < 0 || k.getRank() != q.getRank() ||
-      k.getDimSize(batchDim) <= 0)
+  if (batchDim < 0 || k.getRank() != q.getRank() || k.getDimSize(batchDim) <= 0)
     return 1;
   return q.getDimSize(batchDim) / k.getDimSize(batchDim);
 }
