@@ -39,6 +39,14 @@ func.func @grouped_query(%q: tensor<2x6x8x4xbf16>, %kv: tensor<2x2x8x4xbf16>)
   return %dq, %dk : tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>
 }
 
+// Empty batch dims still verify (no heads to group).
+// CHECK-LABEL: func.func @empty_heads
+// CHECK: dc.attention {{.*}} : tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>
+func.func @empty_heads(%q: tensor<2x0x8x4xf32>) -> tensor<2x0x8x4xf32> {
+  %o, %lse = dc.attention %q, %q, %q scale = 0.25 : tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32> -> tensor<2x0x8x4xf32>, tensor<2x0x8xf32>
+  return %o : tensor<2x0x8x4xf32>
+}
+
 // Pure: an unused attention goes away, and two identical ones are one.
 // PURE-LABEL: func.func @unused
 // PURE-NEXT: return

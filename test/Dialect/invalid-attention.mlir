@@ -274,3 +274,12 @@ func.func @grad_into_bad_dk(%q: memref<2x4x3xbf16>, %dk: memref<2x4x3xf16>, %lse
   dc.attention_grad_into %q, %q, %q, %q, %lse, %q into %q, %dk, %q scale = 0.5 : memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4xf32>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4x3xf16>, memref<2x4x3xbf16>
   return
 }
+
+// -----
+
+// Query heads against no key/value heads.
+func.func @no_kv_heads(%q: tensor<2x4x8x4xf32>, %k: tensor<2x0x8x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (4, query heads) must be a multiple of k's (0, key/value heads)}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<2x4x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32> -> tensor<2x4x8x4xf32>, tensor<2x4x8xf32>
+  return
+}

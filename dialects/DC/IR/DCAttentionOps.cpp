@@ -54,7 +54,9 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
     return op->emitOpError() << "q " << qType << " and k " << kType
                              << " must have the same batch dims but the "
                                 "innermost";
-  if (kBatch.back() <= 0 || qBatch.back() % kBatch.back() != 0)
+  // Empty k heads only go with empty q heads (no grouping, nothing to do).
+  if (kBatch.back() == 0 ? qBatch.back() != 0
+                         : qBatch.back() % kBatch.back() != 0)
     return op->emitOpError()
            << "the innermost batch dim of q (" << qBatch.back()
            << ", query heads) must be a multiple of k's (" << kBatch.back()
