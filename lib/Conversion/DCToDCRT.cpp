@@ -511,10 +511,10 @@ template <typename OpTy> struct MatmulLowering : public DCRTPattern<OpTy> {
 };
 
 /// dc.attention_into and dc.attention_grad_into: dcrt_attention_fwd and
-/// dcrt_attention_bwd with their descriptor (dcrt_attention_desc, eight
+/// dcrt_attention_bwd with their descriptor (dcrt_attention_desc, nine
 /// int64_t) built on the stack. The buffers are dense (the ops' verifiers),
 /// so the descriptor holds only sizes: batch is the product of q's leading
-/// dims.
+/// dims, batch_kv that of k's (smaller with grouped-query attention).
 template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
   AttentionLowering(const LLVMTypeConverter &converter,
                     const FirstWaits &firstWaits, StringRef function)
@@ -530,9 +530,11 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
     if (failed(code))
       return failure();
     ArrayRef<int64_t> shape = qType.getShape();
-    int64_t batch = 1;
+    int64_t batch = 1, batchKV = 1;
     for (int64_t dim : shape.drop_back(2))
       batch *= dim;
+    for (int64_t dim : kType.getShape().drop_back(2))
+      batchKV *= dim;
     float scale = op.getScale().convertToFloat();
     auto i64 = [&](int64_t value) { return this->i64(rewriter, loc, value); };
     SmallVector<Value> fields = {
@@ -543,7 +545,8 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
         i64(kType.getShape()[shape.size() - 2]),
         i64(shape.back()),
         i64(op.getCausal() ? 1 : 0),
-        i64(static_cast<int64_t>(llvm::bit_cast<uint32_t>(scale)))};
+        i64(static_cast<int64_t>(llvm::bit_cast<uint32_t>(scale))),
+        i64(batchKV)};
     SmallVector<Value> args = {
         this->array(rewriter, op, this->i64Type(), fields)};
     for (auto [value, buffer] :

@@ -5,6 +5,12 @@
 // batch dims first, then over the dims of its formula, named as in the op
 // descriptions: i (query), j (key), d (head).
 //
+// Grouped-query attention (k and v with G times fewer heads than q): the
+// query-shaped operands are viewed as [..., Hkv, G, S, D] (tensor.expand_shape)
+// so that the batch loops are those of k and v plus an innermost group loop
+// that k and v do not index; dk and dv reduce over it, and the query-shaped
+// results are collapsed back.
+//
 //===----------------------------------------------------------------------===//
 #include "dc/Transforms/Passes.h"
 
@@ -34,23 +40,37 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 /// Builds the linalg ops of one fused op on q [batch..., M, D] and
 /// k, v [batch..., N, D]. Everything between the loads and the results is
-/// computed in `compute`: f32, or the operands' type if that is wider.
+/// computed in `compute`: f32, or the operands' type if that is wider. With
+/// grouped-query attention, q-shaped values are [kv batch..., G, ...] (see
+/// `group`) and k-shaped ones [kv batch..., ...]: an operand of a generic
+/// that has one batch dim fewer than the loops is k-shaped and is not
+/// indexed by the group loop.
 class Expander {
 public:
   // The loops of the (i, j, d) space of the products; (i, j) spaces use the
   // first two.
   static constexpr unsigned I = 0, J = 1, D = 2;
 
+  /// The batch loops of a generic: q's (with the group loop, if grouped),
+  /// q's with the group loop a reduction and the result k-shaped (dk, dv),
+  /// or k's only.
+  enum class Space { Query, ReduceGroup, Key };
+
   Expander(RewriterBase &rewriter, Operation *op, Value q, Value k,
            FloatAttr scale, bool causal)
       : rewriter(rewriter), loc(op->getLoc()), causal(causal) {
     auto qType = cast<RankedTensorType>(q.getType());
-    numBatch = qType.getRank() - 2;
-    batchShape.assign(qType.getShape().drop_back(2).begin(),
-                      qType.getShape().drop_back(2).end());
-    ijd = {qType.getDimSize(numBatch),
-           cast<RankedTensorType>(k.getType()).getDimSize(numBatch),
-           qType.getDimSize(numBatch + 1)};
+    auto kType = cast<RankedTensorType>(k.getType());
+    groupSize = getAttentionKVGroup(qType, kType);
+    grouped = groupSize > 1;
+    numBatch = qType.getRank() - 2 + (grouped ? 1 : 0);
+    batchShape.assign(kType.getShape().drop_back(2).begin(),
+                      kType.getShape().drop_back(2).end());
+    if (grouped)
+      batchShape.push_back(groupSize);
+    int64_t seq = qType.getRank() - 2;
+    ijd = {qType.getDimSize(seq), kType.getDimSize(seq),
+           qType.getDimSize(seq + 1)};
     element = qType.getElementType();
     compute = element.getIntOrFloatBitWidth() > 32
                   ? element
@@ -60,16 +80,57 @@ public:
   }
 
   /// sum over loop `reduction` of a[aDims] b[bDims] in the (i, j, d) space,
-  /// as [batch..., outDims].
+  /// as [batch..., outDims]; `keyShaped` results (dk, dv) also sum over the
+  /// query heads of a group.
   Value contract(Value a, ArrayRef<unsigned> aDims, Value b,
                  ArrayRef<unsigned> bDims, ArrayRef<unsigned> outDims,
-                 unsigned reduction) {
+                 unsigned reduction, bool keyShaped = false) {
     SmallVector<IteratorType> iterators(3, IteratorType::parallel);
     iterators[reduction] = IteratorType::reduction;
-    return generic({a, b}, {aDims, bDims}, outDims, ijd, iterators, zero,
-                   [&](OpBuilder &builder, Location l, ValueRange args) {
-                     return multiplyAdd(builder, l, args);
-                   });
+    return generic(
+        {a, b}, {aDims, bDims}, outDims, ijd, iterators, zero,
+        [&](OpBuilder &builder, Location l, ValueRange args) {
+          return multiplyAdd(builder, l, args);
+        },
+        Type(), keyShaped ? Space::ReduceGroup : Space::Query);
+  }
+
+  /// q-shaped `value` ([batch..., H, rest...]) as [batch..., Hkv, G,
+  /// rest...] when grouped.
+  Value splitHeads(Value value) {
+    if (!grouped)
+      return value;
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t heads = numBatch - 2; // the innermost batch dim of value
+    SmallVector<int64_t> shape(type.getShape());
+    shape[heads] /= groupSize;
+    shape.insert(shape.begin() + heads + 1, groupSize);
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t dim = 0; dim < type.getRank(); ++dim) {
+      ReassociationIndices group = {dim + (dim > heads ? 1 : 0)};
+      if (dim == heads)
+        group.push_back(group.front() + 1);
+      groups.push_back(group);
+    }
+    return tensor::ExpandShapeOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
+        value, groups);
+  }
+
+  /// The inverse of splitHeads.
+  Value mergeHeads(Value value) {
+    if (!grouped)
+      return value;
+    auto type = cast<RankedTensorType>(value.getType());
+    int64_t heads = numBatch - 2;
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t dim = 0; dim < type.getRank(); ++dim) {
+      if (dim == heads + 1)
+        groups.back().push_back(dim);
+      else
+        groups.push_back({dim});
+    }
+    return tensor::CollapseShapeOp::create(rewriter, loc, value, groups);
   }
 
   /// z = scale q k^T, -inf where j > i when causal: [batch..., i, j].
@@ -139,8 +200,9 @@ public:
                      });
   }
 
-  /// `value` ([batch..., rows, cols] in `compute`) in the operands' type.
-  Value narrow(Value value) {
+  /// `value` ([batch..., rows, cols] in `compute`, q-shaped or
+  /// `keyShaped`) in the operands' type.
+  Value narrow(Value value, bool keyShaped = false) {
     if (compute == element)
       return value;
     ArrayRef<int64_t> shape =
@@ -151,7 +213,7 @@ public:
         [&](OpBuilder &b, Location l, ValueRange args) {
           return convert(b, l, args[0], element);
         },
-        element);
+        element, keyShaped ? Space::Key : Space::Query);
   }
 
 private:
@@ -171,22 +233,35 @@ private:
                    body);
   }
 
-  /// One linalg.generic over the batch dims and loops of sizes `loops`:
-  /// inputs indexed by the batch dims and `inDims`, one result of element
-  /// type `type` (default `compute`) by the batch dims and `outDims`, filled
-  /// with the scalar `init` first unless it is null.
+  /// One linalg.generic over the batch dims of `space` and loops of sizes
+  /// `loops`: inputs indexed by their batch dims and `inDims`, one result of
+  /// element type `type` (default `compute`) by the batch dims and
+  /// `outDims`, filled with the scalar `init` first unless it is null.
   Value generic(ValueRange ins, ArrayRef<ArrayRef<unsigned>> inDims,
                 ArrayRef<unsigned> outDims, ArrayRef<int64_t> loops,
                 ArrayRef<IteratorType> iterators, Value init, BodyFn body,
-                Type type = {}) {
-    unsigned numLoops = numBatch + loops.size();
+                Type type = {}, Space space = Space::Query) {
+    bool groupLoop = grouped && space != Space::Key;
+    unsigned spaceBatch = numBatch - (grouped && !groupLoop ? 1 : 0);
+    unsigned numLoops = spaceBatch + loops.size();
     SmallVector<AffineMap> maps;
-    for (ArrayRef<unsigned> dims : inDims)
-      maps.push_back(getMap(dims, numLoops));
-    maps.push_back(getMap(outDims, numLoops));
-    SmallVector<IteratorType> allIterators(numBatch, IteratorType::parallel);
+    for (auto [in, dims] : llvm::zip_equal(ins, inDims)) {
+      auto rank = cast<RankedTensorType>(in.getType()).getRank();
+      bool keyShaped =
+          grouped && static_cast<size_t>(rank) + 1 == numBatch + dims.size();
+      maps.push_back(
+          getMap(dims, spaceBatch, numLoops, groupLoop && keyShaped));
+    }
+    bool keyResult = groupLoop && space == Space::ReduceGroup;
+    maps.push_back(getMap(outDims, spaceBatch, numLoops, keyResult));
+    SmallVector<IteratorType> allIterators(spaceBatch, IteratorType::parallel);
+    if (keyResult)
+      allIterators.back() = IteratorType::reduction;
     llvm::append_range(allIterators, iterators);
-    SmallVector<int64_t> shape(batchShape);
+    SmallVector<int64_t> shape(batchShape.begin(),
+                               batchShape.begin() + spaceBatch);
+    if (keyResult)
+      shape.pop_back();
     for (unsigned dim : outDims)
       shape.push_back(loops[dim]);
     Value out =
@@ -201,13 +276,17 @@ private:
     return op.getResult(0);
   }
 
-  AffineMap getMap(ArrayRef<unsigned> dims, unsigned numLoops) const {
+  /// The indexing map of an operand of a generic with `spaceBatch` batch
+  /// loops: every batch loop but the innermost (the group loop) when
+  /// `skipGroup`, then the loops `dims`.
+  AffineMap getMap(ArrayRef<unsigned> dims, unsigned spaceBatch,
+                   unsigned numLoops, bool skipGroup) const {
     MLIRContext *context = rewriter.getContext();
     SmallVector<AffineExpr> exprs;
-    for (unsigned b = 0; b < numBatch; ++b)
+    for (unsigned b = 0; b < spaceBatch - (skipGroup ? 1 : 0); ++b)
       exprs.push_back(getAffineDimExpr(b, context));
     for (unsigned dim : dims)
-      exprs.push_back(getAffineDimExpr(numBatch + dim, context));
+      exprs.push_back(getAffineDimExpr(spaceBatch + dim, context));
     return AffineMap::get(numLoops, 0, exprs, context);
   }
 
@@ -243,6 +322,11 @@ private:
   RewriterBase &rewriter;
   Location loc;
   bool causal;
+  /// Query heads per key/value head; grouped when more than one.
+  int64_t groupSize;
+  bool grouped;
+  /// Batch loops of the query space (one more than q's batch dims when
+  /// grouped: the group loop, innermost).
   unsigned numBatch;
   SmallVector<int64_t> batchShape;
   SmallVector<int64_t, 3> ijd; // sizes of i, j, d
@@ -253,27 +337,31 @@ private:
 void expand(RewriterBase &rewriter, AttentionOp op) {
   using E = Expander;
   E e(rewriter, op, op.getQ(), op.getK(), op.getScaleAttr(), op.getCausal());
-  Value z = e.scores(op.getQ(), op.getK());
+  Value z = e.scores(e.splitHeads(op.getQ()), op.getK());
   Value lse = e.logSumExp(z);
   Value o = e.contract(e.probabilities(z, lse), {E::I, E::J}, op.getV(),
                        {E::J, E::D}, {E::I, E::D}, E::J);
-  rewriter.replaceOp(op, {e.narrow(o), lse});
+  rewriter.replaceOp(op, {e.mergeHeads(e.narrow(o)), e.mergeHeads(lse)});
 }
 
 void expand(RewriterBase &rewriter, AttentionGradOp op) {
   using E = Expander;
   E e(rewriter, op, op.getQ(), op.getK(), op.getScaleAttr(), op.getCausal());
-  Value p = e.probabilities(e.scores(op.getQ(), op.getK()), op.getLse());
-  Value dO = op.getDO();
+  Value q = e.splitHeads(op.getQ());
+  Value p = e.probabilities(e.scores(q, op.getK()), e.splitHeads(op.getLse()));
+  Value dO = e.splitHeads(op.getDO());
   Value dp =
       e.contract(dO, {E::I, E::D}, op.getV(), {E::J, E::D}, {E::I, E::J}, E::D);
-  Value ds = e.scoreGradients(p, dp, dO, op.getO());
+  Value ds = e.scoreGradients(p, dp, dO, e.splitHeads(op.getO()));
   Value dq =
       e.contract(ds, {E::I, E::J}, op.getK(), {E::J, E::D}, {E::I, E::D}, E::J);
-  Value dk =
-      e.contract(ds, {E::I, E::J}, op.getQ(), {E::I, E::D}, {E::J, E::D}, E::I);
-  Value dv = e.contract(p, {E::I, E::J}, dO, {E::I, E::D}, {E::J, E::D}, E::I);
-  rewriter.replaceOp(op, {e.narrow(dq), e.narrow(dk), e.narrow(dv)});
+  Value dk = e.contract(ds, {E::I, E::J}, q, {E::I, E::D}, {E::J, E::D}, E::I,
+                        /*keyShaped=*/true);
+  Value dv = e.contract(p, {E::I, E::J}, dO, {E::I, E::D}, {E::J, E::D}, E::I,
+                        /*keyShaped=*/true);
+  rewriter.replaceOp(op, {e.mergeHeads(e.narrow(dq)),
+                          e.narrow(dk, /*keyShaped=*/true),
+                          e.narrow(dv, /*keyShaped=*/true)});
 }
 
 /// True for an op the runtime's flash attention takes (bf16 or f16).

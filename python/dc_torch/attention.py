@@ -5,9 +5,10 @@ dc.attention / dc.attention_grad) instead of its decomposed softmax.
 While export traces, torch.nn.functional.scaled_dot_product_attention is
 replaced by `scaled_dot_product_attention` below (torch < 2.0 has no such
 function; a model can look it up at call time and fall back to its own
-math). Grouped-query attention (fewer K/V heads) is expanded to all heads
-with expand + reshape before the op, because dc.attention needs q, k and v
-with the same batch dims; autograd sums the gradients back per K/V head."""
+math). Grouped-query attention (fewer K/V heads) stays grouped: dc.attention
+takes k and v with fewer heads than q (query head h reads K/V head
+h // (H / Hkv), repeat_kv's order), and its gradients dk, dv have k's and
+v's shapes, summed over each group."""
 
 import contextlib
 import math
@@ -18,8 +19,29 @@ import torch.nn.functional as F
 _library = None
 
 
+def _repeat_heads(x, groups):
+    """[B, Hkv, S, D] -> [B, Hkv * groups, S, D], each head repeated."""
+    if groups == 1:
+        return x
+    b, h, s, d = x.shape
+    return x[:, :, None].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+def _sum_groups(x, groups):
+    """The inverse's gradient: [B, H, S, D] summed per group of heads."""
+    if groups == 1:
+        return x
+    b, h, s, d = x.shape
+    return x.reshape(b, h // groups, groups, s, d).sum(2)
+
+
+def _groups(q, k):
+    return q.shape[-3] // k.shape[-3]
+
+
 def _reference(q, k, v, causal, scale):
     """Attention in plain torch, in f32: (o, lse) as dc.attention defines."""
+    k, v = (_repeat_heads(x, _groups(q, x)) for x in (k, v))
     s = (q.float() @ k.float().transpose(-1, -2)) * scale
     if causal:
         n = s.shape[-1]
@@ -36,7 +58,9 @@ def _attention_impl(q, k, v, causal, scale):
 
 def _attention_grad_impl(q, k, v, o, lse, do, causal, scale):
     # Written out: a kernel runs below autograd, torch.autograd is off here.
-    qf, kf, vf, of, dof = (t.float() for t in (q, k, v, o, do))
+    groups = _groups(q, k)
+    qf, kf, vf, of, dof = (t.float() for t in (q, _repeat_heads(k, groups),
+                                               _repeat_heads(v, groups), o, do))
     s = (qf @ kf.transpose(-1, -2)) * scale
     if causal:
         n = s.shape[-1]
@@ -47,6 +71,7 @@ def _attention_grad_impl(q, k, v, o, lse, do, causal, scale):
     dp = dof @ vf.transpose(-1, -2)
     ds = p * (dp - (dof * of).sum(-1, keepdim=True)) * scale
     dq, dk = ds @ kf, ds.transpose(-1, -2) @ qf
+    dk, dv = _sum_groups(dk, groups), _sum_groups(dv, groups)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
@@ -81,19 +106,12 @@ class _Attention(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-def _repeat_heads(x, groups):
-    if groups == 1:
-        return x
-    b, h, s, d = x.shape
-    return x[:, :, None].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
-
-
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """F.scaled_dot_product_attention for tracing: causal or unmasked, no
     dropout; q [B, H, S, D], k and v [B, Hkv, S, D] with H a multiple of
-    Hkv."""
+    Hkv (passed to dc.attention as they are: grouped-query attention)."""
     if attn_mask is not None:
         raise NotImplementedError(
             "scaled_dot_product_attention with attn_mask: dc.attention takes "
@@ -110,8 +128,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     if heads % kv_heads:
         raise NotImplementedError(
             f"{heads} query heads are not a multiple of {kv_heads} K/V heads")
-    key = _repeat_heads(key, heads // kv_heads)
-    value = _repeat_heads(value, heads // kv_heads)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     return _Attention.apply(query, key, value, bool(is_causal), float(scale))

@@ -22,16 +22,33 @@ float attentionScale(const dcrt_attention_desc &desc);
 /// The scale_f32_bits field for `scale`.
 int64_t attentionScaleBits(float scale);
 
-/// "bf16, batch 64, seq_q 2048 seq_k 2048 head_dim 128, causal, scale
-/// 0.0883883": every field, for error messages.
+/// The struct_size of a dcrt_attention_desc before batch_kv (the oldest
+/// accepted).
+constexpr int64_t kAttentionDescV1Size = 64;
+
+/// k's batch (batch_kv, or batch where it is 0: no grouping).
+inline int64_t attentionKVBatch(const dcrt_attention_desc &desc) {
+  return desc.batch_kv ? desc.batch_kv : desc.batch;
+}
+/// Query batch entries per k/v batch entry (1 without grouping).
+inline int64_t attentionKVGroup(const dcrt_attention_desc &desc) {
+  return desc.batch / attentionKVBatch(desc);
+}
+
+/// "bf16, batch 64 (kv 16), seq_q 2048 seq_k 2048 head_dim 128, causal,
+/// scale 0.0883883": every field, for error messages.
 std::string describeAttention(const dcrt_attention_desc &desc);
 
 /// Fatal (through dcrt::fatal, naming `caller` and the descriptor) unless
-/// `desc` is one dcrt_attention_* accepts: struct_size at least the
-/// fields read; dtype f32, bf16 or f16; positive batch, seq_q, seq_k,
-/// head_dim; causal 0 or 1, and seq_q == seq_k when 1; a finite scale with
-/// the upper 32 bits of scale_f32_bits zero.
-void checkAttentionDesc(const dcrt_attention_desc *desc, const char *caller);
+/// `desc` is one dcrt_attention_* accepts: struct_size at least
+/// kAttentionDescV1Size; dtype f32, bf16 or f16; positive batch, seq_q,
+/// seq_k, head_dim; batch_kv 0 or a positive divisor of batch; causal 0 or
+/// 1, and seq_q == seq_k when 1; a finite scale with the upper 32 bits of
+/// scale_f32_bits zero. Returns the descriptor with the fields an older
+/// caller (smaller struct_size) lacks zeroed and batch_kv set (batch where
+/// it was 0): what the backends take.
+dcrt_attention_desc checkAttentionDesc(const dcrt_attention_desc *desc,
+                                       const char *caller);
 
 /// checkAttentionDesc, then every buffer of `count` is non-null (`names`
 /// names them for the message).

@@ -432,11 +432,11 @@ void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
                         const void *k, const void *v, void *o, float *lse) {
   const char *caller = "dcrt_attention_fwd";
   Backend &bk = backend(caller);
-  checkAttentionDesc(desc, caller);
+  dcrt_attention_desc d = checkAttentionDesc(desc, caller);
   const void *buffers[] = {q, k, v, o, lse};
   const char *names[] = {"q", "k", "v", "o", "lse"};
-  checkAttentionBuffers(*desc, buffers, names, 5, caller);
-  bk.attentionForward(*desc, q, k, v, o, lse);
+  checkAttentionBuffers(d, buffers, names, 5, caller);
+  bk.attentionForward(d, q, k, v, o, lse);
 }
 
 void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
@@ -445,11 +445,11 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
                         void *dv) {
   const char *caller = "dcrt_attention_bwd";
   Backend &bk = backend(caller);
-  checkAttentionDesc(desc, caller);
+  dcrt_attention_desc d = checkAttentionDesc(desc, caller);
   const void *buffers[] = {q, k, v, o, lse, dO, dq, dk, dv};
   const char *names[] = {"q", "k", "v", "o", "lse", "dO", "dq", "dk", "dv"};
-  checkAttentionBuffers(*desc, buffers, names, 9, caller);
-  bk.attentionBackward(*desc, q, k, v, o, lse, dO, dq, dk, dv);
+  checkAttentionBuffers(d, buffers, names, 9, caller);
+  bk.attentionBackward(d, q, k, v, o, lse, dO, dq, dk, dv);
 }
 
 void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,

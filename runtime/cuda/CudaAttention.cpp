@@ -13,7 +13,12 @@
 // is made and counted in MemoryStats::attentionWorkspace.
 //
 // Tensors are viewed as cuDNN's [b, h, s, d] with b = the descriptor's
-// batch and h = 1 (dense rows of head_dim). cuDNN's flash attention has no
+// batch_kv and h = batch / batch_kv for q, o, dO, dq (the query entries of
+// a group: 1 without grouped-query attention), h = 1 for k, v, dk, dv:
+// cuDNN's grouped-query form, whose products broadcast k and v over the
+// group; the backward computes dk and dv per query head (virtual tensors)
+// and sums them over the group with a reduction, as cuDNN's frontend
+// does. cuDNN's flash attention has no
 // f32 kernel: f32 is a fatal error here (dc-compile keeps f32 attention
 // expanded). Without cuDNN at build time every call is a fatal error.
 //
@@ -386,17 +391,19 @@ cudnnDataType_t dnnTypeOf(int64_t dtype) {
 /// The forward graph: s = scale q k^T (masked), softmax with its stats
 /// (lse = max + log sum exp), o = p v.
 void buildForward(GraphBuilder &g, const dcrt_attention_desc &d) {
-  const int64_t b = d.batch, M = d.seq_q, N = d.seq_k, D = d.head_dim;
+  const int64_t b = d.batch_kv, h = d.batch / d.batch_kv, M = d.seq_q,
+                N = d.seq_k, D = d.head_dim;
   cudnnDataType_t io = dnnTypeOf(d.dtype), f32 = CUDNN_DATA_FLOAT;
-  auto q = g.tensor(kQ, io, {b, 1, M, D}, {M * D, M * D, D, 1}, false);
+  Dims qDims{b, h, M, D}, qStrides{h * M * D, M * D, D, 1};
+  auto q = g.tensor(kQ, io, qDims, qStrides, false);
   // k^T: [b, 1, D, N] over k's rows.
   auto kt = g.tensor(kK, io, {b, 1, D, N}, {N * D, N * D, 1, D}, false);
   auto v = g.tensor(kV, io, {b, 1, N, D}, {N * D, N * D, D, 1}, false);
-  auto o = g.tensor(kO, io, {b, 1, M, D}, {M * D, M * D, D, 1}, false);
-  auto stats = g.tensor(kStats, f32, {b, 1, M, 1}, {M, M, 1, 1}, false);
+  auto o = g.tensor(kO, io, qDims, qStrides, false);
+  auto stats = g.tensor(kStats, f32, {b, h, M, 1}, {h * M, M, 1, 1}, false);
   auto scale = g.scalar(kScale);
-  Dims sDims{b, 1, M, N}, sStrides{M * N, M * N, N, 1};
-  Dims rDims{b, 1, M, 1}, rStrides{M, M, 1, 1};
+  Dims sDims{b, h, M, N}, sStrides{h * M * N, M * N, N, 1};
+  Dims rDims{b, h, M, 1}, rStrides{h * M, M, 1, 1};
 
   auto s = g.temp(f32, sDims, sStrides);
   g.matmul(q, kt, s);
@@ -427,14 +434,17 @@ void buildForward(GraphBuilder &g, const dcrt_attention_desc &d) {
 /// accumulator, kDQAccum, when `accumulateDQ`).
 void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
                    bool accumulateDQ) {
-  const int64_t b = d.batch, M = d.seq_q, N = d.seq_k, D = d.head_dim;
+  const int64_t b = d.batch_kv, h = d.batch / d.batch_kv, M = d.seq_q,
+                N = d.seq_k, D = d.head_dim;
   cudnnDataType_t io = dnnTypeOf(d.dtype), f32 = CUDNN_DATA_FLOAT;
-  Dims qDims{b, 1, M, D}, qStrides{M * D, M * D, D, 1};
+  Dims qDims{b, h, M, D}, qStrides{h * M * D, M * D, D, 1};
   Dims kDims{b, 1, N, D}, kStrides{N * D, N * D, D, 1};
   Dims tDims{b, 1, D, N}, tStrides{N * D, N * D, 1, D}; // k^T, v^T
-  Dims sDims{b, 1, M, N}, sStrides{M * N, M * N, N, 1};
-  Dims stDims{b, 1, N, M}, stStrides{M * N, M * N, 1, N}; // s^T
-  Dims rDims{b, 1, M, 1}, rStrides{M, M, 1, 1};
+  Dims sDims{b, h, M, N}, sStrides{h * M * N, M * N, N, 1};
+  Dims stDims{b, h, N, M}, stStrides{h * M * N, M * N, 1, N}; // s^T
+  Dims rDims{b, h, M, 1}, rStrides{h * M, M, 1, 1};
+  // dk and dv per query head before the sum over a group.
+  Dims fullDims{b, h, N, D}, fullStrides{h * N * D, N * D, D, 1};
   auto q = g.tensor(kQ, io, qDims, qStrides, false);
   auto kt = g.tensor(kK, io, tDims, tStrides, false);
   auto vt = g.tensor(kV, io, tDims, tStrides, false);
@@ -467,10 +477,16 @@ void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
   auto p = g.temp(f32, sDims, sStrides);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, p);
 
-  // dv = p^T dO.
+  // dv = p^T dO (summed over the group).
   auto pt = g.temp(io, stDims, stStrides);
   g.reshape(p, pt);
-  g.matmul(pt, dO, dv);
+  if (h == 1) {
+    g.matmul(pt, dO, dv);
+  } else {
+    auto dvFull = g.temp(io, fullDims, fullStrides);
+    g.matmul(pt, dO, dvFull);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dvFull, dv);
+  }
 
   // ds = scale p (dO v^T - delta).
   auto dp = g.temp(f32, sDims, sStrides);
@@ -482,10 +498,16 @@ void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
   auto ds = g.temp(f32, sDims, sStrides);
   g.pointwise(CUDNN_POINTWISE_MUL, weighted, scale, nullptr, ds);
 
-  // dk = ds^T q.
+  // dk = ds^T q (summed over the group).
   auto dst = g.temp(io, stDims, stStrides);
   g.reshape(ds, dst);
-  g.matmul(dst, q, dk);
+  if (h == 1) {
+    g.matmul(dst, q, dk);
+  } else {
+    auto dkFull = g.temp(io, fullDims, fullStrides);
+    g.matmul(dst, q, dkFull);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, dkFull, dk);
+  }
 
   // dq = ds k.
   auto k = g.temp(io, kDims, kStrides);
@@ -544,6 +566,7 @@ AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
   key.fields[5] = d.head_dim;
   key.fields[6] = d.causal;
   key.fields[7] = d.scale_f32_bits;
+  key.fields[8] = d.batch_kv;
   auto found = attentionPlans.find(key);
   if (found != attentionPlans.end())
     return *found->second;

@@ -69,7 +69,7 @@ using MatmulKey = PlanKey<19>;
 /// What a cached attention graph is built for: the direction (0 forward,
 /// 1 backward), then dtype, batch, seq_q, seq_k, head_dim, causal and the
 /// scale's bits.
-using AttentionKey = PlanKey<8>;
+using AttentionKey = PlanKey<9>;
 /// A cuDNN graph with its execution plan and workspace (CudaAttention.cpp).
 struct AttentionPlan;
 struct AttentionPlanDeleter {

@@ -3,7 +3,9 @@
 // Plain loops, for tests and CPU artifacts, with the maths of
 // dc-expand-attention: per batch the operands are widened to dense f32
 // (through dcrt::convert), scores, probabilities and products are
-// accumulated in f32, and each output is rounded once to its dtype.
+// accumulated in f32, and each output is rounded once to its dtype. With
+// grouped-query attention (batch_kv < batch) query batch b reads k/v batch
+// b / group, and dk, dv accumulate over the group before their rounding.
 //
 //===----------------------------------------------------------------------===//
 #include "Attention.h"
@@ -58,12 +60,15 @@ void dcrt::detail::hostAttentionForward(const dcrt_attention_desc &d,
   auto dtype = static_cast<int32_t>(d.dtype);
   const int64_t M = d.seq_q, N = d.seq_k, D = d.head_dim;
   const float scale = attentionScale(d);
+  const int64_t group = attentionKVGroup(d);
   std::vector<float> qb, kb, vb, ob(static_cast<size_t>(M * D)),
       z(static_cast<size_t>(N));
   for (int64_t b = 0; b < d.batch; ++b) {
     widen(q, dtype, b, M, D, qb);
-    widen(k, dtype, b, N, D, kb);
-    widen(v, dtype, b, N, D, vb);
+    if (b % group == 0) {
+      widen(k, dtype, b / group, N, D, kb);
+      widen(v, dtype, b / group, N, D, vb);
+    }
     for (int64_t i = 0; i < M; ++i) {
       int64_t keys = keysOf(d, i);
       float max = -std::numeric_limits<float>::infinity();
@@ -101,15 +106,18 @@ void dcrt::detail::hostAttentionBackward(const dcrt_attention_desc &d,
   std::vector<float> qb, kb, vb, ob, dob;
   std::vector<float> dqb(static_cast<size_t>(M * D)),
       dkb(static_cast<size_t>(N * D)), dvb(static_cast<size_t>(N * D));
+  const int64_t group = attentionKVGroup(d);
   for (int64_t b = 0; b < d.batch; ++b) {
     widen(q, dtype, b, M, D, qb);
-    widen(k, dtype, b, N, D, kb);
-    widen(v, dtype, b, N, D, vb);
     widen(o, dtype, b, M, D, ob);
     widen(dO, dtype, b, M, D, dob);
     std::fill(dqb.begin(), dqb.end(), 0.0f);
-    std::fill(dkb.begin(), dkb.end(), 0.0f);
-    std::fill(dvb.begin(), dvb.end(), 0.0f);
+    if (b % group == 0) {
+      widen(k, dtype, b / group, N, D, kb);
+      widen(v, dtype, b / group, N, D, vb);
+      std::fill(dkb.begin(), dkb.end(), 0.0f);
+      std::fill(dvb.begin(), dvb.end(), 0.0f);
+    }
     for (int64_t i = 0; i < M; ++i) {
       const float *qRow = &qb[i * D], *doRow = &dob[i * D];
       float delta = dot(doRow, &ob[i * D], D);
@@ -128,7 +136,9 @@ void dcrt::detail::hostAttentionBackward(const dcrt_attention_desc &d,
       }
     }
     narrow(dqb, dq, dtype, b);
-    narrow(dkb, dk, dtype, b);
-    narrow(dvb, dv, dtype, b);
+    if (b % group == group - 1) {
+      narrow(dkb, dk, dtype, b / group);
+      narrow(dvb, dv, dtype, b / group);
+    }
   }
 }

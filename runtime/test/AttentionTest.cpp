@@ -2,7 +2,8 @@
 //
 // The host loops (what dcrt_attention_fwd/bwd run on the host backend)
 // against a direct double-precision reference of the op descriptions on
-// random data, causal and not, f32 and bf16; the backward also against
+// random data, causal and not, f32 and bf16, with as many key/value heads
+// as query heads and fewer (grouped-query attention); the backward also against
 // finite differences of the forward; and every malformed descriptor ending
 // the program with a message naming what is wrong.
 //
@@ -24,8 +25,9 @@ namespace {
 
 dcrt_attention_desc makeDesc(int64_t batch, int64_t seqQ, int64_t seqK,
                              int64_t dim, bool causal, float scale,
-                             int32_t dtype = DCRT_F32) {
+                             int32_t dtype = DCRT_F32, int64_t batchKV = 0) {
   dcrt_attention_desc d{};
+  d.batch_kv = batchKV;
   d.struct_size = sizeof(d);
   d.dtype = dtype;
   d.batch = batch;
@@ -58,16 +60,18 @@ Reference reference(const dcrt_attention_desc &d, const std::vector<double> &q,
                     const std::vector<double> &k, const std::vector<double> &v,
                     const std::vector<double> &dO) {
   const int64_t M = d.seq_q, N = d.seq_k, D = d.head_dim;
+  const int64_t G = attentionKVGroup(d);
   double scale = attentionScale(d);
   Reference r;
   r.o.assign(d.batch * M * D, 0);
   r.lse.assign(d.batch * M, 0);
   r.dq.assign(d.batch * M * D, 0);
-  r.dk.assign(d.batch * N * D, 0);
-  r.dv.assign(d.batch * N * D, 0);
+  r.dk.assign(attentionKVBatch(d) * N * D, 0);
+  r.dv.assign(attentionKVBatch(d) * N * D, 0);
   for (int64_t b = 0; b < d.batch; ++b) {
-    const double *qb = &q[b * M * D], *kb = &k[b * N * D], *vb = &v[b * N * D],
-                 *dob = &dO[b * M * D];
+    const int64_t kvB = b / G; // the k/v batch entry b reads
+    const double *qb = &q[b * M * D], *kb = &k[kvB * N * D],
+                 *vb = &v[kvB * N * D], *dob = &dO[b * M * D];
     for (int64_t i = 0; i < M; ++i) {
       std::vector<double> z(N, -INFINITY), p(N, 0);
       double sum = 0;
@@ -97,9 +101,9 @@ Reference reference(const dcrt_attention_desc &d, const std::vector<double> &q,
           dp += dob[i * D + e] * vb[j * D + e];
         double ds = scale * p[j] * (dp - delta);
         for (int64_t e = 0; e < D; ++e) {
-          r.dv[(b * N + j) * D + e] += p[j] * dob[i * D + e];
+          r.dv[(kvB * N + j) * D + e] += p[j] * dob[i * D + e];
           r.dq[(b * M + i) * D + e] += ds * kb[j * D + e];
-          r.dk[(b * N + j) * D + e] += ds * qb[i * D + e];
+          r.dk[(kvB * N + j) * D + e] += ds * qb[i * D + e];
         }
       }
     }
@@ -115,13 +119,15 @@ double maxDiff(const std::vector<float> &got, const std::vector<double> &want) {
 }
 
 void checkF32(int64_t batch, int64_t seqQ, int64_t seqK, int64_t dim,
-              bool causal, unsigned seed) {
+              bool causal, unsigned seed, int64_t batchKV = 0) {
   dcrt_attention_desc d =
-      makeDesc(batch, seqQ, seqK, dim, causal, 1 / std::sqrt(double(dim)));
-  checkAttentionDesc(&d, "test");
+      makeDesc(batch, seqQ, seqK, dim, causal, 1 / std::sqrt(double(dim)),
+               DCRT_F32, batchKV);
+  d = checkAttentionDesc(&d, "test");
+  const int64_t kvBatch = attentionKVBatch(d);
   auto q = random(batch * seqQ * dim, seed),
-       k = random(batch * seqK * dim, seed + 1),
-       v = random(batch * seqK * dim, seed + 2),
+       k = random(kvBatch * seqK * dim, seed + 1),
+       v = random(kvBatch * seqK * dim, seed + 2),
        dO = random(batch * seqQ * dim, seed + 3);
   Reference r = reference(d, q, k, v, dO);
   auto qf = toFloat(q), kf = toFloat(k), vf = toFloat(v), dof = toFloat(dO);
@@ -147,6 +153,72 @@ TEST(HostAttention, F32MatchesADoubleReference) {
   checkF32(2, 5, 5, 4, true, 11);
   checkF32(3, 3, 7, 8, false, 21); // more keys than queries
   checkF32(1, 16, 16, 16, true, 31);
+}
+
+TEST(HostAttention, GroupedQueryF32MatchesADoubleReference) {
+  // 6 query batch entries over 3 (groups of 2), 2 (groups of 3) and 1
+  // (multi-query) key/value entries; the reference sums dk and dv over a
+  // group.
+  checkF32(6, 5, 5, 4, true, 51, 3);
+  checkF32(6, 5, 5, 4, false, 61, 2);
+  checkF32(6, 3, 7, 8, false, 71, 1);
+  checkF32(4, 6, 6, 4, true, 81, 4); // batch_kv == batch: no grouping
+}
+
+TEST(HostAttention, GroupedQueryEqualsRepeatedKeysAndValues) {
+  // Grouping is repeat_kv: the same outputs as k and v repeated per query
+  // entry, with dk and dv the sums of the repeated copies' gradients.
+  const int64_t B = 4, G = 2, S = 5, D = 4;
+  dcrt_attention_desc grouped = makeDesc(B, S, S, D, true, 0.5f, DCRT_F32, 2);
+  dcrt_attention_desc full = makeDesc(B, S, S, D, true, 0.5f);
+  auto q = toFloat(random(B * S * D, 91)), k = toFloat(random(2 * S * D, 92)),
+       v = toFloat(random(2 * S * D, 93)), dO = toFloat(random(B * S * D, 94));
+  std::vector<float> kr, vr;
+  for (int64_t b = 0; b < B; ++b) {
+    kr.insert(kr.end(), k.begin() + (b / G) * S * D,
+              k.begin() + (b / G + 1) * S * D);
+    vr.insert(vr.end(), v.begin() + (b / G) * S * D,
+              v.begin() + (b / G + 1) * S * D);
+  }
+  std::vector<float> o1(q.size()), o2(q.size()), l1(B * S), l2(B * S),
+      dq1(q.size()), dq2(q.size()), dk1(k.size()), dv1(v.size()),
+      dk2(kr.size()), dv2(vr.size());
+  hostAttentionForward(grouped, q.data(), k.data(), v.data(), o1.data(),
+                       l1.data());
+  hostAttentionForward(full, q.data(), kr.data(), vr.data(), o2.data(),
+                       l2.data());
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(l1, l2);
+  hostAttentionBackward(grouped, q.data(), k.data(), v.data(), o1.data(),
+                        l1.data(), dO.data(), dq1.data(), dk1.data(),
+                        dv1.data());
+  hostAttentionBackward(full, q.data(), kr.data(), vr.data(), o2.data(),
+                        l2.data(), dO.data(), dq2.data(), dk2.data(),
+                        dv2.data());
+  EXPECT_EQ(dq1, dq2);
+  for (size_t i = 0; i < k.size(); ++i) {
+    size_t row = i / (S * D), rest = i % (S * D);
+    float dk =
+        dk2[(row * G) * S * D + rest] + dk2[(row * G + 1) * S * D + rest];
+    float dv =
+        dv2[(row * G) * S * D + rest] + dv2[(row * G + 1) * S * D + rest];
+    EXPECT_NEAR(dk1[i], dk, 1e-6) << i;
+    EXPECT_NEAR(dv1[i], dv, 1e-6) << i;
+  }
+}
+
+TEST(HostAttention, OldStructSizeReadsNoBatchKV) {
+  // A caller built before batch_kv (struct_size 64): whatever follows its
+  // struct is not read, and k has q's batch.
+  dcrt_attention_desc d = makeDesc(6, 4, 4, 8, true, 0.5f, DCRT_F32, 3);
+  d.struct_size = kAttentionDescV1Size;
+  dcrt_attention_desc checked = checkAttentionDesc(&d, "test");
+  EXPECT_EQ(checked.batch_kv, 6);
+  EXPECT_EQ(checked.struct_size, kAttentionDescV1Size);
+  d.struct_size = sizeof(d);
+  EXPECT_EQ(checkAttentionDesc(&d, "test").batch_kv, 3);
+  d.batch_kv = 0;
+  EXPECT_EQ(checkAttentionDesc(&d, "test").batch_kv, 6);
 }
 
 TEST(HostAttention, Bf16RoundsOnceFromF32) {
@@ -222,7 +294,13 @@ TEST(HostAttentionDeathTest, MalformedDescriptorsEndTheProgram) {
   EXPECT_DEATH(checkAttentionDesc(nullptr, "test"), "test: null descriptor");
   dcrt_attention_desc d = good;
   d.struct_size = 8;
-  EXPECT_DEATH(check(d), "struct_size must be at least");
+  EXPECT_DEATH(check(d), "struct_size must be at least 64");
+  d = good;
+  d.batch_kv = 3;
+  EXPECT_DEATH(check(d), "batch_kv must be 0 or divide batch");
+  d = good;
+  d.batch_kv = -2;
+  EXPECT_DEATH(check(d), "batch_kv must be 0 or divide batch");
   d = good;
   d.dtype = DCRT_I32;
   EXPECT_DEATH(check(d), "dtype must be f32, bf16 or f16");

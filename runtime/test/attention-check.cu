@@ -3,15 +3,19 @@
 // `DCRT_BACKEND=cuda mpirun -n 1 attention-check [--no-bench]` on a GPU
 // machine (runtime/test/gpu/run.sh runs it):
 //  1. dcrt_attention_fwd and dcrt_attention_bwd (cuDNN) on random data,
-//     causal and not, bf16 (and f16 on a small shape), against a naive f32
-//     reference on the GPU (one block per query row, then one per key row)
-//     over the first batch entries: o, dq, dk, dv within 2e-2 of the
-//     largest |reference| (bf16 outputs), lse within 2e-2 absolute. Outputs
-//     are poisoned with NaN first, so an unwritten element fails;
+//     causal and not, bf16 (and f16 on a small shape), with as many
+//     key/value heads as query heads and with fewer (grouped-query
+//     attention, batch_kv < batch: a small shape and Llama-3-70B's 64 query
+//     heads over 8), against a naive f32 reference on the GPU (one block
+//     per query row, then one per key row, summing dk and dv over the query
+//     entries of a group) over the first batch entries: o, dq, dk, dv within
+//     2e-2 of the largest |reference| (bf16 outputs), lse within 2e-2 absolute.
+//     Outputs are poisoned with NaN first, so an unwritten element fails;
 //  2. unless --no-bench, the time of forward and backward on the shapes of
-//     configs A and B (dc-gen-llama: batch * heads x seq x head_dim) and of
-//     a 128-head A, in TFLOP/s: 4 B S^2 D for the forward, 10 B S^2 D for
-//     the backward (its five products), halved when causal.
+//     configs A and B (dc-gen-llama: batch * heads x seq x head_dim), of
+//     a 128-head A and of 70b's grouped-query attention, in TFLOP/s: 4 B S^2 D
+//     for the forward, 10 B S^2 D for the backward (its five products), halved
+//     when causal.
 // Prints one line per check and "attention-check: all passed" (exit 0) or
 // "attention-check: FAILED" (exit 1).
 //
@@ -71,8 +75,11 @@ __global__ void fillRandom(void *data, int32_t dtype, int64_t count,
   }
 }
 
+/// batch (of q) x seq x dim; k and v have batch / group entries (query
+/// entry b reads key/value entry b / group).
 struct Shape {
-  int64_t batch, seq, dim;
+  int64_t batch, seq, dim, group = 1;
+  int64_t kvBatch() const { return batch / group; }
 };
 
 /// One block per query row (b, i) of the first `batches` entries: lse,
@@ -87,7 +94,7 @@ __global__ void referenceRows(const void *q, const void *k, const void *v,
   __shared__ float partial[256];
   int64_t row = blockIdx.x, b = row / s.seq, i = row % s.seq;
   int64_t D = s.dim, N = s.seq, keys = causal ? i + 1 : N;
-  const int64_t qBase = (b * s.seq + i) * D, kBase = b * N * D;
+  const int64_t qBase = (b * s.seq + i) * D, kBase = (b / s.group) * N * D;
   // Scores.
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     float sum = 0;
@@ -161,39 +168,45 @@ __global__ void referenceRows(const void *q, const void *k, const void *v,
   }
 }
 
-/// One block per key row (b, j): dv = sum_i p dO_i, dk = sum_i ds q_i.
+/// One block per key row (kb, j): dv = sum_i p dO_i, dk = sum_i ds q_i over
+/// the query rows of every query entry b of the group kb (b / group = kb).
 __global__ void referenceKeys(const void *q, const void *k, const void *v,
                               const float *lseIn, const float *delta,
                               const void *dO, int32_t dtype, Shape s,
                               float scale, int causal, float *dk, float *dv) {
   extern __shared__ float weights[]; // p then ds, 2 * seq floats
-  int64_t row = blockIdx.x, b = row / s.seq, j = row % s.seq;
+  int64_t row = blockIdx.x, kb = row / s.seq, j = row % s.seq;
   int64_t D = s.dim, M = s.seq;
-  const int64_t kBase = (b * s.seq + j) * D, qBase = b * M * D;
+  const int64_t kBase = (kb * s.seq + j) * D;
   float *p = weights, *ds = weights + M;
   int64_t first = causal ? j : 0;
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    if (i < first) {
-      p[i] = ds[i] = 0;
-      continue;
+  for (int64_t b = kb * s.group; b < (kb + 1) * s.group; ++b) {
+    const int64_t qBase = b * M * D;
+    __syncthreads(); // the previous entry's weights are read
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+      if (i < first) {
+        p[i] = ds[i] = 0;
+        continue;
+      }
+      float z = 0, dp = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        z += load(q, dtype, qBase + i * D + d) * load(k, dtype, kBase + d);
+        dp += load(dO, dtype, qBase + i * D + d) * load(v, dtype, kBase + d);
+      }
+      p[i] = expf(scale * z - lseIn[b * M + i]);
+      ds[i] = scale * p[i] * (dp - delta[b * M + i]);
     }
-    float z = 0, dp = 0;
-    for (int64_t d = 0; d < D; ++d) {
-      z += load(q, dtype, qBase + i * D + d) * load(k, dtype, kBase + d);
-      dp += load(dO, dtype, qBase + i * D + d) * load(v, dtype, kBase + d);
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float accV = 0, accK = 0;
+      for (int64_t i = first; i < M; ++i) {
+        accV += p[i] * load(dO, dtype, qBase + i * D + d);
+        accK += ds[i] * load(q, dtype, qBase + i * D + d);
+      }
+      bool firstOfGroup = b == kb * s.group;
+      dv[row * D + d] = firstOfGroup ? accV : dv[row * D + d] + accV;
+      dk[row * D + d] = firstOfGroup ? accK : dk[row * D + d] + accK;
     }
-    p[i] = expf(scale * z - lseIn[b * M + i]);
-    ds[i] = scale * p[i] * (dp - delta[b * M + i]);
-  }
-  __syncthreads();
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float accV = 0, accK = 0;
-    for (int64_t i = first; i < M; ++i) {
-      accV += p[i] * load(dO, dtype, qBase + i * D + d);
-      accK += ds[i] * load(q, dtype, qBase + i * D + d);
-    }
-    dv[row * D + d] = accV;
-    dk[row * D + d] = accK;
   }
 }
 
@@ -248,6 +261,7 @@ dcrt_attention_desc makeDesc(int32_t dtype, const Shape &s, bool causal) {
   d.struct_size = sizeof(d);
   d.dtype = dtype;
   d.batch = s.batch;
+  d.batch_kv = s.kvBatch();
   d.seq_q = d.seq_k = s.seq;
   d.head_dim = s.dim;
   d.causal = causal;
@@ -261,12 +275,14 @@ dcrt_attention_desc makeDesc(int32_t dtype, const Shape &s, bool causal) {
 struct Operands {
   Device q, k, v, o, lse, dO, dq, dk, dv;
   Operands(const Shape &s)
-      : q(s.batch * s.seq * s.dim, 2, "q"), k(s.batch * s.seq * s.dim, 2, "k"),
-        v(s.batch * s.seq * s.dim, 2, "v"), o(s.batch * s.seq * s.dim, 2, "o"),
-        lse(s.batch * s.seq, 4, "lse"), dO(s.batch * s.seq * s.dim, 2, "dO"),
+      : q(s.batch * s.seq * s.dim, 2, "q"),
+        k(s.kvBatch() * s.seq * s.dim, 2, "k"),
+        v(s.kvBatch() * s.seq * s.dim, 2, "v"),
+        o(s.batch * s.seq * s.dim, 2, "o"), lse(s.batch * s.seq, 4, "lse"),
+        dO(s.batch * s.seq * s.dim, 2, "dO"),
         dq(s.batch * s.seq * s.dim, 2, "dq"),
-        dk(s.batch * s.seq * s.dim, 2, "dk"),
-        dv(s.batch * s.seq * s.dim, 2, "dv") {}
+        dk(s.kvBatch() * s.seq * s.dim, 2, "dk"),
+        dv(s.kvBatch() * s.seq * s.dim, 2, "dv") {}
 };
 
 void fill(Device &device, int32_t dtype, int64_t count, uint32_t seed) {
@@ -278,10 +294,10 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
                bool causal, int64_t checkBatches, uint32_t seed) {
   dcrt_attention_desc desc = makeDesc(dtype, s, causal);
   Operands x(s);
-  int64_t n = s.batch * s.seq * s.dim;
+  int64_t n = s.batch * s.seq * s.dim, nKV = s.kvBatch() * s.seq * s.dim;
   fill(x.q, dtype, n, seed);
-  fill(x.k, dtype, n, seed + 1);
-  fill(x.v, dtype, n, seed + 2);
+  fill(x.k, dtype, nKV, seed + 1);
+  fill(x.v, dtype, nKV, seed + 2);
   fill(x.dO, dtype, n, seed + 3);
   for (Device *out : {&x.o, &x.lse, &x.dq, &x.dk, &x.dv})
     checkCuda(cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
@@ -292,10 +308,12 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
                      static_cast<float *>(x.lse.data()), x.dO.data(),
                      x.dq.data(), x.dk.data(), x.dv.data());
 
-  Shape r{checkBatches, s.seq, s.dim};
+  // Whole groups: checkBatches is a multiple of the group.
+  Shape r{checkBatches, s.seq, s.dim, s.group};
   int64_t rows = checkBatches * s.seq, m = rows * s.dim;
+  int64_t kvRows = r.kvBatch() * s.seq, mKV = kvRows * s.dim;
   Device lse(rows, 4, "ref lse"), o(m, 4, "ref o"), delta(rows, 4, "delta"),
-      dq(m, 4, "ref dq"), dk(m, 4, "ref dk"), dv(m, 4, "ref dv");
+      dq(m, 4, "ref dq"), dk(mKV, 4, "ref dk"), dv(mKV, 4, "ref dv");
   float scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
   referenceRows<<<rows, 256, s.seq * 4, stream()>>>(
       x.q.data(), x.k.data(), x.v.data(), x.o.data(),
@@ -303,7 +321,7 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
       static_cast<float *>(lse.data()), static_cast<float *>(o.data()),
       static_cast<float *>(delta.data()), static_cast<float *>(dq.data()));
   checkCuda(cudaGetLastError(), "referenceRows");
-  referenceKeys<<<rows, 256, 2 * s.seq * 4, stream()>>>(
+  referenceKeys<<<kvRows, 256, 2 * s.seq * 4, stream()>>>(
       x.q.data(), x.k.data(), x.v.data(), static_cast<float *>(x.lse.data()),
       static_cast<float *>(delta.data()), x.dO.data(), dtype, r, scale, causal,
       static_cast<float *>(dk.data()), static_cast<float *>(dv.data()));
@@ -317,12 +335,15 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
   double eLse =
       maxError(got(x.lse, DCRT_F32, rows), got(lse, DCRT_F32, rows), true);
   double eDq = maxError(got(x.dq, dtype, m), got(dq, DCRT_F32, m));
-  double eDk = maxError(got(x.dk, dtype, m), got(dk, DCRT_F32, m));
-  double eDv = maxError(got(x.dv, dtype, m), got(dv, DCRT_F32, m));
+  double eDk = maxError(got(x.dk, dtype, mKV), got(dk, DCRT_F32, mKV));
+  double eDv = maxError(got(x.dv, dtype, mKV), got(dv, DCRT_F32, mKV));
   // Every element written (the batches the reference leaves out too).
   bool written = true;
-  for (Device *out : {&x.o, &x.dq, &x.dk, &x.dv})
+  for (Device *out : {&x.o, &x.dq})
     for (float value : got(*out, dtype, n))
+      written = written && !std::isnan(value);
+  for (Device *out : {&x.dk, &x.dv})
+    for (float value : got(*out, dtype, nKV))
       written = written && !std::isnan(value);
   for (float value : got(x.lse, DCRT_F32, s.batch * s.seq))
     written = written && !std::isnan(value);
@@ -335,10 +356,12 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
                 eO, eLse, eDq, eDk, eDv, static_cast<long long>(checkBatches),
                 static_cast<long long>(s.batch),
                 written ? "" : "; NaN or unwritten elements");
-  char what[160];
-  std::snprintf(what, sizeof(what), "attention %s %s %s B*H %lld S %lld D %lld",
+  char what[192];
+  std::snprintf(what, sizeof(what),
+                "attention %s %s %s B*H %lld (kv %lld) S %lld D %lld",
                 name.c_str(), dtype == DCRT_BF16 ? "bf16" : "f16",
                 causal ? "causal" : "full", static_cast<long long>(s.batch),
+                static_cast<long long>(s.kvBatch()),
                 static_cast<long long>(s.seq), static_cast<long long>(s.dim));
   report(ok, what, detail);
 }
@@ -365,10 +388,10 @@ float timeMs(cudaEvent_t begin, cudaEvent_t end, int reps,
 void bench(const std::string &name, const Shape &s, bool causal) {
   dcrt_attention_desc desc = makeDesc(DCRT_BF16, s, causal);
   Operands x(s);
-  int64_t n = s.batch * s.seq * s.dim;
+  int64_t n = s.batch * s.seq * s.dim, nKV = s.kvBatch() * s.seq * s.dim;
   fill(x.q, DCRT_BF16, n, 11);
-  fill(x.k, DCRT_BF16, n, 12);
-  fill(x.v, DCRT_BF16, n, 13);
+  fill(x.k, DCRT_BF16, nKV, 12);
+  fill(x.v, DCRT_BF16, nKV, 13);
   fill(x.dO, DCRT_BF16, n, 14);
   cudaEvent_t begin, end;
   checkCuda(cudaEventCreate(&begin), "cudaEventCreate");
@@ -386,14 +409,15 @@ void bench(const std::string &name, const Shape &s, bool causal) {
   float fwd = timeMs(begin, end, reps, forward);
   float bwd = timeMs(begin, end, reps, backward);
   double work = double(s.batch) * s.seq * s.seq * s.dim * (causal ? 0.5 : 1);
-  std::printf("bench dc %-8s B*H %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
-              "%6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s  fwd+bwd %8.3f ms "
-              "%6.1f TFLOP/s\n",
-              name.c_str(), static_cast<long long>(s.batch),
-              static_cast<long long>(s.seq), static_cast<long long>(s.dim),
-              causal ? "causal" : "full", fwd, 4 * work / fwd * 1e-9, bwd,
-              10 * work / bwd * 1e-9, fwd + bwd,
-              14 * work / (fwd + bwd) * 1e-9);
+  std::printf(
+      "bench dc %-8s B*H %4lld kv %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
+      "%6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s  fwd+bwd %8.3f ms "
+      "%6.1f TFLOP/s\n",
+      name.c_str(), static_cast<long long>(s.batch),
+      static_cast<long long>(s.kvBatch()), static_cast<long long>(s.seq),
+      static_cast<long long>(s.dim), causal ? "causal" : "full", fwd,
+      4 * work / fwd * 1e-9, bwd, 10 * work / bwd * 1e-9, fwd + bwd,
+      14 * work / (fwd + bwd) * 1e-9);
   std::fflush(stdout);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
@@ -422,17 +446,23 @@ int main(int argc, char **argv) {
     std::string name;
     Shape shape;
   };
-  // Configs A and B of dc-gen-llama (batch * heads, seq, head_dim), and A
-  // with 32 heads.
+  // Configs A and B of dc-gen-llama (batch * heads, seq, head_dim), A
+  // with 32 heads, and 70b's attention (64 query heads over 8 key/value
+  // heads, one sequence of 4096).
   std::vector<Case> shapes = {{"A", {4 * 16, 2048, 128}},
                               {"B", {1 * 32, 1024, 128}},
-                              {"A-32h", {4 * 32, 2048, 128}}};
+                              {"A-32h", {4 * 32, 2048, 128}},
+                              {"70b-gqa", {1 * 64, 4096, 128, 8}}};
   uint32_t seed = 1;
   for (bool causal : {true, false}) {
     checkCase("small", DCRT_BF16, {3, 256, 64}, causal, 3, seed += 10);
     checkCase("small", DCRT_F16, {3, 256, 64}, causal, 3, seed += 10);
+    // Grouped-query attention: 2 key/value entries for 6 query entries.
+    checkCase("small-gqa", DCRT_BF16, {6, 256, 64, 3}, causal, 6, seed += 10);
+    checkCase("small-gqa", DCRT_F16, {6, 256, 64, 3}, causal, 6, seed += 10);
     for (const Case &c : shapes)
-      checkCase(c.name, DCRT_BF16, c.shape, causal, 2, seed += 10);
+      checkCase(c.name, DCRT_BF16, c.shape, causal, 2 * c.shape.group,
+                seed += 10);
   }
   if (benchmark)
     for (const Case &c : shapes)

@@ -1,12 +1,13 @@
 // RUN: dc-opt %s --split-input-file --dc-to-dcrt | FileCheck %s
 
-// dc.attention_into: dcrt_attention_fwd with its eight-field descriptor
-// (struct_size 64, dtype bf16 = 1, batch = 2 * 4 leading dims, seq_q,
-// seq_k, head_dim, causal, the scale's f32 bits: 0.5 = 0x3F000000) and the
-// five buffers.
+// dc.attention_into: dcrt_attention_fwd with its nine-field descriptor
+// (struct_size 72, dtype bf16 = 1, batch = 2 * 4 leading dims, seq_q,
+// seq_k, head_dim, causal, the scale's f32 bits: 0.5 = 0x3F000000,
+// batch_kv = batch: as many key/value heads as query heads) and the five
+// buffers.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[DESC:.*]] = llvm.alloca %{{.*}} x i64
-// CHECK: %[[F0:.*]] = llvm.mlir.constant(64 : i64)
+// CHECK: %[[F0:.*]] = llvm.mlir.constant(72 : i64)
 // CHECK-NEXT: %[[F1:.*]] = llvm.mlir.constant(1 : i64)
 // CHECK-NEXT: %[[F2:.*]] = llvm.mlir.constant(8 : i64)
 // CHECK-NEXT: %[[F3:.*]] = llvm.mlir.constant(16 : i64)
@@ -14,6 +15,7 @@
 // CHECK-NEXT: %[[F5:.*]] = llvm.mlir.constant(4 : i64)
 // CHECK-NEXT: %[[F6:.*]] = llvm.mlir.constant(1 : i64)
 // CHECK-NEXT: %[[F7:.*]] = llvm.mlir.constant(1056964608 : i64)
+// CHECK-NEXT: %[[F8:.*]] = llvm.mlir.constant(8 : i64)
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][0]
 // CHECK-NEXT: llvm.store %[[F0]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][1]
@@ -30,6 +32,8 @@
 // CHECK-NEXT: llvm.store %[[F6]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][7]
 // CHECK-NEXT: llvm.store %[[F7]]
+// CHECK-NEXT: llvm.getelementptr %[[DESC]][8]
+// CHECK-NEXT: llvm.store %[[F8]]
 // CHECK: llvm.call @dcrt_attention_fwd(%[[DESC]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NOT: dc.attention_into
 func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
@@ -43,19 +47,21 @@ func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
 
 // -----
 
-// dc.attention_grad_into: dcrt_attention_bwd with f16 (dtype 2), batch 3,
+// dc.attention_grad_into: dcrt_attention_bwd with f16 (dtype 2), batch 6
+// query heads over batch_kv 2 key/value heads (grouped-query attention),
 // 8 queries and 12 keys, head_dim 16, no mask, scale 0.25 (0x3E800000) and
 // nine buffers.
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[DESC:.*]] = llvm.alloca %{{.*}} x i64
-// CHECK: %[[F0:.*]] = llvm.mlir.constant(64 : i64)
+// CHECK: %[[F0:.*]] = llvm.mlir.constant(72 : i64)
 // CHECK-NEXT: %[[F1:.*]] = llvm.mlir.constant(2 : i64)
-// CHECK-NEXT: %[[F2:.*]] = llvm.mlir.constant(3 : i64)
+// CHECK-NEXT: %[[F2:.*]] = llvm.mlir.constant(6 : i64)
 // CHECK-NEXT: %[[F3:.*]] = llvm.mlir.constant(8 : i64)
 // CHECK-NEXT: %[[F4:.*]] = llvm.mlir.constant(12 : i64)
 // CHECK-NEXT: %[[F5:.*]] = llvm.mlir.constant(16 : i64)
 // CHECK-NEXT: %[[F6:.*]] = llvm.mlir.constant(0 : i64)
 // CHECK-NEXT: %[[F7:.*]] = llvm.mlir.constant(1048576000 : i64)
+// CHECK-NEXT: %[[F8:.*]] = llvm.mlir.constant(2 : i64)
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][0]
 // CHECK-NEXT: llvm.store %[[F0]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][1]
@@ -72,16 +78,18 @@ func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
 // CHECK-NEXT: llvm.store %[[F6]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][7]
 // CHECK-NEXT: llvm.store %[[F7]]
+// CHECK-NEXT: llvm.getelementptr %[[DESC]][8]
+// CHECK-NEXT: llvm.store %[[F8]]
 // CHECK: llvm.call @dcrt_attention_bwd(%[[DESC]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NOT: dc.attention_grad_into
-func.func @backward(%q: memref<3x8x16xf16>, %k: memref<3x12x16xf16>,
-                    %o: memref<3x8x16xf16>, %lse: memref<3x8xf32>,
-                    %dq: memref<3x8x16xf16>, %dk: memref<3x12x16xf16>,
-                    %dv: memref<3x12x16xf16>) {
+func.func @backward(%q: memref<6x8x16xf16>, %k: memref<2x12x16xf16>,
+                    %o: memref<6x8x16xf16>, %lse: memref<6x8xf32>,
+                    %dq: memref<6x8x16xf16>, %dk: memref<2x12x16xf16>,
+                    %dv: memref<2x12x16xf16>) {
   dc.attention_grad_into %q, %k, %k, %o, %lse, %o into %dq, %dk, %dv
-      scale = 0.25 : memref<3x8x16xf16>, memref<3x12x16xf16>,
-        memref<3x12x16xf16>, memref<3x8x16xf16>, memref<3x8xf32>,
-        memref<3x8x16xf16> into memref<3x8x16xf16>, memref<3x12x16xf16>,
-        memref<3x12x16xf16>
+      scale = 0.25 : memref<6x8x16xf16>, memref<2x12x16xf16>,
+        memref<2x12x16xf16>, memref<6x8x16xf16>, memref<6x8xf32>,
+        memref<6x8x16xf16> into memref<6x8x16xf16>, memref<2x12x16xf16>,
+        memref<2x12x16xf16>
   return
 }

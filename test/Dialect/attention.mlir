@@ -27,6 +27,26 @@ func.func @cross_4d(%q: tensor<2x3x5x8xf32>, %kv: tensor<2x3x7x8xf32>)
   return %dq, %dk : tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>
 }
 
+// Grouped-query attention: 2 key/value heads for 6 query heads; dk and dv
+// have k's and v's types.
+// CHECK-LABEL: func.func @grouped_query
+// CHECK: dc.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale = 2.500000e-01 : tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16> -> tensor<2x6x8x4xbf16>, tensor<2x6x8xf32>
+// CHECK: dc.attention_grad {{.*}} -> tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>
+func.func @grouped_query(%q: tensor<2x6x8x4xbf16>, %kv: tensor<2x2x8x4xbf16>)
+    -> (tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>) {
+  %o, %lse = dc.attention %q, %kv, %kv causal scale = 0.25 : tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16> -> tensor<2x6x8x4xbf16>, tensor<2x6x8xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %o, %lse, %o causal scale = 0.25 : tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x6x8x4xbf16>, tensor<2x6x8xf32>, tensor<2x6x8x4xbf16> -> tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>
+  return %dq, %dk : tensor<2x6x8x4xbf16>, tensor<2x2x8x4xbf16>
+}
+
+// Empty batch dims still verify (no heads to group).
+// CHECK-LABEL: func.func @empty_heads
+// CHECK: dc.attention {{.*}} : tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>
+func.func @empty_heads(%q: tensor<2x0x8x4xf32>) -> tensor<2x0x8x4xf32> {
+  %o, %lse = dc.attention %q, %q, %q scale = 0.25 : tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32> -> tensor<2x0x8x4xf32>, tensor<2x0x8xf32>
+  return %o : tensor<2x0x8x4xf32>
+}
+
 // Pure: an unused attention goes away, and two identical ones are one.
 // PURE-LABEL: func.func @unused
 // PURE-NEXT: return

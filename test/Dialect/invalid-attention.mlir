@@ -34,9 +34,45 @@ func.func @mixed_element_types(%q: tensor<8x16x4xf32>, %k: tensor<8x16x4xbf16>) 
 
 // -----
 
-func.func @batch_mismatch(%q: tensor<8x16x4xf32>, %k: tensor<4x16x4xf32>) {
-  // expected-error @+1 {{'dc.attention' op q 'tensor<8x16x4xf32>' and k 'tensor<4x16x4xf32>' must have the same batch dims}}
-  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<8x16x4xf32>, tensor<4x16x4xf32>, tensor<4x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+func.func @batch_mismatch(%q: tensor<2x8x16x4xf32>, %k: tensor<4x4x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op q 'tensor<2x8x16x4xf32>' and k 'tensor<4x4x16x4xf32>' must have the same batch dims but the innermost}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<2x8x16x4xf32>, tensor<4x4x16x4xf32>, tensor<4x4x16x4xf32> -> tensor<2x8x16x4xf32>, tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Grouped-query attention: k and v may have fewer heads than q, a divisor.
+func.func @heads_not_a_multiple(%q: tensor<2x8x16x4xf32>, %k: tensor<2x3x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (8, query heads) must be a multiple of k's (3, key/value heads), got q 'tensor<2x8x16x4xf32>' and k 'tensor<2x3x16x4xf32>'}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<2x8x16x4xf32>, tensor<2x3x16x4xf32>, tensor<2x3x16x4xf32> -> tensor<2x8x16x4xf32>, tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// More key/value heads than query heads is not grouping either.
+func.func @more_kv_heads(%q: tensor<4x16x4xf32>, %k: tensor<8x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (4, query heads) must be a multiple of k's (8, key/value heads)}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<4x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x4xf32> -> tensor<4x16x4xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+// With grouping, dk and dv still have the types of k and v, not q's.
+func.func @gqa_dk_like_q(%q: tensor<2x4x8x4xf32>, %k: tensor<2x2x8x4xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'dc.attention_grad' op dk (the type of k) must be 'tensor<2x2x8x4xf32>', got 'tensor<2x4x8x4xf32>'}}
+  %dq, %dk, %dv = "dc.attention_grad"(%q, %k, %k, %q, %lse, %q) {scale = 0.5 : f32} : (tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x4x8xf32>, tensor<2x4x8x4xf32>) -> (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>, tensor<2x2x8x4xf32>)
+  return
+}
+
+// -----
+
+// The buffer forms share the rule.
+func.func @gqa_into_not_a_multiple(%q: memref<6x8x4xbf16>, %k: memref<4x8x4xbf16>, %lse: memref<6x8xf32>) {
+  // expected-error @+1 {{'dc.attention_into' op the innermost batch dim of q (6, query heads) must be a multiple of k's (4, key/value heads)}}
+  dc.attention_into %q, %k, %k into %q, %lse scale = 0.5 : memref<6x8x4xbf16>, memref<4x8x4xbf16>, memref<4x8x4xbf16> into memref<6x8x4xbf16>, memref<6x8xf32>
   return
 }
 
@@ -236,5 +272,14 @@ func.func @grad_into_causal_rectangle(%q: memref<2x4x3xbf16>, %k: memref<2x5x3xb
 func.func @grad_into_bad_dk(%q: memref<2x4x3xbf16>, %dk: memref<2x4x3xf16>, %lse: memref<2x4xf32>) {
   // expected-error @+1 {{'dc.attention_grad_into' op dk (the type of k) must be 'memref<2x4x3xbf16>', got 'memref<2x4x3xf16>'}}
   dc.attention_grad_into %q, %q, %q, %q, %lse, %q into %q, %dk, %q scale = 0.5 : memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4x3xbf16>, memref<2x4xf32>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4x3xf16>, memref<2x4x3xbf16>
+  return
+}
+
+// -----
+
+// Query heads against no key/value heads.
+func.func @no_kv_heads(%q: tensor<2x4x8x4xf32>, %k: tensor<2x0x8x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (4, query heads) must be a multiple of k's (0, key/value heads)}}
+  %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<2x4x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32> -> tensor<2x4x8x4xf32>, tensor<2x4x8xf32>
   return
 }

@@ -1,4 +1,5 @@
 // RUN: dc-opt %s --dc-expand-attention | FileCheck %s
+// RUN: dc-opt %s --dc-expand-attention | FileCheck %s --check-prefix=GQA-MAPS
 
 // dc.attention: scores, scale and mask, row max, sum of exps, lse,
 // probabilities, the product with v; all in f32. test/Examples/
@@ -56,4 +57,32 @@ func.func @forward(%q: tensor<2x4x3xf32>, %k: tensor<2x4x3xf32>, %v: tensor<2x4x
 func.func @backward(%q: tensor<2x3x5x8xbf16>, %kv: tensor<2x3x7x8xbf16>, %o: tensor<2x3x5x8xbf16>, %lse: tensor<2x3x5xf32>, %do: tensor<2x3x5x8xbf16>) -> (tensor<2x3x5x8xbf16>, tensor<2x3x7x8xbf16>, tensor<2x3x7x8xbf16>) {
   %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %o, %lse, %do scale = 0.125 : tensor<2x3x5x8xbf16>, tensor<2x3x7x8xbf16>, tensor<2x3x7x8xbf16>, tensor<2x3x5x8xbf16>, tensor<2x3x5xf32>, tensor<2x3x5x8xbf16> -> tensor<2x3x5x8xbf16>, tensor<2x3x7x8xbf16>, tensor<2x3x7x8xbf16>
   return %dq, %dk, %dv : tensor<2x3x5x8xbf16>, tensor<2x3x7x8xbf16>, tensor<2x3x7x8xbf16>
+}
+
+// Grouped-query attention: 6 query heads over 2 key/value heads (groups
+// of 3), causal, bf16. q, o, dO and lse are viewed as [B, Hkv, G, ...]
+// (tensor.expand_shape); k and v are indexed without the group loop
+// (d0, d1, then i/j/d: d3..d5), dk and dv reduce over it (iterator 2) and
+// come out in k's shape; dq, o and lse are collapsed back to q's heads.
+// test/Examples/gradcheck-fused.test checks the numbers.
+
+// GQA-MAPS-DAG: = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d5)>
+// GQA-MAPS-DAG: = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, d5)>
+// CHECK-LABEL: func.func @grouped_query(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<2x6x4x8xbf16>, %[[KV:[^:]*]]: tensor<2x2x4x8xbf16>, %[[DO:[^:]*]]: tensor<2x6x4x8xbf16>)
+// CHECK: %[[QG:.*]] = tensor.expand_shape %[[Q]] {{\[}}[0], [1, 2], [3], [4]] output_shape [2, 2, 3, 4, 8] : tensor<2x6x4x8xbf16> into tensor<2x2x3x4x8xbf16>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[QG]], %[[KV]] : tensor<2x2x3x4x8xbf16>, tensor<2x2x4x8xbf16>) outs({{.*}} : tensor<2x2x3x4x4xf32>)
+// CHECK: %[[O:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3], [4]] : tensor<2x2x3x4x8xbf16> into tensor<2x6x4x8xbf16>
+// CHECK: %[[LSE:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3]] : tensor<2x2x3x4xf32> into tensor<2x6x4xf32>
+// CHECK: %[[DK:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.*}}, %[[QG2:.*]] : tensor<2x2x3x4x4xf32>, tensor<2x2x3x4x8xbf16>) outs({{.*}} : tensor<2x2x4x8xf32>)
+// CHECK: %[[DV:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction", "parallel", "parallel"]} ins(%{{.*}}, %{{.*}} : tensor<2x2x3x4x4xf32>, tensor<2x2x3x4x8xbf16>) outs({{.*}} : tensor<2x2x4x8xf32>)
+// CHECK: %[[DQ:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3], [4]] : tensor<2x2x3x4x8xbf16> into tensor<2x6x4x8xbf16>
+// CHECK: %[[DKN:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[DK]] : tensor<2x2x4x8xf32>) outs({{.*}} : tensor<2x2x4x8xbf16>)
+// CHECK: %[[DVN:.*]] = linalg.generic {{.*}} ins(%[[DV]] : tensor<2x2x4x8xf32>) outs({{.*}} : tensor<2x2x4x8xbf16>)
+// CHECK: return %[[O]], %[[LSE]], %[[DQ]], %[[DKN]], %[[DVN]]
+func.func @grouped_query(%q: tensor<2x6x4x8xbf16>, %kv: tensor<2x2x4x8xbf16>, %do: tensor<2x6x4x8xbf16>)
+    -> (tensor<2x6x4x8xbf16>, tensor<2x6x4xf32>, tensor<2x6x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>) {
+  %o, %lse = dc.attention %q, %kv, %kv causal scale = 0.5 : tensor<2x6x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16> -> tensor<2x6x4x8xbf16>, tensor<2x6x4xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %kv, %kv, %o, %lse, %do causal scale = 0.5 : tensor<2x6x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x6x4x8xbf16>, tensor<2x6x4xf32>, tensor<2x6x4x8xbf16> -> tensor<2x6x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
+  return %o, %lse, %dq, %dk, %dv : tensor<2x6x4x8xbf16>, tensor<2x6x4xf32>, tensor<2x6x4x8xbf16>, tensor<2x2x4x8xbf16>, tensor<2x2x4x8xbf16>
 }

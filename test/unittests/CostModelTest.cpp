@@ -325,6 +325,29 @@ func.func @cross(%q: tensor<2x3x5x8xf32>, %kv: tensor<2x3x7x8xf32>) -> tensor<2x
   EXPECT_EQ(timeline->deviceBytesAt(2), 7 * 1024);
 }
 
+TEST_F(AnalysisTest, GroupedQueryAttentionCountsQueryHeadsAndKVBytes) {
+  // 8 query heads over 2 key/value heads: the products run once per query
+  // head (as many FLOPs as with 8 key/value heads), but k, v, dk and dv
+  // move a quarter of the bytes.
+  auto module = parse(R"mlir(
+!q = tensor<8x16x32xbf16>
+!kv = tensor<2x16x32xbf16>
+func.func @gqa(%q: !q, %k: !kv, %v: !kv, %do: !q) -> (!q, !kv, !kv) {
+  %o, %lse = dc.attention %q, %k, %v causal scale = 0.25 : !q, !kv, !kv -> !q, tensor<8x16xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %v, %o, %lse, %do causal scale = 0.25 : !q, !kv, !kv, !q, tensor<8x16xf32>, !q -> !q, !kv, !kv
+  return %dq, %dk, %dv : !q, !kv, !kv
+}
+)mlir");
+  func::FuncOp gqa = getFunc(*module, "gqa");
+  Operation *forward = opAt(gqa, 0), *backward = opAt(gqa, 1);
+  EXPECT_EQ(CostModel::countFlops(forward), 4.0 * 8 * 16 * 16 * 32 / 2);
+  EXPECT_EQ(CostModel::countFlops(backward), 2.5 * 4.0 * 8 * 16 * 16 * 32 / 2);
+  // q and o 8 KiB each, k and v 2 KiB each, lse 512 bytes; the backward
+  // adds do and dq (8 KiB each) and dk, dv (2 KiB each).
+  EXPECT_EQ(CostModel::countBytes(forward), 2 * 8192 + 2 * 2048 + 512);
+  EXPECT_EQ(CostModel::countBytes(backward), 4 * 8192 + 4 * 2048 + 512);
+}
+
 //===----------------------------------------------------------------------===//
 // Slices and loops
 //===----------------------------------------------------------------------===//

@@ -27,6 +27,12 @@ PRESETS = {
               seq=2048),
     "B": dict(layers=8, dim=4096, ffn=11008, heads=32, vocab=32000, batch=1,
               seq=1024),
+    # Llama-3's shapes (grouped-query attention: 8 key/value heads), one
+    # sequence of 4096 tokens.
+    "8b": dict(layers=32, dim=4096, ffn=14336, heads=32, kv_heads=8,
+               vocab=128256, batch=1, seq=4096),
+    "70b": dict(layers=80, dim=8192, ffn=28672, heads=64, kv_heads=8,
+                vocab=128256, batch=1, seq=4096),
 }
 
 RMS_EPS = 1e-5
@@ -369,6 +375,10 @@ class LlamaStep:
         self.elt = cfg.dtype
         self.n_tok = cfg.batch * cfg.seq
         self.head_dim = cfg.dim // cfg.heads
+        # Grouped-query attention: kv_heads key/value heads, each shared by
+        # `group` query heads (Llama-3's repeat_kv order).
+        self.kv_dim = cfg.kv_heads * self.head_dim
+        self.group = cfg.heads // cfg.kv_heads
         self.attn_scale = 1.0 / math.sqrt(self.head_dim)
 
     # -- shared pieces --------------------------------------------------------
@@ -453,31 +463,72 @@ class LlamaStep:
 
     # -- attention ------------------------------------------------------------
 
-    def split_heads(self, hint, x):
-        """[B*S, D] -> [B*H, S, Dh] (expand, transpose, collapse)."""
+    def split_heads(self, hint, x, heads=None):
+        """[B*S, heads*Dh] -> [B*heads, S, Dh] (expand, transpose, collapse);
+        heads defaults to the query heads."""
         c, e = self.cfg, self.e
+        heads = heads or c.heads
         x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2, 3]],
-                      [c.batch, c.seq, c.heads, self.head_dim])
+                      [c.batch, c.seq, heads, self.head_dim])
         xt = e.transpose(f"{hint}_t", x4, [0, 2, 1, 3])
         return e.collapse(hint, xt, [[0, 1], [2], [3]])
 
-    def merge_heads(self, hint, x):
-        """[B*H, S, Dh] -> [B*S, D]."""
+    def merge_heads(self, hint, x, heads=None):
+        """[B*heads, S, Dh] -> [B*S, heads*Dh]."""
         c, e = self.cfg, self.e
+        heads = heads or c.heads
         x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2], [3]],
-                      [c.batch, c.heads, c.seq, self.head_dim])
+                      [c.batch, heads, c.seq, self.head_dim])
         xt = e.transpose(f"{hint}_t", x4, [0, 2, 1, 3])
         return e.collapse(hint, xt, [[0, 1], [2, 3]])
 
+    def qkv_columns(self):
+        """(name, first column, width) of q, k, v in the fused projection."""
+        d, kv = self.cfg.dim, self.kv_dim
+        return (("q", 0, d), ("k", d, kv), ("v", d + kv, kv))
+
+    def repeat_kv(self, hint, x):
+        """[B*Hkv, S, Dh] -> [B*H, S, Dh], each key/value head repeated for
+        the `group` query heads that share it (a broadcast generic)."""
+        if self.group == 1:
+            return x
+        e = self.e
+        rows, seq, dh = x.shape
+        init = e.empty([rows, self.group, seq, dh], x.elt)
+        rep = e.generic(f"{hint}_rep", [x], [init], [[0, 2, 3]],
+                        [[0, 1, 2, 3]], ["parallel"] * 4,
+                        lambda b: [b.ins[0]])
+        return e.collapse(hint, rep, [[0, 1], [2], [3]])
+
+    def sum_groups(self, hint, x):
+        """The inverse's gradient: [B*H, S, Dh] summed over each group of
+        query heads into [B*Hkv, S, Dh] (f32 accumulation, rounded once)."""
+        if self.group == 1:
+            return x
+        e = self.e
+        rows, seq, dh = x.shape
+        x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2], [3]],
+                      [rows // self.group, self.group, seq, dh])
+        init = e.filled([rows // self.group, seq, dh], "f32", 0.0)
+        acc = e.generic(f"{hint}_acc", [x4], [init], [[0, 1, 2, 3]],
+                        [[0, 2, 3]],
+                        ["parallel", "reduction", "parallel", "parallel"],
+                        lambda b: [b.add(b.acc(), b.load(0))])
+        return self.to_param_type(hint, acc)
+
     def attention(self, p, x, w_qkv, w_o):
-        """Causal multi-head attention on normed x; returns the output and
-        what backward needs."""
-        e, d, n = self.e, self.cfg.dim, self.n_tok
+        """Causal multi-head (grouped-query when kv_heads < heads) attention
+        on normed x; returns the output and what backward needs."""
+        e, c, n = self.e, self.cfg, self.n_tok
         qkv = e.matmul(f"{p}_qkv", x, w_qkv)
         q, k, v = (self.split_heads(
-            f"{p}_{name}", e.extract_slice(f"{p}_{name}_2d", qkv, [0, i * d],
-                                           [n, d]))
-            for i, name in enumerate("qkv"))
+            f"{p}_{name}", e.extract_slice(f"{p}_{name}_2d", qkv, [0, first],
+                                           [n, width]),
+            c.heads if name == "q" else c.kv_heads)
+            for name, first, width in self.qkv_columns())
+        if self.cfg.attention == "decomposed":
+            k = self.repeat_kv(f"{p}_k_rep", k)
+            v = self.repeat_kv(f"{p}_v_rep", v)
         if self.cfg.attention == "fused":
             heads_out, lse = e.attention(f"{p}_ctx", q, k, v,
                                          self.attn_scale)
@@ -519,7 +570,7 @@ class LlamaStep:
 
     def attention_backward(self, p, x, w_qkv, w_o, saved, dout):
         """Returns (dx, dw_qkv, dw_o) for dout = d(attention output)."""
-        e, d, n = self.e, self.cfg.dim, self.n_tok
+        e, c, n = self.e, self.cfg, self.n_tok
         dw_o = e.matmul(f"{p}_dwo", saved["ctx"], dout, transpose_a=True)
         dctx = self.split_heads(
             f"{p}_dctx", e.matmul(f"{p}_dctx_2d", dout, w_o, transpose_b=True))
@@ -529,10 +580,13 @@ class LlamaStep:
                 saved["lse"], dctx, self.attn_scale)
         else:
             dq, dk, dv = self.decomposed_attention_backward(p, saved, dctx)
-        dqkv = e.empty([n, 3 * d], self.elt)
-        for i, (name, g) in enumerate((("dq", dq), ("dk", dk), ("dv", dv))):
+            dk = self.sum_groups(f"{p}_dk_sum", dk)
+            dv = self.sum_groups(f"{p}_dv_sum", dv)
+        dqkv = e.empty([n, c.dim + 2 * self.kv_dim], self.elt)
+        for (name, first, _), g in zip(self.qkv_columns(), (dq, dk, dv)):
             dqkv = e.insert_slice(f"{p}_dqkv", self.merge_heads(
-                f"{p}_{name}_2d", g), dqkv, [0, i * d])
+                f"{p}_d{name}_2d", g, c.heads if name == "q" else c.kv_heads),
+                dqkv, [0, first])
         dw_qkv = e.matmul(f"{p}_dwqkv", x, dqkv, transpose_a=True)
         dx = e.matmul(f"{p}_dx", dqkv, w_qkv, transpose_b=True)
         return dx, dw_qkv, dw_o
@@ -764,7 +818,9 @@ LAYER_PARAMS = ("attn_norm", "attn.wqkv", "attn.wo", "mlp_norm", "mlp.w_gate",
 
 def parameter_specs(c):
     """(name, shape) of every parameter, in #dc.param id order."""
-    layer_shapes = {"attn_norm": [c.dim], "attn.wqkv": [c.dim, 3 * c.dim],
+    kv_dim = c.kv_heads * (c.dim // c.heads)
+    layer_shapes = {"attn_norm": [c.dim],
+                    "attn.wqkv": [c.dim, c.dim + 2 * kv_dim],
                     "attn.wo": [c.dim, c.dim], "mlp_norm": [c.dim],
                     "mlp.w_gate": [c.dim, c.ffn], "mlp.w_up": [c.dim, c.ffn],
                     "mlp.w_down": [c.ffn, c.dim]}
@@ -785,7 +841,9 @@ def generate(c):
     out = [
         "// Llama-style decoder training step, generated by dc-gen-llama.",
         f"// config: layers={c.layers} dim={c.dim} ffn={c.ffn} "
-        f"heads={c.heads} vocab={c.vocab} batch={c.batch} seq={c.seq} "
+        f"heads={c.heads}" +
+        (f" kv_heads={c.kv_heads}" if c.kv_heads != c.heads else "") +
+        f" vocab={c.vocab} batch={c.batch} seq={c.seq} "
         f"dtype={c.dtype}" +
         (" attention=fused" if c.attention == "fused" else ""),
         f"// parameters: {count}{millions} in {len(params)} tensors",
@@ -821,6 +879,10 @@ def parse_args(argv):
                     help="preset sizes; the options below override them")
     for key in ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq"):
         ap.add_argument(f"--{key}", type=int)
+    ap.add_argument("--kv-heads", type=int,
+                    help="key/value heads (grouped-query attention: each is "
+                    "shared by heads / kv-heads query heads; default: the "
+                    "preset's, else --heads)")
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
                     help="element type of parameters and activations")
     ap.add_argument("--attention", choices=["decomposed", "fused"],
@@ -830,11 +892,19 @@ def parse_args(argv):
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
-    for key, value in PRESETS[args.config].items():
+    preset = PRESETS[args.config]
+    for key, value in preset.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
         if getattr(args, key) <= 0:
-            ap.error(f"--{key} must be positive")
+            ap.error(f"--{key.replace('_', '-')} must be positive")
+    if args.kv_heads is None:  # a multi-head preset
+        args.kv_heads = args.heads
+    if args.kv_heads <= 0:
+        ap.error("--kv-heads must be positive")
+    if args.heads % args.kv_heads:
+        ap.error(f"--heads ({args.heads}) must be a multiple of --kv-heads "
+                 f"({args.kv_heads})")
     if args.dim % args.heads:
         ap.error(f"--dim ({args.dim}) must be a multiple of --heads "
                  f"({args.heads})")

@@ -16,8 +16,17 @@ static ShapedType getLSEType(Value q) {
   return RankedTensorType::get(type.getShape().drop_back(), f32);
 }
 
+int64_t dc::getAttentionKVGroup(ShapedType q, ShapedType k) {
+  int64_t batchDim = q.getRank() - 3;
+  if (batchDim < 0 || k.getRank() != q.getRank() || k.getDimSize(batchDim) <= 0)
+    return 1;
+  return q.getDimSize(batchDim) / k.getDimSize(batchDim);
+}
+
 /// Checks what dc.attention and dc.attention_grad share: q [..., Sq, D],
-/// k and v [..., Sk, D] with q's batch dims and element type, a causal mask
+/// k and v [..., Sk, D] with q's element type and batch dims, except that
+/// q's innermost batch dim may be a multiple of k's (grouped-query
+/// attention: that many query heads share a key/value head), a causal mask
 /// only on a square score matrix, a finite scale.
 static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
                                              Value v, bool causal,
@@ -39,9 +48,19 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k,
     return op->emitOpError()
            << "q, k and v must have one element type, got "
            << qType.getElementType() << " and " << kType.getElementType();
-  if (qType.getShape().drop_back(2) != kType.getShape().drop_back(2))
+  ArrayRef<int64_t> qBatch = qType.getShape().drop_back(2);
+  ArrayRef<int64_t> kBatch = kType.getShape().drop_back(2);
+  if (qBatch.drop_back() != kBatch.drop_back())
     return op->emitOpError() << "q " << qType << " and k " << kType
-                             << " must have the same batch dims";
+                             << " must have the same batch dims but the "
+                                "innermost";
+  // Empty k heads only go with empty q heads (no grouping, nothing to do).
+  if (kBatch.back() == 0 ? qBatch.back() != 0
+                         : qBatch.back() % kBatch.back() != 0)
+    return op->emitOpError()
+           << "the innermost batch dim of q (" << qBatch.back()
+           << ", query heads) must be a multiple of k's (" << kBatch.back()
+           << ", key/value heads), got q " << qType << " and k " << kType;
   if (qType.getShape().back() != kType.getShape().back())
     return op->emitOpError()
            << "q head dim " << qType.getShape().back()

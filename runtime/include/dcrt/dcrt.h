@@ -217,17 +217,23 @@ void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
  * stream, the semantics of dc.attention and dc.attention_grad. All fields
  * are int64_t so compiled code builds the struct as an array. Dense
  * row-major buffers: q, o, dO, dq are [batch, seq_q, head_dim]; k, v, dk,
- * dv [batch, seq_k, head_dim], all of `dtype` (f32, bf16 or f16); lse is
- * f32 [batch, seq_q]. `batch` is the product of every leading dim (batch
- * times heads). With z = scale q k^T (-inf where key j > query i when
- * causal = 1, which needs seq_q == seq_k):
+ * dv [batch_kv, seq_k, head_dim], all of `dtype` (f32, bf16 or f16); lse is
+ * f32 [batch, seq_q]. `batch` is the product of every leading dim of q
+ * (batch times query heads), `batch_kv` that of k (batch times key/value
+ * heads): grouped-query attention when smaller, with batch a multiple of
+ * it; q's batch entry b reads k/v's entry b / (batch / batch_kv). 0 means
+ * batch (no grouping). With z = scale q k^T (-inf where key j > query i
+ * when causal = 1, which needs seq_q == seq_k):
  *   forward:  lse[i] = log sum_j exp(z[i, j]) (natural log),
  *             o[i] = sum_j exp(z[i, j] - lse[i]) v[j];
  *   backward: p = exp(z - lse), delta[i] = sum_d dO[i, d] o[i, d],
  *             dv = p^T dO, ds = scale p (dO v^T - delta),
- *             dq = ds k, dk = ds^T q (overwritten, not accumulated).
+ *             dq = ds k, dk = ds^T q (overwritten, not accumulated; with
+ *             grouping, dk and dv of a k/v entry sum over the q entries
+ *             that read it).
  * struct_size is sizeof(dcrt_attention_desc) as the caller was compiled
- * (64 today); fields are only ever appended. `scale_f32_bits` holds the
+ * (72 today; 64 before batch_kv, which such a caller does not have and is
+ * read as 0); fields are only ever appended. `scale_f32_bits` holds the
  * IEEE-754 single-precision bits of the scale in its low 32 bits (upper 32
  * zero), so that the struct stays integers. The cuda backend runs bf16 and
  * f16 through cuDNN's fused flash-attention graphs (built once per
@@ -240,6 +246,7 @@ typedef struct dcrt_attention_desc {
   int64_t batch, seq_q, seq_k, head_dim;
   int64_t causal;
   int64_t scale_f32_bits;
+  int64_t batch_kv; /* since struct_size 72 */
 } dcrt_attention_desc;
 void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
                         const void *k, const void *v, void *o, float *lse);

@@ -21,7 +21,16 @@ def DC_AttentionOp : DC_Op<"attention", [Pure]> {
     ```
 
     `q` is `[..., Sq, D]`, `k` and `v` are `[..., Sk, D]` with the same
-    batch dims and element type; `o` has the type of `q`. `lse` is the f32
+    batch dims and element type; `o` has the type of `q`.
+
+    Grouped-query attention (Llama-3, Mistral): the innermost batch dim of
+    `k` and `v` (the key/value heads) may divide that of `q` (the query
+    heads) instead of equalling it; with `G` query heads per key/value head,
+    query head `h` reads key/value head `h / G` (PyTorch's `repeat_kv`
+    order). In row-major order over all batch dims, query batch entry `b`
+    reads key/value batch entry `b / G`, so `[B*H, S, D]` against
+    `[B*Hkv, S, D]` means the same as `[B, H, S, D]` against
+    `[B, Hkv, S, D]`. `lse` is the f32
     log-sum-exp of each query row, `[..., Sq]`: it is all `dc.attention_grad`
     needs besides `o` to recompute the probabilities, so no `Sq x Sk` tensor
     outlives the op. `causal` masks key `j > i` and needs `Sq == Sk`.
@@ -67,7 +76,9 @@ def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
     ```
 
     `o` and `do` have the type of `q`; `dq`, `dk`, `dv` the types of `q`, `k`,
-    `v`.
+    `v`. With grouped-query attention (fewer key/value heads than query
+    heads, see `dc.attention`) `dk` and `dv` of a key/value head sum the
+    products above over the query heads of its group.
 
     ```mlir
     %dq, %dk, %dv = dc.attention_grad %q, %k, %v, %o, %lse, %do causal
@@ -115,7 +126,8 @@ def DC_AttentionIntoOp : DC_Op<"attention_into"> {
     call (`dc-compile --target=h200`, bf16 and f16: `dcrt_attention_fwd`,
     cuDNN's flash attention). Reads `q`, `k`, `v` and writes `o` and `lse`,
     dense buffers with the shapes and element types `dc.attention` gives its
-    operands and results; the same `scale` and `causal`. One-Shot Bufferize
+    operands and results (k and v may have fewer heads: grouped-query
+    attention); the same `scale` and `causal`. One-Shot Bufferize
     makes it from a `dc.attention` that `dc-expand-attention` left fused,
     with `o` and `lse` freshly allocated; `dc-to-dcrt` lowers it.
 

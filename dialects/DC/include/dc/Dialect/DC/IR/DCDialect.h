@@ -78,6 +78,14 @@ bool isHostBuffer(mlir::Type type);
 mlir::Type getHostValueType(mlir::Type device);
 mlir::Type getDeviceValueType(mlir::Type host);
 
+/// Grouped-query attention: how many query batch entries share one k/v
+/// batch entry of a dc.attention-family op whose q is `q` and k is `k`
+/// ([batch..., seq, head_dim] each; the innermost batch dim of q is that
+/// many times k's, every other batch dim equal). Query batch entry b, in
+/// row-major order over the batch dims, reads k/v batch entry b / group.
+/// 1 without grouping; only meaningful on operands that verify.
+int64_t getAttentionKVGroup(mlir::ShapedType q, mlir::ShapedType k);
+
 /// ceil(numel / parts): the local element count of a shard.
 inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
   return (numel + parts - 1) / parts;
