@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Tests of bench/kernel_table.py and bench/calibrate.py on a hand-made
+profiled IR, profile, peer JSON and predicted trace: which products and
+kernels they find, the sums and ratios they print, and the refusal of a
+trace that does not match the IR.
+
+  python3 bench/test_kernel_tables.py
+"""
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import calibrate  # noqa: E402
+import kernel_table  # noqa: E402
+
+# The shape of what dc-compile prints before dc-profile-ops: top-level ops
+# indented by 4, bodies deeper. Counted ops: fill, generic, two matmuls,
+# dc.attention (dc.gather_start is not counted).
+IR = """#map = affine_map<(d0, d1) -> (d0, d1)>
+#map1 = affine_map<(d0, d1) -> (d0)>
+#map6 = affine_map<(d0, d1, d2) -> (d2, d0)>
+#map7 = affine_map<(d0, d1, d2) -> (d2, d1)>
+#map8 = affine_map<(d0, d1, d2) -> (d0, d1)>
+module {
+  func.func @train_step(%x: tensor<8192x2048xbf16>) {
+    %f = dc.gather_start %p : tensor<2048x6144xbf16>
+    %0 = linalg.fill ins(%cst : f32) outs(%e : tensor<8192xf32>) -> tensor<8192xf32>
+    %1 = linalg.generic {indexing_maps = [#map, #map1], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<8192x2048xbf16>) outs(%0 : tensor<8192xf32>) {
+    ^bb0(%in: bf16, %out: f32):
+      %a = arith.extf %in : bf16 to f32
+      %b = arith.mulf %a, %a : f32
+      %c = arith.addf %out, %b : f32
+      linalg.yield %c : f32
+    } -> tensor<8192xf32>
+    %2 = linalg.matmul ins(%x, %w : tensor<8192x2048xbf16>, tensor<2048x6144xbf16>) outs(%y : tensor<8192x6144xbf16>) -> tensor<8192x6144xbf16>
+    %3 = linalg.matmul indexing_maps = [#map6, #map7, #map8] ins(%x, %dy : tensor<8192x2048xbf16>, tensor<8192x6144xbf16>) outs(%dw : tensor<2048x6144xbf16>) -> tensor<2048x6144xbf16>
+    %o, %lse = dc.attention %q, %k, %v causal scale = 0.125 : tensor<64x2048x128xbf16>, tensor<64x2048x128xbf16>, tensor<64x2048x128xbf16> -> tensor<64x2048x128xbf16>, tensor<64x2048xf32>
+  }
+}
+"""
+FLOP = 2 * 8192 * 6144 * 2048
+
+
+class Files:
+    def __init__(self, directory):
+        self.dir = directory
+
+    def write(self, name, value):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(value if isinstance(value, str) else json.dumps(value))
+        return path
+
+
+def run(main, argv):
+    out = io.StringIO()
+    old = sys.argv
+    sys.argv = argv
+    try:
+        with contextlib.redirect_stdout(out):
+            main()
+    finally:
+        sys.argv = old
+    return out.getvalue()
+
+
+class KernelTableTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.files = Files(self.tmp.name)
+        self.ir = self.files.write("step.mlir", IR)
+        # Seconds per counted op, keyed as dc-run writes them.
+        self.profile = self.files.write("profile.json", {"ops": {
+            "train_step:0": 5e-6, "train_step:1": 22e-6,
+            "train_step:2": 250e-6, "train_step:3": 300e-6,
+            "train_step:4": 150e-6}})
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_products_with_their_transposes(self):
+        shapes = kernel_table.gemm_shapes(self.ir)
+        self.assertEqual(
+            sorted((g["m"], g["n"], g["k"], g["ta"], g["tb"], g["count"])
+                   for g in shapes),
+            [(2048, 6144, 8192, True, False, 1),
+             (8192, 6144, 2048, False, False, 1)])
+
+    def test_table_against_the_peer(self):
+        peer = {"torch": "t", "device": "d", "copy_bytes_per_s": 4e12,
+                "ops": {name: {"inductor_ms": 0.02, "eager_ms": 0.1,
+                               "bytes": 8e7}
+                        for name in kernel_table.NAMED},
+                "gemms": [dict(m=8192, n=6144, k=2048, ta=False, tb=False,
+                               torch_ms=0.3),
+                          dict(m=2048, n=6144, k=8192, ta=True, tb=False,
+                               torch_ms=0.3)]}
+        text = run(kernel_table.main, [
+            "kernel_table.py", self.ir, self.profile,
+            self.files.write("peer.json", peer)])
+        # The norm needs four kernels; this step has two of them.
+        self.assertIn("| rmsnorm forward | (not found in the step) |", text)
+        # 250 us against 300: torch / dc = 1.2; 300 against 300: 1.
+        self.assertIn("| 8192 x 6144 x 2048 (-) | 1 | 250.0 us | 300.0 us "
+                      f"| {FLOP / 250e-6 / 1e12:.0f} | 1.200 |", text)
+        self.assertIn("| 2048 x 6144 x 8192 (A) | 1 | 300.0 us | 300.0 us",
+                      text)
+        self.assertIn("dc 0.55 ms, torch.matmul 0.60 ms: dc at 109.1% of "
+                      "torch.matmul's speed", text)
+
+
+class CalibrateTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.files = Files(self.tmp.name)
+        self.ir = self.files.write("step.mlir", IR)
+        self.profile = self.files.write("profile.json", {"ops": {
+            "train_step:0": 5e-6, "train_step:1": 22e-6,
+            "train_step:2": 250e-6, "train_step:3": 300e-6,
+            "train_step:4": 150e-6}})
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def trace(self, names, durations):
+        # dc-report numbers every op (the gather too); compute events only
+        # for the counted ones, in order.
+        events = [{"ph": "X", "cat": "compute", "dur": dur,
+                   "args": {"index": i + 1, "op": name, "bytes": 1000}}
+                  for i, (name, dur) in enumerate(zip(names, durations))]
+        events.append({"ph": "X", "cat": "collective", "dur": 7,
+                       "args": {"index": 0, "op": "dc.gather_start"}})
+        return self.files.write("predicted.json", {"traceEvents": events})
+
+    def test_by_kind(self):
+        names = ["linalg.fill", "linalg.generic", "linalg.matmul",
+                 "linalg.matmul", "dc.attention"]
+        text = run(calibrate.main, [
+            "calibrate.py", self.ir, self.profile,
+            self.trace(names, [10, 20, 200, 200, 100])])
+        # Products: 0.4 ms predicted, 0.55 measured, 2 x FLOP in 0.55 ms.
+        self.assertIn(f"| matrix products | 2 | 0.40 | 0.55 | 1.38 | "
+                      f"{2 * FLOP / 550e-6 / 1e12:.0f} TFLOP/s |", text)
+        self.assertIn("| row reductions | 1 | 0.02 | 0.02 | 1.10 |", text)
+        self.assertIn("| attention forward | 1 | 0.10 | 0.15 | 1.50 |", text)
+        self.assertIn("| all | 5 | 0.53 | 0.73 | 1.37 | |", text)
+
+    def test_refuses_a_trace_of_another_step(self):
+        names = ["linalg.fill", "linalg.matmul", "linalg.generic",
+                 "linalg.matmul", "dc.attention"]
+        with self.assertRaises(SystemExit) as raised:
+            run(calibrate.main, ["calibrate.py", self.ir, self.profile,
+                                 self.trace(names, [1] * 5)])
+        self.assertIn("not the profiled IR's", str(raised.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
