@@ -70,7 +70,9 @@ def run(main, argv):
     return out.getvalue()
 
 
-class KernelTableTest(unittest.TestCase):
+class StepFiles(unittest.TestCase):
+    """The hand-made IR and its measured profile in a temporary folder."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.files = Files(self.tmp.name)
@@ -84,6 +86,8 @@ class KernelTableTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
+
+class KernelTableTest(StepFiles):
     def test_products_with_their_transposes(self):
         shapes = kernel_table.gemm_shapes(self.ir)
         self.assertEqual(
@@ -115,19 +119,7 @@ class KernelTableTest(unittest.TestCase):
                       "torch.matmul's speed", text)
 
 
-class CalibrateTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-        self.files = Files(self.tmp.name)
-        self.ir = self.files.write("step.mlir", IR)
-        self.profile = self.files.write("profile.json", {"ops": {
-            "train_step:0": 5e-6, "train_step:1": 22e-6,
-            "train_step:2": 250e-6, "train_step:3": 300e-6,
-            "train_step:4": 150e-6}})
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class CalibrateTest(StepFiles):
     def trace(self, names, durations):
         # dc-report numbers every op (the gather too); compute events only
         # for the counted ones, in order.
