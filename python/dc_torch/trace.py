@@ -5,6 +5,7 @@ composite ops (softmax, layer norm, GELU, ... and their backwards) into
 the basic ones lower.py maps to MLIR."""
 
 import contextlib
+import inspect
 import linecache
 import os
 import sys
@@ -172,6 +173,87 @@ def capture(model, tokens, targets, loss_fn=default_loss):
     inputs = [t.detach().clone().requires_grad_() for _, t in params.trainable]
     inputs += [t.detach().clone() for _, t in params.frozen]
     inputs += [tokens, targets]
+    # Python control flow on a tensor's value (`if (x == 0).all():`, as
+    # Hugging Face's mask helpers do on position ids) reads the value on the
+    # host. make_fx (torch 2.x) may read it from the real tensors it traces
+    # with; _host_reads then accepts the read only where the value depends
+    # on no input of the step (it is the same in every step) and drops it.
+    options = {}
+    if "_error_on_data_dependent_ops" in inspect.signature(make_fx).parameters:
+        options["_error_on_data_dependent_ops"] = False
     with fused_attention(), recorder.installed():
-        graph = make_fx(step, decomposition_table=decompositions())(*inputs)
+        try:
+            graph = make_fx(step, decomposition_table=decompositions(),
+                            **options)(*inputs)
+        except RuntimeError as e:
+            if "value out of a tracing tensor" not in str(e):
+                raise
+            raise ExportError(
+                "the model reads a tensor's value in Python while tracing "
+                f"(data-dependent control flow), at {_user_frame(e)}; this "
+                f"torch ({torch.__version__}) cannot read values while "
+                "tracing (torch 2.x can, where the value depends on no input "
+                "of the step): compute it with tensor ops (torch.where)") \
+                from None
+    _host_reads(graph, params, n_train)
     return graph, params
+
+
+_SCALAR_READS = ("_local_scalar_dense", "item")
+
+
+def _host_reads(graph_module, params, n_train):
+    """Each value the model read on the host while tracing (a
+    _local_scalar_dense node) is checked: one computed from a parameter, a
+    buffer or the data is an error (the traced branch would hold for these
+    example values only); one computed from constants alone (torch.arange)
+    is the same in every step, so the read and the ops that fed only it are
+    dropped."""
+    from .errors import where
+    graph = graph_module.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    names = ([f"parameter '{name}'" for name, _ in params.trainable]
+             + [f"buffer '{name}'" for name, _ in params.frozen]
+             + ["the tokens", "the targets"])
+    role = dict(zip(placeholders, names))
+    reads = [n for n in graph.nodes if n.op == "call_function"
+             and getattr(n.target, "__name__", "").split(".")[0]
+             in _SCALAR_READS]
+    for read in reads:
+        stack, seen = [read], set()
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in role:
+                raise ExportError(
+                    f"the model reads the value of a tensor computed from "
+                    f"{role[n]} in Python (data-dependent control flow), at "
+                    f"{where(read)}; a dc step is one static graph for every "
+                    "step's data: compute it with tensor ops (torch.where)")
+            stack.extend(n.all_input_nodes)
+    dead = list(reads)
+    while dead:
+        n = dead.pop()
+        if n.users:
+            continue
+        inputs = n.all_input_nodes
+        graph.erase_node(n)
+        dead.extend(i for i in inputs if i.op == "call_function")
+    graph_module.recompile()
+
+
+def _user_frame(error):
+    """'file:line in function: source' of the innermost frame of the
+    model's code in an exception's traceback."""
+    found, tb = None, error.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if not (file.startswith(_TORCH_DIR) or file.startswith(_OWN_DIR)
+                or file.startswith("<")):
+            source = linecache.getline(file, tb.tb_lineno).strip()
+            found = (f"model source {file}:{tb.tb_lineno} in "
+                     f"{tb.tb_frame.f_code.co_name}: {source}")
+        tb = tb.tb_next
+    return found or "an unknown line"

@@ -90,3 +90,17 @@ class SliceAssigned(Base):
 
 
 slice_assigned = SliceAssigned
+
+
+class BranchOnData(Base):
+    """Python control flow on the tokens' values: one trace cannot hold
+    every step's branch."""
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        if (tokens > 3).any():
+            x = x * 2
+        return self.head(x)
+
+
+branch_on_data = BranchOnData

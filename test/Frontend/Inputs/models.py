@@ -153,3 +153,24 @@ def llama_buffered():
 
 def gpt2():
     return GPT2Block()
+
+
+class BranchOnPositions(nn.Module):
+    """Python control flow on a value computed from torch.arange alone, as
+    Hugging Face's mask helpers branch on position ids: the same in every
+    step, so the export reads it once and keeps the branch taken."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(13, 16)
+        self.head = nn.Linear(16, 13)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1])
+        x = self.embed(tokens)
+        if (torch.diff(positions) == 1).all():
+            x = x * 2
+        return self.head(x)
+
+
+branch_on_positions = BranchOnPositions
