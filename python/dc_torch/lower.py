@@ -433,6 +433,32 @@ def slice_(L, node, args, kwargs):
     return L.m.extract_slice(x, offsets, shape, strides)
 
 
+def split_with_sizes(L, node, args, kwargs):
+    """x.split([n0, n1, ...], dim): one slice per size (torch 2.x's own
+    decomposition of split makes as_strided views)."""
+    x, sizes = args[0], list(args[1])
+    dim = (args[2] if len(args) > 2 else kwargs.get("dim", 0)) % x.rank
+    parts, start = [], 0
+    for size in sizes:
+        shape = list(x.shape)
+        shape[dim] = size
+        offsets = [0] * x.rank
+        offsets[dim] = start
+        parts.append(x if size == x.shape[dim] else
+                     L.m.extract_slice(x, offsets, shape, [1] * x.rank))
+        start += size
+    return parts
+
+
+def split(L, node, args, kwargs):
+    """x.split(n, dim): slices of n along dim, the last one shorter."""
+    x, size = args[0], args[1]
+    dim = (args[2] if len(args) > 2 else kwargs.get("dim", 0)) % x.rank
+    total = x.shape[dim]
+    sizes = [min(size, total - i) for i in range(0, total, size)] or [0]
+    return split_with_sizes(L, node, [x, sizes, dim], {})
+
+
 def select(L, node, args, kwargs):
     x, dim, index = args[0], args[1] % args[0].rank, args[2]
     index %= x.shape[dim]
@@ -762,6 +788,7 @@ OPS = {
     "lift_fresh_copy.default": identity,
     "permute.default": permute, "expand.default": expand,
     "slice.Tensor": slice_, "select.int": select,
+    "split.Tensor": split, "split_with_sizes.default": split_with_sizes,
     "slice_backward.default": slice_backward,
     "select_backward.default": select_backward, "cat.default": cat,
     "ones.default": full_like_value(1), "zeros.default": full_like_value(0),

@@ -25,7 +25,7 @@ DECOMPOSED = [
     "_log_softmax", "_log_softmax_backward_data", "_softmax",
     "_softmax_backward_data", "native_layer_norm", "native_layer_norm_backward",
     "gelu", "gelu_backward", "silu", "silu_backward", "sigmoid_backward",
-    "tanh_backward", "masked_fill", "split", "split_with_sizes", "unbind",
+    "tanh_backward", "masked_fill", "unbind",
     "t", "transpose", "rsub", "detach", "addmm", "rms_norm",
     "_fused_rms_norm", "logsumexp", "std", "var", "outer",
 ]

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On a GPU machine: the steps bench/pack-budget-artifacts.sh compiled (config
+# A on one H200 at 20-40% under its no-offload step peak: offload only,
+# recompute only, both) timed by dc-run, beside dc-report's prediction:
+# trainer step (the step, then AdamW) and peak memory, measured against
+# predicted, and the overhead over the unconstrained step. Needs the
+# runtime-only build runtime/test/gpu/run.sh makes (built here if absent).
+#
+#   bash bench/gpu_budget_bench.sh OUT
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: gpu_budget_bench.sh OUT}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+BUILD=${BUILD:-build-gpu}
+if [ ! -x "$BUILD/bin/dc-run" ]; then
+  cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
+    ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+ART=${ART:-.gpu-artifacts/budget}
+for so in "$ART"/*.so; do
+  name=$(basename "$so" .so)
+  echo "== $name"
+  timeout "${RUN_TIMEOUT_S:-150}" stdbuf -oL -eL "$BUILD/bin/dc-run" --nproc 1 "$so" --steps 6 \
+    --vocab 32000 > "$OUT/$name.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$name.log"; }
+  grep -E "^step=6" "$OUT/$name.log"
+done
+python3 bench/budget_table.py "$ART" "$OUT" | tee "$OUT/budget-table.md"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Config A (16 layers, bf16, fused attention) on one GPU under a smaller
+# device-memory budget: 20, 30 and 40% under its no-offload step peak, each
+# planned three ways (offload only, recompute only, both: the pipeline's
+# offload-activations / recompute options), compiled --target=h200 into
+# DEST (default .gpu-artifacts/budget) with dc-report's prediction beside
+# each (NAME-report.txt). bench/gpu_budget_bench.sh runs them on the GPU.
+# The budget counts the fp32 AdamW state (12 B per parameter element) as
+# dc-compile does: budget = (1 - cut) x step peak + state.
+#
+#   bash bench/pack-budget-artifacts.sh [DEST]   (after ./build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${1:-.gpu-artifacts/budget}
+BIN=${BUILD_DIR:-build}/bin
+rm -rf "$DEST"
+mkdir -p "$DEST"
+"$BIN/dc-gen-llama" --config A --dtype bf16 --attention fused -o "$DEST/A16.mlir"
+report() { # NAME PIPELINE-OPTIONS
+  "$BIN/dc-opt" "$DEST/A16.mlir" \
+    --dc-zero3-pipeline="world-size=1 target=h200 optimizer-state-bytes=12 $2" \
+    --dc-report="target=h200 optimizer-state-bytes=12 ${3:-}" -o /dev/null > "$DEST/$1-report.txt"
+}
+report none ""
+# "peak device memory  25.53 GiB (N B) (step 14.88 GiB (S B) + optimizer state 10.65 GiB (T B))"
+read -r step state < <(sed -n 's/.*(step [^(]*(\([0-9]*\) B) + optimizer state [^(]*(\([0-9]*\) B)).*/\1 \2/p' "$DEST/none-report.txt")
+[ -n "$step" ] || { echo "no step peak in $DEST/none-report.txt"; exit 1; }
+echo "no-offload step peak $step B, optimizer state $state B"
+/usr/bin/time -f "dc-compile none: %e s" "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 \
+  --target=h200 -o "$DEST/none.so"
+for cut in ${CUTS:-20 30 40}; do
+  budget=$(( step * (100 - cut) / 100 + state ))
+  for plan in offload recompute joint; do
+    case $plan in
+      offload) opts="offload-activations=true";;
+      recompute) opts="recompute=true";;
+      joint) opts="recompute=true offload-activations=true";;
+    esac
+    name=$plan-$cut
+    report "$name" "memory-budget=$budget $opts" "memory-budget=$budget"
+    args=()
+    for o in $opts; do args+=("--$o"); done
+    /usr/bin/time -f "dc-compile $name: %e s" "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 \
+      --target=h200 --memory-budget=$budget "${args[@]}" -o "$DEST/$name.so"
+  done
+done
