@@ -277,6 +277,20 @@ bool mayAlias(Value a, Value b) {
   return x.root == y.root && x.begin < y.end && y.begin < x.end;
 }
 
+/// True when `a` and `b` are provably the same memory laid out the same
+/// way: row r of one is row r of the other. Two buffers of the step arena
+/// that overlap at different offsets (a dead buffer's bytes reused for
+/// another) are not: row r of one lands on another row of the other.
+bool sameLayout(Value a, Value b) {
+  if (a == b)
+    return true;
+  Extent x = getExtent(a), y = getExtent(b);
+  bool known = x.end != std::numeric_limits<int64_t>::max() &&
+               y.end != std::numeric_limits<int64_t>::max();
+  return known && x.root == y.root && x.begin == y.begin && x.end == y.end &&
+         a.getType() == b.getType();
+}
+
 /// True when `op` may read or write `buffer` or memory it overlaps.
 bool mayTouch(Operation *op, Value buffer) {
   return llvm::any_of(op->getOperands(), [&](Value operand) {
@@ -721,8 +735,9 @@ private:
 
   /// True if `candidate` can join `members` in one block per row: every
   /// operand of it that may overlap what another member writes (or that
-  /// it writes and another member touches) is read and written at the
-  /// same row on both sides, so no block needs another block's rows.
+  /// it writes and another member touches) is the same memory in the same
+  /// layout, read and written at the same row on both sides, so no block
+  /// needs (or overwrites) another block's rows.
   static bool joinsRowGroup(ArrayRef<RowMember> members,
                             const RowMember &candidate, unsigned rows) {
     linalg::GenericOp joining = candidate.op;
@@ -735,7 +750,8 @@ private:
             continue;
           bool writes = existing.isDpsInit(&a) || joining.isDpsInit(&b);
           if (writes && mayAlias(a.get(), b.get()) &&
-              (!isRowLocal(existing.getMatchingIndexingMap(&a), rows) ||
+              (!sameLayout(a.get(), b.get()) ||
+               !isRowLocal(existing.getMatchingIndexingMap(&a), rows) ||
                !isRowLocal(joining.getMatchingIndexingMap(&b), rows)))
             return false;
         }

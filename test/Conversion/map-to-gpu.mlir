@@ -547,3 +547,79 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
   }
   return
 }
+
+// -----
+
+// Buffers of the step arena at byte offsets: the scaled rows %y reuse the
+// bytes of %x one row (1024 bytes) further on. Row r of %y is row r + 1 of
+// %x, which another block still reads for its sum: the scale does not join
+// the reduction's kernel. Written in place (%y at %x's offset, the same
+// layout) it joins: each block reads its row before it writes it.
+// CHECK-LABEL: func.func @shifted_reuse
+// CHECK: gpu.launch
+// CHECK: gpu.all_reduce
+// CHECK: gpu.terminator
+// CHECK: gpu.launch
+// CHECK-NOT: gpu.all_reduce
+// CHECK: return
+// CHECK-LABEL: func.func @in_place
+// CHECK: gpu.launch
+// CHECK: gpu.all_reduce
+// CHECK: gpu.barrier
+// CHECK: memref.store
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @shifted_reuse(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1024 = arith.constant 1024 : index
+  %zero = arith.constant 0.0 : f32
+  %x = memref.view %arena[%c0][] : memref<16384xi8> to memref<8x512xbf16>
+  %y = memref.view %arena[%c1024][] : memref<16384xi8> to memref<8x512xbf16>
+  linalg.fill ins(%zero : f32) outs(%ss : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<8x512xbf16>, memref<8xf32>) outs(%y : memref<8x512xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+func.func @in_place(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %x = memref.view %arena[%c0][] : memref<16384xi8> to memref<8x512xbf16>
+  %y = memref.view %arena[%c0][] : memref<16384xi8> to memref<8x512xbf16>
+  linalg.fill ins(%zero : f32) outs(%ss : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<8x512xbf16>, memref<8xf32>) outs(%y : memref<8x512xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
