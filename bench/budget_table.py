@@ -23,8 +23,10 @@ def predicted(path):
         m = re.search(kind + r" activations\s+\d+, [^(\n]*\((\d+) B\)", text)
         return int(m.group(1)) if m else 0
     peak = re.search(r"peak device memory\s+[^(]*\((\d+) B\)", text)
+    step = re.search(r"\(step [^(]*\((\d+) B\) \+ optimizer state", text)
     return {"trainer": ms("trainer step"), "step": ms("predicted step"),
             "peak": int(peak.group(1)) if peak else None,
+            "step_peak": int(step.group(1)) if step else None,
             "recomputed": moved("recomputed"), "offloaded": moved("offloaded")}
 
 
@@ -56,8 +58,8 @@ def main():
                    key=lambda n: (n != "none", int(n.split("-")[1]) if "-" in n else 0, n))
     base_p = predicted(os.path.join(art, "none-report.txt"))
     base_m = measured(os.path.join(out, "none.log"))
-    print("| plan | cut | recomputed (GiB) | offloaded (GiB) | trainer step predicted (ms) | measured (ms) | measured / predicted | overhead predicted | overhead measured | peak planned (GiB) | pools measured (GiB) | device measured (GiB) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| plan | cut | recomputed (GiB) | offloaded (GiB) | trainer step predicted (ms) | measured (ms) | measured / predicted | overhead predicted | overhead measured | peak planned: step + state (GiB) | pools measured (GiB) | pools <= step planned | device measured (GiB) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         p = predicted(os.path.join(art, f"{name}-report.txt"))
         m = measured(os.path.join(out, f"{name}.log"))
@@ -68,10 +70,14 @@ def main():
             row += [f"{m['time']:.2f}", f"{m['time'] / p['trainer']:.3f}",
                     f"{(p['trainer'] / base_p['trainer'] - 1) * 100:+.1f}%",
                     f"{(m['time'] / base_m['time'] - 1) * 100:+.1f}%" if base_m else "-",
-                    gib(p["peak"]), gib(m["pools"]), gib(m["device"])]
+                    f"{gib(p['step_peak'])} + {gib(p['peak'] - p['step_peak'])}",
+                    gib(m["pools"]),
+                    "yes" if m["pools"] <= p["step_peak"] else "NO",
+                    gib(m["device"])]
         else:
             row += ["FAILED", "-", f"{(p['trainer'] / base_p['trainer'] - 1) * 100:+.1f}%",
-                    "-", gib(p["peak"]), "-", "-"]
+                    "-", f"{gib(p['step_peak'])} + {gib(p['peak'] - p['step_peak'])}",
+                    "-", "-", "-"]
         print("| " + " | ".join(row) + " |")
 
 
