@@ -22,6 +22,12 @@ import profile_by_kind
 MATMUL_SHAPES = re.compile(r"tensor<(\d+)x(\d+)x\w+>")
 
 
+def _read(path):
+    """The text of `path` (closed after reading)."""
+    with open(path) as f:
+        return f.read()
+
+
 def matmul_flops(text):
     """2 m n k of a linalg.matmul (k: the dim of A not in C)."""
     shapes = [tuple(int(d) for d in s)
@@ -41,8 +47,8 @@ def main():
     args = parser.parse_args()
     ops = [op for op in profile_by_kind.step_ops(args.ir)["train_step"]
            if profile_by_kind.is_counted(op[0])]
-    measured = json.load(open(args.profile))["ops"]
-    events = sorted((e for e in json.load(open(args.predicted))["traceEvents"]
+    measured = json.loads(_read(args.profile))["ops"]
+    events = sorted((e for e in json.loads(_read(args.predicted))["traceEvents"]
                      if e.get("ph") == "X" and e.get("cat") == "compute"),
                     key=lambda e: e["args"]["index"])
     if len(events) != len(ops) or any(

@@ -73,10 +73,16 @@ MATMUL = re.compile(
     r"outs\([^:]*: tensor<(\d+)x(\d+)xbf16>\)")
 
 
+def _read(path):
+    """The text of `path` (closed after reading)."""
+    with open(path) as f:
+        return f.read()
+
+
 def kernels(ir, profile):
     """[(kind, body, types, seconds)] of the step's counted ops."""
     ops = profile_by_kind.step_ops(ir)["train_step"]
-    times = json.load(open(profile))["ops"]
+    times = json.loads(_read(profile))["ops"]
     counted = [op for op in ops if profile_by_kind.is_counted(op[0])]
     result = []
     for i, (name, text) in enumerate(counted):
@@ -101,7 +107,7 @@ def matmul_key(text, maps):
 
 
 def affine_maps(ir):
-    return dict(re.findall(r"^(#\w+) = affine_map<(.*)>$", open(ir).read(),
+    return dict(re.findall(r"^(#\w+) = affine_map<(.*)>$", _read(ir),
                            re.M))
 
 
@@ -145,7 +151,7 @@ def main():
     if args.gemms:
         json.dump(gemm_shapes(args.gemms), sys.stdout, indent=1)
         return
-    peer = json.load(open(args.peer))
+    peer = json.loads(_read(args.peer))
     copy = peer["copy_bytes_per_s"]
     print(f"peer: torch {peer['torch']} on {peer['device']}; copy bandwidth "
           f"{copy / 1e12:.2f} TB/s")

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
+#include "ColumnReductionShape.h"
 #include "GemmForm.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
@@ -42,12 +43,7 @@ namespace {
 
 /// Threads per block of the generic parallel kernels.
 constexpr int64_t kBlockSize = 256;
-/// A column reduction's block: 16 neighbouring columns (a half-warp reads
-/// one 32-byte sector of a bf16 row) times 16 lanes of rows. 32 columns per
-/// block left half of an H200 idle on a 2048-column norm weight gradient
-/// (64 blocks: 0.15 ms for 8192 rows, measured). 16 columns x 64 row lanes
-/// (1024 threads) made them no faster (87 us each on config A, measured).
-constexpr int64_t kColumnsPerBlock = 16;
+/// Row lanes of a column-reduction block (ColumnReductionShape.h).
 constexpr int64_t kRowLanes = kBlockSize / kColumnsPerBlock;
 
 /// A linalg.generic whose last loop is its one reduction, folding a value

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
+#include "ColumnReductionShape.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -22,12 +24,9 @@ namespace dc {
 } // namespace dc
 
 using namespace mlir;
+using dc::kColumnsPerBlock;
 
 namespace {
-
-/// Columns of one dc-map-to-gpu column-reduction block (its
-/// kColumnsPerBlock).
-constexpr int64_t kColumnsPerBlock = 16;
 
 /// The loop of `op`'s one reduction, if some input reads it across rows
 /// (not as its innermost dim): a column reduction. Row reductions, which
