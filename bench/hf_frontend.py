@@ -11,7 +11,10 @@ weights and data (issue: the PyTorch frontend on torch 2.x).
       AdamW steps on dc-run's data order and hyper-parameters, in f32 on the
       CPU and in bf16 autocast on the GPU (the bf16 noise the bf16 step is
       judged against). OUT/export.json records times, ops and errors.
-  compare OUT LOG... [--tolerance f32=1e-4 bf16=...]
+  coverage [--out DIR]
+      exports small Mistral, Qwen2, Qwen3, Phi-3, Gemma and Gemma 2 models
+      (f32) and prints what exported and what did not, with the error.
+  compare OUT LOG... [--f32-tolerance T]
       each LOG is dc-run's output, named MODEL-DTYPE-*.log; its losses
       against PyTorch's f32 losses: worst relative difference, and for bf16
       the bound is 2x the worst difference PyTorch's own bf16 autocast run
@@ -206,6 +209,52 @@ def value_read_checks():
     return out
 
 
+# More decoder families, exported only (a coverage check, not trained):
+# class name, config class, config overrides beyond the shared small sizes.
+COVERAGE = [
+    ("MistralForCausalLM", "MistralConfig", {"sliding_window": None}),
+    ("Qwen2ForCausalLM", "Qwen2Config", {}),
+    ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 64}),
+    ("Phi3ForCausalLM", "Phi3Config", {"pad_token_id": 0}),
+    ("GemmaForCausalLM", "GemmaConfig", {"head_dim": 64}),
+    ("Gemma2ForCausalLM", "Gemma2Config", {"head_dim": 64,
+                                           "sliding_window": None}),
+]
+
+
+def coverage(args):
+    """Exports each COVERAGE model (f32, batch 2) and prints one line per
+    model: its parameter count and export time, or the error."""
+    import transformers as tf
+    from dc_torch.export import export
+    results = {}
+    for model_name, config_name, extra in COVERAGE:
+        try:
+            torch.manual_seed(0)
+            config = getattr(tf, config_name)(
+                vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
+                num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=SEQ,
+                use_cache=False, **extra)
+            config._attn_implementation = "sdpa"
+            model = getattr(tf, model_name)(config)
+            model.eval()
+            start = time.perf_counter()
+            exported = export(model, BATCH, SEQ)
+            line = (f"ok: {sum(t.numel() for t in exported.weights.values())}"
+                    f" parameters, exported in "
+                    f"{time.perf_counter() - start:.1f} s, "
+                    f"{exported.mlir.count(chr(10))} lines")
+            if args.out:
+                with open(os.path.join(args.out, f"{model_name}.mlir"), "w") as f:
+                    f.write(exported.mlir)
+        except Exception as e:
+            line = f"FAILED: {type(e).__name__}: {str(e)[:600]}"
+        results[model_name] = line
+        print(f"{model_name}: {line}")
+    return 0 if all(v.startswith("ok") for v in results.values()) else 1
+
+
 def dc_losses(path):
     with open(path) as f:
         return [float(v) for v in re.findall(r"^step=\d+ loss=(\S+)", f.read(), re.M)]
@@ -254,7 +303,13 @@ def main():
     c.add_argument("out")
     c.add_argument("logs", nargs="+")
     c.add_argument("--f32-tolerance", type=float, default=1e-4)
+    v = sub.add_parser("coverage")
+    v.add_argument("--out", help="write each exported step here")
     args = ap.parse_args()
+    if args.command == "coverage":
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+        return coverage(args)
     return export_all(args) if args.command == "export" else compare(args)
 
 
