@@ -436,6 +436,19 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         steps.push_back(fn);
     if (steps.empty())
       return;
+    // The node grid's axes would be the sequence-parallel grid's: the two
+    // layouts do not compose yet.
+    if (hierarchical > 0)
+      for (func::FuncOp fn : steps) {
+        WalkResult walk = fn.walk([](AllToAllOp op) {
+          op.emitError() << "dc-zero3: hierarchical sharding of a "
+                            "sequence-parallel step (dc-ulysses) is not "
+                            "supported";
+          return WalkResult::interrupt();
+        });
+        if (walk.wasInterrupted())
+          return signalPassFailure();
+      }
 
     FailureOr<shard::GridOp> grid = getOrCreateGrid(module);
     if (failed(grid))
