@@ -263,15 +263,59 @@ static double interpolateBandwidth(llvm::ArrayRef<BandwidthPoint> curve,
          fraction * (upper->busBandwidth - lower->busBandwidth);
 }
 
+/// The fraction of the full tensor each rank sends: (n-1)/n, twice for an
+/// all-reduce (a reduce-scatter followed by an all-gather).
+static double sendFraction(CollectiveKind kind, double n) {
+  return kind == CollectiveKind::AllReduce ? 2 * (n - 1) / n : (n - 1) / n;
+}
+
+/// The network level of a collective over `nodes` nodes with `perNode`
+/// members each (alpha-beta, NCCL's algorithms):
+/// - ring (all-gather, reduce-scatter, all-reduce): a ring crosses each
+///   node boundary once per channel, one channel per member's NIC, so
+///   the bus bandwidth is perNode NICs; its latency is one network step
+///   per node crossed, (nodes - 1), twice for an all-reduce;
+/// - tree (all-reduce only): the same bandwidth, 2 ceil(log2 nodes)
+///   network steps; NCCL takes the faster, as here;
+/// - all-to-all: each rank's NIC sends the part bound for other nodes,
+///   (n - perNode) / n of the tensor, in one step.
+static double networkSeconds(const TargetDescription &target,
+                             CollectiveKind kind, double bytes, int64_t n,
+                             int64_t perNode) {
+  int64_t nodes = (n + perNode - 1) / perNode;
+  double latency = target.networkLatency;
+  if (kind == CollectiveKind::AllToAll)
+    return latency + static_cast<double>(n - perNode) / static_cast<double>(n) *
+                         bytes / target.networkBandwidth;
+  double transfer = sendFraction(kind, static_cast<double>(n)) * bytes /
+                    (static_cast<double>(perNode) * target.networkBandwidth);
+  double ringSteps = static_cast<double>(nodes - 1);
+  if (kind != CollectiveKind::AllReduce)
+    return ringSteps * latency + transfer;
+  double treeSteps = 2 * std::ceil(std::log2(static_cast<double>(nodes)));
+  return std::min(2 * ringSteps, treeSteps) * latency + transfer;
+}
+
 double CostModel::collectiveSeconds(CollectiveKind kind, int64_t bytes,
-                                    int64_t groupSize) const {
+                                    int64_t groupSize,
+                                    int64_t rankStride) const {
   if (groupSize <= 1)
     return 0;
+  double inNode = nodeLinkSeconds(kind, bytes, groupSize);
+  int64_t perNode = target.membersPerNode(groupSize, rankStride);
+  if (perNode >= groupSize || target.networkBandwidth <= 0)
+    return inNode;
+  // Both levels run at once (NCCL pipelines chunks through the NVLink hops
+  // and the NIC): the slower one sets the time.
+  return std::max(inNode,
+                  networkSeconds(target, kind, static_cast<double>(bytes),
+                                 groupSize, perNode));
+}
+
+double CostModel::nodeLinkSeconds(CollectiveKind kind, int64_t bytes,
+                                  int64_t groupSize) const {
   double n = static_cast<double>(groupSize);
-  // Each rank sends and receives (n-1)/n of the tensor; an all-reduce is a
-  // reduce-scatter followed by an all-gather.
-  double fraction =
-      kind == CollectiveKind::AllReduce ? 2 * (n - 1) / n : (n - 1) / n;
+  double fraction = sendFraction(kind, n);
   const std::vector<BandwidthPoint> *curve = nullptr;
   if (kind == CollectiveKind::AllGather)
     curve = &target.allGatherCurve;
@@ -299,27 +343,40 @@ double CostModel::copySeconds(int64_t bytes, bool duplex) const {
 // Estimates
 //===----------------------------------------------------------------------===//
 
-/// Axis sizes of the grids seen from one function, looked up once each:
+/// The size of a grid axis and the distance in world ranks between
+/// consecutive members of its groups (the product of the later axes: the
+/// runtime numbers ranks row-major).
+struct AxisGroup {
+  int64_t size = 1;
+  int64_t stride = 1;
+};
+
+/// Axis groups of the grids seen from one function, looked up once each:
 /// every collective of a step names the same one or two axes.
 class CostModel::GridSizes {
 public:
-  int64_t get(Operation *from, FlatSymbolRefAttr grid, int64_t axis) {
-    auto [it, inserted] = sizes.try_emplace({grid.getAttr(), axis}, 1);
+  AxisGroup get(Operation *from, FlatSymbolRefAttr grid, int64_t axis) {
+    auto [it, inserted] = groups.try_emplace({grid.getAttr(), axis});
     if (inserted) {
       // Verified IR always finds a static axis (verifySymbolUses); a
       // missing one leaves a group of 1, which costs nothing.
       auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
           from, grid.getAttr());
-      if (gridOp && axis >= 0 &&
-          axis < static_cast<int64_t>(gridOp.getShape().size()) &&
-          !ShapedType::isDynamic(gridOp.getShape()[axis]))
-        it->second = gridOp.getShape()[axis];
+      if (!gridOp || axis < 0 ||
+          axis >= static_cast<int64_t>(gridOp.getShape().size()) ||
+          ShapedType::isDynamic(gridOp.getShape()[axis]))
+        return it->second;
+      ArrayRef<int64_t> shape = gridOp.getShape();
+      it->second.size = shape[axis];
+      for (int64_t later : shape.drop_front(axis + 1))
+        if (!ShapedType::isDynamic(later))
+          it->second.stride *= later;
     }
     return it->second;
   }
 
 private:
-  llvm::DenseMap<std::pair<Attribute, int64_t>, int64_t> sizes;
+  llvm::DenseMap<std::pair<Attribute, int64_t>, AxisGroup> groups;
 };
 
 namespace {
@@ -352,8 +409,9 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     cost.stream = StreamKind::Collective;
     for (const AxisTransfer &transfer : transfers) {
       cost.bytes += transfer.bytes;
-      cost.seconds += collectiveSeconds(
-          kind, transfer.bytes, grids.get(op, transfer.grid, transfer.axis));
+      AxisGroup group = grids.get(op, transfer.grid, transfer.axis);
+      cost.seconds +=
+          collectiveSeconds(kind, transfer.bytes, group.size, group.stride);
     }
     return cost;
   };
@@ -384,6 +442,12 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
                           static_cast<int64_t>(allToAll.getAxis()),
                           getTypeBytes(allToAll.getInput().getType())};
     return groupCost(CollectiveKind::AllToAll, transfer);
+  }
+  if (auto allReduce = dyn_cast<AllReduceStartOp>(op)) {
+    AxisTransfer transfer{allReduce.getGridAttr(),
+                          static_cast<int64_t>(allReduce.getAxis()),
+                          getTypeBytes(allReduce.getInput().getType())};
+    return groupCost(CollectiveKind::AllReduce, transfer);
   }
   if (auto offload = dyn_cast<OffloadStartOp>(op)) {
     cost.stream = StreamKind::DeviceToHost;

@@ -53,8 +53,8 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
     sim.bytes = cost.bytes;
     sim.issue = sim.start = sim.end = now;
 
-    if (isa<GatherStartOp, ReduceScatterStartOp, OffloadStartOp, ReloadStartOp>(
-            op)) {
+    if (isa<GatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+            OffloadStartOp, ReloadStartOp>(op)) {
       size_t stream = streamIndex(cost.stream);
       sim.start = std::max(now, streamFree[stream]);
       double seconds = cost.seconds;

@@ -48,13 +48,25 @@ static const NumberField kNumberFields[] = {
     {"hostLinkLatency", &TargetDescription::hostLinkLatency, true},
     {"hostLinkDuplexBandwidth", &TargetDescription::hostLinkDuplexBandwidth,
      true},
+    {"networkBandwidth", &TargetDescription::networkBandwidth, true},
+    {"networkLatency", &TargetDescription::networkLatency, true},
 };
+/// Fields a description without "base" may leave out: their zero means
+/// "none" (no separate rate, no slowdown, no network).
+static bool isOptionalField(double TargetDescription::*member) {
+  return member == &TargetDescription::hostLinkDuplexBandwidth ||
+         member == &TargetDescription::attentionFlops16 ||
+         member == &TargetDescription::networkBandwidth ||
+         member == &TargetDescription::networkLatency;
+}
 static const CurveField kCurveFields[] = {
     {"allGatherCurve", &TargetDescription::allGatherCurve},
     {"reduceScatterCurve", &TargetDescription::reduceScatterCurve},
 };
 static constexpr llvm::StringLiteral kDeviceMemoryField = "deviceMemoryBytes";
-static constexpr llvm::StringLiteral kPresetNames = "h200, cpu";
+static constexpr llvm::StringLiteral kGpusPerNodeField = "gpusPerNode";
+static constexpr llvm::StringLiteral kPresetNames =
+    "h200, h200-cluster, h100-cluster, cpu";
 
 static constexpr int64_t kMiB = int64_t(1) << 20;
 static constexpr int64_t kGiB = int64_t(1) << 30;
@@ -84,6 +96,37 @@ static TargetDescription makeH200() {
   // once ran at 51.2 (D2H) and 49.4 (H2D) GB/s; the slower one for both.
   target.hostLinkDuplexBandwidth = 49.4e9;
   target.deviceMemoryBytes = 139 * kGiB;
+  // One HGX node; without a network a larger grid is costed as one NVLink
+  // domain (use h200-cluster for more than 8 ranks).
+  target.gpusPerNode = 8;
+  return target;
+}
+
+/// The network of an HGX cluster: one 400 Gb/s NIC per GPU (50 GB/s line
+/// rate; NCCL's inter-node bus bandwidth reaches about 92% of it, an
+/// estimate, not measured here) and about 10 us per inter-node step
+/// (InfiniBand hop plus NCCL's proxy).
+static void addClusterNetwork(TargetDescription &target) {
+  target.networkBandwidth = 46e9;
+  target.networkLatency = 10e-6;
+}
+
+/// Nodes of 8 H200s joined by 400 Gb/s per GPU.
+static TargetDescription makeH200Cluster() {
+  TargetDescription target = makeH200();
+  target.name = "h200-cluster";
+  addClusterNetwork(target);
+  return target;
+}
+
+/// Nodes of 8 H100 SXM 80 GB: the H200's compute and NVLink (the same
+/// GH100 chip and NV18 links), its memory bandwidth scaled by the data
+/// sheets' 3.35 / 4.8 TB/s, 80 GB of HBM3 (79 GiB usable). Not measured.
+static TargetDescription makeH100Cluster() {
+  TargetDescription target = makeH200Cluster();
+  target.name = "h100-cluster";
+  target.memoryBandwidth = 2.8e12;
+  target.deviceMemoryBytes = 79 * kGiB;
   return target;
 }
 
@@ -107,6 +150,10 @@ static TargetDescription makeCPU() {
 Expected<TargetDescription> TargetDescription::getPreset(StringRef name) {
   if (name == "h200")
     return makeH200();
+  if (name == "h200-cluster")
+    return makeH200Cluster();
+  if (name == "h100-cluster")
+    return makeH100Cluster();
   if (name == "cpu")
     return makeCPU();
   return makeError("unknown target preset '" + name +
@@ -159,6 +206,7 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     StringRef name = key;
     bool known =
         name == "base" || name == "name" || name == kDeviceMemoryField ||
+        name == kGpusPerNodeField ||
         llvm::any_of(kNumberFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kCurveFields, [&](auto &f) { return f.name == name; });
     if (!known)
@@ -197,10 +245,7 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
   for (const NumberField &field : kNumberFields) {
     const json::Value *value = object->get(field.name);
     if (!value) {
-      // Optional: without them both directions copy at hostLinkBandwidth
-      // and attention runs at matmulFlops16.
-      if (field.member != &TargetDescription::hostLinkDuplexBandwidth &&
-          field.member != &TargetDescription::attentionFlops16)
+      if (!isOptionalField(field.member))
         missing.push_back(field.name);
       continue;
     }
@@ -217,6 +262,13 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     target.deviceMemoryBytes = *bytes;
   } else {
     missing.push_back(kDeviceMemoryField);
+  }
+  if (const json::Value *value = object->get(kGpusPerNodeField)) {
+    std::optional<int64_t> gpus = value->getAsInteger();
+    if (!gpus || *gpus < 0)
+      return makeError("field \"" + kGpusPerNodeField +
+                       "\" must be a non-negative integer (0: one node)");
+    target.gpusPerNode = *gpus;
   }
   for (const CurveField &field : kCurveFields)
     if (const json::Value *value = object->get(field.name))
@@ -267,6 +319,7 @@ std::string TargetDescription::toJSON() const {
   for (const NumberField &field : kNumberFields)
     object[field.name] = this->*field.member;
   object[kDeviceMemoryField] = deviceMemoryBytes;
+  object[kGpusPerNodeField] = gpusPerNode;
   for (const CurveField &field : kCurveFields) {
     json::Array points;
     for (const BandwidthPoint &point : this->*field.member)
@@ -275,4 +328,17 @@ std::string TargetDescription::toJSON() const {
     object[field.name] = std::move(points);
   }
   return llvm::formatv("{0:2}", json::Value(std::move(object))).str();
+}
+
+int64_t TargetDescription::membersPerNode(int64_t groupSize,
+                                          int64_t rankStride) const {
+  // Row-major grids put a group's members `rankStride` apart from a base
+  // that is a multiple of groupSize * rankStride: a node holds gpusPerNode
+  // / rankStride of them (exact when the sizes divide, as they do for
+  // nodes x GPUs-per-node grids).
+  if (gpusPerNode <= 0 || rankStride <= 0)
+    return groupSize;
+  if (rankStride >= gpusPerNode)
+    return 1;
+  return std::min(groupSize, gpusPerNode / rankStride);
 }

@@ -25,6 +25,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.gridName = options.grid;
   zero3.bucketBytes = options.bucketBytes;
   zero3.replicateBelow = options.replicateBelow;
+  zero3.hierarchical = options.hierarchical;
   if (options.sequenceParallel > 1) {
     // Ulysses on the last grid axis. Its gradients are partial sums over
     // that axis: with data parallelism as well, dc-ulysses all-reduces them

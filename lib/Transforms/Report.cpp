@@ -144,6 +144,31 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
   return activations;
 }
 
+/// Where each axis of each grid the module declares lies on the target's
+/// nodes (row-major ranks, as the runtime numbers them).
+json::Array reportGrids(ModuleOp module, const TargetDescription &target) {
+  json::Array grids;
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    ArrayRef<int64_t> shape = grid.getShape();
+    if (llvm::any_of(shape, ShapedType::isDynamic))
+      continue;
+    json::Array axes;
+    for (size_t axis = 0; axis < shape.size(); ++axis) {
+      int64_t stride = 1;
+      for (int64_t later : shape.drop_front(axis + 1))
+        stride *= later;
+      int64_t perNode = target.membersPerNode(shape[axis], stride);
+      axes.push_back(
+          json::Object{{"size", shape[axis]},
+                       {"perNode", perNode},
+                       {"nodes", (shape[axis] + perNode - 1) / perNode}});
+    }
+    grids.push_back(json::Object{{"name", grid.getSymName().str()},
+                                 {"axes", std::move(axes)}});
+  }
+  return grids;
+}
+
 json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
                             const SimulationResult &sim, int64_t budget,
                             int64_t trainerState, double optimizerSeconds) {
@@ -165,9 +190,14 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       report.logicalType = typeText(arg.getType());
     }
   }
-  int groups = 0, gathers = 0, buckets = 0;
-  int64_t gatheredBytes = 0, reducedBytes = 0;
+  int groups = 0, gathers = 0, buckets = 0, allReduces = 0;
+  int64_t gatheredBytes = 0, reducedBytes = 0, allReducedBytes = 0;
   for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
+    if (isa<AllReduceStartOp>(op)) {
+      ++allReduces;
+      allReducedBytes += sim.ops[i].bytes;
+      continue;
+    }
     if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
       ++buckets;
       reducedBytes += sim.ops[i].bytes;
@@ -252,6 +282,8 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       {"gatheredBytes", gatheredBytes},
       {"reduceBuckets", buckets},
       {"reducedBytes", reducedBytes},
+      {"allReduces", allReduces},
+      {"allReducedBytes", allReducedBytes},
       {"params", std::move(paramArray)},
   };
 }
@@ -295,8 +327,15 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   if (state)
     os << " (step " << formatBytes(stepPeak) << " + optimizer state "
        << formatBytes(state) << ")";
-  os << " of budget " << formatBytes(*r.getInteger("budgetBytes"))
-     << ", at op #" << *peak->getInteger("index") << " '"
+  // Without a budget the limit is the target's whole memory: say so.
+  int64_t targetMemory = *r.getInteger("targetMemoryBytes");
+  int64_t budget = *r.getInteger("budgetBytes");
+  if (*r.getBoolean("budgetGiven"))
+    os << " of budget " << formatBytes(budget);
+  else
+    os << " of " << *r.getString("target") << "'s memory "
+       << formatBytes(targetMemory);
+  os << ", at op #" << *peak->getInteger("index") << " '"
      << *peak->getString("name") << "' " << *peak->getString("loc") << "\n";
   os << "  peak host memory      "
      << formatBytes(*r.getInteger("peakHostBytes")) << "\n";
@@ -305,6 +344,27 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
      << formatBytes(*r.getInteger("gatheredBytes")) << "\n";
   os << "  gradient buckets      " << *r.getInteger("reduceBuckets") << ", "
      << formatBytes(*r.getInteger("reducedBytes")) << "\n";
+  if (int64_t allReduces = *r.getInteger("allReduces"))
+    os << "  all-reduces           " << allReduces << ", "
+       << formatBytes(*r.getInteger("allReducedBytes")) << "\n";
+  // Which grid axes cross the network (the cost of their collectives).
+  for (const json::Value &value : *r.getArray("grids")) {
+    const json::Object &grid = *value.getAsObject();
+    os << "  grid @" << *grid.getString("name") << " on "
+       << *r.getString("target") << ":";
+    for (auto [axis, axisValue] : llvm::enumerate(*grid.getArray("axes"))) {
+      const json::Object &a = *axisValue.getAsObject();
+      int64_t nodes = *a.getInteger("nodes");
+      os << (axis ? "," : "") << " axis " << axis << " "
+         << *a.getInteger("size") << " ranks ";
+      if (nodes == 1)
+        os << "in one node";
+      else
+        os << "over " << nodes << " nodes (" << *a.getInteger("perNode")
+           << " per node)";
+    }
+    os << "\n";
+  }
   // Per activation kept from forward to backward: a summary line per kind,
   // then one line per tensor.
   const json::Array *activations = r.getArray("activations");
@@ -387,7 +447,7 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       if (failed(timeline))
         return signalPassFailure();
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
-      reports.push_back(
+      json::Object report =
           reportFunction(fn, *timeline, sim, setup->budgetBytes,
                          trainerStateBytes(fn, optimizerStateBytes),
                          // Memory-bound: it streams the state once. No
@@ -395,7 +455,12 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
                          optimizerStateBytes > 0
                              ? optimizerStepBytes(fn, optimizerStateBytes) /
                                    setup->target.memoryBandwidth
-                             : 0.0));
+                             : 0.0);
+      report["target"] = setup->target.name;
+      report["targetMemoryBytes"] = setup->target.deviceMemoryBytes;
+      report["budgetGiven"] = !memoryBudget.empty();
+      report["grids"] = reportGrids(module, setup->target);
+      reports.push_back(std::move(report));
       if (!trace.empty() && traceText.empty())
         writeChromeTrace(sim, fn.getSymName(), traceStream, &*timeline);
     }

@@ -61,10 +61,12 @@ struct UseInterval {
 
 class Zero3Sharder {
 public:
+  /// `replicaAxis`: the axis the shards repeat along (hierarchical
+  /// sharding), or -1.
   Zero3Sharder(func::FuncOp fn, shard::GridOp grid, int64_t axis,
-               const DCZero3Options &options)
-      : fn(fn), grid(grid), axis(axis), options(options),
-        worldSize(grid.getShape()[axis]) {}
+               int64_t replicaAxis, const DCZero3Options &options)
+      : fn(fn), grid(grid), axis(axis), replicaAxis(replicaAxis),
+        options(options), worldSize(grid.getShape()[axis]) {}
 
   LogicalResult run();
 
@@ -79,6 +81,7 @@ private:
   func::FuncOp fn;
   shard::GridOp grid;
   int64_t axis;
+  int64_t replicaAxis;
   DCZero3Options options;
   int64_t worldSize;
   llvm::DenseMap<Operation *, size_t> opIndex;
@@ -271,8 +274,23 @@ LogicalResult Zero3Sharder::reduceGradients() {
 
   // Reduce-scatter in buckets, each started right after its last gradient.
   llvm::DenseMap<unsigned, Value> futureOfResult;
-  SmallVector<Grad> bucket;
+  SmallVector<Grad> bucket, previousBucket;
   int64_t bucketBytes = 0;
+  // Hierarchical: result -> future of its shard all-reduced across nodes.
+  llvm::DenseMap<unsigned, Value> acrossNodes;
+  auto allReduceAcrossNodes = [&](OpBuilder &builder, ArrayRef<Grad> reduced) {
+    for (const Grad &grad : reduced) {
+      Location loc = grad.value.getLoc();
+      Value shard =
+          WaitOp::create(builder, loc, futureOfResult.lookup(grad.result))
+              .getResult();
+      futureOfResult.erase(grad.result);
+      acrossNodes[grad.result] =
+          AllReduceStartOp::create(builder, loc, kind, shard, grid.getSymName(),
+                                   replicaAxis)
+              .getFuture();
+    }
+  };
   auto flush = [&]() {
     if (bucket.empty())
       return;
@@ -292,6 +310,14 @@ LogicalResult Zero3Sharder::reduceGradients() {
                                               futureTypes, kind, grads);
     for (auto [grad, future] : llvm::zip(bucket, start.getFutures()))
       futureOfResult[grad.result] = future;
+    // Hierarchical: the previous bucket has had this bucket's backward to
+    // reduce inside the node; wait for it and start its all-reduce across
+    // nodes behind this bucket's reduce-scatter.
+    if (replicaAxis >= 0) {
+      builder.setInsertionPointAfter(start);
+      allReduceAcrossNodes(builder, previousBucket);
+      previousBucket.assign(bucket.begin(), bucket.end());
+    }
     bucket.clear();
     bucketBytes = 0;
   };
@@ -303,21 +329,38 @@ LogicalResult Zero3Sharder::reduceGradients() {
     bucketBytes += bytes;
   }
   flush();
+  OpBuilder builder(returnOp);
+  if (replicaAxis >= 0)
+    allReduceAcrossNodes(builder, previousBucket);
 
   // Replicated gradients are all-reduced, each as soon as it is ready.
-  OpBuilder builder(returnOp);
   llvm::DenseMap<unsigned, Value> allReduced;
   for (const Grad &grad : replicated) {
-    if (worldSize == 1)
-      continue;
-    Operation *readyOp =
-        body.findAncestorOpInBlock(*grad.value.getDefiningOp());
-    OpBuilder after(readyOp->getContext());
-    after.setInsertionPointAfter(readyOp);
-    auto start = AllReduceStartOp::create(after, readyOp->getLoc(), kind,
-                                          grad.value, grid.getSymName(), axis);
-    allReduced[grad.result] = start.getFuture();
+    Value future;
+    if (worldSize > 1) {
+      Operation *readyOp =
+          body.findAncestorOpInBlock(*grad.value.getDefiningOp());
+      OpBuilder after(readyOp->getContext());
+      after.setInsertionPointAfter(readyOp);
+      future = AllReduceStartOp::create(after, readyOp->getLoc(), kind,
+                                        grad.value, grid.getSymName(), axis)
+                   .getFuture();
+    }
+    // Hierarchical: then across the nodes, at the end (small tensors).
+    if (replicaAxis >= 0) {
+      Value inNode =
+          future
+              ? WaitOp::create(builder, returnOp.getLoc(), future).getResult()
+              : grad.value;
+      future = AllReduceStartOp::create(builder, returnOp.getLoc(), kind,
+                                        inNode, grid.getSymName(), replicaAxis)
+                   .getFuture();
+    }
+    if (future)
+      allReduced[grad.result] = future;
   }
+  for (auto [result, future] : acrossNodes)
+    allReduced[result] = future;
 
   // One flush before the return waits for every reduction.
   SmallVector<unsigned> resultOrder;
@@ -380,7 +423,9 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         failed(checkOptionRange(module, getArgument(), "bucket-bytes",
                                 bucketBytes, 1)) ||
         failed(checkOptionRange(module, getArgument(), "replicate-below",
-                                replicateBelow, 0)))
+                                replicateBelow, 0)) ||
+        failed(checkOptionRange(module, getArgument(), "hierarchical",
+                                hierarchical, 0, kMaxWorldSize)))
       return signalPassFailure();
     SmallVector<func::FuncOp> steps;
     for (auto fn : module.getOps<func::FuncOp>())
@@ -391,6 +436,19 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         steps.push_back(fn);
     if (steps.empty())
       return;
+    // The node grid's axes would be the sequence-parallel grid's: the two
+    // layouts do not compose yet.
+    if (hierarchical > 0)
+      for (func::FuncOp fn : steps) {
+        WalkResult walk = fn.walk([](AllToAllOp op) {
+          op.emitError() << "dc-zero3: hierarchical sharding of a "
+                            "sequence-parallel step (dc-ulysses) is not "
+                            "supported";
+          return WalkResult::interrupt();
+        });
+        if (walk.wasInterrupted())
+          return signalPassFailure();
+      }
 
     FailureOr<shard::GridOp> grid = getOrCreateGrid(module);
     if (failed(grid))
@@ -403,13 +461,19 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     options.replicateBelow = replicateBelow;
     options.reduceKind = reduceKind;
     options.castGather = castGather;
+    options.hierarchical = hierarchical;
+    int64_t shardAxis = hierarchical > 0 ? 1 : int64_t(gridAxis);
+    int64_t replicaAxis = hierarchical > 0 ? 0 : -1;
     for (func::FuncOp fn : steps)
-      if (failed(Zero3Sharder(fn, *grid, gridAxis, options).run()))
+      if (failed(
+              Zero3Sharder(fn, *grid, shardAxis, replicaAxis, options).run()))
         return signalPassFailure();
   }
 
   /// The grid named by `grid`, created with `world-size` ranks if missing.
   FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module) {
+    if (hierarchical > 0)
+      return getOrCreateNodeGrid(module);
     auto grid = module.lookupSymbol<shard::GridOp>(gridName);
     if (!grid) {
       if (worldSize < 1)
@@ -431,6 +495,39 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
       return grid.emitError() << "dc-zero3: world-size=" << int64_t(worldSize)
                               << " but this grid's axis " << int64_t(gridAxis)
                               << " has " << shape[gridAxis] << " ranks";
+    return grid;
+  }
+
+  /// hierarchical=G: the nodes x G grid named by `grid`, created from
+  /// `world-size` if missing.
+  FailureOr<shard::GridOp> getOrCreateNodeGrid(ModuleOp module) {
+    int64_t perNode = hierarchical;
+    auto grid = module.lookupSymbol<shard::GridOp>(gridName);
+    if (!grid) {
+      if (worldSize < 1)
+        return module.emitError()
+               << "dc-zero3: the module has no shard.grid @" << gridName
+               << "; pass world-size=N to create one";
+      if (worldSize % perNode != 0)
+        return module.emitError()
+               << "dc-zero3: hierarchical=" << perNode
+               << " needs world-size to be a multiple of it, got "
+               << int64_t(worldSize);
+      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+      return shard::GridOp::create(
+          builder, module.getLoc(), gridName,
+          ArrayRef<int64_t>{worldSize / perNode, perNode});
+    }
+    ArrayRef<int64_t> shape = grid.getShape();
+    if (shape.size() != 2 || shape[1] != perNode ||
+        ShapedType::isDynamic(shape[0]))
+      return grid.emitError()
+             << "dc-zero3: hierarchical=" << perNode
+             << " needs a static nodes x " << perNode << " grid";
+    if (worldSize > 0 && shape[0] * shape[1] != worldSize)
+      return grid.emitError()
+             << "dc-zero3: world-size=" << int64_t(worldSize)
+             << " but this grid has " << shape[0] * shape[1] << " ranks";
     return grid;
   }
 };

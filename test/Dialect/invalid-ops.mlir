@@ -575,7 +575,7 @@ func.func @reload_wrong_future(%h: !dc.host<tensor<8xf32>>) {
 shard.grid @world(shape = 2)
 
 func.func @all_reduce_dynamic(%g: tensor<?xf32>) {
-  // expected-error @+1 {{'input' must be statically shaped tensor of any type values or statically shaped identity-layout memref (device), but got 'tensor<?xf32>'}}
+  // expected-error @+1 {{'input' must be statically shaped tensor of any type values or dc shard or statically shaped identity-layout memref (device), but got 'tensor<?xf32>'}}
   %f = dc.all_reduce_start average %g on @world[0] : tensor<?xf32>
   return
 }
@@ -587,6 +587,29 @@ shard.grid @world(shape = 2)
 func.func @all_reduce_missing_axis(%g: tensor<8xf32>) {
   // expected-error @+1 {{'dc.all_reduce_start' op grid @world has 1 axes; axis 3 does not exist}}
   %f = dc.all_reduce_start average %g on @world[3] : tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @nodes(shape = 2x4)
+
+// A shard is all-reduced over the axis its slices repeat along; over the
+// axis it is split over it would sum different slices.
+func.func @all_reduce_shard_own_axis(%s: !dc.shard<tensor<8xf32>, @nodes[1], local = 2>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op all-reduces a shard of @nodes[1] over @nodes[1]; a shard is all-reduced over another axis of its own grid}}
+  %f = dc.all_reduce_start average %s on @nodes[1] : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
+  return
+}
+
+// -----
+
+shard.grid @nodes(shape = 2x4)
+shard.grid @world(shape = 8)
+
+func.func @all_reduce_shard_other_grid(%s: !dc.shard<tensor<8xf32>, @nodes[1], local = 2>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op all-reduces a shard of @nodes[1] over @world[0]; a shard is all-reduced over another axis of its own grid}}
+  %f = dc.all_reduce_start average %s on @world[0] : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
   return
 }
 

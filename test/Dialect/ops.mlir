@@ -119,6 +119,18 @@ func.func @replicated_grad(%g: tensor<7xf32>) -> tensor<7xf32> {
   return %r : tensor<7xf32>
 }
 
+// A shard split over axis 1 all-reduced over axis 0 (hierarchical sharding).
+// CHECK-LABEL: func.func @all_reduce_shard
+// CHECK: %[[A:.*]] = dc.all_reduce_start average %{{.*}} on @nodes[0] : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
+// CHECK: dc.wait %[[A]] : !dc.future<!dc.shard<tensor<8xf32>, @nodes[1], local = 2>>
+shard.grid @nodes(shape = 2x4)
+func.func @all_reduce_shard(%s: !dc.shard<tensor<8xf32>, @nodes[1], local = 2>)
+    -> !dc.shard<tensor<8xf32>, @nodes[1], local = 2> {
+  %f = dc.all_reduce_start average %s on @nodes[0] : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
+  %r = dc.wait %f : !dc.future<!dc.shard<tensor<8xf32>, @nodes[1], local = 2>>
+  return %r : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
+}
+
 // CHECK-LABEL: func.func @step_arena
 func.func @step_arena() -> memref<4x4xf32> {
   %c64 = arith.constant 64 : index

@@ -65,7 +65,7 @@
 // (dc-verify-schedule loads the target only for that).
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=90% target=nosuch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="memory-budget=0.9 target=nosuch" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: error: cannot load target 'nosuch': unknown target 'nosuch': neither a preset (h200, cpu) nor an existing file
+// TARGET: error: cannot load target 'nosuch': unknown target 'nosuch': neither a preset (h200, h200-cluster, h100-cluster, cpu) nor an existing file
 
 func.func @step(%w: tensor<64x64xf32> {dc.param = #dc.param<id = 0>}, %x: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %y = arith.addf %w, %x : tensor<64x64xf32>

@@ -182,6 +182,82 @@ TEST_F(AnalysisTest, CollectiveSecondsFollowTheMeasuredCurve) {
                    20e-6 + 0.5 * kMiB / 5e9);
 }
 
+// Topology: h200-cluster (8 GPUs a node, NVLink inside: the h200 curve and
+// alpha-beta; 46 GB/s and 10 us per network step per GPU between nodes).
+TEST_F(AnalysisTest, CollectivesAcrossNodesCostTheSlowerLevel) {
+  CostModel model(cantFail(TargetDescription::getPreset("h200-cluster")));
+  auto seconds = [&](CollectiveKind kind, int64_t bytes, int64_t n,
+                     int64_t stride) {
+    return model.collectiveSeconds(kind, bytes, n, stride);
+  };
+  // Inside a node (axis 1 of a 4 x 8 grid): the NVLink curve alone.
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllGather, kGiB, 8, 1),
+                   7.0 / 8.0 * kGiB / 268e9);
+  // Axis 0 of 4 x 8: one member per node, one NIC: 3 network steps and
+  // 3/4 of 1 GiB at 46 GB/s (NVLink alone would take 3.0 ms).
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllGather, kGiB, 4, 8),
+                   3 * 10e-6 + 0.75 * kGiB / 46e9);
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::ReduceScatter, kGiB, 4, 8),
+                   3 * 10e-6 + 0.75 * kGiB / 46e9);
+  // 32 ranks in one group over 4 nodes: 8 NICs per node carry the ring
+  // (368 GB/s), so NVLink's 268 GB/s is the slower level.
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllGather, kGiB, 32, 1),
+                   31.0 / 32.0 * kGiB / 268e9);
+  // ... except for small sizes, where the network's 3 steps dominate.
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllGather, 1024, 32, 1),
+                   3 * 10e-6 + 31.0 / 32.0 * 1024 / (8 * 46e9));
+  // All-reduce over 4 nodes: the tree's 2 log2(4) = 4 steps beat the
+  // ring's 2 * 3; over 2 nodes both take 2.
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllReduce, 64 * kMiB, 4, 8),
+                   4 * 10e-6 + 1.5 * 64 * kMiB / 46e9);
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllReduce, 64 * kMiB, 2, 8),
+                   2 * 10e-6 + 1.0 * 64 * kMiB / 46e9);
+  // All-to-all over 32: each NIC sends the 24/32 bound for other nodes.
+  EXPECT_DOUBLE_EQ(seconds(CollectiveKind::AllToAll, kMiB, 32, 1),
+                   10e-6 + 24.0 / 32.0 * kMiB / 46e9);
+
+  // The h200 preset is one node without a network: a larger group is
+  // costed as one NVLink domain.
+  CostModel node(cantFail(TargetDescription::getPreset("h200")));
+  EXPECT_DOUBLE_EQ(
+      node.collectiveSeconds(CollectiveKind::AllGather, kGiB, 4, 8),
+      0.75 * kGiB / 268e9);
+}
+
+constexpr llvm::StringLiteral kNodesIR = R"mlir(
+shard.grid @nodes(shape = 4x8)
+!in = !dc.shard<tensor<1024x1024xbf16>, @nodes[1], local = 131072>
+!across = !dc.shard<tensor<1024x1024xbf16>, @nodes[0], local = 262144>
+func.func @hsdp(%a: !in, %b: !across, %g: tensor<1024x1024xbf16>)
+    -> (tensor<1024x1024xbf16>) {
+  %f = dc.gather_start %a : !in -> !dc.future<tensor<1024x1024xbf16>>
+  %h = dc.gather_start %b : !across -> !dc.future<tensor<1024x1024xbf16>>
+  %r = dc.all_reduce_start average %g on @nodes[0] : tensor<1024x1024xbf16>
+  %x = dc.wait %f : !dc.future<tensor<1024x1024xbf16>>
+  %y = dc.wait %h : !dc.future<tensor<1024x1024xbf16>>
+  %z = dc.wait %r : !dc.future<tensor<1024x1024xbf16>>
+  return %z : tensor<1024x1024xbf16>
+}
+)mlir";
+
+// The grid's shape places each axis: axis 1 of 4 x 8 stays in a node,
+// axis 0 crosses the network; all-reduces are costed too.
+TEST_F(AnalysisTest, GridAxesMapToNodes) {
+  auto module = parse(kNodesIR);
+  func::FuncOp fn = getFunc(*module, "hsdp");
+  CostModel model(cantFail(TargetDescription::getPreset("h200-cluster")));
+  OpCost inNode = model.estimate(opAt(fn, 0));
+  EXPECT_DOUBLE_EQ(
+      inNode.seconds,
+      model.collectiveSeconds(CollectiveKind::AllGather, 2 * kMiB, 8, 1));
+  OpCost across = model.estimate(opAt(fn, 1));
+  EXPECT_DOUBLE_EQ(across.seconds, 3 * 10e-6 + 0.75 * 2 * kMiB / 46e9);
+  OpCost allReduce = model.estimate(opAt(fn, 2));
+  EXPECT_EQ(allReduce.stream, StreamKind::Collective);
+  EXPECT_EQ(allReduce.bytes, 2 * kMiB);
+  EXPECT_DOUBLE_EQ(allReduce.seconds, 4 * 10e-6 + 1.5 * 2 * kMiB / 46e9);
+}
+
 constexpr llvm::StringLiteral kTransferIR = R"mlir(
 shard.grid @world(shape = 2)
 shard.grid @grid2d(shape = 2x4)

@@ -33,6 +33,9 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.hostLinkDuplexBandwidth, b.hostLinkDuplexBandwidth);
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
+  EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
+  EXPECT_EQ(a.networkBandwidth, b.networkBandwidth);
+  EXPECT_EQ(a.networkLatency, b.networkLatency);
   auto sameCurve = [](const std::vector<BandwidthPoint> &x,
                       const std::vector<BandwidthPoint> &y) {
     return x.size() == y.size() &&
@@ -56,16 +59,43 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   EXPECT_EQ(h200.reduceScatterCurve.size(), 4u);
   EXPECT_EQ(h200.hostLinkBandwidth, 55e9);
   EXPECT_EQ(h200.hostLinkDuplexBandwidth, 49.4e9);
+  // One HGX node: 8 GPUs, no network.
+  EXPECT_EQ(h200.gpusPerNode, 8);
+  EXPECT_EQ(h200.networkBandwidth, 0.0);
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
+  EXPECT_EQ(cpu.gpusPerNode, 0);
+
+  // Clusters: the node's numbers plus 400 Gb/s per GPU between nodes.
+  TargetDescription h200Cluster =
+      cantFail(TargetDescription::getPreset("h200-cluster"));
+  EXPECT_EQ(h200Cluster.name, "h200-cluster");
+  EXPECT_EQ(h200Cluster.matmulFlops16, 750e12);
+  EXPECT_EQ(h200Cluster.gpusPerNode, 8);
+  EXPECT_EQ(h200Cluster.networkBandwidth, 46e9);
+  EXPECT_EQ(h200Cluster.networkLatency, 10e-6);
+  TargetDescription h100 =
+      cantFail(TargetDescription::getPreset("h100-cluster"));
+  EXPECT_EQ(h100.memoryBandwidth, 2.8e12);
+  EXPECT_EQ(h100.deviceMemoryBytes, 79 * kGiB);
+  EXPECT_EQ(h100.networkBandwidth, 46e9);
+
+  // Members of a group per node: a 4 x 8 grid on 8-GPU nodes.
+  EXPECT_EQ(h200Cluster.membersPerNode(8, 1), 8);  // axis 1: one node
+  EXPECT_EQ(h200Cluster.membersPerNode(4, 8), 1);  // axis 0: across nodes
+  EXPECT_EQ(h200Cluster.membersPerNode(32, 1), 8); // 1-D over 4 nodes
+  EXPECT_EQ(h200Cluster.membersPerNode(4, 2), 4);  // 16 x 4 x 2, axis 1
+  EXPECT_EQ(cpu.membersPerNode(64, 1), 64);
 
   EXPECT_EQ(errorText(TargetDescription::getPreset("tpu").takeError()),
-            "unknown target preset 'tpu' (presets: h200, cpu)");
+            "unknown target preset 'tpu' (presets: h200, h200-cluster, "
+            "h100-cluster, cpu)");
 }
 
 TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
-  for (llvm::StringRef preset : {"h200", "cpu"}) {
+  for (llvm::StringRef preset :
+       {"h200", "h200-cluster", "h100-cluster", "cpu"}) {
     TargetDescription original = cantFail(TargetDescription::getPreset(preset));
     llvm::Expected<TargetDescription> parsed =
         TargetDescription::fromJSON(original.toJSON());
@@ -83,6 +113,15 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(slower->matmulFlops32, 60e12); // from the base
   ASSERT_EQ(slower->allGatherCurve.size(), 1u);
   EXPECT_EQ(slower->reduceScatterCurve.size(), 4u); // from the base
+
+  llvm::Expected<TargetDescription> cluster = TargetDescription::fromJSON(R"({
+    "base": "h200", "name": "h200-x4", "gpusPerNode": 4,
+    "networkBandwidth": 25e9, "networkLatency": 5e-6
+  })");
+  ASSERT_TRUE(bool(cluster)) << errorText(cluster.takeError());
+  EXPECT_EQ(cluster->gpusPerNode, 4);
+  EXPECT_EQ(cluster->networkBandwidth, 25e9);
+  EXPECT_EQ(cluster->networkLatency, 5e-6);
 }
 
 TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
@@ -94,7 +133,8 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   EXPECT_EQ(errorOf(R"({"base": "h200", "matmulFlop16": 1, "zzz": 2})"),
             "unknown fields \"matmulFlop16\", \"zzz\" in target description");
   EXPECT_EQ(errorOf(R"({"base": "gpu"})"),
-            "unknown target preset 'gpu' (presets: h200, cpu)");
+            "unknown target preset 'gpu' (presets: h200, h200-cluster, "
+            "h100-cluster, cpu)");
   std::string missing = errorOf(R"({"name": "x", "matmulFlops16": 1e12})");
   EXPECT_NE(missing.find("missing fields \"matmulFlops32\", \"vectorFlops\""),
             std::string::npos)
@@ -115,6 +155,14 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   EXPECT_EQ(errorOf(R"({"base": "cpu", "reduceScatterCurve": [
               {"bytes": 2048, "bw": 1e9}]})"),
             "unknown field \"bw\" in reduceScatterCurve[0]");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "gpusPerNode": -8})"),
+            "field \"gpusPerNode\" must be a non-negative integer (0: one "
+            "node)");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "gpusPerNode": 7.5})"),
+            "field \"gpusPerNode\" must be a non-negative integer (0: one "
+            "node)");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "networkBandwidth": -1})"),
+            "field \"networkBandwidth\" must be non-negative");
   EXPECT_EQ(errorOf("[1, 2]"), "a target description must be a JSON object");
   EXPECT_EQ(errorOf("{").rfind("invalid JSON: ", 0), 0u);
 }
@@ -124,7 +172,8 @@ TEST(TargetDescriptionTest, LoadTakesAPresetOrAFile) {
   std::string missing =
       errorText(TargetDescription::load("/no/such/target.json").takeError());
   EXPECT_EQ(missing, "unknown target '/no/such/target.json': neither a "
-                     "preset (h200, cpu) nor an existing file");
+                     "preset (h200, h200-cluster, h100-cluster, cpu) nor an "
+                     "existing file");
 
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("dc-target", "json", path));

@@ -2,20 +2,27 @@
 //
 //   dc-compile step.mlir -o step.so [--world-size=N] [--target=h200|cpu]
 //              [other options of dc-zero3-pipeline] [--no-schedule]
-//              [--emit=mlir|llvm|obj|so]
+//              [--emit=mlir|llvm|obj|so] [--compare-layouts]
 //
 // --target=h200 plans for an H200 and compiles the compute for it (CUDA
 // kernels and cuBLASLt calls, run by libdcrt's cuda backend); without
 // --target, or with --target=cpu, the compute runs on the host.
+//
+// --compare-layouts (a target of several nodes): schedules the step both
+// sharded over every rank and sharded inside each node (hierarchical=GPUs
+// per node), prints the predicted step of each and compiles the faster.
 //
 // Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
 // it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
 // the shared library runs the system's `cc`.
 //
 //===----------------------------------------------------------------------===//
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
 #include "dc/Target/Artifact.h"
+#include "dc/Transforms/Planning.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"
@@ -66,6 +73,13 @@ cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
                          cl::cat(category));
+
+cl::opt<bool> compareLayouts(
+    "compare-layouts",
+    cl::desc("Schedule the step sharded over all ranks and sharded inside "
+             "each node (hierarchical), print both predictions and compile "
+             "the faster (a target with several nodes)"),
+    cl::cat(category));
 
 /// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
 /// NameLoc: the manifest names data arguments by them.
@@ -148,20 +162,126 @@ splitScheduleOptions(int argc, char **argv,
   return options;
 }
 
-LogicalResult compile(ModuleOp module,
-                      const dc::Zero3PipelineOptions &options) {
+LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
+                      bool schedule) {
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
-  if (!noSchedule)
+  if (schedule)
     dc::buildZero3Pipeline(pm, options);
   dc::LowerToLLVMPipelineOptions lowering;
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
-  if (targetGiven && options.target == "h200")
+  // The cluster presets are the same GPU (sm_90) in nodes of 8.
+  if (targetGiven &&
+      llvm::is_contained({"h200", "h200-cluster", "h100-cluster"},
+                         StringRef(options.target)))
     lowering.target = "h200";
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
+}
+
+/// One layout's schedule and what the simulator predicts for it.
+struct Layout {
+  std::string name;
+  OwningOpRef<ModuleOp> module;
+  std::string error; // the first diagnostic when it does not schedule
+  double stepSeconds = 0, exposedSeconds = 0;
+  int64_t peakBytes = 0;
+};
+
+/// Schedules a copy of `module` with `options`; predicts its step (the sum
+/// over its step functions). Diagnostics are kept, not printed: a layout
+/// that does not fit is a result here.
+Layout scheduleLayout(ModuleOp module, const dc::Zero3PipelineOptions &options,
+                      const dc::TargetDescription &target, std::string name) {
+  Layout layout;
+  layout.name = std::move(name);
+  layout.module = module.clone();
+  MLIRContext *context = module.getContext();
+  ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error && layout.error.empty())
+      layout.error = diag.str();
+    return success();
+  });
+  PassManager pm(context);
+  dc::buildZero3Pipeline(pm, options);
+  if (failed(pm.run(*layout.module))) {
+    if (layout.error.empty())
+      layout.error = "the pipeline failed";
+    return layout;
+  }
+  dc::CostModel model(target);
+  for (auto fn : layout.module->getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    FailureOr<dc::MemoryTimeline> timeline = dc::MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      continue;
+    dc::SimulationResult sim = dc::StreamSimulator(model).run(fn, *timeline);
+    layout.stepSeconds += sim.stepSeconds;
+    layout.exposedSeconds += sim.exposedCollectiveSeconds;
+    layout.peakBytes =
+        std::max(layout.peakBytes, timeline->getPeakDeviceBytes());
+  }
+  return layout;
+}
+
+/// --compare-layouts: schedules both layouts, prints them, and leaves the
+/// faster one's scheduled module in `module` (its options in `options`).
+LogicalResult chooseLayout(OwningOpRef<ModuleOp> &module,
+                           dc::Zero3PipelineOptions &options) {
+  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
+      *module, options.memoryBudget, options.target, options.profile);
+  if (failed(setup))
+    return failure();
+  int64_t perNode = setup->target.gpusPerNode;
+  int64_t world = options.worldSize;
+  if (perNode <= 0 || setup->target.networkBandwidth <= 0 || world <= perNode ||
+      world % perNode != 0 || options.sequenceParallel > 1)
+    return emitError(module->getLoc())
+           << "--compare-layouts needs a target with a network between "
+              "nodes and a world of several whole nodes: target '"
+           << setup->target.name << "' has "
+           << (perNode > 0 ? std::to_string(perNode) : std::string("all"))
+           << " GPUs per node"
+           << (setup->target.networkBandwidth > 0 ? "" : " and no network")
+           << ", world-size=" << world
+           << (options.sequenceParallel > 1 ? " with sequence parallelism"
+                                            : "");
+  options.hierarchical = 0;
+  Layout flat =
+      scheduleLayout(*module, options, setup->target,
+                     "ZeRO-3 over all " + std::to_string(world) + " ranks");
+  options.hierarchical = perNode;
+  Layout nodes = scheduleLayout(*module, options, setup->target,
+                                "hierarchical: " + std::to_string(perNode) +
+                                    " per node x " +
+                                    std::to_string(world / perNode) + " nodes");
+  llvm::errs() << "dc-compile: layouts on " << setup->target.name << " ("
+               << world / perNode << " nodes x " << perNode << " GPUs)\n";
+  for (Layout *layout : {&flat, &nodes}) {
+    llvm::errs() << llvm::format("  %-40s ", layout->name.c_str());
+    if (!layout->error.empty())
+      llvm::errs() << "does not schedule: " << layout->error << "\n";
+    else
+      llvm::errs() << llvm::format(
+          "step %9.3f ms, exposed collectives %9.3f ms, peak %.2f GiB\n",
+          layout->stepSeconds * 1e3, layout->exposedSeconds * 1e3,
+          static_cast<double>(layout->peakBytes) / (1 << 30));
+  }
+  if (!flat.error.empty() && !nodes.error.empty())
+    return emitError(module->getLoc())
+           << "neither layout schedules: " << flat.error;
+  bool hierarchical =
+      flat.error.empty()
+          ? nodes.error.empty() && nodes.stepSeconds < flat.stepSeconds
+          : true;
+  Layout &chosen = hierarchical ? nodes : flat;
+  llvm::errs() << "  predicted faster: " << chosen.name << "\n";
+  options.hierarchical = hierarchical ? perNode : 0;
+  module = std::move(chosen.module);
+  return success();
 }
 
 LogicalResult emitArtifact(ModuleOp module) {
@@ -254,7 +374,15 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   OwningOpRef<ModuleOp> module = parseWithArgNames(sourceMgr, context);
-  if (!module || failed(compile(*module, *options)) ||
+  if (!module)
+    return 1;
+  bool schedule = !noSchedule;
+  if (compareLayouts && !noSchedule) {
+    if (failed(chooseLayout(module, *options)))
+      return 1;
+    schedule = false; // the chosen module is scheduled already
+  }
+  if (failed(compile(*module, *options, schedule)) ||
       failed(emitArtifact(*module)))
     return 1;
   return 0;

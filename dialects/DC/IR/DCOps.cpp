@@ -366,7 +366,10 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult AllReduceStartOp::verify() {
   if (failed(verifyReductionKind(*this, getKind())))
     return failure();
-  Type element = getElementTypeOrSelf(getInput().getType());
+  Type input = getInput().getType();
+  if (auto shard = dyn_cast<ShardType>(input))
+    input = shard.getLogical();
+  Type element = getElementTypeOrSelf(input);
   if (getKind() == shard::ReductionKind::Average && !isa<FloatType>(element))
     return emitOpError() << "cannot average " << element << " values; use sum";
   return success();
@@ -374,7 +377,21 @@ LogicalResult AllReduceStartOp::verify() {
 
 LogicalResult
 AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return getGridAxisSize(*this, getGridAttr(), getAxis(), symbols);
+  if (failed(getGridAxisSize(*this, getGridAttr(), getAxis(), symbols)))
+    return failure();
+  auto shard = dyn_cast<ShardType>(getInput().getType());
+  if (!shard)
+    return success();
+  // A shard is reduced over the axis its slices repeat along, never the
+  // axis it is split over (that would sum different slices).
+  if (shard.getGrid() != getGridAttr() ||
+      shard.getAxis() == static_cast<int64_t>(getAxis()))
+    return emitOpError() << "all-reduces a shard of " << shard.getGrid() << "["
+                         << shard.getAxis() << "] over " << getGridAttr() << "["
+                         << getAxis()
+                         << "]; a shard is all-reduced over another axis of "
+                            "its own grid";
+  return verifyShardOperands(*this, symbols);
 }
 
 //===----------------------------------------------------------------------===//

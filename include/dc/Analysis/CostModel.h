@@ -79,9 +79,12 @@ public:
   static int64_t countBytes(mlir::Operation *op);
 
   /// Time of one collective over `groupSize` ranks moving a full tensor of
-  /// `bytes` (all-gather result / reduce-scatter input).
+  /// `bytes` (all-gather result / reduce-scatter input), consecutive
+  /// members `rankStride` world ranks apart. A group that spans nodes
+  /// costs the slower of its two levels: the node's links, and the network
+  /// (ring, or for an all-reduce the faster of ring and tree).
   double collectiveSeconds(CollectiveKind kind, int64_t bytes,
-                           int64_t groupSize) const;
+                           int64_t groupSize, int64_t rankStride = 1) const;
   /// Time of one host<->device copy of `bytes`; `duplex`: while the other
   /// direction copies too (hostLinkDuplexBandwidth).
   double copySeconds(int64_t bytes, bool duplex = false) const;
@@ -92,6 +95,10 @@ public:
   double flopSeconds(mlir::Operation *op) const;
 
 private:
+  /// One collective over the links inside a node: the measured curve, or
+  /// alpha-beta without one.
+  double nodeLinkSeconds(CollectiveKind kind, int64_t bytes,
+                         int64_t groupSize) const;
   class GridSizes;
   OpCost estimate(mlir::Operation *op, GridSizes &grids,
                   llvm::StringRef profileKey) const;

@@ -2,7 +2,9 @@
 //
 // The numbers the cost model turns FLOPs and bytes into seconds with: compute
 // rates, memory and link bandwidths, collective latency and bus bandwidth.
-// Built-in presets ("h200", "cpu") or a JSON file with the same fields.
+// Built-in presets ("h200", "h200-cluster", "h100-cluster", "cpu") or a JSON
+// file with the same fields. Two link levels: the collective fields describe
+// the links inside a node (NVLink), the network fields those between nodes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_ANALYSIS_TARGETDESCRIPTION_H
@@ -55,8 +57,24 @@ struct TargetDescription {
   double hostLinkDuplexBandwidth = 0;
   /// Device memory capacity (bytes): the default memory budget.
   int64_t deviceMemoryBytes = 0;
+  /// Ranks per node (rank r sits on node r / gpusPerNode); 0: every rank
+  /// of any grid shares one node.
+  int64_t gpusPerNode = 0;
+  /// The network between nodes, per GPU (one NIC each, rail-optimized):
+  /// bandwidth (bytes/s) and the latency of one inter-node step of a ring
+  /// or tree (s). Bandwidth 0: no network; a group larger than a node is
+  /// costed as if the node's links reached every rank.
+  double networkBandwidth = 0;
+  double networkLatency = 0;
 
-  /// Built-in presets: "h200" (from measured H200 numbers) and "cpu".
+  /// How many members of a group of `groupSize` ranks, consecutive members
+  /// `rankStride` world ranks apart (a grid axis: the product of the later
+  /// axes), share a node; groupSize when the group stays in one node.
+  int64_t membersPerNode(int64_t groupSize, int64_t rankStride) const;
+
+  /// Built-in presets: "h200" (one node of 8 H200s, measured numbers),
+  /// "h200-cluster" and "h100-cluster" (nodes of 8 GPUs, 400 Gb/s per GPU
+  /// between them) and "cpu".
   static llvm::Expected<TargetDescription> getPreset(llvm::StringRef name);
   /// Parses the JSON form (the field names above); missing fields fall
   /// back to the "base" preset named in the file, or error.

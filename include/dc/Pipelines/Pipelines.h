@@ -31,6 +31,12 @@ struct Zero3PipelineOptions
                      "data-parallel axis, or over the sequence axis when it "
                      "is the only one"),
       llvm::cl::init(1)};
+  Option<int64_t> hierarchical{
+      *this, "hierarchical",
+      llvm::cl::desc("GPUs per node: shard parameters inside each node and "
+                     "replicate them across nodes (HSDP / MiCS) on a "
+                     "(world-size / G) x G grid; 0: shard over all ranks"),
+      llvm::cl::init(0)};
   Option<std::string> grid{*this, "grid",
                            llvm::cl::desc("shard.grid to shard over"),
                            llvm::cl::init(kDefaultGrid)};
@@ -41,7 +47,8 @@ struct Zero3PipelineOptions
       llvm::cl::init(kDefaultMemoryBudget)};
   Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("Target preset (h200, cpu) or target JSON file"),
+      llvm::cl::desc("Target preset (h200, h200-cluster, h100-cluster, cpu) or "
+                     "target JSON file"),
       llvm::cl::init(kDefaultTarget)};
   Option<std::string> profile{
       *this, "profile",

@@ -23,13 +23,23 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
     one `dc.end_backward` before the return waits for all of them. Gradients
     of replicated parameters are all-reduced instead.
 
+    Hierarchical sharding (`hierarchical=G`, HSDP / MiCS): the grid is
+    `(world-size / G) x G` (nodes x GPUs per node; an existing grid must have
+    that form). Parameters are sharded over axis 1, the ranks of one node,
+    and replicated over axis 0: gathers stay inside the node. Each bucket is
+    reduce-scattered over axis 1, waited when the next bucket starts (the
+    last before the return) and its shards all-reduced over axis 0, across
+    the nodes; the return waits for those. Replicated parameters'
+    gradients are all-reduced over axis 1, then over axis 0.
+
     Prefetching, fusion and persistence are left to later passes: this pass
     places every gather just in time.
   }];
   let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect"];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "::dc::kDefaultWorldSize",
-           "Ranks on the grid axis; 0 takes it from an existing grid">,
+           "Ranks on the grid axis (with hierarchical: in all); 0 takes it "
+           "from an existing grid">,
     Option<"gridName", "grid", "std::string", "::dc::kDefaultGrid",
            "Name of the shard.grid to shard over (created if missing)">,
     Option<"gridAxis", "grid-axis", "int64_t", "0",
@@ -48,6 +58,10 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
                         "the sum of the ranks' gradients"))}]>,
     Option<"castGather", "cast-gather", "bool", "true",
            "Gather in the narrower type when a parameter is only cast">,
+    Option<"hierarchical", "hierarchical", "int64_t", "0",
+           "GPUs per node: shard inside each node (grid axis 1 of a nodes x "
+           "GPUs grid) and replicate across nodes (axis 0); 0: shard over "
+           "grid-axis">,
   ];
 }
 
@@ -125,7 +139,7 @@ defvar DCPlanningOptions = [
          "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction of "
          "the target's memory (e.g. 0.9 or 90%); empty: all of it">,
   Option<"target", "target", "std::string", "::dc::kDefaultTarget",
-         "Target preset (h200, cpu) or a target JSON file">,
+         "Target preset (h200, h200-cluster, h100-cluster, cpu) or a target JSON file">,
   Option<"profile", "profile", "std::string", "::dc::kDefaultProfile",
          "Measured per-op times (JSON written by dc-run) replacing the "
          "cost model's compute estimates">,
@@ -387,7 +401,7 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
            "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction "
            "of the target's memory (e.g. 0.9 or 90%); empty: not checked">,
     Option<"target", "target", "std::string", "::dc::kDefaultTarget",
-           "Target preset (h200, cpu) or a target JSON file">,
+           "Target preset (h200, h200-cluster, h100-cluster, cpu) or a target JSON file">,
     Option<"optimizerStateBytes", "optimizer-state-bytes", "int64_t", "0",
            "Device bytes the trainer keeps per element of each parameter's "
            "local shard (its optimizer state; dc-run's AdamW: 12, an fp32 "

@@ -204,13 +204,20 @@ def DC_AllReduceStartOp : DC_Op<"all_reduce_start", [
     bufferization the input is a buffer the runtime reads until the wait and
     the future holds the runtime's buffer of the result.
 
+    The input may be a shard split over another axis of the same grid: its
+    local slice is all-reduced over `axis` (hierarchical sharding: a
+    gradient reduce-scattered inside a node, then all-reduced across the
+    nodes that hold the same shard).
+
     ```mlir
     %f = dc.all_reduce_start average %g on @world[0] : tensor<16xf32>
     %r = dc.wait %f : !dc.future<tensor<16xf32>>
+    %h = dc.all_reduce_start average %s on @nodes[0]
+        : !dc.shard<tensor<16xf32>, @nodes[1], local = 2>
     ```
   }];
   let arguments = !con(DC_ReductionArgs,
-      (ins AnyTypeOf<[AnyStaticShapeTensor, DC_DeviceBuffer]>:$input),
+      (ins AnyTypeOf<[AnyStaticShapeTensor, DC_AnyShard, DC_DeviceBuffer]>:$input),
       DC_GridAxisArgs);
   let results = (outs DC_AnyFuture:$future);
   let assemblyFormat = [{
