@@ -294,20 +294,43 @@ bool mayTouch(Operation *op, Value buffer) {
   });
 }
 
+/// True when `op` or any op nested in it (a linalg body reading a buffer
+/// it captures) may read or write `buffer` or memory it overlaps.
+bool mayTouchNested(Operation *op, Value buffer) {
+  bool touches = false;
+  op->walk([&](Operation *nested) {
+    touches = touches || mayTouch(nested, buffer);
+    return touches ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return touches;
+}
+
 /// A zero `linalg.fill` of exactly `gemm`'s output before it, with nothing
 /// in between that can read or write that output: the product can
 /// overwrite instead of accumulate. Between them may lie --profile-ops'
-/// hooks (a profiled step runs the same kernels), views, and dc's schedule
+/// hooks (a profiled step runs the same kernels), views, dc's schedule
 /// ops (a gather's start and wait, a release), which only touch the
-/// runtime's buffers and the operands they name.
+/// runtime's buffers and the operands they name, and other linalg ops on
+/// buffers (or kernels made of them) that do not touch the output
+/// (dc-rematerialize puts a recomputed operand between the fill and its
+/// product).
 linalg::FillOp getZeroFillBefore(Operation *gemm) {
   Value output = cast<linalg::LinalgOp>(gemm).getDpsInits()[0];
   Operation *previous = gemm->getPrevNode();
-  while (previous &&
-         (isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
-              arith::ConstantOp>(previous) ||
-          isa_and_nonnull<DCDialect>(previous->getDialect())) &&
-         !mayTouch(previous, output))
+  auto skippable = [&](Operation *op) {
+    if (isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
+            arith::ConstantOp>(op) ||
+        isa_and_nonnull<DCDialect>(op->getDialect()))
+      return !mayTouch(op, output);
+    // A kernel this pass already made of such an op reads and writes only
+    // the buffers its body names.
+    if (isa<gpu::LaunchOp>(op))
+      return !mayTouchNested(op, output);
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+    return linalgOp && linalgOp.hasPureBufferSemantics() &&
+           !mayTouchNested(op, output);
+  };
+  while (previous && skippable(previous))
     previous = previous->getPrevNode();
   auto fill = dyn_cast_or_null<linalg::FillOp>(previous);
   if (!fill || !fill.hasPureBufferSemantics())

@@ -463,6 +463,47 @@ func.func @fill_read_before_gemm(%a: memref<8x16xbf16>, %shard: memref<64xbf16>,
 
 // -----
 
+// An elementwise op on other buffers between a zero fill and its matrix
+// product (dc-rematerialize puts a recomputed operand there) does not keep
+// the fill; one that writes the product's output does.
+// CHECK-LABEL: func.func @recomputed_operand_gemm
+// CHECK-NOT: linalg.fill
+// CHECK: gpu.launch
+// CHECK: linalg.matmul {dc.gemm_overwrite}
+// CHECK-LABEL: func.func @output_written_before_gemm
+// CHECK: gpu.launch
+// CHECK: gpu.launch
+// CHECK: linalg.matmul ins
+// CHECK-NOT: dc.gemm_overwrite
+func.func @recomputed_operand_gemm(%x: memref<8x16xbf16>, %a: memref<8x16xbf16>, %b: memref<16x4xbf16>, %c: memref<8x4xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  linalg.fill ins(%zero : bf16) outs(%c : memref<8x4xbf16>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x16xbf16>) outs(%a : memref<8x16xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %d = arith.addf %in, %in : bf16
+    linalg.yield %d : bf16
+  }
+  linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x4xbf16>) outs(%c : memref<8x4xbf16>)
+  return
+}
+func.func @output_written_before_gemm(%x: memref<8x4xbf16>, %a: memref<8x16xbf16>, %b: memref<16x4xbf16>, %c: memref<8x4xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  linalg.fill ins(%zero : bf16) outs(%c : memref<8x4xbf16>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x4xbf16>) outs(%c : memref<8x4xbf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %d = arith.addf %in, %out : bf16
+    linalg.yield %d : bf16
+  }
+  linalg.matmul ins(%a, %b : memref<8x16xbf16>, memref<16x4xbf16>) outs(%c : memref<8x4xbf16>)
+  return
+}
+
+// -----
+
 // A column-parallel loop whose op also reads the buffer it writes (another
 // row of it) is not split by rows: a thread per column runs every
 // iteration, as before.
