@@ -227,7 +227,9 @@ double dcrun::clipScale(double globalNorm, double maxNorm) {
 }
 
 double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares) {
-  return param.owner ? sumOfSquares : 0.0;
+  // 0 for a replica, but a non-finite one still shows (0 * inf is NaN):
+  // replicas that diverged must not hide a NaN.
+  return param.owner ? sumOfSquares : 0.0 * sumOfSquares;
 }
 
 double HostAdamW::gradientSquares(ParamRegistry &registry) {

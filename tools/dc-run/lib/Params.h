@@ -171,8 +171,9 @@ public:
 };
 
 /// Each rank's share of the global squared gradient norm: the sum of
-/// squares of the slots it owns (Param::owner), 0 for a replica, so that
-/// the ranks' shares add up to the norm with each slot counted once.
+/// squares of the slots it owns (Param::owner), 0 for a replica (NaN if
+/// the replica is not finite), so that the ranks' shares add up to the
+/// norm with each slot counted once.
 double shareOfSquaredNorm(const Param &param, double sumOfSquares);
 
 /// AdamW on the host (ZeRO-Offload style on a device backend): copies each

@@ -233,20 +233,27 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
 
 TEST(HostAdamW, SquaredNormSharesAddUpOverRanks) {
   // A sharded gradient counts where it lives; a replicated one (on every
-  // rank) a world-size-th on each; a NaN anywhere makes the share NaN.
-  ParamRegistry registry(1, 2);
-  Param &sharded = registry.add(spec(0, "w", {4}, DCRT_F32));
-  ParamSpec replicatedSpec = spec(1, "b", {2}, DCRT_F32);
-  replicatedSpec.sharded = false;
-  Param &replicated = registry.add(replicatedSpec);
-  sharded.grad.as<float>()[0] = 3.0f;
-  sharded.grad.as<float>()[1] = 4.0f;
-  replicated.grad.as<float>()[0] = 2.0f;
-  replicated.grad.as<float>()[1] = 0.0f;
-  HostAdamW optimizer;
-  EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry), 25.0 + 4.0 / 2);
-  sharded.grad.as<float>()[1] = std::nanf("");
-  EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry)));
+  // rank) once, on rank 0; a NaN anywhere, a replica's too, makes the
+  // share NaN.
+  for (int32_t rank : {0, 1}) {
+    ParamRegistry registry(rank, 2);
+    Param &sharded = registry.add(spec(0, "w", {4}, DCRT_F32));
+    ParamSpec replicatedSpec = spec(1, "b", {2}, DCRT_F32);
+    replicatedSpec.sharded = false;
+    Param &replicated = registry.add(replicatedSpec);
+    sharded.grad.as<float>()[0] = 3.0f;
+    sharded.grad.as<float>()[1] = 4.0f;
+    replicated.grad.as<float>()[0] = 2.0f;
+    replicated.grad.as<float>()[1] = 0.0f;
+    HostAdamW optimizer;
+    EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry),
+                     rank == 0 ? 25.0 + 4.0 : 25.0);
+    replicated.grad.as<float>()[1] = std::nanf("");
+    EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry))) << rank;
+    replicated.grad.as<float>()[1] = 0.0f;
+    sharded.grad.as<float>()[1] = std::nanf("");
+    EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry))) << rank;
+  }
 }
 
 TEST(HostAdamW, KeepsItsStateInTheChosenDtypes) {
