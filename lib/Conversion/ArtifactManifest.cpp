@@ -94,8 +94,10 @@ int64_t getNumElementsOf(Type type) {
   return 0;
 }
 
-/// Bytes `op` (a start) stages on its collective stream while in flight.
-int64_t getStagingBytes(Operation *op, int64_t world) {
+/// Bytes `op` (a start) stages on its collective stream while in flight;
+/// `gridShape` gives the ranks a shard is split over (empty: `world`).
+int64_t getStagingBytes(Operation *op, int64_t world,
+                        ArrayRef<int64_t> gridShape) {
   int64_t bytes = 0;
   if (auto gather = dyn_cast<GatherStartOp>(op)) {
     for (auto [shard, future] :
@@ -108,17 +110,24 @@ int64_t getStagingBytes(Operation *op, int64_t world) {
   }
   if (auto reduce = dyn_cast<ReduceScatterStartOp>(op)) {
     bool sameTypes = true;
-    int64_t block = 0, padding = 0;
+    int64_t block = 0, padding = 0, groupRanks = world;
     for (auto [grad, future] :
          llvm::zip(reduce.getGradients(), reduce.getFutures())) {
       Type gradElement = getElementTypeOf(grad.getType());
       int64_t local = getNumElementsOf(future.getType());
+      // The bucket's group: its shards' axis, not the whole grid.
+      auto shard =
+          dyn_cast<ShardType>(cast<FutureType>(future.getType()).getValue());
+      int64_t ranks = shard && shard.getAxis() < int64_t(gridShape.size())
+                          ? gridShape[shard.getAxis()]
+                          : world;
       sameTypes &= gradElement == getElementTypeOf(future.getType());
       block += local;
-      if (getNumElementsOf(grad.getType()) != world * local)
-        padding += world * local * getElementBytes(gradElement);
+      if (getNumElementsOf(grad.getType()) != ranks * local)
+        padding += ranks * local * getElementBytes(gradElement);
+      groupRanks = ranks;
     }
-    return sameTypes ? padding : (world + 1) * block * 4;
+    return sameTypes ? padding : (groupRanks + 1) * block * 4;
   }
   if (auto allReduce = dyn_cast<AllReduceStartOp>(op)) {
     Type element = getElementTypeOf(allReduce.getInput().getType());
@@ -133,7 +142,8 @@ template <typename OpTy> int64_t bytesIfMadeBy(OpResult result, int64_t bytes) {
   return isa<OpTy>(result.getOwner()) ? bytes : 0;
 }
 
-FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world) {
+FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
+                                  ArrayRef<int64_t> gridShape) {
   bool usesRuntimeMemory = false;
   fn.walk([&](Operation *op) {
     usesRuntimeMemory |= isa<GatherStartOp, OffloadStartOp, ReloadStartOp,
@@ -178,7 +188,7 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world) {
     return peakOf([&](OpResult result, int64_t) {
       Operation *start = result.getOwner();
       return result.getResultNumber() == 0 && isStream(start)
-                 ? getStagingBytes(start, world)
+                 ? getStagingBytes(start, world, gridShape)
                  : int64_t(0);
     });
   };
@@ -237,11 +247,12 @@ private:
 
   std::string gridName = "world";
   int64_t world = 1;
+  SmallVector<int64_t> gridShape;
   PlanBytes plan;
 };
 
-/// The world is the module's one grid (or a single rank without one). The
-/// runtime has one communicator, so only one grid axis may span ranks.
+/// The world is the module's one grid (or a single rank without one); the
+/// runtime makes a communicator per axis of it ("grid_shape").
 LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
   auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
   if (grids.size() > 1)
@@ -251,18 +262,13 @@ LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
   if (!grids.empty()) {
     shard::GridOp grid = grids.front();
     gridName = grid.getSymName().str();
-    int64_t axesOverOne = 0;
     for (int64_t size : grid.getShape()) {
       if (ShapedType::isDynamic(size))
         return grid.emitError()
                << "has a dynamic axis; an artifact needs the world size";
       world *= size;
-      axesOverOne += size > 1;
     }
-    if (axesOverOne > 1)
-      return grid.emitError()
-             << "has several axes of more than one rank; the dcrt runtime "
-                "has one communicator, the world";
+    gridShape.assign(grid.getShape().begin(), grid.getShape().end());
   }
   if (worldSize != 0 && worldSize != world)
     return module.emitError()
@@ -282,10 +288,11 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
                              "parameter shard arguments in host memory "
                              "(dc-offload-params)";
   RankedTensorType tensor;
-  std::optional<int64_t> local;
+  std::optional<int64_t> local, shardAxis;
   if (auto shard = dyn_cast<ShardType>(type)) {
     tensor = shard.getLogical();
     local = shard.getLocal();
+    shardAxis = shard.getAxis();
   } else {
     tensor = dyn_cast<RankedTensorType>(type);
   }
@@ -304,8 +311,13 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
       json.value(dim);
   });
   json.attribute("dtype", *dtype);
-  if (local)
+  if (local) {
     json.attribute("local", *local);
+    // The shard's group, where the grid has axes it does not span: ranks
+    // that differ only on those hold the same slot (absent: every axis).
+    if (gridShape.size() > 1)
+      json.attributeArray("shard_axes", [&] { json.value(*shardAxis); });
+  }
   return success();
 }
 
@@ -417,7 +429,7 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
       }
     });
   });
-  FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world);
+  FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world, gridShape);
   if (failed(stepPlan))
     return failure();
   plan.gatherArena = std::max(plan.gatherArena, stepPlan->gatherArena);
@@ -500,6 +512,12 @@ void ArtifactManifestPass::runOnOperation() {
     json.attribute("target", target);
     json.attribute("world_size", world);
     json.attribute("grid", gridName);
+    // Absent, the grid is one axis of the world size.
+    if (gridShape.size() > 1)
+      json.attributeArray("grid_shape", [&] {
+        for (int64_t size : gridShape)
+          json.value(size);
+      });
     json.attributeObject("plan", [&] {
       json.attribute("gather_arena_bytes", plan.gatherArena);
       json.attribute("host_pool_bytes", plan.hostPool);

@@ -72,9 +72,12 @@ std::optional<int32_t> getDType(Type type) {
   return std::nullopt;
 }
 
-/// The grid axis of gathers and reduce-scatters: their buffer form keeps no
-/// shard type, and every grid dc shards parameters over is 1-D today.
-constexpr int32_t kBufferFormAxis = 0;
+/// The grid axis of a gather or reduce-scatter: its buffer form keeps no
+/// shard type, so bufferization records the shards' axis on the op; hand-
+/// written buffer IR without it means the one axis of a 1-D grid.
+template <typename OpTy> int64_t getShardAxis(OpTy op) {
+  return static_cast<int64_t>(op.getAxis().value_or(0));
+}
 
 /// The verifiers admit only the reductions the runtime has.
 int32_t getReduceOp(shard::ReductionKind kind) {
@@ -235,7 +238,7 @@ struct GatherStartLowering : public DCRTPattern<GatherStartOp> {
     Value outFull = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle =
         call(rewriter, op, "dcrt_gather_start",
-             {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
+             {i32(rewriter, loc, getShardAxis(op)), i32(rewriter, loc, n),
               array(rewriter, op, ptrType(), shards),
               array(rewriter, op, i64Type(), local),
               array(rewriter, op, i64Type(), full),
@@ -286,7 +289,7 @@ struct ReduceScatterStartLowering : public DCRTPattern<ReduceScatterStartOp> {
     Value outShards = stackSlots(rewriter, op, ptrType(), n);
     FailureOr<Value> handle =
         call(rewriter, op, "dcrt_reduce_scatter_start",
-             {i32(rewriter, loc, kBufferFormAxis), i32(rewriter, loc, n),
+             {i32(rewriter, loc, getShardAxis(op)), i32(rewriter, loc, n),
               i32(rewriter, loc, getReduceOp(op.getKind())),
               array(rewriter, op, ptrType(), grads),
               array(rewriter, op, i64Type(), full),

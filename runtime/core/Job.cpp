@@ -1,6 +1,8 @@
 //===- Job.cpp - the ranks of a job and the host program's collectives ----===//
 #include "Job.h"
 
+#include "dcrt/dcrt.h"
+
 #include "Internal.h"
 
 #include "dcrt/error.hpp"
@@ -57,6 +59,10 @@ Job::Job(int32_t expectedWorldSize, std::vector<int64_t> gridShape)
   for (size_t axis = 0; axis < gridShape_.size(); ++axis)
     axisGroups.push_back(
         transport->addGroup(axisMembers(static_cast<int>(axis))));
+  // A tensor sharded over every axis reduces over the whole grid.
+  if (gridShape_.size() > 1)
+    axisGroups.push_back(
+        transport->addGroup(axisMembers(static_cast<int>(gridShape_.size()))));
 
   transport->barrier(timeoutSeconds_);
   resetClock();
@@ -69,7 +75,15 @@ Job::~Job() {
   transport.reset();
 }
 
+int Job::groupOf(int32_t axis) const {
+  if (axis == DCRT_ALL_AXES)
+    return groupCount() - 1; // the whole grid, or the one axis of a 1-D one
+  return axis >= 0 && axis < int32_t(gridShape_.size()) ? axis : -1;
+}
+
 int64_t Job::coordinate(int axis) const {
+  if (axis == int(gridShape_.size()))
+    return rank_;
   int64_t stride = 1;
   for (size_t a = axis + 1; a < gridShape_.size(); ++a)
     stride *= gridShape_[a];
@@ -77,6 +91,12 @@ int64_t Job::coordinate(int axis) const {
 }
 
 std::vector<int> Job::axisMembers(int axis) const {
+  if (axis == int(gridShape_.size())) {
+    std::vector<int> everyone(worldSize_);
+    for (int r = 0; r < worldSize_; ++r)
+      everyone[r] = r;
+    return everyone;
+  }
   int64_t stride = 1;
   for (size_t a = axis + 1; a < gridShape_.size(); ++a)
     stride *= gridShape_[a];

@@ -36,9 +36,18 @@ public:
   /// "mpi" or "tcp".
   const char *transportName() const { return transport->name(); }
   const std::vector<int64_t> &gridShape() const { return gridShape_; }
+  /// Groups are numbered by axis; on a grid of several axes one more,
+  /// number gridShape().size(), is the whole grid (DCRT_ALL_AXES), its
+  /// ranks in world order. "axis" below means such a group number.
+  int groupCount() const { return static_cast<int>(axisGroups.size()); }
+  /// The group number of a collective's `axis` argument (an axis or
+  /// DCRT_ALL_AXES), or -1 if it names none.
+  int groupOf(int32_t axis) const;
   /// This rank's coordinate along grid axis `axis`, and the axis' size.
   int64_t coordinate(int axis) const;
-  int64_t axisSize(int axis) const { return gridShape_[axis]; }
+  int64_t axisSize(int axis) const {
+    return axis < int(gridShape_.size()) ? gridShape_[axis] : worldSize_;
+  }
   /// Ranks (world numbering) of this rank's group along `axis`, in order of
   /// their coordinate on the axis.
   std::vector<int> axisMembers(int axis) const;

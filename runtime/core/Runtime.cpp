@@ -58,11 +58,15 @@ State &current(const char *caller) {
 Backend &backend(const char *caller) { return *current(caller).backend; }
 Job &job(const char *caller) { return *current(caller).job; }
 
-void checkAxis(int32_t axis, const char *caller) {
+/// `axis` as the job's group number (an axis, or DCRT_ALL_AXES: the whole
+/// grid).
+int32_t checkAxis(int32_t axis, const char *caller) {
   const Job &j = *state->job;
-  if (axis < 0 || axis >= static_cast<int32_t>(j.gridShape().size()))
+  int group = j.groupOf(axis);
+  if (group < 0)
     fatal("%s: grid axis %d, but the grid has %zu axes", caller, axis,
           j.gridShape().size());
+  return group;
 }
 
 /// The backend name `options` asks for: the field, else DCRT_BACKEND, else
@@ -293,7 +297,7 @@ dcrt_future dcrt_gather_start(int32_t axis, int32_t n, void *const *shards,
                               const int32_t *dst_dtype, void **out_full) {
   const char *caller = "dcrt_gather_start";
   Backend &b = backend(caller);
-  checkAxis(axis, caller);
+  axis = checkAxis(axis, caller);
   if (n <= 0)
     fatal("%s: a group of %d shards", caller, n);
   auto groupSize = static_cast<int32_t>(state->job->axisSize(axis));
@@ -316,7 +320,7 @@ dcrt_reduce_scatter_start(int32_t axis, int32_t n, int32_t op,
                           const int32_t *shard_dtype, void **out_shards) {
   const char *caller = "dcrt_reduce_scatter_start";
   Backend &b = backend(caller);
-  checkAxis(axis, caller);
+  axis = checkAxis(axis, caller);
   checkReduceOp(op, caller);
   if (n <= 0)
     fatal("%s: a bucket of %d gradients", caller, n);
@@ -338,7 +342,7 @@ dcrt_future dcrt_all_reduce_start(int32_t axis, int32_t op, const void *input,
                                   int64_t numel, int32_t dtype, void **out) {
   const char *caller = "dcrt_all_reduce_start";
   Backend &b = backend(caller);
-  checkAxis(axis, caller);
+  axis = checkAxis(axis, caller);
   checkReduceOp(op, caller);
   checkDType(dtype, caller, 0);
   if (op == DCRT_AVG && !isFloatDType(dtype))
@@ -355,7 +359,7 @@ dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
                                   int32_t dtype) {
   const char *caller = "dcrt_all_to_all_start";
   Backend &b = backend(caller);
-  checkAxis(axis, caller);
+  axis = checkAxis(axis, caller);
   checkDType(dtype, caller, 0);
   if (rank < 1 || split_dim < 0 || split_dim >= rank || concat_dim < 0 ||
       concat_dim >= rank)

@@ -146,10 +146,11 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   makeStream(toHost, leastPriority);
   makeStream(toDevice, leastPriority);
 
-  // Two communicators per grid axis (gathers and reductions overlap), each
-  // from a unique id broadcast over the axis' group of the job's transport
-  // (MPI or TCP).
-  for (size_t axis = 0; axis < job.gridShape().size(); ++axis) {
+  // Two communicators per grid axis (gathers and reductions overlap), and
+  // two for the whole grid where it has several axes (Job's groups), each
+  // from a unique id broadcast over the group of the job's transport (MPI
+  // or TCP).
+  for (int axis = 0; axis < job.groupCount(); ++axis) {
     AxisComms axisComms;
     axisComms.size = static_cast<int>(job.axisSize(static_cast<int>(axis)));
     axisComms.rank = static_cast<int>(job.coordinate(static_cast<int>(axis)));

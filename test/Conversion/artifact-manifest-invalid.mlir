@@ -9,11 +9,6 @@ shard.grid @other(shape = 2)
 
 // -----
 
-// expected-error @+1 {{has several axes of more than one rank; the dcrt runtime has one communicator, the world}}
-shard.grid @world(shape = 2x2)
-
-// -----
-
 // expected-error @+1 {{has a dynamic axis; an artifact needs the world size}}
 shard.grid @world(shape = ?)
 

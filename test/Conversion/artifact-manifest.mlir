@@ -133,3 +133,27 @@ func.func @gpu_step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
   %c = arith.constant dense<1.0> : tensor<f32>
   return %c : tensor<f32>
 }
+
+// -----
+
+// A grid of several axes: the manifest gives its shape, and each shard its
+// group (here the 3 ranks of axis 1; the 2 ranks of axis 0 hold replicas).
+// The reduce-scatter stages the padding of its group of 3 (6 x 3 floats of
+// 16), not of the world of 6.
+
+// CHECK: @dc_manifest_json("{\22abi\22:3,\22target\22:\22cpu\22,\22world_size\22:6,\22grid\22:\22world\22,\22grid_shape\22:[2,3],\22plan\22:{{.*}}\22staging_bytes\22:72},
+// CHECK-SAME: \22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}],
+// CHECK-SAME: {\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}]}]}\00")
+shard.grid @world(shape = 2x3)
+!w = !dc.shard<tensor<16xf32>, @world[1], local = 6>
+func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">})
+    -> (tensor<f32> {dc.loss}, !w {dc.grad = #dc.grad<param = 0>}) {
+  %f = dc.gather_start %w : !w -> !dc.future<tensor<16xf32>>
+  %full = dc.wait %f : !dc.future<tensor<16xf32>>
+  %g = arith.addf %full, %full : tensor<16xf32>
+  dc.release %full : tensor<16xf32>
+  %r = dc.reduce_scatter_start average %g : tensor<16xf32> -> !dc.future<!w>
+  %s = dc.end_backward %r : !dc.future<!w>
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %s : tensor<f32>, !w
+}

@@ -241,3 +241,24 @@ func.func @profiling(%w: !w) {
   dc.clear_gathered
   return
 }
+
+// -----
+
+// A memref does not say which grid axis it is split over: the buffer-form
+// gather and reduce-scatter keep their shards' axis for the lowering.
+shard.grid @dpsp(shape = 2x2)
+!d = !dc.shard<tensor<6xf32>, @dpsp[1], local = 3>
+
+// CHECK-LABEL: func.func @axis_of_shards
+// CHECK: dc.gather_start %{{.*}} {axis = 1 : i64} : memref<3xf32> -> !dc.future<memref<6xf32>>
+// CHECK: dc.reduce_scatter_start sum %{{.*}} {axis = 1 : i64} : memref<6xf32> -> !dc.future<memref<3xf32>>
+func.func @axis_of_shards(%w: !d) -> !d {
+  %f = dc.gather_start %w : !d -> !dc.future<tensor<6xf32>>
+  %full = dc.wait %f : !dc.future<tensor<6xf32>>
+  %init = tensor.empty() : tensor<6xf32>
+  %g = linalg.add ins(%full, %full : tensor<6xf32>, tensor<6xf32>) outs(%init : tensor<6xf32>) -> tensor<6xf32>
+  dc.release %full : tensor<6xf32>
+  %r = dc.reduce_scatter_start sum %g : tensor<6xf32> -> !dc.future<!d>
+  %s = dc.wait %r : !dc.future<!d>
+  return %s : !d
+}

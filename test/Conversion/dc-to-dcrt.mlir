@@ -212,3 +212,27 @@ func.func @ulysses(%x: memref<2x8xf32>, %y: memref<4x4xf32>, %w: memref<4xf32>) 
   dc.clear_gathered
   return
 }
+
+// -----
+
+// Gathers and reduce-scatters run on their shards' axis, which the buffer
+// form keeps in `axis` (absent: axis 0).
+shard.grid @dpsp(shape = 2x2)
+
+// CHECK-LABEL: func.func @shard_axis
+// CHECK-DAG: %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[ONE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.call @dcrt_gather_start(%[[ONE]], %[[ONE]],
+// CHECK: llvm.call @dcrt_gather_start(%[[ZERO]], %[[ONE]],
+// CHECK: llvm.call @dcrt_reduce_scatter_start(%[[ONE]], %[[ONE]],
+func.func @shard_axis(%w: memref<3xf32>, %g: memref<6xf32>) -> memref<3xf32> {
+  %f = dc.gather_start %w {axis = 1 : i64} : memref<3xf32> -> !dc.future<memref<6xf32>>
+  %full = dc.wait %f : !dc.future<memref<6xf32>>
+  dc.release %full : memref<6xf32>
+  %f0 = dc.gather_start %w : memref<3xf32> -> !dc.future<memref<6xf32>>
+  %full0 = dc.wait %f0 : !dc.future<memref<6xf32>>
+  dc.release %full0 : memref<6xf32>
+  %r = dc.reduce_scatter_start sum %g {axis = 1 : i64} : memref<6xf32> -> !dc.future<memref<3xf32>>
+  %s = dc.wait %r : !dc.future<memref<3xf32>>
+  return %s : memref<3xf32>
+}

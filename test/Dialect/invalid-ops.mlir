@@ -915,3 +915,26 @@ func.func @gather_on_empty_axis(%w: !dc.shard<tensor<8xf32>, @empty[0], local = 
   %g = dc.wait %f : !dc.future<tensor<8xf32>>
   return %g : tensor<8xf32>
 }
+
+// -----
+
+// `axis` keeps a buffer-form op's shard axis; on shards it must be theirs.
+shard.grid @grid2d(shape = 2x4)
+!a0 = !dc.shard<tensor<8xf32>, @grid2d[0], local = 4>
+
+func.func @gather_wrong_axis(%x: !a0) {
+  // expected-error @+1 {{'dc.gather_start' op has axis = 1 but its shards are split over @grid2d[0]}}
+  %f = dc.gather_start %x {axis = 1 : i64} : !a0 -> !dc.future<tensor<8xf32>>
+  return
+}
+
+// -----
+
+shard.grid @grid2d(shape = 2x4)
+!a1 = !dc.shard<tensor<8xf32>, @grid2d[1], local = 2>
+
+func.func @reduce_scatter_wrong_axis(%g: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op has axis = 0 but its shards are split over @grid2d[1]}}
+  %f = dc.reduce_scatter_start sum %g {axis = 0 : i64} : tensor<8xf32> -> !dc.future<!a1>
+  return
+}

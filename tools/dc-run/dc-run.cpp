@@ -148,7 +148,8 @@ public:
   Trainer(const Options &options, const Artifact &artifact)
       : runtimeReady(secondsSinceStart()), options(options), artifact(artifact),
         step(pickStep(artifact.manifest, options.step)), rank(dcrt_rank()),
-        worldSize(dcrt_world_size()), registry(rank, worldSize),
+        worldSize(dcrt_world_size()),
+        registry(rank, worldSize, artifact.manifest.gridShape),
         data(step, options.seed,
              options.vocab ? options.vocab
                            : artifact.manifest.vocab.value_or(0),
@@ -371,6 +372,7 @@ private:
     spec.shape = arg.shape;
     spec.dtype = arg.dtype;
     spec.sharded = arg.local.has_value();
+    spec.shardAxes = arg.shardAxes;
     spec.onHost = arg.onHost;
     const TensorSpec *grad = step.findGrad(arg.id);
     spec.hasGrad = grad != nullptr;

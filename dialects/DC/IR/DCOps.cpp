@@ -29,6 +29,17 @@ static std::string gridAxisName(ShardType shard) {
                        shard.getAxis());
 }
 
+/// `axis` (the buffer form's record of the shards' axis) may be spelled on
+/// shards only as their own axis.
+static LogicalResult verifyAxisOfShards(Operation *op,
+                                        std::optional<uint64_t> axis,
+                                        ShardType shard) {
+  if (!axis || static_cast<int64_t>(*axis) == shard.getAxis())
+    return success();
+  return op->emitOpError() << "has axis = " << *axis << " but its shards are "
+                           << "split over " << gridAxisName(shard);
+}
+
 /// Fails, naming both operands, if `values` holds one value twice.
 static LogicalResult verifyNoRepeatedOperand(Operation *op, ValueRange values,
                                              StringRef what, StringRef reason) {
@@ -145,6 +156,8 @@ LogicalResult GatherStartOp::verify() {
                            << gridAxisName(shard) << " but shard #0 over "
                            << gridAxisName(firstShard)
                            << "; one group must use one communicator";
+    if (failed(verifyAxisOfShards(*this, getAxis(), shard)))
+      return failure();
     auto full = dyn_cast<RankedTensorType>(
         cast<FutureType>(future.getType()).getValue());
     if (!full)
@@ -226,6 +239,8 @@ LogicalResult ReduceScatterStartOp::verify() {
                            << gridAxisName(shard) << " but gradient #0 over "
                            << gridAxisName(firstShard)
                            << "; one bucket must use one communicator";
+    if (failed(verifyAxisOfShards(*this, getAxis(), shard)))
+      return failure();
     if (full.getShape() != shard.getLogical().getShape())
       return emitOpError() << "gradient #" << i << " is " << full
                            << " but its shard's logical tensor is "

@@ -26,8 +26,9 @@
  *    until the step ends (reductions, unreleased reloads and uploads) or
  *    until the reload of a host copy completes (offloads).
  *  - Every collective names its process group: `axis`, an axis of the
- *    artifact's grid (0 for the one axis of a 1-D grid). The runtime holds
- *    one communicator per axis.
+ *    artifact's grid (0 for the one axis of a 1-D grid), or DCRT_ALL_AXES.
+ *    The runtime holds one communicator per axis, and one for the whole
+ *    grid where it has several axes.
  *  - Errors never return: the runtime prints what failed and where (rank,
  *    op, reason) and aborts every rank (bounded time, no hang).
  *
@@ -53,6 +54,11 @@ typedef enum dcrt_dtype {
   DCRT_I32 = 3,
   DCRT_I64 = 4,
 } dcrt_dtype;
+
+/* The `axis` of a collective over every axis of the grid at once (the
+ * world): for a tensor sharded over all axes of a grid of several (ZeRO
+ * over data x sequence). On a 1-D grid it is axis 0. */
+#define DCRT_ALL_AXES (-1)
 
 typedef enum dcrt_reduce {
   DCRT_SUM = 0,
@@ -312,8 +318,11 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * "target" picks the backend ("cpu": host, "h200": cuda) unless
  * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is
  * present for sharded tensors (the buffer holds `local` elements); a
- * replicated parameter or gradient has no "local". "flops" (optional) is
- * one rank's floating-point work per step as the compiler counts it. A
+ * replicated parameter or gradient has no "local"; "shard_axes" (optional,
+ * beside "local", e.g. [0]) lists the grid axes a shard is split over
+ * (absent: all of them), so `local` = ceil(numel / product of their sizes)
+ * and ranks differing only on other axes hold the same slot. "flops" (optional)
+ * is one rank's floating-point work per step as the compiler counts it. A
  * parameter argument may carry "memory": "host": the step keeps it in host
  * memory and brings it to the device with dcrt_upload_start, so the caller
  * allocates it in host memory (pinned, on a device backend); without "memory"

@@ -82,7 +82,7 @@ public:
     double squares = 0;
     i = 0;
     for (Param &param : registry.params())
-      squares += shareOfSquaredNorm(param, perParam[i++], registry.worldSize());
+      squares += shareOfSquaredNorm(param, perParam[i++]);
     return squares;
   }
 

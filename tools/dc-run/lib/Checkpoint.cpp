@@ -247,13 +247,25 @@ static void writeTensors(const std::string &path, const ParamRegistry &registry,
       }
       continue;
     }
-    // Slots are padded to equal sizes, so one gather collects them in order.
+    // Slots are padded to equal sizes, so one gather collects every rank's.
+    // The file takes each slot once, from its owner, in slot order: ranks
+    // that differ only on axes the parameter is not split over hold
+    // replicas (on a 1-D grid the owners are the ranks in order).
     AlignedBuffer full(writer ? registry.worldSize() * slot.size() : 0,
                        "a gathered checkpoint tensor", /*zeroed=*/false);
     gatherToRoot(slot.data(), slot.size(), full.data(), 0);
     if (writer) {
-      writeAll(file, full.data(), fullBytes, temporary);
-      tensor.checksum = checksumBytes(kChecksumSeed, full.data(), fullBytes);
+      uint64_t checksum = kChecksumSeed;
+      int64_t left = fullBytes;
+      for (int64_t index = 0; left > 0; ++index) {
+        int64_t bytes = std::min<int64_t>(left, slot.size());
+        const char *owned = static_cast<const char *>(full.data()) +
+                            registry.ownerOfSlot(param, index) * slot.size();
+        writeAll(file, owned, bytes, temporary);
+        checksum = checksumBytes(checksum, owned, bytes);
+        left -= bytes;
+      }
+      tensor.checksum = checksum;
     }
   }
 

@@ -1,6 +1,8 @@
 //===- Data.cpp - the step's data arguments, per step and rank ------------===//
 #include "Data.h"
 
+#include <optional>
+
 #include "HostAccess.h"
 #include "Random.h"
 
@@ -58,6 +60,13 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
       dcrt::fatal("token file '%s' is empty", tokenFile.c_str());
   }
   int integerArguments = 0;
+  // The ranks of one sequence-parallel group train on the same rows: every
+  // data argument (sequence-sharded or not) splits its batch over the other
+  // axes.
+  std::optional<int64_t> stepSeqAxis;
+  for (const TensorSpec &spec : step.args)
+    if (spec.kind == TensorKind::Data && spec.seqAxis)
+      stepSeqAxis = spec.seqAxis;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const TensorSpec &spec = step.args[i];
     if (spec.kind != TensorKind::Data)
@@ -68,21 +77,28 @@ DataSource::DataSource(const StepSpec &step, uint64_t seed, int64_t vocab,
                                    spec.name.c_str())};
     argument.dataRank = rank;
     argument.dataRanks = worldSize;
-    if (spec.seqAxis) {
+    if (stepSeqAxis) {
       // The rank's coordinate on the sequence axis, and its linear index
       // over the other axes (row-major, as the runtime's grid).
       std::vector<int64_t> shape = gridShape;
       if (shape.empty())
         shape = {worldSize};
-      int64_t axis = *spec.seqAxis, stride = 1;
+      int64_t axis = *stepSeqAxis, stride = 1;
       for (size_t a = axis + 1; a < shape.size(); ++a)
         stride *= shape[a];
-      argument.seqParts = shape[axis];
-      argument.seqPart = rank / stride % shape[axis];
+      if (spec.seqAxis && *spec.seqAxis != axis)
+        dcrt::fatal("'%s' is sharded over the sequence on grid axis %lld, "
+                    "another argument on axis %lld",
+                    spec.name.c_str(), static_cast<long long>(*spec.seqAxis),
+                    static_cast<long long>(axis));
+      if (spec.seqAxis) {
+        argument.seqParts = shape[axis];
+        argument.seqPart = rank / stride % shape[axis];
+      }
       argument.dataRanks = worldSize / shape[axis];
       argument.dataRank =
           rank / (stride * shape[axis]) * stride + rank % stride;
-      if (*spec.seqDim == 0 && argument.dataRanks > 1)
+      if (spec.seqDim && *spec.seqDim == 0 && argument.dataRanks > 1)
         dcrt::fatal("'%s' is sharded over the sequence in its first dim and "
                     "over %lld data-parallel ranks; the batch must come "
                     "first",

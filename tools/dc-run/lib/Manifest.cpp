@@ -118,6 +118,14 @@ public:
       fail(where, "unknown dtype \"" + dtype + "\"");
     spec.dtype = parsed.value_or(DCRT_F32);
     spec.local = integer(entry, "local", where, false);
+    if (entry.contains("shard_axes")) {
+      if (!spec.local)
+        fail(where, "\"shard_axes\" without \"local\"");
+      spec.shardAxes =
+          shape(entry, "shard_axes", where).value_or(std::vector<int64_t>{});
+      if (spec.shardAxes.empty() && !failed())
+        fail(where, "\"shard_axes\" is empty");
+    }
     spec.vocab = integer(entry, "vocab", where, false);
     spec.seqDim = integer(entry, "seq_dim", where, false);
     spec.seqAxis = integer(entry, "seq_axis", where, false);
@@ -169,9 +177,46 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
+/// " (sharded over axes [a, b])" or " (replicated)".
+std::string shardingText(const TensorSpec &spec) {
+  return spec.local ? " (sharded over axes " + shapeText(spec.shardAxes) + ")"
+                    : " (replicated)";
+}
+
+/// Fills in and checks the shard axes of a sharded `spec` on a grid of
+/// `gridShape` (empty: one axis of `worldSize`); returns the ranks of its
+/// shard group.
+int64_t checkShardAxes(TensorSpec &spec, const std::vector<int64_t> &gridShape,
+                       int32_t worldSize, const std::string &where,
+                       Reader &reader) {
+  std::vector<int64_t> shape = gridShape;
+  if (shape.empty())
+    shape = {worldSize};
+  if (spec.shardAxes.empty())
+    for (size_t axis = 0; axis < shape.size(); ++axis)
+      spec.shardAxes.push_back(static_cast<int64_t>(axis));
+  int64_t ranks = 1;
+  for (size_t i = 0; i < spec.shardAxes.size(); ++i) {
+    int64_t axis = spec.shardAxes[i];
+    if (axis >= int64_t(shape.size()) || (i && axis <= spec.shardAxes[i - 1])) {
+      reader.fail(where, "'" + spec.name + "' has \"shard_axes\" " +
+                             shapeText(spec.shardAxes) +
+                             ", which are not increasing axes of the " +
+                             std::to_string(shape.size()) + "-axis grid");
+      return 1;
+    }
+    ranks *= shape[axis];
+  }
+  return ranks;
+}
+
 /// What must hold between the tensors of one step.
-void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
+void checkStep(StepSpec &step, int32_t worldSize,
+               const std::vector<int64_t> &gridShape, Reader &reader) {
   std::string where = "step '" + step.name + "'";
+  for (TensorSpec &result : step.results)
+    if (result.local)
+      checkShardAxes(result, gridShape, worldSize, where, reader);
   for (TensorSpec &arg : step.args) {
     if (arg.kind == TensorKind::Loss || arg.kind == TensorKind::Grad ||
         arg.kind == TensorKind::Other)
@@ -186,12 +231,15 @@ void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
           other.id == arg.id)
         reader.fail(where, "parameter id " + std::to_string(arg.id) +
                                " appears twice");
-    int64_t expected = dcrun::shardNumel(arg.numel(), worldSize);
-    if (arg.local && *arg.local != expected)
+    if (!arg.local)
+      continue;
+    int64_t group = checkShardAxes(arg, gridShape, worldSize, where, reader);
+    int64_t expected = dcrun::shardNumel(arg.numel(), group);
+    if (*arg.local != expected)
       reader.fail(where, "parameter '" + arg.name +
                              "' has \"local\": " + std::to_string(*arg.local) +
-                             ", but " + std::to_string(worldSize) +
-                             " ranks need " + std::to_string(expected));
+                             ", but " + std::to_string(group) + " ranks need " +
+                             std::to_string(expected));
   }
   int losses = 0;
   for (const TensorSpec &result : step.results) {
@@ -212,12 +260,12 @@ void checkStep(StepSpec &step, int32_t worldSize, Reader &reader) {
                              ", which is not an argument");
       continue;
     }
-    if (result.shape != param->shape || result.local != param->local)
+    if (result.shape != param->shape || result.local != param->local ||
+        result.shardAxes != param->shardAxes)
       reader.fail(where, "the gradient of '" + param->name + "' has shape " +
-                             shapeText(result.shape) +
-                             (result.local ? " (sharded)" : " (replicated)") +
+                             shapeText(result.shape) + shardingText(result) +
                              ", the parameter " + shapeText(param->shape) +
-                             (param->local ? " (sharded)" : " (replicated)"));
+                             shardingText(*param));
     if (!dcrt::isFloatDType(result.dtype) || !dcrt::isFloatDType(param->dtype))
       reader.fail(where, "parameter '" + param->name +
                              "' or its gradient is not floating point");
@@ -325,7 +373,7 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
     }
     if (reader.failed())
       return std::nullopt;
-    checkStep(step, manifest.worldSize, reader);
+    checkStep(step, manifest.worldSize, manifest.gridShape, reader);
     if (reader.failed())
       return std::nullopt;
     manifest.steps.push_back(std::move(step));

@@ -25,6 +25,10 @@ struct TensorSpec {
   dcrt_dtype dtype = DCRT_F32;
   /// Elements per rank of a sharded tensor; absent when replicated.
   std::optional<int64_t> local;
+  /// The grid axes a sharded tensor is split over ("shard_axes", in
+  /// increasing order; absent in the manifest: every axis, the world).
+  /// Ranks that differ only on the other axes hold the same slot.
+  std::vector<int64_t> shardAxes;
   /// Integer data values lie in [0, vocab).
   std::optional<int64_t> vocab;
   /// A sequence-sharded data argument (dc-ulysses): the rank holds its

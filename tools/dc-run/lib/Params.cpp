@@ -15,8 +15,8 @@
 using namespace dcrt;
 using namespace dcrun;
 
-int64_t dcrun::shardNumel(int64_t fullNumel, int32_t worldSize) {
-  return (fullNumel + worldSize - 1) / worldSize;
+int64_t dcrun::shardNumel(int64_t fullNumel, int64_t ranks) {
+  return (fullNumel + ranks - 1) / ranks;
 }
 
 void dcrun::adamwUpdate(float *master, const float *grad, float *expAvg,
@@ -71,10 +71,40 @@ float dcrun::initialValue(const InitOptions &options, const ParamSpec &spec,
                                    static_cast<uint64_t>(index)));
 }
 
-ParamRegistry::ParamRegistry(int32_t rank, int32_t worldSize)
-    : rank_(rank), worldSize_(worldSize) {
+ParamRegistry::ParamRegistry(int32_t rank, int32_t worldSize,
+                             std::vector<int64_t> gridShape)
+    : rank_(rank), worldSize_(worldSize), gridShape_(std::move(gridShape)) {
   if (worldSize < 1 || rank < 0 || rank >= worldSize)
     fatal("ParamRegistry: rank %d of %d", rank, worldSize);
+  if (gridShape_.empty())
+    gridShape_ = {worldSize};
+  int64_t ranks = 1;
+  for (int64_t size : gridShape_)
+    ranks *= size;
+  if (ranks != worldSize)
+    fatal("ParamRegistry: a grid of %lld ranks for a world of %d",
+          static_cast<long long>(ranks), worldSize);
+}
+
+/// The stride of `axis` in the row-major rank numbering of `grid`.
+static int64_t strideOf(const std::vector<int64_t> &grid, int64_t axis) {
+  int64_t stride = 1;
+  for (size_t a = axis + 1; a < grid.size(); ++a)
+    stride *= grid[a];
+  return stride;
+}
+
+int32_t ParamRegistry::ownerOfSlot(const Param &param, int64_t index) const {
+  if (!param.spec.sharded)
+    return 0;
+  int64_t rank = 0;
+  // The last shard axis varies fastest, as in shardIndex.
+  for (auto axis = param.spec.shardAxes.rbegin();
+       axis != param.spec.shardAxes.rend(); ++axis) {
+    rank += index % gridShape_[*axis] * strideOf(gridShape_, *axis);
+    index /= gridShape_[*axis];
+  }
+  return static_cast<int32_t>(rank);
 }
 
 Param &ParamRegistry::add(ParamSpec spec) {
@@ -98,12 +128,36 @@ Param &ParamRegistry::add(ParamSpec spec) {
     param.fullNumel *= dim;
   }
   if (spec.sharded) {
-    param.localNumel = shardNumel(param.fullNumel, worldSize_);
-    param.offset = rank_ * param.localNumel;
+    if (spec.shardAxes.empty())
+      for (size_t axis = 0; axis < gridShape_.size(); ++axis)
+        spec.shardAxes.push_back(static_cast<int64_t>(axis));
+    for (size_t i = 0; i < spec.shardAxes.size(); ++i)
+      if (spec.shardAxes[i] < 0 ||
+          spec.shardAxes[i] >= int64_t(gridShape_.size()) ||
+          (i && spec.shardAxes[i] <= spec.shardAxes[i - 1]))
+        fatal("parameter '%s': shard axes are not increasing axes of the "
+              "%zu-axis grid",
+              spec.name.c_str(), gridShape_.size());
+    // The slot is the rank's index over the shard axes (row-major); it
+    // owns the slot where its coordinates on the other axes are 0.
+    for (size_t axis = 0; axis < gridShape_.size(); ++axis) {
+      int64_t coordinate =
+          rank_ / strideOf(gridShape_, axis) % gridShape_[axis];
+      if (std::find(spec.shardAxes.begin(), spec.shardAxes.end(),
+                    static_cast<int64_t>(axis)) != spec.shardAxes.end()) {
+        param.shardIndex = param.shardIndex * gridShape_[axis] + coordinate;
+        param.shardRanks *= gridShape_[axis];
+      } else if (coordinate != 0) {
+        param.owner = false;
+      }
+    }
+    param.localNumel = shardNumel(param.fullNumel, param.shardRanks);
+    param.offset = param.shardIndex * param.localNumel;
     param.validNumel = std::clamp<int64_t>(param.fullNumel - param.offset, 0,
                                            param.localNumel);
   } else {
     param.localNumel = param.validNumel = param.fullNumel;
+    param.owner = rank_ == 0;
   }
   const char *name = spec.name.c_str();
   // A parameter the step keeps in host memory gets memory its uploads copy
@@ -172,9 +226,10 @@ double dcrun::clipScale(double globalNorm, double maxNorm) {
   return std::min(1.0, maxNorm / (globalNorm + 1e-6));
 }
 
-double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares,
-                                 int32_t worldSize) {
-  return param.spec.sharded ? sumOfSquares : sumOfSquares / worldSize;
+double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares) {
+  // 0 for a replica, but a non-finite one still shows (0 * inf is NaN):
+  // replicas that diverged must not hide a NaN.
+  return param.owner ? sumOfSquares : 0.0 * sumOfSquares;
 }
 
 double HostAdamW::gradientSquares(ParamRegistry &registry) {
@@ -193,7 +248,7 @@ double HostAdamW::gradientSquares(ParamRegistry &registry) {
     double sum = 0;
     for (float g : gradient)
       sum += double(g) * g;
-    squares += shareOfSquaredNorm(param, sum, registry.worldSize());
+    squares += shareOfSquaredNorm(param, sum);
   }
   return squares;
 }

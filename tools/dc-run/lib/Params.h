@@ -64,8 +64,12 @@ struct ParamSpec {
   std::vector<int64_t> shape;
   dcrt_dtype dtype = DCRT_F32;
   dcrt_dtype gradDtype = DCRT_F32;
-  /// Sharded over all ranks (ZeRO-3), or replicated on every rank.
+  /// Sharded (ZeRO-3), or replicated on every rank.
   bool sharded = true;
+  /// The grid axes a sharded parameter is split over, increasing; empty:
+  /// every axis (the whole world). Ranks that differ only on the other
+  /// axes hold the same slot (replicas).
+  std::vector<int64_t> shardAxes;
   /// Whether the step produces a gradient for it (else it is frozen).
   bool hasGrad = true;
   /// Kept in host memory by the step (dc-offload-params), which uploads it
@@ -82,6 +86,13 @@ struct Param {
   int64_t offset = 0;
   /// Elements of the slot that are real (the rest is padding).
   int64_t validNumel = 0;
+  /// This rank's slot among the shard group's `shardRanks` slots (0 of 1
+  /// when replicated).
+  int64_t shardIndex = 0, shardRanks = 1;
+  /// Whether this rank is the one of the slot's replicas that counts it
+  /// (coordinate 0 on every axis the parameter is not split over): the
+  /// gradient norm and checkpoints take each slot once.
+  bool owner = true;
   /// The artifact's buffers: device memory, or (spec.onHost) host memory
   /// the device copies from at full speed.
   dcrt::Buffer data; // spec.dtype: what the artifact reads
@@ -105,12 +116,15 @@ struct InitOptions {
 float initialValue(const InitOptions &options, const ParamSpec &spec,
                    int64_t index);
 
-/// ceil(numel / world): the padded slot every rank holds.
-int64_t shardNumel(int64_t fullNumel, int32_t worldSize);
+/// ceil(numel / ranks): the padded slot every rank of a shard group holds.
+int64_t shardNumel(int64_t fullNumel, int64_t ranks);
 
 class ParamRegistry {
 public:
-  ParamRegistry(int32_t rank, int32_t worldSize);
+  /// `gridShape`: the sizes of the grid's axes (product = worldSize; empty:
+  /// one axis), ranks numbered row-major over it as the runtime does.
+  ParamRegistry(int32_t rank, int32_t worldSize,
+                std::vector<int64_t> gridShape = {});
 
   /// Fatal on a duplicate id or name.
   Param &add(ParamSpec spec);
@@ -119,6 +133,10 @@ public:
   const std::deque<Param> &params() const { return params_; }
   int32_t rank() const { return rank_; }
   int32_t worldSize() const { return worldSize_; }
+  const std::vector<int64_t> &gridShape() const { return gridShape_; }
+  /// The rank (world numbering) that owns slot `index` of `param`: its
+  /// coordinates on the shard axes spell `index`, the others are 0.
+  int32_t ownerOfSlot(const Param &param, int64_t index) const;
 
   /// Fills every master copy (and `data`) from initialValue.
   void initialize(const InitOptions &options);
@@ -127,6 +145,7 @@ public:
 
 private:
   int32_t rank_, worldSize_;
+  std::vector<int64_t> gridShape_;
   std::deque<Param> params_; // stable addresses: dc-run keeps pointers
 };
 
@@ -151,11 +170,11 @@ public:
   virtual void storeState(ParamRegistry &registry) {}
 };
 
-/// Each rank's share of the global squared gradient norm: its shards' sum,
-/// plus a replicated gradient's sum divided by the world size (every rank
-/// holds all of it), so that the ranks' shares add up to the norm.
-double shareOfSquaredNorm(const Param &param, double sumOfSquares,
-                          int32_t worldSize);
+/// Each rank's share of the global squared gradient norm: the sum of
+/// squares of the slots it owns (Param::owner), 0 for a replica (NaN if
+/// the replica is not finite), so that the ranks' shares add up to the
+/// norm with each slot counted once.
+double shareOfSquaredNorm(const Param &param, double sumOfSquares);
 
 /// AdamW on the host (ZeRO-Offload style on a device backend): copies each
 /// gradient shard to host memory, updates the fp32 master and moments there

@@ -152,3 +152,42 @@ TEST(Manifest, RejectsBadSequenceSharding) {
   EXPECT_EQ(error, "manifest: 'tokens' has \"seq_axis\" 1, but the grid has 1 "
                    "axes");
 }
+
+TEST(Manifest, ShardAxesNameEachShardGroup) {
+  // On a 2x2 grid, "w" split over axis 0 is 2 slots of ceil(15 / 2) = 8;
+  // without "shard_axes" a shard spans every axis (4 ranks, 4 each).
+  std::string text = manifestWith(R"("grid_shape": [2, 2], )");
+  std::string error;
+  std::optional<Manifest> world = parseManifest(text, error);
+  ASSERT_TRUE(world) << error;
+  EXPECT_EQ(world->steps[0].args[0].shardAxes, (std::vector<int64_t>{0, 1}));
+  for (const char *local : {"\"local\": 4}]", "\"local\": 4}]}"})
+    text.replace(text.find(local), 10, "\"local\": 8, \"shard_axes\": [0]");
+  std::optional<Manifest> axis0 = parseManifest(text, error);
+  ASSERT_TRUE(axis0) << error;
+  EXPECT_EQ(axis0->steps[0].args[0].shardAxes, (std::vector<int64_t>{0}));
+  EXPECT_EQ(axis0->steps[0].results[1].shardAxes, (std::vector<int64_t>{0}));
+
+  std::string wrongLocal = text;
+  wrongLocal.replace(wrongLocal.find("\"local\": 8"), 10, "\"local\": 4");
+  EXPECT_FALSE(parseManifest(wrongLocal, error));
+  EXPECT_EQ(error, "step 'train_step': parameter 'w' has \"local\": 4, but 2 "
+                   "ranks need 8");
+  std::string otherAxis = text;
+  otherAxis.replace(otherAxis.rfind("\"shard_axes\": [0]"), 17,
+                    "\"shard_axes\": [1]");
+  EXPECT_FALSE(parseManifest(otherAxis, error));
+  EXPECT_EQ(error, "step 'train_step': the gradient of 'w' has shape [3, 5] "
+                   "(sharded over axes [1]), the parameter [3, 5] (sharded "
+                   "over axes [0])");
+  for (const char *axes : {"[2]", "[1, 0]", "[]"}) {
+    std::string bad = text;
+    bad.replace(bad.find("[0]"), 3, axes);
+    EXPECT_FALSE(parseManifest(bad, error)) << axes;
+  }
+  std::string badAxis = text;
+  badAxis.replace(badAxis.find("[0]"), 3, "[2]");
+  parseManifest(badAxis, error);
+  EXPECT_EQ(error, "step 'train_step': 'w' has \"shard_axes\" [2], which are "
+                   "not increasing axes of the 2-axis grid");
+}

@@ -77,6 +77,52 @@ TEST(ParamRegistry, ShardsArePaddedSlots) {
               "parameter name 'w' appears twice");
 }
 
+TEST(ParamRegistry, ShardGroupsFollowTheShardAxes) {
+  // A 2x3 grid (rank = 3 d + s). "w" split over axis 0: rank (d, s) holds
+  // slot d and owns it where s = 0; "v" over both axes: slot = rank.
+  ParamSpec w = spec(0, "w", {9});
+  w.shardAxes = {0};
+  ParamSpec v = spec(1, "v", {9});
+  ParamSpec norm = spec(2, "norm", {4});
+  norm.sharded = false;
+  for (int32_t rank = 0; rank < 6; ++rank) {
+    ParamRegistry registry(rank, 6, {2, 3});
+    const Param &byData = registry.add(w);
+    EXPECT_EQ(byData.shardRanks, 2);
+    EXPECT_EQ(byData.localNumel, 5);
+    EXPECT_EQ(byData.shardIndex, rank / 3);
+    EXPECT_EQ(byData.offset, rank / 3 * 5);
+    EXPECT_EQ(byData.validNumel, rank / 3 ? 4 : 5);
+    EXPECT_EQ(byData.owner, rank % 3 == 0) << rank;
+    EXPECT_EQ(registry.ownerOfSlot(byData, 1), 3);
+    const Param &byBoth = registry.add(v);
+    EXPECT_EQ(byBoth.shardRanks, 6);
+    EXPECT_EQ(byBoth.shardIndex, rank);
+    EXPECT_TRUE(byBoth.owner);
+    EXPECT_EQ(registry.ownerOfSlot(byBoth, 4), 4);
+    const Param &full = registry.add(norm);
+    EXPECT_EQ(full.owner, rank == 0);
+    // Each slot's squares count once over the ranks.
+    EXPECT_EQ(shareOfSquaredNorm(byData, 2.0), rank % 3 == 0 ? 2.0 : 0.0);
+    EXPECT_EQ(shareOfSquaredNorm(full, 2.0), rank == 0 ? 2.0 : 0.0);
+  }
+  // The other grid order: axis 1 split, rank = 2 s + d on a 3x2 grid.
+  ParamRegistry transposed(5, 6, {3, 2});
+  ParamSpec u = spec(0, "u", {9});
+  u.shardAxes = {1};
+  const Param &byAxis1 = transposed.add(u);
+  EXPECT_EQ(byAxis1.shardIndex, 1);
+  EXPECT_FALSE(byAxis1.owner);
+  EXPECT_EQ(transposed.ownerOfSlot(byAxis1, 1), 1);
+  ParamSpec bad = spec(3, "bad", {9});
+  bad.shardAxes = {2};
+  EXPECT_EXIT(transposed.add(bad), testing::ExitedWithCode(1),
+              "parameter 'bad': shard axes are not increasing axes of the "
+              "2-axis grid");
+  EXPECT_EXIT(ParamRegistry(0, 6, {2, 2}), testing::ExitedWithCode(1),
+              "a grid of 4 ranks for a world of 6");
+}
+
 TEST(ParamRegistry, InitIsTheSameFullTensorOnEveryWorldSize) {
   InitOptions options;
   options.seed = 1234;
@@ -187,20 +233,27 @@ TEST(HostAdamW, ClipsToTheGlobalGradientNorm) {
 
 TEST(HostAdamW, SquaredNormSharesAddUpOverRanks) {
   // A sharded gradient counts where it lives; a replicated one (on every
-  // rank) a world-size-th on each; a NaN anywhere makes the share NaN.
-  ParamRegistry registry(1, 2);
-  Param &sharded = registry.add(spec(0, "w", {4}, DCRT_F32));
-  ParamSpec replicatedSpec = spec(1, "b", {2}, DCRT_F32);
-  replicatedSpec.sharded = false;
-  Param &replicated = registry.add(replicatedSpec);
-  sharded.grad.as<float>()[0] = 3.0f;
-  sharded.grad.as<float>()[1] = 4.0f;
-  replicated.grad.as<float>()[0] = 2.0f;
-  replicated.grad.as<float>()[1] = 0.0f;
-  HostAdamW optimizer;
-  EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry), 25.0 + 4.0 / 2);
-  sharded.grad.as<float>()[1] = std::nanf("");
-  EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry)));
+  // rank) once, on rank 0; a NaN anywhere, a replica's too, makes the
+  // share NaN.
+  for (int32_t rank : {0, 1}) {
+    ParamRegistry registry(rank, 2);
+    Param &sharded = registry.add(spec(0, "w", {4}, DCRT_F32));
+    ParamSpec replicatedSpec = spec(1, "b", {2}, DCRT_F32);
+    replicatedSpec.sharded = false;
+    Param &replicated = registry.add(replicatedSpec);
+    sharded.grad.as<float>()[0] = 3.0f;
+    sharded.grad.as<float>()[1] = 4.0f;
+    replicated.grad.as<float>()[0] = 2.0f;
+    replicated.grad.as<float>()[1] = 0.0f;
+    HostAdamW optimizer;
+    EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry),
+                     rank == 0 ? 25.0 + 4.0 : 25.0);
+    replicated.grad.as<float>()[1] = std::nanf("");
+    EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry))) << rank;
+    replicated.grad.as<float>()[1] = 0.0f;
+    sharded.grad.as<float>()[1] = std::nanf("");
+    EXPECT_TRUE(std::isnan(optimizer.gradientSquares(registry))) << rank;
+  }
 }
 
 TEST(HostAdamW, KeepsItsStateInTheChosenDtypes) {

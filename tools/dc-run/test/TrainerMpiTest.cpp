@@ -99,6 +99,55 @@ TEST(Checkpoint, SavedByThisWorldLoadsOnEveryWorldSize) {
     std::remove(path);
 }
 
+TEST(Checkpoint, ReplicasAreSavedOnceAndCountedOnceInTheNorm) {
+  // The world as a 2-axis grid both ways round; "w" split over axis 0, axis
+  // 1 or both. Replicas (ranks that differ on an axis "w" is not split
+  // over) must leave one copy of each slot in the file and in the norm.
+  ParamSpec weight;
+  weight.id = 0;
+  weight.name = "w";
+  weight.shape = {3, 5};
+  ParamRegistry single(0, 1);
+  Param &reference = single.add(weight);
+  InitOptions options;
+  options.seed = 11;
+  single.initialize(options);
+  double squares = 0;
+  for (float value : reference.master)
+    squares += double(value) * value;
+  char path[256] = {};
+  if (rank() == 0)
+    std::snprintf(path, sizeof(path), "%s/dcrt-mpi-grid-%d.safetensors",
+                  testing::TempDir().c_str(), getpid());
+  broadcast(path, sizeof(path), 0);
+  for (std::vector<int64_t> grid :
+       {std::vector<int64_t>{1, world()}, std::vector<int64_t>{world(), 1}})
+    for (std::vector<int64_t> axes :
+         {std::vector<int64_t>{0}, std::vector<int64_t>{1},
+          std::vector<int64_t>{0, 1}}) {
+      ParamSpec split = weight;
+      split.shardAxes = axes;
+      ParamRegistry trained(rank(), world(), grid);
+      Param &param = trained.add(split);
+      trained.initialize(options);
+      double share = 0;
+      for (int64_t i = 0; i < param.validNumel; ++i)
+        share += double(param.master[i]) * param.master[i];
+      share = shareOfSquaredNorm(param, share);
+      allReduceSum(&share, 1);
+      EXPECT_NEAR(share, squares, 1e-12) << grid[0] << "x" << grid[1];
+      saveCheckpoint(path, trained, 1);
+      ParamRegistry loaded(0, 1);
+      loaded.add(weight);
+      loadCheckpoint(path, loaded);
+      EXPECT_EQ(loaded.params()[0].master, reference.master)
+          << grid[0] << "x" << grid[1] << " axes " << axes.size();
+      barrier(); // the next save replaces the file
+    }
+  if (rank() == 0)
+    std::remove(path);
+}
+
 /// Prints only failures, prefixed with the rank, on ranks other than 0.
 class FailurePrinter : public testing::EmptyTestEventListener {
   void OnTestPartResult(const testing::TestPartResult &result) override {

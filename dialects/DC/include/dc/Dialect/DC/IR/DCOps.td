@@ -62,10 +62,14 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
 
     After bufferization each shard is its local buffer `memref<local x T>`
     and each future holds the full buffer, which the runtime allocates in its
-    gather arena (no copy):
+    gather arena (no copy). A memref does not say which grid axis it is
+    split over, so bufferization records the shards' axis in `axis`, which
+    the lowering passes to the runtime (absent: axis 0). On shards, `axis`
+    may be given only if it is theirs:
 
     ```mlir
-    %f = dc.gather_start %w : memref<32xf32> -> !dc.future<memref<8x8xf32>>
+    %f = dc.gather_start %w {axis = 1 : i64}
+        : memref<32xf32> -> !dc.future<memref<8x8xf32>>
     ```
 
     ```mlir
@@ -76,8 +80,16 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
     ```
   }];
   let arguments = (ins Variadic<DC_ShardOrBuffer>:$shards,
-                       UnitAttr:$persistent);
+                       UnitAttr:$persistent, OptionalAttr<I64Attr>:$axis);
   let results = (outs Variadic<DC_AnyFuture>:$futures);
+  // The passes build shard forms, whose type says the axis.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$futures, "::mlir::ValueRange":$shards,
+                   "bool":$persistent), [{
+      build($_builder, $_state, futures, shards, persistent,
+            ::mlir::IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = [{
     $shards attr-dict `:` qualified(type($shards)) `->` qualified(type($futures))
   }];
@@ -152,7 +164,8 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     axis. The futures are taken by `dc.wait` or, at the end of
     backward, `dc.end_backward`. After bufferization the gradients are
     buffers the runtime reads until the wait, and the futures hold the
-    runtime's buffers of the reduced slices, `memref<local x T>`.
+    runtime's buffers of the reduced slices, `memref<local x T>`; `axis`
+    keeps the shards' grid axis there, as on `dc.gather_start`.
 
     ```mlir
     %f = dc.reduce_scatter_start average %g : tensor<8x8xf32>
@@ -160,8 +173,17 @@ def DC_ReduceScatterStartOp : DC_Op<"reduce_scatter_start", [
     ```
   }];
   let arguments = !con(DC_ReductionArgs,
-                       (ins Variadic<DC_TensorOrBuffer>:$gradients));
+                       (ins Variadic<DC_TensorOrBuffer>:$gradients,
+                            OptionalAttr<I64Attr>:$axis));
   let results = (outs Variadic<DC_AnyFuture>:$futures);
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$futures,
+                   "::mlir::shard::ReductionKind":$kind,
+                   "::mlir::ValueRange":$gradients), [{
+      build($_builder, $_state, futures, kind, gradients,
+            ::mlir::IntegerAttr());
+    }]>
+  ];
   let assemblyFormat = [{
     $kind $gradients attr-dict `:` type($gradients) `->` qualified(type($futures))
   }];
