@@ -10,14 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_hf_bench.sh OUT}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-BUILD=${BUILD:-build-gpu}
-if [ ! -x "$BUILD/bin/dc-run" ]; then
-  cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
-    ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-fi
+source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/hf}
 STEPS=$(python3 -c "import json; d=json.load(open('$ART/export.json')); print(len(next(iter(d['models'].values()))['torch-f32']))")
 logs=()

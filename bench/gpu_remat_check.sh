@@ -10,13 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_remat_check.sh OUT}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-BUILD=${BUILD:-build-gpu}
-if [ ! -x "$BUILD/bin/dc-run" ]; then
-  cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
-    ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-fi
+source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/remat}
 STEPS=${STEPS:-3}
 status=0
@@ -26,6 +20,7 @@ run() { # NAME STEPS
   grep -E "^step=" "$OUT/$1.log" | cut -d' ' -f1-3 | tr '\n' ' '; echo " <- $1"
 }
 for so in "$ART"/*-none-h200*.so; do
+  [ -f "$so" ] || { echo "no NAME-none-h200*.so in $ART"; exit 1; }
   base=$(basename "$so" .so)
   run "$base" "$STEPS"
   for r in "$ART"/${base%%-none-h200*}-r*-h200${base#*-none-h200}.so; do

@@ -15,14 +15,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_step_bench.sh OUT}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-BUILD=${BUILD:-build-gpu}
+source bench/gpu_env.sh
 BIN=$BUILD/bin
-if [ ! -x "$BIN/dc-run" ]; then
-  cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
-    ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-fi
 ART=.gpu-artifacts/bench
 # Line-buffered, each run bounded: a slow or stuck run still leaves its log.
 RUN="timeout ${RUN_TIMEOUT_S:-120} stdbuf -oL -eL $BIN/dc-run --nproc 1"
