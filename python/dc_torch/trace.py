@@ -233,13 +233,14 @@ def _host_reads(graph_module, params, n_train):
                     f"{where(read)}; a dc step is one static graph for every "
                     "step's data: compute it with tensor ops (torch.where)")
             stack.extend(n.all_input_nodes)
-    dead = list(reads)
+    dead, erased = list(reads), set()
     while dead:
         n = dead.pop()
-        if n.users:
+        if n in erased or n.users:
             continue
         inputs = n.all_input_nodes
         graph.erase_node(n)
+        erased.add(n)
         dead.extend(i for i in inputs if i.op == "call_function")
     graph_module.recompile()
 
