@@ -10,6 +10,8 @@
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
+#include "RankFailurePrinter.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -93,16 +95,6 @@ TEST(Grid, ReductionsRunOnTheAxisTheyName) {
     dcrt_end_step();
   }
 }
-
-/// Prints only failures, prefixed with the rank, on ranks other than 0.
-class FailurePrinter : public testing::EmptyTestEventListener {
-  void OnTestPartResult(const testing::TestPartResult &result) override {
-    if (result.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: %s\n", dcrt_rank(),
-                   result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-  }
-};
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);

@@ -11,6 +11,7 @@
 #include "dcrt/dtype.hpp"
 
 #include "MatmulReference.h"
+#include "RankFailurePrinter.h"
 
 #include <gtest/gtest.h>
 
@@ -512,16 +513,6 @@ TEST(Compute, MatmulThroughTheAbiMatchesTheReference) {
   }
   EXPECT_EQ(dcrt_compute_stream(), nullptr);
 }
-
-/// Prints only failures, prefixed with the rank, on ranks other than 0.
-class FailurePrinter : public testing::EmptyTestEventListener {
-  void OnTestPartResult(const testing::TestPartResult &result) override {
-    if (result.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: %s\n", dcrt_rank(),
-                   result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-  }
-};
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
