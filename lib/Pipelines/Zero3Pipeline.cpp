@@ -26,6 +26,8 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.bucketBytes = options.bucketBytes;
   zero3.replicateBelow = options.replicateBelow;
   zero3.hierarchical = options.hierarchical;
+  // Shards in host memory need shards, even of one rank.
+  zero3.shardOneRank = options.offloadParams != ParamsInHost::None;
   if (options.sequenceParallel > 1) {
     // Ulysses on the last grid axis. Its gradients are partial sums over
     // that axis: with data parallelism as well, dc-ulysses all-reduces them

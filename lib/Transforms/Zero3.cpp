@@ -385,6 +385,12 @@ LogicalResult Zero3Sharder::reduceGradients() {
 LogicalResult Zero3Sharder::run() {
   if (failed(checkSupported()))
     return failure();
+  // One rank: its parameters are whole already and its gradients reduced.
+  // Gathering and reduce-scattering would be device copies of every
+  // parameter and gradient; the step uses them in place instead.
+  if (!options.shardOneRank &&
+      llvm::all_of(grid.getShape(), [](int64_t size) { return size == 1; }))
+    return success();
   Block &body = fn.getBody().front();
   for (auto [i, op] : llvm::enumerate(body.getOperations()))
     opIndex[&op] = i;
@@ -462,6 +468,7 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     options.reduceKind = reduceKind;
     options.castGather = castGather;
     options.hierarchical = hierarchical;
+    options.shardOneRank = shardOneRank;
     int64_t shardAxis = hierarchical > 0 ? 1 : int64_t(gridAxis);
     int64_t replicaAxis = hierarchical > 0 ? 0 : -1;
     for (func::FuncOp fn : steps)

@@ -1,6 +1,8 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2 bucket-bytes=48" -split-input-file | FileCheck %s
 // RUN: dc-opt %s --dc-zero3="world-size=3 bucket-bytes=100" -split-input-file | FileCheck %s --check-prefix=BUCKET
 // RUN: dc-opt %s --dc-zero3="world-size=2 replicate-below=20" -split-input-file | FileCheck %s --check-prefix=REPL
+// RUN: dc-opt %s --dc-zero3="world-size=1" -split-input-file | FileCheck %s --check-prefix=ONE
+// RUN: dc-opt %s --dc-zero3="world-size=1 shard-one-rank=true" -split-input-file | FileCheck %s --check-prefix=ONESHARD
 
 // A linear layer with a loss: the weight is used once in forward (the loss
 // depends on it) and once in backward (the input gradient): two intervals.
@@ -50,6 +52,19 @@
 // REPL: dc.end_backward
 // REPL-NEXT: %[[GB:.*]] = dc.wait %[[A]] : !dc.future<tensor<3xf32>>
 // REPL-NEXT: return %{{.*}}, %{{.*}}, %[[GB]],
+
+// One rank: parameters and gradients stay in place, nothing to gather or
+// reduce; `shard-one-rank` (for shards kept in host memory) shards anyway.
+// ONE: shard.grid @world(shape = 1)
+// ONE-LABEL: func.func @linear
+// ONE-SAME: %{{.*}}: tensor<4x3xf32> {dc.param = #dc.param<id = 0, name = "w">}
+// ONE-SAME: -> (tensor<f32> {dc.loss}, tensor<4x3xf32> {dc.grad = #dc.grad<param = 0>}, tensor<3xf32> {dc.grad = #dc.grad<param = 1>}, tensor<2x4xf32>)
+// ONE-NOT: dc.
+// ONE: return
+// ONESHARD-LABEL: func.func @linear
+// ONESHARD-SAME: !dc.shard<tensor<4x3xf32>, @world[0], local = 12>
+// ONESHARD: dc.gather_start
+// ONESHARD: dc.end_backward
 #map_mean = affine_map<(i, j) -> (i, j)>
 #map_scalar = affine_map<(i, j) -> ()>
 func.func @linear(%w: tensor<4x3xf32> {dc.param = #dc.param<id = 0, name = "w">},

@@ -32,6 +32,11 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
     the nodes; the return waits for those. Replicated parameters'
     gradients are all-reduced over axis 1, then over axis 0.
 
+    On a grid of one rank there is nothing to shard: parameters stay
+    replicated (the step reads them and writes their gradients in place,
+    no gathers, no reductions) unless `shard-one-rank` is set, which
+    `dc-offload-params` needs (it keeps shards in host memory).
+
     Prefetching, fusion and persistence are left to later passes: this pass
     places every gather just in time.
   }];
@@ -62,6 +67,9 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
            "GPUs per node: shard inside each node (grid axis 1 of a nodes x "
            "GPUs grid) and replicate across nodes (axis 0); 0: shard over "
            "grid-axis">,
+    Option<"shardOneRank", "shard-one-rank", "bool", "false",
+           "Shard (gather, reduce-scatter) even on a grid of one rank, "
+           "where parameters otherwise stay in place">,
   ];
 }
 
