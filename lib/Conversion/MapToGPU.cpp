@@ -846,7 +846,9 @@ private:
     for (const RowMember &member : members)
       if (member.kind != RowMember::PerRow)
         length = std::max(length, member.op.getStaticLoopRanges().back());
-    int64_t threads = std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
+    int64_t width = getRowGroupVectorWidth(members, rows);
+    int64_t threads = std::min<int64_t>(
+        kBlockSize, llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
     int64_t blocks = computeProduct(rowTrips);
     rewriter.setInsertionPoint(last);
     gpu::LaunchOp launch = createLaunch(rewriter, loc, blocks, threads);
@@ -860,6 +862,7 @@ private:
         rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
     SmallVector<Value> ivs =
         delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
+    Value aligned = rowsAligned(rewriter, loc, members, rows, width);
     for (auto [i, member] : llvm::enumerate(members)) {
       if (i > 0)
         gpu::BarrierOp::create(rewriter, loc);
@@ -874,35 +877,13 @@ private:
         storeYields(rewriter, loc, op, ivs, mapping);
         continue;
       }
-      int64_t inner = op.getStaticLoopRanges().back();
       const ReductionForm *form = member.form ? &*member.form : nullptr;
-      SmallVector<Value> inits;
-      if (form)
-        inits.push_back(
-            arith::ConstantOp::create(rewriter, loc, form->identity));
-      auto loop = scf::ForOp::create(rewriter, loc, tid, index(inner),
-                                     index(threads), inits);
-      {
-        OpBuilder::InsertionGuard inLoop(rewriter);
-        rewriter.setInsertionPointToStart(loop.getBody());
-        SmallVector<Value> point = ivs;
-        point.push_back(loop.getInductionVar());
-        IRMapping mapping;
-        cloneBodyAt(rewriter, loc, op, point, form ? form->combiner : nullptr,
-                    mapping);
-        if (form) {
-          scf::YieldOp::create(rewriter, loc,
-                               combine(rewriter, *form,
-                                       loop.getRegionIterArg(0),
-                                       mapping.lookupOrDefault(form->element)));
-        } else {
-          storeYields(rewriter, loc, op, point, mapping);
-        }
-      }
+      Value partial = emitRowLoops(rewriter, loc, member, ivs, tid, threads,
+                                   width, aligned);
       if (!form)
         continue;
       Value total = gpu::AllReduceOp::create(
-          rewriter, loc, loop.getResult(0),
+          rewriter, loc, partial,
           gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
           /*uniform=*/rewriter.getUnitAttr());
       storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
@@ -913,16 +894,246 @@ private:
     }
   }
 
+  /// Elements per 16-byte access for a row group's loops along the row:
+  /// 16 bytes of the narrowest operand the row dim indexes, when each such
+  /// operand of a member that loops along the row reads it contiguously
+  /// (last index, unit stride, other strides in 16-byte multiples), each
+  /// such member's row length divides evenly and each output it writes
+  /// moves along the row. 0: element by element.
+  static int64_t getRowGroupVectorWidth(ArrayRef<RowMember> members,
+                                        unsigned rows) {
+    int64_t narrowest = kVectorBytes;
+    SmallVector<int64_t> lengths;
+    for (const RowMember &member : members) {
+      if (member.kind == RowMember::PerRow)
+        continue;
+      linalg::GenericOp op = member.op;
+      lengths.push_back(op.getStaticLoopRanges().back());
+      Block &body = op.getRegion().front();
+      for (OpOperand &operand : op->getOpOperands()) {
+        bool isOutput = op.isDpsInit(&operand);
+        // A reduction's output is its accumulator, folded once per row.
+        if (isOutput && member.kind == RowMember::Reduce)
+          continue;
+        if (!isOutput &&
+            body.getArgument(operand.getOperandNumber()).use_empty())
+          continue;
+        auto type = dyn_cast<MemRefType>(operand.get().getType());
+        if (!type) {
+          if (isa<ShapedType>(operand.get().getType()))
+            return 0;
+          continue; // a scalar
+        }
+        AffineMap map = op.getMatchingIndexingMap(&operand);
+        if (!map.isFunctionOfDim(rows)) {
+          if (isOutput) // every lane would write the same element
+            return 0;
+          continue; // one value per row
+        }
+        unsigned bits = type.getElementTypeBitWidth();
+        if (bits < 8 || bits % 8 != 0 || !type.getElementType().isIntOrFloat())
+          return 0;
+        if (map.getResults().back() != getAffineDimExpr(rows, op.getContext()))
+          return 0;
+        SmallVector<int64_t> strides;
+        int64_t offset;
+        if (failed(type.getStridesAndOffset(strides, offset)) ||
+            strides.back() != 1)
+          return 0;
+        for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+          if (ShapedType::isDynamic(stride) ||
+              (stride * bits / 8) % kVectorBytes != 0)
+            return 0;
+        narrowest = std::min<int64_t>(narrowest, bits / 8);
+      }
+    }
+    int64_t width = kVectorBytes / narrowest;
+    if (width < 2 || lengths.empty() ||
+        llvm::any_of(lengths, [&](int64_t n) { return n % width != 0; }))
+      return 0;
+    return width;
+  }
+
+  /// Whether every operand the row dim indexes in `members` is 16-byte
+  /// aligned (i1), or null when `width` asks for no vectors. Row strides
+  /// are 16-byte multiples (getRowGroupVectorWidth): every row is aligned
+  /// when the first is.
+  static Value rowsAligned(OpBuilder &builder, Location loc,
+                           ArrayRef<RowMember> members, unsigned rows,
+                           int64_t width) {
+    Value aligned;
+    if (width < 2)
+      return aligned;
+    llvm::SmallPtrSet<void *, 8> checked;
+    for (const RowMember &member : members)
+      for (OpOperand &operand : member.op->getOpOperands())
+        if (member.kind != RowMember::PerRow &&
+            isa<MemRefType>(operand.get().getType()) &&
+            member.op.getMatchingIndexingMap(&operand).isFunctionOfDim(rows) &&
+            checked.insert(operand.get().getAsOpaquePointer()).second) {
+          Value check = isVectorAligned(builder, loc, operand.get());
+          aligned = aligned
+                        ? arith::AndIOp::create(builder, loc, aligned, check)
+                        : check;
+        }
+    return aligned;
+  }
+
+  /// emitRowLoop with 16-byte accesses when `aligned` (i1) holds at run
+  /// time, else element accesses (`aligned` null: always the latter).
+  Value emitRowLoops(IRRewriter &rewriter, Location loc,
+                     const RowMember &member, ArrayRef<Value> ivs, Value tid,
+                     int64_t threads, int64_t width, Value aligned) {
+    if (!aligned)
+      return emitRowLoop(rewriter, loc, member, ivs, tid, threads, width,
+                         /*vectors=*/false);
+    const ReductionForm *form = member.form ? &*member.form : nullptr;
+    auto ifAligned = scf::IfOp::create(
+        rewriter, loc, form ? TypeRange{form->output.getType()} : TypeRange{},
+        aligned, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard inIf(rewriter);
+    for (auto [block, vectors] : {std::pair{ifAligned.thenBlock(), true},
+                                  std::pair{ifAligned.elseBlock(), false}}) {
+      // Before the yield the op adds when it has no results.
+      rewriter.setInsertionPointToStart(block);
+      Value value =
+          emitRowLoop(rewriter, loc, member, ivs, tid, threads, width, vectors);
+      if (form)
+        scf::YieldOp::create(rewriter, loc, value);
+    }
+    return form ? ifAligned.getResult(0) : Value();
+  }
+
+  /// The loop of one row-group member along its row in the block of row
+  /// `ivs`: each thread takes `width` neighbouring points at a time, every
+  /// `threads * width`, and folds or stores them in order. With `vectors`,
+  /// each operand that moves along the row is one 16-byte access per
+  /// thread and step, else `width` element accesses: the same points in the
+  /// same order either way, so the result does not depend on alignment
+  /// (an arena offset). Returns the thread's partial result of a reduction
+  /// (null otherwise).
+  Value emitRowLoop(IRRewriter &rewriter, Location loc, const RowMember &member,
+                    ArrayRef<Value> ivs, Value tid, int64_t threads,
+                    int64_t width, bool vectors) {
+    linalg::GenericOp op = member.op;
+    const ReductionForm *form = member.form ? &*member.form : nullptr;
+    unsigned rows = ivs.size();
+    width = std::max<int64_t>(width, 1);
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    SmallVector<Value> inits;
+    if (form)
+      inits.push_back(arith::ConstantOp::create(rewriter, loc, form->identity));
+    Value begin = width == 1
+                      ? tid
+                      : arith::MulIOp::create(rewriter, loc, tid, index(width))
+                            .getResult();
+    auto loop = scf::ForOp::create(rewriter, loc, begin,
+                                   index(op.getStaticLoopRanges().back()),
+                                   index(threads * width), inits);
+    OpBuilder::InsertionGuard inLoop(rewriter);
+    rewriter.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> point(ivs);
+    point.push_back(loop.getInductionVar());
+    Operation *skip = form ? form->combiner : nullptr;
+    // With vectors: one 16-byte load per operand that moves along the row
+    // and one load of the others (per-row values).
+    Block &body = op.getRegion().front();
+    SmallVector<Value> vectorOf(op->getNumOperands());
+    auto movesAlongRow = [&](OpOperand &operand) {
+      return isa<MemRefType>(operand.get().getType()) &&
+             op.getMatchingIndexingMap(&operand).isFunctionOfDim(rows);
+    };
+    auto isRead = [&](OpOperand &operand) {
+      return !body.getArgument(operand.getOperandNumber()).use_empty() &&
+             !(skip && op.isDpsInit(&operand));
+    };
+    if (vectors)
+      for (OpOperand &operand : op->getOpOperands())
+        if (isRead(operand) && movesAlongRow(operand))
+          vectorOf[operand.getOperandNumber()] = vector::LoadOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(operand.get())),
+              operand.get(),
+              applyMap(op.getMatchingIndexingMap(&operand), point),
+              /*nontemporal=*/false, llvm::Align(kVectorBytes));
+    SmallVector<Value> once(op->getNumOperands());
+    for (OpOperand &operand : op->getOpOperands())
+      if (isRead(operand) && !movesAlongRow(operand))
+        once[operand.getOperandNumber()] =
+            loadAt(rewriter, loc, op, operand, point);
+    Value accumulator = form ? loop.getRegionIterArg(0) : nullptr;
+    SmallVector<SmallVector<Value>> yields;
+    for (int64_t lane = 0; lane < width; ++lane) {
+      SmallVector<Value> lanePoint(point);
+      if (lane != 0)
+        lanePoint.back() =
+            arith::AddIOp::create(rewriter, loc, point.back(), index(lane));
+      SmallVector<Value> args(op->getNumOperands());
+      for (OpOperand &operand : op->getOpOperands()) {
+        unsigned i = operand.getOperandNumber();
+        if (!isRead(operand))
+          continue;
+        if (once[i])
+          args[i] = once[i];
+        else if (vectorOf[i])
+          args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], lane);
+        else
+          args[i] = loadAt(rewriter, loc, op, operand, lanePoint);
+      }
+      IRMapping mapping;
+      cloneBody(rewriter, op, args, lanePoint, skip, mapping);
+      if (form) {
+        accumulator = combine(rewriter, *form, accumulator,
+                              mapping.lookupOrDefault(form->element));
+        continue;
+      }
+      if (!vectors || width == 1) {
+        storeYields(rewriter, loc, op, lanePoint, mapping);
+        continue;
+      }
+      auto yield = cast<linalg::YieldOp>(body.getTerminator());
+      yields.push_back(
+          llvm::map_to_vector(yield.getOperands(), [&](Value value) {
+            return mapping.lookupOrDefault(value);
+          }));
+    }
+    if (form) {
+      scf::YieldOp::create(rewriter, loc, accumulator);
+      return loop.getResult(0);
+    }
+    for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
+      if (yields.empty())
+        break;
+      SmallVector<Value> elements;
+      for (SmallVector<Value> &values : yields)
+        elements.push_back(values[k]);
+      vector::StoreOp::create(
+          rewriter, loc,
+          vector::FromElementsOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(output.get())),
+              elements),
+          output.get(), applyMap(op.getMatchingIndexingMap(&output), point),
+          /*nontemporal=*/false, llvm::Align(kVectorBytes));
+    }
+    return nullptr;
+  }
+
   /// One block per row (point of the parallel dims): each thread folds a
   /// strided share of the row, gpu.all_reduce combines the shares, thread 0
   /// folds the total into the output.
   void mapRowReduction(IRRewriter &rewriter, linalg::GenericOp op,
                        const ReductionForm &form, ArrayRef<int64_t> trips) {
     Location loc = op.getLoc();
-    int64_t length = trips.back();
     ArrayRef<int64_t> rowTrips = trips.drop_back();
     int64_t rows = computeProduct(rowTrips);
-    int64_t threads = std::min<int64_t>(kBlockSize, llvm::alignTo(length, 32));
+    RowMember member{op, RowMember::Reduce, form};
+    int64_t width = getRowGroupVectorWidth(member, rowTrips.size());
+    int64_t threads = std::min<int64_t>(
+        kBlockSize,
+        llvm::alignTo(trips.back() / std::max<int64_t>(width, 1), 32));
     rewriter.setInsertionPoint(op);
     if (rows == 0)
       return;
@@ -932,26 +1143,11 @@ private:
     Value tid = launch.getThreadIds().x;
     SmallVector<Value> ivs =
         delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
-    Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
-    auto loop = scf::ForOp::create(
-        rewriter, loc, tid,
-        arith::ConstantIndexOp::create(rewriter, loc, length),
-        arith::ConstantIndexOp::create(rewriter, loc, threads),
-        ValueRange{identity});
-    {
-      OpBuilder::InsertionGuard inLoop(rewriter);
-      rewriter.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> point = ivs;
-      point.push_back(loop.getInductionVar());
-      IRMapping mapping;
-      cloneBodyAt(rewriter, loc, op, point, form.combiner, mapping);
-      Value element = mapping.lookupOrDefault(form.element);
-      scf::YieldOp::create(
-          rewriter, loc,
-          combine(rewriter, form, loop.getRegionIterArg(0), element));
-    }
+    Value aligned = rowsAligned(rewriter, loc, member, rowTrips.size(), width);
+    Value partial =
+        emitRowLoops(rewriter, loc, member, ivs, tid, threads, width, aligned);
     Value total = gpu::AllReduceOp::create(
-        rewriter, loc, loop.getResult(0),
+        rewriter, loc, partial,
         gpu::AllReduceOperationAttr::get(rewriter.getContext(), form.kind),
         /*uniform=*/rewriter.getUnitAttr());
     storeFolded(

@@ -146,17 +146,18 @@ func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4
 
 // -----
 
-// Row reductions, one block per row. The row max of 6 x 1000 scores: 6
+// Row reductions, one block per row. The row max of 6 x 1001 scores: 6
 // blocks of 256 threads, each thread folds every 256th element from -inf,
 // gpu.all_reduce takes the block's max, thread 0 folds it into the output.
 // Then the sum of exp(x - max), with the row's max read per element
-// (a broadcast input), over rows of 40: one warp per row.
+// (a broadcast input), over rows of 41: two warps per row. No 16-byte
+// access divides rows of 1001 or 41 f32s: one element at a time.
 // CHECK-LABEL: func.func @rows
 // CHECK-DAG: %[[ROWS:.*]] = arith.constant 6 : index
 // CHECK-DAG: %[[T256:.*]] = arith.constant 256 : index
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %[[ROWS]], {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %[[T256]],
 // CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
-// CHECK: %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %c1000{{.*}} step %c256{{.*}} iter_args(%[[ACC:.*]] = %[[NEGINF]])
+// CHECK: %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %c1001{{.*}} step %c256{{.*}} iter_args(%[[ACC:.*]] = %[[NEGINF]])
 // CHECK: %[[X:.*]] = memref.load %arg0[%[[BX]], %[[I]]]
 // CHECK: arith.maximumf %[[ACC]], %[[X]]
 // CHECK: %[[MAX:.*]] = gpu.all_reduce maximumf %[[PART]] uniform
@@ -169,17 +170,17 @@ func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4
 // CHECK: %[[T64:.*]] = arith.constant 64 : index
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %[[T64]],
 // CHECK: scf.for
-// CHECK: memref.load %arg2
-// CHECK: memref.load %arg3
+// CHECK-DAG: memref.load %arg2
+// CHECK-DAG: memref.load %arg3
 // CHECK: arith.subf
 // CHECK: math.exp
 // CHECK: arith.addf
 // CHECK: gpu.all_reduce add
-func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
-                %y: memref<5x40xf32>, %ymax: memref<5xf32>, %sum: memref<5xf32>) {
+func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
+                %y: memref<5x41xf32>, %ymax: memref<5xf32>, %sum: memref<5xf32>) {
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
                   iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<6x1000xf32>) outs(%max : memref<6xf32>) {
+      ins(%x : memref<6x1001xf32>) outs(%max : memref<6xf32>) {
   ^bb0(%in: f32, %acc: f32):
     %m = arith.maximumf %acc, %in : f32
     linalg.yield %m : f32
@@ -187,7 +188,7 @@ func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
                                    affine_map<(r, c) -> (r)>],
                   iterator_types = ["parallel", "reduction"]}
-      ins(%y, %ymax : memref<5x40xf32>, memref<5xf32>) outs(%sum : memref<5xf32>) {
+      ins(%y, %ymax : memref<5x41xf32>, memref<5xf32>) outs(%sum : memref<5xf32>) {
   ^bb0(%in: f32, %m: f32, %acc: f32):
     %d = arith.subf %in, %m : f32
     %e = math.exp %d : f32
@@ -204,14 +205,30 @@ func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
 // the sum of squares (all threads, gpu.all_reduce, thread 0 folds it), the
 // rsqrt of each row's sum (thread 0), then the scale of every element of
 // the row (all threads, reading the row again), a barrier between each.
+// Rows of 512 bf16s: each of 64 threads takes 8 neighbours (one 16-byte
+// load of each operand along the row) every 512; when a buffer is not
+// 16-byte aligned, the same 8 points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c64{{.*}},
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// Alignment of x, w and y (each once).
+// CHECK-COUNT-3: memref.extract_aligned_pointer_as_index
+// CHECK-NOT: memref.extract_aligned_pointer_as_index
+// CHECK: %[[ALIGNED:.*]] = arith.andi
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %{{.*}}, %arg2[%[[BX]]]
 // CHECK: gpu.barrier
-// CHECK: %[[PART:.*]] = scf.for %[[I:.*]] = %[[TX]] to %c512{{.*}} step %c256
-// CHECK: memref.load %arg0[%[[BX]], %[[I]]]
+// CHECK: %[[PART:.*]] = scf.if %[[ALIGNED]] -> (f32)
+// CHECK: %[[BEGIN:.*]] = arith.muli %[[TX]], %c8
+// CHECK: scf.for %[[I:.*]] = %[[BEGIN]] to %c512{{.*}} step %c512{{.*}} iter_args
+// CHECK: %[[V:.*]] = vector.load %arg0[%[[BX]], %[[I]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK: vector.extract %[[V]][0]
+// CHECK: vector.extract %[[V]][7]
+// CHECK-NOT: memref.load
+// CHECK: } else {
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %c512{{.*}} step %c512{{.*}} iter_args
+// CHECK-COUNT-8: memref.load %arg0[%[[BX]], %{{.*}}]
+// CHECK-NOT: vector.load
 // CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
 // CHECK: scf.if %[[FIRST]]
 // CHECK: memref.store %{{.*}}, %arg2[%[[BX]]]
@@ -220,11 +237,15 @@ func.func @rows(%x: memref<6x1000xf32>, %max: memref<6xf32>,
 // CHECK: math.rsqrt
 // CHECK: memref.store %{{.*}}, %arg3[%[[BX]]]
 // CHECK: gpu.barrier
-// CHECK: scf.for %[[J:.*]] = %[[TX]] to %c512{{.*}} step %c256
-// CHECK-DAG: memref.load %arg0[%[[BX]], %[[J]]]
+// CHECK: scf.if %[[ALIGNED]] {
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %c512{{.*}} step %c512
+// CHECK-DAG: vector.load %arg0[%[[BX]], %[[K]]]
+// CHECK-DAG: vector.load %arg1[%[[K]]]
 // CHECK-DAG: memref.load %arg3[%[[BX]]]
-// CHECK-DAG: memref.load %arg1[%[[J]]]
-// CHECK: memref.store %{{.*}}, %arg4[%[[BX]], %[[J]]]
+// CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
+// CHECK: vector.store %[[Y]], %arg4[%[[BX]], %[[K]]] {alignment = 16 : i64}
+// CHECK: } else {
+// CHECK-COUNT-8: memref.store %{{.*}}, %arg4[%[[BX]], %{{.*}}]
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
