@@ -1,6 +1,8 @@
 //===- MemoryTimeline.cpp - device and host bytes live at each op ---------===//
 #include "dc/Analysis/MemoryTimeline.h"
 
+#include "dc/Analysis/Accumulators.h"
+
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -48,6 +50,12 @@ static Value getAliasedValue(OpResult result) {
   if (init && init.hasOneUse() && isa<OpResult>(init) &&
       !init.getDefiningOp<tensor::EmptyOp>())
     return init;
+  // A gradient accumulator's update (dc-accumulate-gradients) is returned
+  // into the accumulator argument's own buffer: the caller passes one.
+  if (auto arg = dyn_cast_or_null<BlockArgument>(init))
+    if (auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (init.hasOneUse() && getAccumulatedParam(fn, arg.getArgNumber()))
+        return init;
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include "dc/Conversion/Manifest.h"
 #include "dc/Conversion/Passes.h"
 
+#include "dc/Analysis/Accumulators.h"
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
@@ -337,6 +338,16 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
       return isa<scf::ForOp>(op) ? WalkResult::skip() : WalkResult::advance();
     });
     json.attribute("flops", flops);
+    // Gradient accumulation (dc-accumulate-gradients): the final form
+    // names its accumulating form and the accumulating form its final one.
+    if (auto other =
+            fn->getAttrOfType<FlatSymbolRefAttr>(kAccumulatingStepAttrName))
+      json.attribute("accumulating_step", other.getValue());
+    if (auto other =
+            fn->getAttrOfType<FlatSymbolRefAttr>(kAccumulatesForAttrName))
+      json.attribute("accumulates_for", other.getValue());
+    if (auto micro = fn->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName))
+      json.attribute("micro_batches", micro.getInt());
     llvm::DenseSet<int64_t> paramIds;
     json.attributeArray("args", [&] {
       // The first error of a step is enough (one per argument repeats).
@@ -354,6 +365,11 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             paramIds.insert(param.getId());
             if (param.getName())
               name = param.getName().str();
+          } else if (std::optional<int64_t> id = getAccumulatedParam(fn, i)) {
+            // An fp32 gradient accumulator the caller keeps across the
+            // micro-batches of an optimizer step.
+            json.attribute("kind", "grad_accum");
+            json.attribute("param", *id);
           } else {
             json.attribute("kind", "data");
           }
@@ -405,6 +421,11 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
         json.object([&] {
           if (fn.getResultAttr(i, kLossAttrName)) {
             json.attribute("kind", "loss");
+          } else if (std::optional<int64_t> id =
+                         getAccumulatingResultParam(fn, i)) {
+            // The accumulator updated, in its argument's buffer.
+            json.attribute("kind", "grad_accum");
+            json.attribute("param", *id);
           } else if (auto grad =
                          fn.getResultAttrOfType<GradAttr>(i, kGradAttrName)) {
             json.attribute("kind", "grad");

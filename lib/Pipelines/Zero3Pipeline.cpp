@@ -8,6 +8,12 @@
 using namespace mlir;
 using namespace dc;
 
+/// Bytes the trainer keeps per parameter element: the optimizer's state,
+/// and with micro-batches dc-run's fp32 sum of the gradient shards.
+static int64_t trainerBytesPerElement(const dc::Zero3PipelineOptions &options) {
+  return options.optimizerStateBytes + (options.microBatches > 1 ? 4 : 0);
+}
+
 /// Every planning pass plans against the same budget, target and profile.
 template <typename PassOptions>
 static void planWithSharedInputs(PassOptions &pass,
@@ -15,7 +21,7 @@ static void planWithSharedInputs(PassOptions &pass,
   pass.memoryBudget = options.memoryBudget;
   pass.target = options.target;
   pass.profile = options.profile;
-  pass.optimizerStateBytes = options.optimizerStateBytes;
+  pass.optimizerStateBytes = trainerBytesPerElement(options);
 }
 
 void dc::buildZero3Pipeline(OpPassManager &pm,
@@ -118,12 +124,22 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // Everywhere else after planning, on the final timing: it moves no
   // transfer, so nothing the planners decided changes.
   addWaitReductionsEarly(/*overBudgetOnly=*/false);
+  // Last, on the final schedule: which gradients the step sums itself over
+  // the micro-batches (its accumulating and final forms).
+  if (options.microBatches > 1) {
+    DCAccumulateGradientsOptions accumulate;
+    planWithSharedInputs(accumulate, options);
+    accumulate.microBatches = options.microBatches;
+    accumulate.local.assign(options.localAccumulation.begin(),
+                            options.localAccumulation.end());
+    pm.addPass(createDCAccumulateGradients(accumulate));
+  }
   DCVerifyScheduleOptions verify;
   verify.memoryBudget = options.memoryBudget.empty()
                             ? std::string("1.0")
                             : std::string(options.memoryBudget);
   verify.target = options.target;
-  verify.optimizerStateBytes = options.optimizerStateBytes;
+  verify.optimizerStateBytes = trainerBytesPerElement(options);
   pm.addPass(createDCVerifySchedule(verify));
 }
 

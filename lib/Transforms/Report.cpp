@@ -4,6 +4,7 @@
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
+#include "dc/Analysis/Accumulators.h"
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
@@ -256,8 +257,32 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
     }
     return object;
   };
+  // Gradient accumulation (dc-accumulate-gradients): the decision per
+  // parameter, and which form of the step this is.
+  json::Object accumulation;
+  if (auto micro = fn->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName)) {
+    accumulation["microBatches"] = micro.getInt();
+    if (auto other =
+            fn->getAttrOfType<FlatSymbolRefAttr>(kAccumulatingStepAttrName))
+      accumulation["accumulatingStep"] = other.getValue().str();
+    if (auto other =
+            fn->getAttrOfType<FlatSymbolRefAttr>(kAccumulatesForAttrName))
+      accumulation["accumulatesFor"] = other.getValue().str();
+    json::Array decisions;
+    if (auto plan = fn->getAttrOfType<ArrayAttr>(kAccumulationPlanAttrName))
+      for (auto entry : plan.getAsRange<DictionaryAttr>())
+        decisions.push_back(json::Object{
+            {"name", entry.getAs<StringAttr>("name").getValue().str()},
+            {"id", entry.getAs<IntegerAttr>("id").getInt()},
+            {"bytes", entry.getAs<IntegerAttr>("bytes").getInt()},
+            {"savedSeconds",
+             entry.getAs<FloatAttr>("saved_s").getValueAsDouble()},
+            {"choice", entry.getAs<StringAttr>("choice").getValue().str()}});
+    accumulation["params"] = std::move(decisions);
+  }
   return json::Object{
       {"function", fn.getSymName().str()},
+      {"accumulation", std::move(accumulation)},
       {"offloadFloor", floorObject(kOffloadFloorAttrName)},
       {"offloadAloneFloor", floorObject(kOffloadAloneFloorAttrName)},
       {"activations", reportActivations(fn, timeline, sim)},
@@ -397,6 +422,37 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
                          *a.getNumber("addedSeconds") * 1e6,
                          *a.getNumber("addedCollectiveSeconds") * 1e6)
          << *a.getString("op") << " " << *a.getString("loc") << "\n";
+    }
+  }
+  const json::Object *accumulation = r.getObject("accumulation");
+  if (accumulation && accumulation->getInteger("microBatches")) {
+    os << "  micro-batches         "
+       << *accumulation->getInteger("microBatches");
+    if (auto other = accumulation->getString("accumulatesFor"))
+      os << " (the accumulating form of @" << *other << ")";
+    if (auto other = accumulation->getString("accumulatingStep"))
+      os << " (final form; accumulating form @" << *other << ")";
+    os << "\n";
+    const json::Array *decisions = accumulation->getArray("params");
+    if (decisions && !decisions->empty()) {
+      os << "  gradient accumulation (saved per optimizer step by summing "
+            "locally and reducing once):\n";
+      os << llvm::format("  %4s  %-28s %12s %11s  %s\n", "id", "name",
+                         "fp32 bytes", "saved us", "choice");
+      for (const json::Value &value : *decisions) {
+        const json::Object &d = *value.getAsObject();
+        StringRef choice = *d.getString("choice");
+        std::string what = (choice == "local" || choice == "forced"
+                                ? "summed locally (" + choice + ")"
+                                : "reduced every micro-batch (" + choice + ")")
+                               .str();
+        std::string name = d.getString("name")->str();
+        os << llvm::format("  %4lld  %-28s %12lld %11.1f  %s\n",
+                           static_cast<long long>(*d.getInteger("id")),
+                           name.c_str(),
+                           static_cast<long long>(*d.getInteger("bytes")),
+                           *d.getNumber("savedSeconds") * 1e6, what.c_str());
+      }
     }
   }
   os << "  parameters:\n";

@@ -24,6 +24,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <dlfcn.h>
 #include <fstream>
@@ -106,11 +107,16 @@ int32_t backendFor(const std::string &target) {
 }
 
 const StepSpec &pickStep(const Manifest &manifest, const std::string &name) {
-  if (name.empty())
-    return manifest.steps.front();
+  // An accumulating form runs only as part of its final form's step.
+  for (const StepSpec &step : manifest.steps)
+    if ((name.empty() || step.name == name) && step.accumulatesFor.empty())
+      return step;
   for (const StepSpec &step : manifest.steps)
     if (step.name == name)
-      return step;
+      dcrt::fatal("step '%s' is the accumulating form of '%s'; run '%s' with "
+                  "--micro-batches N",
+                  name.c_str(), step.accumulatesFor.c_str(),
+                  step.accumulatesFor.c_str());
   std::string known;
   for (const StepSpec &step : manifest.steps)
     known += " " + step.name;
@@ -154,8 +160,15 @@ public:
              options.vocab ? options.vocab
                            : artifact.manifest.vocab.value_or(0),
              options.dataFile, rank, worldSize, artifact.manifest.gridShape) {
-    entry = reinterpret_cast<EntryFunction>(
+    finalForm.entry = reinterpret_cast<EntryFunction>(
         artifact.symbol(step.entry, options.artifact));
+    finalForm.spec = &step;
+    if (!step.accumulatingStep.empty()) {
+      const StepSpec *spec = artifact.manifest.findStep(step.accumulatingStep);
+      accumulatingForm.spec = spec;
+      accumulatingForm.entry = reinterpret_cast<EntryFunction>(
+          artifact.symbol(spec->entry, options.artifact));
+    }
     for (const TensorSpec &arg : step.args)
       if (arg.kind == TensorKind::Param)
         registry.add(paramSpec(arg));
@@ -199,6 +212,12 @@ public:
       dcrt::fatal("--save-step %lld is outside the steps run (%lld to %lld)",
                   static_cast<long long>(saveAt), static_cast<long long>(first),
                   static_cast<long long>(last));
+    // The gradients it writes are one micro-batch's; their mean lives in
+    // the optimizer's sums.
+    if (!options.saveGrads.empty() && microBatches > 1)
+      dcrt::fatal("--save-grads writes the gradients of one entry call; it "
+                  "does not take --micro-batches %lld",
+                  static_cast<long long>(microBatches));
     if (!options.trace.empty())
       dcrt::setTracing(true);
     report("dc-run: start-up %.1f s (runtime %.1f s, buffers %.1f s, %s %.1f "
@@ -221,32 +240,33 @@ public:
       // times (on one H200, config B measured 28 ms a step without most of
       // its 13.5 ms update, 42 ms with it).
       int64_t begin = dcrt::nowNs();
-      data.fill(s);
-      int64_t ended = dcrt::endedSteps();
-      // From the second step on, a captured step replays the first's work
-      // with one launch (the runtime's bookkeeping ran at capture).
-      if (options.cudaGraphs && s > first && !graph)
-        graph = dcrt::captureStep(
-            [](void *trainer) {
-              auto *self = static_cast<Trainer *>(trainer);
-              self->entry(self->pointers.data());
-            },
-            this);
-      if (graph)
-        dcrt::replay(graph);
-      else
-        entry(pointers.data());
-      // The entry may return with its work still queued on the device.
-      dcrt::synchronize();
-      int64_t entryEnd = dcrt::nowNs();
-      // Else its step buffers would pile up, step after step.
-      if (dcrt::endedSteps() == ended && !graph)
-        dcrt::fatal("the entry %s returned without calling dcrt_end_step",
-                    step.entry.c_str());
+      // Gradient accumulation: the entry runs once per micro-batch, each
+      // on its slice of the step's global batch, and the optimizer sums
+      // the gradient shards in fp32. Every micro-batch's loss is a mean
+      // over the same number of terms (static shapes), so the step's loss
+      // is their mean and its gradient the mean of theirs: N micro-batches
+      // of B rows give one step of N B rows.
       double loss = 0;
-      readToHost(*lossBuffer, dcrt::dtypeSize(lossType), [&](const void *host) {
-        loss = dcrt::loadAsDouble(host, lossType, 0);
-      });
+      for (int64_t micro = 0; micro < microBatches; ++micro) {
+        data.fill(s, micro, microBatches);
+        // With accumulators, every micro-batch but the last runs the
+        // accumulating form (the step sums those gradients itself) and
+        // the last the final one, which reduces the sums.
+        bool accumulating = accumulatingForm.entry && micro + 1 < microBatches;
+        if (micro == 0)
+          zeroAccumulators();
+        runEntry(accumulating ? accumulatingForm : finalForm, s, first);
+        double microLoss = 0;
+        readToHost(*lossBuffer, dcrt::dtypeSize(lossType),
+                   [&](const void *host) {
+                     microLoss = dcrt::loadAsDouble(host, lossType, 0);
+                   });
+        loss += microLoss;
+        if (microBatches > 1)
+          optimizer->accumulate(registry, micro, microBatches);
+      }
+      loss /= static_cast<double>(microBatches);
+      int64_t entryEnd = dcrt::nowNs();
       int64_t optimizerBegin = dcrt::nowNs();
       // The loss and the gradients' squared norm in one all-reduce. Both are
       // checked before the update: a non-finite one would make every
@@ -287,9 +307,11 @@ public:
           tokensPerStep > 0
               ? " tokens_per_s=" + formatDouble(tokensPerStep / seconds)
               : "";
-      // Per rank: the FLOPs dc's cost model counts in the step's ops.
+      // Per rank: the FLOPs dc's cost model counts in the step's ops, in
+      // every micro-batch.
       if (step.flops > 0)
-        throughput += " tflops=" + formatDouble(step.flops / seconds * 1e-12);
+        throughput += " tflops=" +
+                      formatDouble(step.flops * microBatches / seconds * 1e-12);
       // On a GPU: everything the device holds, the pools, the host
       // program's buffers and what CUDA and NCCL keep for themselves.
       std::string device = memory.deviceUsedBytes > 0
@@ -318,6 +340,47 @@ public:
   }
 
 private:
+  /// Runs the entry once (one micro-batch) and waits for it: from the
+  /// second step on, replayed from its CUDA graph with --cuda-graphs.
+  /// One compiled form of the step: its entry and the buffers it takes.
+  struct Form {
+    const StepSpec *spec = nullptr;
+    EntryFunction entry = nullptr;
+    std::vector<void *> pointers;
+    dcrt::StepGraph graph;
+  };
+
+  void runEntry(Form &form, int64_t s, int64_t first) {
+    int64_t ended = dcrt::endedSteps();
+    // From the second step on, a captured step replays the first's work
+    // with one launch (the runtime's bookkeeping ran at capture).
+    if (options.cudaGraphs && s > first && !form.graph)
+      form.graph = dcrt::captureStep(
+          [](void *captured) {
+            auto *self = static_cast<Form *>(captured);
+            self->entry(self->pointers.data());
+          },
+          &form);
+    if (form.graph)
+      dcrt::replay(form.graph);
+    else
+      form.entry(form.pointers.data());
+    // The entry may return with its work still queued on the device.
+    dcrt::synchronize();
+    // Else its step buffers would pile up, step after step.
+    if (dcrt::endedSteps() == ended && !form.graph)
+      dcrt::fatal("the entry %s returned without calling dcrt_end_step",
+                  form.spec->entry.c_str());
+  }
+
+  /// The step's accumulators start each optimizer step at zero.
+  void zeroAccumulators() {
+    for (auto &[param, buffer] : accumulators)
+      writeFromHost(buffer, buffer.size(), [&](void *host) {
+        std::memset(host, 0, static_cast<size_t>(buffer.size()));
+      });
+  }
+
   /// Every rank sees the same non-finite `what` (an all-reduced value) at
   /// step `s`; `local` is this rank's part of it. Unless the user allowed
   /// it, the job stops here, rank 0 naming the step and the ranks whose
@@ -380,28 +443,71 @@ private:
     return spec;
   }
 
-  /// The entry's buffers: arguments, then results, in manifest order.
+  /// The entries' buffers: arguments, then results, in manifest order. Both
+  /// forms of a step share the parameters, data, gradients, accumulators
+  /// (argument and result alike: updated in place) and the loss.
   void bindBuffers() {
-    for (size_t i = 0; i < step.args.size(); ++i) {
-      const TensorSpec &arg = step.args[i];
-      pointers.push_back(arg.kind == TensorKind::Param
-                             ? registry.find(arg.id)->data.data()
-                             : data.buffer(i));
+    for (const TensorSpec &arg : step.args)
+      if (arg.kind == TensorKind::GradAccum) {
+        accumulators.emplace_back(
+            arg.param,
+            dcrt::Buffer(arg.numel() * int64_t(sizeof(float)),
+                         dcrt::MemoryKind::Device, "a gradient accumulator"));
+        registry.find(arg.param)->spec.stepAccumulates = true;
+      }
+    bindForm(finalForm);
+    if (accumulatingForm.spec)
+      bindForm(accumulatingForm);
+  }
+
+  void bindForm(Form &form) {
+    for (const TensorSpec &arg : form.spec->args) {
+      if (arg.kind == TensorKind::Param)
+        form.pointers.push_back(registry.find(arg.id)->data.data());
+      else if (arg.kind == TensorKind::GradAccum)
+        form.pointers.push_back(accumulatorOf(arg.param));
+      else
+        form.pointers.push_back(data.buffer(dataIndex(arg)));
     }
-    for (const TensorSpec &result : step.results) {
+    for (const TensorSpec &result : form.spec->results) {
       if (result.kind == TensorKind::Grad) {
-        pointers.push_back(registry.find(result.param)->grad.data());
+        form.pointers.push_back(registry.find(result.param)->grad.data());
+        continue;
+      }
+      if (result.kind == TensorKind::GradAccum) {
+        form.pointers.push_back(accumulatorOf(result.param));
+        continue;
+      }
+      if (result.kind == TensorKind::Loss && lossBuffer) {
+        form.pointers.push_back(lossBuffer->data());
         continue;
       }
       ownedResults.emplace_back(result.bufferNumel() *
                                     dcrt::dtypeSize(result.dtype),
                                 dcrt::MemoryKind::Device, result.name.c_str());
-      pointers.push_back(ownedResults.back().data());
+      form.pointers.push_back(ownedResults.back().data());
       if (result.kind == TensorKind::Loss) {
         lossBuffer = &ownedResults.back();
         lossType = result.dtype;
       }
     }
+  }
+
+  void *accumulatorOf(int32_t param) {
+    for (auto &[id, buffer] : accumulators)
+      if (id == param)
+        return buffer.data();
+    dcrt::fatal("internal: parameter %d has no accumulator", param);
+  }
+
+  /// The index in the picked step's arguments of the data argument `arg`
+  /// of either form (the same name).
+  size_t dataIndex(const TensorSpec &arg) const {
+    for (size_t i = 0; i < step.args.size(); ++i)
+      if (step.args[i].kind == TensorKind::Data &&
+          step.args[i].name == arg.name)
+        return i;
+    dcrt::fatal("internal: no data argument '%s'", arg.name.c_str());
   }
 
   void save(int64_t atStep) {
@@ -420,6 +526,12 @@ private:
     }
     std::string hostParams =
         onHost ? ", " + std::to_string(onHost) + " in host memory" : "";
+    if (microBatches > 1)
+      hostParams +=
+          ", " + std::to_string(microBatches) + " micro-batches per step";
+    if (!accumulators.empty())
+      hostParams += " (" + std::to_string(accumulators.size()) +
+                    " gradients summed by the step)";
     const Manifest &manifest = artifact.manifest;
     const dcrun::AdamWConfig &adamw = options.adamw;
     report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
@@ -486,13 +598,14 @@ private:
   int rank, worldSize;
   dcrun::ParamRegistry registry;
   DataSource data;
-  EntryFunction entry = nullptr;
-  std::vector<void *> pointers;
+  Form finalForm, accumulatingForm;
+  /// The step's fp32 accumulators of full gradients, by parameter id.
+  std::vector<std::pair<int32_t, dcrt::Buffer>> accumulators;
   std::unique_ptr<Optimizer> optimizer = createAdamW(options.adamw);
-  dcrt::StepGraph graph;
+  int64_t microBatches = options.microBatches;
   /// Tokens the whole job trains on per step: the integer data arguments
-  /// with a vocabulary (token ids) of every rank.
-  double tokensPerStep = countTokens();
+  /// with a vocabulary (token ids) of every rank, in every micro-batch.
+  double tokensPerStep = countTokens() * static_cast<double>(microBatches);
 
   double countTokens() const {
     double tokens = 0;

@@ -121,6 +121,17 @@ struct Zero3PipelineOptions
       *this, "max-in-flight-bytes",
       llvm::cl::desc("Most gather bytes in flight (0: no limit)"),
       llvm::cl::init(kDefaultMaxInFlightBytes)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Micro-batches per optimizer step (dc-run "
+                     "--micro-batches): the trainer's fp32 gradient sums are "
+                     "budgeted, and dc-accumulate-gradients picks the "
+                     "parameters whose gradients the step sums itself"),
+      llvm::cl::init(1)};
+  ListOption<std::string> localAccumulation{
+      *this, "local-accumulation",
+      llvm::cl::desc("Parameters (by name) whose gradients the step always "
+                     "sums itself over the micro-batches")};
 };
 
 /// dc-zero3, then dc-rematerialize, dc-offload-activations, dc-prefetch and

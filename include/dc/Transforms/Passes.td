@@ -365,6 +365,50 @@ def DCWaitReductionsEarly
   ]);
 }
 
+def DCAccumulateGradients
+    : Pass<"dc-accumulate-gradients", "::mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: choose, per parameter, to sum its "
+                "full gradient locally over the micro-batches and reduce it "
+                "once, and make the step's accumulating and final forms";
+  let description = [{
+    With `micro-batches=N` > 1 the trainer (dc-run `--micro-batches N`) runs
+    the step N times per optimizer step. By default every gradient is
+    reduced in every micro-batch and dc-run sums the shards in fp32. For a
+    parameter this pass picks, the step instead adds the full gradient into
+    an fp32 accumulator of the parameter's full shape (a new argument with
+    `dc.accumulator = <param id>`, held by the trainer across the optimizer
+    step) and reduces it only once:
+
+    * the step itself becomes the *final* form: before its reduction starts,
+      the gradient becomes gradient + accumulator;
+    * a clone, `@<step>_accumulate` (`dc.accumulates_for = @<step>`), is the
+      *accumulating* form, run for micro-batches 1 .. N-1: the gradient is
+      added into the accumulator, returned as a result with the same
+      `dc.accumulator` attribute (the caller passes one buffer for the
+      argument and the result), and neither reduced nor returned.
+
+    The choice, per parameter whose gradient result is the wait of a
+    reduce-scatter or all-reduce of a full gradient: the stream simulator's
+    step time without its reduction (and with the add), against the step
+    with it, saves that difference in N-1 of the N micro-batches; the final
+    form's add costs once more. Parameters that save time are taken, most
+    saved time per accumulator byte first, while the step's peak plus every
+    accumulator (live for the whole step) fits the budget left beside the
+    trainer's state. `local` names parameters to accumulate locally
+    whatever the model says (tests, experiments). The decisions are recorded
+    on the step (`dc.accumulation_plan`) for dc-report.
+  }];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per optimizer step (1: no accumulation, the pass "
+           "does nothing)">,
+    ListOption<"local", "local", "std::string",
+               "Parameter names always accumulated locally">,
+  ]);
+}
+
 def DCReport : Pass<"dc-report", "::mlir::ModuleOp"> {
   let summary = "Print the predicted step: time, exposed communication, "
                 "peak memory, each parameter's decisions";

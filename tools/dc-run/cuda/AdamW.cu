@@ -324,4 +324,27 @@ cudaError_t sumOfSquares(const void *grad, int32_t gradType, int64_t numel,
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void accumulateKernel(float *sum, const void *grad, int32_t gradType,
+                                 int64_t numel, bool overwrite) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float g = load(grad, gradType, i);
+    sum[i] = overwrite ? g : __fadd_rn(sum[i], g);
+  }
+}
+} // namespace
+
+cudaError_t accumulateGradient(float *sum, const void *grad, int32_t gradType,
+                               int64_t numel, bool overwrite,
+                               cudaStream_t stream) {
+  if (numel == 0)
+    return cudaSuccess;
+  if (gradType != DCRT_F32 && gradType != DCRT_BF16 && gradType != DCRT_F16)
+    return cudaErrorInvalidValue;
+  accumulateKernel<<<static_cast<unsigned>(gridFor(numel, 4096)), kThreads, 0,
+                     stream>>>(sum, grad, gradType, numel, overwrite);
+  return cudaGetLastError();
+}
+
 } // namespace dcrun::cuda

@@ -43,6 +43,14 @@ cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
                       int64_t numel, const AdamWStep &config,
                       cudaStream_t stream);
 
+/// Gradient accumulation over micro-batches: sum[i] = g[i] (`overwrite`,
+/// the first micro-batch) or sum[i] + g[i], in fp32, for `numel` gradient
+/// elements of `gradType` (f32, bf16 or f16). The same fp32 additions as
+/// the host's, so both backends sum to the same bits.
+cudaError_t accumulateGradient(float *sum, const void *grad, int32_t gradType,
+                               int64_t numel, bool overwrite,
+                               cudaStream_t stream);
+
 } // namespace dcrun::cuda
 
 #endif // DC_RUN_CUDA_ADAMW_H

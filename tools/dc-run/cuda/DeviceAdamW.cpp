@@ -71,7 +71,7 @@ public:
     size_t i = 0;
     for (Param &param : registry.params()) {
       if (param.spec.hasGrad)
-        check(cuda::sumOfSquares(param.grad.data(), param.spec.gradDtype,
+        check(cuda::sumOfSquares(gradientOf(param, i), gradientType(param),
                                  param.validNumel, sums.as<double>() + i,
                                  normWorkspace.data(), stream));
       ++i;
@@ -79,11 +79,45 @@ public:
     // The step's one synchronization besides the loss read-back.
     std::vector<double> perParam(registry.params().size());
     dcrt::copy(perParam.data(), sums.data(), sums.size());
+    // Of the mean: the sums' squares over count^2.
+    double scale2 = meanScale == 0 ? 1.0 : meanScale * meanScale;
     double squares = 0;
     i = 0;
     for (Param &param : registry.params())
-      squares += shareOfSquaredNorm(param, perParam[i++]);
+      squares += shareOfSquaredNorm(param, perParam[i++] * scale2);
     return squares;
+  }
+
+  void accumulate(ParamRegistry &registry, int64_t index,
+                  int64_t count) override {
+    if (index < 0 || index >= count)
+      dcrt::fatal("micro-batch %lld of %lld", static_cast<long long>(index),
+                  static_cast<long long>(count));
+    auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
+    // fp32 sums in device memory beside the shards, made once.
+    if (gradientSums.size() != registry.params().size()) {
+      gradientSums.clear();
+      for (Param &param : registry.params())
+        gradientSums.emplace_back((param.spec.hasGrad ? param.validNumel : 0) *
+                                      int64_t(sizeof(float)),
+                                  dcrt::MemoryKind::Device, "gradient sums");
+    }
+    bool last = index == count - 1;
+    size_t i = 0;
+    for (Param &param : registry.params()) {
+      dcrt::Buffer &sum = gradientSums[i++];
+      // A parameter the step sums itself: only the last entry writes it.
+      if (!param.spec.hasGrad || (param.spec.stepAccumulates && !last))
+        continue;
+      bool overwrite = index == 0 || param.spec.stepAccumulates;
+      cudaError_t status = cuda::accumulateGradient(
+          sum.as<float>(), param.grad.data(), param.spec.gradDtype,
+          param.validNumel, overwrite, stream);
+      if (status != cudaSuccess)
+        dcrt::fatal("accumulating the gradient of '%s': %s",
+                    param.spec.name.c_str(), cudaGetErrorString(status));
+    }
+    meanScale = last ? 1.0 / static_cast<double>(count) : 0.0;
   }
 
   void step(ParamRegistry &registry, const AdamWConfig &config, int64_t step,
@@ -93,6 +127,8 @@ public:
                   "was not called)",
                   registry.params().size());
     auto stream = static_cast<cudaStream_t>(dcrt::computeStream());
+    if (meanScale != 0)
+      gradScale *= meanScale;
     cuda::AdamWStep kernelConfig{config.lr,  config.beta1,       config.beta2,
                                  config.eps, config.weightDecay, step,
                                  gradScale};
@@ -104,17 +140,27 @@ public:
       bool shared = sharesMaster(param);
       cudaError_t status = cuda::adamwStep(
           shared ? param.data.data() : state.master.data(),
-          shared ? param.spec.dtype : DCRT_F32, param.grad.data(),
-          param.spec.gradDtype, state.expAvg.data(), state.expAvgSq.data(),
+          shared ? param.spec.dtype : DCRT_F32, gradientOf(param, i - 1),
+          gradientType(param), state.expAvg.data(), state.expAvgSq.data(),
           momentType, param.data.data(), param.spec.dtype, param.validNumel,
           kernelConfig, stream);
       if (status != cudaSuccess)
         dcrt::fatal("the AdamW kernel failed on '%s': %s",
                     param.spec.name.c_str(), cudaGetErrorString(status));
     }
+    meanScale = 0; // the next step writes (or sums) its own
   }
 
 private:
+  /// What the update reads of parameter `i`: its fp32 gradient sum after
+  /// micro-batches, else the shard the entry wrote.
+  const void *gradientOf(const Param &param, size_t i) const {
+    return meanScale != 0 ? gradientSums.at(i).data() : param.grad.data();
+  }
+  dcrt_dtype gradientType(const Param &param) const {
+    return meanScale != 0 ? DCRT_F32 : param.spec.gradDtype;
+  }
+
   /// A bf16 master is the parameter's own bf16 data (dc-run checks that
   /// every parameter is bf16 when it is asked for).
   bool sharesMaster(const Param &) const { return masterType == DCRT_BF16; }
@@ -152,6 +198,10 @@ private:
 
   dcrt_dtype masterType, momentType;
   dcrt::Buffer sums, normWorkspace;
+  /// Per parameter, the fp32 sum of the micro-batches' gradient shards.
+  std::vector<dcrt::Buffer> gradientSums;
+  /// 1 / micro-batches once gradientSums hold this step's sums, else 0.
+  double meanScale = 0;
   struct State {
     dcrt::Buffer master, expAvg, expAvgSq; // no master when it is shared
   };

@@ -164,8 +164,20 @@ void *DataSource::buffer(size_t index) {
   dcrt::fatal("internal: argument %zu is not data", index);
 }
 
-void DataSource::fill(int64_t step) {
+void DataSource::fill(int64_t step, int64_t microBatch, int64_t microBatches) {
+  if (microBatches < 1 || microBatch < 0 || microBatch >= microBatches)
+    dcrt::fatal("internal: micro-batch %lld of %lld",
+                static_cast<long long>(microBatch),
+                static_cast<long long>(microBatches));
   for (Argument &argument : arguments) {
+    // Micro-batches split the batch, which must be the first dim.
+    if (microBatches > 1 && argument.spec->seqDim &&
+        *argument.spec->seqDim == 0)
+      dcrt::fatal("'%s' is sharded over the sequence in its first dim; "
+                  "micro-batches split the batch, which must come first",
+                  argument.spec->name.c_str());
+    argument.micro = microBatch;
+    argument.micros = microBatches;
     if (argument.tokenStream >= 0)
       fillFromTokens(argument, step);
     else
@@ -179,7 +191,7 @@ void DataSource::fillFromTokens(Argument &argument, int64_t step) {
   rowsOf(spec, rows, rowNumel);
   // Row g of the global batch of step s reads the window starting at
   // ((s - 1) G + g) R, wrapped so that the shifted window fits too.
-  int64_t globalRows = rows * argument.dataRanks;
+  int64_t globalRows = rows * argument.sliceRanks();
   // A sequence-sharded row is a part of a row of seqParts times its length.
   int64_t globalRowNumel = rowNumel * argument.seqParts;
   int64_t windows = static_cast<int64_t>(tokens.size()) - globalRowNumel - 1;
@@ -187,7 +199,7 @@ void DataSource::fillFromTokens(Argument &argument, int64_t step) {
   std::vector<int32_t> row(rowNumel);
   writeFromHost(argument.buffer, rows * rowBytes, [&](void *host) {
     for (int64_t r = 0; r < rows; ++r) {
-      int64_t global = argument.dataRank * rows + r;
+      int64_t global = argument.sliceRank() * rows + r;
       int64_t start =
           (((step - 1) * globalRows + global) * globalRowNumel) % windows +
           argument.tokenStream;
@@ -234,7 +246,7 @@ int64_t DataSource::Argument::globalElement(int64_t i, bool inRow) const {
   int64_t rows, rowNumel;
   rowsOf(*spec, rows, rowNumel);
   if (seqParts == 1)
-    return inRow ? i : dataRank * rows * rowNumel + i;
+    return inRow ? i : sliceRank() * rows * rowNumel + i;
   // Unravel i over the local shape, move the sequence coordinate to the
   // rank's part and the row to the rank's rows, ravel over the global shape.
   const std::vector<int64_t> &shape = spec->shape;
@@ -249,14 +261,14 @@ int64_t DataSource::Argument::globalElement(int64_t i, bool inRow) const {
   if (inRow)
     index[0] = 0;
   else if (seqDim != 0)
-    index[0] += dataRank * shape[0];
+    index[0] += sliceRank() * shape[0];
   int64_t flat = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     int64_t size = shape[d];
     if (static_cast<int64_t>(d) == seqDim)
       size *= seqParts;
     else if (d == 0)
-      size *= dataRanks;
+      size *= sliceRanks();
     flat = flat * size + index[d];
   }
   return flat;

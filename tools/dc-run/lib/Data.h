@@ -36,8 +36,13 @@ public:
              const std::vector<int64_t> &gridShape = {});
 
   /// Fills the data arguments' buffers for `step` (counted from 1), through
-  /// host staging copies on a device backend.
-  void fill(int64_t step);
+  /// host staging copies on a device backend. With micro-batches (gradient
+  /// accumulation) the step's global batch is `microBatches` times larger
+  /// and this fills slice `microBatch` of the rank's part: data rank d's
+  /// micro-batch m gets the rows a step with micro-batches times the rows
+  /// gives data rank d at [m B, (m + 1) B), so N micro-batches of B rows
+  /// see exactly the data of one step of N B rows.
+  void fill(int64_t step, int64_t microBatch = 0, int64_t microBatches = 1);
   /// The buffer of argument `index` of the step (a data argument).
   void *buffer(size_t index);
 
@@ -52,6 +57,11 @@ private:
     /// their count, and for a sequence-sharded argument its part of the
     /// sequence and the number of parts (1: not sharded).
     int64_t dataRank = 0, dataRanks = 1, seqPart = 0, seqParts = 1;
+    /// The micro-batch being filled, of how many: slice `micro` of the
+    /// rank's rows is a data rank of its own among dataRanks * micros.
+    int64_t micro = 0, micros = 1;
+    int64_t sliceRank() const { return dataRank * micros + micro; }
+    int64_t sliceRanks() const { return dataRanks * micros; }
     /// The global offset of local element i (within the rank's rows for
     /// `inRow`, else of the global batch).
     int64_t globalElement(int64_t i, bool inRow) const;

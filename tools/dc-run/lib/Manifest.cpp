@@ -33,6 +33,20 @@ const TensorSpec *StepSpec::findGrad(int32_t param) const {
   return nullptr;
 }
 
+const TensorSpec *StepSpec::findAccumulator(int32_t param) const {
+  for (const TensorSpec &arg : args)
+    if (arg.kind == TensorKind::GradAccum && arg.param == param)
+      return &arg;
+  return nullptr;
+}
+
+const StepSpec *Manifest::findStep(std::string_view name) const {
+  for (const StepSpec &step : steps)
+    if (step.name == name)
+      return &step;
+  return nullptr;
+}
+
 namespace {
 /// Reads fields and remembers the first problem, with where it was found.
 class Reader {
@@ -107,6 +121,8 @@ public:
       spec.kind = TensorKind::Loss;
     else if (spec.kindName == "grad")
       spec.kind = TensorKind::Grad;
+    else if (spec.kindName == "grad_accum")
+      spec.kind = TensorKind::GradAccum;
     spec.name = string(entry, "name", where, false);
     std::optional<std::vector<int64_t>> dims = shape(entry, "shape", where);
     if (!dims)
@@ -146,7 +162,7 @@ public:
     if (spec.kind == TensorKind::Param)
       spec.id =
           static_cast<int32_t>(integer(entry, "id", where, true).value_or(-1));
-    if (spec.kind == TensorKind::Grad)
+    if (spec.kind == TensorKind::Grad || spec.kind == TensorKind::GradAccum)
       spec.param = static_cast<int32_t>(
           integer(entry, "param", where, true).value_or(-1));
     if (failed())
@@ -221,7 +237,8 @@ void checkStep(StepSpec &step, int32_t worldSize,
     if (arg.kind == TensorKind::Loss || arg.kind == TensorKind::Grad ||
         arg.kind == TensorKind::Other)
       reader.fail(where, "argument '" + arg.name + "' has kind \"" +
-                             arg.kindName + "\" (expected param or data)");
+                             arg.kindName +
+                             "\" (expected param, data or grad_accum)");
     if (arg.kind != TensorKind::Param)
       continue;
     if (arg.name.empty())
@@ -241,6 +258,37 @@ void checkStep(StepSpec &step, int32_t worldSize,
                              ", but " + std::to_string(group) + " ranks need " +
                              std::to_string(expected));
   }
+  // Accumulators: fp32, the full shape of a parameter of the step, one per
+  // parameter; an accumulating result updates an accumulator argument.
+  auto checkAccumulator = [&](const TensorSpec &accumulator, const char *what) {
+    const TensorSpec *param = step.findParam(accumulator.param);
+    if (!param) {
+      reader.fail(where, std::string(what) + " names parameter " +
+                             std::to_string(accumulator.param) +
+                             ", which is not an argument");
+      return;
+    }
+    if (accumulator.shape != param->shape || accumulator.local ||
+        accumulator.dtype != DCRT_F32)
+      reader.fail(where, std::string(what) + " of '" + param->name +
+                             "' is not an fp32 tensor of its full shape " +
+                             shapeText(param->shape));
+  };
+  for (const TensorSpec &arg : step.args)
+    if (arg.kind == TensorKind::GradAccum) {
+      checkAccumulator(arg, "a gradient accumulator");
+      if (step.findAccumulator(arg.param) != &arg)
+        reader.fail(where, "parameter " + std::to_string(arg.param) +
+                               " has two gradient accumulators");
+    }
+  for (const TensorSpec &result : step.results)
+    if (result.kind == TensorKind::GradAccum) {
+      checkAccumulator(result, "an accumulating result");
+      if (!step.findAccumulator(result.param))
+        reader.fail(where, "an accumulating result of parameter " +
+                               std::to_string(result.param) +
+                               " has no accumulator argument");
+    }
   int losses = 0;
   for (const TensorSpec &result : step.results) {
     if (result.kind == TensorKind::Data || result.kind == TensorKind::Param)
@@ -273,6 +321,65 @@ void checkStep(StepSpec &step, int32_t worldSize,
   if (losses != 1)
     reader.fail(where, "has " + std::to_string(losses) +
                            " loss results (expected one)");
+}
+/// A final form and its accumulating form: each names the other; they take
+/// the same parameters, data and accumulators; the accumulating form
+/// returns every accumulator updated and the gradients of the other
+/// parameters, and the final form a gradient of every accumulated one.
+void checkAccumulatingPair(const Manifest &manifest, const StepSpec &step,
+                           Reader &reader) {
+  std::string where = "step '" + step.name + "'";
+  if (!step.accumulatesFor.empty()) {
+    const StepSpec *final = manifest.findStep(step.accumulatesFor);
+    if (!final || final->accumulatingStep != step.name)
+      reader.fail(where, "accumulates for '" + step.accumulatesFor +
+                             "', which does not name it as its "
+                             "\"accumulating_step\"");
+    return;
+  }
+  for (const TensorSpec &result : step.results)
+    if (result.kind == TensorKind::GradAccum)
+      reader.fail(where, "returns an accumulator but is not an accumulating "
+                         "form (no \"accumulates_for\")");
+  if (step.accumulatingStep.empty())
+    return;
+  const StepSpec *accumulating = manifest.findStep(step.accumulatingStep);
+  if (!accumulating || accumulating->accumulatesFor != step.name) {
+    reader.fail(where, "its accumulating step '" + step.accumulatingStep +
+                           "' is not in the manifest, or does not name it");
+    return;
+  }
+  auto signature = [](const std::vector<TensorSpec> &tensors) {
+    std::string text;
+    for (const TensorSpec &tensor : tensors)
+      text += tensor.kindName + ":" + tensor.name + ":" +
+              std::to_string(tensor.id) + ":" + std::to_string(tensor.param) +
+              shapeText(tensor.shape) + dcrt::dtypeName(tensor.dtype) + ";";
+    return text;
+  };
+  if (signature(step.args) != signature(accumulating->args))
+    reader.fail(where, "and its accumulating step '" + accumulating->name +
+                           "' take different arguments");
+  for (const TensorSpec &arg : step.args) {
+    if (arg.kind == TensorKind::GradAccum) {
+      bool updated = false;
+      for (const TensorSpec &result : accumulating->results)
+        updated |=
+            result.kind == TensorKind::GradAccum && result.param == arg.param;
+      if (!updated || !step.findGrad(arg.param) ||
+          accumulating->findGrad(arg.param))
+        reader.fail(where, "parameter " + std::to_string(arg.param) +
+                               " is accumulated by the step: the final form "
+                               "must return its gradient and the "
+                               "accumulating form its accumulator, not its "
+                               "gradient");
+    }
+    if (arg.kind == TensorKind::Param && !step.findAccumulator(arg.id) &&
+        (step.findGrad(arg.id) != nullptr) !=
+            (accumulating->findGrad(arg.id) != nullptr))
+      reader.fail(where, "and its accumulating step '" + accumulating->name +
+                             "' differ in the gradient of '" + arg.name + "'");
+  }
 }
 } // namespace
 
@@ -354,6 +461,13 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
       else
         step.flops = flops->get<double>();
     }
+    step.accumulatingStep =
+        reader.string(entry, "accumulating_step", where, false);
+    step.accumulatesFor = reader.string(entry, "accumulates_for", where, false);
+    step.microBatches =
+        reader.integer(entry, "micro_batches", where, false).value_or(0);
+    if (step.microBatches < 0)
+      reader.fail(where, "\"micro_batches\" is negative");
     for (const char *list : {"args", "results"}) {
       auto tensors = entry.find(list);
       if (tensors == entry.end() || !tensors->is_array()) {
@@ -378,6 +492,8 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
       return std::nullopt;
     manifest.steps.push_back(std::move(step));
   }
+  for (const StepSpec &step : manifest.steps)
+    checkAccumulatingPair(manifest, step, reader);
   size_t axes = std::max<size_t>(manifest.gridShape.size(), 1);
   for (const StepSpec &step : manifest.steps)
     for (const TensorSpec &arg : step.args)

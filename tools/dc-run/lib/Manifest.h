@@ -12,7 +12,10 @@
 
 namespace dcrun {
 
-enum class TensorKind { Param, Data, Loss, Grad, Other };
+/// GradAccum: an fp32 accumulator of a parameter's full gradient, which a
+/// step compiled for micro-batches keeps summing (an argument, and in the
+/// accumulating form also a result written into the same buffer).
+enum class TensorKind { Param, Data, Loss, Grad, GradAccum, Other };
 
 /// One argument or result of a step function.
 struct TensorSpec {
@@ -20,7 +23,7 @@ struct TensorSpec {
   std::string kindName;
   std::string name;
   int32_t id = -1;    // a parameter's id
-  int32_t param = -1; // the parameter a gradient belongs to
+  int32_t param = -1; // the parameter a gradient (or accumulator) belongs to
   std::vector<int64_t> shape;
   dcrt_dtype dtype = DCRT_F32;
   /// Elements per rank of a sharded tensor; absent when replicated.
@@ -48,8 +51,17 @@ struct StepSpec {
   /// Floating-point operations of one step on one rank, as dc's cost model
   /// counts them in the step's ops (0: not given).
   double flops = 0;
+  /// Gradient accumulation (dc-accumulate-gradients): the final form names
+  /// its accumulating form ("accumulating_step"), run for every
+  /// micro-batch but the last; the accumulating form names its final one
+  /// ("accumulates_for"). "micro_batches": what the plan assumed (0: not
+  /// given).
+  std::string accumulatingStep, accumulatesFor;
+  int64_t microBatches = 0;
 
   const TensorSpec *findParam(int32_t id) const;
+  /// The accumulator argument of parameter `param`, if the step has one.
+  const TensorSpec *findAccumulator(int32_t param) const;
   const TensorSpec *findGrad(int32_t param) const;
 };
 
@@ -68,6 +80,8 @@ struct Manifest {
   int64_t stagingBytes = 0;
   std::optional<int64_t> vocab;
   std::vector<StepSpec> steps;
+
+  const StepSpec *findStep(std::string_view name) const;
 };
 
 /// Parses and checks a manifest (dcrt.h documents the format). On failure

@@ -72,6 +72,10 @@ public:
     text("--step", "NAME",
          "step function to run (default: the manifest's first)", options.step);
     integer("--steps", "K", "training steps (default 1)", options.steps, 0);
+    integer("--micro-batches", "N",
+            "gradient accumulation: run the step N times per optimizer "
+            "step, on N slices of a global batch N times larger (default 1)",
+            options.microBatches, 1);
     number("--lr", "AdamW learning rate, >= 0 (default 0.001)",
            options.adamw.lr, Range::NonNegative);
     number("--weight-decay", "AdamW decoupled weight decay, >= 0 (default 0)",

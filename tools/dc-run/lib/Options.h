@@ -15,6 +15,10 @@ struct Options {
   int nproc = 0;    // 0: the artifact's world size
   std::string step; // empty: the manifest's first step
   int64_t steps = 1;
+  /// Micro-batches per optimizer step: the entry runs this many times over
+  /// slices of the step's global batch, the gradients summed in fp32 and
+  /// averaged before the one update.
+  int64_t microBatches = 1;
   AdamWConfig adamw;
   uint64_t seed = 0;
   double initStd = 0.02;

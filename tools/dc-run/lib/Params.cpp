@@ -232,9 +232,8 @@ double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares) {
   return param.owner ? sumOfSquares : 0.0 * sumOfSquares;
 }
 
-double HostAdamW::gradientSquares(ParamRegistry &registry) {
+void HostAdamW::readGradients(ParamRegistry &registry) {
   gradients.clear();
-  double squares = 0;
   for (Param &param : registry.params()) {
     std::vector<float> &gradient = gradients.emplace_back();
     if (!param.spec.hasGrad)
@@ -245,19 +244,65 @@ double HostAdamW::gradientSquares(ParamRegistry &registry) {
                  convert(host, param.spec.gradDtype, gradient.data(), DCRT_F32,
                          param.validNumel);
                });
+  }
+}
+
+void HostAdamW::accumulate(ParamRegistry &registry, int64_t index,
+                           int64_t count) {
+  if (index < 0 || index >= count)
+    fatal("micro-batch %lld of %lld", static_cast<long long>(index),
+          static_cast<long long>(count));
+  if (index == 0) {
+    gradients.clear();
+    for (Param &param : registry.params())
+      gradients.emplace_back(param.spec.hasGrad ? param.validNumel : 0, 0.0f);
+  }
+  bool last = index == count - 1;
+  size_t i = 0;
+  std::vector<float> shard;
+  for (Param &param : registry.params()) {
+    std::vector<float> &sum = gradients.at(i++);
+    if (!param.spec.hasGrad || (param.spec.stepAccumulates && !last))
+      continue;
+    shard.resize(param.validNumel);
+    readToHost(param.grad, param.validNumel * dtypeSize(param.spec.gradDtype),
+               [&](const void *host) {
+                 convert(host, param.spec.gradDtype, shard.data(), DCRT_F32,
+                         param.validNumel);
+               });
+    for (int64_t k = 0; k < param.validNumel; ++k)
+      sum[k] += shard[k];
+  }
+  meanScale = last ? 1.0 / static_cast<double>(count) : 0.0;
+}
+
+double HostAdamW::gradientSquares(ParamRegistry &registry) {
+  if (meanScale == 0)
+    readGradients(registry);
+  // Of the mean: the sums' squares over count^2.
+  double scale2 = meanScale == 0 ? 1.0 : meanScale * meanScale;
+  double squares = 0;
+  size_t i = 0;
+  for (Param &param : registry.params()) {
+    const std::vector<float> &gradient = gradients.at(i++);
+    if (!param.spec.hasGrad)
+      continue;
     double sum = 0;
     for (float g : gradient)
       sum += double(g) * g;
-    squares += shareOfSquaredNorm(param, sum);
+    squares += shareOfSquaredNorm(param, sum * scale2);
   }
   return squares;
 }
 
 void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
                      int64_t step, double gradScale) {
-  // The gradients gradientSquares read, or read now.
+  // The gradients gradientSquares read (or the sums accumulate made), or
+  // read now.
   if (gradients.size() != registry.params().size())
-    gradientSquares(registry);
+    readGradients(registry);
+  if (meanScale != 0)
+    gradScale *= meanScale;
   size_t i = 0;
   for (Param &param : registry.params()) {
     std::vector<float> &gradient = gradients[i++];
@@ -270,7 +315,8 @@ void HostAdamW::step(ParamRegistry &registry, const AdamWConfig &config,
                 param.expAvgSq.data(), param.validNumel, config, step);
     param.refreshData();
   }
-  gradients.clear(); // the next step reads its own
+  gradients.clear(); // the next step reads (or sums) its own
+  meanScale = 0;
 }
 
 std::unique_ptr<Optimizer> dcrun::createAdamW(const AdamWConfig &config) {

@@ -75,6 +75,10 @@ struct ParamSpec {
   /// Kept in host memory by the step (dc-offload-params), which uploads it
   /// with dcrt_upload_start. Otherwise treated like any parameter.
   bool onHost = false;
+  /// The compiled step accumulates this parameter's full gradient itself
+  /// over the micro-batches (dc-accumulate-gradients): only the last
+  /// micro-batch's entry writes `grad`, and it holds the sum of all of them.
+  bool stepAccumulates = false;
 };
 
 struct Param {
@@ -162,6 +166,17 @@ public:
   /// Reads each `grad`, writes each `data`.
   virtual void step(ParamRegistry &registry, const AdamWConfig &config,
                     int64_t step, double gradScale) = 0;
+  /// Gradient accumulation (dc-run --micro-batches N, N > 1): adds the
+  /// gradient shards the entry just wrote into fp32 sums, micro-batch
+  /// `index` of `count` (index 0 overwrites them; a parameter the step
+  /// accumulates itself, ParamSpec::stepAccumulates, is taken from the last
+  /// micro-batch only, where its shard is already the sum). After the last
+  /// one, gradientSquares and step read the mean, sum / count, instead of
+  /// `grad` (each micro-batch's loss is a mean over the same number of
+  /// terms, so that mean is the gradient of the whole step's mean loss).
+  /// Never called for one micro-batch: `grad` is read directly.
+  virtual void accumulate(ParamRegistry &registry, int64_t index,
+                          int64_t count) = 0;
   /// The registry's fp32 masters and moments (initialized or loaded from a
   /// checkpoint) become the optimizer's state. Before the first step.
   virtual void loadState(ParamRegistry &registry) {}
@@ -184,10 +199,18 @@ public:
   double gradientSquares(ParamRegistry &registry) override;
   void step(ParamRegistry &registry, const AdamWConfig &config, int64_t step,
             double gradScale) override;
+  void accumulate(ParamRegistry &registry, int64_t index,
+                  int64_t count) override;
 
 private:
-  /// The gradients in fp32, read by gradientSquares for the step after it.
+  /// Reads every gradient shard into `gradients`, converted to fp32.
+  void readGradients(ParamRegistry &registry);
+
+  /// The gradients in fp32, read by gradientSquares for the step after it;
+  /// with micro-batches, their fp32 sums.
   std::vector<std::vector<float>> gradients;
+  /// 1 / micro-batches once `gradients` holds sums, else 0 (not summed).
+  double meanScale = 0;
 };
 
 /// The AdamW for this backend: on a device backend the fused AdamW kernel

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 using namespace dcrun;
@@ -24,9 +26,11 @@ TensorSpec dataSpec(const char *name, std::vector<int64_t> shape,
 /// The step's data on `rank` of a `grid` job after fill(1): argument i's
 /// elements as floats (ids converted).
 std::vector<std::vector<float>> dataOf(const StepSpec &step, int rank,
-                                       int world, std::vector<int64_t> grid) {
-  DataSource data(step, /*seed=*/7, /*vocab=*/0, "", rank, world, grid);
-  data.fill(1);
+                                       int world, std::vector<int64_t> grid,
+                                       int64_t micro = 0, int64_t micros = 1,
+                                       const std::string &tokens = "") {
+  DataSource data(step, /*seed=*/7, /*vocab=*/0, tokens, rank, world, grid);
+  data.fill(1, micro, micros);
   std::vector<std::vector<float>> values;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const TensorSpec &spec = step.args[i];
@@ -64,4 +68,46 @@ TEST(Data, SequenceGroupsShareTheirRows) {
         EXPECT_EQ(part[1][row * 4 + p], whole[1][(d * 2 + row) * 8 + s * 4 + p])
             << "tokens, rank " << rank;
   }
+}
+
+TEST(Data, MicroBatchesSliceTheRowsOfOneLargerBatch) {
+  // 2 ranks with 6 rows each, against 2 ranks with 2 rows in 3
+  // micro-batches: rank r's micro-batch m is rows [2 m, 2 m + 2) of rank
+  // r's 6, synthetic and token-file data alike.
+  std::string tokenFile = ::testing::TempDir() + "micro-tokens.bin";
+  {
+    std::vector<int32_t> ids(500);
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<int32_t>((i * 7 + 3) % 32);
+    FILE *file = std::fopen(tokenFile.c_str(), "wb");
+    ASSERT_NE(file, nullptr);
+    std::fwrite(ids.data(), sizeof(int32_t), ids.size(), file);
+    std::fclose(file);
+  }
+  for (const std::string &tokens : {std::string(), tokenFile}) {
+    StepSpec large, small;
+    large.args = {dataSpec("x", {6, 3}, DCRT_F32),
+                  dataSpec("ids", {6, 5}, DCRT_I32)};
+    small.args = {dataSpec("x", {2, 3}, DCRT_F32),
+                  dataSpec("ids", {2, 5}, DCRT_I32)};
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::vector<float>> whole =
+          dataOf(large, rank, 2, {}, 0, 1, tokens);
+      for (int64_t micro = 0; micro < 3; ++micro) {
+        std::vector<std::vector<float>> part =
+            dataOf(small, rank, 2, {}, micro, 3, tokens);
+        for (int64_t e = 0; e < 6; ++e)
+          EXPECT_EQ(part[0][e], whole[0][micro * 6 + e])
+              << "x, rank " << rank << ", micro-batch " << micro;
+        for (int64_t e = 0; e < 10; ++e)
+          EXPECT_EQ(part[1][e], whole[1][micro * 10 + e])
+              << "ids, rank " << rank << ", micro-batch " << micro
+              << (tokens.empty() ? "" : ", token file");
+      }
+      // The slices differ: micro-batches do not repeat the data.
+      EXPECT_NE(dataOf(small, rank, 2, {}, 0, 3, tokens)[0],
+                dataOf(small, rank, 2, {}, 1, 3, tokens)[0]);
+    }
+  }
+  std::remove(tokenFile.c_str());
 }

@@ -191,3 +191,74 @@ TEST(Manifest, ShardAxesNameEachShardGroup) {
   EXPECT_EQ(error, "step 'train_step': 'w' has \"shard_axes\" [2], which are "
                    "not increasing axes of the 2-axis grid");
 }
+
+namespace {
+/// A final step and its accumulating form; `accumulating` replaces the
+/// accumulating form's results.
+std::string accumulatingPair(const std::string &accumulatingResults) {
+  const char *args = R"("args": [
+    {"kind": "param", "id": 0, "name": "w", "shape": [3, 5], "dtype": "f32",
+     "local": 4},
+    {"kind": "param", "id": 1, "name": "norm", "shape": [5], "dtype": "f32"},
+    {"kind": "grad_accum", "param": 1, "name": "norm.grad_accum",
+     "shape": [5], "dtype": "f32"}])";
+  return std::string(R"({"abi": 3, "world_size": 4, "steps": [
+  {"name": "s", "entry": "dc_entry_s", "accumulating_step": "s_accumulate",
+   "micro_batches": 4, )") +
+         args + R"(,
+   "results": [{"kind": "loss", "shape": [], "dtype": "f32"},
+     {"kind": "grad", "param": 0, "shape": [3, 5], "dtype": "f32",
+      "local": 4},
+     {"kind": "grad", "param": 1, "shape": [5], "dtype": "f32"}]},
+  {"name": "s_accumulate", "entry": "dc_entry_s_accumulate",
+   "accumulates_for": "s", )" +
+         args + R"(, "results": )" + accumulatingResults + "}]}";
+}
+} // namespace
+
+TEST(Manifest, ReadsAStepAndItsAccumulatingForm) {
+  std::string error;
+  std::optional<Manifest> manifest = parseManifest(
+      accumulatingPair(R"([{"kind": "loss", "shape": [], "dtype": "f32"},
+        {"kind": "grad", "param": 0, "shape": [3, 5], "dtype": "f32",
+         "local": 4},
+        {"kind": "grad_accum", "param": 1, "shape": [5], "dtype": "f32"}])"),
+      error);
+  ASSERT_TRUE(manifest) << error;
+  const StepSpec &final = manifest->steps[0];
+  EXPECT_EQ(final.accumulatingStep, "s_accumulate");
+  EXPECT_EQ(final.microBatches, 4);
+  ASSERT_NE(final.findAccumulator(1), nullptr);
+  EXPECT_EQ(final.findAccumulator(1)->kind, TensorKind::GradAccum);
+  EXPECT_EQ(final.findAccumulator(0), nullptr);
+  EXPECT_EQ(manifest->steps[1].accumulatesFor, "s");
+  EXPECT_EQ(manifest->findStep("s_accumulate"), &manifest->steps[1]);
+
+  // The accumulating form must not return the accumulated gradient.
+  EXPECT_FALSE(parseManifest(
+      accumulatingPair(R"([{"kind": "loss", "shape": [], "dtype": "f32"},
+        {"kind": "grad", "param": 0, "shape": [3, 5], "dtype": "f32",
+         "local": 4},
+        {"kind": "grad", "param": 1, "shape": [5], "dtype": "f32"},
+        {"kind": "grad_accum", "param": 1, "shape": [5], "dtype": "f32"}])"),
+      error));
+  EXPECT_EQ(error, "step 's': parameter 1 is accumulated by the step: the "
+                   "final form must return its gradient and the accumulating "
+                   "form its accumulator, not its gradient");
+  // Nor leave out another parameter's gradient.
+  EXPECT_FALSE(parseManifest(
+      accumulatingPair(R"([{"kind": "loss", "shape": [], "dtype": "f32"},
+        {"kind": "grad_accum", "param": 1, "shape": [5], "dtype": "f32"}])"),
+      error));
+  EXPECT_EQ(error, "step 's': and its accumulating step 's_accumulate' differ "
+                   "in the gradient of 'w'");
+  // An accumulator of the wrong shape.
+  EXPECT_FALSE(parseManifest(
+      accumulatingPair(R"([{"kind": "loss", "shape": [], "dtype": "f32"},
+        {"kind": "grad", "param": 0, "shape": [3, 5], "dtype": "f32",
+         "local": 4},
+        {"kind": "grad_accum", "param": 1, "shape": [6], "dtype": "f32"}])"),
+      error));
+  EXPECT_EQ(error, "step 's_accumulate': an accumulating result of 'norm' is "
+                   "not an fp32 tensor of its full shape [5]");
+}

@@ -57,6 +57,16 @@ TEST(Options, PicksTheLauncher) {
             "bad value 'ssh' for option '--launcher' (expected mpirun or tcp)");
 }
 
+TEST(Options, TakesMicroBatches) {
+  Options options;
+  EXPECT_EQ(options.microBatches, 1);
+  EXPECT_EQ(parse({"a.so", "--micro-batches", "4"}, options), "");
+  EXPECT_EQ(options.microBatches, 4);
+  EXPECT_EQ(parse({"a.so", "--micro-batches=0"}, options),
+            "bad value '0' for option '--micro-batches' (expected an integer "
+            ">= 1)");
+}
+
 TEST(Options, TheLastOfARepeatedOptionWins) {
   Options options;
   EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=0.5"}, options), "");

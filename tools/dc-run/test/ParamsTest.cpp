@@ -256,6 +256,73 @@ TEST(HostAdamW, SquaredNormSharesAddUpOverRanks) {
   }
 }
 
+TEST(HostAdamW, AccumulatesMicroBatchesInFp32) {
+  // Three micro-batches of bf16 gradient shards. The update must equal one
+  // on their mean, summed in fp32 (in bf16, 256 + 1 + 1 would lose both
+  // ones), and the norm must be the mean's. A parameter the step sums
+  // itself (stepAccumulates) is read once, from the last micro-batch.
+  ParamRegistry registry(0, 1);
+  ParamSpec bf16 = spec(0, "w", {2}, DCRT_F32);
+  bf16.gradDtype = DCRT_BF16;
+  Param &summed = registry.add(bf16);
+  ParamSpec ownSpec = spec(1, "norm", {1}, DCRT_F32);
+  ownSpec.stepAccumulates = true;
+  Param &own = registry.add(ownSpec);
+  const float micro[3][2] = {{256.0f, 0.5f}, {1.0f, 0.25f}, {1.0f, -2.0f}};
+  HostAdamW optimizer;
+  for (int64_t m = 0; m < 3; ++m) {
+    summed.grad.as<uint16_t>()[0] = floatToBF16(micro[m][0]);
+    summed.grad.as<uint16_t>()[1] = floatToBF16(micro[m][1]);
+    // Only the last entry writes it; earlier values must be ignored.
+    own.grad.as<float>()[0] = m == 2 ? 9.0f : 1000.0f;
+    optimizer.accumulate(registry, m, 3);
+  }
+  double mean0 = 258.0 / 3, mean1 = -1.25 / 3, ownMean = 9.0 / 3;
+  EXPECT_NEAR(optimizer.gradientSquares(registry),
+              mean0 * mean0 + mean1 * mean1 + ownMean * ownMean, 1e-9);
+  summed.master = {1.0f, -1.0f};
+  own.master = {0.5f};
+  AdamWConfig config;
+  config.lr = 0.01;
+  optimizer.step(registry, config, 1, 0.5);
+  // The same update from the mean gradients written directly (and the
+  // same clipping scale).
+  ParamRegistry reference(0, 1);
+  Param &direct = reference.add(spec(0, "w", {2}, DCRT_F32));
+  Param &directOwn = reference.add(spec(1, "norm", {1}, DCRT_F32));
+  direct.master = {1.0f, -1.0f};
+  directOwn.master = {0.5f};
+  direct.grad.as<float>()[0] = static_cast<float>(mean0);
+  direct.grad.as<float>()[1] = static_cast<float>(mean1);
+  directOwn.grad.as<float>()[0] = static_cast<float>(ownMean);
+  HostAdamW().step(reference, config, 1, 0.5);
+  EXPECT_FLOAT_EQ(summed.master[0], direct.master[0]);
+  EXPECT_FLOAT_EQ(summed.master[1], direct.master[1]);
+  EXPECT_FLOAT_EQ(own.master[0], directOwn.master[0]);
+  // The second AdamW step is not sign-like: check it tracks the mean
+  // (not the sum) of the next step's micro-batches.
+  for (int64_t m = 0; m < 2; ++m) {
+    summed.grad.as<uint16_t>()[0] = floatToBF16(m ? 3.0f : 1.0f);
+    summed.grad.as<uint16_t>()[1] = floatToBF16(0.0f);
+    own.grad.as<float>()[0] = 4.0f;
+    optimizer.accumulate(registry, m, 2);
+  }
+  EXPECT_NEAR(optimizer.gradientSquares(registry), 4.0 + 4.0, 1e-9);
+  optimizer.step(registry, config, 2, 1.0);
+  direct.grad.as<float>()[0] = 2.0f;
+  direct.grad.as<float>()[1] = 0.0f;
+  directOwn.grad.as<float>()[0] = 2.0f;
+  HostAdamW().step(reference, config, 2, 1.0);
+  EXPECT_FLOAT_EQ(summed.master[0], direct.master[0]);
+  EXPECT_FLOAT_EQ(summed.master[1], direct.master[1]);
+  EXPECT_FLOAT_EQ(own.master[0], directOwn.master[0]);
+  // After a step the optimizer reads `grad` directly again.
+  summed.grad.as<uint16_t>()[0] = floatToBF16(3.0f);
+  summed.grad.as<uint16_t>()[1] = floatToBF16(4.0f);
+  own.grad.as<float>()[0] = 0.0f;
+  EXPECT_DOUBLE_EQ(optimizer.gradientSquares(registry), 25.0);
+}
+
 TEST(HostAdamW, KeepsItsStateInTheChosenDtypes) {
   // Three steps with bf16 moments and a bf16 master: every kept value is on
   // the bf16 grid, the parameter's data is the master itself, and the
