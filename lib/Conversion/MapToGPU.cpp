@@ -30,6 +30,7 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include <limits>
+#include <map>
 
 namespace dc {
 #define GEN_PASS_DEF_DCMAPTOGPU
@@ -392,6 +393,10 @@ constexpr int64_t kMaxRowPartitions = 64;
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
+/// The most chunks of a row each thread of a row group keeps in registers
+/// (see KeptRowValues); longer rows loop.
+constexpr int64_t kMaxKeptChunks = 4;
+
 /// Elements per thread of an elementwise op's vectorized kernel: 16 bytes
 /// of its narrowest operand (8 for bf16, 4 for f32), when every operand
 /// that the innermost loop indexes reads it contiguously (its last index,
@@ -526,6 +531,48 @@ struct RowMember {
   mutable linalg::GenericOp op;
   Kind kind;
   std::optional<ReductionForm> form;
+};
+
+/// What each thread of a row group keeps in registers from one member to
+/// the next when its share of every row is a fixed few chunks (code
+/// without a loop): the values of row operands it loaded or stored at each
+/// point, so that a later member reuses them instead of reading memory
+/// again (a norm's scale reads the row its sum of squares read). Only
+/// points along the row are kept: those each thread alone reads and
+/// writes; per-row values come from thread 0 across a barrier.
+struct KeptRowValues {
+  /// The first point of each chunk of this thread, and each chunk's
+  /// points (`lanes[c][l]` = `chunks[c] + l`), shared by all members.
+  SmallVector<Value> chunks;
+  SmallVector<SmallVector<Value>> lanes;
+
+  Value lookup(Value buffer, ArrayRef<Value> indices) const {
+    auto found = values.find(key(buffer, indices));
+    return found == values.end() ? Value() : found->second;
+  }
+  /// After a store of `value` to `buffer` at `indices` (or a load): what
+  /// may alias `buffer` is stale, except this.
+  void keep(Value buffer, ArrayRef<Value> indices, Value value, bool stored) {
+    if (stored)
+      forget(buffer);
+    values[key(buffer, indices)] = value;
+  }
+  /// Everything kept of memory that may alias `written`.
+  void forget(Value written) {
+    for (auto it = values.begin(); it != values.end();)
+      it = mayAlias(Value::getFromOpaquePointer(it->first.front()), written)
+               ? values.erase(it)
+               : std::next(it);
+  }
+
+private:
+  static std::vector<const void *> key(Value buffer, ArrayRef<Value> indices) {
+    std::vector<const void *> result{buffer.getAsOpaquePointer()};
+    for (Value index : indices)
+      result.push_back(index.getAsOpaquePointer());
+    return result;
+  }
+  std::map<std::vector<const void *>, Value> values;
 };
 
 /// True if `map` reads or writes row `ivs[0..rows)` at the same row:
@@ -863,35 +910,106 @@ private:
     SmallVector<Value> ivs =
         delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
     Value aligned = rowsAligned(rewriter, loc, members, rows, width);
-    for (auto [i, member] : llvm::enumerate(members)) {
-      if (i > 0)
-        gpu::BarrierOp::create(rewriter, loc);
-      linalg::GenericOp op = member.op;
-      if (member.kind == RowMember::PerRow) {
-        OpBuilder::InsertionGuard inIf(rewriter);
-        auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
-                                         /*withElseRegion=*/false);
-        rewriter.setInsertionPointToStart(ifFirst.thenBlock());
-        IRMapping mapping;
-        cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
-        storeYields(rewriter, loc, op, ivs, mapping);
-        continue;
+    // Members in order, a barrier between each. `kept`: straight-line
+    // chunks with values kept between members (see KeptRowValues).
+    auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
+      for (auto [i, member] : llvm::enumerate(members)) {
+        if (i > 0)
+          gpu::BarrierOp::create(rewriter, loc);
+        linalg::GenericOp op = member.op;
+        if (member.kind == RowMember::PerRow) {
+          OpBuilder::InsertionGuard inIf(rewriter);
+          auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                           /*withElseRegion=*/false);
+          rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+          IRMapping mapping;
+          cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
+          storeYields(rewriter, loc, op, ivs, mapping);
+          if (kept)
+            for (Value output : op.getDpsInits())
+              kept->forget(output);
+          continue;
+        }
+        const ReductionForm *form = member.form ? &*member.form : nullptr;
+        Value partial = kept ? emitRowLoop(rewriter, loc, member, ivs, tid,
+                                           threads, width, vectors, kept)
+                             : emitRowLoops(rewriter, loc, member, ivs, tid,
+                                            threads, width, aligned);
+        if (!form)
+          continue;
+        Value total = gpu::AllReduceOp::create(
+            rewriter, loc, partial,
+            gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
+            /*uniform=*/rewriter.getUnitAttr());
+        storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+        if (kept)
+          kept->forget(op->getOperand(form->output.getArgNumber()));
       }
-      const ReductionForm *form = member.form ? &*member.form : nullptr;
-      Value partial = emitRowLoops(rewriter, loc, member, ivs, tid, threads,
-                                   width, aligned);
-      if (!form)
-        continue;
-      Value total = gpu::AllReduceOp::create(
-          rewriter, loc, partial,
-          gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
-          /*uniform=*/rewriter.getUnitAttr());
-      storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+    };
+    int64_t chunks = getKeptChunks(members, threads, width);
+    if (chunks == 0) {
+      emitMembers(/*vectors=*/false, nullptr);
+    } else {
+      // The whole group in each branch (`aligned` is the same for every
+      // thread, so the barriers inside are reached by all): values kept
+      // across members must dominate their later uses.
+      auto emitKept = [&](bool vectors) {
+        KeptRowValues kept;
+        int64_t step = threads * std::max<int64_t>(width, 1);
+        Value base = arith::MulIOp::create(rewriter, loc, tid,
+                                           index(std::max<int64_t>(width, 1)));
+        for (int64_t c = 0; c < chunks; ++c) {
+          Value chunk = c == 0 ? base
+                               : arith::AddIOp::create(rewriter, loc, base,
+                                                       index(c * step))
+                                     .getResult();
+          kept.chunks.push_back(chunk);
+          SmallVector<Value> &lanes = kept.lanes.emplace_back();
+          lanes.push_back(chunk);
+          for (int64_t lane = 1; lane < std::max<int64_t>(width, 1); ++lane)
+            lanes.push_back(
+                arith::AddIOp::create(rewriter, loc, chunk, index(lane)));
+        }
+        emitMembers(vectors, &kept);
+      };
+      if (!aligned) {
+        emitKept(/*vectors=*/false);
+      } else {
+        auto ifAligned = scf::IfOp::create(rewriter, loc, aligned,
+                                           /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard inIf(rewriter);
+        rewriter.setInsertionPointToStart(ifAligned.thenBlock());
+        emitKept(/*vectors=*/true);
+        rewriter.setInsertionPointToStart(ifAligned.elseBlock());
+        emitKept(/*vectors=*/false);
+      }
     }
     for (const RowMember &member : members) {
       fused.insert(member.op);
       rewriter.eraseOp(member.op);
     }
+  }
+
+  /// Chunks of `width` (at least 1) points each thread takes of every row
+  /// when the members that loop along the row all have one length that
+  /// `threads` threads cover in a few whole steps (at most
+  /// kMaxKeptChunks): then the group is code without loops and keeps
+  /// values in registers between members. 0: loops.
+  static int64_t getKeptChunks(ArrayRef<RowMember> members, int64_t threads,
+                               int64_t width) {
+    int64_t step = threads * std::max<int64_t>(width, 1);
+    int64_t length = -1;
+    for (const RowMember &member : members) {
+      if (member.kind == RowMember::PerRow)
+        continue;
+      int64_t inner = member.op.getStaticLoopRanges().back();
+      if (length >= 0 && inner != length)
+        return 0;
+      length = inner;
+    }
+    if (length <= 0 || length % step != 0 || length / step > kMaxKeptChunks)
+      return 0;
+    return length / step;
   }
 
   /// Elements per 16-byte access for a row group's loops along the row:
@@ -1004,43 +1122,23 @@ private:
     return form ? ifAligned.getResult(0) : Value();
   }
 
-  /// The loop of one row-group member along its row in the block of row
-  /// `ivs`: each thread takes `width` neighbouring points at a time, every
-  /// `threads * width`, and folds or stores them in order. With `vectors`,
-  /// each operand that moves along the row is one 16-byte access per
-  /// thread and step, else `width` element accesses: the same points in the
-  /// same order either way, so the result does not depend on alignment
-  /// (an arena offset). Returns the thread's partial result of a reduction
-  /// (null otherwise).
-  Value emitRowLoop(IRRewriter &rewriter, Location loc, const RowMember &member,
-                    ArrayRef<Value> ivs, Value tid, int64_t threads,
-                    int64_t width, bool vectors) {
+  /// One member's work at one point `point` (its last index the first of
+  /// `width` neighbours along the row, `lanePoints` each neighbour's
+  /// index): loads its operands (with `vectors`, one 16-byte access per
+  /// operand that moves along the row; else `width` element accesses; what
+  /// `kept` holds is reused and what is loaded or stored kept), folds the
+  /// neighbours in order into `accumulator` (a reduction; returned) or
+  /// stores them.
+  Value emitRowPoint(IRRewriter &rewriter, Location loc,
+                     const RowMember &member, ArrayRef<Value> point,
+                     ArrayRef<Value> lanePoints, bool vectors,
+                     KeptRowValues *kept, Value accumulator) {
     linalg::GenericOp op = member.op;
     const ReductionForm *form = member.form ? &*member.form : nullptr;
-    unsigned rows = ivs.size();
-    width = std::max<int64_t>(width, 1);
-    auto index = [&](int64_t value) -> Value {
-      return arith::ConstantIndexOp::create(rewriter, loc, value);
-    };
-    SmallVector<Value> inits;
-    if (form)
-      inits.push_back(arith::ConstantOp::create(rewriter, loc, form->identity));
-    Value begin = width == 1
-                      ? tid
-                      : arith::MulIOp::create(rewriter, loc, tid, index(width))
-                            .getResult();
-    auto loop = scf::ForOp::create(rewriter, loc, begin,
-                                   index(op.getStaticLoopRanges().back()),
-                                   index(threads * width), inits);
-    OpBuilder::InsertionGuard inLoop(rewriter);
-    rewriter.setInsertionPointToStart(loop.getBody());
-    SmallVector<Value> point(ivs);
-    point.push_back(loop.getInductionVar());
+    unsigned rows = point.size() - 1;
+    int64_t width = lanePoints.size();
     Operation *skip = form ? form->combiner : nullptr;
-    // With vectors: one 16-byte load per operand that moves along the row
-    // and one load of the others (per-row values).
     Block &body = op.getRegion().front();
-    SmallVector<Value> vectorOf(op->getNumOperands());
     auto movesAlongRow = [&](OpOperand &operand) {
       return isa<MemRefType>(operand.get().getType()) &&
              op.getMatchingIndexingMap(&operand).isFunctionOfDim(rows);
@@ -1049,27 +1147,48 @@ private:
       return !body.getArgument(operand.getOperandNumber()).use_empty() &&
              !(skip && op.isDpsInit(&operand));
     };
-    if (vectors)
-      for (OpOperand &operand : op->getOpOperands())
-        if (isRead(operand) && movesAlongRow(operand))
-          vectorOf[operand.getOperandNumber()] = vector::LoadOp::create(
-              rewriter, loc,
-              VectorType::get({width}, getElementTypeOrSelf(operand.get())),
-              operand.get(),
-              applyMap(op.getMatchingIndexingMap(&operand), point),
-              /*nontemporal=*/false, llvm::Align(kVectorBytes));
-    SmallVector<Value> once(op->getNumOperands());
-    for (OpOperand &operand : op->getOpOperands())
-      if (isRead(operand) && !movesAlongRow(operand))
-        once[operand.getOperandNumber()] =
-            loadAt(rewriter, loc, op, operand, point);
-    Value accumulator = form ? loop.getRegionIterArg(0) : nullptr;
+    auto atLane = [&](int64_t lane) {
+      SmallVector<Value> lanePoint(point);
+      lanePoint.back() = lanePoints[lane];
+      return lanePoint;
+    };
+    // Loads through `kept`.
+    auto load = [&](OpOperand &operand, ArrayRef<Value> at,
+                    bool asVector) -> Value {
+      SmallVector<Value> indices =
+          applyMap(op.getMatchingIndexingMap(&operand), at);
+      if (kept)
+        if (Value value = kept->lookup(operand.get(), indices))
+          return value;
+      Value value =
+          asVector
+              ? vector::LoadOp::create(
+                    rewriter, loc,
+                    VectorType::get({width},
+                                    getElementTypeOrSelf(operand.get())),
+                    operand.get(), indices, /*nontemporal=*/false,
+                    llvm::Align(kVectorBytes))
+                    .getResult()
+              : memref::LoadOp::create(rewriter, loc, operand.get(), indices)
+                    .getResult();
+      if (kept)
+        kept->keep(operand.get(), indices, value, /*stored=*/false);
+      return value;
+    };
+    SmallVector<Value> vectorOf(op->getNumOperands()),
+        once(op->getNumOperands());
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (!isRead(operand))
+        continue;
+      unsigned i = operand.getOperandNumber();
+      if (!movesAlongRow(operand))
+        once[i] = loadAt(rewriter, loc, op, operand, point); // per row
+      else if (vectors)
+        vectorOf[i] = load(operand, point, /*asVector=*/true);
+    }
     SmallVector<SmallVector<Value>> yields;
     for (int64_t lane = 0; lane < width; ++lane) {
-      SmallVector<Value> lanePoint(point);
-      if (lane != 0)
-        lanePoint.back() =
-            arith::AddIOp::create(rewriter, loc, point.back(), index(lane));
+      SmallVector<Value> lanePoint = atLane(lane);
       SmallVector<Value> args(op->getNumOperands());
       for (OpOperand &operand : op->getOpOperands()) {
         unsigned i = operand.getOperandNumber();
@@ -1080,7 +1199,7 @@ private:
         else if (vectorOf[i])
           args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], lane);
         else
-          args[i] = loadAt(rewriter, loc, op, operand, lanePoint);
+          args[i] = load(operand, lanePoint, /*asVector=*/false);
       }
       IRMapping mapping;
       cloneBody(rewriter, op, args, lanePoint, skip, mapping);
@@ -1089,36 +1208,96 @@ private:
                               mapping.lookupOrDefault(form->element));
         continue;
       }
-      if (!vectors || width == 1) {
-        storeYields(rewriter, loc, op, lanePoint, mapping);
-        continue;
-      }
       auto yield = cast<linalg::YieldOp>(body.getTerminator());
       yields.push_back(
           llvm::map_to_vector(yield.getOperands(), [&](Value value) {
             return mapping.lookupOrDefault(value);
           }));
     }
-    if (form) {
-      scf::YieldOp::create(rewriter, loc, accumulator);
-      return loop.getResult(0);
-    }
+    if (form)
+      return accumulator;
     for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
-      if (yields.empty())
-        break;
-      SmallVector<Value> elements;
-      for (SmallVector<Value> &values : yields)
-        elements.push_back(values[k]);
-      vector::StoreOp::create(
-          rewriter, loc,
-          vector::FromElementsOp::create(
-              rewriter, loc,
-              VectorType::get({width}, getElementTypeOrSelf(output.get())),
-              elements),
-          output.get(), applyMap(op.getMatchingIndexingMap(&output), point),
-          /*nontemporal=*/false, llvm::Align(kVectorBytes));
+      AffineMap map = op.getMatchingIndexingMap(&output);
+      Type element = getElementTypeOrSelf(output.get());
+      if (vectors) {
+        SmallVector<Value> elements;
+        for (SmallVector<Value> &values : yields)
+          elements.push_back(values[k]);
+        Value vector = vector::FromElementsOp::create(
+            rewriter, loc, VectorType::get({width}, element), elements);
+        SmallVector<Value> indices = applyMap(map, point);
+        vector::StoreOp::create(rewriter, loc, vector, output.get(), indices,
+                                /*nontemporal=*/false,
+                                llvm::Align(kVectorBytes));
+        if (kept)
+          kept->keep(output.get(), indices, vector, /*stored=*/true);
+        continue;
+      }
+      for (int64_t lane = 0; lane < width; ++lane) {
+        SmallVector<Value> indices = applyMap(map, atLane(lane));
+        memref::StoreOp::create(rewriter, loc, yields[lane][k], output.get(),
+                                indices);
+        if (kept)
+          kept->keep(output.get(), indices, yields[lane][k], /*stored=*/true);
+      }
     }
     return nullptr;
+  }
+
+  /// The loop of one row-group member along its row in the block of row
+  /// `ivs`: each thread takes `width` neighbouring points at a time, every
+  /// `threads * width`, and folds or stores them in order (emitRowPoint).
+  /// With `vectors` or not, the same points in the same order, so the
+  /// result does not depend on alignment (an arena offset). With `kept`,
+  /// no loop: the thread's chunks `kept->chunks`, values kept between
+  /// members. Returns the thread's partial result of a reduction (null
+  /// otherwise).
+  Value emitRowLoop(IRRewriter &rewriter, Location loc, const RowMember &member,
+                    ArrayRef<Value> ivs, Value tid, int64_t threads,
+                    int64_t width, bool vectors,
+                    KeptRowValues *kept = nullptr) {
+    linalg::GenericOp op = member.op;
+    const ReductionForm *form = member.form ? &*member.form : nullptr;
+    width = std::max<int64_t>(width, 1);
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value identity =
+        form ? arith::ConstantOp::create(rewriter, loc, form->identity)
+                   .getResult()
+             : Value();
+    if (kept) {
+      Value accumulator = identity;
+      for (auto [chunk, lanes] : llvm::zip(kept->chunks, kept->lanes)) {
+        SmallVector<Value> point(ivs);
+        point.push_back(chunk);
+        accumulator = emitRowPoint(rewriter, loc, member, point, lanes, vectors,
+                                   kept, accumulator);
+      }
+      return accumulator;
+    }
+    Value begin = width == 1
+                      ? tid
+                      : arith::MulIOp::create(rewriter, loc, tid, index(width))
+                            .getResult();
+    auto loop = scf::ForOp::create(
+        rewriter, loc, begin, index(op.getStaticLoopRanges().back()),
+        index(threads * width), identity ? ValueRange{identity} : ValueRange{});
+    OpBuilder::InsertionGuard inLoop(rewriter);
+    rewriter.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> point(ivs);
+    point.push_back(loop.getInductionVar());
+    SmallVector<Value> lanes{point.back()};
+    for (int64_t lane = 1; lane < width; ++lane)
+      lanes.push_back(
+          arith::AddIOp::create(rewriter, loc, point.back(), index(lane)));
+    Value partial =
+        emitRowPoint(rewriter, loc, member, point, lanes, vectors, nullptr,
+                     form ? loop.getRegionIterArg(0) : Value());
+    if (!form)
+      return nullptr;
+    scf::YieldOp::create(rewriter, loc, partial);
+    return loop.getResult(0);
   }
 
   /// One block per row (point of the parallel dims): each thread folds a

@@ -204,10 +204,12 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // block per row (RMSNorm's forward): the zero fill of the sums (thread 0),
 // the sum of squares (all threads, gpu.all_reduce, thread 0 folds it), the
 // rsqrt of each row's sum (thread 0), then the scale of every element of
-// the row (all threads, reading the row again), a barrier between each.
-// Rows of 512 bf16s: each of 64 threads takes 8 neighbours (one 16-byte
-// load of each operand along the row) every 512; when a buffer is not
-// 16-byte aligned, the same 8 points one at a time, in the same order.
+// the row (all threads), a barrier between each. Rows of 512 bf16s: each
+// of 64 threads takes 8 neighbours, one 16-byte load of each operand along
+// the row; one such step covers the row, so there is no loop and the
+// scale reuses the row the sum of squares loaded (kept in registers, not
+// read again). When a buffer is not 16-byte aligned, the same group reads
+// the same 8 points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c64{{.*}},
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
@@ -215,21 +217,16 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK-COUNT-3: memref.extract_aligned_pointer_as_index
 // CHECK-NOT: memref.extract_aligned_pointer_as_index
 // CHECK: %[[ALIGNED:.*]] = arith.andi
+// CHECK: scf.if %[[ALIGNED]] {
+// CHECK: %[[P:.*]] = arith.muli %[[TX]], %c8
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %{{.*}}, %arg2[%[[BX]]]
 // CHECK: gpu.barrier
-// CHECK: %[[PART:.*]] = scf.if %[[ALIGNED]] -> (f32)
-// CHECK: %[[BEGIN:.*]] = arith.muli %[[TX]], %c8
-// CHECK: scf.for %[[I:.*]] = %[[BEGIN]] to %c512{{.*}} step %c512{{.*}} iter_args
-// CHECK: %[[V:.*]] = vector.load %arg0[%[[BX]], %[[I]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
-// CHECK: vector.extract %[[V]][0]
-// CHECK: vector.extract %[[V]][7]
-// CHECK-NOT: memref.load
-// CHECK: } else {
-// CHECK: scf.for %[[J:.*]] = %{{.*}} to %c512{{.*}} step %c512{{.*}} iter_args
-// CHECK-COUNT-8: memref.load %arg0[%[[BX]], %{{.*}}]
-// CHECK-NOT: vector.load
-// CHECK: %[[SUM:.*]] = gpu.all_reduce add %[[PART]] uniform
+// CHECK-NOT: scf.for
+// CHECK: %[[X:.*]] = vector.load %arg0[%[[BX]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK: vector.extract %[[X]][0]
+// CHECK: vector.extract %[[X]][7]
+// CHECK: %[[SUM:.*]] = gpu.all_reduce add
 // CHECK: scf.if %[[FIRST]]
 // CHECK: memref.store %{{.*}}, %arg2[%[[BX]]]
 // CHECK: gpu.barrier
@@ -237,14 +234,18 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK: math.rsqrt
 // CHECK: memref.store %{{.*}}, %arg3[%[[BX]]]
 // CHECK: gpu.barrier
-// CHECK: scf.if %[[ALIGNED]] {
-// CHECK: scf.for %[[K:.*]] = %{{.*}} to %c512{{.*}} step %c512
-// CHECK-DAG: vector.load %arg0[%[[BX]], %[[K]]]
-// CHECK-DAG: vector.load %arg1[%[[K]]]
+// CHECK-NOT: vector.load %arg0
+// CHECK-DAG: vector.load %arg1[%[[P]]]
 // CHECK-DAG: memref.load %arg3[%[[BX]]]
+// CHECK-DAG: vector.extract %[[X]][0]
 // CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
-// CHECK: vector.store %[[Y]], %arg4[%[[BX]], %[[K]]] {alignment = 16 : i64}
+// CHECK: vector.store %[[Y]], %arg4[%[[BX]], %[[P]]] {alignment = 16 : i64}
 // CHECK: } else {
+// CHECK-NOT: vector.load
+// CHECK-COUNT-8: memref.load %arg0[%[[BX]], %{{.*}}]
+// CHECK: gpu.all_reduce add
+// CHECK: math.rsqrt
+// CHECK-NOT: memref.load %arg0
 // CHECK-COUNT-8: memref.store %{{.*}}, %arg4[%[[BX]], %{{.*}}]
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
@@ -682,6 +683,59 @@ func.func @in_place(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
     %d = arith.divf %f, %s : f32
     %t = arith.truncf %d : f32 to bf16
     linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Values kept between members are forgotten where a member writes memory
+// that may alias them: the scale writes the row in place through another
+// view (%y), so the max after it loads %x again instead of reusing the
+// row loaded for the sum (which the scale overwrote).
+// CHECK-LABEL: func.func @kept_after_in_place_write
+// CHECK: gpu.launch
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[X:.*]] = vector.load %[[XV:.*]][%{{.*}}, %[[P:.*]]] {alignment = 16 : i64}
+// CHECK: gpu.all_reduce add
+// CHECK: vector.store %{{.*}}, %[[YV:.*]][%{{.*}}, %[[P]]]
+// CHECK: gpu.barrier
+// CHECK: vector.load %[[XV]][%{{.*}}, %[[P]]]
+// CHECK: gpu.all_reduce maximumf
+// CHECK: } else {
+func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32>, %mx: memref<8xf32>) {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %x = memref.view %arena[%c0][] : memref<16384xi8> to memref<8x512xbf16>
+  %y = memref.view %arena[%c0][] : memref<16384xi8> to memref<8x512xbf16>
+  linalg.fill ins(%zero : f32) outs(%ss : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<8x512xbf16>, memref<8xf32>) outs(%y : memref<8x512xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  linalg.fill ins(%ninf : f32) outs(%mx : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%mx : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %m = arith.maximumf %acc, %f : f32
+    linalg.yield %m : f32
   }
   return
 }
