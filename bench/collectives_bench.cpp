@@ -201,11 +201,10 @@ int main() {
   const int64_t bytes = int64_t(256) << 20;
   dcrt::Buffer activation(bytes, dcrt::MemoryKind::Device, "activation");
   dcrt::Buffer pinned(bytes, dcrt::MemoryKind::Host, "pinned");
-  void *host = nullptr, *back = nullptr;
+  void *host = nullptr;
   double dcOffload = timeOn(stream, [&] {
     dcrt_wait(dcrt_offload_start(activation.data(), bytes, &host));
-    dcrt_wait(dcrt_reload_start(host, bytes, &back));
-    dcrt_release(back);
+    dcrt_wait(dcrt_reload_into(host, bytes, activation.data()));
   });
   double rawCopies = timeOn(stream, [&] {
     CHECK_CUDA(cudaMemcpyAsync(pinned.data(), activation.data(), bytes,

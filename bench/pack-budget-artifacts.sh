@@ -21,6 +21,27 @@ report() { # NAME PIPELINE-OPTIONS
     --dc-zero3-pipeline="world-size=1 target=h200 optimizer-state-bytes=12 $2" \
     --dc-report="target=h200 optimizer-state-bytes=12 ${3:-}" -o /dev/null > "$DEST/$1-report.txt"
 }
+# The device pools an artifact's manifest plans (gather arena + step arena +
+# step buffers + staging; the host pool apart), from the JSON in the .so, in
+# NAME-plan.txt: with reloads in the step arena their sum should not exceed
+# the step peak dc-report planned (gpu_budget_bench.sh measures the pools).
+plan() { # NAME
+  local json
+  json=$(grep -ao '"plan":{[^}]*}' "$DEST/$1.so" | head -1)
+  [ -n "$json" ] || { echo "no manifest plan in $DEST/$1.so"; exit 1; }
+  python3 - "$json" "$DEST/$1-report.txt" > "$DEST/$1-plan.txt" <<'PY'
+import json, re, sys
+plan = json.loads("{" + sys.argv[1] + "}")["plan"]
+device = sum(plan.get(k, 0) for k in ("gather_arena_bytes", "step_arena_bytes",
+                                      "step_buffer_bytes", "staging_bytes"))
+step = re.search(r"\(step [^(]*\((\d+) B\)", open(sys.argv[2]).read())
+print(" ".join(f"{k}={v}" for k, v in plan.items()))
+print(f"device pools {device} B ({device / 2**30:.2f} GiB)" +
+      (f", planned step {step.group(1)} B ({int(step.group(1)) / 2**30:.2f} GiB)"
+       if step else ""))
+PY
+  echo "$1: $(tail -1 "$DEST/$1-plan.txt")"
+}
 report none ""
 # "peak device memory  25.53 GiB (N B) (step 14.88 GiB (S B) + optimizer state 10.65 GiB (T B))"
 read -r step state < <(sed -n 's/.*(step [^(]*(\([0-9]*\) B) + optimizer state [^(]*(\([0-9]*\) B)).*/\1 \2/p' "$DEST/none-report.txt")
@@ -28,6 +49,7 @@ read -r step state < <(sed -n 's/.*(step [^(]*(\([0-9]*\) B) + optimizer state [
 echo "no-offload step peak $step B, optimizer state $state B"
 /usr/bin/time -f "dc-compile none: %e s" "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 \
   --target=h200 -o "$DEST/none.so"
+plan none
 for cut in ${CUTS:-20 30 40}; do
   budget=$(( step * (100 - cut) / 100 + state ))
   for plan in offload recompute joint; do
@@ -42,5 +64,6 @@ for cut in ${CUTS:-20 30 40}; do
     for o in $opts; do args+=("--$o"); done
     /usr/bin/time -f "dc-compile $name: %e s" "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 \
       --target=h200 --memory-budget=$budget "${args[@]}" -o "$DEST/$name.so"
+    plan "$name"
   done
 done

@@ -65,7 +65,9 @@ struct PlanBytes {
   /// caller's buffers, not the pool's).
   int64_t hostPool = 0;
   /// Reduced gradient shards and all-reduce results (the runtime keeps them
-  /// to the end of the step) plus reloaded and uploaded tensors.
+  /// to the end of the step). Reloaded and uploaded tensors are not here:
+  /// each is copied into a temporary of the step arena, which
+  /// dc-assign-step-arena sizes with the other temporaries.
   int64_t stepBuffers = 0;
   /// The most any one collective stream stages at once: shards cast before
   /// their gather; gradients packed into an fp32 bucket (a bucket whose
@@ -183,7 +185,6 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
       for (Value result : op->getResults())
         plan.stepBuffers += getTypeBytes(result.getType());
   });
-  plan.stepBuffers += peakOf(bytesIfMadeBy<ReloadStartOp>);
   // Staging of one stream: counted once per start (its first future).
   auto stagingOf = [&](auto isStream) {
     return peakOf([&](OpResult result, int64_t) {

@@ -72,6 +72,11 @@ findLastUse(Block &body, memref::AllocOp alloc,
           for (Operation *waiter : result.getUsers())
             if (Operation *waitTop = topLevelAncestor(body, waiter))
               last = std::max(last, position.lookup(waitTop));
+      // A reload's destination is what its wait yields: follow that too.
+      if (auto reload = dyn_cast<ReloadStartOp>(user);
+          reload && reload.getDestination() == value)
+        for (Operation *waiter : reload.getFuture().getUsers())
+          llvm::append_range(worklist, waiter->getResults());
     }
   }
   return last;

@@ -335,30 +335,53 @@ struct AllReduceStartLowering : public DCRTPattern<AllReduceStartOp> {
 /// dc.offload_start, as the verifier ensures), which is reloaded and
 /// returns to the host pool.
 StringRef getReloadFunction(ReloadStartOp op) {
-  return isa<BlockArgument>(op.getHost()) ? "dcrt_upload_start"
-                                          : "dcrt_reload_start";
+  return isa<BlockArgument>(op.getHost()) ? "dcrt_upload_into"
+                                          : "dcrt_reload_into";
 }
 
-/// dc.offload_start and dc.reload_start: copy the bytes of one buffer.
-template <typename OpTy> struct CopyStartLowering : public DCRTPattern<OpTy> {
-  using DCRTPattern<OpTy>::DCRTPattern;
+/// dc.offload_start: copy the bytes of one buffer to a host-pool buffer the
+/// runtime picks.
+struct OffloadStartLowering : public DCRTPattern<OffloadStartOp> {
+  using DCRTPattern::DCRTPattern;
 
   LogicalResult
-  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+  matchAndRewrite(OffloadStartOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    StringRef function = "dcrt_offload_start";
-    if constexpr (std::is_same_v<OpTy, ReloadStartOp>)
-      function = getReloadFunction(op);
     Location loc = op.getLoc();
-    Value source = op->getOperand(0);
-    Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
-    FailureOr<Value> handle = this->call(
-        rewriter, op, function,
-        {this->alignedPtr(rewriter, loc, adaptor.getOperands()[0]),
-         this->i64(rewriter, loc, getTypeBytes(getBufferType(source))), out});
+    Value out = stackSlots(rewriter, op, ptrType(), 1);
+    FailureOr<Value> handle = call(
+        rewriter, op, "dcrt_offload_start",
+        {alignedPtr(rewriter, loc, adaptor.getValue()),
+         i64(rewriter, loc, getTypeBytes(getBufferType(op.getValue()))), out});
     if (failed(handle))
       return failure();
-    rewriter.replaceOp(op, this->futures(rewriter, loc, *handle, out, 1));
+    rewriter.replaceOp(op, futures(rewriter, loc, *handle, out, 1));
+    return success();
+  }
+};
+
+/// dc.reload_start: copy the bytes of a host buffer into its destination,
+/// which the future's slot names (no buffer of the runtime's own).
+struct ReloadStartLowering : public DCRTPattern<ReloadStartOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(ReloadStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (!op.getDestination())
+      return rewriter.notifyMatchFailure(op, "not in buffer form");
+    Location loc = op.getLoc();
+    Value destination = alignedPtr(rewriter, loc, adaptor.getDestination());
+    Value out = stackSlots(rewriter, op, ptrType(), 1);
+    LLVM::StoreOp::create(rewriter, loc, destination, out);
+    FailureOr<Value> handle =
+        call(rewriter, op, getReloadFunction(op),
+             {alignedPtr(rewriter, loc, adaptor.getHost()),
+              i64(rewriter, loc, getTypeBytes(getBufferType(op.getHost()))),
+              destination});
+    if (failed(handle))
+      return failure();
+    rewriter.replaceOp(op, futures(rewriter, loc, *handle, out, 1));
     return success();
   }
 };
@@ -686,9 +709,8 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
                AllReduceStartLowering, WaitLowering<WaitOp>,
                WaitLowering<EndBackwardOp>, AllToAllLowering,
                ClearGatheredLowering, StepArenaLowering>(converter, firstWaits);
-  patterns
-      .add<CopyStartLowering<OffloadStartOp>, CopyStartLowering<ReloadStartOp>>(
-          converter, firstWaits);
+  patterns.add<OffloadStartLowering, ReloadStartLowering>(converter,
+                                                          firstWaits);
   patterns.add<LaunchFuncLowering>(converter, firstWaits);
   patterns.add<BufferCallLowering<ReleaseOp>>(converter, firstWaits,
                                               "dcrt_release");

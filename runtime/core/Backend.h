@@ -100,10 +100,11 @@ public:
                                     const AllToAllLayout &layout) = 0;
   virtual dcrt_future offloadStart(const void *device, int64_t bytes,
                                    void **outHost) = 0;
-  virtual dcrt_future reloadStart(void *host, int64_t bytes,
-                                  void **outDevice) = 0;
-  virtual dcrt_future uploadStart(const void *host, int64_t bytes,
-                                  void **outDevice) = 0;
+  /// Copy host bytes into the caller's device buffer `device` (a
+  /// step-arena temporary); a reload returns its host-pool source.
+  virtual dcrt_future reloadInto(void *host, int64_t bytes, void *device) = 0;
+  virtual dcrt_future uploadInto(const void *host, int64_t bytes,
+                                 void *device) = 0;
   virtual void wait(dcrt_future future) = 0;
   virtual void release(void *buffer) = 0;
   virtual void invalidateGathered(const void *shard) = 0;

@@ -387,17 +387,24 @@ dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
   return b.offloadStart(device, bytes, out_host);
 }
 
-dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device) {
-  return backend("dcrt_reload_start").reloadStart(host, bytes, out_device);
+dcrt_future dcrt_reload_into(void *host, int64_t bytes, void *device_dst) {
+  Backend &b = backend("dcrt_reload_into");
+  if (bytes > 0 && !device_dst)
+    fatal("dcrt_reload_into: no destination for %lld bytes",
+          static_cast<long long>(bytes));
+  return b.reloadInto(host, bytes, device_dst);
 }
 
-dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
-                              void **out_device) {
-  Backend &b = backend("dcrt_upload_start");
+dcrt_future dcrt_upload_into(const void *host, int64_t bytes,
+                             void *device_dst) {
+  Backend &b = backend("dcrt_upload_into");
   if (bytes < 0 || (bytes > 0 && !host))
-    fatal("dcrt_upload_start: bad source (%p, %lld bytes)", host,
+    fatal("dcrt_upload_into: bad source (%p, %lld bytes)", host,
           static_cast<long long>(bytes));
-  return b.uploadStart(host, bytes, out_device);
+  if (bytes > 0 && !device_dst)
+    fatal("dcrt_upload_into: no destination for %lld bytes",
+          static_cast<long long>(bytes));
+  return b.uploadInto(host, bytes, device_dst);
 }
 
 void dcrt_wait(dcrt_future future) {

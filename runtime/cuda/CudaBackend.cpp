@@ -334,9 +334,6 @@ void CudaBackend::wait(dcrt_future handle) {
   for (Gathered &tensor : gathered)
     if (tensor.pending == future)
       tensor.pending = nullptr;
-  for (Copied &tensor : copied)
-    if (tensor.pending == future)
-      tensor.pending = nullptr;
   future->inUse = false;
   freeFutures.push_back(future);
   --outstanding_;
@@ -707,18 +704,19 @@ dcrt_future CudaBackend::offloadStart(const void *device, int64_t bytes,
   return future;
 }
 
-dcrt_future CudaBackend::reloadStart(void *host, int64_t bytes,
-                                     void **outDevice) {
+// A reload's or an upload's destination is the caller's (a step-arena
+// temporary): newFuture orders the copy after the compute enqueued before
+// it, the last that may have used those bytes, and dcrt_wait the compute
+// after it.
+dcrt_future CudaBackend::reloadInto(void *host, int64_t bytes, void *device) {
   if (!hostPool->owns(host))
-    fatal("dcrt_reload_start(%p): not a host copy from dcrt_offload_start "
+    fatal("dcrt_reload_into(%p): not a host copy from dcrt_offload_start "
           "(reloaded twice?)",
           host);
   if (bytes < 0 || bytes > hostPool->allocationSize(host))
-    fatal("dcrt_reload_start: %lld bytes from a host copy of %lld",
+    fatal("dcrt_reload_into: %lld bytes from a host copy of %lld",
           static_cast<long long>(bytes),
           static_cast<long long>(hostPool->allocationSize(host)));
-  void *device = stepBuffers->allocate(bytes, "a reloaded tensor");
-  *outDevice = device;
   CudaFuture *future = newFuture(Kind::Reload, toDevice, Track::CopyToDevice);
   checkCuda(
       cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
@@ -727,25 +725,21 @@ dcrt_future CudaBackend::reloadStart(void *host, int64_t bytes,
   lastReloadCaptured = capturing;
   // Back to the pool now; an offload reusing it waits for lastReload.
   hostPool->release(host, "returning a reloaded host copy");
-  copied.push_back({device, future});
   future->bytes = bytes;
   finishStart(future);
   return future;
 }
 
-dcrt_future CudaBackend::uploadStart(const void *host, int64_t bytes,
-                                     void **outDevice) {
+dcrt_future CudaBackend::uploadInto(const void *host, int64_t bytes,
+                                    void *device) {
   if (hostPool->owns(host))
-    fatal("dcrt_upload_start(%p): a host copy from dcrt_offload_start, not a "
-          "caller's buffer (dcrt_reload_start brings those back)",
+    fatal("dcrt_upload_into(%p): a host copy from dcrt_offload_start, not a "
+          "caller's buffer (dcrt_reload_into brings those back)",
           host);
-  void *device = stepBuffers->allocate(bytes, "an uploaded tensor");
-  *outDevice = device;
   CudaFuture *future = newFuture(Kind::Upload, toDevice, Track::CopyToDevice);
   checkCuda(
       cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
       "an upload copy");
-  copied.push_back({device, future});
   future->bytes = bytes;
   finishStart(future);
   return future;
@@ -769,27 +763,14 @@ void CudaBackend::release(void *buffer) {
   auto found =
       std::find_if(gathered.rbegin(), gathered.rend(),
                    [&](const Gathered &t) { return t.full == buffer; });
-  if (found != gathered.rend()) {
-    auto tensor = std::next(found).base();
-    releaseGathered(tensor, "dcrt_release");
-    gathered.erase(tensor);
-    return;
-  }
-  auto copy = std::find_if(copied.begin(), copied.end(),
-                           [&](const Copied &t) { return t.device == buffer; });
-  if (copy == copied.end())
-    fatal("dcrt_release(%p): not a gathered, reloaded or uploaded tensor in "
-          "use (released twice, or not from dcrt_gather_start, "
-          "dcrt_reload_start or dcrt_upload_start)",
+  if (found == gathered.rend())
+    fatal("dcrt_release(%p): not a gathered tensor in use (released twice, "
+          "or not from dcrt_gather_start; a reload's or an upload's "
+          "destination is the caller's)",
           buffer);
-  if (copy->pending)
-    fatal("dcrt_release: the %s tensor %p is released before its %s (#%llu) "
-          "was waited",
-          copy->pending->kind == Kind::Upload ? "uploaded" : "reloaded",
-          copy->device, copy->pending->what(),
-          static_cast<unsigned long long>(copy->pending->sequence));
-  stepBuffers->release(copy->device, "dcrt_release");
-  copied.erase(copy);
+  auto tensor = std::next(found).base();
+  releaseGathered(tensor, "dcrt_release");
+  gathered.erase(tensor);
 }
 
 void CudaBackend::invalidateGathered(const void *shard) {
@@ -811,9 +792,6 @@ void CudaBackend::clearGathered() {
 
 void CudaBackend::endStep() {
   clearGathered(); // persistent gathers live until here
-  for (const Copied &tensor : copied)
-    stepBuffers->release(tensor.device, "the end of the step");
-  copied.clear();
   for (void *output : stepOutputs)
     stepBuffers->release(output, "the end of the step");
   stepOutputs.clear();

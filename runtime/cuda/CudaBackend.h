@@ -140,9 +140,9 @@ public:
                             const AllToAllLayout &layout) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
-  dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;
-  dcrt_future uploadStart(const void *host, int64_t bytes,
-                          void **outDevice) override;
+  dcrt_future reloadInto(void *host, int64_t bytes, void *device) override;
+  dcrt_future uploadInto(const void *host, int64_t bytes,
+                         void *device) override;
   void wait(dcrt_future future) override;
   void release(void *buffer) override;
   void invalidateGathered(const void *shard) override;
@@ -191,10 +191,6 @@ private:
     void *full;
     const void *shard;
     CudaFuture *pending; // until waited
-  };
-  struct Copied {
-    void *device;
-    CudaFuture *pending;
   };
   struct ProfiledOp {
     const char *key;
@@ -260,7 +256,6 @@ private:
   int outstanding_ = 0;
   uint64_t startedOps = 0;
   std::vector<Gathered> gathered;
-  std::vector<Copied> copied;
   std::vector<void *> stepOutputs; // reduced shards, all-reduce results
   std::vector<ProfiledOp> profiled;
   std::vector<PendingTransfer> transfers;

@@ -261,38 +261,16 @@ void HostBackend::releaseGathered(std::vector<GatheredTensor>::iterator tensor,
   rt.gatherArena.release(tensor->full, caller);
 }
 
-/// Returns a reloaded or uploaded tensor to the step buffers.
-void HostBackend::releaseCopied(std::vector<CopiedTensor>::iterator tensor) {
-  HostBackend &rt = *this;
-  if (tensor->pending)
-    fatal("dcrt_release: the %s tensor %p is released before its %s (#%llu) "
-          "was waited",
-          tensor->pending->kind == Kind::Upload ? "uploaded" : "reloaded",
-          tensor->device, tensor->pending->what(),
-          static_cast<unsigned long long>(tensor->pending->sequence));
-  rt.stepBuffers.release(tensor->device);
-  rt.copied.erase(tensor);
-}
-
 void HostBackend::release(void *full) {
   HostBackend &rt = *this;
   auto found = std::find_if(
       rt.gathered.rbegin(), rt.gathered.rend(),
       [&](const GatheredTensor &tensor) { return tensor.full == full; });
-  if (found == rt.gathered.rend()) {
-    // Not gathered: a reload's or an upload's destination, freed now
-    // rather than at the end of the step.
-    auto copy = std::find_if(
-        rt.copied.begin(), rt.copied.end(),
-        [&](const CopiedTensor &tensor) { return tensor.device == full; });
-    if (copy == rt.copied.end())
-      fatal("dcrt_release(%p): not a gathered, reloaded or uploaded tensor in "
-            "use (released twice, or not from dcrt_gather_start, "
-            "dcrt_reload_start or dcrt_upload_start)",
-            full);
-    releaseCopied(copy);
-    return;
-  }
+  if (found == rt.gathered.rend())
+    fatal("dcrt_release(%p): not a gathered tensor in use (released twice, "
+          "or not from dcrt_gather_start; a reload's or an upload's "
+          "destination is the caller's)",
+          full);
   auto tensor = std::next(found).base();
   releaseGathered(tensor, "dcrt_release");
   rt.gathered.erase(tensor);
@@ -474,15 +452,14 @@ dcrt_future HostBackend::offloadStart(const void *device, int64_t bytes,
   return future;
 }
 
-/// Starts copying `bytes` from `host` into a new step buffer on the
-/// host-to-device stream; `releaseTo` (if any) gets `host` back once copied.
-dcrt_future HostBackend::copyToStepBuffer(Kind kind, const char *name,
-                                          const void *host, int64_t bytes,
-                                          void **out_device, Arena *releaseTo) {
+/// Starts copying `bytes` from `host` into the caller's `device` buffer on
+/// the host-to-device stream; `releaseTo` (if any) gets `host` back once
+/// copied. The compute that wrote `device` before ran on this thread, so
+/// the copy comes after it.
+dcrt_future HostBackend::copyToDevice(Kind kind, const char *name,
+                                      const void *host, int64_t bytes,
+                                      void *device, Arena *releaseTo) {
   HostBackend &rt = *this;
-  void *device = rt.stepBuffers.acquire(
-      bytes, kind == Kind::Reload ? "a reloaded tensor" : "an uploaded tensor");
-  *out_device = device;
   HostFuture *future = rt.newFuture(kind);
   CopyJob &job = future->copy;
   job.dst = device;
@@ -491,38 +468,35 @@ dcrt_future HostBackend::copyToStepBuffer(Kind kind, const char *name,
   job.name = name;
   job.releaseTo = releaseTo;
   job.releasePointer = releaseTo ? const_cast<void *>(host) : nullptr;
-  rt.copied.push_back({device, future});
   rt.toDevice.submit(&job);
   return future;
 }
 
-dcrt_future HostBackend::reloadStart(void *host, int64_t bytes,
-                                     void **out_device) {
+dcrt_future HostBackend::reloadInto(void *host, int64_t bytes, void *device) {
   HostBackend &rt = *this;
   if (!rt.hostPool.owns(host))
-    fatal("dcrt_reload_start(%p): not a host copy from dcrt_offload_start "
+    fatal("dcrt_reload_into(%p): not a host copy from dcrt_offload_start "
           "(reloaded twice?)",
           host);
   if (bytes < 0 || bytes > rt.hostPool.allocationSize(host))
-    fatal("dcrt_reload_start: %lld bytes from a host copy of %lld",
+    fatal("dcrt_reload_into: %lld bytes from a host copy of %lld",
           static_cast<long long>(bytes),
           static_cast<long long>(rt.hostPool.allocationSize(host)));
   // The host copy goes back to the pool once copied.
-  return copyToStepBuffer(Kind::Reload, "reload", host, bytes, out_device,
-                          &rt.hostPool);
+  return copyToDevice(Kind::Reload, "reload", host, bytes, device,
+                      &rt.hostPool);
 }
 
-dcrt_future HostBackend::uploadStart(const void *host, int64_t bytes,
-                                     void **out_device) {
+dcrt_future HostBackend::uploadInto(const void *host, int64_t bytes,
+                                    void *device) {
   HostBackend &rt = *this;
   // A pool copy uploaded instead of reloaded would never return to the pool.
   if (rt.hostPool.owns(host))
-    fatal("dcrt_upload_start(%p): a host copy from dcrt_offload_start, not a "
-          "caller's buffer (dcrt_reload_start brings those back)",
+    fatal("dcrt_upload_into(%p): a host copy from dcrt_offload_start, not a "
+          "caller's buffer (dcrt_reload_into brings those back)",
           host);
   // The source is the caller's: nothing goes back to the host pool.
-  return copyToStepBuffer(Kind::Upload, "upload", host, bytes, out_device,
-                          nullptr);
+  return copyToDevice(Kind::Upload, "upload", host, bytes, device, nullptr);
 }
 
 //===----------------------------------------------------------------------===//
@@ -548,12 +522,8 @@ void HostBackend::wait(dcrt_future handle) {
     finishAllToAll(future);
     break;
   case Kind::Offload:
-    break;
   case Kind::Reload:
   case Kind::Upload:
-    for (CopiedTensor &tensor : rt.copied)
-      if (tensor.pending == future)
-        tensor.pending = nullptr;
     break;
   }
   if (future->sendStaging)
@@ -621,7 +591,5 @@ void HostBackend::endStep() {
   HostBackend &rt = *this;
   // Persistent gathers live until here.
   clearGathered();
-  // Reloads and uploads not released yet end here, with the step buffers.
-  rt.copied.clear();
   rt.stepBuffers.releaseAll();
 }

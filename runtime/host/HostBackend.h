@@ -59,13 +59,6 @@ struct GatheredTensor {
   HostFuture *pending; // the gather, until waited
 };
 
-/// A device buffer a reload or an upload handed out (a step buffer), until
-/// dcrt_release or the end of the step.
-struct CopiedTensor {
-  void *device;
-  HostFuture *pending; // the copy, until waited
-};
-
 class HostBackend final : public Backend {
 public:
   HostBackend(Job &job, const RuntimeConfig &config);
@@ -88,9 +81,9 @@ public:
                             const AllToAllLayout &layout) override;
   dcrt_future offloadStart(const void *device, int64_t bytes,
                            void **outHost) override;
-  dcrt_future reloadStart(void *host, int64_t bytes, void **outDevice) override;
-  dcrt_future uploadStart(const void *host, int64_t bytes,
-                          void **outDevice) override;
+  dcrt_future reloadInto(void *host, int64_t bytes, void *device) override;
+  dcrt_future uploadInto(const void *host, int64_t bytes,
+                         void *device) override;
   void wait(dcrt_future future) override;
   void release(void *buffer) override;
   void invalidateGathered(const void *shard) override;
@@ -132,10 +125,9 @@ private:
   void finishAllToAll(HostFuture *future);
   void releaseGathered(std::vector<GatheredTensor>::iterator tensor,
                        const char *caller);
-  void releaseCopied(std::vector<CopiedTensor>::iterator tensor);
-  dcrt_future copyToStepBuffer(dcrt_future_impl::Kind kind, const char *name,
-                               const void *host, int64_t bytes,
-                               void **outDevice, Arena *releaseTo);
+  dcrt_future copyToDevice(dcrt_future_impl::Kind kind, const char *name,
+                           const void *host, int64_t bytes, void *device,
+                           Arena *releaseTo);
 
   Job &job;
   Arena gatherArena, hostPool;
@@ -148,7 +140,6 @@ private:
   int outstanding_ = 0;
   uint64_t startedOps = 0;
   std::vector<GatheredTensor> gathered;
-  std::vector<CopiedTensor> copied;
   /// The host program's buffers (allocate/deallocate), by address.
   std::vector<AlignedBuffer> hostProgramBuffers;
   int64_t hostProgramBytes = 0;

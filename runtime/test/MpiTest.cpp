@@ -352,8 +352,8 @@ TEST(Memory, StepsReuseTheArenaAndBuffers) {
     void *host = nullptr;
     dcrt_future offload = dcrt_offload_start(gradB.data(), fullB * 4, &host);
     dcrt_wait(offload);
-    void *back = nullptr;
-    dcrt_future reload = dcrt_reload_start(host, fullB * 4, &back);
+    std::vector<float> back(fullB); // the artifact's buffer (step arena)
+    dcrt_future reload = dcrt_reload_into(host, fullB * 4, back.data());
     dcrt_wait(reload);
     dcrt_wait(reduce);
     dcrt_end_step();
@@ -407,13 +407,46 @@ TEST(Copies, OffloadAndReloadRunOnTheCopyStreams) {
   dcrt_wait(offload);
   EXPECT_EQ(memoryStats().hostPool.live, bytes);
   std::fill(activation.begin(), activation.end(), -1.0); // device reuses it
-  void *device = nullptr;
-  dcrt_future reload = dcrt_reload_start(host, bytes, &device);
+  // Back into the caller's buffer (compiled code: a step-arena temporary);
+  // the runtime's step buffers take no part.
+  std::vector<double> device(activation.size(), -2.0);
+  MemoryStats before = memoryStats();
+  dcrt_future reload = dcrt_reload_into(host, bytes, device.data());
   EXPECT_TRUE(completesInBackground(reload));
   dcrt_wait(reload);
   for (size_t i = 0; i < activation.size(); ++i)
-    EXPECT_EQ(static_cast<double *>(device)[i], rank() + i * 0.5);
-  EXPECT_EQ(memoryStats().hostPool.live, 0); // back in the pool
+    EXPECT_EQ(device[i], rank() + i * 0.5);
+  MemoryStats after = memoryStats();
+  EXPECT_EQ(after.hostPool.live, 0); // back in the pool
+  EXPECT_EQ(after.stepBuffers.live, before.stepBuffers.live);
+  EXPECT_EQ(after.stepBuffers.systemAllocations,
+            before.stepBuffers.systemAllocations);
+  dcrt_end_step();
+}
+
+TEST(Copies, ReloadWritesOnlyItsBytesOfTheDestination) {
+  // A destination larger than the copy (an arena region): the bytes past
+  // `bytes` stay as they were, and the host copy is free for the next
+  // offload at once.
+  std::vector<float> activation(100);
+  for (size_t i = 0; i < activation.size(); ++i)
+    activation[i] = rank() * 10.0f + i;
+  int64_t bytes = activation.size() * sizeof(float);
+  void *host = nullptr;
+  dcrt_wait(dcrt_offload_start(activation.data(), bytes, &host));
+  std::vector<float> arena(150, -3.0f);
+  dcrt_wait(dcrt_reload_into(host, bytes, arena.data() + 25));
+  for (size_t i = 0; i < arena.size(); ++i) {
+    bool copied = i >= 25 && i < 125;
+    EXPECT_EQ(arena[i], copied ? rank() * 10.0f + (i - 25) : -3.0f) << i;
+  }
+  EXPECT_EQ(memoryStats().hostPool.live, 0);
+  // The round trip again, from the arena back to the activation.
+  dcrt_wait(dcrt_offload_start(arena.data(), bytes, &host));
+  dcrt_wait(dcrt_reload_into(host, bytes, activation.data()));
+  EXPECT_EQ(activation[0], -3.0f);
+  EXPECT_EQ(activation[99], rank() * 10.0f + 74);
+  EXPECT_EQ(memoryStats().hostPool.live, 0);
   dcrt_end_step();
 }
 
@@ -427,78 +460,31 @@ TEST(Copies, UploadCopiesACallersHostBufferAndLeavesIt) {
   int64_t bytes = shard.size() * sizeof(float);
   int64_t uploadsBefore = transferCount("copy h2d (reload)");
   MemoryStats before = memoryStats();
-  void *first = nullptr, *second = nullptr;
-  dcrt_future upload = dcrt_upload_start(shard.data(), bytes, &first);
-  ASSERT_NE(first, nullptr);
-  EXPECT_NE(first, static_cast<void *>(shard.data()));
+  std::vector<float> first(shard.size()), second(shard.size());
+  dcrt_future upload = dcrt_upload_into(shard.data(), bytes, first.data());
   EXPECT_TRUE(completesInBackground(upload));
   dcrt_wait(upload);
-  dcrt_future again = dcrt_upload_start(shard.data(), bytes, &second);
+  dcrt_future again = dcrt_upload_into(shard.data(), bytes, second.data());
   EXPECT_TRUE(completesInBackground(again));
   dcrt_wait(again);
-  EXPECT_NE(first, second);
-  for (size_t i = 0; i < shard.size(); ++i) {
-    EXPECT_EQ(static_cast<float *>(first)[i], rank() * 1000.0f + i * 0.25f);
-    EXPECT_EQ(static_cast<float *>(second)[i], rank() * 1000.0f + i * 0.25f);
-  }
+  EXPECT_EQ(first, original);
+  EXPECT_EQ(second, original);
   EXPECT_EQ(shard, original); // untouched
-  // Nothing came from or went to the host pool; the device copies are step
-  // buffers until the step ends.
+  // Nothing came from or went to the host pool or the step buffers: the
+  // device copies are the caller's.
   MemoryStats during = memoryStats();
   EXPECT_EQ(during.hostPool.live, before.hostPool.live);
   EXPECT_EQ(during.hostPool.systemAllocations,
             before.hostPool.systemAllocations);
-  EXPECT_EQ(during.stepBuffers.live, before.stepBuffers.live + 2 * bytes);
+  EXPECT_EQ(during.stepBuffers.live, before.stepBuffers.live);
   EXPECT_EQ(transferCount("copy h2d (reload)"), uploadsBefore + 2);
   dcrt_end_step();
-  EXPECT_EQ(memoryStats().stepBuffers.live, 0);
   // Still the caller's: writable, and a new step uploads the new values.
   shard[5] = -7.0f;
-  void *third = nullptr;
-  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &third));
-  EXPECT_EQ(static_cast<float *>(third)[5], -7.0f);
-  EXPECT_EQ(static_cast<float *>(third)[6], rank() * 1000.0f + 6 * 0.25f);
+  dcrt_wait(dcrt_upload_into(shard.data(), bytes, first.data()));
+  EXPECT_EQ(first[5], -7.0f);
+  EXPECT_EQ(first[6], rank() * 1000.0f + 6 * 0.25f);
   dcrt_end_step();
-}
-
-TEST(Copies, ReleasedReloadsAndUploadsReturnAtOnce) {
-  // What dc-offload-activations and dc-offload-params compile: each reload
-  // or upload is released (dcrt_release) after its last use, not kept until
-  // the step ends, so the next one of its size reuses the buffer.
-  std::vector<float> shard(300);
-  for (size_t i = 0; i < shard.size(); ++i)
-    shard[i] = rank() + i * 0.5f;
-  int64_t bytes = shard.size() * sizeof(float);
-  resetPeakMemory();
-  MemoryStats before = memoryStats();
-  void *uploaded = nullptr;
-  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &uploaded));
-  EXPECT_EQ(static_cast<float *>(uploaded)[7], rank() + 3.5f);
-  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live + bytes);
-  dcrt_release(uploaded);
-  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live);
-
-  // An offloaded activation comes back into the same buffer and goes too.
-  void *host = nullptr, *reloaded = nullptr;
-  dcrt_wait(dcrt_offload_start(shard.data(), bytes, &host));
-  dcrt_wait(dcrt_reload_start(host, bytes, &reloaded));
-  EXPECT_EQ(reloaded, uploaded);
-  EXPECT_EQ(static_cast<float *>(reloaded)[299], rank() + 149.5f);
-  EXPECT_EQ(memoryStats().stepBuffers.live, before.stepBuffers.live + bytes);
-  dcrt_release(reloaded);
-  MemoryStats after = memoryStats();
-  EXPECT_EQ(after.stepBuffers.live, before.stepBuffers.live);
-  EXPECT_EQ(after.hostPool.live, before.hostPool.live);
-  // One buffer served both: the step's high water is one copy.
-  EXPECT_LE(after.stepBuffers.highWater, before.stepBuffers.live + bytes);
-  EXPECT_LE(after.stepBuffers.systemAllocations,
-            before.stepBuffers.systemAllocations + 1);
-
-  // Released or not, nothing of the step is left after it.
-  void *kept = nullptr;
-  dcrt_wait(dcrt_upload_start(shard.data(), bytes, &kept));
-  dcrt_end_step();
-  EXPECT_EQ(memoryStats().stepBuffers.live, 0);
 }
 
 TEST(Compute, MatmulThroughTheAbiMatchesTheReference) {

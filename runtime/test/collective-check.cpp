@@ -212,20 +212,20 @@ void checkCopies(Recorder &out) {
   for (int64_t i = 0; i < bytes; ++i)
     pattern[i] = static_cast<char>((i * 31 + rank()) & 0xff);
   Buffer activation = toDevice(pattern.data(), bytes, "an activation");
-  void *host, *back;
+  void *host;
   dcrt_future offload = dcrt_offload_start(activation.data(), bytes, &host);
   dcrt_wait(offload);
-  dcrt_wait(dcrt_reload_start(host, bytes, &back));
-  std::vector<char> reloaded = toHost(back, bytes);
+  Buffer back(bytes, MemoryKind::Device, "a reload destination");
+  dcrt_wait(dcrt_reload_into(host, bytes, back.data()));
+  std::vector<char> reloaded = toHost(back.data(), bytes);
   expect(reloaded == pattern, "an offload/reload round trip", 0);
   out.add("reload", reloaded);
-  dcrt_release(back);
 
   Buffer pinned(bytes, MemoryKind::Host, "a host-resident shard");
   std::memcpy(pinned.data(), pattern.data(), bytes);
-  void *uploaded;
-  dcrt_wait(dcrt_upload_start(pinned.data(), bytes, &uploaded));
-  std::vector<char> copied = toHost(uploaded, bytes);
+  Buffer uploaded(bytes, MemoryKind::Device, "an upload destination");
+  dcrt_wait(dcrt_upload_into(pinned.data(), bytes, uploaded.data()));
+  std::vector<char> copied = toHost(uploaded.data(), bytes);
   expect(copied == pattern, "an upload", 0);
   out.add("upload", copied);
   dcrt_end_step();

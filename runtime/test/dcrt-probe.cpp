@@ -98,22 +98,22 @@ void releaseBeforeWait() {
   dcrt_release(out);
 }
 
-void releaseReloadTwice() {
+void releaseReloadDestination() {
   init(0, 0, 0);
-  std::vector<char> activation(64);
-  void *host, *device;
+  std::vector<char> activation(64), destination(64);
+  void *host;
   dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
-  dcrt_wait(dcrt_reload_start(host, 64, &device));
-  dcrt_release(device); // back to the runtime
-  dcrt_release(device); // not any more
+  dcrt_wait(dcrt_reload_into(host, 64, destination.data()));
+  dcrt_release(destination.data()); // the caller's, not the runtime's
 }
 
-void releaseUploadBeforeWait() {
+void reloadTwice() {
   init(0, 0, 0);
-  std::vector<char> shard(64);
-  void *device;
-  dcrt_upload_start(shard.data(), 64, &device);
-  dcrt_release(device);
+  std::vector<char> activation(64), destination(64);
+  void *host;
+  dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
+  dcrt_wait(dcrt_reload_into(host, 64, destination.data()));
+  dcrt_reload_into(host, 64, destination.data()); // back in the pool already
 }
 
 void releaseUnknown() {
@@ -139,9 +139,11 @@ void averageOfIntegers() {
 void uploadPoolCopy() {
   init(0, 0, 0);
   std::vector<char> activation(64);
-  void *host, *device;
+  std::vector<char> destination(64);
+  void *host;
   dcrt_wait(dcrt_offload_start(activation.data(), 64, &host));
-  dcrt_upload_start(host, 64, &device); // a pool copy is reloaded, not uploaded
+  // A pool copy is reloaded, not uploaded.
+  dcrt_upload_into(host, 64, destination.data());
 }
 
 void stepEndsWithFutureInFlight() {
@@ -224,8 +226,8 @@ const Scenario scenarios[] = {
     {"wait-twice", waitTwice},
     {"release-twice", releaseTwice},
     {"release-before-wait", releaseBeforeWait},
-    {"release-reload-twice", releaseReloadTwice},
-    {"release-upload-before-wait", releaseUploadBeforeWait},
+    {"release-reload-destination", releaseReloadDestination},
+    {"reload-twice", reloadTwice},
     {"release-unknown", releaseUnknown},
     {"wrong-shard-size", wrongShardSize},
     {"average-of-integers", averageOfIntegers},

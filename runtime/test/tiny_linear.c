@@ -129,12 +129,16 @@ void dc_entry_train_step(void **buffers) {
   const int32_t *labels = (const int32_t *)buffers[3];
   float *loss = (float *)buffers[4];
 
-  /* The bias shard in host memory: upload it (the caller's buffer stays). */
+  /* The bias shard in host memory: upload it into a temporary of the step
+   * (the caller's buffer stays; on the host backend device memory is host
+   * memory, so a local array serves). */
   void *bias_shard = buffers[1];
+  float bias_device[B_LOCAL];
   if (TINY_HOST_BIAS) {
     dcrt_future upload =
-        dcrt_upload_start(buffers[1], B_LOCAL * sizeof(float), &bias_shard);
+        dcrt_upload_into(buffers[1], B_LOCAL * sizeof(float), bias_device);
     dcrt_wait(upload);
+    bias_shard = bias_device;
   }
 
   /* Prefetch both parameters as one group. */
@@ -147,9 +151,7 @@ void dc_entry_train_step(void **buffers) {
   /* x is not needed again until the backward: offload it meanwhile. */
   void *x_host;
   dcrt_future offload = dcrt_offload_start(buffers[2], X_BYTES, &x_host);
-  dcrt_wait(gather);
-  if (TINY_HOST_BIAS) /* the gather no longer reads the uploaded shard */
-    dcrt_release(bias_shard);
+  dcrt_wait(gather); /* the gather no longer reads the uploaded shard */
   const float *w = (const float *)gathered[0];
   const float *b = (const float *)gathered[1];
   const float *x = (const float *)buffers[2];
@@ -178,10 +180,10 @@ void dc_entry_train_step(void **buffers) {
   dcrt_release(gathered[1]);
 
   dcrt_wait(offload);
-  void *x_back;
-  dcrt_future reload = dcrt_reload_start(x_host, X_BYTES, &x_back);
+  float x_back[BATCH * IN]; /* the step's temporary the reload writes */
+  dcrt_future reload = dcrt_reload_into(x_host, X_BYTES, x_back);
   dcrt_wait(reload);
-  x = (const float *)x_back;
+  x = x_back;
 
   t = dcrt_op_begin();
   /* dlogits = (softmax - onehot) / B; dW = x^T dlogits; db = sum dlogits */
@@ -194,7 +196,6 @@ void dc_entry_train_step(void **buffers) {
         dw[k * CLASSES + c] += x[r * IN + k] * d;
     }
   dcrt_op_end("train_step:1", t);
-  dcrt_release(x_back); /* its last use */
 
   const char *nan_step = getenv("DC_TEST_NAN_GRAD_STEP");
   const char *nan_rank = getenv("DC_TEST_NAN_GRAD_RANK");

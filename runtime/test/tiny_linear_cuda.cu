@@ -29,11 +29,14 @@ constexpr int WLocal = (WNumel + TINY_WORLD - 1) / TINY_WORLD;
 constexpr int BLocal = (BNumel + TINY_WORLD - 1) / TINY_WORLD;
 constexpr int XBytes = Batch * In * 4;
 
-// The step arena's plan: probabilities, then the two full gradients.
+// The step arena's plan: probabilities, then the two full gradients, then
+// the reloaded x (the reload's destination is a temporary like the others).
 constexpr int ProbsOffset = 0;
 constexpr int DwOffset = 256;
 constexpr int DbOffset = 512;
-constexpr int StepArenaBytes = 768;
+constexpr int XBackOffset = 768;
+constexpr int StepArenaBytes = 1024;
+static_assert(XBytes <= StepArenaBytes - XBackOffset, "x fits its slot");
 
 void check(cudaError_t status, const char *what) {
   if (status != cudaSuccess) {
@@ -110,7 +113,7 @@ const char *dc_artifact_manifest(void) {
       " \"dtype\": \"f32\", \"local\": %d}]}]}",
       DCRT_ABI_VERSION, TINY_WORLD, TINY_WORLD, Classes,
       // Both gathered tensors at once, each padded to world * local
-      // elements; the reduced shards and the reload are step buffers.
+      // elements; the reduced shards are step buffers.
       TINY_WORLD * (WLocal + BLocal) * 4, XBytes, StepArenaBytes, 4096, 4096,
       In, Classes, WLocal, Classes, BLocal, Batch, In, Batch, In, Classes,
       WLocal, Classes, BLocal);
@@ -151,14 +154,13 @@ void dc_entry_train_step(void **buffers) {
   dcrt_release(gathered[1]);
 
   dcrt_wait(offload);
-  void *xBack;
-  dcrt_wait(dcrt_reload_start(xHost, XBytes, &xBack));
+  void *xBack = arena + XBackOffset;
+  dcrt_wait(dcrt_reload_into(xHost, XBytes, xBack));
   t = dcrt_op_begin();
   backward<<<1, 1, 0, stream>>>(static_cast<const float *>(xBack), labels,
                                 probs, dw, db);
   check(cudaGetLastError(), "backward");
   dcrt_op_end("train_step:1", t);
-  dcrt_release(xBack);
 
   void *grads[2] = {dw, db};
   void *reduced[2];

@@ -83,3 +83,37 @@ func.func @loop_and_escape(%out: memref<16xf32>) -> memref<4xf32> {
   %e = memref.alloc() : memref<4xf32>
   return %e : memref<4xf32>
 }
+
+// -----
+
+// A reload's destination is a temporary like the others, and what its wait
+// yields names the same bytes: it lives until the reloaded value's last use.
+// %t, made after the wait while the reloaded value is still read, gets other
+// bytes; %u, made after that use, shares the destination's.
+// CHECK-LABEL: func.func @reload_destination
+// CHECK: %[[ARENA:.*]] = dc.step_arena : memref<512xi8>
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[D:.*]] = memref.view %[[ARENA]][%[[C0]]][] : memref<512xi8> to memref<64xf32>
+// CHECK: %[[L:.*]] = dc.reload_start %{{.*}} into %[[D]]
+// CHECK: %[[BACK:.*]] = dc.wait %[[L]]
+// CHECK: %[[C256:.*]] = arith.constant 256 : index
+// CHECK: %[[T:.*]] = memref.view %[[ARENA]][%[[C256]]][] : memref<512xi8> to memref<64xf32>
+// CHECK: linalg.add ins(%[[BACK]], %[[T]] : memref<64xf32>, memref<64xf32>)
+// CHECK: %[[C0B:.*]] = arith.constant 0 : index
+// CHECK: memref.view %[[ARENA]][%[[C0B]]][] : memref<512xi8> to memref<64xf32>
+// CHECK-NOT: memref.alloc
+func.func @reload_destination(%act: memref<64xf32>, %out: memref<64xf32>) {
+  %cst = arith.constant 1.0 : f32
+  %o = dc.offload_start %act : memref<64xf32>
+  %h = dc.wait %o : !dc.future<memref<64xf32, #dc.host_memory>>
+  %d = memref.alloc() : memref<64xf32>
+  %l = dc.reload_start %h into %d : memref<64xf32, #dc.host_memory> into memref<64xf32>
+  %back = dc.wait %l : !dc.future<memref<64xf32>>
+  %t = memref.alloc() : memref<64xf32>
+  linalg.fill ins(%cst : f32) outs(%t : memref<64xf32>)
+  linalg.add ins(%back, %t : memref<64xf32>, memref<64xf32>) outs(%out : memref<64xf32>)
+  %u = memref.alloc() : memref<64xf32>
+  linalg.fill ins(%cst : f32) outs(%u : memref<64xf32>)
+  memref.copy %u, %out : memref<64xf32> to memref<64xf32>
+  return
+}

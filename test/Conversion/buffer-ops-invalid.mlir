@@ -74,6 +74,41 @@ func.func @reload_device(%d: memref<4xf32>) {
 
 // -----
 
+func.func @reload_without_destination(%h: memref<4xf32, #dc.host_memory>) {
+  // expected-error @+1 {{'dc.reload_start' op in buffer form needs a destination (`into`), the device buffer the copy writes}}
+  %f = dc.reload_start %h : memref<4xf32, #dc.host_memory>
+  return
+}
+
+// -----
+
+func.func @reload_wrong_destination(%h: memref<4xf32, #dc.host_memory>, %d: memref<8xf32>) {
+  // expected-error @+1 {{'dc.reload_start' op destination type 'memref<8xf32>' is not the reloaded buffer's type 'memref<4xf32>'}}
+  %f = dc.reload_start %h into %d : memref<4xf32, #dc.host_memory> into memref<8xf32>
+  return
+}
+
+// -----
+
+func.func @reload_tensor_into(%h: !dc.host<tensor<4xf32>>, %d: memref<4xf32>) {
+  // expected-error @+1 {{'dc.reload_start' op of a !dc.host value takes no destination; only the buffer form (a #dc.host_memory memref) copies into one}}
+  %f = dc.reload_start %h into %d : !dc.host<tensor<4xf32>> into memref<4xf32>
+  return
+}
+
+// -----
+
+// A reloaded buffer is its reload's destination, a temporary: no release.
+func.func @release_reloaded(%h: memref<4xf32, #dc.host_memory>, %d: memref<4xf32>) {
+  %f = dc.reload_start %h into %d : memref<4xf32, #dc.host_memory> into memref<4xf32>
+  %back = dc.wait %f : !dc.future<memref<4xf32>>
+  // expected-error @+1 {{'dc.release' op releases a reloaded buffer; in buffer form that is the reload's destination, an ordinary temporary that lives until its last use (it has no release)}}
+  dc.release %back : memref<4xf32>
+  return
+}
+
+// -----
+
 func.func @offload_wrong_future(%d: memref<4xf32>) {
   // expected-error @+1 {{'dc.offload_start' op failed to verify that result is a future of the value in host memory}}
   %f = "dc.offload_start"(%d) : (memref<4xf32>) -> !dc.future<memref<4xf32>>

@@ -33,33 +33,29 @@ func.func @reduce(%gw: memref<6x5xf32>, %gb: memref<7xf32>) -> (memref<15xf32>, 
   return %s#0, %s#1, %r : memref<15xf32>, memref<4xbf16>, memref<7xf32>
 }
 
+// The reload copies into its destination, which its wait yields.
 // CHECK-LABEL: func.func @offload_reload
 // CHECK: %[[O:.*]] = dc.offload_start %{{.*}} : memref<4x16xf32>
 // CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<memref<4x16xf32, #dc.host_memory>>
-// CHECK: %[[L:.*]] = dc.reload_start %[[H]] : memref<4x16xf32, #dc.host_memory>
+// CHECK: %[[L:.*]] = dc.reload_start %[[H]] into %[[D:.*]] : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
 // CHECK: dc.wait %[[L]] : !dc.future<memref<4x16xf32>>
-func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
+func.func @offload_reload(%act: memref<4x16xf32>, %d: memref<4x16xf32>) -> memref<4x16xf32> {
   %o = dc.offload_start %act : memref<4x16xf32>
   %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
-  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %l = dc.reload_start %h into %d : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
   %back = dc.wait %l : !dc.future<memref<4x16xf32>>
   return %back : memref<4x16xf32>
 }
 
-// A reloaded buffer (and an uploaded shard) is released like a gathered one.
-// CHECK-LABEL: func.func @release_reloaded
-// CHECK: %[[BACK:.*]] = dc.wait %{{.*}} : !dc.future<memref<4x16xf32>>
-// CHECK: %[[S:.*]] = dc.wait %{{.*}} : !dc.future<memref<15xf32>>
-// CHECK: dc.release %[[S]] : memref<15xf32>
-// CHECK: dc.release %[[BACK]] : memref<4x16xf32>
-func.func @release_reloaded(%h: memref<4x16xf32, #dc.host_memory>, %w: memref<15xf32, #dc.host_memory>) {
-  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
-  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
-  %u = dc.reload_start %w : memref<15xf32, #dc.host_memory>
+// An uploaded shard (a step argument in host memory) likewise.
+// CHECK-LABEL: func.func @upload
+// CHECK: %[[U:.*]] = dc.reload_start %{{.*}} into %{{.*}} : memref<15xf32, #dc.host_memory> into memref<15xf32>
+// CHECK: dc.wait %[[U]] : !dc.future<memref<15xf32>>
+func.func @upload(%w: memref<15xf32, #dc.host_memory>) -> memref<15xf32> {
+  %d = memref.alloc() : memref<15xf32>
+  %u = dc.reload_start %w into %d : memref<15xf32, #dc.host_memory> into memref<15xf32>
   %s = dc.wait %u : !dc.future<memref<15xf32>>
-  dc.release %s : memref<15xf32>
-  dc.release %back : memref<4x16xf32>
-  return
+  return %s : memref<15xf32>
 }
 
 // CHECK-LABEL: func.func @ulysses

@@ -1,7 +1,8 @@
 // RUN: dc-opt %s --split-input-file --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map unknown-type-conversion=identity-layout-map" | FileCheck %s
 
-// Each dc op bufferizes to its buffer form with no allocation and no copy:
-// a shard is its local buffer, a future's value is the runtime's buffer.
+// Each dc op bufferizes to its buffer form with no copy: a shard is its local
+// buffer, a future's value is the runtime's buffer, except a reload's, which
+// is the destination allocated for it (a step temporary).
 
 shard.grid @world(shape = 2)
 !w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
@@ -135,14 +136,16 @@ func.func @all_reduce(%g: tensor<16xf32>) -> tensor<16xf32> {
 shard.grid @world(shape = 2)
 !w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
 
-// Host values are buffers in #dc.host_memory.
+// Host values are buffers in #dc.host_memory. The reload copies into a
+// buffer allocated right before it, which its wait yields.
 // CHECK-LABEL: func.func @offload_reload
 // CHECK: %[[ACT:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
 // CHECK-NOT: memref.copy
 // CHECK: %[[O:.*]] = dc.offload_start %[[ACT]] : memref<4x16xf32>
 // CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<memref<4x16xf32, #dc.host_memory>>
-// CHECK: %[[L:.*]] = dc.reload_start %[[H]] : memref<4x16xf32, #dc.host_memory>
-// CHECK: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<memref<4x16xf32>>
+// CHECK-NEXT: %[[D:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
+// CHECK-NEXT: %[[L:.*]] = dc.reload_start %[[H]] into %[[D]] : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
+// CHECK-NEXT: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<memref<4x16xf32>>
 // CHECK: return %[[BACK]]
 func.func @offload_reload(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %init = tensor.empty() : tensor<4x16xf32>
@@ -159,7 +162,8 @@ func.func @offload_reload(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
 // CHECK-NOT: memref.copy
 // CHECK: %[[O:.*]] = dc.offload_start %[[W]] : memref<15xf32>
 // CHECK: %[[H:.*]] = dc.wait %[[O]] : !dc.future<memref<15xf32, #dc.host_memory>>
-// CHECK: dc.reload_start %[[H]] : memref<15xf32, #dc.host_memory>
+// CHECK: %[[D:.*]] = memref.alloc() {{.*}} : memref<15xf32>
+// CHECK: dc.reload_start %[[H]] into %[[D]] : memref<15xf32, #dc.host_memory> into memref<15xf32>
 func.func @param_offload(%w: !w) -> !w {
   %o = dc.offload_start %w : !w
   %h = dc.wait %o : !dc.future<!dc.host<!w>>
@@ -169,12 +173,15 @@ func.func @param_offload(%w: !w) -> !w {
 }
 
 // A parameter shard kept in host memory (dc-offload-params) is an argument
-// in #dc.host_memory, reloaded straight from the caller's buffer: no copy.
+// in #dc.host_memory, uploaded straight from the caller's buffer into the
+// one buffer allocated for it: no copy.
 // CHECK-LABEL: func.func @host_param
 // CHECK-SAME: (%[[W:.*]]: memref<15xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}) -> memref<6x5xf32>
+// CHECK-NOT: memref.copy
+// CHECK: %[[D:.*]] = memref.alloc() {{.*}} : memref<15xf32>
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: memref.copy
-// CHECK: %[[R:.*]] = dc.reload_start %[[W]] : memref<15xf32, #dc.host_memory>
+// CHECK: %[[R:.*]] = dc.reload_start %[[W]] into %[[D]] : memref<15xf32, #dc.host_memory> into memref<15xf32>
 // CHECK: %[[S:.*]] = dc.wait %[[R]] : !dc.future<memref<15xf32>>
 // CHECK: dc.gather_start %[[S]] : memref<15xf32> -> !dc.future<memref<6x5xf32>>
 func.func @host_param(%w: !dc.host<!w> {bufferization.writable = false, dc.param = #dc.param<id = 0>}) -> tensor<6x5xf32> {
@@ -185,20 +192,26 @@ func.func @host_param(%w: !dc.host<!w> {bufferization.writable = false, dc.param
   return %full : tensor<6x5xf32>
 }
 
-// A reloaded activation and an uploaded shard keep their runtime buffers:
-// each release frees the buffer its wait yields (no copy), and an in-place
-// write into the reloaded tensor before its release goes to a new buffer.
+// A reloaded activation and an uploaded shard are copied into buffers
+// allocated for them (no copy after), whose lifetimes their uses end: their
+// releases go. An in-place write into the reloaded tensor before its
+// release goes to a new buffer.
 // CHECK-LABEL: func.func @reload_release
 // CHECK-SAME: (%[[H:.*]]: memref<4x16xf32, #dc.host_memory>, %[[W:.*]]: memref<15xf32, #dc.host_memory>
 // CHECK-NOT: memref.copy
-// CHECK: %[[BACK:.*]] = dc.wait %{{.*}} : !dc.future<memref<4x16xf32>>
-// CHECK: %[[S:.*]] = dc.wait %{{.*}} : !dc.future<memref<15xf32>>
+// CHECK: %[[DA:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
+// CHECK: %[[L:.*]] = dc.reload_start %[[H]] into %[[DA]]
+// CHECK: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<memref<4x16xf32>>
+// CHECK: %[[DW:.*]] = memref.alloc() {{.*}} : memref<15xf32>
+// CHECK: %[[R:.*]] = dc.reload_start %[[W]] into %[[DW]]
+// CHECK: %[[S:.*]] = dc.wait %[[R]] : !dc.future<memref<15xf32>>
 // CHECK: %[[G:.*]] = dc.gather_start %[[S]] : memref<15xf32>
-// CHECK: dc.wait %[[G]]
-// CHECK: dc.release %[[S]] : memref<15xf32>
+// CHECK: %[[FULL:.*]] = dc.wait %[[G]]
+// CHECK-NOT: dc.release
 // CHECK: %[[OUT:.*]] = memref.alloc() {{.*}} : memref<4x16xf32>
 // CHECK: linalg.add ins(%[[BACK]], %[[BACK]] : memref<4x16xf32>, memref<4x16xf32>) outs(%[[OUT]] : memref<4x16xf32>)
-// CHECK: dc.release %[[BACK]] : memref<4x16xf32>
+// CHECK-NOT: dc.release
+// CHECK: return
 func.func @reload_release(%h: !dc.host<tensor<4x16xf32>>, %w: !dc.host<!w> {bufferization.writable = false, dc.param = #dc.param<id = 0>}) -> (tensor<4x16xf32>, tensor<6x5xf32>) {
   %l = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
   %back = dc.wait %l : !dc.future<tensor<4x16xf32>>

@@ -122,18 +122,26 @@ func.func @all_reduce(%g: memref<16xf32>) -> memref<16xf32> {
   return %r : memref<16xf32>
 }
 
-// Offload and reload move bytes (4 x 16 x 4).
+// Offload and reload move bytes (4 x 16 x 4). The reload copies into its
+// destination, whose address goes into the future's slot: the wait yields
+// that buffer.
 // CHECK-LABEL: func.func @offload_reload
+// CHECK-SAME: (%{{.*}}: memref<4x16xf32>, %[[DST:.*]]: memref<4x16xf32>)
 // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(256 : i64) : i64
+// CHECK: %[[DD:.*]] = builtin.unrealized_conversion_cast %[[DST]] : memref<4x16xf32> to !llvm.struct
 // CHECK: %[[O:.*]] = llvm.call @dcrt_offload_start(%{{.*}}, %[[BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
 // CHECK: llvm.call @dcrt_wait(%[[O]])
 // CHECK: %[[HOST:.*]] = llvm.load
-// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%[[HOST]], %[[BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
-// CHECK: llvm.call @dcrt_wait(%[[L]])
-func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
+// CHECK-NEXT: %[[DP:.*]] = llvm.extractvalue %[[DD]][1]
+// CHECK-NEXT: llvm.store %[[DP]], %[[SLOT:.*]] : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT: %[[L:.*]] = llvm.call @dcrt_reload_into(%[[HOST]], %[[BYTES]], %[[DP]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK-NEXT: llvm.call @dcrt_wait(%[[L]])
+// CHECK-NEXT: llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK-NOT: dcrt_release
+func.func @offload_reload(%act: memref<4x16xf32>, %dst: memref<4x16xf32>) -> memref<4x16xf32> {
   %o = dc.offload_start %act : memref<4x16xf32>
   %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
-  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %l = dc.reload_start %h into %dst : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
   %back = dc.wait %l : !dc.future<memref<4x16xf32>>
   return %back : memref<4x16xf32>
 }
@@ -143,51 +151,28 @@ func.func @offload_reload(%act: memref<4x16xf32>) -> memref<4x16xf32> {
 // offloaded activation in the same step is still reloaded from the host
 // pool. The argument becomes a plain host address (no #dc.host_memory).
 // CHECK-LABEL: func.func @upload_param
-// CHECK-SAME: (%[[W:.*]]: memref<128xf32> {dc.param = #dc.param<id = 0>}, %{{.*}}: memref<4x16xf32>)
+// CHECK-SAME: (%[[W:.*]]: memref<128xf32> {dc.param = #dc.param<id = 0>}, %{{.*}}: memref<4x16xf32>, %{{.*}}: memref<128xf32>, %{{.*}}: memref<4x16xf32>)
 // CHECK-DAG: %[[ACT_BYTES:.*]] = llvm.mlir.constant(256 : i64) : i64
 // CHECK-DAG: %[[W_BYTES:.*]] = llvm.mlir.constant(512 : i64) : i64
 // CHECK: %[[WD:.*]] = builtin.unrealized_conversion_cast %[[W]] : memref<128xf32> to !llvm.struct
 // CHECK: %[[WP:.*]] = llvm.extractvalue %[[WD]][1]
-// CHECK: %[[U:.*]] = llvm.call @dcrt_upload_start(%[[WP]], %[[W_BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[U:.*]] = llvm.call @dcrt_upload_into(%[[WP]], %[[W_BYTES]], %{{.*}}) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
 // CHECK: %[[O:.*]] = llvm.call @dcrt_offload_start(%{{.*}}, %[[ACT_BYTES]], %{{.*}})
 // CHECK: llvm.call @dcrt_wait(%[[O]])
 // CHECK: %[[HOST:.*]] = llvm.load
-// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%[[HOST]], %[[ACT_BYTES]], %{{.*}})
+// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_into(%[[HOST]], %[[ACT_BYTES]], %{{.*}})
 // CHECK: llvm.call @dcrt_wait(%[[U]])
 // CHECK: llvm.call @dcrt_wait(%[[L]])
 // CHECK-NOT: #dc.host_memory
-func.func @upload_param(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}, %act: memref<4x16xf32>) -> (memref<128xf32>, memref<4x16xf32>) {
-  %u = dc.reload_start %w : memref<128xf32, #dc.host_memory>
+// CHECK-NOT: dcrt_release
+func.func @upload_param(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}, %act: memref<4x16xf32>, %wd: memref<128xf32>, %ad: memref<4x16xf32>) -> (memref<128xf32>, memref<4x16xf32>) {
+  %u = dc.reload_start %w into %wd : memref<128xf32, #dc.host_memory> into memref<128xf32>
   %o = dc.offload_start %act : memref<4x16xf32>
   %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
-  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
+  %l = dc.reload_start %h into %ad : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
   %s = dc.wait %u : !dc.future<memref<128xf32>>
   %back = dc.wait %l : !dc.future<memref<4x16xf32>>
   return %s, %back : memref<128xf32>, memref<4x16xf32>
-}
-
-// A reloaded activation and an uploaded shard are released like gathered
-// tensors: dcrt_release of the buffer address their waits load (the runtime
-// tells reload/upload destinations from gathered tensors).
-// CHECK-LABEL: func.func @release_reloaded
-// CHECK: %[[U:.*]] = llvm.call @dcrt_upload_start(%{{.*}}, %{{.*}}, %[[USLOT:.*]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
-// CHECK: %[[L:.*]] = llvm.call @dcrt_reload_start(%{{.*}}, %{{.*}}, %[[LSLOT:.*]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
-// CHECK: llvm.call @dcrt_wait(%[[U]])
-// CHECK: %[[S:.*]] = llvm.load %[[USLOT]] : !llvm.ptr -> !llvm.ptr
-// CHECK: llvm.call @dcrt_wait(%[[L]])
-// CHECK: %[[BACK:.*]] = llvm.load %[[LSLOT]] : !llvm.ptr -> !llvm.ptr
-// CHECK: llvm.call @dcrt_release(%[[S]]) : (!llvm.ptr) -> ()
-// CHECK: llvm.call @dcrt_release(%[[BACK]]) : (!llvm.ptr) -> ()
-func.func @release_reloaded(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.param<id = 0>}, %act: memref<4x16xf32>) {
-  %u = dc.reload_start %w : memref<128xf32, #dc.host_memory>
-  %o = dc.offload_start %act : memref<4x16xf32>
-  %h = dc.wait %o : !dc.future<memref<4x16xf32, #dc.host_memory>>
-  %l = dc.reload_start %h : memref<4x16xf32, #dc.host_memory>
-  %s = dc.wait %u : !dc.future<memref<128xf32>>
-  %back = dc.wait %l : !dc.future<memref<4x16xf32>>
-  dc.release %s : memref<128xf32>
-  dc.release %back : memref<4x16xf32>
-  return
 }
 
 // The synchronous all-to-all, a start waited at once: axis 0, rank 2, shape

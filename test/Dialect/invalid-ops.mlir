@@ -865,8 +865,9 @@ func.func @all_reduce_sum_of_ints(%g: tensor<8xi32>) -> tensor<8xi32> {
 // runtime has no call that brings it back.
 func.func @reload_of_unknown_host_buffer() {
   %h = memref.alloc() : memref<4xf32, #dc.host_memory>
+  %dst = memref.alloc() : memref<4xf32>
   // expected-error @+1 {{'dc.reload_start' op reloads a host value that is neither a step argument (a parameter kept in host memory) nor the host copy of a dc.offload_start (the dc.wait of its future)}}
-  %f = dc.reload_start %h : memref<4xf32, #dc.host_memory>
+  %f = dc.reload_start %h into %dst : memref<4xf32, #dc.host_memory> into memref<4xf32>
   %d = dc.wait %f : !dc.future<memref<4xf32>>
   return
 }

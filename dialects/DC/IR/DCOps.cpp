@@ -193,6 +193,10 @@ LogicalResult ReleaseOp::verify() {
       gather && gather.getPersistent())
     return emitOpError("releases a persistent gather; persistent gathers stay "
                        "live until the end of the step");
+  if (isa<ReloadStartOp>(start) && isa<MemRefType>(getValue().getType()))
+    return emitOpError("releases a reloaded buffer; in buffer form that is "
+                       "the reload's destination, an ordinary temporary that "
+                       "lives until its last use (it has no release)");
   return success();
 }
 
@@ -297,8 +301,22 @@ LogicalResult OffloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult ReloadStartOp::verify() {
-  // The runtime brings back its own host copies (dcrt_reload_start) and the
-  // caller's host buffers, step arguments (dcrt_upload_start).
+  // The buffer form copies into a destination the step plans (an arena
+  // temporary); the tensor form has none.
+  bool bufferForm = isa<MemRefType>(getHost().getType());
+  if (bufferForm && !getDestination())
+    return emitOpError("in buffer form needs a destination (`into`), the "
+                       "device buffer the copy writes");
+  if (!bufferForm && getDestination())
+    return emitOpError(
+        "of a !dc.host value takes no destination; only the "
+        "buffer form (a #dc.host_memory memref) copies into one");
+  Type value = cast<FutureType>(getFuture().getType()).getValue();
+  if (getDestination() && getDestination().getType() != value)
+    return emitOpError() << "destination type " << getDestination().getType()
+                         << " is not the reloaded buffer's type " << value;
+  // The runtime brings back its own host copies (dcrt_reload_into) and the
+  // caller's host buffers, step arguments (dcrt_upload_into).
   Value host = getHost();
   if (auto arg = dyn_cast<BlockArgument>(host))
     if (arg.getOwner()->isEntryBlock() &&

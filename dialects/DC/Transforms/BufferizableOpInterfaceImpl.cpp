@@ -4,8 +4,10 @@
 // and results (see DCBase.td). No result aliases an operand: a future's value
 // is a buffer the runtime hands out (a gathered parameter in its arena, a
 // reduced shard, a host copy), so bufferization adds no allocation and no
-// copy for it. Only dc.all_to_all, which is synchronous and writes into a
-// caller buffer, allocates its result.
+// copy for it. Two ops write into a buffer allocated here instead, an
+// ordinary temporary that dc-assign-step-arena places: dc.all_to_all (its
+// result) and dc.reload_start (its destination, which the future yields;
+// the reloaded value's dc.release goes, its uses end its lifetime).
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
@@ -120,6 +122,26 @@ struct DCOpModel
       operands.push_back(operand);
     }
     rewriter.setInsertionPoint(op);
+    if constexpr (std::is_same_v<OpTy, ReleaseOp>) {
+      // A reloaded buffer is its reload's destination: nothing to free.
+      auto wait = operands.front().getDefiningOp<WaitOp>();
+      if (wait && wait.getFuture().getDefiningOp<ReloadStartOp>()) {
+        rewriter.eraseOp(op);
+        return success();
+      }
+    }
+    if constexpr (std::is_same_v<OpTy, ReloadStartOp>) {
+      // The copy's destination: a temporary the step arena plans, live
+      // from here to the last use of what the wait yields.
+      auto type = cast<MemRefType>(
+          cast<FutureType>(getBufferFormType(op->getResult(0).getType()))
+              .getValue());
+      FailureOr<Value> destination =
+          options.createAlloc(rewriter, op->getLoc(), type, {});
+      if (failed(destination))
+        return failure();
+      operands.push_back(*destination);
+    }
     if constexpr (std::is_same_v<OpTy, AllToAllOp>) {
       auto type = cast<MemRefType>(
           getBufferFormType(cast<AllToAllOp>(op).getResult().getType()));

@@ -142,7 +142,10 @@ def DCAssignStepArena : Pass<"dc-assign-step-arena", "::mlir::ModuleOp"> {
     (a view, a loop result carrying it: any buffer an op taking it returns);
     a use by an async start op lasts until the last
     op that uses the start's futures (its `dc.wait` or `dc.end_backward`),
-    since the transfer reads the buffer until then. Buffers are placed
+    since the transfer reads the buffer until then. The destination of a
+    `dc.reload_start` is such a temporary too: what its wait yields names
+    the same bytes, so the reloaded value's uses extend it (a reload needs
+    no device memory of the runtime's own). Buffers are placed
     largest first, each at the lowest offset (a multiple of `alignment`)
     free for its whole lifetime.
 

@@ -21,10 +21,11 @@
  *    (its inputs may be written right before the start); its outputs may be
  *    used by compute enqueued after its dcrt_wait.
  *  - Buffers the runtime hands out (gathered parameters, reduced gradient
- *    shards, host copies, reloaded or uploaded tensors) stay valid until
- *    dcrt_release (gathers; reloads and uploads the artifact releases),
- *    until the step ends (reductions, unreleased reloads and uploads) or
- *    until the reload of a host copy completes (offloads).
+ *    shards, host copies) stay valid until dcrt_release (gathers), until
+ *    the step ends (reductions) or until the reload of a host copy
+ *    completes (offloads). Reloads and uploads write into a device buffer
+ *    of the caller's (the artifact's step arena), which the runtime does
+ *    not own.
  *  - Every collective names its process group: `axis`, an axis of the
  *    artifact's grid (0 for the one axis of a 1-D grid), or DCRT_ALL_AXES.
  *    The runtime holds one communicator per axis, and one for the whole
@@ -44,8 +45,12 @@ extern "C" {
 
 /* Version 3: dcrt_init takes an options struct; collectives name a grid
  * axis; all-to-all is an async start/wait pair; dcrt_compute_stream and
- * dcrt_step_arena. */
-#define DCRT_ABI_VERSION 3
+ * dcrt_step_arena.
+ * Version 4: reloads and uploads copy into the caller's device buffer (a
+ * step-arena temporary): dcrt_reload_into and dcrt_upload_into replace
+ * dcrt_reload_start and dcrt_upload_start; step_buffer_bytes no longer
+ * counts them and dcrt_release takes only gathered tensors. */
+#define DCRT_ABI_VERSION 4
 
 typedef enum dcrt_dtype {
   DCRT_F32 = 0,
@@ -96,7 +101,7 @@ typedef struct dcrt_init_options {
   int64_t gather_arena_bytes;  /* gathered parameters at once */
   int64_t host_pool_bytes;     /* offloaded activations at once */
   int64_t step_arena_bytes;    /* the artifact's planned temporaries */
-  int64_t step_buffer_bytes;   /* reduced shards, reloads, uploads */
+  int64_t step_buffer_bytes;   /* reduced shards, all-reduce results */
   int64_t staging_bytes;       /* packing buffers of collectives */
 } dcrt_init_options;
 
@@ -129,13 +134,11 @@ dcrt_future dcrt_gather_start(int32_t axis, int32_t n, void *const *shards,
  * (for work enqueued on the compute stream after the wait). */
 void dcrt_wait(dcrt_future future);
 
-/* Returns a gathered tensor to the arena (an out_full of dcrt_gather_start),
- * or a reload/upload destination to the runtime (an out_device of
- * dcrt_reload_start or dcrt_upload_start): the runtime knows which pointer
- * is which. Only after the buffer's wait, once; an unknown pointer or a
- * second release is a fatal error. The memory is reused only by operations
- * started after the release (which are ordered after the compute enqueued
- * before it). */
+/* Returns a gathered tensor to the arena (an out_full of dcrt_gather_start).
+ * Only after the buffer's wait, once; an unknown pointer (a reload's or an
+ * upload's destination included: the caller's) or a second release is a
+ * fatal error. The memory is reused only by operations started after the
+ * release (which are ordered after the compute enqueued before it). */
 void dcrt_release(void *full);
 
 /* Reduce-scatters `n` full gradients over `axis` as ONE bucket (packed,
@@ -168,19 +171,21 @@ dcrt_future dcrt_all_to_all_start(int32_t axis, const void *input, void *output,
 dcrt_future dcrt_offload_start(const void *device, int64_t bytes,
                                void **out_host);
 
-/* Copies `bytes` from a host-pool buffer back to a new device buffer
- * (*out_device) on the host-to-device copy stream; the host buffer returns
- * to the pool when the copy completes. The device buffer lives until
- * dcrt_release of it or the end of the step. */
-dcrt_future dcrt_reload_start(void *host, int64_t bytes, void **out_device);
+/* Copies `bytes` from a host-pool buffer (an *out_host of
+ * dcrt_offload_start) into `device_dst` on the host-to-device copy stream;
+ * the host buffer returns to the pool when the copy completes. `device_dst`
+ * is the caller's device buffer of at least `bytes` (compiled code passes a
+ * temporary of the step arena, planned with the step's other temporaries):
+ * like any start, the copy is ordered after the compute enqueued before it,
+ * and the buffer holds the value for the compute enqueued after the wait.
+ * The caller must not touch it in between; the runtime never frees it. */
+dcrt_future dcrt_reload_into(void *host, int64_t bytes, void *device_dst);
 
 /* Copies `bytes` from a caller-owned host buffer (a parameter shard kept in
- * host memory, "memory": "host" in the manifest) to a new device buffer
- * (*out_device) on the host-to-device copy stream. The host buffer stays
- * the caller's and unchanged (it must not be written until the wait); the
- * device buffer lives until dcrt_release of it or the end of the step. */
-dcrt_future dcrt_upload_start(const void *host, int64_t bytes,
-                              void **out_device);
+ * host memory, "memory": "host" in the manifest) into `device_dst`, the
+ * caller's device buffer, as dcrt_reload_into does. The host buffer stays
+ * the caller's and unchanged (it must not be written until the wait). */
+dcrt_future dcrt_upload_into(const void *host, int64_t bytes, void *device_dst);
 
 /* Profiling: drop cached gathered copies (of one shard, or all). */
 void dcrt_invalidate_gathered(const void *shard);
@@ -270,8 +275,8 @@ void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
                         const char *kernel, const int64_t *dims,
                         int32_t shared_bytes, void **args);
 
-/* Marks the end of one step: buffers for reductions and the reloads and
- * uploads not released yet may be reused by the next. Called by the
+/* Marks the end of one step: buffers for reductions and gathers not
+ * released yet (persistent ones) may be reused by the next. Called by the
  * artifact's entry, last. */
 void dcrt_end_step(void);
 
@@ -301,7 +306,7 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * memory).
  *
  * Manifest JSON:
- *   {"abi": 3, "target": "cpu", "world_size": 2, "grid": "world",
+ *   {"abi": 4, "target": "cpu", "world_size": 2, "grid": "world",
  *    "grid_shape": [2],
  *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N,
  *             "step_arena_bytes": N, "step_buffer_bytes": N,
@@ -324,7 +329,7 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * and ranks differing only on other axes hold the same slot. "flops" (optional)
  * is one rank's floating-point work per step as the compiler counts it. A
  * parameter argument may carry "memory": "host": the step keeps it in host
- * memory and brings it to the device with dcrt_upload_start, so the caller
+ * memory and brings it to the device with dcrt_upload_into, so the caller
  * allocates it in host memory (pinned, on a device backend); without "memory"
  * it is "device".
  *-------------------------------------------------------------------------*/

@@ -73,7 +73,7 @@ struct ParamSpec {
   /// Whether the step produces a gradient for it (else it is frozen).
   bool hasGrad = true;
   /// Kept in host memory by the step (dc-offload-params), which uploads it
-  /// with dcrt_upload_start. Otherwise treated like any parameter.
+  /// with dcrt_upload_into. Otherwise treated like any parameter.
   bool onHost = false;
   /// The compiled step accumulates this parameter's full gradient itself
   /// over the micro-batches (dc-accumulate-gradients): only the last

@@ -105,7 +105,8 @@ def DC_WaitOp : DC_Op<"wait", [
     Blocks the compute stream until the transfer behind `future` completes
     and yields its value: a gathered tensor, a reduced gradient shard, a
     host copy or a reloaded tensor. Each future must be waited exactly once.
-    After bufferization the value is the runtime's buffer (a memref).
+    After bufferization the value is a memref: the runtime's buffer, or for
+    a `dc.reload_start` the destination it copied into.
 
     ```mlir
     %w = dc.wait %f : !dc.future<tensor<8x8xf32>>
@@ -126,16 +127,17 @@ def DC_ReleaseOp : DC_Op<"release", [MemoryEffects<[MemFree<DC_GatherArena>]>]> 
       future, not persistent) goes back to the gather arena;
     - a reloaded value (the result of `dc.wait` on a `dc.reload_start`
       future: an activation reloaded by `dc-offload-activations`, or a
-      parameter shard uploaded by `dc-offload-params`) goes back to the
-      runtime.
+      parameter shard uploaded by `dc-offload-params`) is dead from here.
 
     The value must not be used after it (nor its views); `dc-verify-schedule`
     proves that. `dc-zero3` releases every gather after its interval's last
     use, and the offload passes release every reloaded value after its last
     use (an uploaded shard: after its gather's wait), which is where the
     memory timeline frees it. A reloaded value without a release (hand-written
-    IR) lives until the end of the step. The buffer form releases the same
-    buffer (`dcrt_release`).
+    IR) lives until the end of the step. The buffer form releases a gathered
+    buffer (`dcrt_release`); a reloaded value has none there, since it is
+    the reload's destination, an ordinary temporary whose lifetime is its
+    uses (bufferization drops its release).
 
     ```mlir
     dc.release %w : tensor<8x8xf32>
@@ -294,18 +296,41 @@ def DC_ReloadStartOp : DC_Op<"reload_start", [
     stream and returns a future of the device value; the host buffer goes
     back to the pool once the copy completes. A step argument (a parameter
     shard kept in host memory by `dc-offload-params`) is the caller's buffer
-    instead: it is copied and left as it is. In buffer form it reads a
-    `#dc.host_memory` memref and the future holds the runtime's new device
-    buffer.
+    instead: it is copied and left as it is.
+
+    In buffer form it reads a `#dc.host_memory` memref and copies into
+    `destination`, a device buffer of the value's type that bufferization
+    allocates (a `memref.alloc`, which `dc-assign-step-arena` places in the
+    step arena like every other temporary); the future's value, after its
+    wait, is that destination. The tensor form has no destination.
 
     ```mlir
     %f = dc.reload_start %h : !dc.host<tensor<4x16xf32>>
     %act = dc.wait %f : !dc.future<tensor<4x16xf32>>
     ```
+
+    ```mlir
+    %d = memref.alloc() : memref<4x16xf32>
+    %f = dc.reload_start %h into %d
+        : memref<4x16xf32, #dc.host_memory> into memref<4x16xf32>
+    %act = dc.wait %f : !dc.future<memref<4x16xf32>>
+    ```
   }];
-  let arguments = (ins AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>:$host);
+  let arguments = (ins AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>:$host,
+                       Arg<Optional<DC_DeviceBuffer>,
+                           "the device buffer the copy writes (buffer form)",
+                           [MemWrite]>:$destination);
   let results = (outs DC_AnyFuture:$future);
-  let assemblyFormat = "$host attr-dict `:` qualified(type($host))";
+  // The passes build the tensor form.
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$host), [{
+      build($_builder, $_state, host, ::mlir::Value());
+    }]>
+  ];
+  let assemblyFormat = [{
+    $host (`into` $destination^)? attr-dict `:` qualified(type($host))
+    (`into` type($destination)^)?
+  }];
   let hasVerifier = 1;
 }
 
