@@ -21,3 +21,14 @@ for so in "$ART"/*.so; do
   grep -E "^step=6" "$OUT/$name.log"
 done
 python3 bench/budget_table.py "$ART" "$OUT" | tee "$OUT/budget-table.md"
+# Offload and recomputation move or recompute the same values: each
+# budgeted plan must train with the unbudgeted step's losses and gradient
+# norms, bit for bit (the issue asks exact recomputation).
+for log in "$OUT"/*-[0-9]*.log; do
+  for field in loss grad_norm; do
+    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$OUT/none.log" "$log" \
+      > /dev/null 2>&1 && echo "$(basename "$log" .log): $field bit-identical to none" \
+      || echo "$(basename "$log" .log): $field DIFFERS from none: $(python3 test/Runtime/Inputs/losses.py \
+           --rtol 1 --field $field "$OUT/none.log" "$log" 2>&1 | tail -1)"
+  done
+done
