@@ -84,10 +84,13 @@ struct Recomputation {
 
 class Rematerializer {
 public:
+  /// `keepCosts`: an op's estimate does not change as ops are inserted
+  /// (false with a profile: its keys are op ordinals).
   Rematerializer(func::FuncOp fn, const CostModel &costModel, int64_t budget,
-                 int64_t minBytes, int64_t maxOps, bool leaveToOffload)
+                 int64_t minBytes, int64_t maxOps, bool leaveToOffload,
+                 bool keepCosts)
       : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
-        maxOps(maxOps), leaveToOffload(leaveToOffload) {
+        maxOps(maxOps), leaveToOffload(leaveToOffload), keepCosts(keepCosts) {
     // Ids stay unique when the pass runs again on a planned step.
     fn.walk([&](Operation *op) {
       if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
@@ -122,6 +125,15 @@ public:
     // Each recomputation lowers the peak it was for; the bound only keeps a
     // planner bug from looping forever.
     size_t rounds = 4 * timeline->getOps().size() + 16;
+    // The last recomputation, checked against the next round's timeline
+    // (the one taken after it): one timeline per round, not two.
+    struct Applied {
+      Recomputation r;
+      SmallVector<Operation *> added;
+      Operation *peakOp;
+      int64_t before;
+    };
+    std::optional<Applied> last;
     for (size_t round = 0;; ++round) {
       if (round == rounds)
         return fn.emitError() << "dc-rematerialize did not converge after "
@@ -129,6 +141,19 @@ public:
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
+      if (last) {
+        if (timeline->deviceBytesAt(timeline->indexOf(last->peakOp)) >=
+            last->before) {
+          // Still live at the peak (through a view, or a use the clone does
+          // not replace): keep the original.
+          undo(last->r, last->added);
+          rejected.insert(last->r.value);
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
+        }
+        last.reset();
+      }
       int64_t excess = timeline->getPeakDeviceBytes() - budget;
       if (excess <= 0)
         return success();
@@ -161,15 +186,7 @@ public:
       Operation *peakOp = timeline->getOps()[peak];
       int64_t before = timeline->deviceBytesAt(peak);
       SmallVector<Operation *> added = recompute(*best, *timeline);
-      FailureOr<MemoryTimeline> after = MemoryTimeline::compute(fn);
-      if (failed(after))
-        return failure();
-      if (after->deviceBytesAt(after->indexOf(peakOp)) >= before) {
-        // Still live at the peak (through a view, or a use the clone does
-        // not replace): keep the original.
-        undo(*best, added);
-        rejected.insert(best->value);
-      }
+      last = Applied{std::move(*best), std::move(added), peakOp, before};
     }
   }
 
@@ -277,7 +294,7 @@ private:
           continue;
         for (Operation *cloned : r.chain)
           if (!isFree(cloned))
-            r.seconds += costModel.estimate(cloned).seconds;
+            r.seconds += secondsOf(cloned);
         for (Value gathered : r.regathers)
           r.seconds += gatherSeconds(gathered);
         candidates.push_back(std::move(r));
@@ -286,17 +303,28 @@ private:
     return candidates;
   }
 
+  /// The cost model's time for `op`, kept: the candidates of every round
+  /// ask for the same ops again.
+  double secondsOf(Operation *op) {
+    if (!keepCosts)
+      return costModel.estimate(op).seconds;
+    auto [it, inserted] = seconds.try_emplace(op, 0.0);
+    if (inserted)
+      it->second = costModel.estimate(op).seconds;
+    return it->second;
+  }
+
   /// The time of gathering `gathered` (a dc.wait result) again, alone.
   double gatherSeconds(Value gathered) {
     auto wait = cast<WaitOp>(gathered.getDefiningOp());
     auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());
     // The group's time shared by bytes (a fused group moves them at once).
-    OpCost cost = costModel.estimate(group);
+    double groupSeconds = secondsOf(group);
     int64_t total = 0;
     for (Value future : group.getFutures())
       total += getTypeBytes(cast<FutureType>(future.getType()).getValue());
     int64_t mine = getTypeBytes(gathered.getType());
-    return total > 0 ? cost.seconds * mine / total : cost.seconds;
+    return total > 0 ? groupSeconds * mine / total : groupSeconds;
   }
 
   /// Clones `r`'s ops right before its next use and points the uses from
@@ -353,15 +381,19 @@ private:
     (*root)
         ->getResult(cast<OpResult>(r.value).getResultNumber())
         .replaceAllUsesWith(r.value);
-    for (Operation *op : llvm::reverse(added))
+    for (Operation *op : llvm::reverse(added)) {
+      // A later op may be allocated where this one was.
+      seconds.erase(op);
       op->erase();
+    }
   }
 
   func::FuncOp fn;
   const CostModel &costModel;
   int64_t budget, minBytes, maxOps;
-  bool leaveToOffload;
+  bool leaveToOffload, keepCosts;
   int64_t nextId = 0;
+  llvm::DenseMap<Operation *, double> seconds;
 };
 
 struct RematerializePass
@@ -377,7 +409,8 @@ struct RematerializePass
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       return Rematerializer(fn, costModel, setup.budgetBytes, minBytes,
-                            maxRecomputeOps, leaveToOffload)
+                            maxRecomputeOps, leaveToOffload,
+                            /*keepCosts=*/!setup.profile)
           .run();
     };
     if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
