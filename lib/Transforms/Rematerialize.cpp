@@ -74,6 +74,10 @@ struct Recomputation {
   /// Gathered parameters the chain reads that are released by then: the
   /// dc.wait results of their gathers.
   SmallVector<Value> regathers;
+  /// Gathered parameters the chain reads that are released by then, each
+  /// with another gathered copy of the same parameter live there (the
+  /// backward's own): the clone reads that copy, no gather.
+  SmallVector<std::pair<Value, Value>> copies;
   /// Added time: the cloned ops on the compute stream plus the new gathers.
   double seconds = 0;
   double bytesPerSecond() const {
@@ -90,7 +94,7 @@ struct Applied {
 
 /// The recomputations one round made for one peak, best first.
 struct Batch {
-  SmallVector<Applied> applied;
+  std::vector<Applied> applied;
   Operation *peakOp = nullptr;
   /// Bytes live at the peak before them.
   int64_t before = 0;
@@ -118,6 +122,10 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
   }
   for (Value param : r.regathers)
     add(param);
+  for (auto [param, copy] : r.copies) {
+    add(param);
+    add(copy);
+  }
   return values;
 }
 
@@ -324,7 +332,12 @@ private:
       if (auto wait = dyn_cast_or_null<WaitOp>(producer);
           wait &&
           isa_and_nonnull<GatherStartOp>(wait.getFuture().getDefiningOp())) {
-        if (!llvm::is_contained(r.regathers, input))
+        if (llvm::is_contained(r.regathers, input) ||
+            llvm::any_of(r.copies, [&](auto &c) { return c.first == input; }))
+          continue;
+        if (Value copy = liveCopy(wait, at, timeline))
+          r.copies.push_back({input, copy});
+        else
           r.regathers.push_back(input);
         continue;
       }
@@ -333,6 +346,34 @@ private:
     }
     r.chain.push_back(def);
     return true;
+  }
+
+  /// Another gathered copy of the parameter `wait` yields, waited before op
+  /// `at` and still live there (released at or after it, or persistent).
+  Value liveCopy(WaitOp wait, size_t at, const MemoryTimeline &timeline) {
+    Block &body = fn.getBody().front();
+    auto future = cast<OpResult>(wait.getFuture());
+    Value shard = cast<GatherStartOp>(future.getOwner())
+                      .getShards()[future.getResultNumber()];
+    for (Operation *user : shard.getUsers()) {
+      auto gather = dyn_cast<GatherStartOp>(user);
+      if (!gather || gather->getBlock() != &body)
+        continue;
+      for (auto [i, other] : llvm::enumerate(gather.getShards())) {
+        if (other != shard)
+          continue;
+        for (Operation *waiter : gather.getFutures()[i].getUsers()) {
+          auto copy = dyn_cast<WaitOp>(waiter);
+          if (!copy || copy == wait || copy->getBlock() != &body ||
+              timeline.indexOf(copy) >= at)
+            continue;
+          if (gather.getPersistent() ||
+              liveAt(copy.getResult(), at, timeline, body))
+            return copy.getResult();
+        }
+      }
+    }
+    return Value();
   }
 
   /// Every activation idle across `peak` that can be recomputed at its next
@@ -420,6 +461,8 @@ private:
     SmallVector<Operation *> added;
     IntegerAttr id = builder.getI64IntegerAttr(nextId++);
     SmallVector<Value> gathered;
+    for (auto [param, copy] : r.copies)
+      mapping.map(param, copy);
     for (Value param : r.regathers) {
       auto wait = cast<WaitOp>(param.getDefiningOp());
       auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());

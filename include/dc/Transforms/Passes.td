@@ -221,8 +221,10 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     `dc.attention`), so the clone computes the same bits as the original on
     the same backend; anything else (a transfer, a call, a random op) stops
     the recursion. An input that is a gathered parameter already released
-    there (a norm's weight) is gathered again for the clone (`dc.gather_start`,
-    `dc.wait`, `dc.release` around it), and that gather counts in the cost.
+    there (a norm's weight) is read from another gathered copy of it live
+    there (the backward's own) if there is one, else gathered again for the
+    clone (`dc.gather_start`, `dc.wait`, `dc.release` around it), and that
+    gather counts in the cost.
 
     The candidate that saves the most bytes per second of added compute
     (the cost model's time of the cloned ops and of the new gathers) goes
