@@ -90,29 +90,15 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
                              "block)";
   Block &body = fn.getBody().front();
 
-  MemoryTimeline timeline;
-  for (Operation &op : body) {
-    timeline.index[&op] = timeline.ops.size();
-    timeline.ops.push_back(&op);
-  }
-  const size_t numOps = timeline.ops.size();
-  if (numOps == 0)
-    return timeline;
-  const size_t last = numOps - 1;
-
   for (BlockArgument arg : body.getArguments())
     if (failed(checkStaticShape(
             fn, arg, "argument #" + llvm::Twine(arg.getArgNumber()))))
       return failure();
-  for (Operation *op : timeline.ops)
-    for (OpResult result : op->getResults())
-      if (failed(checkStaticShape(fn, result,
-                                  "result #" +
-                                      llvm::Twine(result.getResultNumber()) +
-                                      " of " + op->getName().getStringRef())))
-        return failure();
 
-  // Name the buffers: every value that allocates, in definition order.
+  // One walk over the body (a planner takes a timeline per decision: each
+  // walk of a large step is a cache miss per op): index the ops and name
+  // the buffers, every value that allocates, in definition order.
+  MemoryTimeline timeline;
   llvm::DenseMap<Value, unsigned> bufferOf;
   std::vector<bool> wholeFunction;
   std::vector<bool> isUnreleasedGather;
@@ -134,8 +120,19 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
       wholeFunction.back() = true;
     namedValues.push_back(arg);
   }
-  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
+  SmallVector<size_t> startOps;
+  SmallVector<GatherStartOp> persistentGathers;
+  for (Operation &operation : body) {
+    Operation *op = &operation;
+    size_t i = timeline.ops.size();
+    timeline.index[op] = i;
+    timeline.ops.push_back(op);
     for (OpResult result : op->getResults()) {
+      if (failed(checkStaticShape(fn, result,
+                                  "result #" +
+                                      llvm::Twine(result.getResultNumber()) +
+                                      " of " + op->getName().getStringRef())))
+        return failure();
       namedValues.push_back(result);
       if (Value source = getAliasedValue(result)) {
         auto it = bufferOf.find(source);
@@ -146,14 +143,23 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
       if (!allocatesNothing(op))
         addBuffer(result, i, isa<GatherStartOp>(op));
     }
+    if (isStartOp(op)) {
+      startOps.push_back(i);
+      if (auto gather = dyn_cast<GatherStartOp>(op);
+          gather && gather.getPersistent())
+        persistentGathers.push_back(gather);
+    }
   }
+  const size_t numOps = timeline.ops.size();
+  if (numOps == 0)
+    return MemoryTimeline();
+  const size_t last = numOps - 1;
 
   // Where each start op's futures are waited: the operands it reads stay
   // live until then. A future never waited keeps them to the end.
   llvm::DenseMap<Operation *, size_t> waitedAt;
-  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
-    if (!isStartOp(op))
-      continue;
+  for (size_t i : startOps) {
+    Operation *op = timeline.ops[i];
     size_t waited = i;
     for (Value future : op->getResults()) {
       if (future.use_empty())
@@ -188,11 +194,10 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
         isUnreleasedGather[buffer->second] = false;
     }
   }
-  for (GatherStartOp gather : body.getOps<GatherStartOp>())
-    if (gather.getPersistent())
-      for (Value future : gather.getFutures())
-        if (auto it = bufferOf.find(future); it != bufferOf.end())
-          isUnreleasedGather[it->second] = true;
+  for (GatherStartOp gather : persistentGathers)
+    for (Value future : gather.getFutures())
+      if (auto it = bufferOf.find(future); it != bufferOf.end())
+        isUnreleasedGather[it->second] = true;
   if (Operation *terminator = body.empty() ? nullptr : &body.back())
     if (terminator->hasTrait<OpTrait::IsTerminator>())
       for (Value returned : terminator->getOperands())

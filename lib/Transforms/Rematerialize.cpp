@@ -2,10 +2,10 @@
 //--===//
 //
 // The Rematerializer drops, while the memory timeline peaks over the budget,
-// the activation idle across the peak that saves the most bytes per second
-// of added compute, and computes it again right before its next use by
-// cloning the deterministic ops that made it (recursively through inputs no
-// longer live there, to a limit of ops).
+// the activations idle across the peak that save the most bytes per second
+// of added compute, and computes them again right before their next use by
+// cloning the deterministic ops that made them (recursively through inputs
+// no longer live there, to a limit of ops).
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -74,6 +74,10 @@ struct Recomputation {
   /// Gathered parameters the chain reads that are released by then: the
   /// dc.wait results of their gathers.
   SmallVector<Value> regathers;
+  /// Gathered parameters the chain reads that are released by then, each
+  /// with another gathered copy of the same parameter live there (the
+  /// backward's own): the clone reads that copy, no gather.
+  SmallVector<std::pair<Value, Value>> copies;
   /// Added time: the cloned ops on the compute stream plus the new gathers.
   double seconds = 0;
   double bytesPerSecond() const {
@@ -82,12 +86,58 @@ struct Recomputation {
   }
 };
 
+/// A recomputation made, with the ops it added.
+struct Applied {
+  Recomputation r;
+  SmallVector<Operation *> added;
+};
+
+/// The recomputations one round made for one peak, best first.
+struct Batch {
+  std::vector<Applied> applied;
+  Operation *peakOp = nullptr;
+  /// Bytes live at the peak before them.
+  int64_t before = 0;
+};
+
+/// The values `r` reads or makes, but constants, empty tensors and
+/// arguments (live throughout, or free to make again): two recomputations
+/// that share none neither change each other's chain, cost or first use.
+llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
+  llvm::DenseSet<Value> values;
+  auto add = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    if (def && !isFree(def))
+      values.insert(value);
+  };
+  add(r.value);
+  for (Operation *op : r.chain) {
+    for (Value result : op->getResults())
+      add(result);
+    llvm::SetVector<Value> inputs;
+    inputs.insert(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), inputs);
+    for (Value input : inputs)
+      add(input);
+  }
+  for (Value param : r.regathers)
+    add(param);
+  for (auto [param, copy] : r.copies) {
+    add(param);
+    add(copy);
+  }
+  return values;
+}
+
 class Rematerializer {
 public:
+  /// `keepCosts`: an op's estimate does not change as ops are inserted
+  /// (false with a profile: its keys are op ordinals).
   Rematerializer(func::FuncOp fn, const CostModel &costModel, int64_t budget,
-                 int64_t minBytes, int64_t maxOps, bool leaveToOffload)
+                 int64_t minBytes, int64_t maxOps, bool leaveToOffload,
+                 bool keepCosts)
       : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
-        maxOps(maxOps), leaveToOffload(leaveToOffload) {
+        maxOps(maxOps), leaveToOffload(leaveToOffload), keepCosts(keepCosts) {
     // Ids stay unique when the pass runs again on a planned step.
     fn.walk([&](Operation *op) {
       if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
@@ -122,6 +172,9 @@ public:
     // Each recomputation lowers the peak it was for; the bound only keeps a
     // planner bug from looping forever.
     size_t rounds = 4 * timeline->getOps().size() + 16;
+    // The last round's recomputations, checked against the next round's
+    // timeline (the one taken after them): one timeline per round.
+    std::optional<Batch> last;
     for (size_t round = 0;; ++round) {
       if (round == rounds)
         return fn.emitError() << "dc-rematerialize did not converge after "
@@ -129,6 +182,35 @@ public:
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
+      if (last) {
+        int64_t freed = 0;
+        for (const Applied &applied : last->applied)
+          freed += applied.r.bytes;
+        int64_t now = timeline->deviceBytesAt(timeline->indexOf(last->peakOp));
+        if (last->applied.size() > 1 && now != last->before - freed) {
+          // Some did not free their bytes there: keep only the best, and
+          // check it alone.
+          while (last->applied.size() > 1) {
+            undo(last->applied.back().r, last->applied.back().added);
+            last->applied.pop_back();
+          }
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
+          now = timeline->deviceBytesAt(timeline->indexOf(last->peakOp));
+        }
+        if (now >= last->before) {
+          // Still live at the peak (through a view, or a use the clone does
+          // not replace): keep the original.
+          Applied &only = last->applied.front();
+          undo(only.r, only.added);
+          rejected.insert(only.r.value);
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
+        }
+        last.reset();
+      }
       int64_t excess = timeline->getPeakDeviceBytes() - budget;
       if (excess <= 0)
         return success();
@@ -137,20 +219,19 @@ public:
       // recomputation: stop once offload alone no longer has to stall.
       if (leaveToOffload && offloadCanHide(*timeline))
         return success();
-      std::optional<Recomputation> best;
+      std::vector<Recomputation> candidates;
       for (Recomputation &candidate :
            collectCandidates(*timeline, peak, rejected)) {
+        // What recomputing cannot do faster than the host link moves bytes
+        // is offload's.
         if (leaveToOffload && candidate.bytesPerSecond() <=
                                   costModel.getTarget().hostLinkBandwidth)
           continue;
-        if (!best || candidate.bytesPerSecond() > best->bytesPerSecond())
-          best = std::move(candidate);
+        candidates.push_back(std::move(candidate));
       }
-      // What recomputing cannot do faster than the host link moves bytes
-      // is offload's.
-      if (leaveToOffload && !best)
+      if (leaveToOffload && candidates.empty())
         return success();
-      if (!best)
+      if (candidates.empty())
         return timeline->getOps()[peak]->emitError()
                << "device memory peaks here at "
                << formatBytes(timeline->getPeakDeviceBytes())
@@ -158,22 +239,49 @@ public:
                   "recomputed exactly (within max-recompute-ops) already "
                   "recomputed; the budget of "
                << formatBytes(budget) << " is short by " << formatBytes(excess);
-      Operation *peakOp = timeline->getOps()[peak];
-      int64_t before = timeline->deviceBytesAt(peak);
-      SmallVector<Operation *> added = recompute(*best, *timeline);
-      FailureOr<MemoryTimeline> after = MemoryTimeline::compute(fn);
-      if (failed(after))
-        return failure();
-      if (after->deviceBytesAt(after->indexOf(peakOp)) >= before) {
-        // Still live at the peak (through a view, or a use the clone does
-        // not replace): keep the original.
-        undo(*best, added);
-        rejected.insert(best->value);
-      }
+      // Best first; among equals the first collected.
+      llvm::stable_sort(candidates,
+                        [](const Recomputation &a, const Recomputation &b) {
+                          return a.bytesPerSecond() > b.bytesPerSecond();
+                        });
+      last = fillPeak(candidates, *timeline, peak, excess);
     }
   }
 
 private:
+  /// Recomputes the best of `candidates` (for the peak at op `peak`, over
+  /// budget by `excess`) and, without offload (whose test runs each round)
+  /// and without a profile (whose costs move as ops are inserted), the next
+  /// best until they free half the excess there, skipping any that shares
+  /// a value with one taken (its chain or cost may have changed). One
+  /// recomputation a round took a timeline of the whole step each; half,
+  /// not all, because the rest is chosen again on the next timeline, where
+  /// the best tensor of a neighbouring peak may cover this one too (all at
+  /// once recomputed 8% more bytes on the 70B step's hierarchical plan; half
+  /// chose what one a round did there).
+  Batch fillPeak(std::vector<Recomputation> &candidates,
+                 const MemoryTimeline &timeline, size_t peak, int64_t excess) {
+    Batch batch;
+    batch.peakOp = timeline.getOps()[peak];
+    batch.before = timeline.deviceBytesAt(peak);
+    bool more = !leaveToOffload && keepCosts;
+    llvm::DenseSet<Value> touched;
+    int64_t freed = 0;
+    for (Recomputation &candidate : candidates) {
+      if (!batch.applied.empty() && (!more || 2 * freed >= excess))
+        break;
+      llvm::DenseSet<Value> mine = valuesTouched(candidate);
+      if (!batch.applied.empty() &&
+          llvm::any_of(mine, [&](Value v) { return touched.contains(v); }))
+        continue;
+      touched.insert(mine.begin(), mine.end());
+      freed += candidate.bytes;
+      SmallVector<Operation *> added = recompute(candidate, timeline);
+      batch.applied.push_back({std::move(candidate), std::move(added)});
+    }
+    return batch;
+  }
+
   /// True if, by the stall floor, offloading what is over budget now need
   /// not stall compute.
   bool offloadCanHide(const MemoryTimeline &timeline) {
@@ -224,7 +332,12 @@ private:
       if (auto wait = dyn_cast_or_null<WaitOp>(producer);
           wait &&
           isa_and_nonnull<GatherStartOp>(wait.getFuture().getDefiningOp())) {
-        if (!llvm::is_contained(r.regathers, input))
+        if (llvm::is_contained(r.regathers, input) ||
+            llvm::any_of(r.copies, [&](auto &c) { return c.first == input; }))
+          continue;
+        if (Value copy = liveCopy(wait, at, timeline))
+          r.copies.push_back({input, copy});
+        else
           r.regathers.push_back(input);
         continue;
       }
@@ -233,6 +346,34 @@ private:
     }
     r.chain.push_back(def);
     return true;
+  }
+
+  /// Another gathered copy of the parameter `wait` yields, waited before op
+  /// `at` and still live there (released at or after it, or persistent).
+  Value liveCopy(WaitOp wait, size_t at, const MemoryTimeline &timeline) {
+    Block &body = fn.getBody().front();
+    auto future = cast<OpResult>(wait.getFuture());
+    Value shard = cast<GatherStartOp>(future.getOwner())
+                      .getShards()[future.getResultNumber()];
+    for (Operation *user : shard.getUsers()) {
+      auto gather = dyn_cast<GatherStartOp>(user);
+      if (!gather || gather->getBlock() != &body)
+        continue;
+      for (auto [i, other] : llvm::enumerate(gather.getShards())) {
+        if (other != shard)
+          continue;
+        for (Operation *waiter : gather.getFutures()[i].getUsers()) {
+          auto copy = dyn_cast<WaitOp>(waiter);
+          if (!copy || copy == wait || copy->getBlock() != &body ||
+              timeline.indexOf(copy) >= at)
+            continue;
+          if (gather.getPersistent() ||
+              liveAt(copy.getResult(), at, timeline, body))
+            return copy.getResult();
+        }
+      }
+    }
+    return Value();
   }
 
   /// Every activation idle across `peak` that can be recomputed at its next
@@ -277,7 +418,7 @@ private:
           continue;
         for (Operation *cloned : r.chain)
           if (!isFree(cloned))
-            r.seconds += costModel.estimate(cloned).seconds;
+            r.seconds += secondsOf(cloned);
         for (Value gathered : r.regathers)
           r.seconds += gatherSeconds(gathered);
         candidates.push_back(std::move(r));
@@ -286,17 +427,28 @@ private:
     return candidates;
   }
 
+  /// The cost model's time for `op`, kept: the candidates of every round
+  /// ask for the same ops again.
+  double secondsOf(Operation *op) {
+    if (!keepCosts)
+      return costModel.estimate(op).seconds;
+    auto [it, inserted] = seconds.try_emplace(op, 0.0);
+    if (inserted)
+      it->second = costModel.estimate(op).seconds;
+    return it->second;
+  }
+
   /// The time of gathering `gathered` (a dc.wait result) again, alone.
   double gatherSeconds(Value gathered) {
     auto wait = cast<WaitOp>(gathered.getDefiningOp());
     auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());
     // The group's time shared by bytes (a fused group moves them at once).
-    OpCost cost = costModel.estimate(group);
+    double groupSeconds = secondsOf(group);
     int64_t total = 0;
     for (Value future : group.getFutures())
       total += getTypeBytes(cast<FutureType>(future.getType()).getValue());
     int64_t mine = getTypeBytes(gathered.getType());
-    return total > 0 ? cost.seconds * mine / total : cost.seconds;
+    return total > 0 ? groupSeconds * mine / total : groupSeconds;
   }
 
   /// Clones `r`'s ops right before its next use and points the uses from
@@ -309,6 +461,8 @@ private:
     SmallVector<Operation *> added;
     IntegerAttr id = builder.getI64IntegerAttr(nextId++);
     SmallVector<Value> gathered;
+    for (auto [param, copy] : r.copies)
+      mapping.map(param, copy);
     for (Value param : r.regathers) {
       auto wait = cast<WaitOp>(param.getDefiningOp());
       auto group = cast<GatherStartOp>(wait.getFuture().getDefiningOp());
@@ -353,15 +507,19 @@ private:
     (*root)
         ->getResult(cast<OpResult>(r.value).getResultNumber())
         .replaceAllUsesWith(r.value);
-    for (Operation *op : llvm::reverse(added))
+    for (Operation *op : llvm::reverse(added)) {
+      // A later op may be allocated where this one was.
+      seconds.erase(op);
       op->erase();
+    }
   }
 
   func::FuncOp fn;
   const CostModel &costModel;
   int64_t budget, minBytes, maxOps;
-  bool leaveToOffload;
+  bool leaveToOffload, keepCosts;
   int64_t nextId = 0;
+  llvm::DenseMap<Operation *, double> seconds;
 };
 
 struct RematerializePass
@@ -377,7 +535,8 @@ struct RematerializePass
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       return Rematerializer(fn, costModel, setup.budgetBytes, minBytes,
-                            maxRecomputeOps, leaveToOffload)
+                            maxRecomputeOps, leaveToOffload,
+                            /*keepCosts=*/!setup.profile)
           .run();
     };
     if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
