@@ -397,6 +397,28 @@ constexpr int64_t kVectorBytes = 16;
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
 
+/// Bytes of one element of `type` when `map` (a function of loop `dim`)
+/// reads it contiguously along `dim`: `dim` is its last index, the stride
+/// there is 1 and every other stride a multiple of 16 bytes, so each
+/// 16-byte step stays aligned. 0: not so.
+int64_t getContiguousElementBytes(MemRefType type, AffineMap map,
+                                  unsigned dim) {
+  unsigned bits = type.getElementTypeBitWidth();
+  if (bits < 8 || bits % 8 != 0 || !type.getElementType().isIntOrFloat())
+    return 0;
+  if (map.getResults().back() != getAffineDimExpr(dim, map.getContext()))
+    return 0;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+    return 0;
+  for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+    if (ShapedType::isDynamic(stride) ||
+        (stride * bits / 8) % kVectorBytes != 0)
+      return 0;
+  return bits / 8;
+}
+
 /// Elements per thread of an elementwise op's vectorized kernel: 16 bytes
 /// of its narrowest operand (8 for bf16, 4 for f32), when every operand
 /// that the innermost loop indexes reads it contiguously (its last index,
@@ -426,18 +448,10 @@ int64_t getVectorWidth(linalg::GenericOp op, ArrayRef<int64_t> trips) {
         return 0;
       continue;
     }
-    if (map.getResults().back() != getAffineDimExpr(last, op.getContext()))
+    int64_t bytes = getContiguousElementBytes(type, map, last);
+    if (bytes == 0)
       return 0;
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(type.getStridesAndOffset(strides, offset)) ||
-        strides.back() != 1)
-      return 0;
-    for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
-      if (ShapedType::isDynamic(stride) ||
-          (stride * bits / 8) % kVectorBytes != 0)
-        return 0;
-    narrowest = std::min<int64_t>(narrowest, bits / 8);
+    narrowest = std::min(narrowest, bytes);
   }
   int64_t width = kVectorBytes / narrowest;
   if (width < 2 || trips.back() % width != 0)
@@ -1048,21 +1062,10 @@ private:
             return 0;
           continue; // one value per row
         }
-        unsigned bits = type.getElementTypeBitWidth();
-        if (bits < 8 || bits % 8 != 0 || !type.getElementType().isIntOrFloat())
+        int64_t bytes = getContiguousElementBytes(type, map, rows);
+        if (bytes == 0)
           return 0;
-        if (map.getResults().back() != getAffineDimExpr(rows, op.getContext()))
-          return 0;
-        SmallVector<int64_t> strides;
-        int64_t offset;
-        if (failed(type.getStridesAndOffset(strides, offset)) ||
-            strides.back() != 1)
-          return 0;
-        for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
-          if (ShapedType::isDynamic(stride) ||
-              (stride * bits / 8) % kVectorBytes != 0)
-            return 0;
-        narrowest = std::min<int64_t>(narrowest, bits / 8);
+        narrowest = std::min(narrowest, bytes);
       }
     }
     int64_t width = kVectorBytes / narrowest;
