@@ -5,26 +5,34 @@
 # trainer step (the step, then AdamW) and peak memory, measured against
 # predicted, and the overhead over the unconstrained step. Needs the
 # runtime-only build runtime/test/gpu/run.sh makes (built here if absent).
+# DETERMINISTIC=1 runs every step with dc-run --deterministic (cuDNN's
+# attention backward without atomics) and the unbudgeted step twice, so the
+# bit-for-bit comparison below means something on the GPU.
 #
-#   bash bench/gpu_budget_bench.sh OUT
+#   [DETERMINISTIC=1] bash bench/gpu_budget_bench.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_budget_bench.sh OUT}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/budget}
+extra=()
+[ "${DETERMINISTIC:-0}" = 1 ] && extra=(--deterministic)
+run_step() { # SO NAME
+  echo "== $2 ${extra[*]}"
+  timeout "${RUN_TIMEOUT_S:-150}" stdbuf -oL -eL "$BUILD/bin/dc-run" --nproc 1 "$1" --steps 6 \
+    --vocab 32000 "${extra[@]}" > "$OUT/$2.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$2.log"; }
+  grep -E "^step=6" "$OUT/$2.log"
+}
 for so in "$ART"/*.so; do
-  name=$(basename "$so" .so)
-  echo "== $name"
-  timeout "${RUN_TIMEOUT_S:-150}" stdbuf -oL -eL "$BUILD/bin/dc-run" --nproc 1 "$so" --steps 6 \
-    --vocab 32000 > "$OUT/$name.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$name.log"; }
-  grep -E "^step=6" "$OUT/$name.log"
+  run_step "$so" "$(basename "$so" .so)"
 done
+[ "${DETERMINISTIC:-0}" = 1 ] && run_step "$ART/none.so" none-again
 python3 bench/budget_table.py "$ART" "$OUT" | tee "$OUT/budget-table.md"
 # Offload and recomputation move or recompute the same values: each
 # budgeted plan must train with the unbudgeted step's losses and gradient
 # norms, bit for bit (the issue asks exact recomputation).
-for log in "$OUT"/*-[0-9]*.log; do
+for log in "$OUT"/*-[0-9]*.log $([ "${DETERMINISTIC:-0}" = 1 ] && echo "$OUT/none-again.log"); do
   for field in loss grad_norm; do
     python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$OUT/none.log" "$log" \
       > /dev/null 2>&1 && echo "$(basename "$log" .log): $field bit-identical to none" \

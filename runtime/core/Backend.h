@@ -56,6 +56,7 @@ struct RuntimeConfig {
   int64_t stepArenaBytes = 0;
   int64_t stepBufferBytes = 0;
   int64_t stagingBytes = 0;
+  bool deterministic = false; // DCRT_INIT_DETERMINISTIC
 };
 
 /// The byte geometry of an all-to-all over `world` ranks, the same on every

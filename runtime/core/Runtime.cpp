@@ -122,6 +122,9 @@ RuntimeConfig readOptions(const dcrt_init_options *options,
   config.stepArenaBytes = full.step_arena_bytes;
   config.stepBufferBytes = full.step_buffer_bytes;
   config.stagingBytes = full.staging_bytes;
+  if (full.flags & ~DCRT_INIT_DETERMINISTIC)
+    fatal("dcrt_init: unknown flags 0x%x", static_cast<unsigned>(full.flags));
+  config.deterministic = full.flags & DCRT_INIT_DETERMINISTIC;
   expectedWorldSize = full.expected_world_size;
   return config;
 }

@@ -582,9 +582,11 @@ AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
       new AttentionPlan());
   plan->scale = attentionScale(d);
   // The backward first with an f32 dQ accumulator (cuDNN's form for large
-  // score matrices), then writing dQ directly.
-  for (int variant = 0; variant < (backward ? 2 : 1) && !plan->plan;
-       ++variant) {
+  // score matrices, summed with atomics: not bit-identical run to run),
+  // then writing dQ directly from a dP materialized in the workspace (the
+  // only form when the job asked for determinism).
+  for (int variant = backward && deterministic ? 1 : 0;
+       variant < (backward ? 2 : 1) && !plan->plan; ++variant) {
     plan->builder = std::make_unique<GraphBuilder>(handle, d, backward);
     plan->accumulateDQ = backward && variant == 0;
     if (backward)
@@ -596,9 +598,10 @@ AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
   if (!plan->plan) {
     char message[512] = "";
     cudnnGetLastErrorString(message, sizeof(message));
-    fatal("%s: cuDNN %zu has no engine for the fused attention graph of %s "
-          "(head_dim must be a multiple of 8 and at most 256 on sm_90)%s%s",
+    fatal("%s: cuDNN %zu has no %sengine for the fused attention graph of "
+          "%s (head_dim must be a multiple of 8 and at most 256 on sm_90)%s%s",
           directionName(backward), cudnnGetVersion(),
+          backward && deterministic ? "deterministic " : "",
           describeAttention(d).c_str(), message[0] ? ": " : "", message);
   }
   plan->dnnWorkspaceBytes = plan->builder->workspaceBytes(plan->plan);

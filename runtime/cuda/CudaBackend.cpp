@@ -189,6 +189,7 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   hostPool = std::make_unique<Arena>("host pool", config.hostPoolBytes,
                                      pinnedMemory, false);
   stepArenaBytes = config.stepArenaBytes;
+  deterministic = config.deterministic;
   if (stepArenaBytes > 0)
     stepArenaBase = allocateDevice(stepArenaBytes, "the step arena");
 

@@ -240,6 +240,8 @@ private:
       hostPool;
   void *stepArenaBase = nullptr;
   int64_t stepArenaBytes = 0;
+  /// DCRT_INIT_DETERMINISTIC: attention's backward without atomics.
+  bool deterministic = false;
   /// Host pool buffers handed back by reloads, reusable by offloads once
   /// this event (the last reload copy) completed.
   cudaEvent_t lastReload = nullptr;

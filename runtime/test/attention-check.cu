@@ -1,6 +1,7 @@
 //===- attention-check.cu - dcrt_attention_* on a GPU ---------------------===//
 //
-// `DCRT_BACKEND=cuda mpirun -n 1 attention-check [--no-bench]` on a GPU
+// `DCRT_BACKEND=cuda mpirun -n 1 attention-check [--no-bench]
+// [--deterministic]` on a GPU
 // machine (runtime/test/gpu/run.sh runs it):
 //  1. dcrt_attention_fwd and dcrt_attention_bwd (cuDNN) on random data,
 //     causal and not, bf16 (and f16 on a small shape), with as many
@@ -11,6 +12,9 @@
 //     entries of a group) over the first batch entries: o, dq, dk, dv within
 //     2e-2 of the largest |reference| (bf16 outputs), lse within 2e-2 absolute.
 //     Outputs are poisoned with NaN first, so an unwritten element fails;
+//     The backward runs twice more into fresh buffers: with --deterministic
+//     (DCRT_INIT_DETERMINISTIC) dq, dk and dv must be bit-identical to the
+//     first run's; without it the line says whether they were;
 //  2. unless --no-bench, the time of forward and backward on the shapes of
 //     configs A and B (dc-gen-llama: batch * heads x seq x head_dim), of
 //     a 128-head A and of 70b's grouped-query attention, in TFLOP/s: 4 B S^2 D
@@ -290,6 +294,16 @@ void fill(Device &device, int32_t dtype, int64_t count, uint32_t seed) {
   checkCuda(cudaGetLastError(), "filling an operand");
 }
 
+bool deterministicMode = false;
+
+/// Whether two device buffers hold the same bytes.
+bool sameBytes(Device &a, Device &b) {
+  std::vector<unsigned char> x(a.buffer.size()), y(b.buffer.size());
+  copy(x.data(), a.data(), static_cast<int64_t>(x.size()));
+  copy(y.data(), b.data(), static_cast<int64_t>(y.size()));
+  return x == y;
+}
+
 void checkCase(const std::string &name, int32_t dtype, const Shape &s,
                bool causal, int64_t checkBatches, uint32_t seed) {
   dcrt_attention_desc desc = makeDesc(dtype, s, causal);
@@ -307,6 +321,18 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
   dcrt_attention_bwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
                      static_cast<float *>(x.lse.data()), x.dO.data(),
                      x.dq.data(), x.dk.data(), x.dv.data());
+  // Repeated backwards (two, so a rare reordering is likelier to show).
+  int repeatsIdentical = 0;
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    Device dq(n, 2, "dq again"), dk(nKV, 2, "dk again"), dv(nKV, 2, "dv again");
+    dcrt_attention_bwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
+                       static_cast<float *>(x.lse.data()), x.dO.data(),
+                       dq.data(), dk.data(), dv.data());
+    synchronize();
+    repeatsIdentical +=
+        sameBytes(dq, x.dq) && sameBytes(dk, x.dk) && sameBytes(dv, x.dv);
+  }
+  bool repeatable = repeatsIdentical == 2;
 
   // Whole groups: checkBatches is a multiple of the group.
   Shape r{checkBatches, s.seq, s.dim, s.group};
@@ -348,13 +374,15 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
   for (float value : got(x.lse, DCRT_F32, s.batch * s.seq))
     written = written && !std::isnan(value);
   bool ok = written && eO <= 2e-2 && eLse <= 2e-2 && eDq <= 2e-2 &&
-            eDk <= 2e-2 && eDv <= 2e-2;
-  char detail[256];
+            eDk <= 2e-2 && eDv <= 2e-2 && (repeatable || !deterministicMode);
+  char detail[320];
   std::snprintf(detail, sizeof(detail),
                 "max error o %.2e lse %.2e (abs) dq %.2e dk %.2e dv %.2e (of "
-                "max |ref|, %lld of %lld batches checked)%s",
+                "max |ref|, %lld of %lld batches checked); backward repeated "
+                "%s%s",
                 eO, eLse, eDq, eDk, eDv, static_cast<long long>(checkBatches),
                 static_cast<long long>(s.batch),
+                repeatable ? "bit-identical" : "DIFFERS",
                 written ? "" : "; NaN or unwritten elements");
   char what[192];
   std::snprintf(what, sizeof(what),
@@ -410,14 +438,14 @@ void bench(const std::string &name, const Shape &s, bool causal) {
   float bwd = timeMs(begin, end, reps, backward);
   double work = double(s.batch) * s.seq * s.seq * s.dim * (causal ? 0.5 : 1);
   std::printf(
-      "bench dc %-8s B*H %4lld kv %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
+      "bench dc%s %-8s B*H %4lld kv %4lld S %5lld D %4lld %-6s fwd %8.3f ms "
       "%6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s  fwd+bwd %8.3f ms "
       "%6.1f TFLOP/s\n",
-      name.c_str(), static_cast<long long>(s.batch),
-      static_cast<long long>(s.kvBatch()), static_cast<long long>(s.seq),
-      static_cast<long long>(s.dim), causal ? "causal" : "full", fwd,
-      4 * work / fwd * 1e-9, bwd, 10 * work / bwd * 1e-9, fwd + bwd,
-      14 * work / (fwd + bwd) * 1e-9);
+      deterministicMode ? "-det" : "", name.c_str(),
+      static_cast<long long>(s.batch), static_cast<long long>(s.kvBatch()),
+      static_cast<long long>(s.seq), static_cast<long long>(s.dim),
+      causal ? "causal" : "full", fwd, 4 * work / fwd * 1e-9, bwd,
+      10 * work / bwd * 1e-9, fwd + bwd, 14 * work / (fwd + bwd) * 1e-9);
   std::fflush(stdout);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
@@ -430,13 +458,16 @@ int main(int argc, char **argv) {
     std::string arg = argv[i];
     if (arg == "--no-bench")
       benchmark = false;
+    else if (arg == "--deterministic")
+      deterministicMode = true;
     else
-      fatal("usage: attention-check [--no-bench]");
+      fatal("usage: attention-check [--no-bench] [--deterministic]");
   }
   setErrorPrefix("attention-check");
   dcrt_init_options options{};
   options.struct_size = sizeof(options);
   options.device = -1;
+  options.flags = deterministicMode ? DCRT_INIT_DETERMINISTIC : 0;
   dcrt_init(&options);
   if (deviceIsHost())
     fatal("attention-check checks a GPU backend: run it with "

@@ -156,6 +156,15 @@ void stepEndsWithFutureInFlight() {
 
 void wrongWorldSize() { init(5, 0, 0); }
 
+/// A flag this runtime does not know (a caller built against a newer
+/// dcrt.h): refused, not ignored.
+void unknownInitFlags() {
+  dcrt_init_options options{};
+  options.struct_size = sizeof(options);
+  options.flags = DCRT_INIT_DETERMINISTIC | 0x40;
+  dcrt_init(&options);
+}
+
 void mpiError() {
   init(0, 0, 0);
   char byte = 0;
@@ -234,6 +243,7 @@ const Scenario scenarios[] = {
     {"upload-pool-copy", uploadPoolCopy},
     {"step-ends-with-future-in-flight", stepEndsWithFutureInFlight},
     {"wrong-world-size", wrongWorldSize},
+    {"unknown-init-flags", unknownInitFlags},
     {"mpi-error", mpiError},
     {"out-of-memory", outOfMemory},
     {"call-before-init", callBeforeInit},

@@ -668,6 +668,7 @@ int main(int argc, char **argv) {
   init.step_arena_bytes = manifest.stepArenaBytes;
   init.step_buffer_bytes = manifest.stepBufferBytes;
   init.staging_bytes = manifest.stagingBytes;
+  init.flags = options.deterministic ? DCRT_INIT_DETERMINISTIC : 0;
   dcrt_init(&init);
   // In a job dc-run started, it reports a rank that ends early.
   if (launched > 0)

@@ -103,7 +103,15 @@ typedef struct dcrt_init_options {
   int64_t step_arena_bytes;    /* the artifact's planned temporaries */
   int64_t step_buffer_bytes;   /* reduced shards, all-reduce results */
   int64_t staging_bytes;       /* packing buffers of collectives */
+  int32_t flags;               /* DCRT_INIT_* bits */
 } dcrt_init_options;
+
+/* dcrt_init_options.flags: run-to-run bit-identical results where a device
+ * library offers a choice (cuDNN's attention backward writes dQ from a
+ * materialized dP instead of accumulating it with atomics); an operation
+ * without a deterministic form is then an error, never silently
+ * nondeterministic. The host backend is always deterministic. */
+#define DCRT_INIT_DETERMINISTIC 1
 
 /* Joins the job: rank/world from MPI (mpirun) or the launcher's
  * environment; fails if the world size differs from expected_world_size.

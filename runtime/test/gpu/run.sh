@@ -49,6 +49,10 @@ attention_checks() {
   DCRT_BACKEND=cuda mpi 1 "$BIN/attention-check" > "$OUT/attention-check.log" 2>&1 \
     || fail "attention-check"
   grep -E "^FAIL|^ok|^bench|error|attention-check:|workspaces" "$OUT/attention-check.log"
+  step "the same with DCRT_INIT_DETERMINISTIC: repeated backwards bit-identical, and its cost"
+  DCRT_BACKEND=cuda mpi 1 "$BIN/attention-check" --deterministic > "$OUT/attention-check-det.log" 2>&1 \
+    || fail "attention-check --deterministic"
+  grep -E "^FAIL|^ok|^bench|error|attention-check:|workspaces" "$OUT/attention-check-det.log"
   if python3 -c "import torch" 2> /dev/null; then
     python3 bench/attention_bench.py > "$OUT/attention-torch.log" 2>&1 \
       || fail "bench/attention_bench.py"

@@ -144,6 +144,10 @@ public:
     app.add_flag("--cuda-graphs", options.cudaGraphs,
                  "capture the step after the first and replay it as one CUDA "
                  "graph (cuda backend)");
+    app.add_flag("--deterministic", options.deterministic,
+                 "bit-identical results run to run: device libraries use "
+                 "their deterministic algorithms (cuDNN's attention "
+                 "backward without atomics; slower, more workspace)");
   }
 
   CLI::App app{"", "dc-run"};

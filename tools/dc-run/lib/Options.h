@@ -37,6 +37,9 @@ struct Options {
   std::string launcher = "mpirun";
   /// Capture the step once (after the first) and replay it (CUDA graphs).
   bool cudaGraphs = false;
+  /// Ask the runtime for run-to-run bit-identical results
+  /// (DCRT_INIT_DETERMINISTIC).
+  bool deterministic = false;
   /// Keep training after a non-finite loss or gradient norm.
   bool allowNonFinite = false;
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
