@@ -10,7 +10,7 @@ using namespace dcrun;
 namespace {
 /// A one-step manifest with `extra` top-level members.
 std::string manifestWith(const std::string &extra) {
-  return R"({"abi": 3, "world_size": 4, )" + extra +
+  return R"({"abi": 4, "world_size": 4, )" + extra +
          R"("steps": [{"name": "train_step", "entry": "dc_entry_train_step",
   "args": [{"kind": "param", "id": 0, "name": "w", "shape": [3, 5],
             "dtype": "f32", "local": 4}],
@@ -67,7 +67,7 @@ TEST(Manifest, RejectsBadTargetsAndGridShapes) {
 
 TEST(Manifest, NamesWhereItFailed) {
   std::string error;
-  EXPECT_FALSE(parseManifest(R"({"abi": 3,})", error));
+  EXPECT_FALSE(parseManifest(R"({"abi": 4,})", error));
   EXPECT_EQ(error.rfind("not valid JSON (offset 11: ", 0), 0u) << error;
   EXPECT_FALSE(parseManifest(
       manifestWith(R"("plan": {"host_pool_bytes": -1}, )"), error));
@@ -114,7 +114,7 @@ TEST(Manifest, RejectsNumbersThatOverflow) {
 namespace {
 /// A one-step manifest on 2 ranks whose data argument has `fields`.
 std::string manifestWithData(const std::string &fields) {
-  return R"({"abi": 3, "world_size": 2, "steps": [{"name": "s", "entry": "e",
+  return R"({"abi": 4, "world_size": 2, "steps": [{"name": "s", "entry": "e",
   "args": [{"kind": "param", "id": 0, "name": "w", "shape": [4],
             "dtype": "f32", "local": 2},
            {"kind": "data", "name": "tokens", "shape": [2, 4],
@@ -202,7 +202,7 @@ std::string accumulatingPair(const std::string &accumulatingResults) {
     {"kind": "param", "id": 1, "name": "norm", "shape": [5], "dtype": "f32"},
     {"kind": "grad_accum", "param": 1, "name": "norm.grad_accum",
      "shape": [5], "dtype": "f32"}])";
-  return std::string(R"({"abi": 3, "world_size": 4, "steps": [
+  return std::string(R"({"abi": 4, "world_size": 4, "steps": [
   {"name": "s", "entry": "dc_entry_s", "accumulating_step": "s_accumulate",
    "micro_batches": 4, )") +
          args + R"(,
