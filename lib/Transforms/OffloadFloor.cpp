@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -108,4 +109,63 @@ std::optional<OffloadFloorAttr> dc::computeOffloadFloor(
   }
   return OffloadFloorAttr::get(timeline.getOps()[peak]->getContext(), excess,
                                llvm::APFloat(before + after));
+}
+
+std::optional<OffloadFloorAttr> dc::computeJointFloor(
+    const CostModel &costModel, const MemoryTimeline &timeline,
+    const SimulationResult &sim,
+    const std::vector<OffloadCandidate> &offloadable,
+    std::vector<RecomputeCost> recomputable, int64_t budget) {
+  size_t peak = timeline.getPeakIndex();
+  int64_t peakBytes = timeline.getPeakDeviceBytes();
+  int64_t excess = peakBytes - budget;
+  if (excess <= 0)
+    return std::nullopt;
+  // What offload can move at all: the candidates idle across the peak.
+  int64_t offloadBytes = 0;
+  for (const OffloadCandidate &c : offloadable)
+    if (timeline.indexOf(c.lastBefore) < peak &&
+        peak < timeline.indexOf(c.firstAfter))
+      offloadBytes += c.bytes;
+  offloadBytes = std::min(offloadBytes, excess);
+  // Cheapest seconds per byte first: the least time to recompute `bytes`.
+  llvm::sort(recomputable, [](const RecomputeCost &a, const RecomputeCost &b) {
+    return a.seconds * b.bytes < b.seconds * a.bytes;
+  });
+  auto recompute = [&](int64_t bytes) {
+    double seconds = 0;
+    for (const RecomputeCost &r : recomputable) {
+      if (bytes <= 0)
+        break;
+      int64_t taken = std::min(bytes, r.bytes);
+      seconds += r.seconds * static_cast<double>(taken) / r.bytes;
+      bytes -= taken;
+    }
+    return bytes > 0 ? std::numeric_limits<double>::infinity() : seconds;
+  };
+  auto stall = [&](int64_t bytes) {
+    if (bytes <= 0)
+      return 0.0;
+    std::optional<OffloadFloorAttr> floor = computeOffloadFloor(
+        costModel, timeline, sim, offloadable, peakBytes - bytes);
+    return floor ? floor->getStallSeconds().convertToDouble()
+                 : std::numeric_limits<double>::infinity();
+  };
+  // Recomputation runs after the peak, before the uses reloads feed, so
+  // it may hide reloads: the step grows by at least the larger of the two,
+  // not their sum. The stall grows and the recomputation shrinks with the
+  // bytes offloaded, so on [x_k, x_k+1] that is at least
+  // max(stall(x_k), recompute(excess - x_k+1)): a bound from a grid, not
+  // a sample of it.
+  constexpr int kSteps = 256;
+  double best = std::numeric_limits<double>::infinity();
+  for (int k = 0; k <= kSteps; ++k) {
+    int64_t x = offloadBytes * k / kSteps;
+    int64_t next = offloadBytes * std::min(k + 1, kSteps) / kSteps;
+    best = std::min(best, std::max(stall(x), recompute(excess - next)));
+  }
+  if (!std::isfinite(best))
+    return std::nullopt;
+  return OffloadFloorAttr::get(timeline.getOps()[peak]->getContext(), excess,
+                               llvm::APFloat(best));
 }

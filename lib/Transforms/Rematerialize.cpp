@@ -167,6 +167,17 @@ public:
         budget);
     if (offloadAlone)
       fn->setAttr(kOffloadAloneFloorAttrName, *offloadAlone);
+    // And what no mix of the two can beat, for dc-report's floor line.
+    std::vector<RecomputeCost> recomputable;
+    for (const Recomputation &r : collectCandidates(
+             *timeline, timeline->getPeakIndex(), /*rejected=*/{}))
+      recomputable.push_back({r.bytes, r.seconds});
+    if (std::optional<OffloadFloorAttr> joint = computeJointFloor(
+            costModel, *timeline, sim,
+            collectOffloadCandidates(fn, costModel, *timeline, sim, minBytes,
+                                     /*keepLast=*/0),
+            std::move(recomputable), budget))
+      fn->setAttr(kJointFloorAttrName, *joint);
     // Values whose recomputation did not lower the peak it was for.
     llvm::DenseSet<Value> rejected;
     // Each recomputation lowers the peak it was for; the bound only keeps a

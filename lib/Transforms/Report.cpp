@@ -1,6 +1,7 @@
 //===- Report.cpp - print what the simulator predicts for a schedule ------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Support/ByteSize.h"
+#include "dc/Transforms/OffloadFloor.h"
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
@@ -285,6 +286,7 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       {"accumulation", std::move(accumulation)},
       {"offloadFloor", floorObject(kOffloadFloorAttrName)},
       {"offloadAloneFloor", floorObject(kOffloadAloneFloorAttrName)},
+      {"jointFloor", floorObject(kJointFloorAttrName)},
       {"activations", reportActivations(fn, timeline, sim)},
       {"stepSeconds", sim.stepSeconds},
       {"optimizerSeconds", optimizerSeconds},
@@ -344,6 +346,12 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
     os << "  offload-alone floor   " << ms(*alone->getNumber("stallSeconds"))
        << "   of copy stall had nothing been recomputed ("
        << formatBytes(*alone->getInteger("excessBytes"))
+       << " over budget at the peak)\n";
+  const json::Object *joint = r.getObject("jointFloor");
+  if (joint && joint->getNumber("stallSeconds"))
+    os << "  joint floor           " << ms(*joint->getNumber("stallSeconds"))
+       << "   added by any mix of recomputation and offload, at least ("
+       << formatBytes(*joint->getInteger("excessBytes"))
        << " over budget at the peak)\n";
   const json::Object *peak = r.getObject("peakOp");
   int64_t stepPeak = *r.getInteger("peakDeviceBytes");

@@ -49,6 +49,34 @@ computeOffloadFloor(const CostModel &costModel, const MemoryTimeline &timeline,
                     const std::vector<OffloadCandidate> &candidates,
                     int64_t budget);
 
+/// Where dc-rematerialize records the joint floor of the step it planned
+/// (an OffloadFloorAttr: the bytes over budget at the first peak, and the
+/// least time any mix of recomputation and offload adds to remove them).
+constexpr llvm::StringLiteral kJointFloorAttrName = "dc.joint_floor";
+
+/// One tensor recomputation could drop at the peak: its bytes and the
+/// compute time its recomputation adds.
+struct RecomputeCost {
+  int64_t bytes;
+  double seconds;
+};
+
+/// A lower bound on the time any mix of offload and recomputation adds to
+/// bring the peak down to `budget`: x of the excess bytes offloaded (at
+/// least the stall computeOffloadFloor gives for x bytes) and the rest
+/// recomputed (at least the cheapest seconds per byte of `recomputable`,
+/// taken fractionally), the larger of the two (recomputed ops may hide
+/// reloads), minimised over x. Relaxed so that no plan can beat it on the
+/// cost model's terms: a tensor may count on both sides, fractions of
+/// tensors count, each recomputation is priced alone, and only the first
+/// peak is considered. Nothing when even both together cannot cover the
+/// excess.
+std::optional<OffloadFloorAttr>
+computeJointFloor(const CostModel &costModel, const MemoryTimeline &timeline,
+                  const SimulationResult &sim,
+                  const std::vector<OffloadCandidate> &offloadable,
+                  std::vector<RecomputeCost> recomputable, int64_t budget);
+
 } // namespace dc
 
 #endif // DC_TRANSFORMS_OFFLOADFLOOR_H
