@@ -11,7 +11,12 @@
 //   time of queued 4 KiB copies (the fixed cost of one copy);
 //   (d) a bf16 GEMM loop (cublasGemmEx, 8192^3 by default) alone and while
 //   1 GiB copies run in both directions: the GEMM slowdown, and the copy GB/s
-//   while the GEMM runs.
+//   while the GEMM runs;
+//   (e) launch-bound compute: the host launches 20000 tiny kernels as fast
+//   as it can on a stream of their own (as a compiled step does between its
+//   large ops), alone and while 1 GiB copies run host-to-device (the device
+//   reading host memory, as reloads do) or device-to-host: the GPU's
+//   microseconds per kernel and the host's per launch.
 // Each measurement of a size queues k back-to-back copies (k * size >= 256 MiB,
 // at most 64 copies) so that one sample lasts milliseconds and the streams of
 // (c) overlap for nearly all of it; GB/s = k * size / elapsed (1e9 bytes/s).
@@ -27,6 +32,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -158,6 +164,9 @@ __global__ void spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
 }
+
+// The smallest useful kernel: (e) measures launches, not work.
+__global__ void tick(float *x) { x[threadIdx.x] += 1.0f; }
 
 // Records `go` on `gate` behind a 2 ms spin; each stream of `waiters` waits
 // for it, so what is queued on them next starts together.
@@ -499,6 +508,66 @@ int main(int argc, char **argv) {
   std::printf("  copies while the GEMM runs: D2H %.1f GB/s, H2D %.1f GB/s\n\n",
               loadD2hGbps, loadH2dGbps);
 
+  // (e) Launch-bound compute, alone and under copies in each direction.
+  const int launchCount = 20000;
+  cudaStream_t launches;
+  cudaEvent_t launchStart, launchStop;
+  float *tickData = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&launches, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&launchStart));
+  CUDA_CHECK(cudaEventCreate(&launchStop));
+  CUDA_CHECK(cudaMalloc(&tickData, 32 * sizeof(float)));
+  CUDA_CHECK(cudaMemset(tickData, 0, 32 * sizeof(float)));
+  // One loop: GPU us per kernel (events), host us per launch.
+  auto launchLoop = [&](double &gpuUs, double &hostUs) {
+    CUDA_CHECK(cudaEventRecord(launchStart, launches));
+    auto begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < launchCount; ++i)
+      tick<<<1, 32, 0, launches>>>(tickData);
+    auto end = std::chrono::steady_clock::now();
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventRecord(launchStop, launches));
+    CUDA_CHECK(cudaEventSynchronize(launchStop));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, launchStart, launchStop));
+    gpuUs = ms * 1e3 / launchCount;
+    hostUs = std::chrono::duration<double, std::micro>(end - begin).count() /
+             launchCount;
+  };
+  double gpuUs = 0, hostUs = 0;
+  launchLoop(gpuUs, hostUs); // warm-up; sizes the copies below
+  const int launchCover =
+      int(std::ceil(1.5 * gpuUs * launchCount * 1e-3 / copyMs)) + 1;
+  std::vector<double> gpuAlone, hostAlone, gpuH2d, hostH2d, gpuD2h, hostD2h;
+  for (int r = 0; r < opt.reps; ++r) {
+    launchLoop(gpuUs, hostUs);
+    gpuAlone.push_back(gpuUs);
+    hostAlone.push_back(hostUs);
+    h2d.enqueue(GiB, launchCover);
+    launchLoop(gpuUs, hostUs);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    gpuH2d.push_back(gpuUs);
+    hostH2d.push_back(hostUs);
+    d2h.enqueue(GiB, launchCover);
+    launchLoop(gpuUs, hostUs);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    gpuD2h.push_back(gpuUs);
+    hostD2h.push_back(hostUs);
+  }
+  std::printf("%d tiny kernels launched back to back (GPU us per kernel, "
+              "host us per launch):\n",
+              launchCount);
+  std::printf("  alone:               %6.2f us  (host %.2f)\n",
+              median(gpuAlone), median(hostAlone));
+  std::printf("  during H2D copies:   %6.2f us  (host %.2f)\n", median(gpuH2d),
+              median(hostH2d));
+  std::printf("  during D2H copies:   %6.2f us  (host %.2f)\n\n",
+              median(gpuD2h), median(hostD2h));
+  CUDA_CHECK(cudaFree(tickData));
+  CUDA_CHECK(cudaEventDestroy(launchStart));
+  CUDA_CHECK(cudaEventDestroy(launchStop));
+  CUDA_CHECK(cudaStreamDestroy(launches));
+
   // What dc's target description would take (docs/cost-model.md): the
   // one-way bandwidth of the largest copy, and the fixed cost of a copy.
   const SizeResult &big = results.back();
@@ -549,6 +618,11 @@ int main(int argc, char **argv) {
       "%d, \"d2h_GBps_during_gemm\": %.2f, \"h2d_GBps_during_gemm\": %.2f}, ",
       gemm.n, gemmIters, gemmAloneMs, tflopsAlone, gemmWithMs, tflopsWith,
       slowdownPct, GiB, coverCopies, loadD2hGbps, loadH2dGbps);
+  add("\"launches\": {\"kernels\": %d, \"alone_gpu_us\": %.3f, "
+      "\"alone_host_us\": %.3f, \"h2d_gpu_us\": %.3f, \"h2d_host_us\": %.3f, "
+      "\"d2h_gpu_us\": %.3f, \"d2h_host_us\": %.3f}, ",
+      launchCount, median(gpuAlone), median(hostAlone), median(gpuH2d),
+      median(hostH2d), median(gpuD2h), median(hostD2h));
   add("\"target\": {\"base\": \"h200\", \"name\": \"measured-host-link\", "
       "\"hostLinkBandwidth\": %.4g, \"hostLinkLatency\": %.4g}}",
       linkGbps * 1e9, linkLatencyUs * 1e-6);

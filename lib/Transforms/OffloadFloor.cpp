@@ -111,11 +111,12 @@ std::optional<OffloadFloorAttr> dc::computeOffloadFloor(
                                llvm::APFloat(before + after));
 }
 
-std::optional<OffloadFloorAttr> dc::computeJointFloor(
-    const CostModel &costModel, const MemoryTimeline &timeline,
-    const SimulationResult &sim,
-    const std::vector<OffloadCandidate> &offloadable,
-    std::vector<RecomputeCost> recomputable, int64_t budget) {
+std::optional<OffloadFloorAttr>
+dc::computeJointFloor(const CostModel &costModel,
+                      const MemoryTimeline &timeline,
+                      const SimulationResult &sim,
+                      const std::vector<OffloadCandidate> &offloadable,
+                      std::vector<RecomputeCost> recomputable, int64_t budget) {
   size_t peak = timeline.getPeakIndex();
   int64_t peakBytes = timeline.getPeakDeviceBytes();
   int64_t excess = peakBytes - budget;
