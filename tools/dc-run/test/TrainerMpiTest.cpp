@@ -7,6 +7,7 @@
 #include "Checkpoint.h"
 #include "Params.h"
 
+#include "RankFailurePrinter.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
@@ -147,16 +148,6 @@ TEST(Checkpoint, ReplicasAreSavedOnceAndCountedOnceInTheNorm) {
   if (rank() == 0)
     std::remove(path);
 }
-
-/// Prints only failures, prefixed with the rank, on ranks other than 0.
-class FailurePrinter : public testing::EmptyTestEventListener {
-  void OnTestPartResult(const testing::TestPartResult &result) override {
-    if (result.failed())
-      std::fprintf(stderr, "rank %d: %s:%d: %s\n", dcrt_rank(),
-                   result.file_name() ? result.file_name() : "?",
-                   result.line_number(), result.summary());
-  }
-};
 
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
