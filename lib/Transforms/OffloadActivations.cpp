@@ -41,6 +41,56 @@ llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
   return index;
 }
 
+/// The timeline's op order and live device bytes while reloads move, kept
+/// up to date instead of recomputed after each move (a 70B step moved
+/// thousands): a reload's destination is live from the reload to its use,
+/// so moving the reload within that range shifts the ops it passes by one
+/// and adds (moved earlier) or removes (later) its bytes at them. The
+/// reload's own entry is left stale; the planner reads no op's bytes at or
+/// before the last reload it moved.
+class ReloadOrder {
+public:
+  explicit ReloadOrder(const MemoryTimeline &timeline)
+      : ops(timeline.getOps()), bytes(ops.size()) {
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      index[op] = i;
+      bytes[i] = timeline.deviceBytesAt(i);
+    }
+  }
+  size_t indexOf(Operation *op) const { return index.at(op); }
+  Operation *opAt(size_t i) const { return ops[i]; }
+  int64_t deviceBytesAt(size_t i) const { return bytes[i]; }
+
+  /// Moves the reload at `from` (a destination of `size` bytes) before the
+  /// op at `to`, in the order only (the caller moves the IR op).
+  void moveReload(size_t from, size_t to, int64_t size) {
+    Operation *reload = ops[from];
+    if (to < from) { // earlier: ops [to, from) shift up, the buffer is live
+      for (size_t i = from; i > to; --i) {
+        ops[i] = ops[i - 1];
+        bytes[i] = bytes[i - 1] + size;
+        index[ops[i]] = i;
+      }
+      ops[to] = reload;
+      index[reload] = to;
+      return;
+    }
+    // Later: ops (from, to) shift down, the buffer is not live yet there.
+    for (size_t i = from; i + 1 < to; ++i) {
+      ops[i] = ops[i + 1];
+      bytes[i] = bytes[i + 1] - size;
+      index[ops[i]] = i;
+    }
+    ops[to - 1] = reload;
+    index[reload] = to - 1;
+  }
+
+private:
+  std::vector<Operation *> ops;
+  std::vector<int64_t> bytes;
+  llvm::DenseMap<Operation *, size_t> index;
+};
+
 class ActivationOffloader {
 public:
   ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
@@ -299,19 +349,19 @@ private:
         nextStart = latestStart[k];
       }
       bool moved = false;
+      ReloadOrder now(*timeline);
       size_t previous = 0; // keep the issue order = the use order (FIFO)
       for (auto [k, placed] : llvm::enumerate(order)) {
-        size_t current = timeline->indexOf(placed->reload);
+        size_t current = now.indexOf(placed->reload);
         size_t use =
-            timeline->indexOf(*placed->reload.getFuture().getUsers().begin());
-        size_t lowest =
-            std::max(timeline->indexOf(placed->hostWait) + 1, previous);
+            now.indexOf(*placed->reload.getFuture().getUsers().begin());
+        size_t lowest = std::max(now.indexOf(placed->hostWait) + 1, previous);
         // The latest op issued by the latest start (sim indices are those
         // of the round's first timeline: the ops' order only changes here,
         // by moving reloads, so map through the ops themselves).
         size_t target = lowest;
         for (size_t i = lowest; i < use; ++i) {
-          Operation *op = timeline->getOps()[i];
+          Operation *op = now.opAt(i);
           auto simIt = simIndex.find(op);
           if (simIt == simIndex.end() ||
               stallFree[simIt->second] <= latestStart[k])
@@ -324,22 +374,32 @@ private:
         if (target < current) {
           size_t earliest = current;
           while (earliest > target &&
-                 timeline->deviceBytesAt(earliest - 1) + placed->bytes <=
-                     budget)
+                 now.deviceBytesAt(earliest - 1) + placed->bytes <= budget)
             --earliest;
           target = earliest;
         }
         if (target != current && target < use) {
-          placed->reload->moveBefore(timeline->getOps()[target]);
+          placed->reload->moveBefore(now.opAt(target));
+          now.moveReload(current, target, placed->bytes);
           moved = true;
-          timeline = MemoryTimeline::compute(fn);
-          if (failed(timeline))
-            return failure();
         }
-        previous = timeline->indexOf(placed->reload) + 1;
+        previous = now.indexOf(placed->reload) + 1;
       }
       if (!moved)
         break;
+#ifndef NDEBUG
+      // The kept order is the IR's, its bytes the timeline's (but at the
+      // reloads, left stale).
+      FailureOr<MemoryTimeline> fresh = MemoryTimeline::compute(fn);
+      if (failed(fresh))
+        return failure();
+      for (auto [i, op] : llvm::enumerate(fresh->getOps())) {
+        assert(now.opAt(i) == op && "reload order out of step with the IR");
+        assert((isa<ReloadStartOp>(op) ||
+                now.deviceBytesAt(i) == fresh->deviceBytesAt(i)) &&
+               "reload order's bytes out of step with the timeline");
+      }
+#endif
     }
     return success();
   }
