@@ -437,10 +437,19 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
         addTransfer(transfers, type, getTypeBytes(gradient.getType()));
     return groupCost(CollectiveKind::ReduceScatter, transfers);
   }
-  if (auto allToAll = dyn_cast<AllToAllOp>(op)) {
-    AxisTransfer transfer{allToAll.getGridAttr(),
-                          static_cast<int64_t>(allToAll.getAxis()),
-                          getTypeBytes(allToAll.getInput().getType())};
+  // Both forms move the same bytes; the simulator decides whether compute
+  // waits for it at once (dc.all_to_all) or at the start's dc.wait.
+  if (isa<AllToAllOp, AllToAllStartOp>(op)) {
+    auto [grid, axis, input] =
+        isa<AllToAllOp>(op)
+            ? std::tuple(cast<AllToAllOp>(op).getGridAttr(),
+                         cast<AllToAllOp>(op).getAxis(),
+                         cast<AllToAllOp>(op).getInput())
+            : std::tuple(cast<AllToAllStartOp>(op).getGridAttr(),
+                         cast<AllToAllStartOp>(op).getAxis(),
+                         cast<AllToAllStartOp>(op).getInput());
+    AxisTransfer transfer{grid, static_cast<int64_t>(axis),
+                          getTypeBytes(input.getType())};
     return groupCost(CollectiveKind::AllToAll, transfer);
   }
   if (auto allReduce = dyn_cast<AllReduceStartOp>(op)) {

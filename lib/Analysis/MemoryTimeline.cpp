@@ -19,8 +19,8 @@ using namespace mlir;
 using namespace dc;
 
 static bool isStartOp(Operation *op) {
-  return isa<GatherStartOp, ReduceScatterStartOp, OffloadStartOp,
-             ReloadStartOp>(op);
+  return isa<GatherStartOp, ReduceScatterStartOp, OffloadStartOp, ReloadStartOp,
+             AllToAllStartOp>(op);
 }
 
 static bool isOnHost(Type type) {

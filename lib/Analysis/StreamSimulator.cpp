@@ -53,8 +53,9 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
     sim.bytes = cost.bytes;
     sim.issue = sim.start = sim.end = now;
 
-    if (isa<GatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
-            OffloadStartOp, ReloadStartOp>(op)) {
+    // Every start op (dc.all_to_all_start included) runs on its stream
+    // while compute goes on, until a wait of its futures.
+    if (isa<AsyncStartOpInterface>(op)) {
       size_t stream = streamIndex(cost.stream);
       sim.start = std::max(now, streamFree[stream]);
       double seconds = cost.seconds;

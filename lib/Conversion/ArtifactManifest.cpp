@@ -72,7 +72,9 @@ struct PlanBytes {
   /// The most any one collective stream stages at once: shards cast before
   /// their gather; gradients packed into an fp32 bucket (a bucket whose
   /// gradients do not all have their shards' dtype) or padded (a gradient
-  /// the ranks do not divide); an all-reduce widened to fp32.
+  /// the ranks do not divide); an all-reduce widened to fp32; an
+  /// all-to-all's input packed to send and its pieces received (twice its
+  /// input, from its start to its wait, on the reduce stream).
   int64_t staging = 0;
 };
 
@@ -149,18 +151,42 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
                                   ArrayRef<int64_t> gridShape) {
   bool usesRuntimeMemory = false;
   fn.walk([&](Operation *op) {
-    usesRuntimeMemory |= isa<GatherStartOp, OffloadStartOp, ReloadStartOp,
-                             ReduceScatterStartOp, AllReduceStartOp>(op);
+    usesRuntimeMemory |=
+        isa<GatherStartOp, OffloadStartOp, ReloadStartOp, ReduceScatterStartOp,
+            AllReduceStartOp, AllToAllOp, AllToAllStartOp>(op);
   });
   if (!usesRuntimeMemory)
     return PlanBytes();
   FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
   if (failed(timeline))
     return failure();
+  // The all-to-alls' staging, held from each start to its wait (the
+  // runtime returns it there); the synchronous form's only at the op.
+  const size_t numOps = timeline->getOps().size();
+  std::vector<int64_t> exchanges(numOps + 1, 0);
+  Block &body = fn.getBody().front();
+  for (auto [i, op] : llvm::enumerate(timeline->getOps())) {
+    Value input;
+    size_t waited = i;
+    if (auto sync = dyn_cast<AllToAllOp>(op))
+      input = sync.getInput();
+    if (auto start = dyn_cast<AllToAllStartOp>(op)) {
+      input = start.getInput();
+      waited = numOps - 1; // never waited: to the end
+      for (Operation *user : start.getFuture().getUsers())
+        if (Operation *wait = body.findAncestorOpInBlock(*user))
+          waited = timeline->indexOf(wait);
+    }
+    if (!input)
+      continue;
+    exchanges[i] += 2 * getTypeBytes(input.getType());
+    exchanges[waited + 1] -= 2 * getTypeBytes(input.getType());
+  }
   // The peak over the step of `bytesOf(start)` held from the start's first
-  // future buffer to its last.
-  auto peakOf = [&](auto bytesOf) {
-    std::vector<int64_t> delta(timeline->getOps().size() + 1, 0);
+  // future buffer to its last, plus the `extra` changes per op.
+  auto peakOf = [&](auto bytesOf, ArrayRef<int64_t> extra = {}) {
+    std::vector<int64_t> delta(numOps + 1, 0);
+    llvm::copy(extra, delta.begin());
     for (const Buffer &buffer : timeline->getBuffers()) {
       auto result = dyn_cast<OpResult>(buffer.value);
       if (!result)
@@ -186,19 +212,23 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
         plan.stepBuffers += getTypeBytes(result.getType());
   });
   // Staging of one stream: counted once per start (its first future).
-  auto stagingOf = [&](auto isStream) {
-    return peakOf([&](OpResult result, int64_t) {
-      Operation *start = result.getOwner();
-      return result.getResultNumber() == 0 && isStream(start)
-                 ? getStagingBytes(start, world, gridShape)
-                 : int64_t(0);
-    });
+  auto stagingOf = [&](auto isStream, ArrayRef<int64_t> extra) {
+    return peakOf(
+        [&](OpResult result, int64_t) {
+          Operation *start = result.getOwner();
+          return result.getResultNumber() == 0 && isStream(start)
+                     ? getStagingBytes(start, world, gridShape)
+                     : int64_t(0);
+        },
+        extra);
   };
-  plan.staging =
-      std::max(stagingOf([](Operation *op) { return isa<GatherStartOp>(op); }),
-               stagingOf([](Operation *op) {
-                 return isa<ReduceScatterStartOp, AllReduceStartOp>(op);
-               }));
+  plan.staging = std::max(
+      stagingOf([](Operation *op) { return isa<GatherStartOp>(op); }, {}),
+      stagingOf(
+          [](Operation *op) {
+            return isa<ReduceScatterStartOp, AllReduceStartOp>(op);
+          },
+          exchanges));
   return plan;
 }
 

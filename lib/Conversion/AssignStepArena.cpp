@@ -72,10 +72,17 @@ findLastUse(Block &body, memref::AllocOp alloc,
           for (Operation *waiter : result.getUsers())
             if (Operation *waitTop = topLevelAncestor(body, waiter))
               last = std::max(last, position.lookup(waitTop));
-      // A reload's destination is what its wait yields: follow that too.
+      // A reload's (an all-to-all's) destination is what its wait yields:
+      // follow that too.
+      Value future;
       if (auto reload = dyn_cast<ReloadStartOp>(user);
           reload && reload.getDestination() == value)
-        for (Operation *waiter : reload.getFuture().getUsers())
+        future = reload.getFuture();
+      if (auto exchange = dyn_cast<AllToAllStartOp>(user);
+          exchange && exchange.getOutput() == value)
+        future = exchange.getFuture();
+      if (future)
+        for (Operation *waiter : future.getUsers())
           llvm::append_range(worklist, waiter->getResults());
     }
   }

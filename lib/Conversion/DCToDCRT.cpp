@@ -401,34 +401,48 @@ template <typename OpTy> struct WaitLowering : public DCRTPattern<OpTy> {
   }
 };
 
-struct AllToAllLowering : public DCRTPattern<AllToAllOp> {
-  using DCRTPattern::DCRTPattern;
+/// dc.all_to_all and dc.all_to_all_start: dcrt_all_to_all_start into the
+/// output buffer. The synchronous form waits at once; the start form hands
+/// the handle to its dc.wait, and the future's slot names the output (no
+/// buffer of the runtime's own), as for dc.reload_start.
+template <typename OpTy> struct AllToAllLowering : public DCRTPattern<OpTy> {
+  using DCRTPattern<OpTy>::DCRTPattern;
 
   LogicalResult
-  matchAndRewrite(AllToAllOp op, OpAdaptor adaptor,
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     if (!op.getOutput())
       return rewriter.notifyMatchFailure(op, "not in buffer form");
     Location loc = op.getLoc();
     MemRefType type = getBufferType(op.getInput());
-    FailureOr<int32_t> code = dtype(op, type);
+    FailureOr<int32_t> code = this->dtype(op, type);
     if (failed(code))
       return failure();
-    SmallVector<Value> shape = llvm::map_to_vector(
-        type.getShape(), [&](int64_t dim) { return i64(rewriter, loc, dim); });
-    // dc.all_to_all is synchronous: start, then wait at once.
-    FailureOr<Value> handle = call(
-        rewriter, op, "dcrt_all_to_all_start",
-        {i32(rewriter, loc, op.getAxis()),
-         alignedPtr(rewriter, loc, adaptor.getInput()),
-         alignedPtr(rewriter, loc, adaptor.getOutput()),
-         i32(rewriter, loc, type.getRank()),
-         array(rewriter, op, i64Type(), shape),
-         i64(rewriter, loc, op.getSplitDim()),
-         i64(rewriter, loc, op.getConcatDim()), i32(rewriter, loc, *code)});
-    if (failed(handle) || failed(call(rewriter, op, "dcrt_wait", {*handle})))
+    SmallVector<Value> shape =
+        llvm::map_to_vector(type.getShape(), [&](int64_t dim) {
+          return this->i64(rewriter, loc, dim);
+        });
+    Value output = this->alignedPtr(rewriter, loc, adaptor.getOutput());
+    FailureOr<Value> handle =
+        this->call(rewriter, op, "dcrt_all_to_all_start",
+                   {this->i32(rewriter, loc, op.getAxis()),
+                    this->alignedPtr(rewriter, loc, adaptor.getInput()), output,
+                    this->i32(rewriter, loc, type.getRank()),
+                    this->array(rewriter, op, this->i64Type(), shape),
+                    this->i64(rewriter, loc, op.getSplitDim()),
+                    this->i64(rewriter, loc, op.getConcatDim()),
+                    this->i32(rewriter, loc, *code)});
+    if (failed(handle))
       return failure();
-    rewriter.eraseOp(op);
+    if constexpr (std::is_same_v<OpTy, AllToAllOp>) {
+      if (failed(this->call(rewriter, op, "dcrt_wait", {*handle})))
+        return failure();
+      rewriter.eraseOp(op);
+    } else {
+      Value out = this->stackSlots(rewriter, op, this->ptrType(), 1);
+      LLVM::StoreOp::create(rewriter, loc, output, out);
+      rewriter.replaceOp(op, this->futures(rewriter, loc, *handle, out, 1));
+    }
     return success();
   }
 };
@@ -707,8 +721,9 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
 
   patterns.add<GatherStartLowering, ReduceScatterStartLowering,
                AllReduceStartLowering, WaitLowering<WaitOp>,
-               WaitLowering<EndBackwardOp>, AllToAllLowering,
-               ClearGatheredLowering, StepArenaLowering>(converter, firstWaits);
+               WaitLowering<EndBackwardOp>, AllToAllLowering<AllToAllOp>,
+               AllToAllLowering<AllToAllStartOp>, ClearGatheredLowering,
+               StepArenaLowering>(converter, firstWaits);
   patterns.add<OffloadStartLowering, ReloadStartLowering>(converter,
                                                           firstWaits);
   patterns.add<LaunchFuncLowering>(converter, firstWaits);

@@ -3,7 +3,10 @@
 // The GatherScheduler moves each gather start earlier until the stream
 // simulator predicts no stall at its wait, checking the memory timeline at
 // every op it moves across, then fuses neighbouring gathers into one group
-// where the cost model predicts a gain.
+// where the cost model predicts a gain. A gather never moves ahead of an
+// all-to-all start (dc-ulysses' exchanges, which share the FIFO collective
+// stream) that is waited before the gather is: it would delay an exchange
+// needed sooner (earliest deadline first).
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -18,6 +21,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <limits>
+#include <optional>
 
 namespace dc {
 #define GEN_PASS_DEF_DCPREFETCH
@@ -53,6 +57,15 @@ Operation *firstWait(GatherStartOp gather, const MemoryTimeline &timeline) {
       if (!first || timeline.indexOf(user) < timeline.indexOf(first))
         first = user;
   return first;
+}
+
+/// Where the exchange of an all-to-all start is waited, or none.
+std::optional<size_t> exchangeWaitAt(Operation *op,
+                                     const MemoryTimeline &timeline) {
+  auto exchange = dyn_cast<AllToAllStartOp>(op);
+  if (!exchange || exchange.getFuture().use_empty())
+    return std::nullopt;
+  return timeline.indexOf(*exchange.getFuture().getUsers().begin());
 }
 
 /// The shard a gathered value came from, if `value` is a gathered tensor.
@@ -219,6 +232,8 @@ private:
     // its shard's definition.
     size_t orderBound = 0;
     llvm::DenseMap<Value, size_t> releasedAt;
+    // The all-to-all starts seen so far: (index, index of the wait).
+    SmallVector<std::pair<size_t, size_t>> exchanges;
     SmallVector<std::pair<GatherStartOp, Operation *>> moves;
     llvm::DenseSet<Operation *> moved;
     for (size_t p = 0; p < n; ++p) {
@@ -227,10 +242,19 @@ private:
           releasedAt[paramOf(shard)] = p;
         continue;
       }
+      if (std::optional<size_t> waitAt = exchangeWaitAt(ops[p], timeline)) {
+        exchanges.push_back({p, *waitAt});
+        continue;
+      }
       auto gather = dyn_cast<GatherStartOp>(ops[p]);
       if (!gather)
         continue;
       size_t bound = orderBound;
+      // Not ahead of an exchange needed before this gather's data.
+      size_t gatherWaitAt = timeline.indexOf(firstWait(gather, timeline));
+      for (auto [at, waitAt] : exchanges)
+        if (waitAt < gatherWaitAt)
+          bound = std::max(bound, at + 1);
       for (Value shard : gather.getShards()) {
         auto it = releasedAt.find(paramOf(shard));
         if (it != releasedAt.end())
@@ -361,13 +385,17 @@ private:
       bool canFuse =
           group && groupBytes + size <= maxFused && canMerge(group, gather);
       // Hoisting the later gather next to the group must fit at every op,
-      // and it must not move above its own parameter's previous release.
-      for (size_t i = groupAt; canFuse && i < p; ++i)
+      // and it must not move above its own parameter's previous release nor
+      // ahead of an exchange waited before it.
+      for (size_t i = groupAt; canFuse && i < p; ++i) {
+        std::optional<size_t> exchangeWait = exchangeWaitAt(ops[i], *timeline);
         canFuse = bytes[i] + moving <= budget &&
+                  !(exchangeWait && *exchangeWait < waitAt) &&
                   !(releasedShard[i] &&
                     llvm::any_of(gather.getShards(), [&](Value shard) {
                       return paramOf(shard) == releasedShard[i];
                     }));
+      }
       if (canFuse) {
         int64_t ranks = collectiveGroupSize(gather);
         auto seconds = [&](int64_t bytes) {

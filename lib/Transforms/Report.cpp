@@ -192,9 +192,28 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       report.logicalType = typeText(arg.getType());
     }
   }
-  int groups = 0, gathers = 0, buckets = 0, allReduces = 0;
-  int64_t gatheredBytes = 0, reducedBytes = 0, allReducedBytes = 0;
+  int groups = 0, gathers = 0, buckets = 0, allReduces = 0, allToAlls = 0,
+      syncAllToAlls = 0;
+  int64_t gatheredBytes = 0, reducedBytes = 0, allReducedBytes = 0,
+          exchangedBytes = 0;
+  // Compute stalled on all-to-alls: at the waits of the asynchronous form,
+  // for the whole exchange of the synchronous one.
+  double allToAllStallSeconds = 0;
   for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
+    if (auto exchange = dyn_cast<AllToAllStartOp>(op)) {
+      ++allToAlls;
+      exchangedBytes += sim.ops[i].bytes;
+      for (Operation *wait : exchange.getFuture().getUsers())
+        allToAllStallSeconds += sim.ops[timeline.indexOf(wait)].stall;
+      continue;
+    }
+    if (isa<AllToAllOp>(op)) {
+      ++allToAlls;
+      ++syncAllToAlls;
+      exchangedBytes += sim.ops[i].bytes;
+      allToAllStallSeconds += sim.ops[i].stall;
+      continue;
+    }
     if (isa<AllReduceStartOp>(op)) {
       ++allReduces;
       allReducedBytes += sim.ops[i].bytes;
@@ -311,6 +330,10 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       {"reducedBytes", reducedBytes},
       {"allReduces", allReduces},
       {"allReducedBytes", allReducedBytes},
+      {"allToAlls", allToAlls},
+      {"synchronousAllToAlls", syncAllToAlls},
+      {"allToAllBytes", exchangedBytes},
+      {"allToAllStallSeconds", allToAllStallSeconds},
       {"params", std::move(paramArray)},
   };
 }
@@ -380,6 +403,14 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   if (int64_t allReduces = *r.getInteger("allReduces"))
     os << "  all-reduces           " << allReduces << ", "
        << formatBytes(*r.getInteger("allReducedBytes")) << "\n";
+  if (int64_t allToAlls = *r.getInteger("allToAlls")) {
+    os << "  all-to-alls           " << allToAlls << ", "
+       << formatBytes(*r.getInteger("allToAllBytes")) << ", compute waits "
+       << ms(*r.getNumber("allToAllStallSeconds"));
+    if (int64_t sync = *r.getInteger("synchronousAllToAlls"))
+      os << " (" << sync << " synchronous)";
+    os << "\n";
+  }
   // Which grid axes cross the network (the cost of their collectives).
   for (const json::Value &value : *r.getArray("grids")) {
     const json::Object &grid = *value.getAsObject();

@@ -6,6 +6,14 @@
 // over the sequence become partial sums over the group: the loss is
 // all-reduced here, the gradients here or by dc-zero3.
 //
+// The all-to-alls are asynchronous (dc.all_to_all_start + dc.wait), and the
+// pass schedules them as it makes them: each starts right after its input
+// is produced and is waited right before its first use. So the exchanges of
+// q, k and v run while the later projections compute and overlap each
+// other, and in backward those of dq, dk and dv overlap the consumers of
+// the ones waited first. (Only the pass knows which value feeds which
+// attention, so it places them; dc-prefetch moves gathers, not these.)
+//
 //===----------------------------------------------------------------------===//
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
@@ -69,11 +77,22 @@ private:
   FailureOr<SmallVector<bool>> partialResults(linalg::LinalgOp op);
   /// Head count of an attention operand (its batch dims over the batch).
   FailureOr<int64_t> headsOf(Operation *op, Value operand, StringRef what);
+  /// [batch..., S/P, D] -> [B*H/P, S, D]: the exchange starts right after
+  /// `x` is produced; its wait (and what follows) is built by `b`.
   FailureOr<Value> toHeads(OpBuilder &b, Location loc, Value x, int64_t heads);
+  /// The inverse: the exchange starts at `b` (right after `y`'s attention op)
+  /// and is waited right before `firstUse` (at once if null: the result is
+  /// dead, and its buffer should not live on).
   Value toSequence(OpBuilder &b, Location loc, Value y, RankedTensorType type,
-                   int64_t heads);
-  Value allToAll(OpBuilder &b, Location loc, Value x, int64_t split,
-                 int64_t concat);
+                   int64_t heads, Operation *firstUse);
+  /// Starts the all-to-all of `x` at `b` and returns its future.
+  Value startAllToAll(OpBuilder &b, Location loc, Value x, int64_t split,
+                      int64_t concat);
+  /// A builder right after `value` is produced (in the step's body).
+  OpBuilder builderAfter(Value value);
+  /// The first op of the step's body that uses `value` (or contains a use),
+  /// or null if none does: where an exchange of it is waited.
+  Operation *firstUser(Value value);
   RankedTensorType localType(Type type, int64_t dim) const {
     auto tensor = cast<RankedTensorType>(type);
     SmallVector<int64_t> shape(tensor.getShape());
@@ -588,19 +607,36 @@ FailureOr<int64_t> Sharder::headsOf(Operation *op, Value operand,
   return rows / batch;
 }
 
-Value Sharder::allToAll(OpBuilder &b, Location loc, Value x, int64_t split,
-                        int64_t concat) {
+Value Sharder::startAllToAll(OpBuilder &b, Location loc, Value x, int64_t split,
+                             int64_t concat) {
   auto type = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[split] /= parts;
   shape[concat] *= parts;
-  return AllToAllOp::create(b, loc, type.clone(shape), x, grid.getSymName(),
-                            axis, split, concat,
-                            /*output=*/Value())
-      .getResult();
+  return AllToAllStartOp::create(b, loc, FutureType::get(type.clone(shape)), x,
+                                 grid.getSymName(), axis, split, concat)
+      .getFuture();
 }
 
-/// [batch..., S/P, D] -> [B*H/P, S, D]: split the heads, gather the sequence.
+OpBuilder Sharder::builderAfter(Value value) {
+  if (Operation *def = value.getDefiningOp()) {
+    OpBuilder b(def->getContext());
+    b.setInsertionPointAfter(def);
+    return b;
+  }
+  return OpBuilder::atBlockBegin(&fn.getBody().front());
+}
+
+Operation *Sharder::firstUser(Value value) {
+  Block &body = fn.getBody().front();
+  Operation *first = nullptr;
+  for (Operation *user : value.getUsers())
+    if (Operation *top = body.findAncestorOpInBlock(*user);
+        top && (!first || top->isBeforeInBlock(first)))
+      first = top;
+  return first;
+}
+
 FailureOr<Value> Sharder::toHeads(OpBuilder &b, Location loc, Value x,
                                   int64_t heads) {
   auto type = cast<RankedTensorType>(x.getType());
@@ -609,24 +645,27 @@ FailureOr<Value> Sharder::toHeads(OpBuilder &b, Location loc, Value x,
   Type element = type.getElementType();
   ReassociationIndices batchDims =
       llvm::to_vector(llvm::seq<int64_t>(0, rank - 2));
+  OpBuilder early = builderAfter(x);
   Value rows = x;
   if (rank != 3)
     rows = tensor::CollapseShapeOp::create(
-        b, loc, x,
+        early, loc, x,
         ArrayRef<ReassociationIndices>{batchDims, {rank - 2}, {rank - 1}});
   auto split = RankedTensorType::get({batch, heads, local, d}, element);
   Value four = tensor::ExpandShapeOp::create(
-      b, loc, split, rows, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
-  Value exchanged = allToAll(b, loc, four, /*split=*/1, /*concat=*/2);
+      early, loc, split, rows,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+  Value future = startAllToAll(early, loc, four, /*split=*/1, /*concat=*/2);
+  Value exchanged = WaitOp::create(b, loc, future);
   return tensor::CollapseShapeOp::create(
              b, loc, exchanged,
              ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}})
       .getResult();
 }
 
-/// [B*H/P, S, D] -> `type` ([batch..., S/P, D]): the inverse of toHeads.
 Value Sharder::toSequence(OpBuilder &b, Location loc, Value y,
-                          RankedTensorType type, int64_t heads) {
+                          RankedTensorType type, int64_t heads,
+                          Operation *firstUse) {
   auto headType = cast<RankedTensorType>(y.getType());
   int64_t rank = type.getRank();
   auto four = RankedTensorType::get(
@@ -634,15 +673,17 @@ Value Sharder::toSequence(OpBuilder &b, Location loc, Value y,
       headType.getElementType());
   Value split = tensor::ExpandShapeOp::create(
       b, loc, four, y, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
-  Value exchanged = allToAll(b, loc, split, /*split=*/2, /*concat=*/1);
+  Value future = startAllToAll(b, loc, split, /*split=*/2, /*concat=*/1);
+  OpBuilder late = firstUse ? OpBuilder(firstUse) : b;
+  Value exchanged = WaitOp::create(late, loc, future);
   Value rows = tensor::CollapseShapeOp::create(
-      b, loc, exchanged, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+      late, loc, exchanged, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
   if (rank == 3)
     return rows;
   ReassociationIndices batchDims =
       llvm::to_vector(llvm::seq<int64_t>(0, rank - 2));
   return tensor::ExpandShapeOp::create(
-      b, loc, type, rows,
+      late, loc, type, rows,
       ArrayRef<ReassociationIndices>{batchDims, {rank - 2}, {rank - 1}});
 }
 
@@ -688,7 +729,8 @@ LogicalResult Sharder::visitAttention(AttentionOp op) {
       b, loc, *q, *k, *v, op.getScale().convertToFloat(), op.getCausal());
   fused->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   auto localType = cast<RankedTensorType>(op.getQ().getType());
-  Value o = toSequence(b, loc, fused.getO(), localType, *qHeads);
+  Value o = toSequence(b, loc, fused.getO(), localType, *qHeads,
+                       firstUser(op.getO()));
   headsFormOf[o] = fused.getO();
   seq[o] = {localType.getRank() - 2, 1};
   headForm.insert(fused.getLse());
@@ -744,8 +786,8 @@ LogicalResult Sharder::visitAttentionGrad(AttentionGradOp op) {
   for (auto [old, fresh, count] :
        llvm::zip(op->getResults(), grad->getResults(), counts)) {
     auto type = cast<RankedTensorType>(old.getType());
-    Value back =
-        toSequence(b, loc, fresh, localType(type, type.getRank() - 2), count);
+    Value back = toSequence(b, loc, fresh, localType(type, type.getRank() - 2),
+                            count, firstUser(old));
     seq[back] = {type.getRank() - 2, 1};
     old.replaceAllUsesWith(back);
   }

@@ -446,10 +446,12 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     // layouts do not compose yet.
     if (hierarchical > 0)
       for (func::FuncOp fn : steps) {
-        WalkResult walk = fn.walk([](AllToAllOp op) {
-          op.emitError() << "dc-zero3: hierarchical sharding of a "
-                            "sequence-parallel step (dc-ulysses) is not "
-                            "supported";
+        WalkResult walk = fn.walk([](Operation *op) {
+          if (!isa<AllToAllOp, AllToAllStartOp>(op))
+            return WalkResult::advance();
+          op->emitError() << "dc-zero3: hierarchical sharding of a "
+                             "sequence-parallel step (dc-ulysses) is not "
+                             "supported";
           return WalkResult::interrupt();
         });
         if (walk.wasInterrupted())

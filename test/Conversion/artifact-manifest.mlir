@@ -160,3 +160,25 @@ func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">})
   %l = arith.constant dense<1.0> : tensor<f32>
   return %l, %s : tensor<f32>, !w
 }
+
+// -----
+
+// All-to-alls stage twice their input on the reduce stream (packed to send,
+// received) from their start to their wait: the two 64-byte exchanges in
+// flight together stage 256 bytes; the later synchronous one of 32 bytes
+// only 64, and the bf16 all-reduce widened to f32 (8 bytes) runs while
+// nothing else is staged.
+// CHECK: \22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:4,\22staging_bytes\22:256}
+shard.grid @world(shape = 2)
+func.func @ulysses(%q: tensor<4x4xf32>, %k: tensor<4x4xf32>, %x: tensor<2x4xf32>, %s: tensor<2xbf16>)
+    -> (tensor<f32> {dc.loss}) {
+  %fq = dc.all_to_all_start %q on @world[0] split 0 concat 1 : tensor<4x4xf32> -> !dc.future<tensor<2x8xf32>>
+  %fk = dc.all_to_all_start %k on @world[0] split 0 concat 1 : tensor<4x4xf32> -> !dc.future<tensor<2x8xf32>>
+  %a = dc.wait %fq : !dc.future<tensor<2x8xf32>>
+  %b = dc.wait %fk : !dc.future<tensor<2x8xf32>>
+  %y = dc.all_to_all %x on @world[0] split 1 concat 0 : tensor<2x4xf32> -> tensor<4x2xf32>
+  %r = dc.all_reduce_start sum %s on @world[0] : tensor<2xbf16>
+  %t = dc.wait %r : !dc.future<tensor<2xbf16>>
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l : tensor<f32>
+}

@@ -243,6 +243,35 @@ func.func @ulysses(%x: tensor<1x512x32x64xbf16>) -> tensor<1x2048x8x64xbf16> {
 // -----
 
 shard.grid @world(shape = 2)
+
+// The asynchronous all-to-all exchanges into a buffer allocated for it,
+// which its wait yields (no copy after). The runtime reads the input until
+// the wait, so an op that writes the input in place meanwhile gets the
+// exchange its own copy.
+// CHECK-LABEL: func.func @ulysses_async
+// CHECK-SAME: (%[[X:.*]]: memref<4x8xf32>) -> (memref<8x4xf32>, memref<4x8xf32>)
+// CHECK: %[[H:.*]] = memref.alloc() {{.*}} : memref<4x8xf32>
+// CHECK: linalg.add ins(%[[X]], %[[X]] : {{.*}}) outs(%[[H]] : memref<4x8xf32>)
+// CHECK: %[[COPY:.*]] = memref.alloc() {{.*}} : memref<4x8xf32>
+// CHECK: memref.copy %[[H]], %[[COPY]]
+// CHECK: %[[Y:.*]] = memref.alloc() {{.*}} : memref<8x4xf32>
+// CHECK: %[[F:.*]] = dc.all_to_all_start %[[COPY]] on @world[0] split 1 concat 0 into %[[Y]] : memref<4x8xf32> into memref<8x4xf32> -> !dc.future<memref<8x4xf32>>
+// CHECK: linalg.add ins(%[[H]], %[[H]] : {{.*}}) outs(%[[H]] : memref<4x8xf32>)
+// CHECK: %[[R:.*]] = dc.wait %[[F]] : !dc.future<memref<8x4xf32>>
+// CHECK-NOT: memref.copy
+// CHECK: return %[[R]], %[[H]]
+func.func @ulysses_async(%x: tensor<4x8xf32>) -> (tensor<8x4xf32>, tensor<4x8xf32>) {
+  %init = tensor.empty() : tensor<4x8xf32>
+  %h = linalg.add ins(%x, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%init : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %f = dc.all_to_all_start %h on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<8x4xf32>>
+  %twice = linalg.add ins(%h, %h : tensor<4x8xf32>, tensor<4x8xf32>) outs(%h : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %r = dc.wait %f : !dc.future<tensor<8x4xf32>>
+  return %r, %twice : tensor<8x4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
 !w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
 
 // CHECK-LABEL: func.func @profiling

@@ -200,6 +200,36 @@ func.func @ulysses(%x: memref<2x8xf32>, %y: memref<4x4xf32>, %w: memref<4xf32>) 
 
 // -----
 
+shard.grid @world(shape = 2)
+
+// The asynchronous all-to-all: each start calls dcrt_all_to_all_start into
+// its output, whose address the future's slot holds (as for a reload); the
+// exchanges are in flight together, and each dc.wait waits its handle and
+// yields the output buffer.
+// CHECK-LABEL: func.func @ulysses_async
+// CHECK-DAG: %[[F32:.*]] = llvm.mlir.constant(0 : i32) : i32
+// CHECK-DAG: %[[BF16:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: %[[A:.*]] = llvm.call @dcrt_all_to_all_start(%[[F32]], %{{.*}}, %[[YP:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[F32]])
+// CHECK-NEXT: llvm.store %[[YP]], %[[SLOT0:.*]] : !llvm.ptr, !llvm.ptr
+// CHECK-NOT: dcrt_wait
+// CHECK: %[[B:.*]] = llvm.call @dcrt_all_to_all_start(%[[F32]], %{{.*}}, %[[BP:[0-9]+]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BF16]])
+// CHECK-NEXT: llvm.store %[[BP]], %[[SLOT1:.*]] : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT: llvm.call @dcrt_wait(%[[A]])
+// CHECK-NEXT: llvm.load %[[SLOT0]] : !llvm.ptr -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[B]])
+// CHECK-NEXT: llvm.load %[[SLOT1]] : !llvm.ptr -> !llvm.ptr
+func.func @ulysses_async(%x: memref<2x8xf32>, %y: memref<4x4xf32>, %a: memref<2x8xbf16>, %b: memref<4x4xbf16>) -> (memref<4x4xf32>, memref<4x4xbf16>) {
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<2x8xf32> into memref<4x4xf32> -> !dc.future<memref<4x4xf32>>
+  %g = dc.all_to_all_start %a on @world[0] split 1 concat 0 into %b : memref<2x8xbf16> into memref<4x4xbf16> -> !dc.future<memref<4x4xbf16>>
+  %r = dc.wait %f : !dc.future<memref<4x4xf32>>
+  %s = dc.wait %g : !dc.future<memref<4x4xbf16>>
+  return %r, %s : memref<4x4xf32>, memref<4x4xbf16>
+}
+
+// -----
+
+// Gathers and reduce-scatters run on their shards' axis// -----
+
 // Gathers and reduce-scatters run on their shards' axis, which the buffer
 // form keeps in `axis` (absent: axis 0).
 shard.grid @dpsp(shape = 2x2)

@@ -769,6 +769,128 @@ func.func @all_to_all_same_dim_indivisible(%x: tensor<4x6xf32>) {
 // -----
 
 //===----------------------------------------------------------------------===//
+// dc.all_to_all_start: the shape rule of dc.all_to_all, on the future's value
+//===----------------------------------------------------------------------===//
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_swapped_result(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op result shape must be 'tensor<16x2xf32>' for an axis of size 4, got 'tensor<1x32xf32>'}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<1x32xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 3)
+
+func.func @all_to_all_start_indivisible(%x: tensor<3x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op split dim 1 of size 8 is not divisible by the axis size 3}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<3x8xf32> -> !dc.future<tensor<9x8xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_dtype(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op must not change the element type}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<16x2xbf16>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_split_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op split_dim 2 is out of range for a rank-2 tensor}}
+  %f = dc.all_to_all_start %x on @world[0] split 2 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_dynamic(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op needs statically shaped tensors}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<?x8xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+func.func @all_to_all_start_missing_grid(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op refers to grid @world, which is not a shard.grid in scope}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_missing_axis(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op grid @world has 1 axes; axis 1 does not exist}}
+  %f = dc.all_to_all_start %x on @world[1] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_shard_future(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op future must hold a ranked tensor like its input, got '!dc.shard<tensor<4x8xf32>, @world[0], local = 8>'}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<!dc.shard<tensor<4x8xf32>, @world[0], local = 8>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_tensor_into(%x: tensor<4x8xf32>, %y: memref<16x2xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op on tensors takes no output buffer; only the buffer form exchanges into one}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : tensor<4x8xf32> into memref<16x2xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_no_output(%x: memref<4x8xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op in buffer form needs an output buffer (`into`), the device buffer the exchange writes}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : memref<4x8xf32> -> !dc.future<memref<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_buffer_tensor_future(%x: memref<4x8xf32>, %y: memref<16x2xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op future must hold a buffer like its input, got 'tensor<16x2xf32>'}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<16x2xf32> -> !dc.future<tensor<16x2xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 4)
+
+func.func @all_to_all_start_output_type(%x: memref<4x8xf32>, %y: memref<32xf32>) {
+  // expected-error @+1 {{'dc.all_to_all_start' op output type 'memref<32xf32>' is not the future's value type 'memref<16x2xf32>'}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<32xf32> -> !dc.future<memref<16x2xf32>>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // dc.invalidate_gathered
 //===----------------------------------------------------------------------===//
 

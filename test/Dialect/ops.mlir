@@ -95,6 +95,19 @@ func.func @ulysses(%x: tensor<1x512x32x64xbf16>) -> tensor<1x2048x8x64xbf16> {
   return %h : tensor<1x2048x8x64xbf16>
 }
 
+// The asynchronous form, on tensors and on buffers.
+// CHECK-LABEL: func.func @ulysses_async
+// CHECK: %[[F:.*]] = dc.all_to_all_start %{{.*}} on @grid2d[1] split 2 concat 1 : tensor<1x512x32x64xbf16> -> !dc.future<tensor<1x2048x8x64xbf16>>
+// CHECK: dc.wait %[[F]] : !dc.future<tensor<1x2048x8x64xbf16>>
+// CHECK: dc.all_to_all_start %{{.*}} on @grid2d[1] split 2 concat 1 into %{{.*}} : memref<1x512x32x64xbf16> into memref<1x2048x8x64xbf16> -> !dc.future<memref<1x2048x8x64xbf16>>
+func.func @ulysses_async(%x: tensor<1x512x32x64xbf16>, %b: memref<1x512x32x64xbf16>, %o: memref<1x2048x8x64xbf16>) -> (tensor<1x2048x8x64xbf16>, memref<1x2048x8x64xbf16>) {
+  %f = dc.all_to_all_start %x on @grid2d[1] split 2 concat 1 : tensor<1x512x32x64xbf16> -> !dc.future<tensor<1x2048x8x64xbf16>>
+  %h = dc.wait %f : !dc.future<tensor<1x2048x8x64xbf16>>
+  %g = dc.all_to_all_start %b on @grid2d[1] split 2 concat 1 into %o : memref<1x512x32x64xbf16> into memref<1x2048x8x64xbf16> -> !dc.future<memref<1x2048x8x64xbf16>>
+  %m = dc.wait %g : !dc.future<memref<1x2048x8x64xbf16>>
+  return %h, %m : tensor<1x2048x8x64xbf16>, memref<1x2048x8x64xbf16>
+}
+
 // CHECK-LABEL: func.func @profiling
 // CHECK: dc.invalidate_gathered %{{.*}} : !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
 // CHECK: dc.clear_gathered

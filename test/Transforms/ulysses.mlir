@@ -89,21 +89,37 @@ func.func @block(%w: tensor<32x96xf32> {dc.param = #dc.param<id = 0, name = "wqk
 // SP2: tensor.extract_slice %[[QKV]][0, 0] [16, 32] [1, 1] : tensor<16x96xf32> to tensor<16x32xf32>
 // SP2: tensor.expand_shape %{{.*}} output_shape [2, 8, 4, 8] : tensor<16x32xf32> into tensor<2x8x4x8xf32>
 // SP2: linalg.transpose ins(%{{.*}} : tensor<2x8x4x8xf32>) outs(%{{.*}} : tensor<2x4x8x8xf32>)
+// Sequence-sharded -> head-sharded: split the heads (dim 1), gather the
+// sequence (dim 2). Each exchange starts as soon as its input is made,
+// before the next projection's ops; all three are waited right before the
+// attention.
 // SP2: %[[Q:.*]] = tensor.collapse_shape %{{.*}} : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
+// SP2-NEXT: %[[Q4:.*]] = tensor.expand_shape %[[Q]] {{\[}}[0, 1], [2], [3]] output_shape [2, 4, 8, 8] : tensor<8x8x8xf32> into tensor<2x4x8x8xf32>
+// SP2-NEXT: %[[QF:.*]] = dc.all_to_all_start %[[Q4]] on @world[0] split 1 concat 2 : tensor<2x4x8x8xf32> -> !dc.future<tensor<2x2x16x8xf32>>
+// SP2-NOT: dc.wait
+// SP2: tensor.extract_slice %[[QKV]][0, 32]
+// SP2: linalg.transpose
 // SP2: %[[K:.*]] = tensor.collapse_shape %{{.*}} : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
+// SP2-NEXT: %[[K4:.*]] = tensor.expand_shape %[[K]]
+// SP2-NEXT: %[[KF:.*]] = dc.all_to_all_start %[[K4]] on @world[0] split 1 concat 2
+// SP2-NOT: dc.wait
+// SP2: tensor.extract_slice %[[QKV]][0, 64]
+// SP2: linalg.transpose
 // SP2: %[[V:.*]] = tensor.collapse_shape %{{.*}} : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
-// Sequence-sharded -> head-sharded: split the heads (dim 1), gather the sequence (dim 2).
-// SP2: %[[Q4:.*]] = tensor.expand_shape %[[Q]] {{\[}}[0, 1], [2], [3]] output_shape [2, 4, 8, 8] : tensor<8x8x8xf32> into tensor<2x4x8x8xf32>
-// SP2-NEXT: %[[QA:.*]] = dc.all_to_all %[[Q4]] on @world[0] split 1 concat 2 : tensor<2x4x8x8xf32> -> tensor<2x2x16x8xf32>
+// SP2-NEXT: %[[V4:.*]] = tensor.expand_shape %[[V]]
+// SP2-NEXT: %[[VF:.*]] = dc.all_to_all_start %[[V4]] on @world[0] split 1 concat 2
+// SP2-NEXT: %[[QA:.*]] = dc.wait %[[QF]] : !dc.future<tensor<2x2x16x8xf32>>
 // SP2-NEXT: %[[QH:.*]] = tensor.collapse_shape %[[QA]] {{\[}}[0, 1], [2], [3]] : tensor<2x2x16x8xf32> into tensor<4x16x8xf32>
-// SP2: dc.all_to_all %{{.*}} on @world[0] split 1 concat 2
-// SP2: %[[KH:.*]] = tensor.collapse_shape
-// SP2: dc.all_to_all %{{.*}} on @world[0] split 1 concat 2
-// SP2: %[[VH:.*]] = tensor.collapse_shape
+// SP2-NEXT: %[[KA:.*]] = dc.wait %[[KF]]
+// SP2-NEXT: %[[KH:.*]] = tensor.collapse_shape %[[KA]]
+// SP2-NEXT: %[[VA:.*]] = dc.wait %[[VF]]
+// SP2-NEXT: %[[VH:.*]] = tensor.collapse_shape %[[VA]]
 // SP2-NEXT: %[[OH:.*]], %[[LSE:.*]] = dc.attention %[[QH]], %[[KH]], %[[VH]] causal scale = 3.500000e-01 : tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32> -> tensor<4x16x8xf32>, tensor<4x16xf32>
-// And back: split the sequence, gather the heads.
+// And back: split the sequence, gather the heads. The output's first use
+// (the transpose back to tokens) follows at once, so it is waited at once.
 // SP2-NEXT: %[[O4:.*]] = tensor.expand_shape %[[OH]] {{\[}}[0, 1], [2], [3]] output_shape [2, 2, 16, 8] : tensor<4x16x8xf32> into tensor<2x2x16x8xf32>
-// SP2-NEXT: %[[OA:.*]] = dc.all_to_all %[[O4]] on @world[0] split 2 concat 1 : tensor<2x2x16x8xf32> -> tensor<2x4x8x8xf32>
+// SP2-NEXT: %[[OF:.*]] = dc.all_to_all_start %[[O4]] on @world[0] split 2 concat 1 : tensor<2x2x16x8xf32> -> !dc.future<tensor<2x4x8x8xf32>>
+// SP2-NEXT: %[[OA:.*]] = dc.wait %[[OF]] : !dc.future<tensor<2x4x8x8xf32>>
 // SP2-NEXT: %[[O:.*]] = tensor.collapse_shape %[[OA]] {{\[}}[0, 1], [2], [3]] : tensor<2x4x8x8xf32> into tensor<8x8x8xf32>
 // SP2: tensor.collapse_shape %{{.*}} : tensor<2x8x4x8xf32> into tensor<16x32xf32>
 // The token sum is a partial sum: scaled, then all-reduced over the group.
@@ -119,10 +135,25 @@ func.func @block(%w: tensor<32x96xf32> {dc.param = #dc.param<id = 0, name = "wqk
 // SP2: linalg.generic {{.*}} ins(%[[O]] : tensor<8x8x8xf32>) outs(%{{.*}} : tensor<8x8x8xf32>)
 // SP2: arith.negf
 // SP2-NOT: dc.all_to_all
-// SP2: dc.all_to_all %[[DO4:.*]] on @world[0] split 1 concat 2 : tensor<2x4x8x8xf32> -> tensor<2x2x16x8xf32>
-// SP2-NEXT: %[[DOH:.*]] = tensor.collapse_shape
-// SP2-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = dc.attention_grad %[[QH]], %[[KH]], %[[VH]], %[[OH]], %[[LSE]], %[[DOH]] causal
-// SP2-COUNT-3: dc.all_to_all %{{.*}} on @world[0] split 2 concat 1 : tensor<2x2x16x8xf32> -> tensor<2x4x8x8xf32>
+// SP2: %[[DOF:.*]] = dc.all_to_all_start %[[DO4:.*]] on @world[0] split 1 concat 2 : tensor<2x4x8x8xf32> -> !dc.future<tensor<2x2x16x8xf32>>
+// SP2-NEXT: %[[DOA:.*]] = dc.wait %[[DOF]]
+// SP2-NEXT: %[[DOH:.*]] = tensor.collapse_shape %[[DOA]]
+// SP2-NEXT: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = dc.attention_grad %[[QH]], %[[KH]], %[[VH]], %[[OH]], %[[LSE]], %[[DOH]] causal
+// dq, dk and dv start together; dk and dv are unused here (waited at once),
+// dq is waited right before its first use, after the other two started.
+// SP2-NEXT: tensor.expand_shape %[[DQ]]
+// SP2-NEXT: %[[DQF:.*]] = dc.all_to_all_start %{{.*}} on @world[0] split 2 concat 1 : tensor<2x2x16x8xf32> -> !dc.future<tensor<2x4x8x8xf32>>
+// SP2-NEXT: tensor.expand_shape %[[DK]]
+// SP2-NEXT: %[[DKF:.*]] = dc.all_to_all_start
+// SP2-NEXT: dc.wait %[[DKF]]
+// SP2-NEXT: tensor.collapse_shape
+// SP2-NEXT: tensor.expand_shape %[[DV]]
+// SP2-NEXT: %[[DVF:.*]] = dc.all_to_all_start
+// SP2-NEXT: dc.wait %[[DVF]]
+// SP2-NEXT: tensor.collapse_shape
+// SP2-NEXT: %[[DQA:.*]] = dc.wait %[[DQF]]
+// SP2-NEXT: %[[DQS:.*]] = tensor.collapse_shape %[[DQA]]
+// SP2-NEXT: tensor.expand_shape %[[DQS]]
 // SP2-NOT: dc.all_to_all
 // SP2: %[[G:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%{{.*}} : tensor<16x32xf32>) outs(%{{.*}} : tensor<32xf32>)
 // SP2: %[[GF:.*]] = dc.all_reduce_start sum %[[G]] on @world[0] : tensor<32xf32>
@@ -134,9 +165,9 @@ func.func @block(%w: tensor<32x96xf32> {dc.param = #dc.param<id = 0, name = "wqk
 // SP4: shard.grid @world(shape = 4)
 // SP4: tensor<2x4x32xf32> {dc.seq_axis = 0 : i64, dc.seq_dim = 1 : i64}
 // SP4: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x32xf32>, tensor<32x96xf32>) outs(%{{.*}} : tensor<8x96xf32>)
-// SP4: dc.all_to_all %{{.*}} on @world[0] split 1 concat 2 : tensor<2x4x4x8xf32> -> tensor<2x1x16x8xf32>
+// SP4: dc.all_to_all_start %{{.*}} on @world[0] split 1 concat 2 : tensor<2x4x4x8xf32> -> !dc.future<tensor<2x1x16x8xf32>>
 // SP4: dc.attention {{.*}} : tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32> -> tensor<2x16x8xf32>, tensor<2x16xf32>
-// SP4: dc.all_to_all %{{.*}} on @world[0] split 2 concat 1 : tensor<2x1x16x8xf32> -> tensor<2x4x4x8xf32>
+// SP4: dc.all_to_all_start %{{.*}} on @world[0] split 2 concat 1 : tensor<2x1x16x8xf32> -> !dc.future<tensor<2x4x4x8xf32>>
 // SP4: dc.all_reduce_start sum %{{.*}} on @world[0] : tensor<f32>
 // SP4: dc.attention_grad {{.*}} -> tensor<2x16x8xf32>, tensor<2x16x8xf32>, tensor<2x16x8xf32>
 

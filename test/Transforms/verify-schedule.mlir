@@ -173,3 +173,89 @@ func.func @upload_released_in_flight(%h: !dc.host<!w>) -> tensor<8x8xf32> {
   dc.release %full : tensor<8x8xf32>
   return %y : tensor<8x8xf32>
 }
+
+// -----
+
+// All-to-all (dc-ulysses): the start pairs with exactly one dc.wait like
+// every other transfer. Waited once, it passes; in buffer form nothing may
+// touch the output, nor write the input, before the wait.
+shard.grid @world(shape = 2)
+// CHECK-LABEL: func.func @exchange_good
+// CHECK: dc.all_to_all_start
+// CHECK: linalg.fill
+// CHECK: dc.wait
+func.func @exchange_good(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %z: memref<4x8xf32>) -> memref<8x4xf32> {
+  %c = arith.constant 1.0 : f32
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<8x4xf32> -> !dc.future<memref<8x4xf32>>
+  // Other buffers are free to use meanwhile.
+  linalg.fill ins(%c : f32) outs(%z : memref<4x8xf32>)
+  %r = dc.wait %f : !dc.future<memref<8x4xf32>>
+  return %r : memref<8x4xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @exchange_never_waited(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{future #0 is never waited}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<8x4xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @exchange_waited_twice(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{future #0 is waited 2 times; it must be waited exactly once}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 : tensor<4x8xf32> -> !dc.future<tensor<8x4xf32>>
+  // expected-note @+1 {{waited here}}
+  %a = dc.wait %f : !dc.future<tensor<8x4xf32>>
+  // expected-note @+1 {{waited here}}
+  %b = dc.wait %f : !dc.future<tensor<8x4xf32>>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @exchange_output_read_early(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %z: memref<8x4xf32>) -> memref<8x4xf32> {
+  // expected-note @+1 {{started here}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<8x4xf32> -> !dc.future<memref<8x4xf32>>
+  // expected-error @+1 {{uses the output buffer of a dc.all_to_all_start before its dc.wait; the exchange writes it until then}}
+  memref.copy %y, %z : memref<8x4xf32> to memref<8x4xf32>
+  // expected-note @+1 {{waited here}}
+  %r = dc.wait %f : !dc.future<memref<8x4xf32>>
+  return %r : memref<8x4xf32>
+}
+
+// -----
+
+// Through a view of the output.
+shard.grid @world(shape = 2)
+func.func @exchange_output_view_early(%x: memref<4x8xf32>, %y: memref<8x4xf32>) -> memref<8x4xf32> {
+  %c = arith.constant 0.0 : f32
+  // expected-note @+1 {{started here}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<8x4xf32> -> !dc.future<memref<8x4xf32>>
+  %v = memref.collapse_shape %y [[0, 1]] : memref<8x4xf32> into memref<32xf32>
+  // expected-error @+1 {{uses the output buffer of a dc.all_to_all_start before its dc.wait}}
+  linalg.fill ins(%c : f32) outs(%v : memref<32xf32>)
+  // expected-note @+1 {{waited here}}
+  %r = dc.wait %f : !dc.future<memref<8x4xf32>>
+  return %r : memref<8x4xf32>
+}
+
+// -----
+
+// The input may be read meanwhile (both only read it), not written.
+shard.grid @world(shape = 2)
+func.func @exchange_input_written_early(%x: memref<4x8xf32>, %y: memref<8x4xf32>, %z: memref<4x8xf32>) -> memref<8x4xf32> {
+  %c = arith.constant 0.0 : f32
+  // expected-note @+1 {{started here}}
+  %f = dc.all_to_all_start %x on @world[0] split 1 concat 0 into %y : memref<4x8xf32> into memref<8x4xf32> -> !dc.future<memref<8x4xf32>>
+  memref.copy %x, %z : memref<4x8xf32> to memref<4x8xf32>
+  // expected-error @+1 {{writes the input buffer of a dc.all_to_all_start before its dc.wait; the exchange reads it until then}}
+  linalg.fill ins(%c : f32) outs(%x : memref<4x8xf32>)
+  // expected-note @+1 {{waited here}}
+  %r = dc.wait %f : !dc.future<memref<8x4xf32>>
+  return %r : memref<8x4xf32>
+}

@@ -194,6 +194,71 @@ TEST_F(AnalysisTest, StreamsQueueAndStallsAreChargedToTheirStream) {
   EXPECT_EQ(result.stepSeconds, kMatmul + kCopy + 4 * kGather);
 }
 
+TEST_F(AnalysisTest, AsyncAllToAllsOverlapComputeAndQueue) {
+  // Ulysses' exchanges of q and k: started before a matmul and waited after
+  // it, they run on the collective stream (one after the other) while the
+  // matmul computes; the synchronous form blocks compute for each.
+  constexpr llvm::StringLiteral ir = R"mlir(
+shard.grid @world(shape = 2)
+!t = tensor<256x256xf32>
+!h = tensor<128x512xf32>
+func.func @async(%x: !t, %q: !t, %k: !t) -> (!t, !h, !h) {
+  %fq = dc.all_to_all_start %q on @world[0] split 0 concat 1 : !t -> !dc.future<!h>
+  %fk = dc.all_to_all_start %k on @world[0] split 0 concat 1 : !t -> !dc.future<!h>
+  %e = tensor.empty() : !t
+  %y = linalg.matmul ins(%x, %x : !t, !t) outs(%e : !t) -> !t
+  %a = dc.wait %fq : !dc.future<!h>
+  %b = dc.wait %fk : !dc.future<!h>
+  return %y, %a, %b : !t, !h, !h
+}
+func.func @sync(%x: !t, %q: !t, %k: !t) -> (!t, !h, !h) {
+  %a = dc.all_to_all %q on @world[0] split 0 concat 1 : !t -> !h
+  %b = dc.all_to_all %k on @world[0] split 0 concat 1 : !t -> !h
+  %e = tensor.empty() : !t
+  %y = linalg.matmul ins(%x, %x : !t, !t) outs(%e : !t) -> !t
+  return %y, %a, %b : !t, !h, !h
+}
+// Waited at once, the start is as exposed as the synchronous form.
+func.func @waited_at_once(%q: !t) -> !h {
+  %f = dc.all_to_all_start %q on @world[0] split 0 concat 1 : !t -> !dc.future<!h>
+  %a = dc.wait %f : !dc.future<!h>
+  return %a : !h
+}
+)mlir";
+  auto module = parse(ir);
+  CostModel model(makeExactTarget());
+  func::FuncOp async = getFunc(*module, "async");
+  SimulationResult result = simulate(async, model);
+  ASSERT_EQ(result.ops.size(), 7u);
+  const SimulatedOp &q = result.ops[0], &k = result.ops[1];
+  EXPECT_EQ(q.stream, StreamKind::Collective);
+  EXPECT_EQ(q.bytes, 262144);
+  EXPECT_EQ(q.start, 0.0);
+  EXPECT_EQ(q.end, kGather);
+  EXPECT_EQ(k.start, kGather); // FIFO behind q
+  EXPECT_EQ(k.end, 2 * kGather);
+  EXPECT_EQ(result.futureReady.lookup(opAt(async, 1)->getResult(0)),
+            2 * kGather);
+  // The matmul (2 kGather) hides both; neither wait stalls.
+  EXPECT_EQ(result.ops[4].stall, 0.0);
+  EXPECT_EQ(result.ops[5].stall, 0.0);
+  EXPECT_EQ(result.collectiveSeconds, 2 * kGather);
+  EXPECT_EQ(result.exposedCollectiveSeconds, 0.0);
+  EXPECT_EQ(result.stepSeconds, kMatmul);
+
+  SimulationResult sync = simulate(getFunc(*module, "sync"), model);
+  EXPECT_EQ(sync.ops[0].stall, kGather);
+  EXPECT_EQ(sync.ops[1].stall, kGather);
+  EXPECT_EQ(sync.collectiveSeconds, result.collectiveSeconds);
+  EXPECT_EQ(sync.exposedCollectiveSeconds, 2 * kGather);
+  EXPECT_EQ(sync.stepSeconds, kMatmul + 2 * kGather);
+
+  SimulationResult once = simulate(getFunc(*module, "waited_at_once"), model);
+  EXPECT_EQ(once.ops[1].stall, kGather);
+  EXPECT_EQ(once.exposedCollectiveSeconds, kGather);
+  EXPECT_EQ(once.stepSeconds, kGather);
+}
+
 TEST_F(AnalysisTest, ChromeTraceIsValidJSON) {
   auto module = parse(kScheduleIR);
   CostModel model(makeExactTarget());

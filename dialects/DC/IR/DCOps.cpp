@@ -343,6 +343,52 @@ ShapedType AllToAllOp::getOutputType() {
   return cast<ShapedType>(shaped.getType());
 }
 
+/// The shape rule both all-to-all forms share: same rank and element type,
+/// static shapes, split and concat dims in range.
+static LogicalResult verifyExchange(Operation *op, ShapedType input,
+                                    ShapedType result, int64_t split,
+                                    int64_t concat) {
+  int64_t rank = input.getRank();
+  if (!input.hasStaticShape() || !result.hasStaticShape())
+    return op->emitOpError("needs statically shaped tensors");
+  if (result.getRank() != rank)
+    return op->emitOpError() << "result rank " << result.getRank()
+                             << " differs from input rank " << rank;
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError("must not change the element type");
+  for (auto [name, dim] : {std::pair<StringRef, int64_t>{"split_dim", split},
+                           {"concat_dim", concat}})
+    if (dim < 0 || dim >= rank)
+      return op->emitOpError()
+             << name << " " << dim << " is out of range for a rank-" << rank
+             << " tensor";
+  return success();
+}
+
+/// The result shape for the size of the grid axis: split dim divided,
+/// concat dim multiplied.
+static LogicalResult verifyExchangeShape(Operation *op, FlatSymbolRefAttr grid,
+                                         int64_t axis, ShapedType input,
+                                         ShapedType result, int64_t split,
+                                         int64_t concat,
+                                         SymbolTableCollection &symbols) {
+  FailureOr<int64_t> parts = getGridAxisSize(op, grid, axis, symbols);
+  if (failed(parts))
+    return failure();
+  if (input.getDimSize(split) % *parts != 0)
+    return op->emitOpError()
+           << "split dim " << split << " of size " << input.getDimSize(split)
+           << " is not divisible by the axis size " << *parts;
+  SmallVector<int64_t> expected(input.getShape());
+  expected[split] /= *parts;
+  expected[concat] *= *parts;
+  if (result.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError()
+           << "result shape must be " << input.clone(expected)
+           << " for an axis of size " << *parts << ", got " << result;
+  return success();
+}
+
 LogicalResult AllToAllOp::verify() {
   bool buffers = isa<MemRefType>(getInput().getType());
   if (buffers && (!getOutput() || getResult()))
@@ -350,46 +396,52 @@ LogicalResult AllToAllOp::verify() {
                        "result");
   if (!buffers && (getOutput() || !getResult()))
     return emitOpError("on tensors has a result and no output buffer");
-  auto input = cast<ShapedType>(getInput().getType());
-  ShapedType result = getOutputType();
-  int64_t rank = input.getRank();
-  if (!input.hasStaticShape() || !result.hasStaticShape())
-    return emitOpError("needs statically shaped tensors");
-  if (result.getRank() != rank)
-    return emitOpError() << "result rank " << result.getRank()
-                         << " differs from input rank " << rank;
-  if (input.getElementType() != result.getElementType())
-    return emitOpError("must not change the element type");
-  for (auto [name, dim] :
-       {std::pair<StringRef, int64_t>{"split_dim", getSplitDim()},
-        {"concat_dim", getConcatDim()}})
-    if (dim < 0 || dim >= rank)
-      return emitOpError() << name << " " << dim
-                           << " is out of range for a rank-" << rank
-                           << " tensor";
-  return success();
+  return verifyExchange(*this, cast<ShapedType>(getInput().getType()),
+                        getOutputType(), getSplitDim(), getConcatDim());
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> parts =
-      getGridAxisSize(*this, getGridAttr(), getAxis(), symbols);
-  if (failed(parts))
-    return failure();
-  auto input = cast<ShapedType>(getInput().getType());
-  int64_t split = getSplitDim(), concat = getConcatDim();
-  if (input.getDimSize(split) % *parts != 0)
-    return emitOpError() << "split dim " << split << " of size "
-                         << input.getDimSize(split)
-                         << " is not divisible by the axis size " << *parts;
-  SmallVector<int64_t> expected(input.getShape());
-  expected[split] /= *parts;
-  expected[concat] *= *parts;
-  ShapedType result = getOutputType();
-  if (result.getShape() != ArrayRef<int64_t>(expected))
-    return emitOpError() << "result shape must be " << input.clone(expected)
-                         << " for an axis of size " << *parts << ", got "
-                         << result;
-  return success();
+  return verifyExchangeShape(
+      *this, getGridAttr(), getAxis(), cast<ShapedType>(getInput().getType()),
+      getOutputType(), getSplitDim(), getConcatDim(), symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// AllToAllStartOp
+//===----------------------------------------------------------------------===//
+
+ShapedType AllToAllStartOp::getOutputType() {
+  return dyn_cast<ShapedType>(
+      cast<FutureType>(getFuture().getType()).getValue());
+}
+
+LogicalResult AllToAllStartOp::verify() {
+  // Like dc.reload_start: the buffer form exchanges into a destination the
+  // step plans, and the future yields it.
+  bool buffers = isa<MemRefType>(getInput().getType());
+  Type value = cast<FutureType>(getFuture().getType()).getValue();
+  if (buffers && !getOutput())
+    return emitOpError("in buffer form needs an output buffer (`into`), the "
+                       "device buffer the exchange writes");
+  if (!buffers && getOutput())
+    return emitOpError("on tensors takes no output buffer; only the buffer "
+                       "form exchanges into one");
+  if (buffers ? !isa<MemRefType>(value) : !isa<RankedTensorType>(value))
+    return emitOpError() << "future must hold a "
+                         << (buffers ? "buffer" : "ranked tensor")
+                         << " like its input, got " << value;
+  if (getOutput() && getOutput().getType() != value)
+    return emitOpError() << "output type " << getOutput().getType()
+                         << " is not the future's value type " << value;
+  return verifyExchange(*this, cast<ShapedType>(getInput().getType()),
+                        getOutputType(), getSplitDim(), getConcatDim());
+}
+
+LogicalResult
+AllToAllStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyExchangeShape(
+      *this, getGridAttr(), getAxis(), cast<ShapedType>(getInput().getType()),
+      getOutputType(), getSplitDim(), getConcatDim(), symbols);
 }
 
 //===----------------------------------------------------------------------===//

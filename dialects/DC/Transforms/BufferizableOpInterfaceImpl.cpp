@@ -4,10 +4,11 @@
 // and results (see DCBase.td). No result aliases an operand: a future's value
 // is a buffer the runtime hands out (a gathered parameter in its arena, a
 // reduced shard, a host copy), so bufferization adds no allocation and no
-// copy for it. Two ops write into a buffer allocated here instead, an
+// copy for it. Three ops write into a buffer allocated here instead, an
 // ordinary temporary that dc-assign-step-arena places: dc.all_to_all (its
-// result) and dc.reload_start (its destination, which the future yields;
-// the reloaded value's dc.release goes, its uses end its lifetime).
+// result), dc.all_to_all_start and dc.reload_start (their destination,
+// which the future yields; a reloaded value's dc.release goes, its uses end
+// its lifetime).
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
@@ -83,7 +84,8 @@ struct DCOpModel
     // written by compute, so an offloaded shard needs no such care.
     if constexpr (std::is_same_v<OpTy, OffloadStartOp>)
       return !isa<ShardType>(operand.get().getType());
-    return llvm::is_one_of<OpTy, ReduceScatterStartOp, AllReduceStartOp>::value;
+    return llvm::is_one_of<OpTy, ReduceScatterStartOp, AllReduceStartOp,
+                           AllToAllStartOp>::value;
   }
 
   AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
@@ -130,9 +132,10 @@ struct DCOpModel
         return success();
       }
     }
-    if constexpr (std::is_same_v<OpTy, ReloadStartOp>) {
-      // The copy's destination: a temporary the step arena plans, live
-      // from here to the last use of what the wait yields.
+    if constexpr (llvm::is_one_of<OpTy, ReloadStartOp,
+                                  AllToAllStartOp>::value) {
+      // The copy's (exchange's) destination: a temporary the step arena plans,
+      // live from here to the last use of what the wait yields.
       auto type = cast<MemRefType>(
           cast<FutureType>(getBufferFormType(op->getResult(0).getType()))
               .getValue());
@@ -262,7 +265,8 @@ void dc::registerBufferizableOpInterfaceExternalModels(
     HostType::attachInterface<TensorLikeModel<HostType>>(*context);
     attachOpModels<GatherStartOp, WaitOp, ReleaseOp, ReduceScatterStartOp,
                    EndBackwardOp, AllReduceStartOp, OffloadStartOp,
-                   ReloadStartOp, AllToAllOp, InvalidateGatheredOp>(context);
+                   ReloadStartOp, AllToAllOp, AllToAllStartOp,
+                   InvalidateGatheredOp>(context);
     AttentionOp::attachInterface<AttentionModel<AttentionOp, AttentionIntoOp>>(
         *context);
     AttentionGradOp::attachInterface<

@@ -3,11 +3,12 @@
 // Replays a step function's op order on four streams: compute (every compute
 // op and every wait, in order), collective (all-gather, reduce-scatter,
 // all-to-all, FIFO like one NCCL stream), host-to-device and device-to-host
-// copies. A start op is issued when the compute stream reaches it and runs
-// when its stream is free; a wait (or dc.end_backward) stalls compute until
-// its transfer is done, and the synchronous dc.all_to_all stalls it until
-// the all-to-all ends. The stall time is the exposed communication (or copy)
-// time, charged to the stream of the transfer that finished last.
+// copies. A start op (dc.all_to_all_start included) is issued when the
+// compute stream reaches it and runs when its stream is free; a wait (or
+// dc.end_backward) stalls compute until its transfer is done, and the
+// synchronous dc.all_to_all stalls it until the all-to-all ends. The stall time
+// is the exposed communication (or copy) time, charged to the stream of the
+// transfer that finished last.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_ANALYSIS_STREAMSIMULATOR_H

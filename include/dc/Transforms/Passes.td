@@ -104,11 +104,14 @@ def DCUlysses : Pass<"dc-ulysses", "::mlir::ModuleOp"> {
     `reduce-grads` every gradient is too (leave it off when dc-zero3 then
     reduce-scatters the gradients over the same axis with `reduce=sum`).
 
-    Each `dc.attention` gets its q, k and v through `dc.all_to_all` from
+    Each `dc.attention` gets its q, k and v through an all-to-all from
     sequence-sharded `[B*H, S/P, D]` to head-sharded `[B*H/P, S, D]` and its
     output back; each `dc.attention_grad` reuses the forward's head-sharded
     operands and log-sum-exp, sends `do` the same way and brings dq, dk, dv
-    back. Heads are read from the operand shapes (the batch dims of q and of
+    back. The exchanges are asynchronous (`dc.all_to_all_start`, then
+    `dc.wait`): each starts right after its input is produced and is waited
+    right before its first use, so the exchanges of q, k and v overlap each
+    other and the projections computed after them. Heads are read from the operand shapes (the batch dims of q and of
     k/v divided by the batch of the sequence arguments); P must divide the
     query heads and the key/value heads.
 
@@ -302,7 +305,9 @@ def DCPrefetch : Pass<"dc-prefetch", "::mlir::ModuleOp"> {
     the memory timeline predicts stays within the budget at every op and
     the bytes in flight stay under `max-in-flight-bytes`. Gathers keep their
     relative order (the collective stream is FIFO) and never move above the
-    release of the same parameter's previous interval.
+    release of the same parameter's previous interval, nor (hoisted or
+    fused) ahead of a `dc.all_to_all_start` that is waited before the
+    gather is: in the FIFO stream it would delay an exchange needed sooner.
 
     Each round hoists a gather to its *latest start*: walking the FIFO
     collective stream backwards from the end, the latest time a collective
@@ -456,8 +461,10 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
     is used after its `dc.release`, directly or through a view, read by a
     start op waited after it, or released twice; every gather is released
     or persistent (a reloaded value may go unreleased: it then lives until
-    the step ends); and, when a budget is given, the memory timeline's peak
-    fits it. Each error names the op.
+    the step ends); in buffer form, nothing touches the output of a
+    `dc.all_to_all_start` (or writes its input) between the start and its
+    wait; and, when a budget is given, the memory timeline's peak fits it.
+    Each error names the op.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = [

@@ -4,7 +4,7 @@
   trace_streams.py TRACE
 The trace must name one process and its four stream threads; every complete
 ("X") slice must sit on a declared thread whose name is its category, on the
-stream its op runs on (gathers, reduce-scatters and all-to-alls on
+stream its op runs on (gathers, reduce-scatters, all-reduces and all-to-alls on
 "collective", offloads on "device-to-host", reloads and uploads on
 "host-to-device", everything else, and every "stall: " slice, on "compute"),
 and the slices of one stream must not overlap (each stream runs one op at a
@@ -19,6 +19,8 @@ STREAM_OF = {
     "dc.gather_start": "collective",
     "dc.reduce_scatter_start": "collective",
     "dc.all_to_all": "collective",
+    "dc.all_to_all_start": "collective",
+    "dc.all_reduce_start": "collective",
     "dc.offload_start": "device-to-host",
     "dc.reload_start": "host-to-device",
     "dc.upload_start": "host-to-device",

@@ -104,9 +104,11 @@ def DC_WaitOp : DC_Op<"wait", [
   let description = [{
     Blocks the compute stream until the transfer behind `future` completes
     and yields its value: a gathered tensor, a reduced gradient shard, a
-    host copy or a reloaded tensor. Each future must be waited exactly once.
+    host copy, a reloaded tensor or an exchanged activation
+    (`dc.all_to_all_start`). Each future must be waited exactly once.
     After bufferization the value is a memref: the runtime's buffer, or for
-    a `dc.reload_start` the destination it copied into.
+    a `dc.reload_start` (`dc.all_to_all_start`) the destination it copied
+    (exchanged) into.
 
     ```mlir
     %w = dc.wait %f : !dc.future<tensor<8x8xf32>>
@@ -352,8 +354,9 @@ def DC_AllToAllOp : DC_Op<"all_to_all", [
     equal `concat_dim`, as in a general all-to-all: the shape is then
     unchanged and the op exchanges blocks of that dim between the ranks.
 
-    The op is synchronous. Its buffer form writes into `output` and has no
-    result:
+    The op is synchronous (the runtime's start, then its wait at once);
+    `dc.all_to_all_start` is the asynchronous form, which `dc-ulysses`
+    emits. Its buffer form writes into `output` and has no result:
 
     ```mlir
     dc.all_to_all %x on @world[0] split 2 concat 1 into %y
@@ -376,6 +379,69 @@ def DC_AllToAllOp : DC_Op<"all_to_all", [
   }];
   let extraClassDeclaration = [{
     /// The shape the op produces: its result (tensors) or output (buffers).
+    ::mlir::ShapedType getOutputType();
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_AllToAllStartOp : DC_Op<"all_to_all_start", [
+    DC_AsyncStartOpInterface,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+    MemoryEffects<[MemWrite<DC_Communicator>]>]> {
+  let summary = "start an all-to-all over a grid axis (split one dim, concat "
+                "another)";
+  let description = [{
+    The asynchronous form of `dc.all_to_all` (same exchange, same shape
+    rule): starts the exchange on the collective stream and returns a future
+    of the exchanged tensor, which one `dc.wait` takes. The op reads `input`
+    until that wait, and compute between the start and the wait (other
+    projections, other exchanges) overlaps the transfer. `dc-ulysses`
+    starts each exchange right after its input is produced and waits right
+    before its first use.
+
+    In buffer form it writes `output`, a device buffer of the exchanged type
+    that bufferization allocates (a `memref.alloc`, which
+    `dc-assign-step-arena` places in the step arena); the future's value,
+    after its wait, is that buffer, as on `dc.reload_start`. The tensor form
+    has no output.
+
+    ```mlir
+    %f = dc.all_to_all_start %x on @world[0] split 1 concat 2
+        : tensor<1x32x512x64xbf16> -> !dc.future<tensor<1x16x1024x64xbf16>>
+    %h = dc.wait %f : !dc.future<tensor<1x16x1024x64xbf16>>
+    ```
+
+    ```mlir
+    %y = memref.alloc() : memref<1x16x1024x64xbf16>
+    %f = dc.all_to_all_start %x on @world[0] split 1 concat 2 into %y
+        : memref<1x32x512x64xbf16> into memref<1x16x1024x64xbf16>
+       -> !dc.future<memref<1x16x1024x64xbf16>>
+    ```
+  }];
+  let arguments = !con(
+      (ins Arg<DC_TensorOrBuffer, "read until the wait", [MemRead]>:$input),
+      DC_GridAxisArgs,
+      (ins I64Attr:$split_dim, I64Attr:$concat_dim,
+           Arg<Optional<DC_DeviceBuffer>,
+               "the device buffer the exchange writes (buffer form)",
+               [MemWrite]>:$output));
+  let results = (outs DC_AnyFuture:$future);
+  // The passes build the tensor form.
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$future, "::mlir::Value":$input,
+                   "::llvm::StringRef":$grid, "int64_t":$axis,
+                   "int64_t":$split_dim, "int64_t":$concat_dim), [{
+      build($_builder, $_state, future, input, grid, axis, split_dim,
+            concat_dim, ::mlir::Value());
+    }]>
+  ];
+  let assemblyFormat = [{
+    $input `on` $grid `[` $axis `]` `split` $split_dim `concat` $concat_dim
+    (`into` $output^)? attr-dict `:` type($input) (`into` type($output)^)?
+    `->` qualified(type($future))
+  }];
+  let extraClassDeclaration = [{
+    /// The exchanged type: the future's value.
     ::mlir::ShapedType getOutputType();
   }];
   let hasVerifier = 1;
