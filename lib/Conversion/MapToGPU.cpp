@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
@@ -397,6 +398,12 @@ constexpr int64_t kVectorBytes = 16;
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
 
+/// Threads of a warp; a row group whose rows a warp covers in at most
+/// kMaxWarpRowChunks chunks per lane (A's 2048-wide bf16 norms: 8) runs a
+/// warp per row, kBlockSize / kWarpSize rows per block.
+constexpr int32_t kWarpSize = 32;
+constexpr int64_t kMaxWarpRowChunks = 8;
+
 /// Bytes of one element of `type` when `map` (a function of loop `dim`)
 /// reads it contiguously along `dim`: `dim` is its last index, the stride
 /// there is 1 and every other stride a multiple of 16 bytes, so each
@@ -616,6 +623,13 @@ void storeYields(OpBuilder &builder, Location loc, linalg::GenericOp op,
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
+
+  // A warp per row synchronizes with nvvm.bar.warp.sync (the GPU dialect
+  // has no warp barrier).
+  void getDependentDialects(DialectRegistry &registry) const override {
+    DCMapToGPUBase::getDependentDialects(registry);
+    registry.insert<NVVM::NVVMDialect>();
+  }
 
   void runOnOperation() override {
     if (cudaToolkit.empty()) {
@@ -908,30 +922,73 @@ private:
       if (member.kind != RowMember::PerRow)
         length = std::max(length, member.op.getStaticLoopRanges().back());
     int64_t width = getRowGroupVectorWidth(members, rows);
-    int64_t threads = std::min<int64_t>(
-        kBlockSize, llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
-    int64_t blocks = computeProduct(rowTrips);
+    int64_t rowCount = computeProduct(rowTrips);
+    // A warp per row when its lanes cover the row in a few whole steps:
+    // several rows per block, shuffles instead of the block's shared
+    // memory, warp barriers instead of the block's.
+    int64_t chunks = getWarpRowChunks(members, width);
+    bool perWarp = chunks > 0;
+    int64_t threads =
+        perWarp ? kWarpSize
+                : std::min<int64_t>(
+                      kBlockSize,
+                      llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
+    if (!perWarp)
+      chunks = getKeptChunks(members, threads, width, kMaxKeptChunks);
+    int64_t rowsPerBlock =
+        perWarp ? std::min(kBlockSize / kWarpSize, rowCount) : 1;
     rewriter.setInsertionPoint(last);
-    gpu::LaunchOp launch = createLaunch(rewriter, loc, blocks, threads);
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, llvm::divideCeil(rowCount, rowsPerBlock),
+                     threads * rowsPerBlock);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
     Value tid = launch.getThreadIds().x;
+    Value row = launch.getBlockIds().x;
+    if (rowsPerBlock > 1) {
+      row = arith::AddIOp::create(
+          rewriter, loc,
+          arith::MulIOp::create(rewriter, loc, row, index(rowsPerBlock)),
+          arith::DivUIOp::create(rewriter, loc, tid, index(kWarpSize)));
+      tid = arith::RemUIOp::create(rewriter, loc, tid, index(kWarpSize));
+      // The last block's spare warps (no block barrier follows).
+      if (rowCount % rowsPerBlock != 0) {
+        auto inRange = scf::IfOp::create(
+            rewriter, loc,
+            arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, row,
+                                  index(rowCount)),
+            /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(inRange.thenBlock());
+      }
+    }
     Value isFirst = arith::CmpIOp::create(
         rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
-    SmallVector<Value> ivs =
-        delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
+    SmallVector<Value> ivs = delinearize(rewriter, loc, row, rowTrips);
     Value aligned = rowsAligned(rewriter, loc, members, rows, width);
-    // Members in order, a barrier between each. `kept`: straight-line
-    // chunks with values kept between members (see KeptRowValues).
+    // Members in order, a barrier between each (the block's, or the warp's
+    // for a warp per row). `kept`: straight-line chunks with values kept
+    // between members (see KeptRowValues); then every thread computes the
+    // per-row values itself (thread 0 stores them), so no thread waits on
+    // memory another wrote.
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
       for (auto [i, member] : llvm::enumerate(members)) {
-        if (i > 0)
-          gpu::BarrierOp::create(rewriter, loc);
+        if (i > 0) {
+          if (perWarp)
+            NVVM::SyncWarpOp::create(
+                rewriter, loc,
+                arith::ConstantIntOp::create(rewriter, loc, -1, 32));
+          else
+            gpu::BarrierOp::create(rewriter, loc);
+        }
         linalg::GenericOp op = member.op;
         if (member.kind == RowMember::PerRow) {
+          if (kept) {
+            emitKeptPerRow(rewriter, loc, op, ivs, isFirst, *kept);
+            continue;
+          }
           OpBuilder::InsertionGuard inIf(rewriter);
           auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
                                            /*withElseRegion=*/false);
@@ -939,9 +996,6 @@ private:
           IRMapping mapping;
           cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
           storeYields(rewriter, loc, op, ivs, mapping);
-          if (kept)
-            for (Value output : op.getDpsInits())
-              kept->forget(output);
           continue;
         }
         const ReductionForm *form = member.form ? &*member.form : nullptr;
@@ -951,16 +1005,19 @@ private:
                                             threads, width, aligned);
         if (!form)
           continue;
-        Value total = gpu::AllReduceOp::create(
-            rewriter, loc, partial,
-            gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
-            /*uniform=*/rewriter.getUnitAttr());
-        storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+        Value total = perWarp ? warpReduce(rewriter, loc, *form, partial)
+                              : gpu::AllReduceOp::create(
+                                    rewriter, loc, partial,
+                                    gpu::AllReduceOperationAttr::get(
+                                        rewriter.getContext(), form->kind),
+                                    /*uniform=*/rewriter.getUnitAttr())
+                                    .getResult();
         if (kept)
-          kept->forget(op->getOperand(form->output.getArgNumber()));
+          storeKeptFolded(rewriter, loc, op, *form, ivs, isFirst, total, *kept);
+        else
+          storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
       }
     };
-    int64_t chunks = getKeptChunks(members, threads, width);
     if (chunks == 0) {
       emitMembers(/*vectors=*/false, nullptr);
     } else {
@@ -1006,11 +1063,11 @@ private:
 
   /// Chunks of `width` (at least 1) points each thread takes of every row
   /// when the members that loop along the row all have one length that
-  /// `threads` threads cover in a few whole steps (at most
-  /// kMaxKeptChunks): then the group is code without loops and keeps
-  /// values in registers between members. 0: loops.
+  /// `threads` threads cover in a few whole steps (at most `maxChunks`):
+  /// then the group is code without loops and keeps values in registers
+  /// between members. 0: loops.
   static int64_t getKeptChunks(ArrayRef<RowMember> members, int64_t threads,
-                               int64_t width) {
+                               int64_t width, int64_t maxChunks) {
     int64_t step = threads * std::max<int64_t>(width, 1);
     int64_t length = -1;
     for (const RowMember &member : members) {
@@ -1021,9 +1078,98 @@ private:
         return 0;
       length = inner;
     }
-    if (length <= 0 || length % step != 0 || length / step > kMaxKeptChunks)
+    if (length <= 0 || length % step != 0 || length / step > maxChunks)
       return 0;
     return length / step;
+  }
+
+  /// The chunks each lane of a warp per row keeps (getKeptChunks over 32
+  /// threads, at most kMaxWarpRowChunks), when every reduction of the
+  /// group folds f32 (a 32-bit shuffle carries it); 0: a block per row.
+  static int64_t getWarpRowChunks(ArrayRef<RowMember> members, int64_t width) {
+    for (const RowMember &member : members)
+      if (member.form && !member.form->output.getType().isF32())
+        return 0;
+    return getKeptChunks(members, kWarpSize, width, kMaxWarpRowChunks);
+  }
+
+  /// `partial` folded across the warp by `form`'s combiner: a butterfly of
+  /// xor shuffles (16, 8, 4, 2, 1). Each pair of lanes combines the same
+  /// two values, so every lane ends with the same total, in an order
+  /// fixed by the lane numbers alone.
+  static Value warpReduce(OpBuilder &builder, Location loc,
+                          const ReductionForm &form, Value partial) {
+    Value value = partial;
+    for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(builder, loc, value, offset,
+                                            kWarpSize, gpu::ShuffleMode::XOR);
+      value = combine(builder, form, value, shuffle.getShuffleResult());
+    }
+    return value;
+  }
+
+  /// A per-row member (a norm's rsqrt, a fill) in a group that keeps
+  /// values: every thread computes it from kept values (or loads), thread
+  /// 0 alone stores it, and every thread keeps the result for the members
+  /// after it.
+  static void emitKeptPerRow(IRRewriter &rewriter, Location loc,
+                             linalg::GenericOp op, ArrayRef<Value> ivs,
+                             Value isFirst, KeptRowValues &kept) {
+    Block &body = op.getRegion().front();
+    SmallVector<Value> args(op->getNumOperands());
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (body.getArgument(operand.getOperandNumber()).use_empty())
+        continue;
+      if (!isa<MemRefType>(operand.get().getType())) {
+        args[operand.getOperandNumber()] = operand.get();
+        continue;
+      }
+      SmallVector<Value> indices =
+          applyMap(op.getMatchingIndexingMap(&operand), ivs);
+      Value value = kept.lookup(operand.get(), indices);
+      if (!value) {
+        value = memref::LoadOp::create(rewriter, loc, operand.get(), indices);
+        kept.keep(operand.get(), indices, value, /*stored=*/false);
+      }
+      args[operand.getOperandNumber()] = value;
+    }
+    SmallVector<Value> results = cloneBodyWith(rewriter, op, args, ivs);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
+        memref::StoreOp::create(
+            rewriter, loc, value, init.get(),
+            applyMap(op.getMatchingIndexingMap(&init), ivs));
+    }
+    for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
+      kept.keep(init.get(), applyMap(op.getMatchingIndexingMap(&init), ivs),
+                value, /*stored=*/true);
+  }
+
+  /// storeFolded for a group that keeps values: every thread folds the
+  /// (uniform) total into the output's old value (kept, or loaded), thread
+  /// 0 stores it, every thread keeps it.
+  static void storeKeptFolded(IRRewriter &rewriter, Location loc,
+                              linalg::GenericOp op, const ReductionForm &form,
+                              ArrayRef<Value> ivs, Value isFirst, Value total,
+                              KeptRowValues &kept) {
+    OpOperand *init = op.getDpsInitOperand(0);
+    SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
+    Value old = kept.lookup(init->get(), indices);
+    if (!old)
+      old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
+    Value folded = combine(rewriter, form, old, total);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      memref::StoreOp::create(rewriter, loc, folded, init->get(), indices);
+    }
+    kept.keep(init->get(), indices, folded, /*stored=*/true);
   }
 
   /// Elements per 16-byte access for a row group's loops along the row:
@@ -1184,8 +1330,10 @@ private:
       if (!isRead(operand))
         continue;
       unsigned i = operand.getOperandNumber();
-      if (!movesAlongRow(operand))
-        once[i] = loadAt(rewriter, loc, op, operand, point); // per row
+      if (!movesAlongRow(operand)) // per row, kept like the rest
+        once[i] = isa<MemRefType>(operand.get().getType())
+                      ? load(operand, point, /*asVector=*/false)
+                      : operand.get();
       else if (vectors)
         vectorOf[i] = load(operand, point, /*asVector=*/true);
     }

@@ -200,53 +200,75 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 
 // -----
 
-// A row reduction with its neighbours on the same rows is one kernel of a
-// block per row (RMSNorm's forward): the zero fill of the sums (thread 0),
-// the sum of squares (all threads, gpu.all_reduce, thread 0 folds it), the
-// rsqrt of each row's sum (thread 0), then the scale of every element of
-// the row (all threads), a barrier between each. Rows of 512 bf16s: each
-// of 64 threads takes 8 neighbours, one 16-byte load of each operand along
-// the row; one such step covers the row, so there is no loop and the
-// scale reuses the row the sum of squares loaded (kept in registers, not
-// read again). When a buffer is not 16-byte aligned, the same group reads
-// the same 8 points one at a time, in the same order.
+// A row reduction with its neighbours on the same rows is one kernel
+// (RMSNorm's forward): the zero fill of the sums, the sum of squares, the
+// rsqrt of each row's sum, then the scale of every element of the row.
+// Rows of 512 bf16s: 32 lanes of 8 neighbours (one 16-byte load of each
+// operand along the row) cover a row in 2 steps, so a warp takes each row,
+// 8 rows per block of 256 threads, with no loop: the lanes fold their
+// points, a butterfly of xor shuffles gives every lane the row's sum,
+// every lane computes the per-row values itself (lane 0 stores them) and
+// the scale reuses the row the sum of squares loaded and the rsqrt
+// computed (kept in registers, not read again). Warp barriers between the
+// members. When a buffer is not 16-byte aligned, the same group reads the
+// same points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c64{{.*}},
-// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[WARP:.*]] = arith.divui %[[TX]], %c32
+// CHECK: %[[R0:.*]] = arith.muli %[[BX]], %c8
+// CHECK: %[[ROW:.*]] = arith.addi %[[R0]], %[[WARP]]
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c32
+// CHECK-NOT: scf.if
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]], %c0
 // Alignment of x, w and y (each once).
 // CHECK-COUNT-3: memref.extract_aligned_pointer_as_index
 // CHECK-NOT: memref.extract_aligned_pointer_as_index
 // CHECK: %[[ALIGNED:.*]] = arith.andi
 // CHECK: scf.if %[[ALIGNED]] {
-// CHECK: %[[P:.*]] = arith.muli %[[TX]], %c8
+// CHECK: %[[P:.*]] = arith.muli %[[LANE]], %c8
+// CHECK: %[[P2:.*]] = arith.addi %[[P]], %c256
 // CHECK: scf.if %[[FIRST]]
-// CHECK-NEXT: memref.store %{{.*}}, %arg2[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[ZERO:.*]], %arg2[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: scf.for
-// CHECK: %[[X:.*]] = vector.load %arg0[%[[BX]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK: %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
 // CHECK: vector.extract %[[X]][0]
 // CHECK: vector.extract %[[X]][7]
-// CHECK: %[[SUM:.*]] = gpu.all_reduce add
+// CHECK: %[[X2:.*]] = vector.load %arg0[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
+// CHECK: %[[S16:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[PART:[[:alnum:]_]+]], %c16
+// CHECK-NEXT: arith.addf %[[PART]], %[[S16]]
+// CHECK: gpu.shuffle xor %{{.*}}, %c8
+// CHECK: gpu.shuffle xor %{{.*}}, %c4
+// CHECK: gpu.shuffle xor %{{.*}}, %c2
+// CHECK: %[[S1:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[P1:[[:alnum:]_]+]], %c1
+// CHECK-NEXT: %[[TOTAL:.*]] = arith.addf %[[P1]], %[[S1]]
+// CHECK-NOT: gpu.all_reduce
+// CHECK-NOT: memref.load
+// CHECK: %[[SUM:.*]] = arith.addf %[[ZERO]], %[[TOTAL]]
 // CHECK: scf.if %[[FIRST]]
-// CHECK: memref.store %{{.*}}, %arg2[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[SUM]], %arg2[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NOT: memref.load
+// CHECK: %[[RSTD:.*]] = math.rsqrt
 // CHECK: scf.if %[[FIRST]]
-// CHECK: math.rsqrt
-// CHECK: memref.store %{{.*}}, %arg3[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[RSTD]], %arg3[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NOT: memref.load
 // CHECK-NOT: vector.load %arg0
-// CHECK-DAG: vector.load %arg1[%[[P]]]
-// CHECK-DAG: memref.load %arg3[%[[BX]]]
-// CHECK-DAG: vector.extract %[[X]][0]
+// CHECK: vector.load %arg1[%[[P]]]
+// CHECK: arith.mulf %{{.*}}, %[[RSTD]]
 // CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
-// CHECK: vector.store %[[Y]], %arg4[%[[BX]], %[[P]]] {alignment = 16 : i64}
+// CHECK: vector.store %[[Y]], %arg4[%[[ROW]], %[[P]]] {alignment = 16 : i64}
+// CHECK-NOT: memref.load
+// CHECK: vector.load %arg1[%[[P2]]]
+// CHECK: vector.store %{{.*}}, %arg4[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
 // CHECK: } else {
 // CHECK-NOT: vector.load
-// CHECK-COUNT-8: memref.load %arg0[%[[BX]], %{{.*}}]
-// CHECK: gpu.all_reduce add
+// CHECK-COUNT-16: memref.load %arg0[%[[ROW]], %{{.*}}]
+// CHECK: gpu.shuffle xor
 // CHECK: math.rsqrt
 // CHECK-NOT: memref.load %arg0
-// CHECK-COUNT-8: memref.store %{{.*}}, %arg4[%[[BX]], %{{.*}}]
+// CHECK-COUNT-16: memref.store %{{.*}}, %arg4[%[[ROW]], %{{.*}}]
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
@@ -617,7 +639,7 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
 // bytes of %x one row (1024 bytes) further on. Row r of %y is row r + 1 of
 // %x, which another block still reads for its sum: the scale does not join
 // the reduction's kernel. Written in place (%y at %x's offset, the same
-// layout) it joins: each block reads its row before it writes it.
+// layout) it joins: each warp reads its row before it writes it.
 // CHECK-LABEL: func.func @shifted_reuse
 // CHECK: gpu.launch
 // CHECK: gpu.all_reduce
@@ -627,9 +649,9 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
 // CHECK: return
 // CHECK-LABEL: func.func @in_place
 // CHECK: gpu.launch
-// CHECK: gpu.all_reduce
-// CHECK: gpu.barrier
-// CHECK: memref.store
+// CHECK: gpu.shuffle xor
+// CHECK: nvvm.bar.warp.sync
+// CHECK: vector.store
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
@@ -697,11 +719,12 @@ func.func @in_place(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
 // CHECK: gpu.launch
 // CHECK: scf.if %{{.*}} {
 // CHECK: %[[X:.*]] = vector.load %[[XV:.*]][%{{.*}}, %[[P:.*]]] {alignment = 16 : i64}
-// CHECK: gpu.all_reduce add
+// CHECK: gpu.shuffle xor
 // CHECK: vector.store %{{.*}}, %[[YV:.*]][%{{.*}}, %[[P]]]
-// CHECK: gpu.barrier
+// CHECK: nvvm.bar.warp.sync
 // CHECK: vector.load %[[XV]][%{{.*}}, %[[P]]]
-// CHECK: gpu.all_reduce maximumf
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor
 // CHECK: } else {
 func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32>, %mx: memref<8xf32>) {
   %c0 = arith.constant 0 : index
@@ -736,6 +759,105 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
     %f = arith.extf %in : bf16 to f32
     %m = arith.maximumf %acc, %f : f32
     linalg.yield %m : f32
+  }
+  return
+}
+
+// -----
+
+// Rows of 4096 bf16s are too long for a warp (16 steps of 32 lanes): a
+// block of 256 threads per row, 2 steps each, gpu.all_reduce and block
+// barriers. The per-row values are still computed by every thread from
+// kept values (thread 0 alone stores them): the scale reads neither the
+// sums nor the rsqrt back from memory.
+// CHECK-LABEL: func.func @norm_wide
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: arith.divui
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[ALL:.*]] = gpu.all_reduce add
+// CHECK-NOT: memref.load
+// CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %[[ALL]]
+// CHECK-NEXT: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %[[SUM]], %arg1[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK-NOT: memref.load
+// CHECK: %[[RSTD:.*]] = math.rsqrt %{{.*}}
+// CHECK-NEXT: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %[[RSTD]], %arg2[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK-NOT: memref.load
+// CHECK: arith.mulf %{{.*}}, %[[RSTD]]
+// CHECK: vector.store
+// CHECK: } else {
+func.func @norm_wide(%x: memref<4x4096xbf16>, %ss: memref<4xf32>,
+                     %rstd: memref<4xf32>, %y: memref<4x4096xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x4096xbf16>) outs(%ss : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %sq = arith.mulf %f, %f : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%ss : memref<4xf32>) outs(%rstd : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %eps : f32
+    %r = math.rsqrt %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %rstd : memref<4x4096xbf16>, memref<4xf32>) outs(%y : memref<4x4096xbf16>) {
+  ^bb0(%in: bf16, %r: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %n = arith.mulf %f, %r : f32
+    %t = arith.truncf %n : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A warp per row, 12 rows: two blocks of 8 warps, and the second block's
+// last 4 warps (rows 12-15) skip the whole group (no block barrier waits
+// for them).
+// CHECK-LABEL: func.func @warp_spare_rows
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[ROW:.*]] = arith.addi
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[ROW]], %c12
+// CHECK-NEXT: scf.if %[[IN]] {
+// CHECK: gpu.shuffle xor
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
+func.func @warp_spare_rows(%x: memref<12x256xbf16>, %ss: memref<12xf32>, %y: memref<12x256xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<12xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<12x256xbf16>) outs(%ss : memref<12xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<12x256xbf16>, memref<12xf32>) outs(%y : memref<12x256xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
   }
   return
 }
