@@ -1492,8 +1492,258 @@ private:
   /// neighbouring columns of every kRowLanes-th row, and the first lane
   /// combines the partial results in shared memory, in a fixed order
   /// (bitwise the same every run).
+  /// Columns per 16-byte access for a column reduction (loops: the
+  /// parallel dims, the columns innermost of them, then the rows): 16
+  /// bytes of the narrowest input that moves along the columns, when each
+  /// such input reads them contiguously (getContiguousElementBytes), the
+  /// vector divides a block's columns and the column count, and every
+  /// other input reads one value per row. 0: a column per thread.
+  static int64_t getColumnVectorWidth(linalg::GenericOp op,
+                                      const ReductionForm &form,
+                                      ArrayRef<int64_t> trips) {
+    unsigned columnDim = trips.size() - 2;
+    int64_t narrowest = 0;
+    Block &body = op.getRegion().front();
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      if (body.getArgument(input->getOperandNumber()).use_empty())
+        continue;
+      auto type = dyn_cast<MemRefType>(input->get().getType());
+      if (!type) {
+        if (isa<ShapedType>(input->get().getType()))
+          return 0;
+        continue;
+      }
+      AffineMap map = op.getMatchingIndexingMap(input);
+      if (!map.isFunctionOfDim(columnDim))
+        continue;
+      int64_t bytes = getContiguousElementBytes(type, map, columnDim);
+      if (bytes == 0)
+        return 0;
+      narrowest = narrowest == 0 ? bytes : std::min(narrowest, bytes);
+    }
+    if (narrowest == 0 || !form.output.getType().isF32())
+      return 0;
+    int64_t width = kVectorBytes / narrowest;
+    if (width < 2 || kColumnsPerBlock % width != 0 ||
+        trips[columnDim] % width != 0)
+      return 0;
+    return width;
+  }
+
+  /// mapColumnReduction with `width` neighbouring columns per thread: a
+  /// block's kColumnsPerBlock columns are kColumnsPerBlock / width vector
+  /// lanes, its 256 threads as many times fewer column lanes and more row
+  /// lanes, each row lane one 16-byte load per input per row (a warp
+  /// reads 16 rows of 32 bytes per load, not 2). The row lanes' partials
+  /// meet in shared memory and fold in two fixed-order steps (groups of
+  /// row lanes, then the groups). A buffer not 16-byte aligned at run time
+  /// takes the same points one element at a time: the same sums, bitwise.
+  void mapColumnReductionVectorized(IRRewriter &rewriter, linalg::GenericOp op,
+                                    const ReductionForm &form,
+                                    ArrayRef<int64_t> trips, int64_t width) {
+    Location loc = op.getLoc();
+    int64_t length = trips.back();
+    int64_t columns = trips[trips.size() - 2];
+    unsigned columnDim = trips.size() - 2;
+    ArrayRef<int64_t> outerTrips = trips.drop_back(2);
+    int64_t outer = computeProduct(outerTrips);
+    int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
+    int64_t vectorLanes = kColumnsPerBlock / width;
+    int64_t rowLanes = kBlockSize / vectorLanes;
+    // Row lanes folded per group in the first step (16 groups).
+    int64_t groups = kBlockSize / kColumnsPerBlock;
+    int64_t perGroup = rowLanes / groups;
+    rewriter.setInsertionPoint(op);
+    if (outer == 0 || columns == 0)
+      return;
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
+    Type type = form.output.getType();
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    // [row lane][column of the block], then [group][column of the block].
+    Value partials = launch.addWorkgroupAttribution(
+        MemRefType::get({rowLanes * kColumnsPerBlock}, type,
+                        MemRefLayoutAttrInterface{}, workgroup),
+        loc);
+    Value groupPartials = launch.addWorkgroupAttribution(
+        MemRefType::get({kBlockSize}, type, MemRefLayoutAttrInterface{},
+                        workgroup),
+        loc);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value tid = launch.getThreadIds().x, block = launch.getBlockIds().x;
+    Value lane = arith::RemUIOp::create(rewriter, loc, tid, index(vectorLanes));
+    Value rowLane =
+        arith::DivUIOp::create(rewriter, loc, tid, index(vectorLanes));
+    Value blockColumn = arith::MulIOp::create(
+        rewriter, loc,
+        arith::RemUIOp::create(rewriter, loc, block, index(columnBlocks)),
+        index(kColumnsPerBlock));
+    Value column = arith::AddIOp::create(
+        rewriter, loc, blockColumn,
+        arith::MulIOp::create(rewriter, loc, lane, index(width)));
+    SmallVector<Value> outerIvs = delinearize(
+        rewriter, loc,
+        arith::DivUIOp::create(rewriter, loc, block, index(columnBlocks)),
+        outerTrips);
+    Value valid = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, column, index(columns));
+    Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
+    SmallVector<Value> identities(width, identity);
+    Block &body = op.getRegion().front();
+    Value aligned;
+    for (OpOperand *input : op.getDpsInputOperands())
+      if (isa<MemRefType>(input->get().getType()) &&
+          !body.getArgument(input->getOperandNumber()).use_empty() &&
+          op.getMatchingIndexingMap(input).isFunctionOfDim(columnDim)) {
+        Value check = isVectorAligned(rewriter, loc, input->get());
+        aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
+                          : check;
+      }
+    // The thread's `width` sums over its rows, with 16-byte loads or not.
+    auto emitSums = [&](bool vectors) -> SmallVector<Value> {
+      auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
+                                     index(rowLanes), identities);
+      OpBuilder::InsertionGuard inLoop(rewriter);
+      rewriter.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> point(outerIvs);
+      point.push_back(column);
+      point.push_back(loop.getInductionVar());
+      SmallVector<Value> vectorOf(op->getNumOperands()),
+          once(op->getNumOperands());
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        unsigned i = input->getOperandNumber();
+        if (body.getArgument(i).use_empty())
+          continue;
+        if (!isa<MemRefType>(input->get().getType())) {
+          once[i] = input->get();
+          continue;
+        }
+        AffineMap map = op.getMatchingIndexingMap(input);
+        if (!map.isFunctionOfDim(columnDim))
+          once[i] = loadAt(rewriter, loc, op, *input, point);
+        else if (vectors)
+          vectorOf[i] = vector::LoadOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(input->get())),
+              input->get(), applyMap(map, point), /*nontemporal=*/false,
+              llvm::Align(kVectorBytes));
+      }
+      SmallVector<Value> sums;
+      for (int64_t j = 0; j < width; ++j) {
+        SmallVector<Value> lanePoint(point);
+        if (j != 0)
+          lanePoint[columnDim] =
+              arith::AddIOp::create(rewriter, loc, column, index(j));
+        SmallVector<Value> args(op->getNumOperands());
+        for (OpOperand *input : op.getDpsInputOperands()) {
+          unsigned i = input->getOperandNumber();
+          if (once[i])
+            args[i] = once[i];
+          else if (vectorOf[i])
+            args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], j);
+          else if (!body.getArgument(i).use_empty())
+            args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
+        }
+        IRMapping mapping;
+        cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
+        sums.push_back(combine(rewriter, form, loop.getRegionIterArg(j),
+                               mapping.lookupOrDefault(form.element)));
+      }
+      scf::YieldOp::create(rewriter, loc, sums);
+      return SmallVector<Value>(loop.getResults());
+    };
+    SmallVector<Type> types(width, type);
+    auto ifValid = scf::IfOp::create(rewriter, loc, types, valid,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      rewriter.setInsertionPointToStart(ifValid.thenBlock());
+      if (!aligned) {
+        scf::YieldOp::create(rewriter, loc, emitSums(/*vectors=*/false));
+      } else {
+        auto ifAligned = scf::IfOp::create(rewriter, loc, types, aligned,
+                                           /*withElseRegion=*/true);
+        for (auto [branch, vectors] :
+             {std::pair{ifAligned.thenBlock(), true},
+              std::pair{ifAligned.elseBlock(), false}}) {
+          rewriter.setInsertionPointToStart(branch);
+          scf::YieldOp::create(rewriter, loc, emitSums(vectors));
+        }
+        rewriter.setInsertionPointAfter(ifAligned);
+        scf::YieldOp::create(rewriter, loc, ifAligned.getResults());
+      }
+      rewriter.setInsertionPointToStart(ifValid.elseBlock());
+      scf::YieldOp::create(rewriter, loc, identities);
+    }
+    // partials[rowLane][lane * width + j].
+    Value slot0 = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, rowLane, index(kColumnsPerBlock)),
+        arith::MulIOp::create(rewriter, loc, lane, index(width)));
+    for (int64_t j = 0; j < width; ++j)
+      memref::StoreOp::create(
+          rewriter, loc, ifValid.getResult(j), partials,
+          ValueRange{j == 0
+                         ? slot0
+                         : arith::AddIOp::create(rewriter, loc, slot0, index(j))
+                               .getResult()});
+    gpu::BarrierOp::create(rewriter, loc);
+    // Step 1: thread (group g, block column c) folds row lanes
+    // g * perGroup .. (g + 1) * perGroup - 1 of column c, in order.
+    Value blockOffset =
+        arith::RemUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+    Value group =
+        arith::DivUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+    Value first = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, group,
+                              index(perGroup * kColumnsPerBlock)),
+        blockOffset);
+    Value groupTotal = memref::LoadOp::create(rewriter, loc, partials, first);
+    for (int64_t k = 1; k < perGroup; ++k)
+      groupTotal =
+          combine(rewriter, form, groupTotal,
+                  memref::LoadOp::create(
+                      rewriter, loc, partials,
+                      ValueRange{arith::AddIOp::create(
+                          rewriter, loc, first, index(k * kColumnsPerBlock))}));
+    memref::StoreOp::create(rewriter, loc, groupTotal, groupPartials, tid);
+    gpu::BarrierOp::create(rewriter, loc);
+    // Step 2: the first group folds the groups, in order, and stores.
+    Value outColumn =
+        arith::AddIOp::create(rewriter, loc, blockColumn, blockOffset);
+    Value storing = arith::AndIOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, group,
+                              index(0)),
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
+                              outColumn, index(columns)));
+    auto ifStoring = scf::IfOp::create(rewriter, loc, storing,
+                                       /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(ifStoring.thenBlock());
+    Value total =
+        memref::LoadOp::create(rewriter, loc, groupPartials, blockOffset);
+    for (int64_t g = 1; g < groups; ++g)
+      total = combine(
+          rewriter, form, total,
+          memref::LoadOp::create(
+              rewriter, loc, groupPartials,
+              ValueRange{arith::AddIOp::create(rewriter, loc, blockOffset,
+                                               index(g * kColumnsPerBlock))}));
+    SmallVector<Value> ivs(outerIvs);
+    ivs.push_back(outColumn);
+    storeFolded(rewriter, loc, op, form, ivs, /*when=*/nullptr, total);
+  }
+
   void mapColumnReduction(IRRewriter &rewriter, linalg::GenericOp op,
                           const ReductionForm &form, ArrayRef<int64_t> trips) {
+    if (int64_t width = getColumnVectorWidth(op, form, trips))
+      return mapColumnReductionVectorized(rewriter, op, form, trips, width);
     Location loc = op.getLoc();
     int64_t length = trips.back();
     int64_t columns = trips[trips.size() - 2];

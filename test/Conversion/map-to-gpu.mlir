@@ -7,29 +7,44 @@
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);
 // - a column reduction (reduction dim first) becomes one block of 256
-//   threads per 16 columns: 16 row lanes each sum every 16th row of a
-//   column, lane 0 adds the 16 partial sums from shared memory in order,
-//   then folds the total into the output;
+//   threads per 16 columns: 4 lanes of 4 neighbouring f32 columns (one
+//   16-byte load per row) times 64 row lanes, each summing every 64th
+//   row; the partials meet in shared memory, 16 groups of 4 row lanes
+//   fold in order, then the first group folds the 16 groups in order and
+//   folds the total into the output. Not 16-byte aligned at run time: the
+//   same points, one element at a time;
 // - a 0-d fill runs in one thread;
 // - a scatter loop with loads and stores runs in one thread.
 // CHECK-LABEL: func.func @step
 // CHECK-NOT: linalg.fill
 // CHECK: linalg.matmul {dc.gemm_overwrite}
 // CHECK: %[[C256:c256]] = arith.constant 256 : index
-// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
-// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
-// CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
+// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c4
+// CHECK: %[[ROWLANE:.*]] = arith.divui %[[TX]], %c4
+// CHECK: %[[BLOCKCOL:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: %[[LANECOL:.*]] = arith.muli %[[LANE]], %c4
+// CHECK: %[[COL:.*]] = arith.addi %[[BLOCKCOL]], %[[LANECOL]]
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c16
-// CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
-// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
-// CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
-// CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
+// CHECK: %[[ALIGNED:.*]] = arith.cmpi eq
+// CHECK: %[[PARTIAL:.*]]:4 = scf.if %[[VALID]] -> (f32, f32, f32, f32)
+// CHECK: scf.if %[[ALIGNED]] -> (f32, f32, f32, f32)
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK: vector.load %arg0[%[[ROW]], %[[COL]]] {alignment = 16 : i64} : memref<8x16xf32>, vector<4xf32>
+// CHECK: } else {
+// CHECK: scf.for %[[ROW2:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK-COUNT-4: memref.load %arg0[%[[ROW2]], %{{.*}}]
+// CHECK: memref.store %[[PARTIAL]]#0, %[[PARTIALS]]
+// CHECK: memref.store %[[PARTIAL]]#3, %[[PARTIALS]]
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-16: memref.load %[[PARTIALS]]
-// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[COL]]]
+// CHECK-COUNT-4: memref.load %[[PARTIALS]]
+// CHECK: memref.store %{{.*}}, %[[GROUPS]][%[[TX]]]
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.if
+// CHECK-COUNT-16: memref.load %[[GROUPS]]
+// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[OUT:.*]]]
 // CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
-// CHECK: memref.store %[[NEW]], %arg3[%[[COL]]]
+// CHECK: memref.store %[[NEW]], %arg3[%[[OUT]]]
 // CHECK: gpu.launch
 // CHECK: memref.store %{{.*}}, %arg4[] : memref<f32>
 // CHECK: gpu.launch
@@ -858,6 +873,70 @@ func.func @warp_spare_rows(%x: memref<12x256xbf16>, %ss: memref<12xf32>, %y: mem
     %d = arith.divf %f, %s : f32
     %t = arith.truncf %d : f32 to bf16
     linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A column reduction whose rows are not whole 16-byte vectors (18 f32
+// columns): 16 lanes of one column times 16 row lanes, each summing every
+// 16th row of a column; lane 0 adds the 16 partial sums from shared
+// memory in order, then folds the total into the output.
+// CHECK-LABEL: func.func @column_sums_by_element
+// CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c18
+// CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
+// CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
+// CHECK-NOT: vector.load
+// CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-16: memref.load %[[PARTIALS]]
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[COL]]]
+// CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
+// CHECK: memref.store %[[NEW]], %arg1[%[[COL]]]
+func.func @column_sums_by_element(%a: memref<8x18xf32>, %colsum: memref<18xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%a : memref<8x18xf32>) outs(%colsum : memref<18xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %s = arith.addf %x, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A norm's weight gradient (bf16 rows, f32 sums): 2 lanes of 8 columns
+// (one 16-byte load of g and of x per row) times 128 row lanes; the
+// per-row rstd is one load per row, shared by the 8 columns.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: arith.remui %{{.*}}, %c2
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c64{{.*}} step %c128
+// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
+// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
+// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK-NOT: memref.load %arg2
+// CHECK: scf.yield
+// CHECK: } else {
+func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: memref<64xf32>, %dw: memref<32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%g, %x, %rstd : memref<64x32xbf16>, memref<64x32xbf16>, memref<64xf32>) outs(%dw : memref<32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %r: f32, %acc: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %p = arith.mulf %af, %bf : f32
+    %q = arith.mulf %p, %r : f32
+    %s = arith.addf %acc, %q : f32
+    linalg.yield %s : f32
   }
   return
 }
