@@ -4,12 +4,13 @@
 // products stay for dc-to-dcrt; a reduction over rows (norms, softmax,
 // cross-entropy) becomes one block per row whose threads stride the row and
 // combine through gpu.all_reduce, fused with the ops beside it that work on
-// the same rows (a norm's scale) into one kernel; a reduction over columns
-// (a norm's weight gradient) one block per 16 columns whose 16 row lanes
-// combine in shared memory; every other linalg op one parallel kernel (a
-// thread per point of its parallel iteration space); any other op that
-// touches memory a one-thread kernel. The host keeps only what enqueues
-// work.
+// the same rows (a norm's scale) into one kernel, or a warp per row (xor
+// shuffles, 8 rows per block) when 32 lanes cover the row in a few 16-byte
+// steps; a reduction over columns (a norm's weight gradient) one block per
+// 16 columns whose row lanes combine in shared memory in a fixed order;
+// every other linalg op one parallel kernel (a thread per point of its
+// parallel iteration space); any other op that touches memory a one-thread
+// kernel. The host keeps only what enqueues work.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
@@ -399,10 +400,13 @@ constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kMaxKeptChunks = 4;
 
 /// Threads of a warp; a row group whose rows a warp covers in at most
-/// kMaxWarpRowChunks chunks per lane (A's 2048-wide bf16 norms: 8) runs a
-/// warp per row, kBlockSize / kWarpSize rows per block.
+/// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
+/// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
+/// chunks): every lane keeps its chunks as f32, 80 registers for the
+/// forward and 160 for the backward (ptxas), so one block per SM; measured
+/// no faster forward and slower backward than a block per row.
 constexpr int32_t kWarpSize = 32;
-constexpr int64_t kMaxWarpRowChunks = 8;
+constexpr int64_t kMaxWarpRowChunks = 4;
 
 /// Bytes of one element of `type` when `map` (a function of loop `dim`)
 /// reads it contiguously along `dim`: `dim` is its last index, the stride

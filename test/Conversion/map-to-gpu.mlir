@@ -780,8 +780,9 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
 
 // -----
 
-// Rows of 4096 bf16s are too long for a warp (16 steps of 32 lanes): a
-// block of 256 threads per row, 2 steps each, gpu.all_reduce and block
+// Rows of 4096 bf16s are too long for a warp (16 steps of 32 lanes; a
+// warp takes at most 4, as for config A's 2048-wide rows, which take 8):
+// a block of 256 threads per row, 2 steps each, gpu.all_reduce and block
 // barriers. The per-row values are still computed by every thread from
 // kept values (thread 0 alone stores them): the scale reads neither the
 // sums nor the rsqrt back from memory.
@@ -937,6 +938,65 @@ func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: me
     %q = arith.mulf %p, %r : f32
     %s = arith.addf %acc, %q : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Config A's norm rows (2048 bf16s) would take 8 steps of a warp, each
+// lane keeping 64 values (80 registers forward, 160 backward, one block
+// per SM): a block of 256 threads per row instead, one step each. Rows of
+// 1024 take 4 steps of a warp: a warp per row (8 rows, one block).
+// CHECK-LABEL: func.func @row_width_picks_warp_or_block
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.terminator
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: gpu.all_reduce
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.terminator
+func.func @row_width_picks_warp_or_block(%x: memref<4x2048xbf16>, %ss: memref<4xf32>, %y: memref<4x2048xbf16>,
+                                         %u: memref<8x1024xbf16>, %us: memref<8xf32>, %v: memref<8x1024xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x2048xbf16>) outs(%ss : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<4x2048xbf16>, memref<4xf32>) outs(%y : memref<4x2048xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  linalg.fill ins(%zero : f32) outs(%us : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%u : memref<8x1024xbf16>) outs(%us : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%u, %us : memref<8x1024xbf16>, memref<8xf32>) outs(%v : memref<8x1024xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
   }
   return
 }
