@@ -1120,6 +1120,31 @@ private:
                              linalg::GenericOp op, ArrayRef<Value> ivs,
                              Value isFirst, KeptRowValues &kept) {
     Block &body = op.getRegion().front();
+    // An input it would read from memory that its output may overwrite (in
+    // place): thread 0's store could land before another thread's load.
+    // Then thread 0 alone runs it, as without kept values.
+    bool inPlace = false;
+    for (OpOperand &operand : op->getOpOperands())
+      if (isa<MemRefType>(operand.get().getType()) &&
+          !body.getArgument(operand.getOperandNumber()).use_empty() &&
+          !kept.lookup(operand.get(),
+                       applyMap(op.getMatchingIndexingMap(&operand), ivs)))
+        for (Value output : op.getDpsInits())
+          inPlace = inPlace || mayAlias(operand.get(), output);
+    if (inPlace) {
+      {
+        OpBuilder::InsertionGuard inIf(rewriter);
+        auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                         /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+        IRMapping mapping;
+        cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
+        storeYields(rewriter, loc, op, ivs, mapping);
+      }
+      for (Value output : op.getDpsInits())
+        kept.forget(output);
+      return;
+    }
     SmallVector<Value> args(op->getNumOperands());
     for (OpOperand &operand : op->getOpOperands()) {
       if (body.getArgument(operand.getOperandNumber()).use_empty())
@@ -1156,15 +1181,20 @@ private:
   /// storeFolded for a group that keeps values: every thread folds the
   /// (uniform) total into the output's old value (kept, or loaded), thread
   /// 0 stores it, every thread keeps it.
-  static void storeKeptFolded(IRRewriter &rewriter, Location loc,
-                              linalg::GenericOp op, const ReductionForm &form,
-                              ArrayRef<Value> ivs, Value isFirst, Value total,
-                              KeptRowValues &kept) {
+  void storeKeptFolded(IRRewriter &rewriter, Location loc, linalg::GenericOp op,
+                       const ReductionForm &form, ArrayRef<Value> ivs,
+                       Value isFirst, Value total, KeptRowValues &kept) {
     OpOperand *init = op.getDpsInitOperand(0);
     SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
     Value old = kept.lookup(init->get(), indices);
-    if (!old)
-      old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
+    if (!old) {
+      // Not kept (no fill in the group): thread 0 alone reads and writes
+      // it, so no thread reads it after thread 0 stored; later members
+      // read it from memory, past the barrier.
+      storeFolded(rewriter, loc, op, form, ivs, isFirst, total);
+      kept.forget(init->get());
+      return;
+    }
     Value folded = combine(rewriter, form, old, total);
     {
       OpBuilder::InsertionGuard inIf(rewriter);

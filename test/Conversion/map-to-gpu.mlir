@@ -1000,3 +1000,62 @@ func.func @row_width_picks_warp_or_block(%x: memref<4x2048xbf16>, %ss: memref<4x
   }
   return
 }
+
+// -----
+
+// Per-row values that are not kept stay thread 0's: the sums have no fill
+// in the group (their old value is in memory), so thread 0 alone loads,
+// folds and stores them; the per-row update of %b reads and writes %b in
+// place, so thread 0 alone runs it too. The scale then reads both from
+// memory, after the warp barrier (no thread can read a sum or %b that
+// thread 0 has not stored, nor see thread 0's store before its own load).
+// CHECK-LABEL: func.func @kept_fallbacks
+// CHECK: gpu.launch
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[S1:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[P1:[[:alnum:]_]+]], %c1_i32,
+// CHECK-NEXT: %[[TOTAL:.*]] = arith.addf %[[P1]], %[[S1]]
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %arg1
+// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[TOTAL]]
+// CHECK-NEXT: memref.store %[[NEW]], %arg1
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.load %arg1
+// CHECK-NEXT: memref.load %arg2
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store %{{.*}}, %arg2
+// CHECK: nvvm.bar.warp.sync
+// CHECK-DAG: memref.load %arg1
+// CHECK-DAG: memref.load %arg2
+// CHECK: vector.store
+// CHECK: } else {
+func.func @kept_fallbacks(%x: memref<8x256xbf16>, %ss: memref<8xf32>, %b: memref<8xf32>, %y: memref<8x256xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x256xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%ss : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%s: f32, %old: f32):
+    %n = arith.addf %s, %old : f32
+    linalg.yield %n : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss, %b : memref<8x256xbf16>, memref<8xf32>, memref<8xf32>) outs(%y : memref<8x256xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %bb: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %e = arith.mulf %d, %bb : f32
+    %t = arith.truncf %e : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
