@@ -4,12 +4,13 @@
 // products stay for dc-to-dcrt; a reduction over rows (norms, softmax,
 // cross-entropy) becomes one block per row whose threads stride the row and
 // combine through gpu.all_reduce, fused with the ops beside it that work on
-// the same rows (a norm's scale) into one kernel; a reduction over columns
-// (a norm's weight gradient) one block per 16 columns whose 16 row lanes
-// combine in shared memory; every other linalg op one parallel kernel (a
-// thread per point of its parallel iteration space); any other op that
-// touches memory a one-thread kernel. The host keeps only what enqueues
-// work.
+// the same rows (a norm's scale) into one kernel, or a warp per row (xor
+// shuffles, 8 rows per block) when 32 lanes cover the row in a few 16-byte
+// steps; a reduction over columns (a norm's weight gradient) one block per
+// 16 columns whose row lanes combine in shared memory in a fixed order;
+// every other linalg op one parallel kernel (a thread per point of its
+// parallel iteration space); any other op that touches memory a one-thread
+// kernel. The host keeps only what enqueues work.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
@@ -20,6 +21,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
@@ -397,6 +399,15 @@ constexpr int64_t kVectorBytes = 16;
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
 
+/// Threads of a warp; a row group whose rows a warp covers in at most
+/// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
+/// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
+/// chunks): every lane keeps its chunks as f32, 80 registers for the
+/// forward and 160 for the backward (ptxas), so one block per SM; measured
+/// no faster forward and slower backward than a block per row.
+constexpr int32_t kWarpSize = 32;
+constexpr int64_t kMaxWarpRowChunks = 4;
+
 /// Bytes of one element of `type` when `map` (a function of loop `dim`)
 /// reads it contiguously along `dim`: `dim` is its last index, the stride
 /// there is 1 and every other stride a multiple of 16 bytes, so each
@@ -616,6 +627,13 @@ void storeYields(OpBuilder &builder, Location loc, linalg::GenericOp op,
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
+
+  // A warp per row synchronizes with nvvm.bar.warp.sync (the GPU dialect
+  // has no warp barrier).
+  void getDependentDialects(DialectRegistry &registry) const override {
+    DCMapToGPUBase::getDependentDialects(registry);
+    registry.insert<NVVM::NVVMDialect>();
+  }
 
   void runOnOperation() override {
     if (cudaToolkit.empty()) {
@@ -908,30 +926,73 @@ private:
       if (member.kind != RowMember::PerRow)
         length = std::max(length, member.op.getStaticLoopRanges().back());
     int64_t width = getRowGroupVectorWidth(members, rows);
-    int64_t threads = std::min<int64_t>(
-        kBlockSize, llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
-    int64_t blocks = computeProduct(rowTrips);
+    int64_t rowCount = computeProduct(rowTrips);
+    // A warp per row when its lanes cover the row in a few whole steps:
+    // several rows per block, shuffles instead of the block's shared
+    // memory, warp barriers instead of the block's.
+    int64_t chunks = getWarpRowChunks(members, width);
+    bool perWarp = chunks > 0;
+    int64_t threads =
+        perWarp ? kWarpSize
+                : std::min<int64_t>(
+                      kBlockSize,
+                      llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
+    if (!perWarp)
+      chunks = getKeptChunks(members, threads, width, kMaxKeptChunks);
+    int64_t rowsPerBlock =
+        perWarp ? std::min(kBlockSize / kWarpSize, rowCount) : 1;
     rewriter.setInsertionPoint(last);
-    gpu::LaunchOp launch = createLaunch(rewriter, loc, blocks, threads);
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, llvm::divideCeil(rowCount, rowsPerBlock),
+                     threads * rowsPerBlock);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
     Value tid = launch.getThreadIds().x;
+    Value row = launch.getBlockIds().x;
+    if (rowsPerBlock > 1) {
+      row = arith::AddIOp::create(
+          rewriter, loc,
+          arith::MulIOp::create(rewriter, loc, row, index(rowsPerBlock)),
+          arith::DivUIOp::create(rewriter, loc, tid, index(kWarpSize)));
+      tid = arith::RemUIOp::create(rewriter, loc, tid, index(kWarpSize));
+      // The last block's spare warps (no block barrier follows).
+      if (rowCount % rowsPerBlock != 0) {
+        auto inRange = scf::IfOp::create(
+            rewriter, loc,
+            arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, row,
+                                  index(rowCount)),
+            /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(inRange.thenBlock());
+      }
+    }
     Value isFirst = arith::CmpIOp::create(
         rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
-    SmallVector<Value> ivs =
-        delinearize(rewriter, loc, launch.getBlockIds().x, rowTrips);
+    SmallVector<Value> ivs = delinearize(rewriter, loc, row, rowTrips);
     Value aligned = rowsAligned(rewriter, loc, members, rows, width);
-    // Members in order, a barrier between each. `kept`: straight-line
-    // chunks with values kept between members (see KeptRowValues).
+    // Members in order, a barrier between each (the block's, or the warp's
+    // for a warp per row). `kept`: straight-line chunks with values kept
+    // between members (see KeptRowValues); then every thread computes the
+    // per-row values itself (thread 0 stores them), so no thread waits on
+    // memory another wrote.
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
       for (auto [i, member] : llvm::enumerate(members)) {
-        if (i > 0)
-          gpu::BarrierOp::create(rewriter, loc);
+        if (i > 0) {
+          if (perWarp)
+            NVVM::SyncWarpOp::create(
+                rewriter, loc,
+                arith::ConstantIntOp::create(rewriter, loc, -1, 32));
+          else
+            gpu::BarrierOp::create(rewriter, loc);
+        }
         linalg::GenericOp op = member.op;
         if (member.kind == RowMember::PerRow) {
+          if (kept) {
+            emitKeptPerRow(rewriter, loc, op, ivs, isFirst, *kept);
+            continue;
+          }
           OpBuilder::InsertionGuard inIf(rewriter);
           auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
                                            /*withElseRegion=*/false);
@@ -939,9 +1000,6 @@ private:
           IRMapping mapping;
           cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
           storeYields(rewriter, loc, op, ivs, mapping);
-          if (kept)
-            for (Value output : op.getDpsInits())
-              kept->forget(output);
           continue;
         }
         const ReductionForm *form = member.form ? &*member.form : nullptr;
@@ -951,16 +1009,19 @@ private:
                                             threads, width, aligned);
         if (!form)
           continue;
-        Value total = gpu::AllReduceOp::create(
-            rewriter, loc, partial,
-            gpu::AllReduceOperationAttr::get(rewriter.getContext(), form->kind),
-            /*uniform=*/rewriter.getUnitAttr());
-        storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+        Value total = perWarp ? warpReduce(rewriter, loc, *form, partial)
+                              : gpu::AllReduceOp::create(
+                                    rewriter, loc, partial,
+                                    gpu::AllReduceOperationAttr::get(
+                                        rewriter.getContext(), form->kind),
+                                    /*uniform=*/rewriter.getUnitAttr())
+                                    .getResult();
         if (kept)
-          kept->forget(op->getOperand(form->output.getArgNumber()));
+          storeKeptFolded(rewriter, loc, op, *form, ivs, isFirst, total, *kept);
+        else
+          storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
       }
     };
-    int64_t chunks = getKeptChunks(members, threads, width);
     if (chunks == 0) {
       emitMembers(/*vectors=*/false, nullptr);
     } else {
@@ -1006,11 +1067,11 @@ private:
 
   /// Chunks of `width` (at least 1) points each thread takes of every row
   /// when the members that loop along the row all have one length that
-  /// `threads` threads cover in a few whole steps (at most
-  /// kMaxKeptChunks): then the group is code without loops and keeps
-  /// values in registers between members. 0: loops.
+  /// `threads` threads cover in a few whole steps (at most `maxChunks`):
+  /// then the group is code without loops and keeps values in registers
+  /// between members. 0: loops.
   static int64_t getKeptChunks(ArrayRef<RowMember> members, int64_t threads,
-                               int64_t width) {
+                               int64_t width, int64_t maxChunks) {
     int64_t step = threads * std::max<int64_t>(width, 1);
     int64_t length = -1;
     for (const RowMember &member : members) {
@@ -1021,9 +1082,128 @@ private:
         return 0;
       length = inner;
     }
-    if (length <= 0 || length % step != 0 || length / step > kMaxKeptChunks)
+    if (length <= 0 || length % step != 0 || length / step > maxChunks)
       return 0;
     return length / step;
+  }
+
+  /// The chunks each lane of a warp per row keeps (getKeptChunks over 32
+  /// threads, at most kMaxWarpRowChunks), when every reduction of the
+  /// group folds f32 (a 32-bit shuffle carries it); 0: a block per row.
+  static int64_t getWarpRowChunks(ArrayRef<RowMember> members, int64_t width) {
+    for (const RowMember &member : members)
+      if (member.form && !member.form->output.getType().isF32())
+        return 0;
+    return getKeptChunks(members, kWarpSize, width, kMaxWarpRowChunks);
+  }
+
+  /// `partial` folded across the warp by `form`'s combiner: a butterfly of
+  /// xor shuffles (16, 8, 4, 2, 1). Each pair of lanes combines the same
+  /// two values, so every lane ends with the same total, in an order
+  /// fixed by the lane numbers alone.
+  static Value warpReduce(OpBuilder &builder, Location loc,
+                          const ReductionForm &form, Value partial) {
+    Value value = partial;
+    for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(builder, loc, value, offset,
+                                            kWarpSize, gpu::ShuffleMode::XOR);
+      value = combine(builder, form, value, shuffle.getShuffleResult());
+    }
+    return value;
+  }
+
+  /// A per-row member (a norm's rsqrt, a fill) in a group that keeps
+  /// values: every thread computes it from kept values (or loads), thread
+  /// 0 alone stores it, and every thread keeps the result for the members
+  /// after it.
+  static void emitKeptPerRow(IRRewriter &rewriter, Location loc,
+                             linalg::GenericOp op, ArrayRef<Value> ivs,
+                             Value isFirst, KeptRowValues &kept) {
+    Block &body = op.getRegion().front();
+    // An input it would read from memory that its output may overwrite (in
+    // place): thread 0's store could land before another thread's load.
+    // Then thread 0 alone runs it, as without kept values.
+    bool inPlace = false;
+    for (OpOperand &operand : op->getOpOperands())
+      if (isa<MemRefType>(operand.get().getType()) &&
+          !body.getArgument(operand.getOperandNumber()).use_empty() &&
+          !kept.lookup(operand.get(),
+                       applyMap(op.getMatchingIndexingMap(&operand), ivs)))
+        for (Value output : op.getDpsInits())
+          inPlace = inPlace || mayAlias(operand.get(), output);
+    if (inPlace) {
+      {
+        OpBuilder::InsertionGuard inIf(rewriter);
+        auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                         /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+        IRMapping mapping;
+        cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
+        storeYields(rewriter, loc, op, ivs, mapping);
+      }
+      for (Value output : op.getDpsInits())
+        kept.forget(output);
+      return;
+    }
+    SmallVector<Value> args(op->getNumOperands());
+    for (OpOperand &operand : op->getOpOperands()) {
+      if (body.getArgument(operand.getOperandNumber()).use_empty())
+        continue;
+      if (!isa<MemRefType>(operand.get().getType())) {
+        args[operand.getOperandNumber()] = operand.get();
+        continue;
+      }
+      SmallVector<Value> indices =
+          applyMap(op.getMatchingIndexingMap(&operand), ivs);
+      Value value = kept.lookup(operand.get(), indices);
+      if (!value) {
+        value = memref::LoadOp::create(rewriter, loc, operand.get(), indices);
+        kept.keep(operand.get(), indices, value, /*stored=*/false);
+      }
+      args[operand.getOperandNumber()] = value;
+    }
+    SmallVector<Value> results = cloneBodyWith(rewriter, op, args, ivs);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
+        memref::StoreOp::create(
+            rewriter, loc, value, init.get(),
+            applyMap(op.getMatchingIndexingMap(&init), ivs));
+    }
+    for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
+      kept.keep(init.get(), applyMap(op.getMatchingIndexingMap(&init), ivs),
+                value, /*stored=*/true);
+  }
+
+  /// storeFolded for a group that keeps values: every thread folds the
+  /// (uniform) total into the output's old value (kept, or loaded), thread
+  /// 0 stores it, every thread keeps it.
+  void storeKeptFolded(IRRewriter &rewriter, Location loc, linalg::GenericOp op,
+                       const ReductionForm &form, ArrayRef<Value> ivs,
+                       Value isFirst, Value total, KeptRowValues &kept) {
+    OpOperand *init = op.getDpsInitOperand(0);
+    SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
+    Value old = kept.lookup(init->get(), indices);
+    if (!old) {
+      // Not kept (no fill in the group): thread 0 alone reads and writes
+      // it, so no thread reads it after thread 0 stored; later members
+      // read it from memory, past the barrier.
+      storeFolded(rewriter, loc, op, form, ivs, isFirst, total);
+      kept.forget(init->get());
+      return;
+    }
+    Value folded = combine(rewriter, form, old, total);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      memref::StoreOp::create(rewriter, loc, folded, init->get(), indices);
+    }
+    kept.keep(init->get(), indices, folded, /*stored=*/true);
   }
 
   /// Elements per 16-byte access for a row group's loops along the row:
@@ -1184,8 +1364,10 @@ private:
       if (!isRead(operand))
         continue;
       unsigned i = operand.getOperandNumber();
-      if (!movesAlongRow(operand))
-        once[i] = loadAt(rewriter, loc, op, operand, point); // per row
+      if (!movesAlongRow(operand)) // per row, kept like the rest
+        once[i] = isa<MemRefType>(operand.get().getType())
+                      ? load(operand, point, /*asVector=*/false)
+                      : operand.get();
       else if (vectors)
         vectorOf[i] = load(operand, point, /*asVector=*/true);
     }
@@ -1344,8 +1526,258 @@ private:
   /// neighbouring columns of every kRowLanes-th row, and the first lane
   /// combines the partial results in shared memory, in a fixed order
   /// (bitwise the same every run).
+  /// Columns per 16-byte access for a column reduction (loops: the
+  /// parallel dims, the columns innermost of them, then the rows): 16
+  /// bytes of the narrowest input that moves along the columns, when each
+  /// such input reads them contiguously (getContiguousElementBytes), the
+  /// vector divides a block's columns and the column count, and every
+  /// other input reads one value per row. 0: a column per thread.
+  static int64_t getColumnVectorWidth(linalg::GenericOp op,
+                                      const ReductionForm &form,
+                                      ArrayRef<int64_t> trips) {
+    unsigned columnDim = trips.size() - 2;
+    int64_t narrowest = 0;
+    Block &body = op.getRegion().front();
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      if (body.getArgument(input->getOperandNumber()).use_empty())
+        continue;
+      auto type = dyn_cast<MemRefType>(input->get().getType());
+      if (!type) {
+        if (isa<ShapedType>(input->get().getType()))
+          return 0;
+        continue;
+      }
+      AffineMap map = op.getMatchingIndexingMap(input);
+      if (!map.isFunctionOfDim(columnDim))
+        continue;
+      int64_t bytes = getContiguousElementBytes(type, map, columnDim);
+      if (bytes == 0)
+        return 0;
+      narrowest = narrowest == 0 ? bytes : std::min(narrowest, bytes);
+    }
+    if (narrowest == 0 || !form.output.getType().isF32())
+      return 0;
+    int64_t width = kVectorBytes / narrowest;
+    if (width < 2 || kColumnsPerBlock % width != 0 ||
+        trips[columnDim] % width != 0)
+      return 0;
+    return width;
+  }
+
+  /// mapColumnReduction with `width` neighbouring columns per thread: a
+  /// block's kColumnsPerBlock columns are kColumnsPerBlock / width vector
+  /// lanes, its 256 threads as many times fewer column lanes and more row
+  /// lanes, each row lane one 16-byte load per input per row (a warp
+  /// reads 16 rows of 32 bytes per load, not 2). The row lanes' partials
+  /// meet in shared memory and fold in two fixed-order steps (groups of
+  /// row lanes, then the groups). A buffer not 16-byte aligned at run time
+  /// takes the same points one element at a time: the same sums, bitwise.
+  void mapColumnReductionVectorized(IRRewriter &rewriter, linalg::GenericOp op,
+                                    const ReductionForm &form,
+                                    ArrayRef<int64_t> trips, int64_t width) {
+    Location loc = op.getLoc();
+    int64_t length = trips.back();
+    int64_t columns = trips[trips.size() - 2];
+    unsigned columnDim = trips.size() - 2;
+    ArrayRef<int64_t> outerTrips = trips.drop_back(2);
+    int64_t outer = computeProduct(outerTrips);
+    int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
+    int64_t vectorLanes = kColumnsPerBlock / width;
+    int64_t rowLanes = kBlockSize / vectorLanes;
+    // Row lanes folded per group in the first step (16 groups).
+    int64_t groups = kBlockSize / kColumnsPerBlock;
+    int64_t perGroup = rowLanes / groups;
+    rewriter.setInsertionPoint(op);
+    if (outer == 0 || columns == 0)
+      return;
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
+    Type type = form.output.getType();
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    // [row lane][column of the block], then [group][column of the block].
+    Value partials = launch.addWorkgroupAttribution(
+        MemRefType::get({rowLanes * kColumnsPerBlock}, type,
+                        MemRefLayoutAttrInterface{}, workgroup),
+        loc);
+    Value groupPartials = launch.addWorkgroupAttribution(
+        MemRefType::get({kBlockSize}, type, MemRefLayoutAttrInterface{},
+                        workgroup),
+        loc);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value tid = launch.getThreadIds().x, block = launch.getBlockIds().x;
+    Value lane = arith::RemUIOp::create(rewriter, loc, tid, index(vectorLanes));
+    Value rowLane =
+        arith::DivUIOp::create(rewriter, loc, tid, index(vectorLanes));
+    Value blockColumn = arith::MulIOp::create(
+        rewriter, loc,
+        arith::RemUIOp::create(rewriter, loc, block, index(columnBlocks)),
+        index(kColumnsPerBlock));
+    Value column = arith::AddIOp::create(
+        rewriter, loc, blockColumn,
+        arith::MulIOp::create(rewriter, loc, lane, index(width)));
+    SmallVector<Value> outerIvs = delinearize(
+        rewriter, loc,
+        arith::DivUIOp::create(rewriter, loc, block, index(columnBlocks)),
+        outerTrips);
+    Value valid = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, column, index(columns));
+    Value identity = arith::ConstantOp::create(rewriter, loc, form.identity);
+    SmallVector<Value> identities(width, identity);
+    Block &body = op.getRegion().front();
+    Value aligned;
+    for (OpOperand *input : op.getDpsInputOperands())
+      if (isa<MemRefType>(input->get().getType()) &&
+          !body.getArgument(input->getOperandNumber()).use_empty() &&
+          op.getMatchingIndexingMap(input).isFunctionOfDim(columnDim)) {
+        Value check = isVectorAligned(rewriter, loc, input->get());
+        aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
+                          : check;
+      }
+    // The thread's `width` sums over its rows, with 16-byte loads or not.
+    auto emitSums = [&](bool vectors) -> SmallVector<Value> {
+      auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
+                                     index(rowLanes), identities);
+      OpBuilder::InsertionGuard inLoop(rewriter);
+      rewriter.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> point(outerIvs);
+      point.push_back(column);
+      point.push_back(loop.getInductionVar());
+      SmallVector<Value> vectorOf(op->getNumOperands()),
+          once(op->getNumOperands());
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        unsigned i = input->getOperandNumber();
+        if (body.getArgument(i).use_empty())
+          continue;
+        if (!isa<MemRefType>(input->get().getType())) {
+          once[i] = input->get();
+          continue;
+        }
+        AffineMap map = op.getMatchingIndexingMap(input);
+        if (!map.isFunctionOfDim(columnDim))
+          once[i] = loadAt(rewriter, loc, op, *input, point);
+        else if (vectors)
+          vectorOf[i] = vector::LoadOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(input->get())),
+              input->get(), applyMap(map, point), /*nontemporal=*/false,
+              llvm::Align(kVectorBytes));
+      }
+      SmallVector<Value> sums;
+      for (int64_t j = 0; j < width; ++j) {
+        SmallVector<Value> lanePoint(point);
+        if (j != 0)
+          lanePoint[columnDim] =
+              arith::AddIOp::create(rewriter, loc, column, index(j));
+        SmallVector<Value> args(op->getNumOperands());
+        for (OpOperand *input : op.getDpsInputOperands()) {
+          unsigned i = input->getOperandNumber();
+          if (once[i])
+            args[i] = once[i];
+          else if (vectorOf[i])
+            args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], j);
+          else if (!body.getArgument(i).use_empty())
+            args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
+        }
+        IRMapping mapping;
+        cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
+        sums.push_back(combine(rewriter, form, loop.getRegionIterArg(j),
+                               mapping.lookupOrDefault(form.element)));
+      }
+      scf::YieldOp::create(rewriter, loc, sums);
+      return SmallVector<Value>(loop.getResults());
+    };
+    SmallVector<Type> types(width, type);
+    auto ifValid = scf::IfOp::create(rewriter, loc, types, valid,
+                                     /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      rewriter.setInsertionPointToStart(ifValid.thenBlock());
+      if (!aligned) {
+        scf::YieldOp::create(rewriter, loc, emitSums(/*vectors=*/false));
+      } else {
+        auto ifAligned = scf::IfOp::create(rewriter, loc, types, aligned,
+                                           /*withElseRegion=*/true);
+        for (auto [branch, vectors] :
+             {std::pair{ifAligned.thenBlock(), true},
+              std::pair{ifAligned.elseBlock(), false}}) {
+          rewriter.setInsertionPointToStart(branch);
+          scf::YieldOp::create(rewriter, loc, emitSums(vectors));
+        }
+        rewriter.setInsertionPointAfter(ifAligned);
+        scf::YieldOp::create(rewriter, loc, ifAligned.getResults());
+      }
+      rewriter.setInsertionPointToStart(ifValid.elseBlock());
+      scf::YieldOp::create(rewriter, loc, identities);
+    }
+    // partials[rowLane][lane * width + j].
+    Value slot0 = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, rowLane, index(kColumnsPerBlock)),
+        arith::MulIOp::create(rewriter, loc, lane, index(width)));
+    for (int64_t j = 0; j < width; ++j)
+      memref::StoreOp::create(
+          rewriter, loc, ifValid.getResult(j), partials,
+          ValueRange{j == 0
+                         ? slot0
+                         : arith::AddIOp::create(rewriter, loc, slot0, index(j))
+                               .getResult()});
+    gpu::BarrierOp::create(rewriter, loc);
+    // Step 1: thread (group g, block column c) folds row lanes
+    // g * perGroup .. (g + 1) * perGroup - 1 of column c, in order.
+    Value blockOffset =
+        arith::RemUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+    Value group =
+        arith::DivUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+    Value first = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, group,
+                              index(perGroup * kColumnsPerBlock)),
+        blockOffset);
+    Value groupTotal = memref::LoadOp::create(rewriter, loc, partials, first);
+    for (int64_t k = 1; k < perGroup; ++k)
+      groupTotal =
+          combine(rewriter, form, groupTotal,
+                  memref::LoadOp::create(
+                      rewriter, loc, partials,
+                      ValueRange{arith::AddIOp::create(
+                          rewriter, loc, first, index(k * kColumnsPerBlock))}));
+    memref::StoreOp::create(rewriter, loc, groupTotal, groupPartials, tid);
+    gpu::BarrierOp::create(rewriter, loc);
+    // Step 2: the first group folds the groups, in order, and stores.
+    Value outColumn =
+        arith::AddIOp::create(rewriter, loc, blockColumn, blockOffset);
+    Value storing = arith::AndIOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, group,
+                              index(0)),
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
+                              outColumn, index(columns)));
+    auto ifStoring = scf::IfOp::create(rewriter, loc, storing,
+                                       /*withElseRegion=*/false);
+    rewriter.setInsertionPointToStart(ifStoring.thenBlock());
+    Value total =
+        memref::LoadOp::create(rewriter, loc, groupPartials, blockOffset);
+    for (int64_t g = 1; g < groups; ++g)
+      total = combine(
+          rewriter, form, total,
+          memref::LoadOp::create(
+              rewriter, loc, groupPartials,
+              ValueRange{arith::AddIOp::create(rewriter, loc, blockOffset,
+                                               index(g * kColumnsPerBlock))}));
+    SmallVector<Value> ivs(outerIvs);
+    ivs.push_back(outColumn);
+    storeFolded(rewriter, loc, op, form, ivs, /*when=*/nullptr, total);
+  }
+
   void mapColumnReduction(IRRewriter &rewriter, linalg::GenericOp op,
                           const ReductionForm &form, ArrayRef<int64_t> trips) {
+    if (int64_t width = getColumnVectorWidth(op, form, trips))
+      return mapColumnReductionVectorized(rewriter, op, form, trips, width);
     Location loc = op.getLoc();
     int64_t length = trips.back();
     int64_t columns = trips[trips.size() - 2];

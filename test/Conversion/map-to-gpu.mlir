@@ -7,29 +7,44 @@
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);
 // - a column reduction (reduction dim first) becomes one block of 256
-//   threads per 16 columns: 16 row lanes each sum every 16th row of a
-//   column, lane 0 adds the 16 partial sums from shared memory in order,
-//   then folds the total into the output;
+//   threads per 16 columns: 4 lanes of 4 neighbouring f32 columns (one
+//   16-byte load per row) times 64 row lanes, each summing every 64th
+//   row; the partials meet in shared memory, 16 groups of 4 row lanes
+//   fold in order, then the first group folds the 16 groups in order and
+//   folds the total into the output. Not 16-byte aligned at run time: the
+//   same points, one element at a time;
 // - a 0-d fill runs in one thread;
 // - a scatter loop with loads and stores runs in one thread.
 // CHECK-LABEL: func.func @step
 // CHECK-NOT: linalg.fill
 // CHECK: linalg.matmul {dc.gemm_overwrite}
 // CHECK: %[[C256:c256]] = arith.constant 256 : index
-// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
-// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
-// CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
+// CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c4
+// CHECK: %[[ROWLANE:.*]] = arith.divui %[[TX]], %c4
+// CHECK: %[[BLOCKCOL:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: %[[LANECOL:.*]] = arith.muli %[[LANE]], %c4
+// CHECK: %[[COL:.*]] = arith.addi %[[BLOCKCOL]], %[[LANECOL]]
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c16
-// CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
-// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
-// CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
-// CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
+// CHECK: %[[ALIGNED:.*]] = arith.cmpi eq
+// CHECK: %[[PARTIAL:.*]]:4 = scf.if %[[VALID]] -> (f32, f32, f32, f32)
+// CHECK: scf.if %[[ALIGNED]] -> (f32, f32, f32, f32)
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK: vector.load %arg0[%[[ROW]], %[[COL]]] {alignment = 16 : i64} : memref<8x16xf32>, vector<4xf32>
+// CHECK: } else {
+// CHECK: scf.for %[[ROW2:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK-COUNT-4: memref.load %arg0[%[[ROW2]], %{{.*}}]
+// CHECK: memref.store %[[PARTIAL]]#0, %[[PARTIALS]]
+// CHECK: memref.store %[[PARTIAL]]#3, %[[PARTIALS]]
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-16: memref.load %[[PARTIALS]]
-// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[COL]]]
+// CHECK-COUNT-4: memref.load %[[PARTIALS]]
+// CHECK: memref.store %{{.*}}, %[[GROUPS]][%[[TX]]]
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.if
+// CHECK-COUNT-16: memref.load %[[GROUPS]]
+// CHECK: %[[OLD:.*]] = memref.load %arg3[%[[OUT:.*]]]
 // CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
-// CHECK: memref.store %[[NEW]], %arg3[%[[COL]]]
+// CHECK: memref.store %[[NEW]], %arg3[%[[OUT]]]
 // CHECK: gpu.launch
 // CHECK: memref.store %{{.*}}, %arg4[] : memref<f32>
 // CHECK: gpu.launch
@@ -200,53 +215,75 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 
 // -----
 
-// A row reduction with its neighbours on the same rows is one kernel of a
-// block per row (RMSNorm's forward): the zero fill of the sums (thread 0),
-// the sum of squares (all threads, gpu.all_reduce, thread 0 folds it), the
-// rsqrt of each row's sum (thread 0), then the scale of every element of
-// the row (all threads), a barrier between each. Rows of 512 bf16s: each
-// of 64 threads takes 8 neighbours, one 16-byte load of each operand along
-// the row; one such step covers the row, so there is no loop and the
-// scale reuses the row the sum of squares loaded (kept in registers, not
-// read again). When a buffer is not 16-byte aligned, the same group reads
-// the same 8 points one at a time, in the same order.
+// A row reduction with its neighbours on the same rows is one kernel
+// (RMSNorm's forward): the zero fill of the sums, the sum of squares, the
+// rsqrt of each row's sum, then the scale of every element of the row.
+// Rows of 512 bf16s: 32 lanes of 8 neighbours (one 16-byte load of each
+// operand along the row) cover a row in 2 steps, so a warp takes each row,
+// 8 rows per block of 256 threads, with no loop: the lanes fold their
+// points, a butterfly of xor shuffles gives every lane the row's sum,
+// every lane computes the per-row values itself (lane 0 stores them) and
+// the scale reuses the row the sum of squares loaded and the rsqrt
+// computed (kept in registers, not read again). Warp barriers between the
+// members. When a buffer is not 16-byte aligned, the same group reads the
+// same points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
-// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c64{{.*}},
-// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[WARP:.*]] = arith.divui %[[TX]], %c32
+// CHECK: %[[R0:.*]] = arith.muli %[[BX]], %c8
+// CHECK: %[[ROW:.*]] = arith.addi %[[R0]], %[[WARP]]
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c32
+// CHECK-NOT: scf.if
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[LANE]], %c0
 // Alignment of x, w and y (each once).
 // CHECK-COUNT-3: memref.extract_aligned_pointer_as_index
 // CHECK-NOT: memref.extract_aligned_pointer_as_index
 // CHECK: %[[ALIGNED:.*]] = arith.andi
 // CHECK: scf.if %[[ALIGNED]] {
-// CHECK: %[[P:.*]] = arith.muli %[[TX]], %c8
+// CHECK: %[[P:.*]] = arith.muli %[[LANE]], %c8
+// CHECK: %[[P2:.*]] = arith.addi %[[P]], %c256
 // CHECK: scf.if %[[FIRST]]
-// CHECK-NEXT: memref.store %{{.*}}, %arg2[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[ZERO:.*]], %arg2[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: scf.for
-// CHECK: %[[X:.*]] = vector.load %arg0[%[[BX]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK: %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
 // CHECK: vector.extract %[[X]][0]
 // CHECK: vector.extract %[[X]][7]
-// CHECK: %[[SUM:.*]] = gpu.all_reduce add
+// CHECK: %[[X2:.*]] = vector.load %arg0[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
+// CHECK: %[[S16:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[PART:[[:alnum:]_]+]], %c16
+// CHECK-NEXT: arith.addf %[[PART]], %[[S16]]
+// CHECK: gpu.shuffle xor %{{.*}}, %c8
+// CHECK: gpu.shuffle xor %{{.*}}, %c4
+// CHECK: gpu.shuffle xor %{{.*}}, %c2
+// CHECK: %[[S1:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[P1:[[:alnum:]_]+]], %c1
+// CHECK-NEXT: %[[TOTAL:.*]] = arith.addf %[[P1]], %[[S1]]
+// CHECK-NOT: gpu.all_reduce
+// CHECK-NOT: memref.load
+// CHECK: %[[SUM:.*]] = arith.addf %[[ZERO]], %[[TOTAL]]
 // CHECK: scf.if %[[FIRST]]
-// CHECK: memref.store %{{.*}}, %arg2[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[SUM]], %arg2[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NOT: memref.load
+// CHECK: %[[RSTD:.*]] = math.rsqrt
 // CHECK: scf.if %[[FIRST]]
-// CHECK: math.rsqrt
-// CHECK: memref.store %{{.*}}, %arg3[%[[BX]]]
-// CHECK: gpu.barrier
+// CHECK-NEXT: memref.store %[[RSTD]], %arg3[%[[ROW]]]
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NOT: memref.load
 // CHECK-NOT: vector.load %arg0
-// CHECK-DAG: vector.load %arg1[%[[P]]]
-// CHECK-DAG: memref.load %arg3[%[[BX]]]
-// CHECK-DAG: vector.extract %[[X]][0]
+// CHECK: vector.load %arg1[%[[P]]]
+// CHECK: arith.mulf %{{.*}}, %[[RSTD]]
 // CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
-// CHECK: vector.store %[[Y]], %arg4[%[[BX]], %[[P]]] {alignment = 16 : i64}
+// CHECK: vector.store %[[Y]], %arg4[%[[ROW]], %[[P]]] {alignment = 16 : i64}
+// CHECK-NOT: memref.load
+// CHECK: vector.load %arg1[%[[P2]]]
+// CHECK: vector.store %{{.*}}, %arg4[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
 // CHECK: } else {
 // CHECK-NOT: vector.load
-// CHECK-COUNT-8: memref.load %arg0[%[[BX]], %{{.*}}]
-// CHECK: gpu.all_reduce add
+// CHECK-COUNT-16: memref.load %arg0[%[[ROW]], %{{.*}}]
+// CHECK: gpu.shuffle xor
 // CHECK: math.rsqrt
 // CHECK-NOT: memref.load %arg0
-// CHECK-COUNT-8: memref.store %{{.*}}, %arg4[%[[BX]], %{{.*}}]
+// CHECK-COUNT-16: memref.store %{{.*}}, %arg4[%[[ROW]], %{{.*}}]
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
@@ -617,7 +654,7 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
 // bytes of %x one row (1024 bytes) further on. Row r of %y is row r + 1 of
 // %x, which another block still reads for its sum: the scale does not join
 // the reduction's kernel. Written in place (%y at %x's offset, the same
-// layout) it joins: each block reads its row before it writes it.
+// layout) it joins: each warp reads its row before it writes it.
 // CHECK-LABEL: func.func @shifted_reuse
 // CHECK: gpu.launch
 // CHECK: gpu.all_reduce
@@ -627,9 +664,9 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
 // CHECK: return
 // CHECK-LABEL: func.func @in_place
 // CHECK: gpu.launch
-// CHECK: gpu.all_reduce
-// CHECK: gpu.barrier
-// CHECK: memref.store
+// CHECK: gpu.shuffle xor
+// CHECK: nvvm.bar.warp.sync
+// CHECK: vector.store
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
@@ -697,11 +734,12 @@ func.func @in_place(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
 // CHECK: gpu.launch
 // CHECK: scf.if %{{.*}} {
 // CHECK: %[[X:.*]] = vector.load %[[XV:.*]][%{{.*}}, %[[P:.*]]] {alignment = 16 : i64}
-// CHECK: gpu.all_reduce add
+// CHECK: gpu.shuffle xor
 // CHECK: vector.store %{{.*}}, %[[YV:.*]][%{{.*}}, %[[P]]]
-// CHECK: gpu.barrier
+// CHECK: nvvm.bar.warp.sync
 // CHECK: vector.load %[[XV]][%{{.*}}, %[[P]]]
-// CHECK: gpu.all_reduce maximumf
+// CHECK: arith.maximumf
+// CHECK: gpu.shuffle xor
 // CHECK: } else {
 func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32>, %mx: memref<8xf32>) {
   %c0 = arith.constant 0 : index
@@ -736,6 +774,288 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
     %f = arith.extf %in : bf16 to f32
     %m = arith.maximumf %acc, %f : f32
     linalg.yield %m : f32
+  }
+  return
+}
+
+// -----
+
+// Rows of 4096 bf16s are too long for a warp (16 steps of 32 lanes; a
+// warp takes at most 4, as for config A's 2048-wide rows, which take 8):
+// a block of 256 threads per row, 2 steps each, gpu.all_reduce and block
+// barriers. The per-row values are still computed by every thread from
+// kept values (thread 0 alone stores them): the scale reads neither the
+// sums nor the rsqrt back from memory.
+// CHECK-LABEL: func.func @norm_wide
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: arith.divui
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[TX]], %c0
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[ALL:.*]] = gpu.all_reduce add
+// CHECK-NOT: memref.load
+// CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %[[ALL]]
+// CHECK-NEXT: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %[[SUM]], %arg1[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK-NOT: memref.load
+// CHECK: %[[RSTD:.*]] = math.rsqrt %{{.*}}
+// CHECK-NEXT: scf.if %[[FIRST]]
+// CHECK-NEXT: memref.store %[[RSTD]], %arg2[%[[BX]]]
+// CHECK: gpu.barrier
+// CHECK-NOT: memref.load
+// CHECK: arith.mulf %{{.*}}, %[[RSTD]]
+// CHECK: vector.store
+// CHECK: } else {
+func.func @norm_wide(%x: memref<4x4096xbf16>, %ss: memref<4xf32>,
+                     %rstd: memref<4xf32>, %y: memref<4x4096xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %eps = arith.constant 1.0e-5 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x4096xbf16>) outs(%ss : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %sq = arith.mulf %f, %f : f32
+    %s = arith.addf %acc, %sq : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%ss : memref<4xf32>) outs(%rstd : memref<4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %eps : f32
+    %r = math.rsqrt %a : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %rstd : memref<4x4096xbf16>, memref<4xf32>) outs(%y : memref<4x4096xbf16>) {
+  ^bb0(%in: bf16, %r: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %n = arith.mulf %f, %r : f32
+    %t = arith.truncf %n : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A warp per row, 12 rows: two blocks of 8 warps, and the second block's
+// last 4 warps (rows 12-15) skip the whole group (no block barrier waits
+// for them).
+// CHECK-LABEL: func.func @warp_spare_rows
+// CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[ROW:.*]] = arith.addi
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[ROW]], %c12
+// CHECK-NEXT: scf.if %[[IN]] {
+// CHECK: gpu.shuffle xor
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.terminator
+func.func @warp_spare_rows(%x: memref<12x256xbf16>, %ss: memref<12xf32>, %y: memref<12x256xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<12xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<12x256xbf16>) outs(%ss : memref<12xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<12x256xbf16>, memref<12xf32>) outs(%y : memref<12x256xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// A column reduction whose rows are not whole 16-byte vectors (18 f32
+// columns): 16 lanes of one column times 16 row lanes, each summing every
+// 16th row of a column; lane 0 adds the 16 partial sums from shared
+// memory in order, then folds the total into the output.
+// CHECK-LABEL: func.func @column_sums_by_element
+// CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c18
+// CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
+// CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
+// CHECK-NOT: vector.load
+// CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
+// CHECK-NEXT: gpu.barrier
+// CHECK-COUNT-16: memref.load %[[PARTIALS]]
+// CHECK: %[[OLD:.*]] = memref.load %arg1[%[[COL]]]
+// CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
+// CHECK: memref.store %[[NEW]], %arg1[%[[COL]]]
+func.func @column_sums_by_element(%a: memref<8x18xf32>, %colsum: memref<18xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%a : memref<8x18xf32>) outs(%colsum : memref<18xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %s = arith.addf %x, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A norm's weight gradient (bf16 rows, f32 sums): 2 lanes of 8 columns
+// (one 16-byte load of g and of x per row) times 128 row lanes; the
+// per-row rstd is one load per row, shared by the 8 columns.
+// CHECK-LABEL: func.func @weight_grad
+// CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: arith.remui %{{.*}}, %c2
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c64{{.*}} step %c128
+// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
+// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
+// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK-NOT: memref.load %arg2
+// CHECK: scf.yield
+// CHECK: } else {
+func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: memref<64xf32>, %dw: memref<32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%g, %x, %rstd : memref<64x32xbf16>, memref<64x32xbf16>, memref<64xf32>) outs(%dw : memref<32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %r: f32, %acc: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %p = arith.mulf %af, %bf : f32
+    %q = arith.mulf %p, %r : f32
+    %s = arith.addf %acc, %q : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Config A's norm rows (2048 bf16s) would take 8 steps of a warp, each
+// lane keeping 64 values (80 registers forward, 160 backward, one block
+// per SM): a block of 256 threads per row instead, one step each. Rows of
+// 1024 take 4 steps of a warp: a warp per row (8 rows, one block).
+// CHECK-LABEL: func.func @row_width_picks_warp_or_block
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: gpu.shuffle
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.terminator
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK-NOT: gpu.all_reduce
+// CHECK: gpu.shuffle xor
+// CHECK: gpu.terminator
+func.func @row_width_picks_warp_or_block(%x: memref<4x2048xbf16>, %ss: memref<4xf32>, %y: memref<4x2048xbf16>,
+                                         %u: memref<8x1024xbf16>, %us: memref<8xf32>, %v: memref<8x1024xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%ss : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x2048xbf16>) outs(%ss : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss : memref<4x2048xbf16>, memref<4xf32>) outs(%y : memref<4x2048xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  linalg.fill ins(%zero : f32) outs(%us : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%u : memref<8x1024xbf16>) outs(%us : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%u, %us : memref<8x1024xbf16>, memref<8xf32>) outs(%v : memref<8x1024xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %t = arith.truncf %d : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// Per-row values that are not kept stay thread 0's: the sums have no fill
+// in the group (their old value is in memory), so thread 0 alone loads,
+// folds and stores them; the per-row update of %b reads and writes %b in
+// place, so thread 0 alone runs it too. The scale then reads both from
+// memory, after the warp barrier (no thread can read a sum or %b that
+// thread 0 has not stored, nor see thread 0's store before its own load).
+// CHECK-LABEL: func.func @kept_fallbacks
+// CHECK: gpu.launch
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq
+// CHECK: scf.if %{{.*}} {
+// CHECK: %[[S1:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[P1:[[:alnum:]_]+]], %c1_i32,
+// CHECK-NEXT: %[[TOTAL:.*]] = arith.addf %[[P1]], %[[S1]]
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %arg1
+// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[TOTAL]]
+// CHECK-NEXT: memref.store %[[NEW]], %arg1
+// CHECK: nvvm.bar.warp.sync
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.load %arg1
+// CHECK-NEXT: memref.load %arg2
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store %{{.*}}, %arg2
+// CHECK: nvvm.bar.warp.sync
+// CHECK-DAG: memref.load %arg1
+// CHECK-DAG: memref.load %arg2
+// CHECK: vector.store
+// CHECK: } else {
+func.func @kept_fallbacks(%x: memref<8x256xbf16>, %ss: memref<8xf32>, %b: memref<8xf32>, %y: memref<8x256xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x256xbf16>) outs(%ss : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %f = arith.extf %in : bf16 to f32
+    %s = arith.addf %acc, %f : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%ss : memref<8xf32>) outs(%b : memref<8xf32>) {
+  ^bb0(%s: f32, %old: f32):
+    %n = arith.addf %s, %old : f32
+    linalg.yield %n : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %ss, %b : memref<8x256xbf16>, memref<8xf32>, memref<8xf32>) outs(%y : memref<8x256xbf16>) {
+  ^bb0(%in: bf16, %s: f32, %bb: f32, %out: bf16):
+    %f = arith.extf %in : bf16 to f32
+    %d = arith.divf %f, %s : f32
+    %e = arith.mulf %d, %bb : f32
+    %t = arith.truncf %e : f32 to bf16
+    linalg.yield %t : bf16
   }
   return
 }

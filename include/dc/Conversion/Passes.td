@@ -229,11 +229,23 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       reductions such as softmax's sum after its max): one kernel of a
       block per row running the members in order with a barrier between,
       so the row is read from device memory once and one launch replaces
-      several;
+      several. When every thread covers its share of the row in a few
+      whole 16-byte steps, the group has no loops and keeps the row and
+      the per-row values (computed by every thread, stored by thread 0)
+      in registers between members. When 32 lanes cover the row in at
+      most 8 such steps and the reductions fold f32 (config A's 2048-wide
+      bf16 norms), a warp takes each row instead, 8 rows per block: an
+      xor-shuffle butterfly in place of `gpu.all_reduce` (every lane gets
+      the same total), `nvvm.bar.warp.sync` in place of the barriers;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 16 columns, 16 row lanes each
       folding every 16th row, lane 0 combining the partials from shared
-      memory in a fixed order (deterministic);
+      memory in a fixed order (deterministic). When every input that moves
+      along the columns reads them contiguously in 16-byte vectors (and
+      the sums are f32), each thread takes a vector of neighbouring
+      columns (8 bf16: 2 vector lanes x 128 row lanes) and the partials
+      fold in two fixed-order steps; a buffer not 16-byte aligned at run
+      time takes the same points one element at a time (the same sums);
     - a vectorized elementwise kernel: an all-parallel op (named ops are
       generalized first) whose operands indexed by the innermost loop read
       it contiguously, 16 bytes of the narrowest operand per thread (8 bf16,
