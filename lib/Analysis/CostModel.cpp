@@ -362,6 +362,13 @@ public:
       // missing one leaves a group of 1, which costs nothing.
       auto gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
           from, grid.getAttr());
+      // Every axis at once: the whole world, consecutive ranks.
+      if (gridOp && axis == kAllGridAxes) {
+        for (int64_t size : gridOp.getShape())
+          if (!ShapedType::isDynamic(size))
+            it->second.size *= size;
+        return it->second;
+      }
       if (!gridOp || axis < 0 ||
           axis >= static_cast<int64_t>(gridOp.getShape().size()) ||
           ShapedType::isDynamic(gridOp.getShape()[axis]))
@@ -380,7 +387,7 @@ private:
 };
 
 namespace {
-/// The bytes one start op moves over one grid axis.
+/// The bytes one start op moves over one grid axis (or kAllGridAxes).
 struct AxisTransfer {
   FlatSymbolRefAttr grid;
   int64_t axis;
@@ -393,12 +400,13 @@ struct AxisTransfer {
 static void addTransfer(llvm::SmallVectorImpl<AxisTransfer> &transfers,
                         ShardType shard, int64_t bytes) {
   for (AxisTransfer &transfer : transfers) {
-    if (transfer.grid == shard.getGrid() && transfer.axis == shard.getAxis()) {
+    if (transfer.grid == shard.getGrid() &&
+        transfer.axis == shard.getGroupAxis()) {
       transfer.bytes += bytes;
       return;
     }
   }
-  transfers.push_back({shard.getGrid(), shard.getAxis(), bytes});
+  transfers.push_back({shard.getGrid(), shard.getGroupAxis(), bytes});
 }
 
 OpCost CostModel::estimate(Operation *op, GridSizes &grids,

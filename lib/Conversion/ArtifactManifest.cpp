@@ -120,12 +120,13 @@ int64_t getStagingBytes(Operation *op, int64_t world,
          llvm::zip(reduce.getGradients(), reduce.getFutures())) {
       Type gradElement = getElementTypeOf(grad.getType());
       int64_t local = getNumElementsOf(future.getType());
-      // The bucket's group: its shards' axis, not the whole grid.
+      // The bucket's group: its shards' axes, not always the whole grid.
       auto shard =
           dyn_cast<ShardType>(cast<FutureType>(future.getType()).getValue());
-      int64_t ranks = shard && shard.getAxis() < int64_t(gridShape.size())
-                          ? gridShape[shard.getAxis()]
-                          : world;
+      int64_t ranks = shard ? 1 : world;
+      if (shard)
+        for (int64_t axis : shard.getAxes())
+          ranks *= axis < int64_t(gridShape.size()) ? gridShape[axis] : world;
       sameTypes &= gradElement == getElementTypeOf(future.getType());
       block += local;
       if (getNumElementsOf(grad.getType()) != ranks * local)
@@ -320,11 +321,12 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
                              "parameter shard arguments in host memory "
                              "(dc-offload-params)";
   RankedTensorType tensor;
-  std::optional<int64_t> local, shardAxis;
+  std::optional<int64_t> local;
+  ArrayRef<int64_t> shardAxes;
   if (auto shard = dyn_cast<ShardType>(type)) {
     tensor = shard.getLogical();
     local = shard.getLocal();
-    shardAxis = shard.getAxis();
+    shardAxes = shard.getAxes();
   } else {
     tensor = dyn_cast<RankedTensorType>(type);
   }
@@ -348,7 +350,10 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
     // The shard's group, where the grid has axes it does not span: ranks
     // that differ only on those hold the same slot (absent: every axis).
     if (gridShape.size() > 1)
-      json.attributeArray("shard_axes", [&] { json.value(*shardAxis); });
+      json.attributeArray("shard_axes", [&] {
+        for (int64_t axis : shardAxes)
+          json.value(axis);
+      });
   }
   return success();
 }

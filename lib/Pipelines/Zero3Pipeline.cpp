@@ -36,19 +36,25 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   zero3.shardOneRank = options.offloadParams != ParamsInHost::None;
   if (options.sequenceParallel > 1) {
     // Ulysses on the last grid axis. Its gradients are partial sums over
-    // that axis: with data parallelism as well, dc-ulysses all-reduces them
-    // over it and dc-zero3 averages over the data-parallel axis 0; alone,
-    // dc-zero3 shards over the sequence axis and its reduce-scatter sums.
+    // that axis: with data parallelism as well, either dc-zero3 shards over
+    // both axes (shard-over-sequence: its one reduce-scatter sums over the
+    // sequence and averages over the data axis), or dc-ulysses all-reduces
+    // them over the sequence axis and dc-zero3 averages over the
+    // data-parallel axis 0; alone, dc-zero3 shards over the sequence axis
+    // and its reduce-scatter sums.
     DCUlyssesOptions ulysses;
     ulysses.gridName = options.grid;
     ulysses.sequenceParallel = options.sequenceParallel;
     ulysses.worldSize = options.worldSize;
     bool dataParallel = options.worldSize > options.sequenceParallel;
+    bool overBothAxes = dataParallel && options.shardOverSequence;
     ulysses.gridAxis = dataParallel ? 1 : 0;
-    ulysses.reduceGrads = dataParallel;
+    ulysses.reduceGrads = dataParallel && !overBothAxes;
     pm.addPass(createDCUlysses(ulysses));
     zero3.gridAxis = 0;
-    zero3.worldSize = dataParallel
+    zero3.shardAllAxes = overBothAxes;
+    zero3.worldSize = overBothAxes ? int64_t(options.worldSize)
+                      : dataParallel
                           ? options.worldSize / options.sequenceParallel
                           : int64_t(options.sequenceParallel);
     if (!dataParallel)

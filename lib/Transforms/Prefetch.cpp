@@ -95,7 +95,7 @@ bool hasReloads(GatherStartOp gather);
 bool canMerge(GatherStartOp a, GatherStartOp b) {
   auto axisOf = [](GatherStartOp g) {
     auto shard = cast<ShardType>(g.getShards()[0].getType());
-    return std::make_pair(shard.getGrid(), shard.getAxis());
+    return std::make_pair(shard.getGrid(), shard.getGroupAxis());
   };
   return axisOf(a) == axisOf(b) && !hasReloads(a) && !hasReloads(b);
 }
@@ -569,8 +569,7 @@ private:
   int64_t collectiveGroupSize(GatherStartOp gather) {
     auto shard = cast<ShardType>(gather.getShards()[0].getType());
     SymbolTableCollection symbols;
-    FailureOr<int64_t> size =
-        getGridAxisSize(gather, shard.getGrid(), shard.getAxis(), symbols);
+    FailureOr<int64_t> size = getShardGroupSize(gather, shard, symbols);
     return succeeded(size) ? *size : 1;
   }
 

@@ -11,6 +11,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -59,14 +60,28 @@ struct UseInterval {
   Operation *first = nullptr, *last = nullptr;
 };
 
+/// Set by dc-ulysses on the sequence arguments: the grid axis their
+/// sequence is split over, along which gradients are partial sums.
+constexpr StringLiteral kSeqAxisAttrName = "dc.seq_axis";
+
+/// One all-reduce of a replicated gradient: over `axis`, by `kind`.
+struct AxisReduction {
+  int64_t axis;
+  shard::ReductionKind kind;
+};
+
 class Zero3Sharder {
 public:
+  /// `axes`: the grid axes the parameters are split over (one, or all);
   /// `replicaAxis`: the axis the shards repeat along (hierarchical
   /// sharding), or -1.
-  Zero3Sharder(func::FuncOp fn, shard::GridOp grid, int64_t axis,
+  Zero3Sharder(func::FuncOp fn, shard::GridOp grid, ArrayRef<int64_t> axes,
                int64_t replicaAxis, const DCZero3Options &options)
-      : fn(fn), grid(grid), axis(axis), replicaAxis(replicaAxis),
-        options(options), worldSize(grid.getShape()[axis]) {}
+      : fn(fn), grid(grid), axes(axes), replicaAxis(replicaAxis),
+        options(options) {
+    for (int64_t axis : axes)
+      worldSize *= grid.getShape()[axis];
+  }
 
   LogicalResult run();
 
@@ -75,15 +90,26 @@ private:
   LogicalResult collectIntervals(BlockArgument param, ArrayRef<Value> values,
                                  SmallVectorImpl<UseInterval> &intervals);
   LogicalResult shardParam(BlockArgument param);
+  void planReductions();
+  Value scaleGradient(OpBuilder &builder, Location loc, Value grad);
   LogicalResult reduceGradients();
   size_t indexOf(Operation *op) const { return opIndex.lookup(op); }
 
   func::FuncOp fn;
   shard::GridOp grid;
-  int64_t axis;
+  SmallVector<int64_t> axes;
   int64_t replicaAxis;
   DCZero3Options options;
-  int64_t worldSize;
+  /// Ranks a shard is split over.
+  int64_t worldSize = 1;
+  /// How sharded gradients are reduce-scattered: `kind`, after a scale by
+  /// `gradScale` (1: none).
+  shard::ReductionKind shardedKind;
+  double gradScale = 1;
+  /// The all-reduces of a replicated gradient, in order; `firstAtReturn`:
+  /// the first waits for the return too (hierarchical's across-nodes one).
+  SmallVector<AxisReduction> replicatedReductions;
+  bool firstAtReturn = false;
   llvm::DenseMap<Operation *, size_t> opIndex;
   llvm::DenseSet<Operation *> lossDeps;
   /// Parameter id -> argument, and which of them were sharded.
@@ -201,7 +227,7 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
 
   auto shardType = ShardType::get(
       fn.getContext(), logical, FlatSymbolRefAttr::get(grid.getSymNameAttr()),
-      axis, shardLocalSize(logical.getNumElements(), worldSize));
+      axes, shardLocalSize(logical.getNumElements(), worldSize));
   param.setType(shardType);
   auto futureType = FutureType::get(gatherType);
   for (UseInterval &interval : intervals) {
@@ -228,6 +254,63 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
                     fn.getArgAttr(param.getArgNumber(), kParamAttrName))
                     .getId()] = shardType;
   return success();
+}
+
+void Zero3Sharder::planReductions() {
+  shard::ReductionKind kind = options.reduceKind;
+  shardedKind = kind;
+  ArrayRef<int64_t> shape = grid.getShape();
+  if (axes.size() == 1) {
+    if (worldSize > 1)
+      replicatedReductions.push_back({axes.front(), kind});
+    if (replicaAxis >= 0) {
+      firstAtReturn = replicatedReductions.empty();
+      replicatedReductions.push_back({replicaAxis, kind});
+    }
+    return;
+  }
+  // Every axis: gradients are partial sums over the sequence axes (the
+  // global normalisation is in the step) and per-rank means over the
+  // others, which `kind` reduces.
+  llvm::SmallDenseSet<int64_t> sequenceAxes;
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+    if (auto attr = fn.getArgAttrOfType<IntegerAttr>(i, kSeqAxisAttrName))
+      sequenceAxes.insert(attr.getInt());
+  int64_t sequenceRanks = 1, dataRanks = 1;
+  for (int64_t axis : axes) {
+    bool sequence = sequenceAxes.contains(axis);
+    (sequence ? sequenceRanks : dataRanks) *= shape[axis];
+    if (shape[axis] > 1)
+      replicatedReductions.push_back(
+          {axis, sequence ? shard::ReductionKind::Sum : kind});
+  }
+  // One reduce-scatter over all ranks: a mean over the data ranks of sums
+  // over the sequence ranks is a sum of gradients scaled by 1/data ranks.
+  if (kind == shard::ReductionKind::Average && sequenceRanks > 1) {
+    shardedKind = shard::ReductionKind::Sum;
+    gradScale = 1.0 / static_cast<double>(dataRanks);
+  }
+}
+
+/// `grad * gradScale`, elementwise in its own type, written in place (its
+/// only remaining reader is the reduce-scatter).
+Value Zero3Sharder::scaleGradient(OpBuilder &builder, Location loc,
+                                  Value grad) {
+  auto type = cast<RankedTensorType>(grad.getType());
+  int64_t rank = type.getRank();
+  SmallVector<AffineMap> maps(1, builder.getMultiDimIdentityMap(rank));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      builder, loc, TypeRange{type}, ValueRange{}, ValueRange{grad}, maps,
+      iterators, [&](OpBuilder &body, Location at, ValueRange args) {
+        Type element = type.getElementType();
+        Value scale = arith::ConstantOp::create(
+            body, at, body.getFloatAttr(element, gradScale));
+        Value scaled = arith::MulFOp::create(body, at, args[0], scale);
+        linalg::YieldOp::create(body, at, scaled);
+      });
+  return generic.getResult(0);
 }
 
 LogicalResult Zero3Sharder::reduceGradients() {
@@ -304,10 +387,13 @@ LogicalResult Zero3Sharder::reduceGradients() {
       auto attr = fn.getResultAttrOfType<GradAttr>(grad.result, kGradAttrName);
       futureTypes.push_back(
           FutureType::get(shardedParams.lookup(attr.getParam())));
-      grads.push_back(grad.value);
+      grads.push_back(
+          gradScale == 1
+              ? grad.value
+              : scaleGradient(builder, grad.value.getLoc(), grad.value));
     }
     auto start = ReduceScatterStartOp::create(builder, readyOp->getLoc(),
-                                              futureTypes, kind, grads);
+                                              futureTypes, shardedKind, grads);
     for (auto [grad, future] : llvm::zip(bucket, start.getFutures()))
       futureOfResult[grad.result] = future;
     // Hierarchical: the previous bucket has had this bucket's backward to
@@ -333,28 +419,32 @@ LogicalResult Zero3Sharder::reduceGradients() {
   if (replicaAxis >= 0)
     allReduceAcrossNodes(builder, previousBucket);
 
-  // Replicated gradients are all-reduced, each as soon as it is ready.
+  // Replicated gradients are all-reduced, each as soon as it is ready;
+  // further axes (across nodes, or the other axes of the grid) at the end
+  // (small tensors).
   llvm::DenseMap<unsigned, Value> allReduced;
   for (const Grad &grad : replicated) {
     Value future;
-    if (worldSize > 1) {
-      Operation *readyOp =
-          body.findAncestorOpInBlock(*grad.value.getDefiningOp());
-      OpBuilder after(readyOp->getContext());
-      after.setInsertionPointAfter(readyOp);
-      future = AllReduceStartOp::create(after, readyOp->getLoc(), kind,
-                                        grad.value, grid.getSymName(), axis)
-                   .getFuture();
-    }
-    // Hierarchical: then across the nodes, at the end (small tensors).
-    if (replicaAxis >= 0) {
-      Value inNode =
+    for (auto [i, reduction] : llvm::enumerate(replicatedReductions)) {
+      if (i == 0 && !firstAtReturn) {
+        Operation *readyOp =
+            body.findAncestorOpInBlock(*grad.value.getDefiningOp());
+        OpBuilder after(readyOp->getContext());
+        after.setInsertionPointAfter(readyOp);
+        future = AllReduceStartOp::create(after, readyOp->getLoc(),
+                                          reduction.kind, grad.value,
+                                          grid.getSymName(), reduction.axis)
+                     .getFuture();
+        continue;
+      }
+      Value partial =
           future
               ? WaitOp::create(builder, returnOp.getLoc(), future).getResult()
               : grad.value;
-      future = AllReduceStartOp::create(builder, returnOp.getLoc(), kind,
-                                        inNode, grid.getSymName(), replicaAxis)
-                   .getFuture();
+      future =
+          AllReduceStartOp::create(builder, returnOp.getLoc(), reduction.kind,
+                                   partial, grid.getSymName(), reduction.axis)
+              .getFuture();
     }
     if (future)
       allReduced[grad.result] = future;
@@ -407,6 +497,7 @@ LogicalResult Zero3Sharder::run() {
              << "parameter id " << param.getId() << " is used by arguments #"
              << it->second.getArgNumber() << " and #" << arg.getArgNumber();
   }
+  planReductions();
   for (auto &entry : paramsById)
     if (failed(shardParam(entry.second)))
       return failure();
@@ -442,6 +533,12 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         steps.push_back(fn);
     if (steps.empty())
       return;
+    if (hierarchical > 0 && shardAllAxes) {
+      getOperation().emitError()
+          << "dc-zero3: hierarchical and shard-all-axes are two layouts; "
+             "choose one";
+      return signalPassFailure();
+    }
     // The node grid's axes would be the sequence-parallel grid's: the two
     // layouts do not compose yet.
     if (hierarchical > 0)
@@ -471,11 +568,15 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     options.castGather = castGather;
     options.hierarchical = hierarchical;
     options.shardOneRank = shardOneRank;
-    int64_t shardAxis = hierarchical > 0 ? 1 : int64_t(gridAxis);
+    options.shardAllAxes = shardAllAxes;
+    SmallVector<int64_t> shardAxes{hierarchical > 0 ? 1 : int64_t(gridAxis)};
+    if (shardAllAxes)
+      shardAxes =
+          llvm::to_vector(llvm::seq<int64_t>(0, grid->getShape().size()));
     int64_t replicaAxis = hierarchical > 0 ? 0 : -1;
     for (func::FuncOp fn : steps)
       if (failed(
-              Zero3Sharder(fn, *grid, shardAxis, replicaAxis, options).run()))
+              Zero3Sharder(fn, *grid, shardAxes, replicaAxis, options).run()))
         return signalPassFailure();
   }
 
@@ -483,6 +584,8 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
   FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module) {
     if (hierarchical > 0)
       return getOrCreateNodeGrid(module);
+    if (shardAllAxes)
+      return getOrCreateWholeGrid(module);
     auto grid = module.lookupSymbol<shard::GridOp>(gridName);
     if (!grid) {
       if (worldSize < 1)
@@ -504,6 +607,32 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
       return grid.emitError() << "dc-zero3: world-size=" << int64_t(worldSize)
                               << " but this grid's axis " << int64_t(gridAxis)
                               << " has " << shape[gridAxis] << " ranks";
+    return grid;
+  }
+
+  /// shard-all-axes: the grid named by `grid` (every axis static), created
+  /// with `world-size` ranks on one axis if missing.
+  FailureOr<shard::GridOp> getOrCreateWholeGrid(ModuleOp module) {
+    auto grid = module.lookupSymbol<shard::GridOp>(gridName);
+    if (!grid) {
+      if (worldSize < 1)
+        return module.emitError()
+               << "dc-zero3: the module has no shard.grid @" << gridName
+               << "; pass world-size=N to create one";
+      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+      return shard::GridOp::create(builder, module.getLoc(), gridName,
+                                   ArrayRef<int64_t>{worldSize});
+    }
+    int64_t ranks = 1;
+    for (int64_t size : grid.getShape()) {
+      if (ShapedType::isDynamic(size))
+        return grid.emitError() << "dc-zero3: shard-all-axes needs a static "
+                                   "grid; dc needs the world size";
+      ranks *= size;
+    }
+    if (worldSize > 0 && ranks != worldSize)
+      return grid.emitError() << "dc-zero3: world-size=" << int64_t(worldSize)
+                              << " but this grid has " << ranks << " ranks";
     return grid;
   }
 

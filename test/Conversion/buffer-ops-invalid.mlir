@@ -149,3 +149,21 @@ func.func @all_to_all_buffer_shape(%x: memref<2x8xf32>, %y: memref<2x8xf32>) {
 
 // expected-error @+1 {{future must hold a statically shaped tensor, a !dc.shard, a !dc.host value or a statically shaped identity-layout memref, got 'memref<?xf32>'}}
 func.func private @future_dynamic_memref(!dc.future<memref<?xf32>>)
+
+// -----
+
+// The buffer form's `axis` is the runtime's group: a grid axis, or -1 for
+// the whole grid; nothing below.
+func.func @gather_axis_below_all(%w: memref<4xf32>) {
+  // expected-error @+1 {{'dc.gather_start' op has axis = -2; a group is a grid axis, or -1 for every axis of the grid}}
+  %f = dc.gather_start %w {axis = -2 : i64} : memref<4xf32> -> !dc.future<memref<8xf32>>
+  return
+}
+
+// -----
+
+func.func @reduce_scatter_axis_below_all(%g: memref<8xf32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op has axis = -3; a group is a grid axis, or -1 for every axis of the grid}}
+  %f = dc.reduce_scatter_start sum %g {axis = -3 : i64} : memref<8xf32> -> !dc.future<memref<4xf32>>
+  return
+}

@@ -304,3 +304,24 @@ func.func @axis_of_shards(%w: !d) -> !d {
   %s = dc.wait %r : !dc.future<!d>
   return %s : !d
 }
+
+// -----
+
+// Shards over every axis of the grid: the buffer forms keep the runtime's
+// group of the whole grid, axis = -1 (DCRT_ALL_AXES).
+shard.grid @dpsp(shape = 2x2)
+!all = !dc.shard<tensor<6xf32>, @dpsp[0, 1], local = 2>
+
+// CHECK-LABEL: func.func @all_axes_of_shards
+// CHECK: dc.gather_start %{{.*}} {axis = -1 : i64} : memref<2xf32> -> !dc.future<memref<6xf32>>
+// CHECK: dc.reduce_scatter_start sum %{{.*}} {axis = -1 : i64} : memref<6xf32> -> !dc.future<memref<2xf32>>
+func.func @all_axes_of_shards(%w: !all) -> !all {
+  %f = dc.gather_start %w : !all -> !dc.future<tensor<6xf32>>
+  %full = dc.wait %f : !dc.future<tensor<6xf32>>
+  %init = tensor.empty() : tensor<6xf32>
+  %g = linalg.add ins(%full, %full : tensor<6xf32>, tensor<6xf32>) outs(%init : tensor<6xf32>) -> tensor<6xf32>
+  dc.release %full : tensor<6xf32>
+  %r = dc.reduce_scatter_start sum %g : tensor<6xf32> -> !dc.future<!all>
+  %s = dc.wait %r : !dc.future<!all>
+  return %s : !all
+}

@@ -251,3 +251,23 @@ func.func @shard_axis(%w: memref<3xf32>, %g: memref<6xf32>) -> memref<3xf32> {
   %s = dc.wait %r : !dc.future<memref<3xf32>>
   return %s : memref<3xf32>
 }
+
+// -----
+
+// Shards over every axis of the grid (axis = -1): the runtime's group of
+// the whole grid, DCRT_ALL_AXES.
+shard.grid @dpsp(shape = 2x2)
+
+// CHECK-LABEL: func.func @all_axes
+// CHECK-DAG: %[[ALL:.*]] = llvm.mlir.constant(-1 : i32) : i32
+// CHECK-DAG: %[[ONE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK: llvm.call @dcrt_gather_start(%[[ALL]], %[[ONE]],
+// CHECK: llvm.call @dcrt_reduce_scatter_start(%[[ALL]], %[[ONE]],
+func.func @all_axes(%w: memref<2xf32>, %g: memref<8xf32>) -> memref<2xf32> {
+  %f = dc.gather_start %w {axis = -1 : i64} : memref<2xf32> -> !dc.future<memref<8xf32>>
+  %full = dc.wait %f : !dc.future<memref<8xf32>>
+  dc.release %full : memref<8xf32>
+  %r = dc.reduce_scatter_start sum %g {axis = -1 : i64} : memref<8xf32> -> !dc.future<memref<2xf32>>
+  %s = dc.wait %r : !dc.future<memref<2xf32>>
+  return %s : memref<2xf32>
+}

@@ -1061,3 +1061,62 @@ func.func @reduce_scatter_wrong_axis(%g: tensor<8xf32>) {
   %f = dc.reduce_scatter_start sum %g {axis = 0 : i64} : tensor<8xf32> -> !dc.future<!a1>
   return
 }
+
+// -----
+
+// Shards over several axes: the runtime has a group per axis and one for
+// the whole grid, so a shard spans one axis or all of them.
+shard.grid @grid3d(shape = 2x2x2)
+
+func.func @gather_two_of_three_axes(%x: !dc.shard<tensor<8xf32>, @grid3d[0, 1], local = 2>) {
+  // expected-error @+1 {{'dc.gather_start' op shard '!dc.shard<tensor<8xf32>, @grid3d[0, 1], local = 2>' is split over 2 of the 3 axes of grid @grid3d; a shard is split over one axis or every axis of its grid}}
+  %f = dc.gather_start %x : !dc.shard<tensor<8xf32>, @grid3d[0, 1], local = 2> -> !dc.future<tensor<8xf32>>
+  return
+}
+
+// -----
+
+// The local size counts the ranks of every axis (2 x 4 = 8).
+shard.grid @grid2d(shape = 2x4)
+
+func.func @gather_all_axes_local(%x: !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 8>) {
+  // expected-error @+1 {{'dc.gather_start' op shard '!dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 8>' has local size 8}}
+  %f = dc.gather_start %x : !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 8> -> !dc.future<tensor<16xf32>>
+  return
+}
+
+// -----
+
+shard.grid @grid2d(shape = 2x4)
+!all = !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>
+!a0 = !dc.shard<tensor<16xf32>, @grid2d[0], local = 8>
+
+func.func @gather_all_and_one_axis(%x: !all, %y: !a0) {
+  // expected-error @+1 {{'dc.gather_start' op shard #1 is split over @grid2d[0] but shard #0 over @grid2d[0, 1]; one group must use one communicator}}
+  %f:2 = dc.gather_start %x, %y : !all, !a0 -> !dc.future<tensor<16xf32>>, !dc.future<tensor<16xf32>>
+  return
+}
+
+// -----
+
+// On shards over the whole grid, the buffer form's `axis` is -1
+// (DCRT_ALL_AXES), not one of the axes.
+shard.grid @grid2d(shape = 2x4)
+!all = !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>
+
+func.func @reduce_scatter_all_axes_wrong_axis(%g: tensor<16xf32>) {
+  // expected-error @+1 {{'dc.reduce_scatter_start' op has axis = 1 but its shards are split over @grid2d[0, 1]}}
+  %f = dc.reduce_scatter_start sum %g {axis = 1 : i64} : tensor<16xf32> -> !dc.future<!all>
+  return
+}
+
+// -----
+
+// A shard over every axis has no axis left to be all-reduced over.
+shard.grid @grid2d(shape = 2x4)
+
+func.func @all_reduce_shard_of_all_axes(%s: !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>) {
+  // expected-error @+1 {{'dc.all_reduce_start' op all-reduces a shard of @grid2d[0, 1] over @grid2d[0]; a shard is all-reduced over another axis of its own grid}}
+  %f = dc.all_reduce_start sum %s on @grid2d[0] : !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>
+  return
+}

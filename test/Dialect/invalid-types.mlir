@@ -45,6 +45,21 @@ func.func private @negative_axis(!dc.shard<tensor<8xf32>, @world[-1], local = 4>
 
 // -----
 
+// expected-error @+1 {{grid axes must be increasing, each named once; got 1 before 0}}
+func.func private @decreasing_axes(!dc.shard<tensor<8xf32>, @world[1, 0], local = 2>)
+
+// -----
+
+// expected-error @+1 {{grid axes must be increasing, each named once; got 0 before 0}}
+func.func private @repeated_axis(!dc.shard<tensor<8xf32>, @world[0, 0], local = 2>)
+
+// -----
+
+// expected-error @+1 {{grid axis must be non-negative, got -1}}
+func.func private @negative_second_axis(!dc.shard<tensor<8xf32>, @world[0, -1], local = 2>)
+
+// -----
+
 // expected-error @+1 {{local size must be positive, got 0}}
 func.func private @zero_local(!dc.shard<tensor<8xf32>, @world[0], local = 0>)
 

@@ -153,3 +153,20 @@ func.func @step_arena() -> memref<4x4xf32> {
   %v = memref.view %a[%c64][] : memref<256xi8> to memref<4x4xf32>
   return %v : memref<4x4xf32>
 }
+
+// A shard over every axis of a 2x4 grid: 8 ranks, 2 elements each; its
+// gather and reduce-scatter run on the whole grid.
+// CHECK-LABEL: func.func @shard_over_all_axes
+// CHECK: dc.gather_start %{{.*}} : !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2> -> !dc.future<tensor<16xf32>>
+// CHECK: dc.reduce_scatter_start sum %{{.*}} : tensor<16xf32> -> !dc.future<!dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>>
+// CHECK: dc.gather_start %{{.*}} {axis = -1 : i64} : memref<2xf32> -> !dc.future<memref<16xf32>>
+func.func @shard_over_all_axes(%w: !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>, %g: tensor<16xf32>, %buf: memref<2xf32>)
+    -> (tensor<16xf32>, !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>, memref<16xf32>) {
+  %f = dc.gather_start %w : !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2> -> !dc.future<tensor<16xf32>>
+  %full = dc.wait %f : !dc.future<tensor<16xf32>>
+  %r = dc.reduce_scatter_start sum %g : tensor<16xf32> -> !dc.future<!dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>>
+  %s = dc.wait %r : !dc.future<!dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>>
+  %fb = dc.gather_start %buf {axis = -1 : i64} : memref<2xf32> -> !dc.future<memref<16xf32>>
+  %b = dc.wait %fb : !dc.future<memref<16xf32>>
+  return %full, %s, %b : tensor<16xf32>, !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>, memref<16xf32>
+}

@@ -59,6 +59,22 @@ TEST_F(DialectTest, ShardTypeLocalSizeAndBytes) {
   EXPECT_EQ(dc::shardLocalSize(3000, 7), 429); // 7 * 429 = 3003: padded
 }
 
+TEST_F(DialectTest, ShardTypeGroupOfItsAxes) {
+  auto logical = RankedTensorType::get({16}, Float32Type::get(&context));
+  auto grid = FlatSymbolRefAttr::get(&context, "world");
+  auto one = dc::ShardType::get(&context, logical, grid, {1}, 8);
+  EXPECT_EQ(one.getGroupAxis(), 1);
+  EXPECT_TRUE(one.isSplitOver(1));
+  EXPECT_FALSE(one.isSplitOver(0));
+  // Several axes (verified IR: all of the grid's) are the runtime's group
+  // of the whole grid, DCRT_ALL_AXES.
+  auto all = dc::ShardType::get(&context, logical, grid, {0, 1}, 2);
+  EXPECT_EQ(all.getAxes(), ArrayRef<int64_t>({0, 1}));
+  EXPECT_EQ(all.getGroupAxis(), dc::kAllGridAxes);
+  EXPECT_TRUE(all.isSplitOver(0) && all.isSplitOver(1));
+  EXPECT_NE(one, all);
+}
+
 TEST_F(DialectTest, GatherWaitReleaseVerifies) {
   auto logical = RankedTensorType::get({6, 5}, Float32Type::get(&context));
   func::FuncOp fn;

@@ -11,6 +11,8 @@
 // --compare-layouts (a target of several nodes): schedules the step both
 // sharded over every rank and sharded inside each node (hierarchical=GPUs
 // per node), prints the predicted step of each and compiles the faster.
+// With --sequence-parallel and data parallelism it compares sharding over
+// the data axis with sharding over both axes (--shard-over-sequence).
 //
 // Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
 // it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
@@ -78,7 +80,9 @@ cl::opt<bool> compareLayouts(
     "compare-layouts",
     cl::desc("Schedule the step sharded over all ranks and sharded inside "
              "each node (hierarchical), print both predictions and compile "
-             "the faster (a target with several nodes)"),
+             "the faster (a target with several nodes); with "
+             "--sequence-parallel and data parallelism: sharded over the "
+             "data axis or over both axes (shard-over-sequence)"),
     cl::cat(category));
 
 /// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
@@ -227,40 +231,12 @@ Layout scheduleLayout(ModuleOp module, const dc::Zero3PipelineOptions &options,
   return layout;
 }
 
-/// --compare-layouts: schedules both layouts, prints them, and leaves the
-/// faster one's scheduled module in `module` (its options in `options`).
-LogicalResult chooseLayout(OwningOpRef<ModuleOp> &module,
-                           dc::Zero3PipelineOptions &options) {
-  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
-      *module, options.memoryBudget, options.target, options.profile);
-  if (failed(setup))
-    return failure();
-  int64_t perNode = setup->target.gpusPerNode;
-  int64_t world = options.worldSize;
-  if (perNode <= 0 || setup->target.networkBandwidth <= 0 || world <= perNode ||
-      world % perNode != 0 || options.sequenceParallel > 1)
-    return emitError(module->getLoc())
-           << "--compare-layouts needs a target with a network between "
-              "nodes and a world of several whole nodes: target '"
-           << setup->target.name << "' has "
-           << (perNode > 0 ? std::to_string(perNode) : std::string("all"))
-           << " GPUs per node"
-           << (setup->target.networkBandwidth > 0 ? "" : " and no network")
-           << ", world-size=" << world
-           << (options.sequenceParallel > 1 ? " with sequence parallelism"
-                                            : "");
-  options.hierarchical = 0;
-  Layout flat =
-      scheduleLayout(*module, options, setup->target,
-                     "ZeRO-3 over all " + std::to_string(world) + " ranks");
-  options.hierarchical = perNode;
-  Layout nodes = scheduleLayout(*module, options, setup->target,
-                                "hierarchical: " + std::to_string(perNode) +
-                                    " per node x " +
-                                    std::to_string(world / perNode) + " nodes");
-  llvm::errs() << "dc-compile: layouts on " << setup->target.name << " ("
-               << world / perNode << " nodes x " << perNode << " GPUs)\n";
-  for (Layout *layout : {&flat, &nodes}) {
+/// Prints both layouts' predictions, picks the faster that schedules and
+/// leaves its scheduled module in `module`; true if `second` was chosen.
+FailureOr<bool> pickFaster(OwningOpRef<ModuleOp> &module, Layout &first,
+                           Layout &second, const Twine &heading) {
+  llvm::errs() << "dc-compile: layouts on " << heading << "\n";
+  for (Layout *layout : {&first, &second}) {
     llvm::errs() << llvm::format("  %-40s ", layout->name.c_str());
     if (!layout->error.empty())
       llvm::errs() << "does not schedule: " << layout->error << "\n";
@@ -270,17 +246,86 @@ LogicalResult chooseLayout(OwningOpRef<ModuleOp> &module,
           layout->stepSeconds * 1e3, layout->exposedSeconds * 1e3,
           static_cast<double>(layout->peakBytes) / (1 << 30));
   }
-  if (!flat.error.empty() && !nodes.error.empty())
+  if (!first.error.empty() && !second.error.empty())
     return emitError(module->getLoc())
-           << "neither layout schedules: " << flat.error;
-  bool hierarchical =
-      flat.error.empty()
-          ? nodes.error.empty() && nodes.stepSeconds < flat.stepSeconds
+           << "neither layout schedules: " << first.error;
+  bool pickSecond =
+      first.error.empty()
+          ? second.error.empty() && second.stepSeconds < first.stepSeconds
           : true;
-  Layout &chosen = hierarchical ? nodes : flat;
+  Layout &chosen = pickSecond ? second : first;
   llvm::errs() << "  predicted faster: " << chosen.name << "\n";
-  options.hierarchical = hierarchical ? perNode : 0;
   module = std::move(chosen.module);
+  return pickSecond;
+}
+
+/// --compare-layouts with sequence parallelism and data parallelism:
+/// parameters sharded over the data axis (gradients all-reduced over the
+/// sequence axis first) or over both axes (shard-over-sequence).
+LogicalResult chooseSequenceLayout(OwningOpRef<ModuleOp> &module,
+                                   dc::Zero3PipelineOptions &options,
+                                   const dc::TargetDescription &target) {
+  int64_t world = options.worldSize, sp = options.sequenceParallel;
+  if (world <= sp)
+    return emitError(module->getLoc())
+           << "--compare-layouts with sequence-parallel=" << sp
+           << " needs data-parallel ranks as well (world-size=" << world << ")";
+  std::string grid = std::to_string(world / sp) + " data x " +
+                     std::to_string(sp) + " sequence";
+  options.shardOverSequence = false;
+  Layout data = scheduleLayout(*module, options, target,
+                               "ZeRO-3 over the " + std::to_string(world / sp) +
+                                   " data ranks");
+  options.shardOverSequence = true;
+  Layout both = scheduleLayout(*module, options, target,
+                               "ZeRO-3 over all " + std::to_string(world) +
+                                   " ranks (data x sequence)");
+  FailureOr<bool> pickBoth =
+      pickFaster(module, data, both, target.name + " (" + grid + ")");
+  if (failed(pickBoth))
+    return failure();
+  options.shardOverSequence = *pickBoth;
+  return success();
+}
+
+/// --compare-layouts: schedules both layouts, prints them, and leaves the
+/// faster one's scheduled module in `module` (its options in `options`).
+LogicalResult chooseLayout(OwningOpRef<ModuleOp> &module,
+                           dc::Zero3PipelineOptions &options) {
+  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
+      *module, options.memoryBudget, options.target, options.profile);
+  if (failed(setup))
+    return failure();
+  if (options.sequenceParallel > 1)
+    return chooseSequenceLayout(module, options, setup->target);
+  int64_t perNode = setup->target.gpusPerNode;
+  int64_t world = options.worldSize;
+  if (perNode <= 0 || setup->target.networkBandwidth <= 0 || world <= perNode ||
+      world % perNode != 0)
+    return emitError(module->getLoc())
+           << "--compare-layouts needs a target with a network between "
+              "nodes and a world of several whole nodes: target '"
+           << setup->target.name << "' has "
+           << (perNode > 0 ? std::to_string(perNode) : std::string("all"))
+           << " GPUs per node"
+           << (setup->target.networkBandwidth > 0 ? "" : " and no network")
+           << ", world-size=" << world;
+  options.hierarchical = 0;
+  Layout flat =
+      scheduleLayout(*module, options, setup->target,
+                     "ZeRO-3 over all " + std::to_string(world) + " ranks");
+  options.hierarchical = perNode;
+  Layout nodes = scheduleLayout(*module, options, setup->target,
+                                "hierarchical: " + std::to_string(perNode) +
+                                    " per node x " +
+                                    std::to_string(world / perNode) + " nodes");
+  FailureOr<bool> hierarchical =
+      pickFaster(module, flat, nodes,
+                 setup->target.name + " (" + std::to_string(world / perNode) +
+                     " nodes x " + std::to_string(perNode) + " GPUs)");
+  if (failed(hierarchical))
+    return failure();
+  options.hierarchical = *hierarchical ? perNode : 0;
   return success();
 }
 

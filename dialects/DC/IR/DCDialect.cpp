@@ -41,7 +41,7 @@ void DCDialect::initialize() {
 
 LogicalResult ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
                                 RankedTensorType logical,
-                                FlatSymbolRefAttr grid, int64_t axis,
+                                FlatSymbolRefAttr grid, ArrayRef<int64_t> axes,
                                 int64_t local) {
   if (!logical.hasStaticShape())
     return emitError() << "shard of a dynamically shaped tensor " << logical
@@ -62,8 +62,16 @@ LogicalResult ShardType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (logical.getNumElements() == 0)
     return emitError() << "cannot shard " << logical
                        << ", which has no elements";
-  if (axis < 0)
-    return emitError() << "grid axis must be non-negative, got " << axis;
+  if (axes.empty())
+    return emitError() << "shard must name at least one grid axis";
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    if (axis < 0)
+      return emitError() << "grid axis must be non-negative, got " << axis;
+    // One spelling per group: increasing, each axis once.
+    if (i > 0 && axis <= axes[i - 1])
+      return emitError() << "grid axes must be increasing, each named once; "
+                         << "got " << axes[i - 1] << " before " << axis;
+  }
   if (local < 1)
     return emitError() << "local size must be positive, got " << local;
   if (local > logical.getNumElements())
@@ -77,6 +85,10 @@ RankedTensorType ShardType::getLocalTensorType() const {
 }
 
 int64_t ShardType::getLocalBytes() const { return getTypeBytes(*this); }
+
+int64_t ShardType::getGroupAxis() const {
+  return getAxes().size() == 1 ? getAxes().front() : kAllGridAxes;
+}
 
 static bool isDeviceValueType(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
@@ -180,6 +192,31 @@ FailureOr<int64_t> dc::getGridAxisSize(Operation *from, FlatSymbolRefAttr grid,
   return shape[axis];
 }
 
+FailureOr<int64_t> dc::getShardGroupSize(Operation *from, ShardType shard,
+                                         SymbolTableCollection &symbols) {
+  int64_t ranks = 1;
+  for (int64_t axis : shard.getAxes()) {
+    FailureOr<int64_t> size =
+        getGridAxisSize(from, shard.getGrid(), axis, symbols);
+    if (failed(size))
+      return failure();
+    ranks *= *size;
+  }
+  // The runtime has a communicator per axis and one for the whole grid:
+  // a shard over several axes must span all of them.
+  if (shard.getAxes().size() > 1) {
+    auto gridOp = symbols.lookupNearestSymbolFrom<mlir::shard::GridOp>(
+        from, shard.getGrid().getAttr());
+    if (shard.getAxes().size() != gridOp.getShape().size())
+      return from->emitOpError()
+             << "shard " << shard << " is split over " << shard.getAxes().size()
+             << " of the " << gridOp.getShape().size() << " axes of grid "
+             << shard.getGrid()
+             << "; a shard is split over one axis or every axis of its grid";
+  }
+  return ranks;
+}
+
 LogicalResult dc::verifyShardAgainstGrid(Operation *op, Type type,
                                          SymbolTableCollection &symbols) {
   if (auto future = dyn_cast<FutureType>(type))
@@ -189,8 +226,7 @@ LogicalResult dc::verifyShardAgainstGrid(Operation *op, Type type,
   auto shard = dyn_cast<ShardType>(type);
   if (!shard)
     return success();
-  FailureOr<int64_t> parts =
-      getGridAxisSize(op, shard.getGrid(), shard.getAxis(), symbols);
+  FailureOr<int64_t> parts = getShardGroupSize(op, shard, symbols);
   if (failed(parts))
     return failure();
   int64_t expected =

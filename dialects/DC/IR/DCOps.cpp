@@ -6,7 +6,6 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace dc;
@@ -18,26 +17,42 @@ static bool isCompatibleElementType(Type from, Type to) {
 }
 
 /// The shards of one gather group (or one reduce-scatter bucket) move in one
-/// collective call, which runs on the communicator of one grid axis.
+/// collective call, which runs on the communicator of one group of grid
+/// axes.
 static bool isOnSameGridAxis(ShardType a, ShardType b) {
-  return a.getGrid() == b.getGrid() && a.getAxis() == b.getAxis();
+  return a.getGrid() == b.getGrid() && a.getAxes() == b.getAxes();
 }
 
-/// Prints "@grid[axis]".
+/// Prints "@grid[axes]".
 static std::string gridAxisName(ShardType shard) {
-  return llvm::formatv("@{0}[{1}]", shard.getGrid().getValue(),
-                       shard.getAxis());
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << "@" << shard.getGrid().getValue() << "[";
+  llvm::interleaveComma(shard.getAxes(), os);
+  os << "]";
+  return name;
 }
 
-/// `axis` (the buffer form's record of the shards' axis) may be spelled on
-/// shards only as their own axis.
+/// `axis` (the buffer form's record of the shards' group: their axis, or
+/// -1 for every axis of the grid) may be spelled on shards only as theirs.
 static LogicalResult verifyAxisOfShards(Operation *op,
                                         std::optional<uint64_t> axis,
                                         ShardType shard) {
-  if (!axis || static_cast<int64_t>(*axis) == shard.getAxis())
+  if (!axis || static_cast<int64_t>(*axis) == shard.getGroupAxis())
     return success();
-  return op->emitOpError() << "has axis = " << *axis << " but its shards are "
+  return op->emitOpError() << "has axis = " << static_cast<int64_t>(*axis)
+                           << " but its shards are "
                            << "split over " << gridAxisName(shard);
+}
+
+/// The buffer form's `axis`: a grid axis, or -1 for every axis at once.
+static LogicalResult verifyBufferAxis(Operation *op,
+                                      std::optional<uint64_t> axis) {
+  if (!axis || static_cast<int64_t>(*axis) >= kAllGridAxes)
+    return success();
+  return op->emitOpError() << "has axis = " << static_cast<int64_t>(*axis)
+                           << "; a group is a grid axis, or -1 for every "
+                              "axis of the grid";
 }
 
 /// Fails, naming both operands, if `values` holds one value twice.
@@ -140,6 +155,8 @@ LogicalResult GatherStartOp::verify() {
       failed(verifyOneForm(*this, getShards(), "shard")))
     return failure();
   if (isa<MemRefType>(getShards()[0].getType())) {
+    if (failed(verifyBufferAxis(*this, getAxis())))
+      return failure();
     for (auto [i, shard, future] : llvm::enumerate(getShards(), getFutures()))
       if (failed(verifyBufferShard(
               *this, i, cast<MemRefType>(shard.getType()),
@@ -214,6 +231,8 @@ LogicalResult ReduceScatterStartOp::verify() {
       failed(verifyOneForm(*this, getGradients(), "gradient")))
     return failure();
   if (isa<MemRefType>(getGradients()[0].getType())) {
+    if (failed(verifyBufferAxis(*this, getAxis())))
+      return failure();
     for (auto [i, grad, future] :
          llvm::enumerate(getGradients(), getFutures())) {
       auto shard =
@@ -470,10 +489,9 @@ AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
   // A shard is reduced over the axis its slices repeat along, never the
   // axis it is split over (that would sum different slices).
   if (shard.getGrid() != getGridAttr() ||
-      shard.getAxis() == static_cast<int64_t>(getAxis()))
-    return emitOpError() << "all-reduces a shard of " << shard.getGrid() << "["
-                         << shard.getAxis() << "] over " << getGridAttr() << "["
-                         << getAxis()
+      shard.isSplitOver(static_cast<int64_t>(getAxis())))
+    return emitOpError() << "all-reduces a shard of " << gridAxisName(shard)
+                         << " over " << getGridAttr() << "[" << getAxis()
                          << "]; a shard is all-reduced over another axis of "
                             "its own grid";
   return verifyShardOperands(*this, symbols);

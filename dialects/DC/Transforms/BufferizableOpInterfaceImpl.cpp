@@ -160,9 +160,9 @@ struct DCOpModel
     SmallVector<Type> resultTypes =
         llvm::map_to_vector(op->getResultTypes(), getBufferFormType);
     Operation *bufferOp = rebuild(rewriter, op, operands, resultTypes);
-    // A memref does not say which grid axis it is split over: keep the
-    // shards' axis for the lowering (one per op, as the verifier checks;
-    // absent means axis 0).
+    // A memref does not say which grid axes it is split over: keep the
+    // shards' group for the lowering (one per op, as the verifier checks;
+    // their axis, or kAllGridAxes for every axis; absent means axis 0).
     if constexpr (llvm::is_one_of<OpTy, GatherStartOp,
                                   ReduceScatterStartOp>::value) {
       Type shard =
@@ -170,8 +170,8 @@ struct DCOpModel
               ? op->getOperand(0).getType()
               : cast<FutureType>(op->getResult(0).getType()).getValue();
       if (auto shardType = dyn_cast<ShardType>(shard);
-          shardType && shardType.getAxis() != 0)
-        cast<OpTy>(bufferOp).setAxis(shardType.getAxis());
+          shardType && shardType.getGroupAxis() != 0)
+        cast<OpTy>(bufferOp).setAxis(shardType.getGroupAxis());
     }
     replaceOpWithBufferizedValues(rewriter, op, bufferOp->getResults());
     return success();

@@ -31,6 +31,14 @@ struct Zero3PipelineOptions
                      "data-parallel axis, or over the sequence axis when it "
                      "is the only one"),
       llvm::cl::init(1)};
+  Option<bool> shardOverSequence{
+      *this, "shard-over-sequence",
+      llvm::cl::desc("With sequence-parallel and data-parallel ranks: shard "
+                     "parameters over both axes (data x sequence), one "
+                     "reduce-scatter over all ranks instead of an all-reduce "
+                     "over the sequence axis and a reduce-scatter over the "
+                     "data axis; shards are N times smaller"),
+      llvm::cl::init(false)};
   Option<int64_t> hierarchical{
       *this, "hierarchical",
       llvm::cl::desc("GPUs per node: shard parameters inside each node and "

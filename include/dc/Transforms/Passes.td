@@ -32,6 +32,17 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
     the nodes; the return waits for those. Replicated parameters'
     gradients are all-reduced over axis 1, then over axis 0.
 
+    Sharding over every grid axis (`shard-all-axes`, ZeRO over data x
+    sequence for a `dc-ulysses` step): parameters are `!dc.shard`s over all
+    axes of the grid at once, so shards are `1 / (all ranks)` of a tensor and
+    each gather and reduce-scatter runs on the whole grid. Gradients are
+    partial sums over the sequence axes (those the step's `dc.seq_axis`
+    arguments name) and reduced with `reduce` over the others: with `avg`
+    and both kinds of axes, each gradient is scaled by `1 / (data-parallel
+    ranks)` before a `sum` reduce-scatter (the runtime reduces a group by
+    sum or mean only). Replicated parameters' gradients are all-reduced
+    axis by axis (sum over the sequence axes, `reduce` over the others).
+
     On a grid of one rank there is nothing to shard: parameters stay
     replicated (the step reads them and writes their gradients in place,
     no gathers, no reductions) unless `shard-one-rank` is set, which
@@ -40,11 +51,13 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
     Prefetching, fusion and persistence are left to later passes: this pass
     places every gather just in time.
   }];
-  let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect"];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "::dc::kDefaultWorldSize",
-           "Ranks on the grid axis (with hierarchical: in all); 0 takes it "
-           "from an existing grid">,
+           "Ranks on the grid axis (with hierarchical or shard-all-axes: in "
+           "all); 0 takes it from an existing grid">,
     Option<"gridName", "grid", "std::string", "::dc::kDefaultGrid",
            "Name of the shard.grid to shard over (created if missing)">,
     Option<"gridAxis", "grid-axis", "int64_t", "0",
@@ -70,6 +83,10 @@ def DCZero3 : Pass<"dc-zero3", "::mlir::ModuleOp"> {
     Option<"shardOneRank", "shard-one-rank", "bool", "false",
            "Shard (gather, reduce-scatter) even on a grid of one rank, "
            "where parameters otherwise stay in place">,
+    Option<"shardAllAxes", "shard-all-axes", "bool", "false",
+           "Shard parameters over every axis of the grid at once (ZeRO over "
+           "data x sequence ranks); gradients are summed over the sequence "
+           "axes and reduced with `reduce` over the others">,
   ];
 }
 

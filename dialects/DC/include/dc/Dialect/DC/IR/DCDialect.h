@@ -20,6 +20,8 @@
 
 namespace dc {
 
+class ShardType;
+
 /// Memory resources the dc ops allocate, free, read and write.
 struct GatherArenaResource
     : public mlir::SideEffects::Resource::Base<GatherArenaResource> {
@@ -33,6 +35,11 @@ struct HostPoolResource
     : public mlir::SideEffects::Resource::Base<HostPoolResource> {
   llvm::StringRef getName() final { return "dc.host_pool"; }
 };
+
+/// The process group of a collective over every axis of a grid at once
+/// (the runtime's DCRT_ALL_AXES): a shard split over all axes of a grid of
+/// several, and the `axis` its buffer-form gather or reduce-scatter keeps.
+constexpr int64_t kAllGridAxes = -1;
 
 /// Names of the discardable attributes of the input contract.
 constexpr llvm::StringLiteral kParamAttrName = "dc.param";
@@ -54,8 +61,9 @@ constexpr llvm::StringLiteral kRecomputeAttrName = "dc.recompute";
 constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
     "dc.offload_alone_floor";
 
-/// Checks that `type`'s grid exists, is a static `shard.grid` with the axis,
-/// and that its local size is ceil(numel / axis size). Emits on `op`.
+/// Checks that `type`'s grid exists, is a static `shard.grid` with the axes,
+/// that the axes are one or all of the grid's (the runtime's groups), and
+/// that its local size is ceil(numel / their ranks). Emits on `op`.
 mlir::LogicalResult
 verifyShardAgainstGrid(mlir::Operation *op, mlir::Type type,
                        mlir::SymbolTableCollection &symbols);
@@ -66,6 +74,12 @@ mlir::FailureOr<int64_t> getGridAxisSize(mlir::Operation *from,
                                          mlir::FlatSymbolRefAttr grid,
                                          int64_t axis,
                                          mlir::SymbolTableCollection &symbols);
+
+/// The ranks `shard` is split over (the product of its axes' sizes), or
+/// failure (with a diagnostic on `from`) as getGridAxisSize.
+mlir::FailureOr<int64_t>
+getShardGroupSize(mlir::Operation *from, ShardType shard,
+                  mlir::SymbolTableCollection &symbols);
 
 /// Buffer forms of dc values: statically shaped memrefs with the identity
 /// layout, in the default memory space (device) or in #dc.host_memory.

@@ -62,10 +62,11 @@ def DC_GatherStartOp : DC_Op<"gather_start", [
 
     After bufferization each shard is its local buffer `memref<local x T>`
     and each future holds the full buffer, which the runtime allocates in its
-    gather arena (no copy). A memref does not say which grid axis it is
-    split over, so bufferization records the shards' axis in `axis`, which
-    the lowering passes to the runtime (absent: axis 0). On shards, `axis`
-    may be given only if it is theirs:
+    gather arena (no copy). A memref does not say which grid axes it is
+    split over, so bufferization records the shards' group in `axis`, which
+    the lowering passes to the runtime: their axis, or -1 (DCRT_ALL_AXES)
+    for shards over every axis of the grid (absent: axis 0). On shards,
+    `axis` may be given only if it is theirs:
 
     ```mlir
     %f = dc.gather_start %w {axis = 1 : i64}

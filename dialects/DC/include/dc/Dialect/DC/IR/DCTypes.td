@@ -11,24 +11,28 @@ class DC_Type<string name, string typeMnemonic, list<Trait> traits = []>
 }
 
 def DC_ShardType : DC_Type<"Shard", "shard"> {
-  let summary = "one rank's slice of a tensor split over a grid axis";
+  let summary = "one rank's slice of a tensor split over grid axes";
   let description = [{
     The local piece of a tensor whose logical (full) type is `logical`, split
-    evenly over axis `axis` of the grid `grid`. The tensor is flattened in
-    row-major order and each rank of the axis holds `local` consecutive
-    elements, `local = ceil(numel / axis size)`; the last rank's slot is padded
-    when the sizes do not divide. Ops that use a shard type check `local`
-    against the grid (`verifySymbolUses`).
+    evenly over the axes `axes` of the grid `grid` (one axis, or every axis
+    of the grid: the runtime has a communicator for each axis and one for
+    the whole grid). The ranks of those axes, numbered row-major in the
+    grid's order, each hold `local` consecutive elements of the tensor
+    flattened in row-major order, `local = ceil(numel / ranks)`; the last
+    slot is padded when the sizes do not divide. Ranks that differ only on
+    the other axes hold the same slot. Ops that use a shard type check
+    `local` and the axes against the grid (`verifySymbolUses`).
 
     ```mlir
     !dc.shard<tensor<1000x3xf32>, @world[0], local = 1500>
+    !dc.shard<tensor<1000x3xf32>, @dpsp[0, 1], local = 750>
     ```
   }];
   let parameters = (ins "::mlir::RankedTensorType":$logical,
                         "::mlir::FlatSymbolRefAttr":$grid,
-                        "int64_t":$axis,
+                        ArrayRefParameter<"int64_t", "grid axes">:$axes,
                         "int64_t":$local);
-  let assemblyFormat = "`<` $logical `,` $grid `[` $axis `]` `,` `local` `=` $local `>`";
+  let assemblyFormat = "`<` $logical `,` $grid `[` $axes `]` `,` `local` `=` $local `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The element type of the logical tensor (and of the local slice).
@@ -37,6 +41,14 @@ def DC_ShardType : DC_Type<"Shard", "shard"> {
     ::mlir::RankedTensorType getLocalTensorType() const;
     /// Bytes of the local slice.
     int64_t getLocalBytes() const;
+    /// True if the tensor is split over grid axis `axis`.
+    bool isSplitOver(int64_t axis) const {
+      return ::llvm::is_contained(getAxes(), axis);
+    }
+    /// The runtime's process group of the shards: their one axis, or
+    /// kAllGridAxes (DCRT_ALL_AXES) for several (verified IR: every axis
+    /// of the grid).
+    int64_t getGroupAxis() const;
   }];
 }
 
