@@ -118,6 +118,38 @@ TEST_F(AnalysisTest, TimelineKeepsPersistentGathersAndAliasesViews) {
   EXPECT_EQ(views->getPeakIndex(), 1u);
 }
 
+TEST_F(AnalysisTest, TimelineKeepsAnAllReduceInputUntilItsWait) {
+  auto module = parse(R"mlir(
+shard.grid @world(shape = 2)
+func.func @step(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %e = tensor.empty() : tensor<16xf32>
+  %g = linalg.add ins(%x, %x : tensor<16xf32>, tensor<16xf32>)
+                  outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  %r = dc.all_reduce_start sum %g on @world[0] : tensor<16xf32>
+  %e2 = tensor.empty() : tensor<16xf32>
+  %y = linalg.add ins(%x, %x : tensor<16xf32>, tensor<16xf32>)
+                  outs(%e2 : tensor<16xf32>) -> tensor<16xf32>
+  %s = dc.wait %r : !dc.future<tensor<16xf32>>
+  %e3 = tensor.empty() : tensor<16xf32>
+  %z = linalg.add ins(%s, %y : tensor<16xf32>, tensor<16xf32>)
+                  outs(%e3 : tensor<16xf32>) -> tensor<16xf32>
+  return %z : tensor<16xf32>
+}
+)mlir");
+  FailureOr<MemoryTimeline> timeline =
+      MemoryTimeline::compute(getFunc(*module, "step"));
+  ASSERT_TRUE(succeeded(timeline));
+  // The runtime reads %g until the all-reduce is waited (op 5), as for
+  // every other start: it is live at the second add (op 4).
+  const Buffer *input = nullptr;
+  for (const Buffer &buffer : timeline->getBuffers())
+    if (buffer.value.getDefiningOp() == timeline->getOps()[1])
+      input = &buffer;
+  ASSERT_TRUE(input);
+  EXPECT_EQ(input->begin, 1u);
+  EXPECT_GE(input->end, 5u);
+}
+
 TEST_F(AnalysisTest, TimelineRejectsDynamicShapesAndBranches) {
   auto module = parse(R"mlir(
 func.func @dynamic(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
