@@ -360,11 +360,13 @@ private:
     SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
     const std::vector<Operation *> &ops = timeline->getOps();
     std::vector<int64_t> bytes(ops.size());
-    // Which shard each op releases: merging erases ops, so look nothing up
-    // in `ops` behind the cursor.
+    // Which shard each op releases and where each exchange is waited:
+    // merging erases ops, so look nothing up in `ops` behind the cursor.
     std::vector<Value> releasedShard(ops.size());
+    std::vector<std::optional<size_t>> exchangeWait(ops.size());
     for (size_t i = 0; i < ops.size(); ++i) {
       bytes[i] = timeline->deviceBytesAt(i);
+      exchangeWait[i] = exchangeWaitAt(ops[i], *timeline);
       if (auto release = dyn_cast<ReleaseOp>(ops[i]))
         if (Value shard = gatheredShard(release.getValue()))
           releasedShard[i] = paramOf(shard);
@@ -388,9 +390,8 @@ private:
       // and it must not move above its own parameter's previous release nor
       // ahead of an exchange waited before it.
       for (size_t i = groupAt; canFuse && i < p; ++i) {
-        std::optional<size_t> exchangeWait = exchangeWaitAt(ops[i], *timeline);
         canFuse = bytes[i] + moving <= budget &&
-                  !(exchangeWait && *exchangeWait < waitAt) &&
+                  !(exchangeWait[i] && *exchangeWait[i] < waitAt) &&
                   !(releasedShard[i] &&
                     llvm::any_of(gather.getShards(), [&](Value shard) {
                       return paramOf(shard) == releasedShard[i];
