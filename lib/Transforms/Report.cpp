@@ -358,24 +358,20 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "  host copies (busy)    " << ms(num("copySeconds")) << "   exposed "
      << ms(num("exposedCopySeconds")) << " (" << pct(num("exposedCopySeconds"))
      << " of the step)\n";
-  const json::Object *floor = r.getObject("offloadFloor");
-  if (floor && floor->getNumber("stallSeconds"))
-    os << "  offload floor         " << ms(*floor->getNumber("stallSeconds"))
-       << "   of copy stall for any placement ("
-       << formatBytes(*floor->getInteger("excessBytes"))
-       << " over budget at the peak)\n";
-  const json::Object *alone = r.getObject("offloadAloneFloor");
-  if (alone && alone->getNumber("stallSeconds"))
-    os << "  offload-alone floor   " << ms(*alone->getNumber("stallSeconds"))
-       << "   of copy stall had nothing been recomputed ("
-       << formatBytes(*alone->getInteger("excessBytes"))
-       << " over budget at the peak)\n";
-  const json::Object *joint = r.getObject("jointFloor");
-  if (joint && joint->getNumber("stallSeconds"))
-    os << "  joint floor           " << ms(*joint->getNumber("stallSeconds"))
-       << "   added by any mix of recomputation and offload, at least ("
-       << formatBytes(*joint->getInteger("excessBytes"))
-       << " over budget at the peak)\n";
+  // The floors (OffloadFloorAttr objects), each line only where recorded.
+  auto printFloor = [&](StringRef key, StringRef label, StringRef what) {
+    const json::Object *floor = r.getObject(key);
+    if (floor && floor->getNumber("stallSeconds"))
+      os << "  " << label << ms(*floor->getNumber("stallSeconds")) << "   "
+         << what << " (" << formatBytes(*floor->getInteger("excessBytes"))
+         << " over budget at the peak)\n";
+  };
+  printFloor("offloadFloor", "offload floor         ",
+             "of copy stall for any placement");
+  printFloor("offloadAloneFloor", "offload-alone floor   ",
+             "of copy stall had nothing been recomputed");
+  printFloor("jointFloor", "joint floor           ",
+             "added by any mix of recomputation and offload, at least");
   const json::Object *peak = r.getObject("peakOp");
   int64_t stepPeak = *r.getInteger("peakDeviceBytes");
   int64_t state = *r.getInteger("trainerStateBytes");

@@ -580,6 +580,18 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         return signalPassFailure();
   }
 
+  /// A missing grid `grid` of `shape` (made from `world-size`), or an
+  /// error when no world size was given.
+  FailureOr<shard::GridOp> createGrid(ModuleOp module,
+                                      ArrayRef<int64_t> shape) {
+    if (worldSize < 1)
+      return module.emitError()
+             << "dc-zero3: the module has no shard.grid @" << gridName
+             << "; pass world-size=N to create one";
+    OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+    return shard::GridOp::create(builder, module.getLoc(), gridName, shape);
+  }
+
   /// The grid named by `grid`, created with `world-size` ranks if missing.
   FailureOr<shard::GridOp> getOrCreateGrid(ModuleOp module) {
     if (hierarchical > 0)
@@ -587,15 +599,8 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     if (shardAllAxes)
       return getOrCreateWholeGrid(module);
     auto grid = module.lookupSymbol<shard::GridOp>(gridName);
-    if (!grid) {
-      if (worldSize < 1)
-        return module.emitError()
-               << "dc-zero3: the module has no shard.grid @" << gridName
-               << "; pass world-size=N to create one";
-      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-      return shard::GridOp::create(builder, module.getLoc(), gridName,
-                                   ArrayRef<int64_t>{worldSize});
-    }
+    if (!grid)
+      return createGrid(module, {worldSize});
     ArrayRef<int64_t> shape = grid.getShape();
     if (gridAxis < 0 || gridAxis >= static_cast<int64_t>(shape.size()))
       return grid.emitError() << "dc-zero3: grid-axis " << int64_t(gridAxis)
@@ -614,15 +619,8 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
   /// with `world-size` ranks on one axis if missing.
   FailureOr<shard::GridOp> getOrCreateWholeGrid(ModuleOp module) {
     auto grid = module.lookupSymbol<shard::GridOp>(gridName);
-    if (!grid) {
-      if (worldSize < 1)
-        return module.emitError()
-               << "dc-zero3: the module has no shard.grid @" << gridName
-               << "; pass world-size=N to create one";
-      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-      return shard::GridOp::create(builder, module.getLoc(), gridName,
-                                   ArrayRef<int64_t>{worldSize});
-    }
+    if (!grid)
+      return createGrid(module, {worldSize});
     int64_t ranks = 1;
     for (int64_t size : grid.getShape()) {
       if (ShapedType::isDynamic(size))
@@ -642,19 +640,12 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
     int64_t perNode = hierarchical;
     auto grid = module.lookupSymbol<shard::GridOp>(gridName);
     if (!grid) {
-      if (worldSize < 1)
-        return module.emitError()
-               << "dc-zero3: the module has no shard.grid @" << gridName
-               << "; pass world-size=N to create one";
       if (worldSize % perNode != 0)
         return module.emitError()
                << "dc-zero3: hierarchical=" << perNode
                << " needs world-size to be a multiple of it, got "
                << int64_t(worldSize);
-      OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-      return shard::GridOp::create(
-          builder, module.getLoc(), gridName,
-          ArrayRef<int64_t>{worldSize / perNode, perNode});
+      return createGrid(module, {worldSize / perNode, perNode});
     }
     ArrayRef<int64_t> shape = grid.getShape();
     if (shape.size() != 2 || shape[1] != perNode ||
