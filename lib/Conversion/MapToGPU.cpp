@@ -23,6 +23,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -196,6 +197,60 @@ Value combine(OpBuilder &builder, const ReductionForm &form, Value accumulator,
   mapping.map(form.output, accumulator);
   mapping.map(form.element, value);
   return builder.clone(*form.combiner, mapping)->getResult(0);
+}
+
+/// True when `x` (of `a`'s body) and `y` (of `b`'s body, `a` and `b` over
+/// the same loops) are the same value at every loop point: the same pure
+/// ops with the same attributes over such values, block arguments reading
+/// one buffer through one indexing map, or one value from outside.
+bool computeSameValue(linalg::GenericOp a, Value x, linalg::GenericOp b,
+                      Value y, unsigned depth = 0) {
+  auto inside = [](linalg::GenericOp op, Value value) {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return arg.getOwner() == &op.getRegion().front();
+    return op->isProperAncestor(value.getDefiningOp());
+  };
+  bool insideX = inside(a, x), insideY = inside(b, y);
+  if (!insideX || !insideY)
+    return !insideX && !insideY && x == y;
+  if (depth > 16)
+    return false;
+  auto argX = dyn_cast<BlockArgument>(x), argY = dyn_cast<BlockArgument>(y);
+  if (argX || argY) {
+    if (!argX || !argY)
+      return false;
+    OpOperand &operandX = a->getOpOperand(argX.getArgNumber());
+    OpOperand &operandY = b->getOpOperand(argY.getArgNumber());
+    return a.isDpsInput(&operandX) && b.isDpsInput(&operandY) &&
+           operandX.get() == operandY.get() &&
+           a.getMatchingIndexingMap(&operandX) ==
+               b.getMatchingIndexingMap(&operandY);
+  }
+  Operation *opX = x.getDefiningOp(), *opY = y.getDefiningOp();
+  if (opX->getName() != opY->getName() ||
+      opX->getAttrDictionary() != opY->getAttrDictionary() ||
+      cast<OpResult>(x).getResultNumber() !=
+          cast<OpResult>(y).getResultNumber() ||
+      opX->getNumOperands() != opY->getNumOperands() ||
+      opX->getNumRegions() != 0 || !isPure(opX))
+    return false;
+  for (auto [u, v] : llvm::zip(opX->getOperands(), opY->getOperands()))
+    if (!computeSameValue(a, u, b, v, depth + 1))
+      return false;
+  return true;
+}
+
+/// exp(from - to), and exactly 1 when they are equal (also both -inf,
+/// where the difference is NaN): the factor that moves a sum of
+/// exponentials taken against the max `from` to the max `to`.
+Value rescale(OpBuilder &builder, Location loc, Value from, Value to) {
+  auto type = cast<FloatType>(from.getType());
+  Value same = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ,
+                                     from, to);
+  Value factor = math::ExpOp::create(
+      builder, loc, arith::SubFOp::create(builder, loc, from, to));
+  Value one = arith::ConstantOp::create(builder, loc, FloatAttr::get(type, 1.0));
+  return arith::SelectOp::create(builder, loc, same, one, factor);
 }
 
 /// The coordinates of `linear` (less than the product of `trips`) over
@@ -557,6 +612,23 @@ struct RowMember {
   Kind kind;
   std::optional<ReductionForm> form;
 };
+
+/// A row max of x and, later in the same row group, a row sum of
+/// exp(x - max) that reads the max's output per row (softmax's and
+/// cross-entropy's statistics): one pass over the row computes both
+/// (online softmax), each thread carrying its running max and its sum
+/// against it. `shift` is the sum's operand that reads the max.
+struct OnlineSoftmax {
+  size_t max, sum;
+  unsigned shift;
+};
+
+/// Unrolled chunks per iteration of an online softmax's loop along the row
+/// (all their loads issued before the math), and the most threads per row:
+/// shorter blocks that loop longer leave room for several blocks per SM,
+/// one loading while another reduces.
+constexpr int64_t kOnlineSoftmaxUnroll = 4;
+constexpr int64_t kOnlineSoftmaxThreads = 256;
 
 /// What each thread of a row group keeps in registers from one member to
 /// the next when its share of every row is a fixed few chunks (code
@@ -939,6 +1011,16 @@ private:
                       llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
     if (!perWarp)
       chunks = getKeptChunks(members, threads, width, kMaxKeptChunks);
+    // Online softmax pairs, by their max's and by their sum's member.
+    DenseMap<size_t, OnlineSoftmax> onlineByMax, onlineBySum;
+    for (size_t i = 0; i < members.size(); ++i)
+      if (std::optional<OnlineSoftmax> online =
+              matchOnlineSoftmax(members, i, rows)) {
+        onlineByMax[online->max] = *online;
+        onlineBySum[online->sum] = *online;
+      }
+    if (chunks == 0 && !onlineByMax.empty())
+      threads = std::min(threads, kOnlineSoftmaxThreads);
     int64_t rowsPerBlock =
         perWarp ? std::min(kBlockSize / kWarpSize, rowCount) : 1;
     rewriter.setInsertionPoint(last);
@@ -977,7 +1059,25 @@ private:
     // between members (see KeptRowValues); then every thread computes the
     // per-row values itself (thread 0 stores them), so no thread waits on
     // memory another wrote.
+    auto reduceAcross = [&](const ReductionForm &form, Value partial) {
+      return perWarp ? warpReduce(rewriter, loc, form, partial)
+                     : gpu::AllReduceOp::create(
+                           rewriter, loc, partial,
+                           gpu::AllReduceOperationAttr::get(
+                               rewriter.getContext(), form.kind),
+                           /*uniform=*/rewriter.getUnitAttr())
+                           .getResult();
+    };
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
+      // An online softmax's totals, from its max's member to its sum's.
+      DenseMap<size_t, std::pair<Value, Value>> onlineTotals;
+      auto storeTotal = [&](linalg::GenericOp op, const ReductionForm &form,
+                            Value total) {
+        if (kept)
+          storeKeptFolded(rewriter, loc, op, form, ivs, isFirst, total, *kept);
+        else
+          storeFolded(rewriter, loc, op, form, ivs, isFirst, total);
+      };
       for (auto [i, member] : llvm::enumerate(members)) {
         if (i > 0) {
           if (perWarp)
@@ -1002,6 +1102,58 @@ private:
           storeYields(rewriter, loc, op, ivs, mapping);
           continue;
         }
+        if (auto online = onlineByMax.find(i); online != onlineByMax.end()) {
+          const RowMember &sum = members[online->second.sum];
+          unsigned shift = online->second.shift;
+          auto share = [&](bool withVectors) {
+            return emitOnlineSoftmaxShare(rewriter, loc, member, sum, shift,
+                                          ivs, tid, threads, width,
+                                          withVectors, kept);
+          };
+          std::pair<Value, Value> partial;
+          if (kept || !aligned) {
+            partial = share(vectors);
+          } else {
+            Type type = member.form->output.getType();
+            auto ifAligned = scf::IfOp::create(rewriter, loc,
+                                               TypeRange{type, type}, aligned,
+                                               /*withElseRegion=*/true);
+            OpBuilder::InsertionGuard inIf(rewriter);
+            for (auto [block, withVectors] :
+                 {std::pair{ifAligned.thenBlock(), true},
+                  std::pair{ifAligned.elseBlock(), false}}) {
+              rewriter.setInsertionPointToStart(block);
+              auto [m, s] = share(withVectors);
+              scf::YieldOp::create(rewriter, loc, ValueRange{m, s});
+            }
+            partial = {ifAligned.getResult(0), ifAligned.getResult(1)};
+          }
+          // The block's max, and the threads' sums moved to it.
+          Value totalMax = reduceAcross(*member.form, partial.first);
+          Value moved = arith::MulFOp::create(
+              rewriter, loc, partial.second,
+              rescale(rewriter, loc, partial.first, totalMax));
+          onlineTotals[online->second.sum] = {
+              totalMax, reduceAcross(*sum.form, moved)};
+          storeTotal(op, *member.form, totalMax);
+          continue;
+        }
+        if (auto online = onlineBySum.find(i); online != onlineBySum.end()) {
+          // The sum against the max's final value (its output folded the
+          // row's max into what it held).
+          auto [totalMax, totalSum] = onlineTotals.lookup(i);
+          OpOperand &shift = op->getOpOperand(online->second.shift);
+          SmallVector<Value> at =
+              applyMap(op.getMatchingIndexingMap(&shift), ivs);
+          Value finalMax = kept ? kept->lookup(shift.get(), at) : Value();
+          if (!finalMax)
+            finalMax = memref::LoadOp::create(rewriter, loc, shift.get(), at);
+          storeTotal(op, *member.form,
+                     arith::MulFOp::create(
+                         rewriter, loc, totalSum,
+                         rescale(rewriter, loc, totalMax, finalMax)));
+          continue;
+        }
         const ReductionForm *form = member.form ? &*member.form : nullptr;
         Value partial = kept ? emitRowLoop(rewriter, loc, member, ivs, tid,
                                            threads, width, vectors, kept)
@@ -1009,17 +1161,7 @@ private:
                                             threads, width, aligned);
         if (!form)
           continue;
-        Value total = perWarp ? warpReduce(rewriter, loc, *form, partial)
-                              : gpu::AllReduceOp::create(
-                                    rewriter, loc, partial,
-                                    gpu::AllReduceOperationAttr::get(
-                                        rewriter.getContext(), form->kind),
-                                    /*uniform=*/rewriter.getUnitAttr())
-                                    .getResult();
-        if (kept)
-          storeKeptFolded(rewriter, loc, op, *form, ivs, isFirst, total, *kept);
-        else
-          storeFolded(rewriter, loc, op, *form, ivs, isFirst, total);
+        storeTotal(op, *form, reduceAcross(*form, partial));
       }
     };
     if (chunks == 0) {
@@ -1063,6 +1205,185 @@ private:
       fused.insert(member.op);
       rewriter.eraseOp(member.op);
     }
+  }
+
+  /// members[i] as the max of an online softmax (see OnlineSoftmax): a
+  /// later row sum of exp(x - max) over the same row length whose x is
+  /// computed as the max's element is, and which reads the max's output at
+  /// its row (same memory, same layout). Only per-row members lie between
+  /// them, and none writes what either reads; no other operand of the sum
+  /// reads the max's output.
+  static std::optional<OnlineSoftmax>
+  matchOnlineSoftmax(ArrayRef<RowMember> members, size_t i, unsigned rows) {
+    const RowMember &max = members[i];
+    if (max.kind != RowMember::Reduce ||
+        (max.form->kind != gpu::AllReduceOperation::MAXIMUMF &&
+         max.form->kind != gpu::AllReduceOperation::MAXNUMF))
+      return std::nullopt;
+    Value maxBuffer = max.op.getDpsInits()[0];
+    size_t j = i + 1;
+    while (j < members.size() && members[j].kind == RowMember::PerRow)
+      ++j;
+    if (j == members.size())
+      return std::nullopt;
+    const RowMember &sum = members[j];
+    if (sum.kind != RowMember::Reduce ||
+        sum.form->kind != gpu::AllReduceOperation::ADD ||
+        sum.op.getStaticLoopRanges().back() !=
+            max.op.getStaticLoopRanges().back())
+      return std::nullopt;
+    auto exp = sum.form->element.getDefiningOp<math::ExpOp>();
+    auto sub = exp ? exp.getOperand().getDefiningOp<arith::SubFOp>()
+                   : arith::SubFOp();
+    if (!sub || !exp->hasOneUse() || !sub->hasOneUse())
+      return std::nullopt;
+    auto shift = dyn_cast<BlockArgument>(sub.getRhs());
+    if (!shift || shift.getOwner() != &sum.op.getRegion().front() ||
+        !shift.hasOneUse())
+      return std::nullopt;
+    OpOperand &shiftOperand = sum.op->getOpOperand(shift.getArgNumber());
+    AffineMap shiftMap = sum.op.getMatchingIndexingMap(&shiftOperand);
+    if (!sum.op.isDpsInput(&shiftOperand) ||
+        !sameLayout(shiftOperand.get(), maxBuffer) ||
+        shiftMap.getNumResults() != rows || !isRowLocal(shiftMap, rows) ||
+        max.op.getMatchingIndexingMap(max.op.getDpsInitOperand(0)) !=
+            shiftMap ||
+        !computeSameValue(max.op, max.form->element, sum.op, sub.getLhs()))
+      return std::nullopt;
+    auto reads = [](linalg::GenericOp op) {
+      SmallVector<Value> buffers;
+      for (OpOperand *input : op.getDpsInputOperands())
+        if (isa<MemRefType>(input->get().getType()))
+          buffers.push_back(input->get());
+      return buffers;
+    };
+    for (OpOperand *input : sum.op.getDpsInputOperands())
+      if (input != &shiftOperand && isa<MemRefType>(input->get().getType()) &&
+          mayAlias(input->get(), maxBuffer))
+        return std::nullopt;
+    SmallVector<Value> read = reads(max.op);
+    llvm::append_range(read, reads(sum.op));
+    read.push_back(maxBuffer);
+    for (size_t k = i + 1; k < j; ++k)
+      for (Value written : members[k].op.getDpsInits())
+        for (Value buffer : read)
+          if (mayAlias(written, buffer))
+            return std::nullopt;
+    return OnlineSoftmax{i, j, shift.getArgNumber()};
+  }
+
+  /// One chunk of an online softmax: the max member's elements at `point`
+  /// (given in `xs`, or computed), the running max `m` grown by them, the
+  /// sum member's exponentials against the grown max added to `s` moved
+  /// to it. Returns the grown max and sum.
+  std::pair<Value, Value>
+  foldOnlineChunk(IRRewriter &rewriter, Location loc, const RowMember &max,
+                  const RowMember &sum, unsigned shift, ArrayRef<Value> point,
+                  ArrayRef<Value> lanes, bool vectors, KeptRowValues *cache,
+                  ArrayRef<Value> xs, Value m, Value s) {
+    Value chunkMax = xs.front();
+    for (Value x : xs.drop_front())
+      chunkMax = combine(rewriter, *max.form, chunkMax, x);
+    Value grown = combine(rewriter, *max.form, m, chunkMax);
+    SmallVector<Value> terms;
+    emitRowPoint(rewriter, loc, sum, point, lanes, vectors, cache, nullptr,
+                 {{shift, grown}}, &terms);
+    Value total =
+        arith::MulFOp::create(rewriter, loc, s, rescale(rewriter, loc, m, grown));
+    for (Value term : terms)
+      total = combine(rewriter, *sum.form, total, term);
+    // Only -inf so far: every exp(x - max) was NaN; the sum is still 0.
+    Value none = arith::CmpFOp::create(
+        rewriter, loc, arith::CmpFPredicate::OEQ, grown,
+        arith::ConstantOp::create(rewriter, loc, max.form->identity));
+    total = arith::SelectOp::create(
+        rewriter, loc, none,
+        arith::ConstantOp::create(rewriter, loc, sum.form->identity), total);
+    return {grown, total};
+  }
+
+  /// This thread's running max and sum of an online softmax over its share
+  /// of the row: `kept`'s chunks without a loop, else a loop of
+  /// kOnlineSoftmaxUnroll chunks per iteration (each chunk's start clamped
+  /// to the row, so every load is in bounds and none is branched around;
+  /// a chunk past the row leaves the running values as they were).
+  std::pair<Value, Value>
+  emitOnlineSoftmaxShare(IRRewriter &rewriter, Location loc,
+                         const RowMember &max, const RowMember &sum,
+                         unsigned shift, ArrayRef<Value> ivs, Value tid,
+                         int64_t threads, int64_t width, bool vectors,
+                         KeptRowValues *kept) {
+    width = std::max<int64_t>(width, 1);
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    Value m = arith::ConstantOp::create(rewriter, loc, max.form->identity);
+    Value s = arith::ConstantOp::create(rewriter, loc, sum.form->identity);
+    auto pointAt = [&](Value chunk) {
+      SmallVector<Value> point(ivs);
+      point.push_back(chunk);
+      return point;
+    };
+    if (kept) {
+      for (auto [chunk, lanes] : llvm::zip(kept->chunks, kept->lanes)) {
+        SmallVector<Value> point = pointAt(chunk), xs;
+        emitRowPoint(rewriter, loc, max, point, lanes, vectors, kept, nullptr,
+                     {}, &xs);
+        std::tie(m, s) = foldOnlineChunk(rewriter, loc, max, sum, shift, point,
+                                         lanes, vectors, kept, xs, m, s);
+      }
+      return {m, s};
+    }
+    int64_t length = max.op.getStaticLoopRanges().back();
+    int64_t stride = threads * width;
+    Value begin = arith::MulIOp::create(rewriter, loc, tid, index(width));
+    auto loop = scf::ForOp::create(rewriter, loc, begin, index(length),
+                                   index(stride * kOnlineSoftmaxUnroll),
+                                   ValueRange{m, s});
+    OpBuilder::InsertionGuard inLoop(rewriter);
+    rewriter.setInsertionPointToStart(loop.getBody());
+    Value start = loop.getInductionVar();
+    m = loop.getRegionIterArg(0);
+    s = loop.getRegionIterArg(1);
+    // Loads of this iteration's chunks first (through `cache`, which the
+    // sums read again), then the math.
+    KeptRowValues cache;
+    SmallVector<SmallVector<Value>> points, lanes, xs;
+    SmallVector<Value> inRange;
+    for (int64_t u = 0; u < kOnlineSoftmaxUnroll; ++u) {
+      Value chunk = start;
+      Value valid;
+      if (u > 0) {
+        Value unclamped =
+            arith::AddIOp::create(rewriter, loc, start, index(u * stride));
+        valid = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
+                                      unclamped, index(length));
+        chunk = arith::MinUIOp::create(rewriter, loc, unclamped,
+                                       index(length - width));
+      }
+      inRange.push_back(valid);
+      points.push_back(pointAt(chunk));
+      SmallVector<Value> &chunkLanes = lanes.emplace_back();
+      chunkLanes.push_back(chunk);
+      for (int64_t lane = 1; lane < width; ++lane)
+        chunkLanes.push_back(
+            arith::AddIOp::create(rewriter, loc, chunk, index(lane)));
+      emitRowPoint(rewriter, loc, max, points.back(), chunkLanes, vectors,
+                   &cache, nullptr, {}, &xs.emplace_back());
+    }
+    for (int64_t u = 0; u < kOnlineSoftmaxUnroll; ++u) {
+      auto [grown, total] =
+          foldOnlineChunk(rewriter, loc, max, sum, shift, points[u], lanes[u],
+                          vectors, &cache, xs[u], m, s);
+      if (inRange[u]) {
+        grown = arith::SelectOp::create(rewriter, loc, inRange[u], grown, m);
+        total = arith::SelectOp::create(rewriter, loc, inRange[u], total, s);
+      }
+      m = grown;
+      s = total;
+    }
+    scf::YieldOp::create(rewriter, loc, ValueRange{m, s});
+    return {loop.getResult(0), loop.getResult(1)};
   }
 
   /// Chunks of `width` (at least 1) points each thread takes of every row
@@ -1311,11 +1632,15 @@ private:
   /// operand that moves along the row; else `width` element accesses; what
   /// `kept` holds is reused and what is loaded or stored kept), folds the
   /// neighbours in order into `accumulator` (a reduction; returned) or
-  /// stores them.
+  /// stores them. `bound` gives operands (by number) a value instead of a
+  /// load; with `elements`, a reduction's per-lane elements go there,
+  /// unfolded.
   Value emitRowPoint(IRRewriter &rewriter, Location loc,
                      const RowMember &member, ArrayRef<Value> point,
                      ArrayRef<Value> lanePoints, bool vectors,
-                     KeptRowValues *kept, Value accumulator) {
+                     KeptRowValues *kept, Value accumulator,
+                     ArrayRef<std::pair<unsigned, Value>> bound = {},
+                     SmallVectorImpl<Value> *elements = nullptr) {
     linalg::GenericOp op = member.op;
     const ReductionForm *form = member.form ? &*member.form : nullptr;
     unsigned rows = point.size() - 1;
@@ -1360,10 +1685,14 @@ private:
     };
     SmallVector<Value> vectorOf(op->getNumOperands()),
         once(op->getNumOperands());
+    for (auto [i, value] : bound)
+      once[i] = value;
     for (OpOperand &operand : op->getOpOperands()) {
       if (!isRead(operand))
         continue;
       unsigned i = operand.getOperandNumber();
+      if (once[i])
+        continue;
       if (!movesAlongRow(operand)) // per row, kept like the rest
         once[i] = isa<MemRefType>(operand.get().getType())
                       ? load(operand, point, /*asVector=*/false)
@@ -1389,8 +1718,11 @@ private:
       IRMapping mapping;
       cloneBody(rewriter, op, args, lanePoint, skip, mapping);
       if (form) {
-        accumulator = combine(rewriter, *form, accumulator,
-                              mapping.lookupOrDefault(form->element));
+        Value element = mapping.lookupOrDefault(form->element);
+        if (elements)
+          elements->push_back(element);
+        else
+          accumulator = combine(rewriter, *form, accumulator, element);
         continue;
       }
       auto yield = cast<linalg::YieldOp>(body.getTerminator());

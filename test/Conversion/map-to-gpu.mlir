@@ -1059,3 +1059,166 @@ func.func @kept_fallbacks(%x: memref<8x256xbf16>, %ss: memref<8xf32>, %b: memref
   }
   return
 }
+
+// -----
+
+// Cross-entropy's statistics in one pass (online softmax): the row max of
+// the logits, then the sum of exp(x - max) that reads that max, become one
+// loop along the row carrying each thread's running max and its sum
+// against it (the sum moved by exp(old - new) when the max grows; exactly
+// 1 when it does not). Rows of 1000 bf16s loop: 128 threads, 4 chunks of
+// 8 per iteration (step 4096); a chunk's start is clamped to the row's
+// last 8 (992) so its 16-byte load stays in bounds, and a chunk past the
+// row leaves the running values unchanged. Then the block's max, the
+// threads' sums moved to it, the max stored; the sum is moved to the max
+// the output holds (read back after the barrier) before it is stored.
+// CHECK-LABEL: func.func @online_softmax
+// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c128,
+// CHECK: scf.if %{{.*}} -> (f32, f32)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c1000{{.*}} step %c4096{{.*}} iter_args(%[[M:.*]] = %{{.*}}, %[[S:.*]] = %{{.*}}) -> (f32, f32)
+// CHECK: vector.load %arg0
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %c1000
+// CHECK: arith.minui %{{.*}}, %c992
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg0
+// CHECK-NOT: vector.load
+// CHECK: %[[GROWN:.*]] = arith.maximumf %[[M]], %{{.*}} : f32
+// CHECK: %[[SAME:.*]] = arith.cmpf oeq, %[[M]], %[[GROWN]]
+// CHECK: %[[D:.*]] = arith.subf %[[M]], %[[GROWN]]
+// CHECK: %[[E:.*]] = math.exp %[[D]]
+// CHECK: %[[F:.*]] = arith.select %[[SAME]], %{{.*}}, %[[E]]
+// CHECK: arith.mulf %[[S]], %[[F]]
+// CHECK: arith.select %[[IN]]
+// CHECK: scf.yield
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: memref.load %arg0
+// CHECK: %[[MAX:.*]] = gpu.all_reduce maximumf %{{.*}} uniform
+// CHECK: %[[SUM:.*]] = gpu.all_reduce add %{{.*}} uniform
+// CHECK: memref.store %{{.*}}, %arg1
+// CHECK: gpu.barrier
+// CHECK: gpu.barrier
+// CHECK: %[[FINAL:.*]] = memref.load %arg1
+// CHECK: arith.cmpf oeq, %[[MAX]], %[[FINAL]]
+// CHECK: arith.mulf %[[SUM]]
+// CHECK: memref.store %{{.*}}, %arg2
+// CHECK-NOT: scf.for
+// CHECK: math.log
+// CHECK: gpu.terminator
+func.func @online_softmax(%x: memref<8x1000xbf16>, %max: memref<8xf32>, %sum: memref<8xf32>, %lse: memref<8xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%ninf : f32) outs(%max : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x1000xbf16>) outs(%max : memref<8xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %e = arith.extf %in : bf16 to f32
+    %m = arith.maximumf %acc, %e : f32
+    linalg.yield %m : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : memref<8x1000xbf16>, memref<8xf32>) outs(%sum : memref<8xf32>) {
+  ^bb0(%in: bf16, %m: f32, %acc: f32):
+    %e = arith.extf %in : bf16 to f32
+    %d = arith.subf %e, %m : f32
+    %p = math.exp %d : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r) -> (r)>, affine_map<(r) -> (r)>, affine_map<(r) -> (r)>],
+                  iterator_types = ["parallel"]}
+      ins(%max, %sum : memref<8xf32>, memref<8xf32>) outs(%lse : memref<8xf32>) {
+  ^bb0(%m: f32, %s: f32, %o: f32):
+    %l = math.log %s : f32
+    %r = arith.addf %m, %l : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// The same statistics over rows of 1024 bf16s, which a warp covers in 4
+// whole 16-byte steps: no loop, each lane folds its 4 chunks online (the
+// logits loaded once, kept for the sum), then xor-shuffle butterflies for
+// the max and for the moved sums.
+// CHECK-LABEL: func.func @online_softmax_kept
+// CHECK-NOT: scf.for
+// CHECK-COUNT-4: vector.load %arg0
+// CHECK-NOT: vector.load %arg0
+// CHECK: gpu.shuffle xor
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: gpu.shuffle xor
+// CHECK: arith.addf
+// CHECK: nvvm.bar.warp.sync
+// CHECK: gpu.terminator
+func.func @online_softmax_kept(%x: memref<4x1024xbf16>, %max: memref<4xf32>, %sum: memref<4xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%ninf : f32) outs(%max : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x1024xbf16>) outs(%max : memref<4xf32>) {
+  ^bb0(%in: bf16, %acc: f32):
+    %e = arith.extf %in : bf16 to f32
+    %m = arith.maximumf %acc, %e : f32
+    linalg.yield %m : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%sum : memref<4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %max : memref<4x1024xbf16>, memref<4xf32>) outs(%sum : memref<4xf32>) {
+  ^bb0(%in: bf16, %m: f32, %acc: f32):
+    %e = arith.extf %in : bf16 to f32
+    %d = arith.subf %e, %m : f32
+    %p = math.exp %d : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Not one pass: the sum's exponentials are of other values than the max's
+// (y against the max of x), so a running max of x would not bound them.
+// Two passes along the row, as written: the max's loops, its total, then
+// the sum's loops.
+// CHECK-LABEL: func.func @softmax_of_other_values
+// CHECK: scf.for
+// CHECK: gpu.all_reduce maximumf
+// CHECK: scf.for
+// CHECK: math.exp
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.terminator
+func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32>, %max: memref<8xf32>, %sum: memref<8xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%ninf : f32) outs(%max : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x1000xf32>) outs(%max : memref<8xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %m = arith.maximumf %acc, %in : f32
+    linalg.yield %m : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r)>,
+                                   affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%y, %max : memref<8x1000xf32>, memref<8xf32>) outs(%sum : memref<8xf32>) {
+  ^bb0(%in: f32, %m: f32, %acc: f32):
+    %d = arith.subf %in, %m : f32
+    %p = math.exp %d : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}

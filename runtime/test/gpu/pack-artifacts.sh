@@ -28,9 +28,13 @@ models() {
   # over 1024 positions.
   "$BIN/dc-gen-llama" --layers 1 --dim 256 --ffn 512 --heads 4 --vocab 1024 \
     --batch 2 --seq 1024 --dtype bf16 --attention fused -o "$DEST/tall-fused-bf16.mlir"
+  # A vocabulary of 10000: cross-entropy's rows (1250 16-byte chunks) loop
+  # with the online softmax's clamped last chunks, as configs A and B do.
+  "$BIN/dc-gen-llama" --layers 1 --dim 128 --ffn 256 --heads 2 --vocab 10000 \
+    --batch 2 --seq 64 --dtype bf16 --attention fused -o "$DEST/wide-vocab-bf16.mlir"
 }
 models
-for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16; do
+for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16; do
   for w in 1 2; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"

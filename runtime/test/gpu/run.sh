@@ -127,14 +127,14 @@ ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
   # COMPILED_MODELS: the models to run (default all).
-  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16}; do
+  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16}; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
       tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
       vocab=32 steps=20
       # The host reference of the small model takes seconds per step.
-      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=2;; esac
+      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=2;; wide-vocab*) vocab=10000 steps=3;; esac
       step "compiled $model on $n GPU(s): $steps steps against the host ($tol)"
       "$BIN/dc-run" --nproc $n "$ART/$model-cpu-w$n.so" --steps $steps --vocab $vocab \
         > "$OUT/compiled-$model-w$n-host.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-host.log"; fail "host $model ($n)"; }
@@ -189,6 +189,13 @@ if command -v compute-sanitizer > /dev/null; then
       "$ART/tiny-f32-h200-w1.so" --steps 2 --vocab 32 > "$OUT/memcheck-compiled.log" 2>&1 \
       || fail "memcheck on the compiled tiny step"
     tail -2 "$OUT/memcheck-compiled.log"
+  fi
+  # The online softmax's clamped chunks read only inside each row.
+  if [ -f "$ART/wide-vocab-bf16-h200-w1.so" ]; then
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
+      "$ART/wide-vocab-bf16-h200-w1.so" --steps 1 --vocab 10000 > "$OUT/memcheck-wide-vocab.log" 2>&1 \
+      || fail "memcheck on the compiled wide-vocabulary step"
+    tail -2 "$OUT/memcheck-wide-vocab.log"
   fi
 else
   echo "compute-sanitizer not found: skipped"
