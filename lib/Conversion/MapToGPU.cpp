@@ -450,6 +450,12 @@ constexpr int64_t kMaxRowPartitions = 64;
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
+/// 16-byte loads an elementwise kernel's thread issues before its math (it
+/// takes that many groups of one vector operand, fewer of several): one
+/// load per thread left the step's one-input kernels (cross-entropy's
+/// backward) at 79% of the copy bandwidth, too few bytes in flight.
+constexpr int64_t kLoadsInFlight = 4;
+
 /// The most chunks of a row each thread of a row group keeps in registers
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
@@ -2212,10 +2218,14 @@ private:
   }
 
   /// An elementwise op with `width` consecutive innermost points per
-  /// thread: 16-byte vector loads and stores of the contiguous operands, a
-  /// scalar load of the others, the body unrolled `width` times. A buffer
-  /// not 16-byte aligned at run time (a view at an odd offset) takes the
-  /// same points one at a time instead.
+  /// group: 16-byte vector loads and stores of the contiguous operands, a
+  /// scalar load of the others, the body unrolled `width` times. Each
+  /// thread takes a few groups, a block's width apart (so a warp's accesses
+  /// stay contiguous), enough that about kLoadsInFlight 16-byte loads are
+  /// in flight per thread: all its loads first (a group past the end reads
+  /// the last group instead, and stores nothing), then the math and the
+  /// stores. A buffer not 16-byte aligned at run time (a view at an odd
+  /// offset) takes the same points one at a time instead.
   void mapVectorized(IRRewriter &rewriter, linalg::GenericOp op,
                      ArrayRef<int64_t> trips, int64_t width) {
     Location loc = op.getLoc();
@@ -2225,21 +2235,63 @@ private:
     rewriter.setInsertionPoint(op);
     if (groups == 0)
       return;
+    unsigned last = trips.size() - 1;
+    Block &body = op.getRegion().front();
+    auto isRead = [&](OpOperand &operand) {
+      return !body.getArgument(operand.getOperandNumber()).use_empty();
+    };
+    auto movesAlong = [&](OpOperand &operand) {
+      return isa<MemRefType>(operand.get().getType()) &&
+             op.getMatchingIndexingMap(&operand).isFunctionOfDim(last);
+    };
+    int64_t vectorLoads = 0;
+    for (OpOperand &operand : op->getOpOperands())
+      if (isRead(operand) && movesAlong(operand))
+        ++vectorLoads;
+    int64_t threads = std::min(groups, kBlockSize);
+    int64_t perThread = 1;
+    while (perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
+               kLoadsInFlight &&
+           threads * perThread * 2 <= groups)
+      perThread *= 2;
+    int64_t span = threads * perThread;
+    gpu::LaunchOp launch = createLaunch(
+        rewriter, loc, llvm::divideCeil(groups, span), threads);
     OpBuilder::InsertionGuard guard(rewriter);
-    Value id = createThreadPerPointLaunch(rewriter, loc, groups);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
-    SmallVector<Value> ivs = delinearize(rewriter, loc, id, groupTrips);
-    ivs.back() = arith::MulIOp::create(rewriter, loc, ivs.back(), index(width));
-    unsigned last = trips.size() - 1;
-    Block &body = op.getRegion().front();
+    Value base = arith::AddIOp::create(
+        rewriter, loc,
+        arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
+                              index(span)),
+        launch.getThreadIds().x);
+    // Each group's first point (clamped to the last group) and whether it
+    // is a group at all (null: always).
+    SmallVector<SmallVector<Value>> starts;
+    SmallVector<Value> valid;
+    for (int64_t k = 0; k < perThread; ++k) {
+      Value group = k == 0 ? base
+                           : arith::AddIOp::create(rewriter, loc, base,
+                                                   index(k * threads))
+                                 .getResult();
+      Value inRange;
+      if (groups % span != 0) {
+        inRange = arith::CmpIOp::create(
+            rewriter, loc, arith::CmpIPredicate::ult, group, index(groups));
+        group = arith::MinUIOp::create(rewriter, loc, group, index(groups - 1));
+      }
+      valid.push_back(inRange);
+      SmallVector<Value> ivs = delinearize(rewriter, loc, group, groupTrips);
+      ivs.back() =
+          arith::MulIOp::create(rewriter, loc, ivs.back(), index(width));
+      starts.push_back(ivs);
+    }
     Value aligned;
     for (OpOperand &operand : op->getOpOperands()) {
-      bool read = !body.getArgument(operand.getOperandNumber()).use_empty();
-      if ((!read && !op.isDpsInit(&operand)) ||
-          !isa<MemRefType>(operand.get().getType()) ||
-          !op.getMatchingIndexingMap(&operand).isFunctionOfDim(last))
+      if ((!isRead(operand) && !op.isDpsInit(&operand)) ||
+          !movesAlong(operand))
         continue;
       Value check = isVectorAligned(rewriter, loc, operand.get());
       aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
@@ -2247,73 +2299,98 @@ private:
     }
     auto ifAligned = scf::IfOp::create(rewriter, loc, aligned,
                                        /*withElseRegion=*/true);
-    auto pointAt = [&](int64_t lane) {
+    auto pointAt = [&](ArrayRef<Value> ivs, int64_t lane) {
       SmallVector<Value> point(ivs);
       if (lane != 0)
         point.back() =
             arith::AddIOp::create(rewriter, loc, point.back(), index(lane));
       return point;
     };
-    // Vector path.
+    // Stores of group `k` go into `emit`, under its range check.
+    auto guarded = [&](int64_t k, llvm::function_ref<void()> emit) {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      if (valid[k]) {
+        auto ifValid = scf::IfOp::create(rewriter, loc, valid[k],
+                                         /*withElseRegion=*/false);
+        rewriter.setInsertionPointToStart(ifValid.thenBlock());
+      }
+      emit();
+    };
+    // Vector path: every group's loads, then each group's math and stores.
     rewriter.setInsertionPointToStart(ifAligned.thenBlock());
-    SmallVector<Value> loaded(op->getNumOperands());
-    SmallVector<bool> isVector(op->getNumOperands(), false);
-    for (OpOperand &operand : op->getOpOperands()) {
-      unsigned i = operand.getOperandNumber();
-      if (body.getArgument(i).use_empty())
-        continue;
-      AffineMap map = op.getMatchingIndexingMap(&operand);
-      SmallVector<Value> indices = applyMap(map, ivs);
-      Type element = getElementTypeOrSelf(operand.get().getType());
-      if (!isa<MemRefType>(operand.get().getType())) {
-        loaded[i] = operand.get();
-      } else if (map.isFunctionOfDim(last)) {
-        loaded[i] = vector::LoadOp::create(
-            rewriter, loc, VectorType::get({width}, element), operand.get(),
-            indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
-        isVector[i] = true;
-      } else {
-        loaded[i] =
-            memref::LoadOp::create(rewriter, loc, operand.get(), indices);
+    SmallVector<SmallVector<Value>> loaded;
+    for (ArrayRef<Value> ivs : starts) {
+      SmallVector<Value> &values = loaded.emplace_back(op->getNumOperands());
+      for (OpOperand &operand : op->getOpOperands()) {
+        unsigned i = operand.getOperandNumber();
+        if (!isRead(operand))
+          continue;
+        SmallVector<Value> indices =
+            applyMap(op.getMatchingIndexingMap(&operand), ivs);
+        Type element = getElementTypeOrSelf(operand.get().getType());
+        if (!isa<MemRefType>(operand.get().getType()))
+          values[i] = operand.get();
+        else if (movesAlong(operand))
+          values[i] = vector::LoadOp::create(
+              rewriter, loc, VectorType::get({width}, element), operand.get(),
+              indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+        else
+          values[i] =
+              memref::LoadOp::create(rewriter, loc, operand.get(), indices);
       }
     }
-    SmallVector<SmallVector<Value>> lanes;
-    for (int64_t lane = 0; lane < width; ++lane) {
-      SmallVector<Value> args(op->getNumOperands());
-      for (unsigned i = 0; i < args.size(); ++i)
-        if (loaded[i])
-          args[i] = isVector[i] ? vector::ExtractOp::create(rewriter, loc,
-                                                            loaded[i], lane)
-                                      .getResult()
-                                : loaded[i];
-      lanes.push_back(cloneBodyWith(rewriter, op, args, pointAt(lane)));
+    for (auto [k, ivs] : llvm::enumerate(starts)) {
+      SmallVector<SmallVector<Value>> lanes;
+      for (int64_t lane = 0; lane < width; ++lane) {
+        SmallVector<Value> args(op->getNumOperands());
+        for (OpOperand &operand : op->getOpOperands()) {
+          unsigned i = operand.getOperandNumber();
+          if (loaded[k][i])
+            args[i] = movesAlong(operand)
+                          ? vector::ExtractOp::create(rewriter, loc,
+                                                      loaded[k][i], lane)
+                                .getResult()
+                          : loaded[k][i];
+        }
+        lanes.push_back(cloneBodyWith(rewriter, op, args, pointAt(ivs, lane)));
+      }
+      SmallVector<Value> vectors;
+      for (auto [j, output] : llvm::enumerate(op.getDpsInitsMutable())) {
+        SmallVector<Value> elements;
+        for (SmallVector<Value> &values : lanes)
+          elements.push_back(values[j]);
+        Type element = getElementTypeOrSelf(output.get().getType());
+        vectors.push_back(vector::FromElementsOp::create(
+            rewriter, loc, VectorType::get({width}, element), elements));
+      }
+      guarded(k, [&] {
+        for (auto [vector, output] :
+             llvm::zip(vectors, op.getDpsInitsMutable()))
+          vector::StoreOp::create(
+              rewriter, loc, vector, output.get(),
+              applyMap(op.getMatchingIndexingMap(&output), ivs),
+              /*nontemporal=*/false, llvm::Align(kVectorBytes));
+      });
     }
-    for (auto [k, output] : llvm::enumerate(op.getDpsInitsMutable())) {
-      SmallVector<Value> elements;
-      for (SmallVector<Value> &values : lanes)
-        elements.push_back(values[k]);
-      Type element = getElementTypeOrSelf(output.get().getType());
-      Value vector = vector::FromElementsOp::create(
-          rewriter, loc, VectorType::get({width}, element), elements);
-      vector::StoreOp::create(rewriter, loc, vector, output.get(),
-                              applyMap(op.getMatchingIndexingMap(&output), ivs),
-                              /*nontemporal=*/false, llvm::Align(kVectorBytes));
-    }
-    // Scalar path, one point at a time.
+    // Scalar path, one point at a time, a group after another.
     rewriter.setInsertionPointToStart(ifAligned.elseBlock());
-    for (int64_t lane = 0; lane < width; ++lane) {
-      SmallVector<Value> point = pointAt(lane);
-      SmallVector<Value> args(op->getNumOperands());
-      for (OpOperand &operand : op->getOpOperands())
-        if (!body.getArgument(operand.getOperandNumber()).use_empty())
-          args[operand.getOperandNumber()] =
-              loadAt(rewriter, loc, op, operand, point);
-      SmallVector<Value> results = cloneBodyWith(rewriter, op, args, point);
-      for (auto [value, output] : llvm::zip(results, op.getDpsInitsMutable()))
-        memref::StoreOp::create(
-            rewriter, loc, value, output.get(),
-            applyMap(op.getMatchingIndexingMap(&output), point));
-    }
+    for (auto [k, ivs] : llvm::enumerate(starts))
+      guarded(k, [&] {
+        for (int64_t lane = 0; lane < width; ++lane) {
+          SmallVector<Value> point = pointAt(ivs, lane);
+          SmallVector<Value> args(op->getNumOperands());
+          for (OpOperand &operand : op->getOpOperands())
+            if (isRead(operand))
+              args[operand.getOperandNumber()] =
+                  loadAt(rewriter, loc, op, operand, point);
+          SmallVector<Value> results = cloneBodyWith(rewriter, op, args, point);
+          for (auto [value, output] :
+               llvm::zip(results, op.getDpsInitsMutable()))
+            memref::StoreOp::create(
+                rewriter, loc, value, output.get(),
+                applyMap(op.getMatchingIndexingMap(&output), point));
+        }
+      });
   }
 
   /// A thread per point of `inner` (see getColumnParallelLoopOp) and

@@ -113,7 +113,7 @@ func.func @elementwise(%x: memref<3x301xf32>, %y: memref<3x301xf32>) {
 // CHECK-LABEL: func.func @vectorized
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c32{{.*}},
 // CHECK: %[[ID:.*]] = arith.addi
-// CHECK: scf.if
+// CHECK-NOT: scf.if
 // CHECK: %[[COL8:.*]] = arith.remui %[[ID]], %c8
 // CHECK: %[[ROW:.*]] = arith.divui %[[ID]], %c8
 // CHECK: %[[COL:.*]] = arith.muli %[[COL8]], %c8
@@ -156,6 +156,48 @@ func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4
   }
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%z : memref<4x64xf32>)
+  return
+}
+
+// -----
+
+// A thread takes several groups when that puts more loads in flight: one
+// vector operand over 8 x 1000 bf16s is 1000 groups of 8; 256 threads
+// take 2 groups each, 256 apart (a warp's accesses stay contiguous), in 2
+// blocks of 512 groups. Both loads come before the math; the second group
+// of the last threads lies past the end: its load reads the last group
+// (clamped to 999) and it stores nothing.
+// CHECK-LABEL: func.func @groups_per_thread
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c2{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[BASE:.*]] = arith.addi
+// CHECK: %[[FIRST:.*]] = arith.cmpi ult, %[[BASE]], %c1000
+// CHECK: arith.minui %[[BASE]], %c999
+// CHECK: %[[NEXT:.*]] = arith.addi %[[BASE]], %c256
+// CHECK: %[[SECOND:.*]] = arith.cmpi ult, %[[NEXT]], %c1000
+// CHECK: arith.minui %[[NEXT]], %c999
+// CHECK: scf.if
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg0
+// CHECK-NOT: vector.load
+// CHECK: math.exp
+// CHECK: scf.if %[[FIRST]] {
+// CHECK: vector.store
+// CHECK: math.exp
+// CHECK: scf.if %[[SECOND]] {
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-COUNT-8: memref.store
+// CHECK: scf.if %[[SECOND]] {
+// CHECK-COUNT-8: memref.store
+func.func @groups_per_thread(%x: memref<8x1000xbf16>, %y: memref<8x1000xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x1000xbf16>) outs(%y : memref<8x1000xbf16>) {
+  ^bb0(%a: bf16, %out: bf16):
+    %e = math.exp %a : bf16
+    linalg.yield %e : bf16
+  }
   return
 }
 
