@@ -30,13 +30,14 @@ constexpr const char kCudaToolkit[] = "";
 
 /// The GPU target's compute: kernels and library calls, the kernels
 /// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
-void buildGPUCompute(OpPassManager &pm) {
+void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   // No host memcpy on device memory: every copy is a kernel.
   DCExpandStridedCopiesOptions copies;
   copies.all = true;
   pm.addPass(createDCExpandStridedCopies(copies));
   DCMapToGPUOptions map;
   map.cudaToolkit = kCudaToolkit;
+  map.approximateMath = !preciseMath;
   pm.addPass(createDCMapToGPU(map));
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
@@ -128,7 +129,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm);
 
   if (options.target == "h200")
-    buildGPUCompute(pm);
+    buildGPUCompute(pm, options.preciseMath);
   else
     buildCPUCompute(pm);
 

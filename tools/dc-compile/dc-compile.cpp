@@ -71,6 +71,11 @@ cl::opt<bool> profileOps(
     cl::desc("Time each compute op for dc-run --profile-out (a profiling "
              "run; the profile feeds --profile=)"),
     cl::cat(category));
+cl::opt<bool> preciseMath(
+    "precise-math",
+    cl::desc("--target=h200: accurate exp, log and f32 division in the "
+             "kernels (libdevice) instead of the hardware's approximate ones"),
+    cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -176,6 +181,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   dc::LowerToLLVMPipelineOptions lowering;
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
+  lowering.preciseMath = preciseMath;
   // The cluster presets are the same GPU (sm_90) in nodes of 8.
   if (targetGiven &&
       llvm::is_contained({"h200", "h200-cluster", "h100-cluster"},

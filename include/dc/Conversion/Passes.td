@@ -277,6 +277,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
     Option<"cudaToolkit", "cuda-toolkit", "std::string", "\"\"",
            "The CUDA toolkit the kernels are compiled with (empty: this dc "
            "has none, and the pass fails saying so)">,
+    Option<"approximateMath", "approximate-math", "bool", "true",
+           "Kernels take the hardware's approximate exp, log, tanh and f32 "
+           "division (fastmath afn: ex2.approx, div.approx; about 2 ulp), "
+           "as Triton and nvcc --use_fast_math do; false: libdevice's "
+           "accurate versions, several times the instructions">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

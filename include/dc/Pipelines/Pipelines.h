@@ -168,6 +168,12 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("What the compute runs on: cpu (loops on the host) or "
                      "h200 (CUDA kernels and cuBLASLt on an H200)"),
       llvm::cl::init("cpu")};
+  Option<bool> preciseMath{
+      *this, "precise-math",
+      llvm::cl::desc("h200: kernels use libdevice's accurate exp, log and "
+                     "f32 division instead of the hardware's approximate "
+                     "ones (dc-map-to-gpu approximate-math=false)"),
+      llvm::cl::init(false)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
