@@ -450,16 +450,14 @@ constexpr int64_t kMaxRowPartitions = 64;
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
-/// Rows a column reduction's thread loads before it folds them: one row
-/// per iteration left config A's norm weight gradients waiting on memory
-/// (52% of DRAM bandwidth, stalls on loads dominating; Nsight Compute).
-constexpr int64_t kColumnRowsInFlight = 4;
-
 /// 16-byte loads an elementwise kernel's thread issues before its math (it
-/// takes that many groups of one vector operand, fewer of several): one
-/// load per thread left the step's one-input kernels (cross-entropy's
-/// backward) at 79% of the copy bandwidth, too few bytes in flight.
-constexpr int64_t kLoadsInFlight = 4;
+/// takes that many groups of one vector operand, fewer of several, at most
+/// kMaxGroupsPerThread): one load per thread left the step's one-input
+/// kernels (cross-entropy's backward) at 79% of the copy bandwidth, and 2
+/// groups of 2 inputs left the residual add waiting on memory (71% of DRAM
+/// bandwidth, load stalls dominating; Nsight Compute).
+constexpr int64_t kLoadsInFlight = 8;
+constexpr int64_t kMaxGroupsPerThread = 4;
 
 /// The most chunks of a row each thread of a row group keeps in registers
 /// (see KeptRowValues); longer rows loop.
@@ -2008,87 +2006,55 @@ private:
         aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
                           : check;
       }
-    // The thread's `width` sums over its rows (every rowLanes-th, in
-    // order), with 16-byte loads or not: kColumnRowsInFlight rows per
-    // iteration, all their loads first (a row past the end reads the last
-    // row and adds nothing), so the sums fold the same rows in the same
-    // order as one row per iteration would.
-    int64_t unroll = std::min<int64_t>(
-        kColumnRowsInFlight,
-        std::max<int64_t>(1, llvm::divideCeil(length, rowLanes)));
+    // The thread's `width` sums over its rows, with 16-byte loads or not.
     auto emitSums = [&](bool vectors) -> SmallVector<Value> {
       auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                                     index(rowLanes * unroll), identities);
+                                     index(rowLanes), identities);
       OpBuilder::InsertionGuard inLoop(rewriter);
       rewriter.setInsertionPointToStart(loop.getBody());
-      SmallVector<SmallVector<Value>> points;
-      SmallVector<Value> inRange;
-      SmallVector<SmallVector<Value>> vectorOf, once;
-      for (int64_t u = 0; u < unroll; ++u) {
-        Value row = loop.getInductionVar();
-        Value valid;
-        if (u > 0) {
-          row = arith::AddIOp::create(rewriter, loc, row, index(u * rowLanes));
-          if (length % (rowLanes * unroll) != 0) {
-            valid = arith::CmpIOp::create(
-                rewriter, loc, arith::CmpIPredicate::ult, row, index(length));
-            row = arith::MinUIOp::create(rewriter, loc, row, index(length - 1));
-          }
+      SmallVector<Value> point(outerIvs);
+      point.push_back(column);
+      point.push_back(loop.getInductionVar());
+      SmallVector<Value> vectorOf(op->getNumOperands()),
+          once(op->getNumOperands());
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        unsigned i = input->getOperandNumber();
+        if (body.getArgument(i).use_empty())
+          continue;
+        if (!isa<MemRefType>(input->get().getType())) {
+          once[i] = input->get();
+          continue;
         }
-        inRange.push_back(valid);
-        SmallVector<Value> &point = points.emplace_back(outerIvs);
-        point.push_back(column);
-        point.push_back(row);
-        SmallVector<Value> &rowVectors =
-            vectorOf.emplace_back(op->getNumOperands());
-        SmallVector<Value> &rowOnce = once.emplace_back(op->getNumOperands());
+        AffineMap map = op.getMatchingIndexingMap(input);
+        if (!map.isFunctionOfDim(columnDim))
+          once[i] = loadAt(rewriter, loc, op, *input, point);
+        else if (vectors)
+          vectorOf[i] = vector::LoadOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(input->get())),
+              input->get(), applyMap(map, point), /*nontemporal=*/false,
+              llvm::Align(kVectorBytes));
+      }
+      SmallVector<Value> sums;
+      for (int64_t j = 0; j < width; ++j) {
+        SmallVector<Value> lanePoint(point);
+        if (j != 0)
+          lanePoint[columnDim] =
+              arith::AddIOp::create(rewriter, loc, column, index(j));
+        SmallVector<Value> args(op->getNumOperands());
         for (OpOperand *input : op.getDpsInputOperands()) {
           unsigned i = input->getOperandNumber();
-          if (body.getArgument(i).use_empty())
-            continue;
-          if (!isa<MemRefType>(input->get().getType())) {
-            rowOnce[i] = input->get();
-            continue;
-          }
-          AffineMap map = op.getMatchingIndexingMap(input);
-          if (!map.isFunctionOfDim(columnDim))
-            rowOnce[i] = loadAt(rewriter, loc, op, *input, point);
-          else if (vectors)
-            rowVectors[i] = vector::LoadOp::create(
-                rewriter, loc,
-                VectorType::get({width}, getElementTypeOrSelf(input->get())),
-                input->get(), applyMap(map, point), /*nontemporal=*/false,
-                llvm::Align(kVectorBytes));
+          if (once[i])
+            args[i] = once[i];
+          else if (vectorOf[i])
+            args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], j);
+          else if (!body.getArgument(i).use_empty())
+            args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
         }
-      }
-      SmallVector<Value> sums(loop.getRegionIterArgs());
-      for (int64_t u = 0; u < unroll; ++u) {
-        for (int64_t j = 0; j < width; ++j) {
-          SmallVector<Value> lanePoint(points[u]);
-          if (j != 0)
-            lanePoint[columnDim] =
-                arith::AddIOp::create(rewriter, loc, column, index(j));
-          SmallVector<Value> args(op->getNumOperands());
-          for (OpOperand *input : op.getDpsInputOperands()) {
-            unsigned i = input->getOperandNumber();
-            if (once[u][i])
-              args[i] = once[u][i];
-            else if (vectorOf[u][i])
-              args[i] =
-                  vector::ExtractOp::create(rewriter, loc, vectorOf[u][i], j);
-            else if (!body.getArgument(i).use_empty())
-              args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
-          }
-          IRMapping mapping;
-          cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
-          Value sum = combine(rewriter, form, sums[j],
-                              mapping.lookupOrDefault(form.element));
-          sums[j] = inRange[u] ? arith::SelectOp::create(rewriter, loc,
-                                                         inRange[u], sum,
-                                                         sums[j])
-                                     .getResult()
-                               : sum;
-        }
+        IRMapping mapping;
+        cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
+        sums.push_back(combine(rewriter, form, loop.getRegionIterArg(j),
+                               mapping.lookupOrDefault(form.element)));
       }
       scf::YieldOp::create(rewriter, loc, sums);
       return SmallVector<Value>(loop.getResults());
@@ -2285,7 +2251,7 @@ private:
   /// group: 16-byte vector loads and stores of the contiguous operands, a
   /// scalar load of the others, the body unrolled `width` times. Each
   /// thread takes a few groups, a block's width apart (so a warp's accesses
-  /// stay contiguous), enough that about kLoadsInFlight 16-byte loads are
+  /// stay contiguous), enough that up to kLoadsInFlight 16-byte loads are
   /// in flight per thread: all its loads first (a group past the end reads
   /// the last group instead, and stores nothing), then the math and the
   /// stores. A buffer not 16-byte aligned at run time (a view at an odd
@@ -2314,7 +2280,8 @@ private:
         ++vectorLoads;
     int64_t threads = std::min(groups, kBlockSize);
     int64_t perThread = 1;
-    while (perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
+    while (perThread * 2 <= kMaxGroupsPerThread &&
+           perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
                kLoadsInFlight &&
            threads * perThread * 2 <= groups)
       perThread *= 2;

@@ -955,39 +955,6 @@ func.func @column_sums_by_element(%a: memref<8x18xf32>, %colsum: memref<18xf32>)
 
 // -----
 
-// A longer weight gradient, 600 rows: each of the 128 row lanes takes 4
-// rows per iteration (step 512), all 8 of their 16-byte loads before any
-// sum, folding the rows in the order a row per iteration would; a row past
-// the end (from 600 on) reads row 599 and leaves the sums as they were.
-// CHECK-LABEL: func.func @weight_grad_rows_in_flight
-// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c600{{.*}} step %c512{{.*}} iter_args
-// CHECK: vector.load %arg0[%[[ROW]],
-// CHECK: %[[R1:.*]] = arith.addi %[[ROW]], %c128
-// CHECK: %[[IN1:.*]] = arith.cmpi ult, %[[R1]], %c600
-// CHECK: arith.minui %[[R1]], %c599
-// CHECK-COUNT-6: vector.load
-// CHECK-NOT: vector.load
-// CHECK: arith.addf
-// CHECK: arith.select %[[IN1]]
-// CHECK: scf.yield
-// CHECK: } else {
-func.func @weight_grad_rows_in_flight(%g: memref<600x32xbf16>, %x: memref<600x32xbf16>, %dw: memref<32xf32>) {
-  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
-                                   affine_map<(r, c) -> (c)>],
-                  iterator_types = ["reduction", "parallel"]}
-      ins(%g, %x : memref<600x32xbf16>, memref<600x32xbf16>) outs(%dw : memref<32xf32>) {
-  ^bb0(%a: bf16, %b: bf16, %acc: f32):
-    %af = arith.extf %a : bf16 to f32
-    %bf = arith.extf %b : bf16 to f32
-    %p = arith.mulf %af, %bf : f32
-    %s = arith.addf %acc, %p : f32
-    linalg.yield %s : f32
-  }
-  return
-}
-
-// -----
-
 // A norm's weight gradient (bf16 rows, f32 sums): 2 lanes of 8 columns
 // (one 16-byte load of g and of x per row) times 128 row lanes; the
 // per-row rstd is one load per row, shared by the 8 columns.
