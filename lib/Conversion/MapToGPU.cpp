@@ -1114,26 +1114,15 @@ private:
         else
           storeFolded(rewriter, loc, op, form, ivs, isFirst, total);
       };
-      // Per-row buffers stored (by thread 0) and read from memory since the
-      // last barrier (see needsBarrier).
-      SmallVector<Value> storedSince, loadedSince;
       for (auto [i, member] : llvm::enumerate(members)) {
-        SmallVector<Value> loads, stores;
-        if (kept)
-          getPerRowAccesses(member, ivs, rows, *kept, loads, stores);
-        if (i > 0 && (!kept || needsBarrier(loads, stores, storedSince,
-                                            loadedSince))) {
+        if (i > 0) {
           if (perWarp)
             NVVM::SyncWarpOp::create(
                 rewriter, loc,
                 arith::ConstantIntOp::create(rewriter, loc, -1, 32));
           else
             gpu::BarrierOp::create(rewriter, loc);
-          storedSince.clear();
-          loadedSince.clear();
         }
-        llvm::append_range(storedSince, stores);
-        llvm::append_range(loadedSince, loads);
         linalg::GenericOp op = member.op;
         if (member.kind == RowMember::PerRow) {
           if (kept) {
@@ -1431,49 +1420,6 @@ private:
     }
     scf::YieldOp::create(rewriter, loc, ValueRange{m, s});
     return {loop.getResult(0), loop.getResult(1)};
-  }
-
-  /// What `member` of a group that keeps values will read from and write
-  /// to memory of one value per row (operands that do not move along the
-  /// row): `loads`, those it cannot take from `kept`; `stores`, its per-row
-  /// outputs (thread 0 stores them). Points along the row need no barrier
-  /// with kept values: each thread reads and writes only its own chunks.
-  static void getPerRowAccesses(const RowMember &member, ArrayRef<Value> ivs,
-                                unsigned rows, const KeptRowValues &kept,
-                                SmallVectorImpl<Value> &loads,
-                                SmallVectorImpl<Value> &stores) {
-    linalg::GenericOp op = member.op;
-    Block &body = op.getRegion().front();
-    for (OpOperand &operand : op->getOpOperands()) {
-      if (!isa<MemRefType>(operand.get().getType()))
-        continue;
-      AffineMap map = op.getMatchingIndexingMap(&operand);
-      if (member.kind != RowMember::PerRow && map.isFunctionOfDim(rows))
-        continue;
-      bool output = op.isDpsInit(&operand);
-      if (output)
-        stores.push_back(operand.get());
-      // A reduction folds into its output's old value, kept or loaded.
-      bool read = !body.getArgument(operand.getOperandNumber()).use_empty() ||
-                  (output && member.kind == RowMember::Reduce);
-      if (read && !kept.lookup(operand.get(), applyMap(map, ivs)))
-        loads.push_back(operand.get());
-    }
-  }
-
-  /// True when a member that will `loads` and `stores` per-row memory (see
-  /// getPerRowAccesses) must wait at a barrier: it reads what another thread
-  /// may have stored since the last one, or stores what another thread may
-  /// still be reading.
-  static bool needsBarrier(ArrayRef<Value> loads, ArrayRef<Value> stores,
-                           ArrayRef<Value> storedSince,
-                           ArrayRef<Value> loadedSince) {
-    auto anyAlias = [](ArrayRef<Value> a, ArrayRef<Value> b) {
-      return llvm::any_of(a, [&](Value x) {
-        return llvm::any_of(b, [&](Value y) { return mayAlias(x, y); });
-      });
-    };
-    return anyAlias(loads, storedSince) || anyAlias(stores, loadedSince);
   }
 
   /// Chunks of `width` (at least 1) points each thread takes of every row

@@ -266,9 +266,8 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // points, a butterfly of xor shuffles gives every lane the row's sum,
 // every lane computes the per-row values itself (lane 0 stores them) and
 // the scale reuses the row the sum of squares loaded and the rsqrt
-// computed (kept in registers, not read again). No barrier between the
-// members: each lane reads and writes only its own points of the row and
-// takes the per-row values from registers. When a buffer is not 16-byte aligned, the same group reads the
+// computed (kept in registers, not read again). Warp barriers between the
+// members. When a buffer is not 16-byte aligned, the same group reads the
 // same points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
@@ -287,7 +286,7 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK: %[[P2:.*]] = arith.addi %[[P]], %c256
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[ZERO:.*]], %arg2[%[[ROW]]]
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: scf.for
 // CHECK: %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
 // CHECK: vector.extract %[[X]][0]
@@ -305,12 +304,12 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK: %[[SUM:.*]] = arith.addf %[[ZERO]], %[[TOTAL]]
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[SUM]], %arg2[%[[ROW]]]
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: memref.load
 // CHECK: %[[RSTD:.*]] = math.rsqrt
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[RSTD]], %arg3[%[[ROW]]]
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: memref.load
 // CHECK-NOT: vector.load %arg0
 // CHECK: vector.load %arg1[%[[P]]]
@@ -708,7 +707,7 @@ func.func @arena_overlapping_rows(%idx: memref<5xi32>, %arena: memref<1024xi8>) 
 // CHECK-LABEL: func.func @in_place
 // CHECK: gpu.launch
 // CHECK: gpu.shuffle xor
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK: vector.store
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
@@ -779,7 +778,7 @@ func.func @in_place(%arena: memref<16384xi8>, %ss: memref<8xf32>) {
 // CHECK: %[[X:.*]] = vector.load %[[XV:.*]][%{{.*}}, %[[P:.*]]] {alignment = 16 : i64}
 // CHECK: gpu.shuffle xor
 // CHECK: vector.store %{{.*}}, %[[YV:.*]][%{{.*}}, %[[P]]]
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK: vector.load %[[XV]][%{{.*}}, %[[P]]]
 // CHECK: arith.maximumf
 // CHECK: gpu.shuffle xor
@@ -825,10 +824,10 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
 
 // Rows of 4096 bf16s are too long for a warp (16 steps of 32 lanes; a
 // warp takes at most 4, as for config A's 2048-wide rows, which take 8):
-// a block of 256 threads per row, 2 steps each, gpu.all_reduce. The
-// per-row values are still computed by every thread from kept values
-// (thread 0 alone stores them): the scale reads neither the sums nor the
-// rsqrt back from memory, so no block barrier separates the members.
+// a block of 256 threads per row, 2 steps each, gpu.all_reduce and block
+// barriers. The per-row values are still computed by every thread from
+// kept values (thread 0 alone stores them): the scale reads neither the
+// sums nor the rsqrt back from memory.
 // CHECK-LABEL: func.func @norm_wide
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
 // CHECK-NOT: arith.divui
@@ -839,12 +838,12 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
 // CHECK: %[[SUM:.*]] = arith.addf %{{.*}}, %[[ALL]]
 // CHECK-NEXT: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[SUM]], %arg1[%[[BX]]]
-// CHECK-NOT: gpu.barrier
+// CHECK: gpu.barrier
 // CHECK-NOT: memref.load
 // CHECK: %[[RSTD:.*]] = math.rsqrt %{{.*}}
 // CHECK-NEXT: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[RSTD]], %arg2[%[[BX]]]
-// CHECK-NOT: gpu.barrier
+// CHECK: gpu.barrier
 // CHECK-NOT: memref.load
 // CHECK: arith.mulf %{{.*}}, %[[RSTD]]
 // CHECK: vector.store
@@ -1199,7 +1198,7 @@ func.func @online_softmax(%x: memref<8x1000xbf16>, %max: memref<8xf32>, %sum: me
 // CHECK: math.exp
 // CHECK: gpu.shuffle xor
 // CHECK: arith.addf
-// CHECK-NOT: nvvm.bar.warp.sync
+// CHECK: nvvm.bar.warp.sync
 // CHECK: gpu.terminator
 func.func @online_softmax_kept(%x: memref<4x1024xbf16>, %max: memref<4xf32>, %sum: memref<4xf32>) {
   %ninf = arith.constant 0xFF800000 : f32
