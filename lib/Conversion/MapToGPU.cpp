@@ -451,13 +451,11 @@ constexpr int64_t kMaxRowPartitions = 64;
 constexpr int64_t kVectorBytes = 16;
 
 /// 16-byte loads an elementwise kernel's thread issues before its math (it
-/// takes that many groups of one vector operand, fewer of several, at most
-/// kMaxGroupsPerThread): one load per thread left the step's one-input
-/// kernels (cross-entropy's backward) at 79% of the copy bandwidth, and 2
-/// groups of 2 inputs left the residual add waiting on memory (71% of DRAM
-/// bandwidth, load stalls dominating; Nsight Compute).
-constexpr int64_t kLoadsInFlight = 8;
-constexpr int64_t kMaxGroupsPerThread = 4;
+/// takes that many groups of one vector operand, fewer of several): one
+/// load per thread left the step's one-input kernels (cross-entropy's
+/// backward) at 79% of the copy bandwidth. Up to 8 (at most 4 groups)
+/// measured no faster: the residual add the same, SwiGLU 2% slower.
+constexpr int64_t kLoadsInFlight = 4;
 
 /// The most chunks of a row each thread of a row group keeps in registers
 /// (see KeptRowValues); longer rows loop.
@@ -2280,8 +2278,7 @@ private:
         ++vectorLoads;
     int64_t threads = std::min(groups, kBlockSize);
     int64_t perThread = 1;
-    while (perThread * 2 <= kMaxGroupsPerThread &&
-           perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
+    while (perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
                kLoadsInFlight &&
            threads * perThread * 2 <= groups)
       perThread *= 2;
