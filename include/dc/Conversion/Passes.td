@@ -192,8 +192,8 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
            "split (264: two per SM of an H200)">,
     Option<"rowsPerChunk", "rows-per-chunk", "int64_t", "1024",
            "Fewest rows of a chunk (8 rows for each of a block's 128 row "
-           "lanes when it reads 16-byte vectors of columns: fewer left "
-           "each thread 2 loads, the block's setup and fold dominating)">,
+           "lanes when it reads 16-byte vectors of columns; 256 measured "
+           "the same on config A, with 4 times the partial sums)">,
     Option<"maxChunks", "max-chunks", "int64_t", "64",
            "Most chunks a reduction is split into">,
   ];
@@ -238,7 +238,14 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       most 8 such steps and the reductions fold f32 (config A's 2048-wide
       bf16 norms), a warp takes each row instead, 8 rows per block: an
       xor-shuffle butterfly in place of `gpu.all_reduce` (every lane gets
-      the same total), `nvvm.bar.warp.sync` in place of the barriers;
+      the same total), `nvvm.bar.warp.sync` in place of the barriers. A
+      row max of x followed in the group by a row sum of exp(x - max)
+      (softmax's and cross-entropy's statistics) is one pass over the row
+      (online softmax): each thread carries its running max and its sum
+      against it, moving the sum by exp(old - new) when the max grows,
+      then the block's max and the threads' moved sums; when the row
+      loops, 4 chunks an iteration (their starts clamped to the row, so
+      every load is in bounds) in blocks of at most 256 threads;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 16 columns, 16 row lanes each
       folding every 16th row, lane 0 combining the partials from shared
@@ -253,7 +260,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       it contiguously, 16 bytes of the narrowest operand per thread (8 bf16,
       4 f32): vector loads and stores, scalar loads of broadcast operands,
       the body unrolled, and a scalar path where a buffer is not 16-byte
-      aligned at run time;
+      aligned at run time; a thread takes up to 4 such groups a block
+      apart (about 4 16-byte loads in flight), all loads before the math;
     - a parallel kernel: any other linalg op (parallel dims first) as
       parallel loops, one GPU thread per point of the parallel iteration
       space (linearized over a 1-D grid of 256-thread blocks, innermost dim
@@ -272,6 +280,9 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
     `dc-assign-step-arena` could not place) is an error: the step would
     allocate device memory. After this pass only `gpu.launch` ops touch
     device memory; `gpu-kernel-outlining` and the NVVM lowering follow.
+    With `approximate-math` (the default) the kernels' exp, log, tanh and
+    f32 divisions are marked `afn`, which the NVVM lowering takes to the
+    hardware's approximations.
   }];
   let options = [
     Option<"cudaToolkit", "cuda-toolkit", "std::string", "\"\"",
