@@ -425,8 +425,8 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute("memory", "host");
           // A sequence-sharded data argument (dc-ulysses): the rank holds
           // its part of dim "seq_dim", by its coordinate on "seq_axis".
-          auto seqDim = fn.getArgAttrOfType<IntegerAttr>(i, "dc.seq_dim");
-          auto seqAxis = fn.getArgAttrOfType<IntegerAttr>(i, "dc.seq_axis");
+          auto seqDim = fn.getArgAttrOfType<IntegerAttr>(i, kSeqDimAttrName);
+          auto seqAxis = fn.getArgAttrOfType<IntegerAttr>(i, kSeqAxisAttrName);
           if (seqDim && seqAxis && !fn.getArgAttr(i, kParamAttrName)) {
             json.attribute("seq_dim", seqDim.getInt());
             json.attribute("seq_axis", seqAxis.getInt());

@@ -245,11 +245,12 @@ bool computeSameValue(linalg::GenericOp a, Value x, linalg::GenericOp b,
 /// exponentials taken against the max `from` to the max `to`.
 Value rescale(OpBuilder &builder, Location loc, Value from, Value to) {
   auto type = cast<FloatType>(from.getType());
-  Value same = arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ,
-                                     from, to);
+  Value same =
+      arith::CmpFOp::create(builder, loc, arith::CmpFPredicate::OEQ, from, to);
   Value factor = math::ExpOp::create(
       builder, loc, arith::SubFOp::create(builder, loc, from, to));
-  Value one = arith::ConstantOp::create(builder, loc, FloatAttr::get(type, 1.0));
+  Value one =
+      arith::ConstantOp::create(builder, loc, FloatAttr::get(type, 1.0));
   return arith::SelectOp::create(builder, loc, same, one, factor);
 }
 
@@ -740,16 +741,15 @@ public:
     module.walk([](gpu::LaunchOp launch) {
       launch.getBody().walk([](Operation *op) {
         auto fastMath = dyn_cast<arith::ArithFastMathInterface>(op);
-        if (!fastMath ||
-            !(isa<math::MathDialect>(op->getDialect()) ||
-              (isa<arith::DivFOp>(op) &&
-               getElementTypeOrSelf(op->getResult(0)).isF32())))
+        if (!fastMath || !(isa<math::MathDialect>(op->getDialect()) ||
+                           (isa<arith::DivFOp>(op) &&
+                            getElementTypeOrSelf(op->getResult(0)).isF32())))
           return;
-        op->setAttr(fastMath.getFastMathAttrName(),
-                    arith::FastMathFlagsAttr::get(
-                        op->getContext(),
-                        fastMath.getFastMathFlagsAttr().getValue() |
-                            arith::FastMathFlags::afn));
+        op->setAttr(
+            fastMath.getFastMathAttrName(),
+            arith::FastMathFlagsAttr::get(
+                op->getContext(), fastMath.getFastMathFlagsAttr().getValue() |
+                                      arith::FastMathFlags::afn));
       });
     });
   }
@@ -1141,17 +1141,17 @@ private:
           unsigned shift = online->second.shift;
           auto share = [&](bool withVectors) {
             return emitOnlineSoftmaxShare(rewriter, loc, member, sum, shift,
-                                          ivs, tid, threads, width,
-                                          withVectors, kept);
+                                          ivs, tid, threads, width, withVectors,
+                                          kept);
           };
           std::pair<Value, Value> partial;
           if (kept || !aligned) {
             partial = share(vectors);
           } else {
             Type type = member.form->output.getType();
-            auto ifAligned = scf::IfOp::create(rewriter, loc,
-                                               TypeRange{type, type}, aligned,
-                                               /*withElseRegion=*/true);
+            auto ifAligned =
+                scf::IfOp::create(rewriter, loc, TypeRange{type, type}, aligned,
+                                  /*withElseRegion=*/true);
             OpBuilder::InsertionGuard inIf(rewriter);
             for (auto [block, withVectors] :
                  {std::pair{ifAligned.thenBlock(), true},
@@ -1167,8 +1167,8 @@ private:
           Value moved = arith::MulFOp::create(
               rewriter, loc, partial.second,
               rescale(rewriter, loc, partial.first, totalMax));
-          onlineTotals[online->second.sum] = {
-              totalMax, reduceAcross(*sum.form, moved)};
+          onlineTotals[online->second.sum] = {totalMax,
+                                              reduceAcross(*sum.form, moved)};
           storeTotal(op, *member.form, totalMax);
           continue;
         }
@@ -1267,8 +1267,8 @@ private:
             max.op.getStaticLoopRanges().back())
       return std::nullopt;
     auto exp = sum.form->element.getDefiningOp<math::ExpOp>();
-    auto sub = exp ? exp.getOperand().getDefiningOp<arith::SubFOp>()
-                   : arith::SubFOp();
+    auto sub =
+        exp ? exp.getOperand().getDefiningOp<arith::SubFOp>() : arith::SubFOp();
     if (!sub || !exp->hasOneUse() || !sub->hasOneUse())
       return std::nullopt;
     auto shift = dyn_cast<BlockArgument>(sub.getRhs());
@@ -1322,8 +1322,8 @@ private:
     SmallVector<Value> terms;
     emitRowPoint(rewriter, loc, sum, point, lanes, vectors, cache, nullptr,
                  {{shift, grown}}, &terms);
-    Value total =
-        arith::MulFOp::create(rewriter, loc, s, rescale(rewriter, loc, m, grown));
+    Value total = arith::MulFOp::create(rewriter, loc, s,
+                                        rescale(rewriter, loc, m, grown));
     for (Value term : terms)
       total = combine(rewriter, *sum.form, total, term);
     // Only -inf so far: every exp(x - max) was NaN; the sum is still 0.
@@ -1341,12 +1341,10 @@ private:
   /// kOnlineSoftmaxUnroll chunks per iteration (each chunk's start clamped
   /// to the row, so every load is in bounds and none is branched around;
   /// a chunk past the row leaves the running values as they were).
-  std::pair<Value, Value>
-  emitOnlineSoftmaxShare(IRRewriter &rewriter, Location loc,
-                         const RowMember &max, const RowMember &sum,
-                         unsigned shift, ArrayRef<Value> ivs, Value tid,
-                         int64_t threads, int64_t width, bool vectors,
-                         KeptRowValues *kept) {
+  std::pair<Value, Value> emitOnlineSoftmaxShare(
+      IRRewriter &rewriter, Location loc, const RowMember &max,
+      const RowMember &sum, unsigned shift, ArrayRef<Value> ivs, Value tid,
+      int64_t threads, int64_t width, bool vectors, KeptRowValues *kept) {
     width = std::max<int64_t>(width, 1);
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
@@ -2283,8 +2281,8 @@ private:
            threads * perThread * 2 <= groups)
       perThread *= 2;
     int64_t span = threads * perThread;
-    gpu::LaunchOp launch = createLaunch(
-        rewriter, loc, llvm::divideCeil(groups, span), threads);
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, llvm::divideCeil(groups, span), threads);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
@@ -2318,8 +2316,7 @@ private:
     }
     Value aligned;
     for (OpOperand &operand : op->getOpOperands()) {
-      if ((!isRead(operand) && !op.isDpsInit(&operand)) ||
-          !movesAlong(operand))
+      if ((!isRead(operand) && !op.isDpsInit(&operand)) || !movesAlong(operand))
         continue;
       Value check = isVectorAligned(rewriter, loc, operand.get());
       aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)

@@ -36,9 +36,6 @@ using namespace dc;
 
 namespace {
 
-constexpr StringLiteral kSeqDimAttrName = "dc.seq_dim";
-constexpr StringLiteral kSeqAxisAttrName = "dc.seq_axis";
-
 /// Where a value carries the sharded sequence: dim `dim`, whose global size
 /// is outer * S * inner (row-major), of which the rank holds outer * S/P *
 /// inner (its S/P positions of each outer index).

@@ -60,10 +60,6 @@ struct UseInterval {
   Operation *first = nullptr, *last = nullptr;
 };
 
-/// Set by dc-ulysses on the sequence arguments: the grid axis their
-/// sequence is split over, along which gradients are partial sums.
-constexpr StringLiteral kSeqAxisAttrName = "dc.seq_axis";
-
 /// One all-reduce of a replicated gradient: over `axis`, by `kind`.
 struct AxisReduction {
   int64_t axis;

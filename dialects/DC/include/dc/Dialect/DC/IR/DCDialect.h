@@ -60,6 +60,13 @@ constexpr llvm::StringLiteral kRecomputeAttrName = "dc.recompute";
 /// #dc.offload_floor offload alone would have faced, for dc-report.
 constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
     "dc.offload_alone_floor";
+/// On a step argument that carries the sequence (tokens, targets): the dim
+/// dc-ulysses splits (set by the generator or a frontend, or by
+/// dc-ulysses' options), and the grid axis it splits it over (set by
+/// dc-ulysses), along which gradients are partial sums. The manifest passes
+/// both to dc-run, which gives each rank its part of the sequence.
+constexpr llvm::StringLiteral kSeqDimAttrName = "dc.seq_dim";
+constexpr llvm::StringLiteral kSeqAxisAttrName = "dc.seq_axis";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axes,
 /// that the axes are one or all of the grid's (the runtime's groups), and
