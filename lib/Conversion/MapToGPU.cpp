@@ -240,6 +240,18 @@ bool computeSameValue(linalg::GenericOp a, Value x, linalg::GenericOp b,
   return true;
 }
 
+/// The `width` (at least 1) neighbouring points of a thread's chunk that
+/// starts at `chunk`: chunk, chunk + 1, ..., each lane's index along the row.
+SmallVector<Value> getChunkLanes(OpBuilder &builder, Location loc, Value chunk,
+                                 int64_t width) {
+  SmallVector<Value> lanes{chunk};
+  for (int64_t lane = 1; lane < width; ++lane)
+    lanes.push_back(arith::AddIOp::create(
+        builder, loc, chunk,
+        arith::ConstantIndexOp::create(builder, loc, lane)));
+  return lanes;
+}
+
 /// exp(from - to), and exactly 1 when they are equal (also both -inf,
 /// where the difference is NaN): the factor that moves a sum of
 /// exponentials taken against the max `from` to the max `to`.
@@ -1215,11 +1227,8 @@ private:
                                                        index(c * step))
                                      .getResult();
           kept.chunks.push_back(chunk);
-          SmallVector<Value> &lanes = kept.lanes.emplace_back();
-          lanes.push_back(chunk);
-          for (int64_t lane = 1; lane < std::max<int64_t>(width, 1); ++lane)
-            lanes.push_back(
-                arith::AddIOp::create(rewriter, loc, chunk, index(lane)));
+          kept.lanes.push_back(
+              getChunkLanes(rewriter, loc, chunk, std::max<int64_t>(width, 1)));
         }
         emitMembers(vectors, &kept);
       };
@@ -1395,12 +1404,8 @@ private:
       }
       inRange.push_back(valid);
       points.push_back(pointAt(chunk));
-      SmallVector<Value> &chunkLanes = lanes.emplace_back();
-      chunkLanes.push_back(chunk);
-      for (int64_t lane = 1; lane < width; ++lane)
-        chunkLanes.push_back(
-            arith::AddIOp::create(rewriter, loc, chunk, index(lane)));
-      emitRowPoint(rewriter, loc, max, points.back(), chunkLanes, vectors,
+      lanes.push_back(getChunkLanes(rewriter, loc, chunk, width));
+      emitRowPoint(rewriter, loc, max, points.back(), lanes.back(), vectors,
                    &cache, nullptr, {}, &xs.emplace_back());
     }
     for (int64_t u = 0; u < kOnlineSoftmaxUnroll; ++u) {
@@ -1836,10 +1841,8 @@ private:
     rewriter.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> point(ivs);
     point.push_back(loop.getInductionVar());
-    SmallVector<Value> lanes{point.back()};
-    for (int64_t lane = 1; lane < width; ++lane)
-      lanes.push_back(
-          arith::AddIOp::create(rewriter, loc, point.back(), index(lane)));
+    SmallVector<Value> lanes =
+        getChunkLanes(rewriter, loc, point.back(), width);
     Value partial =
         emitRowPoint(rewriter, loc, member, point, lanes, vectors, nullptr,
                      form ? loop.getRegionIterArg(0) : Value());
