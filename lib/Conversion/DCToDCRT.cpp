@@ -587,6 +587,10 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
         i64(op.getCausal() ? 1 : 0),
         i64(static_cast<int64_t>(llvm::bit_cast<uint32_t>(scale))),
         i64(batchKV)};
+    // The dense layout: heads 0, the stride fields unread.
+    fields.append(sizeof(dcrt_attention_desc) / sizeof(int64_t) -
+                      fields.size(),
+                  i64(0));
     SmallVector<Value> args = {
         this->array(rewriter, op, this->i64Type(), fields)};
     for (auto [value, buffer] :

@@ -1,13 +1,13 @@
 // RUN: dc-opt %s --split-input-file --dc-to-dcrt | FileCheck %s
 
-// dc.attention_into: dcrt_attention_fwd with its nine-field descriptor
-// (struct_size 72, dtype bf16 = 1, batch = 2 * 4 leading dims, seq_q,
+// dc.attention_into: dcrt_attention_fwd with its descriptor
+// (struct_size 272, dtype bf16 = 1, batch = 2 * 4 leading dims, seq_q,
 // seq_k, head_dim, causal, the scale's f32 bits: 0.5 = 0x3F000000,
 // batch_kv = batch: as many key/value heads as query heads) and the five
 // buffers.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[DESC:.*]] = llvm.alloca %{{.*}} x i64
-// CHECK: %[[F0:.*]] = llvm.mlir.constant(72 : i64)
+// CHECK: %[[F0:.*]] = llvm.mlir.constant(272 : i64)
 // CHECK-NEXT: %[[F1:.*]] = llvm.mlir.constant(1 : i64)
 // CHECK-NEXT: %[[F2:.*]] = llvm.mlir.constant(8 : i64)
 // CHECK-NEXT: %[[F3:.*]] = llvm.mlir.constant(16 : i64)
@@ -16,6 +16,7 @@
 // CHECK-NEXT: %[[F6:.*]] = llvm.mlir.constant(1 : i64)
 // CHECK-NEXT: %[[F7:.*]] = llvm.mlir.constant(1056964608 : i64)
 // CHECK-NEXT: %[[F8:.*]] = llvm.mlir.constant(8 : i64)
+// CHECK-NEXT: %[[DENSE:.*]] = llvm.mlir.constant(0 : i64)
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][0]
 // CHECK-NEXT: llvm.store %[[F0]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][1]
@@ -34,6 +35,8 @@
 // CHECK-NEXT: llvm.store %[[F7]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][8]
 // CHECK-NEXT: llvm.store %[[F8]]
+// CHECK-NEXT: llvm.getelementptr %[[DESC]][9]
+// CHECK-NEXT: llvm.store %[[DENSE]]
 // CHECK: llvm.call @dcrt_attention_fwd(%[[DESC]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NOT: dc.attention_into
 func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
@@ -53,7 +56,7 @@ func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
 // nine buffers.
 // CHECK-LABEL: func.func @backward
 // CHECK: %[[DESC:.*]] = llvm.alloca %{{.*}} x i64
-// CHECK: %[[F0:.*]] = llvm.mlir.constant(72 : i64)
+// CHECK: %[[F0:.*]] = llvm.mlir.constant(272 : i64)
 // CHECK-NEXT: %[[F1:.*]] = llvm.mlir.constant(2 : i64)
 // CHECK-NEXT: %[[F2:.*]] = llvm.mlir.constant(6 : i64)
 // CHECK-NEXT: %[[F3:.*]] = llvm.mlir.constant(8 : i64)
@@ -62,6 +65,7 @@ func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
 // CHECK-NEXT: %[[F6:.*]] = llvm.mlir.constant(0 : i64)
 // CHECK-NEXT: %[[F7:.*]] = llvm.mlir.constant(1048576000 : i64)
 // CHECK-NEXT: %[[F8:.*]] = llvm.mlir.constant(2 : i64)
+// CHECK-NEXT: %[[DENSE:.*]] = llvm.mlir.constant(0 : i64)
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][0]
 // CHECK-NEXT: llvm.store %[[F0]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][1]
@@ -80,6 +84,8 @@ func.func @forward(%q: memref<2x4x16x4xbf16>, %k: memref<2x4x16x4xbf16>,
 // CHECK-NEXT: llvm.store %[[F7]]
 // CHECK-NEXT: llvm.getelementptr %[[DESC]][8]
 // CHECK-NEXT: llvm.store %[[F8]]
+// CHECK-NEXT: llvm.getelementptr %[[DESC]][9]
+// CHECK-NEXT: llvm.store %[[DENSE]]
 // CHECK: llvm.call @dcrt_attention_bwd(%[[DESC]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr) -> ()
 // CHECK-NOT: dc.attention_grad_into
 func.func @backward(%q: memref<6x8x16xf16>, %k: memref<2x12x16xf16>,

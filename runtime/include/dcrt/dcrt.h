@@ -250,9 +250,19 @@ void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
  *             dq = ds k, dk = ds^T q (overwritten, not accumulated; with
  *             grouping, dk and dv of a k/v entry sum over the q entries
  *             that read it).
+ * Strided layouts (heads > 0): the batch is [outer, heads] (batch = outer
+ * x heads; k/v's batch_kv = outer x heads_kv) and each operand has its own
+ * element strides {outer, head, seq} (the head_dim stride is 1): element
+ * (n, i, d) of q is at q + (n / heads) q_strides[0] + (n % heads)
+ * q_strides[1] + i q_strides[2] + d, and likewise k, v, dk, dv with
+ * heads_kv. So [B, S, H, D] tensors (seq before heads, PyTorch's layout
+ * after the q/k/v projection) and slices of one fused projection are read
+ * and written in place, with no head transposes. lse stays dense. The
+ * forward reads q, k, v and o's strides, the backward all eight. heads = 0
+ * is the dense layout above, and the stride fields are ignored.
  * struct_size is sizeof(dcrt_attention_desc) as the caller was compiled
- * (72 today; 64 before batch_kv, which such a caller does not have and is
- * read as 0); fields are only ever appended. `scale_f32_bits` holds the
+ * (272 today; 72 before heads, 64 before batch_kv: such a caller does not
+ * have the later fields, read as 0); fields are only ever appended. `scale_f32_bits` holds the
  * IEEE-754 single-precision bits of the scale in its low 32 bits (upper 32
  * zero), so that the struct stays integers. The cuda backend runs bf16 and
  * f16 through cuDNN's fused flash-attention graphs (built once per
@@ -266,6 +276,9 @@ typedef struct dcrt_attention_desc {
   int64_t causal;
   int64_t scale_f32_bits;
   int64_t batch_kv; /* since struct_size 72 */
+  int64_t heads;    /* since struct_size 272: 0 = dense */
+  int64_t q_strides[3], k_strides[3], v_strides[3], o_strides[3];
+  int64_t do_strides[3], dq_strides[3], dk_strides[3], dv_strides[3];
 } dcrt_attention_desc;
 void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
                         const void *k, const void *v, void *o, float *lse);
