@@ -32,6 +32,61 @@ static const char *nameOf(int64_t dtype) {
              : "<unknown dtype>";
 }
 
+const char *dcrt::detail::attentionOperandName(AttentionOperand operand) {
+  static const char *const names[kAttentionOperands] = {"q",  "k",  "v",  "o",
+                                                        "dO", "dq", "dk", "dv"};
+  return names[static_cast<int>(operand)];
+}
+
+/// The stride field's name in dcrt.h ("q_strides", "do_strides", ...).
+static const char *strideFieldName(AttentionOperand operand) {
+  static const char *const names[kAttentionOperands] = {
+      "q_strides",  "k_strides",  "v_strides",  "o_strides",
+      "do_strides", "dq_strides", "dk_strides", "dv_strides"};
+  return names[static_cast<int>(operand)];
+}
+
+static int64_t *strideField(dcrt_attention_desc &d, AttentionOperand operand) {
+  switch (operand) {
+  case AttentionOperand::Q:
+    return d.q_strides;
+  case AttentionOperand::K:
+    return d.k_strides;
+  case AttentionOperand::V:
+    return d.v_strides;
+  case AttentionOperand::O:
+    return d.o_strides;
+  case AttentionOperand::DO:
+    return d.do_strides;
+  case AttentionOperand::DQ:
+    return d.dq_strides;
+  case AttentionOperand::DK:
+    return d.dk_strides;
+  case AttentionOperand::DV:
+    return d.dv_strides;
+  }
+  return d.q_strides;
+}
+
+const int64_t *dcrt::detail::attentionStrideField(const dcrt_attention_desc &d,
+                                                  AttentionOperand operand) {
+  return strideField(const_cast<dcrt_attention_desc &>(d), operand);
+}
+
+AttentionLayout dcrt::detail::attentionLayout(const dcrt_attention_desc &d,
+                                              AttentionOperand operand) {
+  bool kv = isKVOperand(operand);
+  if (d.heads > 0) {
+    const int64_t *s = attentionStrideField(d, operand);
+    return {kv ? d.heads / attentionKVGroup(d) : d.heads, {s[0], s[1], s[2]}};
+  }
+  // Dense: entry n is [n / heads, n % heads] of [batch_kv, heads] with
+  // heads = group for q's side and 1 for k's, rows of head_dim.
+  int64_t rows = kv ? d.seq_k : d.seq_q, entry = rows * d.head_dim;
+  int64_t heads = kv ? 1 : attentionKVGroup(d);
+  return {heads, {heads * entry, entry, d.head_dim}};
+}
+
 std::string dcrt::detail::describeAttention(const dcrt_attention_desc &d) {
   char text[384];
   std::snprintf(
@@ -45,12 +100,30 @@ std::string dcrt::detail::describeAttention(const dcrt_attention_desc &d) {
       static_cast<double>(attentionScale(d)),
       static_cast<unsigned long long>(d.scale_f32_bits),
       static_cast<long long>(d.struct_size));
-  return text;
+  std::string out = text;
+  if (d.heads == 0)
+    return out;
+  std::snprintf(text, sizeof(text), ", heads %lld, strides",
+                static_cast<long long>(d.heads));
+  out += text;
+  // All-zero triples are operands the call does not use.
+  for (int i = 0; i < kAttentionOperands; ++i) {
+    auto operand = static_cast<AttentionOperand>(i);
+    const int64_t *s = attentionStrideField(d, operand);
+    if (s[0] == 0 && s[1] == 0 && s[2] == 0)
+      continue;
+    std::snprintf(text, sizeof(text), " %s {%lld, %lld, %lld}",
+                  attentionOperandName(operand), static_cast<long long>(s[0]),
+                  static_cast<long long>(s[1]), static_cast<long long>(s[2]));
+    out += text;
+  }
+  return out;
 }
 
 dcrt_attention_desc
 dcrt::detail::checkAttentionDesc(const dcrt_attention_desc *desc,
-                                 const char *caller) {
+                                 const char *caller,
+                                 AttentionDirection direction) {
   if (!desc)
     fatal("%s: null descriptor", caller);
   // Only the caller's struct_size bytes are read: an older caller's struct
@@ -82,6 +155,30 @@ dcrt::detail::checkAttentionDesc(const dcrt_attention_desc *desc,
   if (!std::isfinite(attentionScale(d)))
     bad("the scale must be finite");
   d.batch_kv = attentionKVBatch(d);
+  int used = d.heads ? attentionOperandCount(direction) : 0;
+  // What the call does not read is zeroed, so that plans keyed on the
+  // descriptor do not depend on it.
+  for (int i = used; i < kAttentionOperands; ++i)
+    std::fill_n(strideField(d, static_cast<AttentionOperand>(i)), 3, 0);
+  if (d.heads == 0)
+    return d;
+  if (d.heads < 0)
+    bad("heads must be 0 (dense) or positive");
+  if (d.batch % d.heads != 0)
+    bad("heads must divide batch");
+  if (d.batch_kv % (d.batch / d.heads) != 0)
+    bad("batch / heads (the outer dims) must divide batch_kv");
+  for (int i = 0; i < used; ++i) {
+    auto operand = static_cast<AttentionOperand>(i);
+    const int64_t *s = attentionStrideField(d, operand);
+    for (int j = 0; j < 3; ++j)
+      if (s[j] <= 0) {
+        char why[96];
+        std::snprintf(why, sizeof(why), "%s[%d] must be positive",
+                      strideFieldName(operand), j);
+        bad(why);
+      }
+  }
   return d;
 }
 

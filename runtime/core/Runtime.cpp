@@ -446,7 +446,8 @@ void dcrt_attention_fwd(const dcrt_attention_desc *desc, const void *q,
                         const void *k, const void *v, void *o, float *lse) {
   const char *caller = "dcrt_attention_fwd";
   Backend &bk = backend(caller);
-  dcrt_attention_desc d = checkAttentionDesc(desc, caller);
+  dcrt_attention_desc d =
+      checkAttentionDesc(desc, caller, AttentionDirection::Forward);
   const void *buffers[] = {q, k, v, o, lse};
   const char *names[] = {"q", "k", "v", "o", "lse"};
   checkAttentionBuffers(d, buffers, names, 5, caller);
@@ -459,7 +460,8 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
                         void *dv) {
   const char *caller = "dcrt_attention_bwd";
   Backend &bk = backend(caller);
-  dcrt_attention_desc d = checkAttentionDesc(desc, caller);
+  dcrt_attention_desc d =
+      checkAttentionDesc(desc, caller, AttentionDirection::Backward);
   const void *buffers[] = {q, k, v, o, lse, dO, dq, dk, dv};
   const char *names[] = {"q", "k", "v", "o", "lse", "dO", "dq", "dk", "dv"};
   checkAttentionBuffers(d, buffers, names, 9, caller);

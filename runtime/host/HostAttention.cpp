@@ -6,6 +6,9 @@
 // accumulated in f32, and each output is rounded once to its dtype. With
 // grouped-query attention (batch_kv < batch) query batch b reads k/v batch
 // b / group, and dk, dv accumulate over the group before their rounding.
+// Rows are read and written where attentionLayout puts them, so dense and
+// strided layouts share every loop and a strided call gives the same bits
+// as the dense one on transposed copies.
 //
 //===----------------------------------------------------------------------===//
 #include "Attention.h"
@@ -22,22 +25,26 @@ using namespace dcrt::detail;
 
 namespace {
 
-/// `rows` x `cols` elements of `dtype` at batch `b` of `base` as f32.
-void widen(const void *base, int32_t dtype, int64_t b, int64_t rows,
-           int64_t cols, std::vector<float> &out) {
-  int64_t count = rows * cols;
-  out.resize(static_cast<size_t>(count));
-  convert(static_cast<const char *>(base) + b * count * dtypeSize(dtype), dtype,
-          out.data(), DCRT_F32, count);
+/// Rows 0..rows-1 of entry `n` of an operand laid out as `layout`, as
+/// dense rows x dim f32.
+void widen(const void *base, int32_t dtype, const AttentionLayout &layout,
+           int64_t n, int64_t rows, int64_t dim, std::vector<float> &out) {
+  out.resize(static_cast<size_t>(rows * dim));
+  const int64_t size = dtypeSize(dtype);
+  for (int64_t i = 0; i < rows; ++i)
+    convert(static_cast<const char *>(base) + layout.offset(n, i) * size, dtype,
+            &out[i * dim], DCRT_F32, dim);
 }
 
-/// `values` (rows x cols f32) into batch `b` of `base`, rounded to `dtype`.
+/// `values` (dense rows x dim f32) into entry `n` of an operand laid out as
+/// `layout`, rounded to `dtype`.
 void narrow(const std::vector<float> &values, void *base, int32_t dtype,
-            int64_t b) {
-  auto count = static_cast<int64_t>(values.size());
-  convert(values.data(), DCRT_F32,
-          static_cast<char *>(base) + b * count * dtypeSize(dtype), dtype,
-          count);
+            const AttentionLayout &layout, int64_t n, int64_t dim) {
+  const int64_t rows = static_cast<int64_t>(values.size()) / dim;
+  const int64_t size = dtypeSize(dtype);
+  for (int64_t i = 0; i < rows; ++i)
+    convert(&values[i * dim], DCRT_F32,
+            static_cast<char *>(base) + layout.offset(n, i) * size, dtype, dim);
 }
 
 float dot(const float *a, const float *b, int64_t n) {
@@ -61,13 +68,18 @@ void dcrt::detail::hostAttentionForward(const dcrt_attention_desc &d,
   const int64_t M = d.seq_q, N = d.seq_k, D = d.head_dim;
   const float scale = attentionScale(d);
   const int64_t group = attentionKVGroup(d);
+  using Op = AttentionOperand;
+  const AttentionLayout qL = attentionLayout(d, Op::Q),
+                        kL = attentionLayout(d, Op::K),
+                        vL = attentionLayout(d, Op::V),
+                        oL = attentionLayout(d, Op::O);
   std::vector<float> qb, kb, vb, ob(static_cast<size_t>(M * D)),
       z(static_cast<size_t>(N));
   for (int64_t b = 0; b < d.batch; ++b) {
-    widen(q, dtype, b, M, D, qb);
+    widen(q, dtype, qL, b, M, D, qb);
     if (b % group == 0) {
-      widen(k, dtype, b / group, N, D, kb);
-      widen(v, dtype, b / group, N, D, vb);
+      widen(k, dtype, kL, b / group, N, D, kb);
+      widen(v, dtype, vL, b / group, N, D, vb);
     }
     for (int64_t i = 0; i < M; ++i) {
       int64_t keys = keysOf(d, i);
@@ -91,7 +103,7 @@ void dcrt::detail::hostAttentionForward(const dcrt_attention_desc &d,
           out[e] += p * vRow[e];
       }
     }
-    narrow(ob, o, dtype, b);
+    narrow(ob, o, dtype, oL, b, D);
   }
 }
 
@@ -107,14 +119,23 @@ void dcrt::detail::hostAttentionBackward(const dcrt_attention_desc &d,
   std::vector<float> dqb(static_cast<size_t>(M * D)),
       dkb(static_cast<size_t>(N * D)), dvb(static_cast<size_t>(N * D));
   const int64_t group = attentionKVGroup(d);
+  using Op = AttentionOperand;
+  const AttentionLayout qL = attentionLayout(d, Op::Q),
+                        kL = attentionLayout(d, Op::K),
+                        vL = attentionLayout(d, Op::V),
+                        oL = attentionLayout(d, Op::O),
+                        doL = attentionLayout(d, Op::DO),
+                        dqL = attentionLayout(d, Op::DQ),
+                        dkL = attentionLayout(d, Op::DK),
+                        dvL = attentionLayout(d, Op::DV);
   for (int64_t b = 0; b < d.batch; ++b) {
-    widen(q, dtype, b, M, D, qb);
-    widen(o, dtype, b, M, D, ob);
-    widen(dO, dtype, b, M, D, dob);
+    widen(q, dtype, qL, b, M, D, qb);
+    widen(o, dtype, oL, b, M, D, ob);
+    widen(dO, dtype, doL, b, M, D, dob);
     std::fill(dqb.begin(), dqb.end(), 0.0f);
     if (b % group == 0) {
-      widen(k, dtype, b / group, N, D, kb);
-      widen(v, dtype, b / group, N, D, vb);
+      widen(k, dtype, kL, b / group, N, D, kb);
+      widen(v, dtype, vL, b / group, N, D, vb);
       std::fill(dkb.begin(), dkb.end(), 0.0f);
       std::fill(dvb.begin(), dvb.end(), 0.0f);
     }
@@ -135,10 +156,10 @@ void dcrt::detail::hostAttentionBackward(const dcrt_attention_desc &d,
         }
       }
     }
-    narrow(dqb, dq, dtype, b);
+    narrow(dqb, dq, dtype, dqL, b, D);
     if (b % group == group - 1) {
-      narrow(dkb, dk, dtype, b / group);
-      narrow(dvb, dv, dtype, b / group);
+      narrow(dkb, dk, dtype, dkL, b / group, D);
+      narrow(dvb, dv, dtype, dvL, b / group, D);
     }
   }
 }
