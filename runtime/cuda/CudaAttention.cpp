@@ -12,15 +12,22 @@
 // sum(dO o) the backward graph keeps in memory), allocated when the plan
 // is made and counted in MemoryStats::attentionWorkspace.
 //
-// Tensors are viewed as cuDNN's [b, h, s, d] with b = the descriptor's
-// batch_kv and h = batch / batch_kv for q, o, dO, dq (the query entries of
-// a group: 1 without grouped-query attention), h = 1 for k, v, dk, dv:
-// cuDNN's grouped-query form, whose products broadcast k and v over the
-// group; the backward computes dk and dv per query head (virtual tensors)
-// and sums them over the group with a reduction, as cuDNN's frontend
-// does. cuDNN's flash attention has no
-// f32 kernel: f32 is a fatal error here (dc-compile keeps f32 attention
-// expanded). Without cuDNN at build time every call is a fatal error.
+// Tensors are viewed as cuDNN's [b, h, s, d] with their memory strides
+// (core/Attention.h's attentionLayout, head_dim's 1 last), computed once per
+// graph (GraphView). Dense (heads 0): b = the descriptor's batch_kv and
+// h = batch / batch_kv for q, o, dO, dq (the query entries of a group: 1
+// without grouped-query attention), h = 1 for k, v, dk, dv: cuDNN's
+// grouped-query form, whose products broadcast k and v over the group; the
+// backward computes dk and dv per query head (virtual tensors) and sums
+// them over the group with a reduction, as cuDNN's frontend does. Strided
+// (heads > 0, e.g. [B, S, H, D] or column slices of a fused q/k/v
+// projection): b = outer, h = heads for every operand, each with the
+// descriptor's strides; the strided grouped-query layout is not supported
+// here (a fatal error: dc-compile does not emit it). Internal tensors (the
+// stats, the row sums, the dQ accumulator) stay dense. cuDNN's flash
+// attention has no f32 kernel: f32 is a fatal error here (dc-compile keeps
+// f32 attention expanded). Without cuDNN at build time every call is a
+// fatal error.
 //
 // As with matmul plans, only a descriptor's first call does host-side setup
 // and allocates: make it outside a CUDA graph capture.
@@ -87,7 +94,7 @@ void CudaBackend::attentionBackward(const dcrt_attention_desc &d, const void *,
 namespace {
 
 /// What the cuDNN graphs need beyond checkAttentionDesc: a dtype cuDNN's flash
-/// kernels take, 16-byte aligned buffers.
+/// kernels take, a layout the graphs express, 16-byte aligned buffers.
 void checkCudaAttention(const dcrt_attention_desc &d, bool backward,
                         const void *const *buffers, const char *const *names,
                         int count) {
@@ -95,6 +102,12 @@ void checkCudaAttention(const dcrt_attention_desc &d, bool backward,
     fatal("%s: f32 attention has no fused kernel on the cuda backend "
           "(cuDNN's flash attention takes bf16 and f16; dc-compile expands "
           "f32 attention): %s",
+          directionName(backward), describeAttention(d).c_str());
+  if (d.heads != 0 && d.batch_kv != d.batch)
+    fatal("%s: the strided grouped-query layout (heads > 0 with batch_kv < "
+          "batch) is not supported by the cuda backend (strided layouts "
+          "need batch_kv == batch; grouped-query attention the dense "
+          "layout, heads 0): %s",
           directionName(backward), describeAttention(d).c_str());
   for (int i = 0; i < count; ++i)
     if (reinterpret_cast<uintptr_t>(buffers[i]) % 16 != 0)
@@ -388,18 +401,57 @@ cudnnDataType_t dnnTypeOf(int64_t dtype) {
   return dtype == DCRT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
 }
 
+/// A descriptor as the graphs see it: q, o, dO, dq are [b, h, M, D] and k,
+/// v, dk, dv [b, hkv, N, D] (hkv = h, or 1 in the dense grouped-query form),
+/// each with its memory strides.
+struct GraphView {
+  int64_t b, h, hkv, M, N, D;
+  Dims strides[kAttentionOperands];
+
+  Dims qDims() const { return {b, h, M, D}; }
+  Dims kDims() const { return {b, hkv, N, D}; }
+  /// k^T and v^T: [b, hkv, D, N].
+  Dims tDims() const { return {b, hkv, D, N}; }
+  Dims of(AttentionOperand operand) const {
+    return strides[static_cast<int>(operand)];
+  }
+  /// The strides of `operand` transposed (seq and head_dim swapped).
+  Dims transposed(AttentionOperand operand) const {
+    Dims s = of(operand);
+    return {s[0], s[1], s[3], s[2]};
+  }
+  /// Dense [b, h, M, D] strides, for the internal tensors.
+  Dims denseQ() const { return {h * M * D, M * D, D, 1}; }
+};
+
+GraphView graphView(const dcrt_attention_desc &d) {
+  GraphView v{};
+  v.h = attentionLayout(d, AttentionOperand::Q).heads;
+  v.hkv = attentionLayout(d, AttentionOperand::K).heads;
+  v.b = d.batch / v.h;
+  v.M = d.seq_q;
+  v.N = d.seq_k;
+  v.D = d.head_dim;
+  for (int i = 0; i < kAttentionOperands; ++i) {
+    AttentionLayout l = attentionLayout(d, static_cast<AttentionOperand>(i));
+    v.strides[i] = {l.strides[0], l.strides[1], l.strides[2], 1};
+  }
+  return v;
+}
+
 /// The forward graph: s = scale q k^T (masked), softmax with its stats
 /// (lse = max + log sum exp), o = p v.
 void buildForward(GraphBuilder &g, const dcrt_attention_desc &d) {
-  const int64_t b = d.batch_kv, h = d.batch / d.batch_kv, M = d.seq_q,
-                N = d.seq_k, D = d.head_dim;
+  using Op = AttentionOperand;
+  const GraphView view = graphView(d);
+  const int64_t b = view.b, h = view.h, M = view.M, N = view.N;
   cudnnDataType_t io = dnnTypeOf(d.dtype), f32 = CUDNN_DATA_FLOAT;
-  Dims qDims{b, h, M, D}, qStrides{h * M * D, M * D, D, 1};
-  auto q = g.tensor(kQ, io, qDims, qStrides, false);
-  // k^T: [b, 1, D, N] over k's rows.
-  auto kt = g.tensor(kK, io, {b, 1, D, N}, {N * D, N * D, 1, D}, false);
-  auto v = g.tensor(kV, io, {b, 1, N, D}, {N * D, N * D, D, 1}, false);
-  auto o = g.tensor(kO, io, qDims, qStrides, false);
+  Dims qDims = view.qDims();
+  auto q = g.tensor(kQ, io, qDims, view.of(Op::Q), false);
+  // k^T over k's rows.
+  auto kt = g.tensor(kK, io, view.tDims(), view.transposed(Op::K), false);
+  auto v = g.tensor(kV, io, view.kDims(), view.of(Op::V), false);
+  auto o = g.tensor(kO, io, qDims, view.of(Op::O), false);
   auto stats = g.tensor(kStats, f32, {b, h, M, 1}, {h * M, M, 1, 1}, false);
   auto scale = g.scalar(kScale);
   Dims sDims{b, h, M, N}, sStrides{h * M * N, M * N, N, 1};
@@ -434,32 +486,32 @@ void buildForward(GraphBuilder &g, const dcrt_attention_desc &d) {
 /// accumulator, kDQAccum, when `accumulateDQ`).
 void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
                    bool accumulateDQ) {
-  const int64_t b = d.batch_kv, h = d.batch / d.batch_kv, M = d.seq_q,
-                N = d.seq_k, D = d.head_dim;
+  using Op = AttentionOperand;
+  const GraphView view = graphView(d);
+  const int64_t b = view.b, h = view.h, M = view.M, N = view.N, D = view.D;
   cudnnDataType_t io = dnnTypeOf(d.dtype), f32 = CUDNN_DATA_FLOAT;
-  Dims qDims{b, h, M, D}, qStrides{h * M * D, M * D, D, 1};
-  Dims kDims{b, 1, N, D}, kStrides{N * D, N * D, D, 1};
-  Dims tDims{b, 1, D, N}, tStrides{N * D, N * D, 1, D}; // k^T, v^T
+  Dims qDims = view.qDims(), kDims = view.kDims(), tDims = view.tDims();
   Dims sDims{b, h, M, N}, sStrides{h * M * N, M * N, N, 1};
   Dims stDims{b, h, N, M}, stStrides{h * M * N, M * N, 1, N}; // s^T
   Dims rDims{b, h, M, 1}, rStrides{h * M, M, 1, 1};
   // dk and dv per query head before the sum over a group.
   Dims fullDims{b, h, N, D}, fullStrides{h * N * D, N * D, D, 1};
-  auto q = g.tensor(kQ, io, qDims, qStrides, false);
-  auto kt = g.tensor(kK, io, tDims, tStrides, false);
-  auto vt = g.tensor(kV, io, tDims, tStrides, false);
-  auto o = g.tensor(kO, io, qDims, qStrides, false);
+  bool grouped = view.hkv != h;
+  auto q = g.tensor(kQ, io, qDims, view.of(Op::Q), false);
+  auto kt = g.tensor(kK, io, tDims, view.transposed(Op::K), false);
+  auto vt = g.tensor(kV, io, tDims, view.transposed(Op::V), false);
+  auto o = g.tensor(kO, io, qDims, view.of(Op::O), false);
   auto stats = g.tensor(kStats, f32, rDims, rStrides, false);
-  auto dO = g.tensor(kDO, io, qDims, qStrides, false);
-  auto dq = g.tensor(kDQ, io, qDims, qStrides, false);
-  auto dk = g.tensor(kDK, io, kDims, kStrides, false);
-  auto dv = g.tensor(kDV, io, kDims, kStrides, false);
+  auto dO = g.tensor(kDO, io, qDims, view.of(Op::DO), false);
+  auto dq = g.tensor(kDQ, io, qDims, view.of(Op::DQ), false);
+  auto dk = g.tensor(kDK, io, kDims, view.of(Op::DK), false);
+  auto dv = g.tensor(kDV, io, kDims, view.of(Op::DV), false);
   auto scale = g.scalar(kScale);
   auto one = g.scalar(kOne);
   auto softmaxSum = g.tensor(kSoftmaxSum, f32, rDims, rStrides, false);
 
   // delta = sum_d dO o, times 1 (the dropout-free form).
-  auto product = g.temp(f32, qDims, qStrides);
+  auto product = g.temp(f32, qDims, view.denseQ());
   g.pointwise(CUDNN_POINTWISE_MUL, dO, o, nullptr, product);
   auto rowSum = g.temp(f32, rDims, rStrides);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, product, rowSum);
@@ -480,7 +532,7 @@ void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
   // dv = p^T dO (summed over the group).
   auto pt = g.temp(io, stDims, stStrides);
   g.reshape(p, pt);
-  if (h == 1) {
+  if (!grouped) {
     g.matmul(pt, dO, dv);
   } else {
     auto dvFull = g.temp(io, fullDims, fullStrides);
@@ -501,7 +553,7 @@ void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
   // dk = ds^T q (summed over the group).
   auto dst = g.temp(io, stDims, stStrides);
   g.reshape(ds, dst);
-  if (h == 1) {
+  if (!grouped) {
     g.matmul(dst, q, dk);
   } else {
     auto dkFull = g.temp(io, fullDims, fullStrides);
@@ -509,11 +561,11 @@ void buildBackward(GraphBuilder &g, const dcrt_attention_desc &d,
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, dkFull, dk);
   }
 
-  // dq = ds k.
-  auto k = g.temp(io, kDims, kStrides);
+  // dq = ds k (k^T viewed back with k's memory strides).
+  auto k = g.temp(io, kDims, view.of(Op::K));
   g.reshape(kt, k);
   if (accumulateDQ) {
-    auto accum = g.tensor(kDQAccum, f32, qDims, qStrides, false);
+    auto accum = g.tensor(kDQAccum, f32, qDims, view.denseQ(), false);
     g.matmul(ds, k, accum);
     g.pointwise(CUDNN_POINTWISE_IDENTITY, accum, nullptr, nullptr, dq);
   } else {
@@ -557,6 +609,7 @@ void CudaBackend::tearDownAttention() {
 
 AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
                                           bool backward) {
+  // checkAttentionDesc zeroed the strides the call ignores.
   AttentionKey key;
   key.fields[0] = backward;
   key.fields[1] = d.dtype;
@@ -567,6 +620,11 @@ AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
   key.fields[6] = d.causal;
   key.fields[7] = d.scale_f32_bits;
   key.fields[8] = d.batch_kv;
+  key.fields[9] = d.heads;
+  for (int i = 0; i < kAttentionOperands; ++i)
+    std::memcpy(&key.fields[10 + 3 * i],
+                attentionStrideField(d, static_cast<AttentionOperand>(i)),
+                3 * sizeof(int64_t));
   auto found = attentionPlans.find(key);
   if (found != attentionPlans.end())
     return *found->second;

@@ -67,9 +67,10 @@ struct PlanKeyHash {
 using MatmulKey = PlanKey<19>;
 
 /// What a cached attention graph is built for: the direction (0 forward,
-/// 1 backward), then dtype, batch, seq_q, seq_k, head_dim, causal and the
-/// scale's bits.
-using AttentionKey = PlanKey<9>;
+/// 1 backward), then dtype, batch, seq_q, seq_k, head_dim, causal, the
+/// scale's bits, batch_kv, heads and the eight operands' strides (those the
+/// call ignores zeroed by checkAttentionDesc).
+using AttentionKey = PlanKey<34>;
 /// A cuDNN graph with its execution plan and workspace (CudaAttention.cpp).
 struct AttentionPlan;
 struct AttentionPlanDeleter {
