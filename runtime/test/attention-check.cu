@@ -15,11 +15,18 @@
 //     The backward runs twice more into fresh buffers: with --deterministic
 //     (DCRT_INIT_DETERMINISTIC) dq, dk and dv must be bit-identical to the
 //     first run's; without it the line says whether they were;
-//  2. unless --no-bench, the time of forward and backward on the shapes of
+//  2. the strided layout (heads > 0) as dc-compile passes it: q, k, v
+//     column slices of a fused [B*S, 3HD] projection, dq, dk, dv into the
+//     slices of a wider gradient buffer, against the dense call on
+//     transposed copies (bf16, B 2, S 512, H 8, D 128): bit-identical is
+//     reported, agreement within 2e-2 required, and the gradient buffer's
+//     other columns must stay untouched;
+//  3. unless --no-bench, the time of forward and backward on the shapes of
 //     configs A and B (dc-gen-llama: batch * heads x seq x head_dim), of
-//     a 128-head A and of 70b's grouped-query attention, in TFLOP/s: 4 B S^2 D
-//     for the forward, 10 B S^2 D for the backward (its five products), halved
-//     when causal.
+//     a 128-head A and of 70b's grouped-query attention, and of A read from
+//     a fused projection (A-fused, strided), in TFLOP/s: 4 B S^2 D for the
+//     forward, 10 B S^2 D for the backward (its five products), halved when
+//     causal.
 // Prints one line per check and "attention-check: all passed" (exit 0) or
 // "attention-check: FAILED" (exit 1).
 //
@@ -39,6 +46,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace dcrt;
@@ -394,6 +402,169 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
   report(ok, what, detail);
 }
 
+/// Rows of a strided operand (2-byte elements, strides {outer, head, seq},
+/// `heads` entries per outer index) copied into a dense [entries, seq, dim]
+/// buffer.
+__global__ void gatherRows(const uint16_t *strided, uint16_t *dense,
+                           int64_t entries, int64_t heads, int64_t seq,
+                           int64_t dim, int64_t outerStride, int64_t headStride,
+                           int64_t seqStride) {
+  int64_t count = entries * seq * dim;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t d = e % dim, row = e / dim, i = row % seq, n = row / seq;
+    dense[e] = strided[n / heads * outerStride + n % heads * headStride +
+                       i * seqStride + d];
+  }
+}
+
+/// What dc-compile passes with heads > 0 (dcrt.h): q, k and v column
+/// slices of one fused [B*S, 3HD] projection output, o and dO [B, S, H, D],
+/// dq, dk and dv written into the same slices of a gradient buffer with
+/// kPad more columns on either side (which must stay untouched).
+struct FusedOperands {
+  static constexpr int64_t kPad = 8; // 16 bytes: the slices stay aligned
+  int64_t B, S, H, D, HD, W, GW;
+  Device qkv, o, dO, lse, grads;
+  dcrt_attention_desc desc;
+  FusedOperands(int32_t dtype, int64_t B, int64_t S, int64_t H, int64_t D,
+                bool causal)
+      : B(B), S(S), H(H), D(D), HD(H * D), W(3 * HD), GW(W + 2 * kPad),
+        qkv(B * S * W, 2, "fused qkv"), o(B * S * HD, 2, "o"),
+        dO(B * S * HD, 2, "dO"), lse(B * H * S, 4, "lse"),
+        grads(B * S * GW, 2, "fused gradients") {
+    desc = makeDesc(dtype, {B * H, S, D}, causal);
+    desc.heads = H;
+    const int64_t fused[3] = {S * W, D, W}, bshd[3] = {S * HD, D, HD},
+                  grad[3] = {S * GW, D, GW};
+    for (int64_t *field : {desc.q_strides, desc.k_strides, desc.v_strides})
+      std::memcpy(field, fused, sizeof(fused));
+    for (int64_t *field : {desc.o_strides, desc.do_strides})
+      std::memcpy(field, bshd, sizeof(bshd));
+    for (int64_t *field : {desc.dq_strides, desc.dk_strides, desc.dv_strides})
+      std::memcpy(field, grad, sizeof(grad));
+  }
+  char *column(Device &buffer, int64_t first) {
+    return static_cast<char *>(buffer.data()) + first * 2;
+  }
+  void *q() { return column(qkv, 0); }
+  void *k() { return column(qkv, HD); }
+  void *v() { return column(qkv, 2 * HD); }
+  void *dq() { return column(grads, kPad); }
+  void *dk() { return column(grads, kPad + HD); }
+  void *dv() { return column(grads, kPad + 2 * HD); }
+  void forward() {
+    dcrt_attention_fwd(&desc, q(), k(), v(), o.data(),
+                       static_cast<float *>(lse.data()));
+  }
+  void backward() {
+    dcrt_attention_bwd(&desc, q(), k(), v(), o.data(),
+                       static_cast<float *>(lse.data()), dO.data(), dq(), dk(),
+                       dv());
+  }
+  /// A dense [B*H, S, D] copy of the operand at `data` with `strides`.
+  void gather(const void *data, const int64_t *strides, Device &dense) {
+    gatherRows<<<1024, 256, 0, stream()>>>(
+        static_cast<const uint16_t *>(data),
+        static_cast<uint16_t *>(dense.data()), B * H, H, S, D, strides[0],
+        strides[1], strides[2]);
+    checkCuda(cudaGetLastError(), "gatherRows");
+  }
+};
+
+/// The strided (fused-projection) form against cuDNN's dense graphs on
+/// transposed copies: bit-identical is reported, not required (the
+/// backward's dQ accumulates with atomics unless deterministic); o, lse,
+/// dq, dk, dv must agree within the bf16 tolerance of checkCase, the
+/// gradient buffer's other columns keep their poison and its slices have
+/// none left.
+void checkStridedCase(const std::string &name, int32_t dtype, int64_t B,
+                      int64_t S, int64_t H, int64_t D, bool causal,
+                      uint32_t seed) {
+  FusedOperands x(dtype, B, S, H, D, causal);
+  const int64_t n = B * H * S * D, rows = B * H * S;
+  fill(x.qkv, dtype, B * S * x.W, seed);
+  fill(x.dO, dtype, n, seed + 1);
+  for (Device *out : {&x.o, &x.lse, &x.grads})
+    checkCuda(cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
+              "poisoning an output");
+  // The dense call on transposed copies.
+  Shape shape{B * H, S, D};
+  Operands dense(shape);
+  const dcrt_attention_desc &sd = x.desc;
+  x.gather(x.q(), sd.q_strides, dense.q);
+  x.gather(x.k(), sd.k_strides, dense.k);
+  x.gather(x.v(), sd.v_strides, dense.v);
+  x.gather(x.dO.data(), sd.do_strides, dense.dO);
+  dcrt_attention_desc dd = makeDesc(dtype, shape, causal);
+  dcrt_attention_fwd(&dd, dense.q.data(), dense.k.data(), dense.v.data(),
+                     dense.o.data(), static_cast<float *>(dense.lse.data()));
+  dcrt_attention_bwd(&dd, dense.q.data(), dense.k.data(), dense.v.data(),
+                     dense.o.data(), static_cast<float *>(dense.lse.data()),
+                     dense.dO.data(), dense.dq.data(), dense.dk.data(),
+                     dense.dv.data());
+  x.forward();
+  x.backward();
+  // The strided outputs, gathered dense.
+  Operands got(shape);
+  x.gather(x.o.data(), sd.o_strides, got.o);
+  x.gather(x.dq(), sd.dq_strides, got.dq);
+  x.gather(x.dk(), sd.dk_strides, got.dk);
+  x.gather(x.dv(), sd.dv_strides, got.dv);
+  synchronize();
+
+  auto error = [&](Device &a, Device &b, int32_t type, int64_t count,
+                   bool absolute = false) {
+    return maxError(hostCopy(a.data(), type, count),
+                    hostCopy(b.data(), type, count), absolute);
+  };
+  double eO = error(got.o, dense.o, dtype, n);
+  double eLse = error(x.lse, dense.lse, DCRT_F32, rows, true);
+  double eDq = error(got.dq, dense.dq, dtype, n);
+  double eDk = error(got.dk, dense.dk, dtype, n);
+  double eDv = error(got.dv, dense.dv, dtype, n);
+  std::string identical;
+  for (auto [what, a, b] :
+       {std::tuple<const char *, Device *, Device *>{"o", &got.o, &dense.o},
+        {"lse", &x.lse, &dense.lse},
+        {"dq", &got.dq, &dense.dq},
+        {"dk", &got.dk, &dense.dk},
+        {"dv", &got.dv, &dense.dv}})
+    identical += std::string(" ") + what + (sameBytes(*a, *b) ? " =" : " !=");
+  // The gradient buffer: poison (0xffff) left exactly outside the slices,
+  // nowhere inside.
+  std::vector<uint16_t> grads(static_cast<size_t>(B * S * x.GW));
+  copy(grads.data(), x.grads.data(), x.grads.buffer.size());
+  int64_t touched = 0, unwritten = 0;
+  for (int64_t row = 0; row < B * S; ++row)
+    for (int64_t c = 0; c < x.GW; ++c) {
+      bool poisoned = grads[row * x.GW + c] == 0xffff;
+      bool inside = c >= FusedOperands::kPad && c < FusedOperands::kPad + x.W;
+      touched += !inside && !poisoned;
+      unwritten += inside && poisoned;
+    }
+  bool ok = eO <= 2e-2 && eLse <= 2e-2 && eDq <= 2e-2 && eDk <= 2e-2 &&
+            eDv <= 2e-2 && touched == 0 && unwritten == 0;
+  char detail[384];
+  std::snprintf(
+      detail, sizeof(detail),
+      "against the dense call on transposed copies: max error o %.2e lse "
+      "%.2e (abs) dq %.2e dk %.2e dv %.2e; bit-identical:%s; gradient "
+      "buffer: %lld elements outside the slices changed, %lld inside "
+      "unwritten",
+      eO, eLse, eDq, eDk, eDv, identical.c_str(),
+      static_cast<long long>(touched), static_cast<long long>(unwritten));
+  char what[192];
+  std::snprintf(what, sizeof(what),
+                "attention strided %s %s %s B %lld S %lld H %lld D %lld "
+                "(q/k/v slices of [B*S, 3HD])",
+                name.c_str(), dtype == DCRT_BF16 ? "bf16" : "f16",
+                causal ? "causal" : "full", static_cast<long long>(B),
+                static_cast<long long>(S), static_cast<long long>(H),
+                static_cast<long long>(D));
+  report(ok, what, detail);
+}
+
 float timeMs(cudaEvent_t begin, cudaEvent_t end, int reps,
              const std::function<void()> &body) {
   body(); // warm-up: plans
@@ -413,26 +584,14 @@ float timeMs(cudaEvent_t begin, cudaEvent_t end, int reps,
   return times[1]; // the median of three rounds
 }
 
-void bench(const std::string &name, const Shape &s, bool causal) {
-  dcrt_attention_desc desc = makeDesc(DCRT_BF16, s, causal);
-  Operands x(s);
-  int64_t n = s.batch * s.seq * s.dim, nKV = s.kvBatch() * s.seq * s.dim;
-  fill(x.q, DCRT_BF16, n, 11);
-  fill(x.k, DCRT_BF16, nKV, 12);
-  fill(x.v, DCRT_BF16, nKV, 13);
-  fill(x.dO, DCRT_BF16, n, 14);
+/// Times `forward` and `backward` (attention of shape `s`) and prints one
+/// line.
+void benchLine(const std::string &name, const Shape &s, bool causal,
+               const std::function<void()> &forward,
+               const std::function<void()> &backward) {
   cudaEvent_t begin, end;
   checkCuda(cudaEventCreate(&begin), "cudaEventCreate");
   checkCuda(cudaEventCreate(&end), "cudaEventCreate");
-  auto forward = [&] {
-    dcrt_attention_fwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
-                       static_cast<float *>(x.lse.data()));
-  };
-  auto backward = [&] {
-    dcrt_attention_bwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
-                       static_cast<float *>(x.lse.data()), x.dO.data(),
-                       x.dq.data(), x.dk.data(), x.dv.data());
-  };
   const int reps = 10;
   float fwd = timeMs(begin, end, reps, forward);
   float bwd = timeMs(begin, end, reps, backward);
@@ -449,6 +608,38 @@ void bench(const std::string &name, const Shape &s, bool causal) {
   std::fflush(stdout);
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
+}
+
+void bench(const std::string &name, const Shape &s, bool causal) {
+  dcrt_attention_desc desc = makeDesc(DCRT_BF16, s, causal);
+  Operands x(s);
+  int64_t n = s.batch * s.seq * s.dim, nKV = s.kvBatch() * s.seq * s.dim;
+  fill(x.q, DCRT_BF16, n, 11);
+  fill(x.k, DCRT_BF16, nKV, 12);
+  fill(x.v, DCRT_BF16, nKV, 13);
+  fill(x.dO, DCRT_BF16, n, 14);
+  benchLine(
+      name, s, causal,
+      [&] {
+        dcrt_attention_fwd(&desc, x.q.data(), x.k.data(), x.v.data(),
+                           x.o.data(), static_cast<float *>(x.lse.data()));
+      },
+      [&] {
+        dcrt_attention_bwd(&desc, x.q.data(), x.k.data(), x.v.data(),
+                           x.o.data(), static_cast<float *>(x.lse.data()),
+                           x.dO.data(), x.dq.data(), x.dk.data(), x.dv.data());
+      });
+}
+
+/// The fused-projection strided form (FusedOperands) of B sequences of H
+/// heads, to set beside bench's dense line of the same shape.
+void benchStrided(const std::string &name, int64_t B, int64_t S, int64_t H,
+                  int64_t D, bool causal) {
+  FusedOperands x(DCRT_BF16, B, S, H, D, causal);
+  fill(x.qkv, DCRT_BF16, B * S * x.W, 15);
+  fill(x.dO, DCRT_BF16, B * S * x.HD, 16);
+  benchLine(
+      name, {B * H, S, D}, causal, [&] { x.forward(); }, [&] { x.backward(); });
 }
 } // namespace
 
@@ -494,11 +685,17 @@ int main(int argc, char **argv) {
     for (const Case &c : shapes)
       checkCase(c.name, DCRT_BF16, c.shape, causal, 2 * c.shape.group,
                 seed += 10);
+    // heads > 0: q/k/v slices of a fused projection, 8 heads of 128.
+    checkStridedCase("fused", DCRT_BF16, 2, 512, 8, 128, causal, seed += 10);
   }
-  if (benchmark)
+  if (benchmark) {
     for (const Case &c : shapes)
       for (bool causal : {true, false})
         bench(c.name, c.shape, causal);
+    // Config A's attention read in place from a fused projection.
+    for (bool causal : {true, false})
+      benchStrided("A-fused", 4, 2048, 16, 128, causal);
+  }
   MemoryStats stats = memoryStats();
   std::printf(
       "attention workspaces: %lld bytes reserved in %lld graphs\n",

@@ -10,7 +10,8 @@
 # (compare-collectives.py); dcrt_matmul and dcrt_launch_kernel against a
 # double reference, inside a CUDA graph too, with GEMM TFLOP/s
 # (matmul-check); dcrt_attention_fwd/bwd (cuDNN) against a naive GPU
-# reference with TFLOP/s beside PyTorch's flash SDPA on the same shapes
+# reference, and strided (q/k/v slices of a fused projection) against dense,
+# with TFLOP/s beside PyTorch's flash SDPA on the same shapes
 # (attention-check, bench/attention_bench.py); the hand-written GPU artifact trained 5 steps on
 # 1 and 2 GPUs against the host artifact's losses; a rank that dies and a
 # NCCL error each end every rank with a message inside the timeout;
