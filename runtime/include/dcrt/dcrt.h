@@ -262,13 +262,14 @@ void dcrt_matmul(const dcrt_matmul_desc *desc, const void *a, const void *b,
  * is the dense layout above, and the stride fields are ignored.
  * struct_size is sizeof(dcrt_attention_desc) as the caller was compiled
  * (272 today; 72 before heads, 64 before batch_kv: such a caller does not
- * have the later fields, read as 0); fields are only ever appended. `scale_f32_bits` holds the
- * IEEE-754 single-precision bits of the scale in its low 32 bits (upper 32
- * zero), so that the struct stays integers. The cuda backend runs bf16 and
- * f16 through cuDNN's fused flash-attention graphs (built once per
- * descriptor and cached, workspace allocated once per graph); it has no f32
- * flash kernel (dc-compile expands f32 attention into other kernels). The
- * host backend loops, accumulating in f32, for tests. */
+ * have the later fields, read as 0); fields are only ever appended.
+ * `scale_f32_bits` holds the IEEE-754 single-precision bits of the scale in its
+ * low 32 bits (upper 32 zero), so that the struct stays integers. The cuda
+ * backend runs bf16 and f16 through cuDNN's fused flash-attention graphs (built
+ * once per descriptor and cached, workspace allocated once per graph); it has
+ * no f32 flash kernel (dc-compile expands f32 attention into other kernels),
+ * and takes strided layouts only without grouping (batch_kv == batch). The host
+ * backend loops, accumulating in f32, for tests. */
 typedef struct dcrt_attention_desc {
   int64_t struct_size;
   int64_t dtype;
