@@ -123,11 +123,12 @@ static bool isContraction(Operation *op) {
 
 /// Matmul FLOPs of flash-attention forward: q k^T and p v, each
 /// 2 Sq Sk D per batch index; a causal mask skips half of them.
-static double attentionFlops(Value q, Value k, bool causal) {
+static double attentionFlops(Value q, Value k, bool causal, bool bshd) {
   auto qType = cast<RankedTensorType>(q.getType());
   auto kType = cast<RankedTensorType>(k.getType());
+  int64_t seqDim = getAttentionSeqDim(kType.getRank(), bshd);
   double flops = 4 * static_cast<double>(qType.getNumElements()) *
-                 static_cast<double>(kType.getDimSize(kType.getRank() - 2));
+                 static_cast<double>(kType.getDimSize(seqDim));
   return causal ? flops / 2 : flops;
 }
 
@@ -148,11 +149,12 @@ static auto getBodyWork(scf::ForOp loop) {
 double CostModel::countFlops(Operation *op) {
   if (auto attention = dyn_cast<AttentionOp>(op))
     return attentionFlops(attention.getQ(), attention.getK(),
-                          attention.getCausal());
+                          attention.getCausal(), attention.getBshd());
   // The backward recomputes q k^T and adds the products for dv, dp, dq and
   // dk: 5 matmuls against the forward's 2.
   if (auto grad = dyn_cast<AttentionGradOp>(op))
-    return 2.5 * attentionFlops(grad.getQ(), grad.getK(), grad.getCausal());
+    return 2.5 * attentionFlops(grad.getQ(), grad.getK(), grad.getCausal(),
+                                grad.getBshd());
   if (auto loop = dyn_cast<scf::ForOp>(op)) {
     double perIteration = 0;
     for (Operation &bodyOp : getBodyWork(loop))

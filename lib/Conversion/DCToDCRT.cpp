@@ -551,10 +551,12 @@ template <typename OpTy> struct MatmulLowering : public DCRTPattern<OpTy> {
 };
 
 /// dc.attention_into and dc.attention_grad_into: dcrt_attention_fwd and
-/// dcrt_attention_bwd with their descriptor (dcrt_attention_desc, nine
-/// int64_t) built on the stack. The buffers are dense (the ops' verifiers),
-/// so the descriptor holds only sizes: batch is the product of q's leading
-/// dims, batch_kv that of k's (smaller with grouped-query attention).
+/// dcrt_attention_bwd with their descriptor (dcrt_attention_desc, all
+/// int64_t) built on the stack: batch is the product of q's batch dims,
+/// batch_kv that of k's (smaller with grouped-query attention). Dense
+/// buffers need only those sizes (heads 0); the bshd form's [B, S, H, D]
+/// views pass heads = H and each buffer's {B, H, S} strides, read from its
+/// memref descriptor.
 template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
   AttentionLowering(const LLVMTypeConverter &converter,
                     const FirstWaits &firstWaits, StringRef function)
@@ -569,27 +571,47 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
     FailureOr<int32_t> code = this->dtype(op, qType);
     if (failed(code))
       return failure();
+    bool bshd = op.getBshd();
     ArrayRef<int64_t> shape = qType.getShape();
-    int64_t batch = 1, batchKV = 1;
-    for (int64_t dim : shape.drop_back(2))
-      batch *= dim;
-    for (int64_t dim : kType.getShape().drop_back(2))
-      batchKV *= dim;
+    int64_t seqDim = getAttentionSeqDim(shape.size(), bshd);
+    // Every dim but the sequence and head_dim is a batch dim.
+    auto batchOf = [&](MemRefType type) {
+      int64_t batch = 1;
+      for (auto [dim, size] : llvm::enumerate(type.getShape().drop_back()))
+        if (static_cast<int64_t>(dim) != seqDim)
+          batch *= size;
+      return batch;
+    };
     float scale = op.getScale().convertToFloat();
     auto i64 = [&](int64_t value) { return this->i64(rewriter, loc, value); };
     SmallVector<Value> fields = {
         i64(sizeof(dcrt_attention_desc)),
         i64(*code),
-        i64(batch),
-        i64(shape[shape.size() - 2]),
-        i64(kType.getShape()[shape.size() - 2]),
+        i64(batchOf(qType)),
+        i64(shape[seqDim]),
+        i64(kType.getShape()[seqDim]),
         i64(shape.back()),
         i64(op.getCausal() ? 1 : 0),
         i64(static_cast<int64_t>(llvm::bit_cast<uint32_t>(scale))),
-        i64(batchKV)};
-    // The dense layout: heads 0, the stride fields unread.
-    fields.append(sizeof(dcrt_attention_desc) / sizeof(int64_t) -
-                      fields.size(),
+        i64(batchOf(kType)),
+        i64(bshd ? shape[2] : 0)};
+    if (bshd) {
+      // {outer, head, seq} strides of q, k, v, o, then dO, dq, dk, dv (the
+      // backward's; zero in the forward), in the descriptor's order.
+      SmallVector<Value> buffers = {adaptor.getQ(), adaptor.getK(),
+                                    adaptor.getV(), adaptor.getO()};
+      if constexpr (std::is_same_v<OpTy, AttentionGradIntoOp>)
+        buffers.append({adaptor.getDO(), adaptor.getDq(), adaptor.getDk(),
+                        adaptor.getDv()});
+      for (Value buffer : buffers) {
+        MemRefDescriptor descriptor(buffer);
+        for (unsigned dim : {0u, 2u, 1u})
+          fields.push_back(descriptor.stride(rewriter, loc, dim));
+      }
+    }
+    // The dense layout's stride fields (and the forward's backward ones)
+    // are unread: zero.
+    fields.append(sizeof(dcrt_attention_desc) / sizeof(int64_t) - fields.size(),
                   i64(0));
     SmallVector<Value> args = {
         this->array(rewriter, op, this->i64Type(), fields)};

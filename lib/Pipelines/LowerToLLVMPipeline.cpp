@@ -102,6 +102,10 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCExpandAttentionOptions expandAttention;
   expandAttention.keepFused = options.target == "h200";
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
+  // The fused ones read the q/k/v projections and write the context in
+  // place, strided, instead of through head transposes.
+  if (options.target == "h200")
+    pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
   // Long reductions over rows in chunks that fill the GPU (still inside
   // the profile's hooks of the op they split).
   if (options.target == "h200")

@@ -364,6 +364,50 @@ void expand(RewriterBase &rewriter, AttentionGradOp op) {
                           e.narrow(dv, /*keyShaped=*/true)});
 }
 
+/// [B, S, H, D] <-> [B, H, S, D] (its own inverse).
+Value swapSeqAndHeads(RewriterBase &rewriter, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape = {type.getDimSize(0), type.getDimSize(2),
+                                type.getDimSize(1), type.getDimSize(3)};
+  Value init =
+      tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
+  return linalg::TransposeOp::create(rewriter, loc, x, init,
+                                     ArrayRef<int64_t>{0, 2, 1, 3})
+      .getResult()[0];
+}
+
+/// The bshd form as the [B, H, S, D] op between transposes (which the
+/// expansion reads like any other operand): `op` replaced, the new op
+/// returned. lse is [B, H, S] in both forms.
+template <typename OpTy> OpTy toHeadsMajor(RewriterBase &rewriter, OpTy op) {
+  Location loc = op.getLoc();
+  Value lse;
+  if constexpr (std::is_same_v<OpTy, AttentionGradOp>)
+    lse = op.getLse();
+  SmallVector<Value> operands =
+      llvm::map_to_vector(op->getOperands(), [&](Value operand) {
+        return operand == lse ? operand
+                              : swapSeqAndHeads(rewriter, loc, operand);
+      });
+  float scale = op.getScale().convertToFloat();
+  OpTy headsMajor;
+  if constexpr (std::is_same_v<OpTy, AttentionGradOp>)
+    headsMajor = OpTy::create(rewriter, loc, operands[0], operands[1],
+                              operands[2], operands[3], operands[4],
+                              operands[5], scale, op.getCausal());
+  else
+    headsMajor = OpTy::create(rewriter, loc, operands[0], operands[1],
+                              operands[2], scale, op.getCausal());
+  SmallVector<Value> results =
+      llvm::map_to_vector(headsMajor->getResults(), [&](Value result) {
+        return cast<RankedTensorType>(result.getType()).getRank() == 4
+                   ? swapSeqAndHeads(rewriter, loc, result)
+                   : result;
+      });
+  rewriter.replaceOp(op, results);
+  return headsMajor;
+}
+
 /// True for an op the runtime's flash attention takes (bf16 or f16).
 bool isLibraryAttention(Operation *op) {
   Type element = getElementTypeOrSelf(op->getOperand(0).getType());
@@ -381,10 +425,17 @@ struct ExpandAttentionPass
           (keepFused && isLibraryAttention(op)))
         return;
       rewriter.setInsertionPoint(op);
+      // The expansion goes where the op is (before the bshd form's result
+      // transposes, which read it).
+      auto expandAt = [&](auto fused) {
+        rewriter.setInsertionPoint(fused);
+        expand(rewriter, fused);
+      };
       if (auto attention = dyn_cast<AttentionOp>(op))
-        expand(rewriter, attention);
+        expandAt(attention.getBshd() ? toHeadsMajor(rewriter, attention)
+                                     : attention);
       else if (auto grad = dyn_cast<AttentionGradOp>(op))
-        expand(rewriter, grad);
+        expandAt(grad.getBshd() ? toHeadsMajor(rewriter, grad) : grad);
     });
   }
 };

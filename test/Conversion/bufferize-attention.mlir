@@ -46,3 +46,29 @@ func.func @strided_operand(%big: tensor<2x8x3xbf16>, %k: tensor<2x4x3xbf16>)
         -> tensor<2x4x3xbf16>, tensor<2x4xf32>
   return %o, %lse : tensor<2x4x3xbf16>, tensor<2x4xf32>
 }
+
+// -----
+
+// The bshd form reads strided views in place: q, k and v are column slices
+// of one fused projection, split into heads; o and lse are fresh dense
+// buffers, and the backward writes fresh dq, dk, dv. No copy.
+// CHECK-LABEL: func.func @bshd_slices
+// CHECK-SAME: (%[[QKV:.*]]: memref<16x48xbf16>, %[[DO:.*]]: memref<2x8x2x8xbf16>)
+// CHECK: %[[QS:.*]] = memref.subview %[[QKV]][0, 0] [16, 16] [1, 1]
+// CHECK: %[[Q:.*]] = memref.expand_shape %[[QS]] {{\[}}[0, 1], [2, 3]] output_shape [2, 8, 2, 8] : memref<16x16xbf16, strided<[48, 1]>> into memref<2x8x2x8xbf16, strided<[384, 48, 8, 1]>>
+// CHECK: %[[KS:.*]] = memref.subview %[[QKV]][0, 16] [16, 16] [1, 1]
+// CHECK: %[[K:.*]] = memref.expand_shape %[[KS]]
+// CHECK: %[[O:.*]] = memref.alloc() {{.*}}: memref<2x8x2x8xbf16>
+// CHECK: %[[LSE:.*]] = memref.alloc() {{.*}}: memref<2x2x8xf32>
+// CHECK: dc.attention_into %[[Q]], %[[K]], %[[K]] into %[[O]], %[[LSE]] causal bshd scale = 5.000000e-01 : memref<2x8x2x8xbf16, strided<[384, 48, 8, 1]>>, memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>, memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>> into memref<2x8x2x8xbf16>, memref<2x2x8xf32>
+// CHECK: dc.attention_grad_into %[[Q]], %[[K]], %[[K]], %[[O]], %[[LSE]], %[[DO]] into %{{.*}}, %{{.*}}, %{{.*}} causal bshd
+// CHECK-NOT: memref.copy
+func.func @bshd_slices(%qkv: tensor<16x48xbf16>, %do: tensor<2x8x2x8xbf16>) -> (tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>) {
+  %qs = tensor.extract_slice %qkv[0, 0] [16, 16] [1, 1] : tensor<16x48xbf16> to tensor<16x16xbf16>
+  %q = tensor.expand_shape %qs [[0, 1], [2, 3]] output_shape [2, 8, 2, 8] : tensor<16x16xbf16> into tensor<2x8x2x8xbf16>
+  %ks = tensor.extract_slice %qkv[0, 16] [16, 16] [1, 1] : tensor<16x48xbf16> to tensor<16x16xbf16>
+  %k = tensor.expand_shape %ks [[0, 1], [2, 3]] output_shape [2, 8, 2, 8] : tensor<16x16xbf16> into tensor<2x8x2x8xbf16>
+  %o, %lse = dc.attention %q, %k, %k causal bshd scale = 0.5 : tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16> -> tensor<2x8x2x8xbf16>, tensor<2x2x8xf32>
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %k, %o, %lse, %do causal bshd scale = 0.5 : tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x2x8xf32>, tensor<2x8x2x8xbf16> -> tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>
+  return %o, %dq : tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>
+}

@@ -25,3 +25,19 @@ func.func @buffers(%q: !qkv, %k: !qkv, %v: !qkv, %o: !qkv, %lse: !lse,
       scale = 0.25 : !qkv, !qkv, !qkv, !qkv, !lse, !qkv into !qkv, !qkv, !qkv
   return
 }
+
+// The bshd form on strided views (column slices of a fused projection).
+!view = memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>
+!bshd = memref<2x8x2x8xbf16>
+!lse3 = memref<2x2x8xf32>
+// CHECK-LABEL: func.func @bshd_views
+// CHECK: dc.attention_into %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} causal bshd scale = 5.000000e-01 : memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>, memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>, memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>> into memref<2x8x2x8xbf16>, memref<2x2x8xf32>
+// CHECK: dc.attention_grad_into {{.*}} causal bshd scale = 5.000000e-01
+func.func @bshd_views(%q: !view, %o: !bshd, %lse: !lse3, %dq: !view) {
+  dc.attention_into %q, %q, %q into %o, %lse causal bshd scale = 0.5
+      : !view, !view, !view into !bshd, !lse3
+  dc.attention_grad_into %q, %q, %q, %o, %lse, %o into %dq, %dq, %dq
+      causal bshd scale = 0.5 : !view, !view, !view, !bshd, !lse3, !bshd
+        into !view, !view, !view
+  return
+}

@@ -243,10 +243,11 @@ func.func @grad_dv_type(%q: !q, %kv: !kv, %lse: !lse) {
 
 // -----
 
-// The buffer forms share the checks and take only dense buffers.
+// The buffer forms share the checks and take only dense buffers (strided
+// views in the bshd form, below).
 
 func.func @into_strided(%q: memref<2x4x3xbf16, strided<[24, 6, 1]>>, %k: memref<2x4x3xbf16>, %lse: memref<2x4xf32>) {
-  // expected-error @+1 {{'dc.attention_into' op operand #0 must be statically shaped identity-layout float memref (device)}}
+  // expected-error @+1 {{'dc.attention_into' op without bshd, every buffer must be dense (identity layout), got 'memref<2x4x3xbf16, strided<[24, 6, 1]>>'}}
   dc.attention_into %q, %k, %k into %k, %lse scale = 0.5 : memref<2x4x3xbf16, strided<[24, 6, 1]>>, memref<2x4x3xbf16>, memref<2x4x3xbf16> into memref<2x4x3xbf16>, memref<2x4xf32>
   return
 }
@@ -281,5 +282,65 @@ func.func @grad_into_bad_dk(%q: memref<2x4x3xbf16>, %dk: memref<2x4x3xf16>, %lse
 func.func @no_kv_heads(%q: tensor<2x4x8x4xf32>, %k: tensor<2x0x8x4xf32>) {
   // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (4, query heads) must be a multiple of k's (0, key/value heads)}}
   %o, %lse = dc.attention %q, %k, %k scale = 0.5 : tensor<2x4x8x4xf32>, tensor<2x0x8x4xf32>, tensor<2x0x8x4xf32> -> tensor<2x4x8x4xf32>, tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// The bshd form: [B, S, H, D] operands, lse [B, H, S].
+
+func.func @bshd_rank(%q: tensor<8x16x4xf32>) {
+  // expected-error @+1 {{'dc.attention' op bshd needs q as [batch, seq, heads, head_dim], got 'tensor<8x16x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q bshd scale = 0.5 : tensor<8x16x4xf32>, tensor<8x16x4xf32>, tensor<8x16x4xf32> -> tensor<8x16x4xf32>, tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @bshd_lse(%q: tensor<2x16x4x8xf32>) {
+  // expected-error @+1 {{'dc.attention' op lse ([batch..., seq] of q, f32) must be 'tensor<2x4x16xf32>', got 'tensor<2x16x4xf32>'}}
+  %o, %lse = dc.attention %q, %q, %q bshd scale = 0.5 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x16x4xf32>
+  return
+}
+
+// -----
+
+// Heads are dim 2 in the bshd form: 4 query heads over 3 key/value heads.
+func.func @bshd_heads(%q: tensor<2x16x4x8xf32>, %k: tensor<2x16x3x8xf32>) {
+  // expected-error @+1 {{'dc.attention' op the innermost batch dim of q (4, query heads) must be a multiple of k's (3, key/value heads)}}
+  %o, %lse = dc.attention %q, %k, %k bshd scale = 0.5 : tensor<2x16x4x8xf32>, tensor<2x16x3x8xf32>, tensor<2x16x3x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
+  return
+}
+
+// -----
+
+// The sequence is dim 1: 16 queries against 12 keys cannot be causal.
+func.func @bshd_causal(%q: tensor<2x16x4x8xf32>, %k: tensor<2x12x4x8xf32>, %lse: tensor<2x4x16xf32>) {
+  // expected-error @+1 {{'dc.attention_grad' op causal attention needs as many queries as keys, got 16 and 12}}
+  %dq, %dk, %dv = dc.attention_grad %q, %k, %k, %q, %lse, %q causal bshd scale = 0.5 : tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x12x4x8xf32>, tensor<2x12x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @bshd_into_strided_head_dim(%q: memref<2x16x4x8xbf16, strided<[1024, 64, 16, 2]>>, %o: memref<2x16x4x8xbf16>, %lse: memref<2x4x16xf32>) {
+  // expected-error @+1 {{'dc.attention_into' op bshd buffers need a unit stride over head_dim, got 'memref<2x16x4x8xbf16, strided<[1024, 64, 16, 2]>>'}}
+  dc.attention_into %q, %q, %q into %o, %lse bshd scale = 0.5 : memref<2x16x4x8xbf16, strided<[1024, 64, 16, 2]>>, memref<2x16x4x8xbf16, strided<[1024, 64, 16, 2]>>, memref<2x16x4x8xbf16, strided<[1024, 64, 16, 2]>> into memref<2x16x4x8xbf16>, memref<2x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @bshd_into_strided_lse(%q: memref<2x16x4x8xbf16>, %lse: memref<2x4x16xf32, strided<[128, 32, 1]>>) {
+  // expected-error @+1 {{'dc.attention_into' op lse must be dense (identity layout), got 'memref<2x4x16xf32, strided<[128, 32, 1]>>'}}
+  dc.attention_into %q, %q, %q into %q, %lse bshd scale = 0.5 : memref<2x16x4x8xbf16>, memref<2x16x4x8xbf16>, memref<2x16x4x8xbf16> into memref<2x16x4x8xbf16>, memref<2x4x16xf32, strided<[128, 32, 1]>>
+  return
+}
+
+// -----
+
+func.func @bshd_into_host(%q: memref<2x16x4x8xbf16, #dc.host_memory>, %o: memref<2x16x4x8xbf16>, %lse: memref<2x4x16xf32>) {
+  // expected-error @+1 {{'dc.attention_into' op operand #0 must be statically shaped strided float memref (device)}}
+  dc.attention_into %q, %q, %q into %o, %lse bshd scale = 0.5 : memref<2x16x4x8xbf16, #dc.host_memory>, memref<2x16x4x8xbf16, #dc.host_memory>, memref<2x16x4x8xbf16, #dc.host_memory> into memref<2x16x4x8xbf16>, memref<2x4x16xf32>
   return
 }

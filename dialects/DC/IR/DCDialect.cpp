@@ -104,6 +104,12 @@ static bool isDenseBuffer(Type type, Attribute space) {
 
 bool dc::isDeviceBuffer(Type type) { return isDenseBuffer(type, {}); }
 
+bool dc::isStridedDeviceBuffer(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  return memref && memref.hasStaticShape() && memref.isStrided() &&
+         !memref.getMemorySpace();
+}
+
 bool dc::isHostBuffer(Type type) {
   return isDenseBuffer(type, HostMemoryAttr::get(type.getContext()));
 }

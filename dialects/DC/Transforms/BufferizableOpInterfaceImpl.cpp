@@ -180,10 +180,21 @@ struct DCOpModel
 
 /// dc.attention and dc.attention_grad, left fused for a target that calls
 /// the runtime's flash attention: they bufferize to dc.attention_into and
-/// dc.attention_grad_into, which read their operands' buffers (copied to a
-/// dense buffer first where bufferization made a strided view) and write
+/// dc.attention_grad_into, which read their operands' buffers and write
 /// freshly allocated outputs (memref.alloc, which dc-assign-step-arena
-/// places).
+/// places). A strided view is copied to a dense buffer first, except a
+/// [B, S, H, D] operand of the bshd form, which the runtime reads in place
+/// (a column slice of a fused q/k/v projection, say).
+/// A rank-4 device view whose innermost stride is 1: what the bshd form of
+/// dc.attention_into takes for every operand but lse.
+static bool isStridedView(MemRefType type) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return type.getRank() == 4 && isStridedDeviceBuffer(type) &&
+         succeeded(type.getStridesAndOffset(strides, offset)) &&
+         strides.back() == 1;
+}
+
 template <typename OpTy, typename IntoOpTy>
 struct AttentionModel : public BufferizableOpInterface::ExternalModel<
                             AttentionModel<OpTy, IntoOpTy>, OpTy> {
@@ -214,13 +225,15 @@ struct AttentionModel : public BufferizableOpInterface::ExternalModel<
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
+    bool bshd = cast<OpTy>(op).getBshd();
     SmallVector<Value> operands;
     for (Value operand : op->getOperands()) {
       FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
       if (failed(buffer))
         return failure();
       Value dense = *buffer;
-      if (!isDeviceBuffer(dense.getType())) {
+      if (!isDeviceBuffer(dense.getType()) &&
+          !(bshd && isStridedView(cast<MemRefType>(dense.getType())))) {
         // A strided view: the runtime takes dense row-major buffers.
         auto type = cast<MemRefType>(getBufferFormType(operand.getType()));
         FailureOr<Value> copy =

@@ -35,6 +35,12 @@ def DC_AttentionOp : DC_Op<"attention", [Pure]> {
     needs besides `o` to recompute the probabilities, so no `Sq x Sk` tensor
     outlives the op. `causal` masks key `j > i` and needs `Sq == Sk`.
 
+    With `bshd`, the operands are rank 4 with the sequence before the heads:
+    `q` and `o` are `[B, Sq, H, D]`, `k` and `v` `[B, Sk, Hkv, D]` (PyTorch's
+    layout after the q/k/v projections) and `lse` is `[B, H, Sq]`: the same
+    op on the operands transposed to `[B, H, S, D]`. `dc-fold-head-transposes`
+    forms it where the operands were such transposes, so that the runtime
+    reads and writes the projections' buffers in place.
     A lowering maps the op to a flash-attention kernel; `dc-expand-attention`
     rewrites it into linalg for targets without one, and
     `dc-raise-attention` forms it from the decomposed softmax(q k^T) v.
@@ -47,16 +53,18 @@ def DC_AttentionOp : DC_Op<"attention", [Pure]> {
   }];
   let arguments = (ins DC_AttentionTensor:$q, DC_AttentionTensor:$k,
                        DC_AttentionTensor:$v, F32Attr:$scale,
-                       UnitAttr:$causal);
+                       UnitAttr:$causal, UnitAttr:$bshd);
   let results = (outs DC_AttentionTensor:$o, DC_AttentionLSE:$lse);
   let assemblyFormat = [{
-    $q `,` $k `,` $v (`causal` $causal^)? `scale` `=` $scale attr-dict `:`
-    type($q) `,` type($k) `,` type($v) `->` type($o) `,` type($lse)
+    $q `,` $k `,` $v (`causal` $causal^)? (`bshd` $bshd^)? `scale` `=` $scale
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o) `,`
+    type($lse)
   }];
   let builders = [
     // Infers o and lse from q.
     OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
-                   "float":$scale, "bool":$causal)>
+                   "float":$scale, "bool":$causal,
+                   CArg<"bool", "false">:$bshd)>
   ];
   let hasVerifier = 1;
 }
@@ -78,7 +86,8 @@ def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
     `o` and `do` have the type of `q`; `dq`, `dk`, `dv` the types of `q`, `k`,
     `v`. With grouped-query attention (fewer key/value heads than query
     heads, see `dc.attention`) `dk` and `dv` of a key/value head sum the
-    products above over the query heads of its group.
+    products above over the query heads of its group. `bshd` as for
+    `dc.attention`: every operand and result but `lse` is `[B, S, H, D]`.
 
     ```mlir
     %dq, %dk, %dv = dc.attention_grad %q, %k, %v, %o, %lse, %do causal
@@ -91,19 +100,21 @@ def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
   let arguments = (ins DC_AttentionTensor:$q, DC_AttentionTensor:$k,
                        DC_AttentionTensor:$v, DC_AttentionTensor:$o,
                        DC_AttentionLSE:$lse, DC_AttentionTensor:$dO,
-                       F32Attr:$scale, UnitAttr:$causal);
+                       F32Attr:$scale, UnitAttr:$causal, UnitAttr:$bshd);
   let results = (outs DC_AttentionTensor:$dq, DC_AttentionTensor:$dk,
                       DC_AttentionTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $o `,` $lse `,` $dO (`causal` $causal^)? `scale` `=`
-    $scale attr-dict `:` type($q) `,` type($k) `,` type($v) `,` type($o) `,`
-    type($lse) `,` type($dO) `->` type($dq) `,` type($dk) `,` type($dv)
+    $q `,` $k `,` $v `,` $o `,` $lse `,` $dO (`causal` $causal^)?
+    (`bshd` $bshd^)? `scale` `=` $scale attr-dict `:` type($q) `,` type($k)
+    `,` type($v) `,` type($o) `,` type($lse) `,` type($dO) `->` type($dq) `,`
+    type($dk) `,` type($dv)
   }];
   let builders = [
     // dq, dk, dv take the types of q, k, v.
     OpBuilder<(ins "::mlir::Value":$q, "::mlir::Value":$k, "::mlir::Value":$v,
                    "::mlir::Value":$o, "::mlir::Value":$lse,
-                   "::mlir::Value":$dO, "float":$scale, "bool":$causal)>
+                   "::mlir::Value":$dO, "float":$scale, "bool":$causal,
+                   CArg<"bool", "false">:$bshd)>
   ];
   let hasVerifier = 1;
 }
@@ -112,11 +123,13 @@ def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
 // Buffer forms (GPU target): runtime flash-attention calls
 //===----------------------------------------------------------------------===//
 
-// Dense device buffers (DC_DeviceBuffer: static shape, identity layout).
-def DC_AttentionBuffer : Type<And<[CPred<"::dc::isDeviceBuffer($_self)">,
+// Statically shaped float device buffers: dense, or strided in the `bshd`
+// form (the verifiers say which).
+def DC_AttentionBuffer : Type<And<[
+    CPred<"::dc::isStridedDeviceBuffer($_self)">,
     CPred<"::llvm::isa<::mlir::FloatType>("
           "::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
-    "statically shaped identity-layout float memref (device)",
+    "statically shaped strided float memref (device)",
     "::mlir::MemRefType">;
 
 def DC_AttentionIntoOp : DC_Op<"attention_into"> {
@@ -127,7 +140,10 @@ def DC_AttentionIntoOp : DC_Op<"attention_into"> {
     cuDNN's flash attention). Reads `q`, `k`, `v` and writes `o` and `lse`,
     dense buffers with the shapes and element types `dc.attention` gives its
     operands and results (k and v may have fewer heads: grouped-query
-    attention); the same `scale` and `causal`. One-Shot Bufferize
+    attention); the same `scale` and `causal`. With `bshd` the rank-4
+    operands may be strided views (any strides, the innermost 1), such as
+    column slices of a fused q/k/v projection; `lse` stays dense.
+    One-Shot Bufferize
     makes it from a `dc.attention` that `dc-expand-attention` left fused,
     with `o` and `lse` freshly allocated; `dc-to-dcrt` lowers it.
 
@@ -143,11 +159,11 @@ def DC_AttentionIntoOp : DC_Op<"attention_into"> {
                        Arg<DC_AttentionBuffer, "", [MemRead]>:$v,
                        Arg<DC_AttentionBuffer, "", [MemWrite]>:$o,
                        Arg<DC_AttentionBuffer, "", [MemWrite]>:$lse,
-                       F32Attr:$scale, UnitAttr:$causal);
+                       F32Attr:$scale, UnitAttr:$causal, UnitAttr:$bshd);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `into` $o `,` $lse (`causal` $causal^)? `scale` `=`
-    $scale attr-dict `:` type($q) `,` type($k) `,` type($v) `into` type($o)
-    `,` type($lse)
+    $q `,` $k `,` $v `into` $o `,` $lse (`causal` $causal^)? (`bshd` $bshd^)?
+    `scale` `=` $scale attr-dict `:` type($q) `,` type($k) `,` type($v) `into`
+    type($o) `,` type($lse)
   }];
   let hasVerifier = 1;
 }
@@ -158,7 +174,8 @@ def DC_AttentionGradIntoOp : DC_Op<"attention_grad_into"> {
     The buffer form of `dc.attention_grad` on targets that run it as a
     library call (`dcrt_attention_bwd`): reads `q`, `k`, `v`, `o`, `lse` and
     `do`, writes (overwrites) `dq`, `dk` and `dv`, with the types
-    `dc.attention_grad` gives them.
+    `dc.attention_grad` gives them (strided views with `bshd`, as for
+    `dc.attention_into`).
 
     ```mlir
     dc.attention_grad_into %q, %k, %v, %o, %lse, %do into %dq, %dk, %dv
@@ -178,10 +195,11 @@ def DC_AttentionGradIntoOp : DC_Op<"attention_grad_into"> {
                        Arg<DC_AttentionBuffer, "", [MemWrite]>:$dq,
                        Arg<DC_AttentionBuffer, "", [MemWrite]>:$dk,
                        Arg<DC_AttentionBuffer, "", [MemWrite]>:$dv,
-                       F32Attr:$scale, UnitAttr:$causal);
+                       F32Attr:$scale, UnitAttr:$causal, UnitAttr:$bshd);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $o `,` $lse `,` $dO `into` $dq `,` $dk `,` $dv
-    (`causal` $causal^)? `scale` `=` $scale attr-dict `:` type($q) `,`
+    (`causal` $causal^)? (`bshd` $bshd^)? `scale` `=` $scale attr-dict `:`
+    type($q) `,`
     type($k) `,` type($v) `,` type($o) `,` type($lse) `,` type($dO) `into`
     type($dq) `,` type($dk) `,` type($dv)
   }];

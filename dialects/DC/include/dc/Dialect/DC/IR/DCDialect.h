@@ -99,13 +99,29 @@ bool isHostBuffer(mlir::Type type);
 mlir::Type getHostValueType(mlir::Type device);
 mlir::Type getDeviceValueType(mlir::Type host);
 
+/// A statically shaped memref in device memory (no memory space) with a
+/// strided layout: the operands of dc.attention_into's `bshd` form.
+bool isStridedDeviceBuffer(mlir::Type type);
+
+/// The sequence dim of a rank-`rank` operand of a dc.attention-family op:
+/// [batch..., seq, head_dim], or [B, seq, H, head_dim] with `bshd`.
+inline int64_t getAttentionSeqDim(int64_t rank, bool bshd) {
+  return bshd ? 1 : rank - 2;
+}
+/// Its heads dim (the innermost batch dim): [B, S, heads, D] with `bshd`.
+inline int64_t getAttentionHeadsDim(int64_t rank, bool bshd) {
+  return bshd ? 2 : rank - 3;
+}
+
 /// Grouped-query attention: how many query batch entries share one k/v
 /// batch entry of a dc.attention-family op whose q is `q` and k is `k`
-/// ([batch..., seq, head_dim] each; the innermost batch dim of q is that
-/// many times k's, every other batch dim equal). Query batch entry b, in
-/// row-major order over the batch dims, reads k/v batch entry b / group.
-/// 1 without grouping; only meaningful on operands that verify.
-int64_t getAttentionKVGroup(mlir::ShapedType q, mlir::ShapedType k);
+/// ([batch..., seq, head_dim] each, or [B, seq, heads, head_dim] with
+/// `bshd`; the heads dim of q is that many times k's, every other batch dim
+/// equal). Query batch entry b, in row-major order over the batch dims,
+/// reads k/v batch entry b / group. 1 without grouping; only meaningful on
+/// operands that verify.
+int64_t getAttentionKVGroup(mlir::ShapedType q, mlir::ShapedType k,
+                            bool bshd = false);
 
 /// ceil(numel / parts): the local element count of a shard.
 inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
