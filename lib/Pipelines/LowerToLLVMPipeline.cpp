@@ -126,6 +126,10 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  // Attention gradients straight into the fused projection's gradient,
+  // before their buffers are planned.
+  if (options.target == "h200")
+    pm.addNestedPass<func::FuncOp>(createDCWriteAttentionInPlace());
   // Every temporary at a planned offset in the step arena.
   pm.addPass(createDCAssignStepArena());
   // What is left allocated: frees are placed at the end of the block, after

@@ -229,6 +229,25 @@ def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def DCWriteAttentionInPlace : Pass<"dc-write-attention-in-place"> {
+  let summary = "Let fused attention write its outputs into the view they "
+                "are copied to";
+  let description = [{
+    For `--target=h200`, on buffers after bufferization and before
+    `dc-assign-step-arena`. The backward of a layer writes dq, dk and dv
+    into fresh [B, S, H, D] buffers, which `tensor.insert_slice` then copies
+    into the fused q/k/v gradient [B*S, 3*H*D] (48 copies of 32 MiB a step
+    on config A). Where an output of a `bshd` `dc.attention_into` or
+    `dc.attention_grad_into` is a fresh allocation whose only other use is
+    one such copy into a subview of another allocation, and nothing between
+    the op and the copy touches that allocation except copies into
+    disjoint subviews, the op writes the subview directly (its allocation
+    moved before the op when it came later); the copy and the fresh buffer
+    go.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Make the compute of a bufferized step GPU kernels and "
                 "library calls, leaving the host only to enqueue";
