@@ -48,8 +48,9 @@ FailureOr<Value> getSeqMajor(Value value) {
   return transpose.getInput();
 }
 
-/// The seq-major forms of `values`, if every one is a head transpose and
-/// q and k (the first two) have as many heads: no grouped-query form.
+/// The seq-major forms of `values` (q, k, v, then q-shaped ones: o, do),
+/// if every one is a head transpose with q's batch and heads: no
+/// grouped-query form, and no operand whose [B*H] splits differently.
 FailureOr<SmallVector<Value>> getSeqMajor(ValueRange values) {
   SmallVector<Value> seqMajor;
   for (Value value : values) {
@@ -59,9 +60,14 @@ FailureOr<SmallVector<Value>> getSeqMajor(ValueRange values) {
     seqMajor.push_back(*x);
   }
   auto q = cast<RankedTensorType>(seqMajor[0].getType());
-  auto k = cast<RankedTensorType>(seqMajor[1].getType());
-  if (q.getDimSize(2) != k.getDimSize(2))
-    return failure();
+  for (auto [i, x] : llvm::enumerate(seqMajor)) {
+    auto type = cast<RankedTensorType>(x.getType());
+    bool keyShaped = i == 1 || i == 2;
+    if (keyShaped ? type.getDimSize(0) != q.getDimSize(0) ||
+                        type.getDimSize(2) != q.getDimSize(2)
+                  : type.getShape() != q.getShape())
+      return failure();
+  }
   return seqMajor;
 }
 

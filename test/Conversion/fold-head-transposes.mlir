@@ -135,3 +135,20 @@ func.func @not_a_transpose(%q: tensor<2x8x4x16xbf16>, %v: tensor<2x4x8x16xbf16>)
   %o, %lse = dc.attention %qt, %qt, %v scale = 0.5 : tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16> -> tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>
   return %o : tensor<2x4x8x16xbf16>
 }
+
+// Not folded: q's [B*H] = 8 is 2 x 4 and k's 4 is 1 x 4: as many heads,
+// but grouped over the collapsed batch (two query entries per key entry),
+// which has no [B, S, H, D] form.
+// CHECK-LABEL: func.func @other_split
+// CHECK: dc.attention %{{.*}} scale
+// CHECK-NOT: bshd
+func.func @other_split(%q: tensor<2x8x4x16xbf16>, %kv: tensor<1x8x4x16xbf16>) -> tensor<8x8x16xbf16> {
+  %i0 = tensor.empty() : tensor<2x4x8x16xbf16>
+  %qt = linalg.transpose ins(%q : tensor<2x8x4x16xbf16>) outs(%i0 : tensor<2x4x8x16xbf16>) permutation = [0, 2, 1, 3]
+  %q3 = tensor.collapse_shape %qt [[0, 1], [2], [3]] : tensor<2x4x8x16xbf16> into tensor<8x8x16xbf16>
+  %i1 = tensor.empty() : tensor<1x4x8x16xbf16>
+  %kt = linalg.transpose ins(%kv : tensor<1x8x4x16xbf16>) outs(%i1 : tensor<1x4x8x16xbf16>) permutation = [0, 2, 1, 3]
+  %k3 = tensor.collapse_shape %kt [[0, 1], [2], [3]] : tensor<1x4x8x16xbf16> into tensor<4x8x16xbf16>
+  %o, %lse = dc.attention %q3, %k3, %k3 scale = 0.5 : tensor<8x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x16xbf16> -> tensor<8x8x16xbf16>, tensor<8x8xf32>
+  return %o : tensor<8x8x16xbf16>
+}
