@@ -12,12 +12,15 @@
 
 namespace dc {
 
-/// A column reduction's block: 16 neighbouring columns (a half-warp reads
-/// one 32-byte sector of a bf16 row) times 16 lanes of rows. 32 columns per
-/// block left half of an H200 idle on a 2048-column norm weight gradient
-/// (64 blocks: 0.15 ms for 8192 rows, measured). 16 columns x 64 row lanes
-/// (1024 threads) made them no faster (87 us each on config A, measured).
-constexpr int64_t kColumnsPerBlock = 16;
+/// A column reduction's block: 64 neighbouring columns times 4 to 64 row
+/// lanes (256 threads). With 16-byte loads of bf16 columns a warp reads 4
+/// rows of 128 bytes (a whole cache line each); 16 columns had it read 16
+/// rows of 32 bytes, and config A's norm weight gradients ran at 43% of the
+/// copy bandwidth, stalled on loads (Nsight Compute). 32 columns per block
+/// without splitting the rows left half of an H200 idle (64 blocks: 0.15 ms
+/// for 8192 rows, measured), so dc-split-column-reductions splits the rows
+/// of narrow reductions into chunks.
+constexpr int64_t kColumnsPerBlock = 64;
 
 } // namespace dc
 

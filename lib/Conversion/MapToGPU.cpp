@@ -7,7 +7,7 @@
 // the same rows (a norm's scale) into one kernel, or a warp per row (xor
 // shuffles, 8 rows per block) when 32 lanes cover the row in a few 16-byte
 // steps; a reduction over columns (a norm's weight gradient) one block per
-// 16 columns whose row lanes combine in shared memory in a fixed order;
+// 64 columns whose row lanes combine in shared memory in a fixed order;
 // every other linalg op one parallel kernel (a thread per point of its
 // parallel iteration space); any other op that touches memory a one-thread
 // kernel. The host keeps only what enqueues work.
@@ -1230,6 +1230,8 @@ private:
           kept.lanes.push_back(
               getChunkLanes(rewriter, loc, chunk, std::max<int64_t>(width, 1)));
         }
+        if (vectors)
+          prefetchReadOnlyRows(rewriter, loc, members, ivs, width, kept);
         emitMembers(vectors, &kept);
       };
       if (!aligned) {
@@ -1421,6 +1423,51 @@ private:
     }
     scf::YieldOp::create(rewriter, loc, ValueRange{m, s});
     return {loop.getResult(0), loop.getResult(1)};
+  }
+
+  /// Issues, before the group's first member, the 16-byte loads of every
+  /// row operand that no member writes (a norm's weight, read by its scale
+  /// after the row's sum): `kept` holds them for the members that read
+  /// them. Otherwise such a load waits behind the reduction's barriers,
+  /// its latency exposed once per row.
+  static void prefetchReadOnlyRows(IRRewriter &rewriter, Location loc,
+                                   ArrayRef<RowMember> members,
+                                   ArrayRef<Value> ivs, int64_t width,
+                                   KeptRowValues &kept) {
+    auto written = [&](Value buffer) {
+      for (const RowMember &member : members)
+        for (Value output : member.op.getDpsInits())
+          if (mayAlias(output, buffer))
+            return true;
+      return false;
+    };
+    unsigned rows = ivs.size();
+    for (const RowMember &member : members) {
+      if (member.kind == RowMember::PerRow)
+        continue;
+      linalg::GenericOp op = member.op;
+      Block &body = op.getRegion().front();
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        Value buffer = input->get();
+        AffineMap map = op.getMatchingIndexingMap(input);
+        if (!isa<MemRefType>(buffer.getType()) ||
+            body.getArgument(input->getOperandNumber()).use_empty() ||
+            !map.isFunctionOfDim(rows) || written(buffer))
+          continue;
+        for (Value chunk : kept.chunks) {
+          SmallVector<Value> point(ivs);
+          point.push_back(chunk);
+          SmallVector<Value> indices = applyMap(map, point);
+          if (kept.lookup(buffer, indices))
+            continue;
+          Value value = vector::LoadOp::create(
+              rewriter, loc,
+              VectorType::get({width}, getElementTypeOrSelf(buffer)), buffer,
+              indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+          kept.keep(buffer, indices, value, /*stored=*/false);
+        }
+      }
+    }
   }
 
   /// Chunks of `width` (at least 1) points each thread takes of every row

@@ -7,10 +7,10 @@
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);
 // - a column reduction (reduction dim first) becomes one block of 256
-//   threads per 16 columns: 4 lanes of 4 neighbouring f32 columns (one
-//   16-byte load per row) times 64 row lanes, each summing every 64th
-//   row; the partials meet in shared memory, 16 groups of 4 row lanes
-//   fold in order, then the first group folds the 16 groups in order and
+//   threads per 64 columns: 16 lanes of 4 neighbouring f32 columns (one
+//   16-byte load per row) times 16 row lanes, each summing every 16th
+//   row; the partials meet in shared memory, 4 groups of 4 row lanes
+//   fold in order, then the first group folds the 4 groups in order and
 //   folds the total into the output. Not 16-byte aligned at run time: the
 //   same points, one element at a time;
 // - a 0-d fill runs in one thread;
@@ -20,19 +20,19 @@
 // CHECK: linalg.matmul {dc.gemm_overwrite}
 // CHECK: %[[C256:c256]] = arith.constant 256 : index
 // CHECK-NEXT: gpu.launch blocks({{.*}}) in ({{.*}} = %{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]], {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c4
-// CHECK: %[[ROWLANE:.*]] = arith.divui %[[TX]], %c4
-// CHECK: %[[BLOCKCOL:.*]] = arith.muli %{{.*}}, %c16
+// CHECK: %[[LANE:.*]] = arith.remui %[[TX]], %c16
+// CHECK: %[[ROWLANE:.*]] = arith.divui %[[TX]], %c16
+// CHECK: %[[BLOCKCOL:.*]] = arith.muli %{{.*}}, %c64
 // CHECK: %[[LANECOL:.*]] = arith.muli %[[LANE]], %c4
 // CHECK: %[[COL:.*]] = arith.addi %[[BLOCKCOL]], %[[LANECOL]]
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c16
 // CHECK: %[[ALIGNED:.*]] = arith.cmpi eq
 // CHECK: %[[PARTIAL:.*]]:4 = scf.if %[[VALID]] -> (f32, f32, f32, f32)
 // CHECK: scf.if %[[ALIGNED]] -> (f32, f32, f32, f32)
-// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c16
 // CHECK: vector.load %arg0[%[[ROW]], %[[COL]]] {alignment = 16 : i64} : memref<8x16xf32>, vector<4xf32>
 // CHECK: } else {
-// CHECK: scf.for %[[ROW2:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c64
+// CHECK: scf.for %[[ROW2:.*]] = %[[ROWLANE]] to %c8{{.*}} step %c16
 // CHECK-COUNT-4: memref.load %arg0[%[[ROW2]], %{{.*}}]
 // CHECK: memref.store %[[PARTIAL]]#0, %[[PARTIALS]]
 // CHECK: memref.store %[[PARTIAL]]#3, %[[PARTIALS]]
@@ -41,7 +41,8 @@
 // CHECK: memref.store %{{.*}}, %[[GROUPS]][%[[TX]]]
 // CHECK-NEXT: gpu.barrier
 // CHECK: scf.if
-// CHECK-COUNT-16: memref.load %[[GROUPS]]
+// CHECK-COUNT-4: memref.load %[[GROUPS]]
+// CHECK-NOT: memref.load %[[GROUPS]]
 // CHECK: %[[OLD:.*]] = memref.load %arg3[%[[OUT:.*]]]
 // CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
 // CHECK: memref.store %[[NEW]], %arg3[%[[OUT]]]
@@ -266,9 +267,11 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // points, a butterfly of xor shuffles gives every lane the row's sum,
 // every lane computes the per-row values itself (lane 0 stores them) and
 // the scale reuses the row the sum of squares loaded and the rsqrt
-// computed (kept in registers, not read again). Warp barriers between the
-// members. When a buffer is not 16-byte aligned, the same group reads the
-// same points one at a time, in the same order.
+// computed (kept in registers, not read again). Every row operand that no
+// member writes (x, and the weight the scale reads after the sums) is
+// loaded first, so no load waits behind the reduction. Warp barriers
+// between the members. When a buffer is not 16-byte aligned, the same
+// group reads the same points one at a time, in the same order.
 // CHECK-LABEL: func.func @norm
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
 // CHECK: %[[WARP:.*]] = arith.divui %[[TX]], %c32
@@ -284,14 +287,19 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK: scf.if %[[ALIGNED]] {
 // CHECK: %[[P:.*]] = arith.muli %[[LANE]], %c8
 // CHECK: %[[P2:.*]] = arith.addi %[[P]], %c256
+// CHECK-NOT: scf.if
+// CHECK: %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK-NEXT: %[[X2:.*]] = vector.load %arg0[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
+// CHECK-NEXT: %[[W:.*]] = vector.load %arg1[%[[P]]] {alignment = 16 : i64}
+// CHECK-NEXT: %[[W2:.*]] = vector.load %arg1[%[[P2]]] {alignment = 16 : i64}
 // CHECK: scf.if %[[FIRST]]
 // CHECK-NEXT: memref.store %[[ZERO:.*]], %arg2[%[[ROW]]]
 // CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: scf.for
-// CHECK: %[[X:.*]] = vector.load %arg0[%[[ROW]], %[[P]]] {alignment = 16 : i64} : memref<8x512xbf16>, vector<8xbf16>
+// CHECK-NOT: vector.load
 // CHECK: vector.extract %[[X]][0]
 // CHECK: vector.extract %[[X]][7]
-// CHECK: %[[X2:.*]] = vector.load %arg0[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
+// CHECK: vector.extract %[[X2]][0]
 // CHECK: %[[S16:[[:alnum:]_]+]], %{{.*}} = gpu.shuffle xor %[[PART:[[:alnum:]_]+]], %c16
 // CHECK-NEXT: arith.addf %[[PART]], %[[S16]]
 // CHECK: gpu.shuffle xor %{{.*}}, %c8
@@ -311,13 +319,14 @@ func.func @rows(%x: memref<6x1001xf32>, %max: memref<6xf32>,
 // CHECK-NEXT: memref.store %[[RSTD]], %arg3[%[[ROW]]]
 // CHECK: nvvm.bar.warp.sync
 // CHECK-NOT: memref.load
-// CHECK-NOT: vector.load %arg0
-// CHECK: vector.load %arg1[%[[P]]]
+// CHECK-NOT: vector.load
+// CHECK: vector.extract %[[W]][0]
 // CHECK: arith.mulf %{{.*}}, %[[RSTD]]
 // CHECK: %[[Y:.*]] = vector.from_elements {{.*}} : vector<8xbf16>
 // CHECK: vector.store %[[Y]], %arg4[%[[ROW]], %[[P]]] {alignment = 16 : i64}
 // CHECK-NOT: memref.load
-// CHECK: vector.load %arg1[%[[P2]]]
+// CHECK-NOT: vector.load
+// CHECK: vector.extract %[[W2]][0]
 // CHECK: vector.store %{{.*}}, %arg4[%[[ROW]], %[[P2]]] {alignment = 16 : i64}
 // CHECK: } else {
 // CHECK-NOT: vector.load
@@ -923,22 +932,23 @@ func.func @warp_spare_rows(%x: memref<12x256xbf16>, %ss: memref<12xf32>, %y: mem
 // -----
 
 // A column reduction whose rows are not whole 16-byte vectors (18 f32
-// columns): 16 lanes of one column times 16 row lanes, each summing every
-// 16th row of a column; lane 0 adds the 16 partial sums from shared
-// memory in order, then folds the total into the output.
+// columns): 64 lanes of one column times 4 row lanes, each summing every
+// 4th row of a column; lane 0 adds the 4 partial sums from shared memory
+// in order, then folds the total into the output.
 // CHECK-LABEL: func.func @column_sums_by_element
 // CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c16
-// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c16
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c64
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c64
 // CHECK: %[[COL:.*]] = arith.addi %{{.*}}, %[[LANE]]
 // CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[COL]], %c18
 // CHECK: %[[PARTIAL:.*]] = scf.if %[[VALID]] -> (f32)
-// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c16
+// CHECK: scf.for %[[ROW:.*]] = %[[ROWLANE]] to %{{.*}} step %c4
 // CHECK: memref.load %arg0[%[[ROW]], %[[COL]]]
 // CHECK-NOT: vector.load
 // CHECK: memref.store %[[PARTIAL]], %[[PARTIALS]]
 // CHECK-NEXT: gpu.barrier
-// CHECK-COUNT-16: memref.load %[[PARTIALS]]
+// CHECK-COUNT-4: memref.load %[[PARTIALS]]
+// CHECK-NOT: memref.load %[[PARTIALS]]
 // CHECK: %[[OLD:.*]] = memref.load %arg1[%[[COL]]]
 // CHECK: %[[NEW:.*]] = arith.addf %{{.*}}, %[[OLD]]
 // CHECK: memref.store %[[NEW]], %arg1[%[[COL]]]
@@ -955,13 +965,14 @@ func.func @column_sums_by_element(%a: memref<8x18xf32>, %colsum: memref<18xf32>)
 
 // -----
 
-// A norm's weight gradient (bf16 rows, f32 sums): 2 lanes of 8 columns
-// (one 16-byte load of g and of x per row) times 128 row lanes; the
-// per-row rstd is one load per row, shared by the 8 columns.
+// A norm's weight gradient (bf16 rows, f32 sums): 8 lanes of 8 columns
+// (one 16-byte load of g and of x per row: a warp reads 4 rows of 128
+// bytes) times 32 row lanes; the per-row rstd is one load per row, shared
+// by the 8 columns.
 // CHECK-LABEL: func.func @weight_grad
 // CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>)
-// CHECK: arith.remui %{{.*}}, %c2
-// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c64{{.*}} step %c128
+// CHECK: arith.remui %{{.*}}, %c8
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c64{{.*}} step %c32
 // CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
 // CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
 // CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>

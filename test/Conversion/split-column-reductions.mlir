@@ -5,10 +5,10 @@
 #row = affine_map<(d0, d1) -> (d0)>
 #col = affine_map<(d0, d1) -> (d1)>
 
-// A norm's weight gradient, 8192 rows x 2048 columns: 128 blocks of 16
-// columns, fewer than 264, so its rows fall into 8 chunks of 1024 rows
+// A norm's weight gradient, 8192 rows x 2048 columns: 32 blocks of 64
+// columns, fewer than 264, so its rows fall into 32 chunks of 256 rows
 // (contiguous: the chunk is the outer dim of each expanded input), folded
-// into an 8 x 2048 partial from the combiner's identity, then the chunks'
+// into a 32 x 2048 partial from the combiner's identity, then the chunks'
 // partials into the original output, in order.
 // CHECK-DAG: #[[IN3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 // CHECK-DAG: #[[ROW3:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -16,15 +16,15 @@
 // CHECK-LABEL: func.func @norm_weight_grad
 // CHECK-SAME: (%[[DY:.*]]: tensor<8192x2048xbf16>, %[[X:.*]]: tensor<8192x2048xbf16>, %[[R:.*]]: tensor<8192xf32>)
 // CHECK: %[[OUT:.*]] = linalg.fill {{.*}} -> tensor<2048xf32>
-// CHECK-DAG: %[[DY3:.*]] = tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [8, 1024, 2048]
-// CHECK-DAG: %[[X3:.*]] = tensor.expand_shape %[[X]] {{\[\[}}0, 1], [2]] output_shape [8, 1024, 2048]
-// CHECK-DAG: %[[R2:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [8, 1024]
+// CHECK-DAG: %[[DY3:.*]] = tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [32, 256, 2048]
+// CHECK-DAG: %[[X3:.*]] = tensor.expand_shape %[[X]] {{\[\[}}0, 1], [2]] output_shape [32, 256, 2048]
+// CHECK-DAG: %[[R2:.*]] = tensor.expand_shape %[[R]] {{\[\[}}0, 1]] output_shape [32, 256]
 // CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK: %[[PART0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<8x2048xf32>)
+// CHECK: %[[PART0:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : tensor<32x2048xf32>)
 // CHECK: %[[PART:.*]] = linalg.generic {indexing_maps = [#[[IN3]], #[[IN3]], #[[ROW3]], #[[PART3]]], iterator_types = ["parallel", "reduction", "parallel"]}
-// CHECK-SAME: ins(%[[DY3]], %[[X3]], %[[R2]] : {{.*}}) outs(%[[PART0]] : tensor<8x2048xf32>)
+// CHECK-SAME: ins(%[[DY3]], %[[X3]], %[[R2]] : {{.*}}) outs(%[[PART0]] : tensor<32x2048xf32>)
 // CHECK: arith.addf
-// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<8x2048xf32>) outs(%[[OUT]] : tensor<2048xf32>)
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<32x2048xf32>) outs(%[[OUT]] : tensor<2048xf32>)
 // CHECK: arith.addf
 // CHECK: return %[[SUM]]
 // At most 4 chunks (of 2048 rows) with max-chunks=4.
@@ -52,9 +52,9 @@ func.func @norm_weight_grad(%dy: tensor<8192x2048xbf16>, %x: tensor<8192x2048xbf
 // (-inf), not zero.
 // CHECK-LABEL: func.func @column_max
 // CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
-// CHECK: linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<4x64xf32>)
+// CHECK: linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<16x64xf32>)
 // CHECK: arith.maximumf
-// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4x64xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<16x64xf32>)
 // CHECK: arith.maximumf
 func.func @column_max(%x: tensor<4096x64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {
   %max = linalg.generic {indexing_maps = [#rows, #col], iterator_types = ["reduction", "parallel"]}
@@ -68,17 +68,17 @@ func.func @column_max(%x: tensor<4096x64xf32>, %out: tensor<64xf32>) -> tensor<6
 
 // Left whole: a row reduction (a block per row already), a column
 // reduction with columns enough for 264 blocks, one whose rows a power of
-// two does not divide into chunks of 1024, and one too short to split.
+// two does not divide into chunks of 256, and one too short to split.
 // CHECK-LABEL: func.func @left_whole
 // CHECK-NOT: tensor.expand_shape
 // CHECK-COUNT-4: linalg.generic
 // CHECK-NOT: tensor.expand_shape
 // CHECK: return
 func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32>,
-                      %wide: tensor<4096x8192xf32>, %wide_out: tensor<8192xf32>,
+                      %wide: tensor<4096x20480xf32>, %wide_out: tensor<20480xf32>,
                       %odd: tensor<4097x64xf32>, %short: tensor<256x64xf32>,
                       %narrow_out: tensor<64xf32>)
-    -> (tensor<8192xf32>, tensor<8192xf32>, tensor<64xf32>, tensor<64xf32>) {
+    -> (tensor<8192xf32>, tensor<20480xf32>, tensor<64xf32>, tensor<64xf32>) {
   %0 = linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
       ins(%rows_in : tensor<8192x2048xf32>) outs(%per_row : tensor<8192xf32>) {
   ^bb0(%a: f32, %acc: f32):
@@ -86,11 +86,11 @@ func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32
     linalg.yield %s : f32
   } -> tensor<8192xf32>
   %1 = linalg.generic {indexing_maps = [#rows, #col], iterator_types = ["reduction", "parallel"]}
-      ins(%wide : tensor<4096x8192xf32>) outs(%wide_out : tensor<8192xf32>) {
+      ins(%wide : tensor<4096x20480xf32>) outs(%wide_out : tensor<20480xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %s = arith.addf %acc, %a : f32
     linalg.yield %s : f32
-  } -> tensor<8192xf32>
+  } -> tensor<20480xf32>
   %2 = linalg.generic {indexing_maps = [#rows, #col], iterator_types = ["reduction", "parallel"]}
       ins(%odd : tensor<4097x64xf32>) outs(%narrow_out : tensor<64xf32>) {
   ^bb0(%a: f32, %acc: f32):
@@ -103,5 +103,5 @@ func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32
     %s = arith.addf %acc, %a : f32
     linalg.yield %s : f32
   } -> tensor<64xf32>
-  return %0, %1, %2, %3 : tensor<8192xf32>, tensor<8192xf32>, tensor<64xf32>, tensor<64xf32>
+  return %0, %1, %2, %3 : tensor<8192xf32>, tensor<20480xf32>, tensor<64xf32>, tensor<64xf32>
 }

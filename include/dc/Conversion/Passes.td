@@ -169,9 +169,10 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     For `--target=h200`, on tensors before bufferization. A column
     reduction (one reduction loop that some input reads across its rows,
     such as a norm's weight gradient: 8192 tokens x 2048 columns -> 2048)
-    becomes, in `dc-map-to-gpu`, one block per 16 columns: 128 blocks for
-    2048 columns, each walking all 8192 rows, too few to fill an H200's 132
-    SMs with loads in flight (87 us for 64 MiB, measured on config A). This
+    becomes, in `dc-map-to-gpu`, one block per 64 columns: 32 blocks for
+    2048 columns, each walking all 8192 rows, far too few to fill an H200's
+    132 SMs with loads in flight (with 16-column blocks, 128 of them: 87 us
+    for 64 MiB, measured on config A). This
     pass splits such a reduction with upstream `linalg::splitReduction`:
     the rows fall into `chunks` contiguous groups, a first op folds each
     group into a `chunks x columns` partial of the output's type (a parallel
@@ -181,19 +182,18 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     result is the same every run.
 
     A reduction is split when it reads across rows and its parallel points
-    would give fewer than `min-blocks` blocks of 16 columns; it is split
+    would give fewer than `min-blocks` blocks of 64 columns; it is split
     into the most chunks, a power of two up to `max-chunks`, that divide
     its rows and leave each chunk at least `rows-per-chunk` rows (none: it
     stays whole).
   }];
   let options = [
     Option<"minBlocks", "min-blocks", "int64_t", "264",
-           "Blocks (16 columns each) below which a column reduction is "
+           "Blocks (64 columns each) below which a column reduction is "
            "split (264: two per SM of an H200)">,
-    Option<"rowsPerChunk", "rows-per-chunk", "int64_t", "1024",
-           "Fewest rows of a chunk (8 rows for each of a block's 128 row "
-           "lanes when it reads 16-byte vectors of columns; 256 measured "
-           "the same on config A, with 4 times the partial sums)">,
+    Option<"rowsPerChunk", "rows-per-chunk", "int64_t", "256",
+           "Fewest rows of a chunk (8 rows for each of a block's 32 row "
+           "lanes when it reads 16-byte vectors of bf16 columns)">,
     Option<"maxChunks", "max-chunks", "int64_t", "64",
            "Most chunks a reduction is split into">,
   ];
@@ -293,12 +293,12 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       loops, 4 chunks an iteration (their starts clamped to the row, so
       every load is in bounds) in blocks of at most 256 threads;
     - a column reduction (the same, reading across rows: a norm's weight
-      gradient): one 256-thread block per 16 columns, 16 row lanes each
-      folding every 16th row, lane 0 combining the partials from shared
+      gradient): one 256-thread block per 64 columns, 4 row lanes each
+      folding every 4th row, lane 0 combining the partials from shared
       memory in a fixed order (deterministic). When every input that moves
       along the columns reads them contiguously in 16-byte vectors (and
       the sums are f32), each thread takes a vector of neighbouring
-      columns (8 bf16: 2 vector lanes x 128 row lanes) and the partials
+      columns (8 bf16: 8 vector lanes x 32 row lanes) and the partials
       fold in two fixed-order steps; a buffer not 16-byte aligned at run
       time takes the same points one element at a time (the same sums);
     - a vectorized elementwise kernel: an all-parallel op (named ops are
