@@ -408,6 +408,13 @@ template <typename OpTy> OpTy toHeadsMajor(RewriterBase &rewriter, OpTy op) {
   return headsMajor;
 }
 
+/// True when k (and v) have fewer heads than q.
+template <typename OpTy> bool isGrouped(OpTy op) {
+  return getAttentionKVGroup(cast<ShapedType>(op.getQ().getType()),
+                             cast<ShapedType>(op.getK().getType()),
+                             op.getBshd()) > 1;
+}
+
 /// True for an op the runtime's flash attention takes (bf16 or f16).
 bool isLibraryAttention(Operation *op) {
   Type element = getElementTypeOrSelf(op->getOperand(0).getType());
@@ -421,9 +428,21 @@ struct ExpandAttentionPass
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     getOperation().walk([&](Operation *op) {
-      if (!isa<AttentionOp, AttentionGradOp>(op) ||
-          (keepFused && isLibraryAttention(op)))
+      if (!isa<AttentionOp, AttentionGradOp>(op))
         return;
+      if (keepFused && isLibraryAttention(op)) {
+        // The runtime's flash attention reads grouped-query heads only
+        // dense and heads-major: a grouped bshd op stays fused between
+        // transposes.
+        rewriter.setInsertionPoint(op);
+        if (auto attention = dyn_cast<AttentionOp>(op);
+            attention && attention.getBshd() && isGrouped(attention))
+          toHeadsMajor(rewriter, attention);
+        else if (auto grad = dyn_cast<AttentionGradOp>(op);
+                 grad && grad.getBshd() && isGrouped(grad))
+          toHeadsMajor(rewriter, grad);
+        return;
+      }
       rewriter.setInsertionPoint(op);
       // The expansion goes where the op is (before the bshd form's result
       // transposes, which read it).

@@ -536,7 +536,9 @@ def DCExpandAttention : Pass<"dc-expand-attention", "::mlir::func::FuncOp"> {
     (`dc-lower-to-llvm target=h200`) bufferizes them to
     `dc.attention_into` / `dc.attention_grad_into` and calls the runtime's
     flash attention (`dcrt_attention_fwd` / `_bwd`, cuDNN); f32 ops, which
-    cuDNN's flash kernels do not take, are still expanded.
+    cuDNN's flash kernels do not take, are still expanded. A grouped-query
+    op in the `bshd` form becomes the `[B, H, S, D]` op between head
+    transposes: the runtime reads grouped heads only dense, heads-major.
   }];
   let options = [
     Option<"keepFused", "keep-fused", "bool", /*default=*/"false",
