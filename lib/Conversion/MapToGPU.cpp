@@ -474,6 +474,13 @@ constexpr int64_t kLoadsInFlight = 4;
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
 
+/// Chunks (16 bytes of the narrowest row operand, or elements) each thread
+/// of a block-per-row group takes of a row at least, as far as blocks of
+/// 32 threads allow: a row group's loads are in flight only before its
+/// first reduction, so bytes per thread set the memory parallelism (A's
+/// 2048-wide bf16 norms: 128 threads of 2 chunks, not 256 of 1).
+constexpr int64_t kRowChunksPerThread = 2;
+
 /// Threads of a warp; a row group whose rows a warp covers in at most
 /// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
 /// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
@@ -1051,10 +1058,7 @@ private:
     int64_t chunks = getWarpRowChunks(members, width);
     bool perWarp = chunks > 0;
     int64_t threads =
-        perWarp ? kWarpSize
-                : std::min<int64_t>(
-                      kBlockSize,
-                      llvm::alignTo(length / std::max<int64_t>(width, 1), 32));
+        perWarp ? kWarpSize : getRowGroupThreads(members, length, width);
     if (!perWarp)
       chunks = getKeptChunks(members, threads, width, kMaxKeptChunks);
     // Online softmax pairs, by their max's and by their sum's member.
@@ -1468,6 +1472,23 @@ private:
         }
       }
     }
+  }
+
+  /// Threads of a block per row: kRowChunksPerThread chunks each when the
+  /// group then keeps its chunks in registers (getKeptChunks), else one
+  /// chunk each (a loop's threads), at most kBlockSize.
+  static int64_t getRowGroupThreads(ArrayRef<RowMember> members, int64_t length,
+                                    int64_t width) {
+    int64_t rowChunks = length / std::max<int64_t>(width, 1);
+    auto threadsFor = [&](int64_t chunksEach) {
+      return std::min<int64_t>(
+          kBlockSize,
+          llvm::alignTo(llvm::divideCeil(rowChunks, chunksEach), kWarpSize));
+    };
+    int64_t fewer = threadsFor(kRowChunksPerThread);
+    if (getKeptChunks(members, fewer, width, kMaxKeptChunks) > 0)
+      return fewer;
+    return threadsFor(1);
   }
 
   /// Chunks of `width` (at least 1) points each thread takes of every row

@@ -999,11 +999,15 @@ func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: me
 
 // Config A's norm rows (2048 bf16s) would take 8 steps of a warp, each
 // lane keeping 64 values (80 registers forward, 160 backward, one block
-// per SM): a block of 256 threads per row instead, one step each. Rows of
-// 1024 take 4 steps of a warp: a warp per row (8 rows, one block).
+// per SM): a block of 128 threads per row instead, two 16-byte chunks
+// each (both loaded before the sum), kept in registers. Rows of 1024 take
+// 4 steps of a warp: a warp per row (8 rows, one block).
 // CHECK-LABEL: func.func @row_width_picks_warp_or_block
-// CHECK: gpu.launch {{.*}} in ({{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c128{{.*}},
 // CHECK-NOT: gpu.shuffle
+// CHECK: vector.load %arg0
+// CHECK-NEXT: vector.load %arg0
+// CHECK-NOT: vector.load %arg0
 // CHECK: gpu.all_reduce add
 // CHECK: gpu.terminator
 // CHECK: gpu.launch {{.*}} in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},

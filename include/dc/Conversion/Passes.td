@@ -278,11 +278,15 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       block per row running the members in order with a barrier between,
       so the row is read from device memory once and one launch replaces
       several. When every thread covers its share of the row in a few
-      whole 16-byte steps, the group has no loops and keeps the row and
+      whole 16-byte steps (two each where blocks of 32 threads allow: a
+      thread's loads are its bytes in flight; config A's 2048-wide bf16
+      norms take 128 threads), the group has no loops and keeps the row and
       the per-row values (computed by every thread, stored by thread 0)
-      in registers between members. When 32 lanes cover the row in at
-      most 8 such steps and the reductions fold f32 (config A's 2048-wide
-      bf16 norms), a warp takes each row instead, 8 rows per block: an
+      in registers between members, and loads every row operand no member
+      writes (a norm's weight) before the first member. When 32 lanes
+      cover the row in at most 4 such steps (1024 bf16s) and the
+      reductions fold f32, a warp takes each row instead, 8 rows per
+      block: an
       xor-shuffle butterfly in place of `gpu.all_reduce` (every lane gets
       the same total), `nvvm.bar.warp.sync` in place of the barriers. A
       row max of x followed in the group by a row sum of exp(x - max)
