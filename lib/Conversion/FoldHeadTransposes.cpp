@@ -25,9 +25,6 @@ using namespace dc;
 
 namespace {
 
-/// [B, S, H, D] <-> [B, H, S, D]: its own inverse.
-constexpr int64_t kSwapSeqAndHeads[] = {0, 2, 1, 3};
-
 /// The [B, S, H, D] tensor `value` is the head transpose of: `value` is
 /// linalg.transpose(x, [0, 2, 1, 3]), or that collapsed to [B*H, S, D].
 FailureOr<Value> getSeqMajor(Value value) {
@@ -75,14 +72,7 @@ FailureOr<SmallVector<Value>> getSeqMajor(ValueRange values) {
 /// the head transpose, collapsed where `like` is.
 Value toHeadsMajor(PatternRewriter &rewriter, Location loc, Value x,
                    Type like) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape = {type.getDimSize(0), type.getDimSize(2),
-                                type.getDimSize(1), type.getDimSize(3)};
-  Value init =
-      tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
-  Value transposed =
-      linalg::TransposeOp::create(rewriter, loc, x, init, kSwapSeqAndHeads)
-          .getResult()[0];
+  Value transposed = swapSeqAndHeads(rewriter, loc, x);
   if (cast<RankedTensorType>(like).getRank() == 4)
     return transposed;
   return tensor::CollapseShapeOp::create(

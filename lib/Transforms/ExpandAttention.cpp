@@ -364,18 +364,6 @@ void expand(RewriterBase &rewriter, AttentionGradOp op) {
                           e.narrow(dv, /*keyShaped=*/true)});
 }
 
-/// [B, S, H, D] <-> [B, H, S, D] (its own inverse).
-Value swapSeqAndHeads(RewriterBase &rewriter, Location loc, Value x) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape = {type.getDimSize(0), type.getDimSize(2),
-                                type.getDimSize(1), type.getDimSize(3)};
-  Value init =
-      tensor::EmptyOp::create(rewriter, loc, shape, type.getElementType());
-  return linalg::TransposeOp::create(rewriter, loc, x, init,
-                                     ArrayRef<int64_t>{0, 2, 1, 3})
-      .getResult()[0];
-}
-
 /// The bshd form as the [B, H, S, D] op between transposes (which the
 /// expansion reads like any other operand): `op` replaced, the new op
 /// returned. lse is [B, H, S] in both forms.

@@ -32,40 +32,36 @@ static const char *nameOf(int64_t dtype) {
              : "<unknown dtype>";
 }
 
+namespace {
+/// Each operand's name in messages, its stride field's name in dcrt.h and
+/// that field, in AttentionOperand's order.
+struct OperandInfo {
+  const char *name;
+  const char *strideFieldName;
+  int64_t (dcrt_attention_desc::*strides)[3];
+};
+constexpr OperandInfo kOperandInfo[kAttentionOperands] = {
+    {"q", "q_strides", &dcrt_attention_desc::q_strides},
+    {"k", "k_strides", &dcrt_attention_desc::k_strides},
+    {"v", "v_strides", &dcrt_attention_desc::v_strides},
+    {"o", "o_strides", &dcrt_attention_desc::o_strides},
+    {"dO", "do_strides", &dcrt_attention_desc::do_strides},
+    {"dq", "dq_strides", &dcrt_attention_desc::dq_strides},
+    {"dk", "dk_strides", &dcrt_attention_desc::dk_strides},
+    {"dv", "dv_strides", &dcrt_attention_desc::dv_strides},
+};
+} // namespace
+
 const char *dcrt::detail::attentionOperandName(AttentionOperand operand) {
-  static const char *const names[kAttentionOperands] = {"q",  "k",  "v",  "o",
-                                                        "dO", "dq", "dk", "dv"};
-  return names[static_cast<int>(operand)];
+  return kOperandInfo[static_cast<int>(operand)].name;
 }
 
-/// The stride field's name in dcrt.h ("q_strides", "do_strides", ...).
 static const char *strideFieldName(AttentionOperand operand) {
-  static const char *const names[kAttentionOperands] = {
-      "q_strides",  "k_strides",  "v_strides",  "o_strides",
-      "do_strides", "dq_strides", "dk_strides", "dv_strides"};
-  return names[static_cast<int>(operand)];
+  return kOperandInfo[static_cast<int>(operand)].strideFieldName;
 }
 
 static int64_t *strideField(dcrt_attention_desc &d, AttentionOperand operand) {
-  switch (operand) {
-  case AttentionOperand::Q:
-    return d.q_strides;
-  case AttentionOperand::K:
-    return d.k_strides;
-  case AttentionOperand::V:
-    return d.v_strides;
-  case AttentionOperand::O:
-    return d.o_strides;
-  case AttentionOperand::DO:
-    return d.do_strides;
-  case AttentionOperand::DQ:
-    return d.dq_strides;
-  case AttentionOperand::DK:
-    return d.dk_strides;
-  case AttentionOperand::DV:
-    return d.dv_strides;
-  }
-  return d.q_strides;
+  return d.*(kOperandInfo[static_cast<int>(operand)].strides);
 }
 
 const int64_t *dcrt::detail::attentionStrideField(const dcrt_attention_desc &d,

@@ -1,6 +1,8 @@
 //===- DCAttentionOps.cpp - dc.attention and dc.attention_grad -----------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
 using namespace mlir;
@@ -25,6 +27,16 @@ static ShapedType getLSEType(Value q, bool bshd) {
   if (isa<MemRefType>(type))
     return MemRefType::get(shape, f32);
   return RankedTensorType::get(shape, f32);
+}
+
+Value dc::swapSeqAndHeads(OpBuilder &builder, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape = {type.getDimSize(0), type.getDimSize(2),
+                                type.getDimSize(1), type.getDimSize(3)};
+  Value init =
+      tensor::EmptyOp::create(builder, loc, shape, type.getElementType());
+  return linalg::TransposeOp::create(builder, loc, x, init, kSwapSeqAndHeads)
+      .getResult()[0];
 }
 
 int64_t dc::getAttentionKVGroup(ShapedType q, ShapedType k, bool bshd) {

@@ -113,6 +113,14 @@ inline int64_t getAttentionHeadsDim(int64_t rank, bool bshd) {
   return bshd ? 2 : rank - 3;
 }
 
+/// The permutation between the two layouts of a dc.attention-family
+/// operand, [B, S, H, D] (`bshd`) and [B, H, S, D]: its own inverse.
+inline constexpr int64_t kSwapSeqAndHeads[] = {0, 2, 1, 3};
+/// The tensor `x` in the other layout: linalg.transpose by
+/// kSwapSeqAndHeads into a fresh tensor.
+mlir::Value swapSeqAndHeads(mlir::OpBuilder &builder, mlir::Location loc,
+                            mlir::Value x);
+
 /// Grouped-query attention: how many query batch entries share one k/v
 /// batch entry of a dc.attention-family op whose q is `q` and k is `k`
 /// ([batch..., seq, head_dim] each, or [B, seq, heads, head_dim] with
