@@ -82,6 +82,11 @@ public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
 
+  /// dcrt calls that reached this backend (counted by the C API): a device
+  /// backend's profile tells an op that enqueued nothing (fused into a
+  /// neighbour's kernel) from one that did.
+  int64_t apiCalls = 0;
+
   // The artifact's calls (dcrt.h).
   virtual dcrt_future gatherStart(int32_t axis, int32_t n, void *const *shards,
                                   const int64_t *localNumel,

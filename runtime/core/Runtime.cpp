@@ -55,7 +55,11 @@ State &current(const char *caller) {
   return *state;
 }
 
-Backend &backend(const char *caller) { return *current(caller).backend; }
+Backend &backend(const char *caller) {
+  Backend &b = *current(caller).backend;
+  ++b.apiCalls;
+  return b;
+}
 Job &job(const char *caller) { return *current(caller).job; }
 
 /// `axis` as the job's group number (an axis, or DCRT_ALL_AXES: the whole

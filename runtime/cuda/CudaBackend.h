@@ -196,6 +196,7 @@ private:
   struct ProfiledOp {
     const char *key;
     cudaEvent_t begin, end;
+    int64_t callsAtBegin; // apiCalls after dcrt_op_begin
   };
   /// A collective or copy whose events are resolved at the next synchronize.
   struct PendingTransfer {
