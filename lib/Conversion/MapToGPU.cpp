@@ -463,6 +463,15 @@ constexpr int64_t kMaxRowPartitions = 64;
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
+/// The `width` elements of `buffer` from `indices` on, as one aligned
+/// 16-byte load.
+Value loadVector(OpBuilder &builder, Location loc, Value buffer,
+                 ValueRange indices, int64_t width) {
+  return vector::LoadOp::create(
+      builder, loc, VectorType::get({width}, getElementTypeOrSelf(buffer)),
+      buffer, indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+}
+
 /// 16-byte loads an elementwise kernel's thread issues before its math (it
 /// takes that many groups of one vector operand, fewer of several): one
 /// load per thread left the step's one-input kernels (cross-entropy's
@@ -1464,10 +1473,7 @@ private:
           SmallVector<Value> indices = applyMap(map, point);
           if (kept.lookup(buffer, indices))
             continue;
-          Value value = vector::LoadOp::create(
-              rewriter, loc,
-              VectorType::get({width}, getElementTypeOrSelf(buffer)), buffer,
-              indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+          Value value = loadVector(rewriter, loc, buffer, indices, width);
           kept.keep(buffer, indices, value, /*stored=*/false);
         }
       }
@@ -1775,13 +1781,7 @@ private:
           return value;
       Value value =
           asVector
-              ? vector::LoadOp::create(
-                    rewriter, loc,
-                    VectorType::get({width},
-                                    getElementTypeOrSelf(operand.get())),
-                    operand.get(), indices, /*nontemporal=*/false,
-                    llvm::Align(kVectorBytes))
-                    .getResult()
+              ? loadVector(rewriter, loc, operand.get(), indices, width)
               : memref::LoadOp::create(rewriter, loc, operand.get(), indices)
                     .getResult();
       if (kept)
@@ -2096,11 +2096,8 @@ private:
         if (!map.isFunctionOfDim(columnDim))
           once[i] = loadAt(rewriter, loc, op, *input, point);
         else if (vectors)
-          vectorOf[i] = vector::LoadOp::create(
-              rewriter, loc,
-              VectorType::get({width}, getElementTypeOrSelf(input->get())),
-              input->get(), applyMap(map, point), /*nontemporal=*/false,
-              llvm::Align(kVectorBytes));
+          vectorOf[i] = loadVector(rewriter, loc, input->get(),
+                                   applyMap(map, point), width);
       }
       SmallVector<Value> sums;
       for (int64_t j = 0; j < width; ++j) {
@@ -2423,13 +2420,10 @@ private:
           continue;
         SmallVector<Value> indices =
             applyMap(op.getMatchingIndexingMap(&operand), ivs);
-        Type element = getElementTypeOrSelf(operand.get().getType());
         if (!isa<MemRefType>(operand.get().getType()))
           values[i] = operand.get();
         else if (movesAlong(operand))
-          values[i] = vector::LoadOp::create(
-              rewriter, loc, VectorType::get({width}, element), operand.get(),
-              indices, /*nontemporal=*/false, llvm::Align(kVectorBytes));
+          values[i] = loadVector(rewriter, loc, operand.get(), indices, width);
         else
           values[i] =
               memref::LoadOp::create(rewriter, loc, operand.get(), indices);

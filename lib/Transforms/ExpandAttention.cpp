@@ -415,34 +415,29 @@ struct ExpandAttentionPass
 
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
-    getOperation().walk([&](Operation *op) {
-      if (!isa<AttentionOp, AttentionGradOp>(op))
-        return;
+    // One attention op, forward or backward: the bshd form goes through
+    // the [B, H, S, D] op between transposes where it is expanded, and
+    // where the runtime's flash attention runs a grouped-query op (it
+    // reads grouped heads only dense, heads-major); a fused op the runtime
+    // takes stays otherwise as it is.
+    auto handle = [&](auto op) {
+      rewriter.setInsertionPoint(op);
       if (keepFused && isLibraryAttention(op)) {
-        // The runtime's flash attention reads grouped-query heads only
-        // dense and heads-major: a grouped bshd op stays fused between
-        // transposes.
-        rewriter.setInsertionPoint(op);
-        if (auto attention = dyn_cast<AttentionOp>(op);
-            attention && attention.getBshd() && isGrouped(attention))
-          toHeadsMajor(rewriter, attention);
-        else if (auto grad = dyn_cast<AttentionGradOp>(op);
-                 grad && grad.getBshd() && isGrouped(grad))
-          toHeadsMajor(rewriter, grad);
+        if (op.getBshd() && isGrouped(op))
+          toHeadsMajor(rewriter, op);
         return;
       }
-      rewriter.setInsertionPoint(op);
+      auto fused = op.getBshd() ? toHeadsMajor(rewriter, op) : op;
       // The expansion goes where the op is (before the bshd form's result
       // transposes, which read it).
-      auto expandAt = [&](auto fused) {
-        rewriter.setInsertionPoint(fused);
-        expand(rewriter, fused);
-      };
+      rewriter.setInsertionPoint(fused);
+      expand(rewriter, fused);
+    };
+    getOperation().walk([&](Operation *op) {
       if (auto attention = dyn_cast<AttentionOp>(op))
-        expandAt(attention.getBshd() ? toHeadsMajor(rewriter, attention)
-                                     : attention);
+        handle(attention);
       else if (auto grad = dyn_cast<AttentionGradOp>(op))
-        expandAt(grad.getBshd() ? toHeadsMajor(rewriter, grad) : grad);
+        handle(grad);
     });
   }
 };
