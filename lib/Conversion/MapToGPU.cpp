@@ -19,6 +19,7 @@
 #include "GemmForm.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
+#include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -138,12 +139,19 @@ std::optional<ReductionForm> matchReduction(linalg::GenericOp op) {
   return form;
 }
 
-/// Indices of `ivs` (one per loop) that `map`, a projected permutation,
-/// selects.
-SmallVector<Value> applyMap(AffineMap map, ArrayRef<Value> ivs) {
+/// The indices `map` gives at the loop point `ivs` (one per loop): a loop
+/// dim is its value; any other affine result (a rotary embedding's partner
+/// half, `1 - d3`) is computed in index arithmetic.
+SmallVector<Value> applyMap(OpBuilder &builder, Location loc, AffineMap map,
+                            ArrayRef<Value> ivs) {
   SmallVector<Value> indices;
-  for (AffineExpr result : map.getResults())
-    indices.push_back(ivs[cast<AffineDimExpr>(result).getPosition()]);
+  for (AffineExpr result : map.getResults()) {
+    if (auto dim = dyn_cast<AffineDimExpr>(result))
+      indices.push_back(ivs[dim.getPosition()]);
+    else
+      indices.push_back(
+          affine::expandAffineExpr(builder, loc, result, ivs, ValueRange()));
+  }
   return indices;
 }
 
@@ -154,7 +162,7 @@ Value loadAt(OpBuilder &builder, Location loc, linalg::LinalgOp op,
     return operand.get();
   return memref::LoadOp::create(
       builder, loc, operand.get(),
-      applyMap(op.getMatchingIndexingMap(&operand), ivs));
+      applyMap(builder, loc, op.getMatchingIndexingMap(&operand), ivs));
 }
 
 /// Clones `op`'s body into `builder` with its block arguments bound to
@@ -521,11 +529,26 @@ int64_t getContiguousElementBytes(MemRefType type, AffineMap map,
   return bits / 8;
 }
 
+/// True if no index of `map` but its last uses loop `last`, and its last
+/// is `last` itself or does not use it.
+bool isInnerDimOnlyLast(AffineMap map, unsigned last) {
+  if (map.getNumResults() == 0)
+    return true;
+  for (AffineExpr result : map.getResults().drop_back())
+    if (result.isFunctionOfDim(last))
+      return false;
+  AffineExpr inner = map.getResults().back();
+  return !inner.isFunctionOfDim(last) ||
+         inner == getAffineDimExpr(last, map.getContext());
+}
+
 /// Elements per thread of an elementwise op's vectorized kernel: 16 bytes
 /// of its narrowest operand (8 for bf16, 4 for f32), when every operand
 /// that the innermost loop indexes reads it contiguously (its last index,
 /// unit stride, other strides keeping 16-byte rows) and the innermost trip
-/// divides evenly. 0: not vectorizable.
+/// divides evenly. An input's other indices may be any affine function of
+/// the outer loops (a rotary embedding reads its partner half at `1 - j`);
+/// outputs are projected permutations. 0: not vectorizable.
 int64_t getVectorWidth(linalg::GenericOp op, ArrayRef<int64_t> trips) {
   if (trips.empty() || op.getNumReductionLoops() != 0)
     return 0;
@@ -542,9 +565,10 @@ int64_t getVectorWidth(linalg::GenericOp op, ArrayRef<int64_t> trips) {
     if (bits < 8 || bits % 8 != 0 || !type.getElementType().isIntOrFloat())
       return 0;
     AffineMap map = op.getMatchingIndexingMap(&operand);
-    if (!map.isProjectedPermutation())
-      return 0;
     bool isOutput = op.isDpsInit(&operand);
+    if (isOutput ? !map.isProjectedPermutation()
+                 : !isInnerDimOnlyLast(map, last))
+      return 0;
     if (!map.isFunctionOfDim(last)) {
       if (isOutput) // every lane would write the same element
         return 0;
@@ -729,7 +753,8 @@ void storeYields(OpBuilder &builder, Location loc, linalg::GenericOp op,
         builder, loc,
         mapping.lookupOrDefault(
             yield.getOperand(init.getOperandNumber() - op.getNumDpsInputs())),
-        init.get(), applyMap(op.getMatchingIndexingMap(&init), ivs));
+        init.get(),
+        applyMap(builder, loc, op.getMatchingIndexingMap(&init), ivs));
 }
 
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
@@ -764,14 +789,17 @@ public:
   /// step's exponential-heavy kernels (cross-entropy, SwiGLU)
   /// instruction-bound, 75-79% of issue slots busy at 41-74% of the DRAM
   /// bandwidth (Nsight Compute on config A). Deterministic all the same:
-  /// every run, and a recomputed op, computes the same bits.
+  /// every run, and a recomputed op, computes the same bits. Not sine and
+  /// cosine: the hardware's are accurate only near [-pi, pi], and a rotary
+  /// embedding's angles reach the sequence length (its tables are small).
   static void approximateKernelMath(ModuleOp module) {
     module.walk([](gpu::LaunchOp launch) {
       launch.getBody().walk([](Operation *op) {
         auto fastMath = dyn_cast<arith::ArithFastMathInterface>(op);
-        if (!fastMath || !(isa<math::MathDialect>(op->getDialect()) ||
-                           (isa<arith::DivFOp>(op) &&
-                            getElementTypeOrSelf(op->getResult(0)).isF32())))
+        if (!fastMath || isa<math::SinOp, math::CosOp>(op) ||
+            !(isa<math::MathDialect>(op->getDialect()) ||
+              (isa<arith::DivFOp>(op) &&
+               getElementTypeOrSelf(op->getResult(0)).isF32())))
           return;
         op->setAttr(
             fastMath.getFastMathAttrName(),
@@ -1203,7 +1231,7 @@ private:
           auto [totalMax, totalSum] = onlineTotals.lookup(i);
           OpOperand &shift = op->getOpOperand(online->second.shift);
           SmallVector<Value> at =
-              applyMap(op.getMatchingIndexingMap(&shift), ivs);
+              applyMap(rewriter, loc, op.getMatchingIndexingMap(&shift), ivs);
           Value finalMax = kept ? kept->lookup(shift.get(), at) : Value();
           if (!finalMax)
             finalMax = memref::LoadOp::create(rewriter, loc, shift.get(), at);
@@ -1470,7 +1498,7 @@ private:
         for (Value chunk : kept.chunks) {
           SmallVector<Value> point(ivs);
           point.push_back(chunk);
-          SmallVector<Value> indices = applyMap(map, point);
+          SmallVector<Value> indices = applyMap(rewriter, loc, map, point);
           if (kept.lookup(buffer, indices))
             continue;
           Value value = loadVector(rewriter, loc, buffer, indices, width);
@@ -1560,7 +1588,8 @@ private:
       if (isa<MemRefType>(operand.get().getType()) &&
           !body.getArgument(operand.getOperandNumber()).use_empty() &&
           !kept.lookup(operand.get(),
-                       applyMap(op.getMatchingIndexingMap(&operand), ivs)))
+                       applyMap(rewriter, loc,
+                                op.getMatchingIndexingMap(&operand), ivs)))
         for (Value output : op.getDpsInits())
           inPlace = inPlace || mayAlias(operand.get(), output);
     if (inPlace) {
@@ -1586,7 +1615,7 @@ private:
         continue;
       }
       SmallVector<Value> indices =
-          applyMap(op.getMatchingIndexingMap(&operand), ivs);
+          applyMap(rewriter, loc, op.getMatchingIndexingMap(&operand), ivs);
       Value value = kept.lookup(operand.get(), indices);
       if (!value) {
         value = memref::LoadOp::create(rewriter, loc, operand.get(), indices);
@@ -1603,10 +1632,11 @@ private:
       for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
         memref::StoreOp::create(
             rewriter, loc, value, init.get(),
-            applyMap(op.getMatchingIndexingMap(&init), ivs));
+            applyMap(rewriter, loc, op.getMatchingIndexingMap(&init), ivs));
     }
     for (auto [value, init] : llvm::zip(results, op.getDpsInitsMutable()))
-      kept.keep(init.get(), applyMap(op.getMatchingIndexingMap(&init), ivs),
+      kept.keep(init.get(),
+                applyMap(rewriter, loc, op.getMatchingIndexingMap(&init), ivs),
                 value, /*stored=*/true);
   }
 
@@ -1617,7 +1647,8 @@ private:
                        const ReductionForm &form, ArrayRef<Value> ivs,
                        Value isFirst, Value total, KeptRowValues &kept) {
     OpOperand *init = op.getDpsInitOperand(0);
-    SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
+    SmallVector<Value> indices =
+        applyMap(rewriter, loc, op.getMatchingIndexingMap(init), ivs);
     Value old = kept.lookup(init->get(), indices);
     if (!old) {
       // Not kept (no fill in the group): thread 0 alone reads and writes
@@ -1775,7 +1806,7 @@ private:
     auto load = [&](OpOperand &operand, ArrayRef<Value> at,
                     bool asVector) -> Value {
       SmallVector<Value> indices =
-          applyMap(op.getMatchingIndexingMap(&operand), at);
+          applyMap(rewriter, loc, op.getMatchingIndexingMap(&operand), at);
       if (kept)
         if (Value value = kept->lookup(operand.get(), indices))
           return value;
@@ -1847,7 +1878,7 @@ private:
           elements.push_back(values[k]);
         Value vector = vector::FromElementsOp::create(
             rewriter, loc, VectorType::get({width}, element), elements);
-        SmallVector<Value> indices = applyMap(map, point);
+        SmallVector<Value> indices = applyMap(rewriter, loc, map, point);
         vector::StoreOp::create(rewriter, loc, vector, output.get(), indices,
                                 /*nontemporal=*/false,
                                 llvm::Align(kVectorBytes));
@@ -1856,7 +1887,7 @@ private:
         continue;
       }
       for (int64_t lane = 0; lane < width; ++lane) {
-        SmallVector<Value> indices = applyMap(map, atLane(lane));
+        SmallVector<Value> indices = applyMap(rewriter, loc, map, atLane(lane));
         memref::StoreOp::create(rewriter, loc, yields[lane][k], output.get(),
                                 indices);
         if (kept)
@@ -2097,7 +2128,7 @@ private:
           once[i] = loadAt(rewriter, loc, op, *input, point);
         else if (vectors)
           vectorOf[i] = loadVector(rewriter, loc, input->get(),
-                                   applyMap(map, point), width);
+                                   applyMap(rewriter, loc, map, point), width);
       }
       SmallVector<Value> sums;
       for (int64_t j = 0; j < width; ++j) {
@@ -2305,7 +2336,8 @@ private:
       rewriter.setInsertionPointToStart(ifOp.thenBlock());
     }
     OpOperand *init = op.getDpsInitOperand(0);
-    SmallVector<Value> indices = applyMap(op.getMatchingIndexingMap(init), ivs);
+    SmallVector<Value> indices =
+        applyMap(rewriter, loc, op.getMatchingIndexingMap(init), ivs);
     Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
     memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
                             init->get(), indices);
@@ -2419,7 +2451,7 @@ private:
         if (!isRead(operand))
           continue;
         SmallVector<Value> indices =
-            applyMap(op.getMatchingIndexingMap(&operand), ivs);
+            applyMap(rewriter, loc, op.getMatchingIndexingMap(&operand), ivs);
         if (!isa<MemRefType>(operand.get().getType()))
           values[i] = operand.get();
         else if (movesAlong(operand))
@@ -2458,7 +2490,7 @@ private:
              llvm::zip(vectors, op.getDpsInitsMutable()))
           vector::StoreOp::create(
               rewriter, loc, vector, output.get(),
-              applyMap(op.getMatchingIndexingMap(&output), ivs),
+              applyMap(rewriter, loc, op.getMatchingIndexingMap(&output), ivs),
               /*nontemporal=*/false, llvm::Align(kVectorBytes));
       });
     }
@@ -2476,9 +2508,10 @@ private:
           SmallVector<Value> results = cloneBodyWith(rewriter, op, args, point);
           for (auto [value, output] :
                llvm::zip(results, op.getDpsInitsMutable()))
-            memref::StoreOp::create(
-                rewriter, loc, value, output.get(),
-                applyMap(op.getMatchingIndexingMap(&output), point));
+            memref::StoreOp::create(rewriter, loc, value, output.get(),
+                                    applyMap(rewriter, loc,
+                                             op.getMatchingIndexingMap(&output),
+                                             point));
         }
       });
   }
@@ -2527,7 +2560,8 @@ private:
          llvm::zip(yield.getValues(), generic.getDpsInitsMutable()))
       memref::StoreOp::create(
           rewriter, loc, mapping.lookupOrDefault(value), output.get(),
-          applyMap(generic.getMatchingIndexingMap(&output), ivs));
+          applyMap(rewriter, loc, generic.getMatchingIndexingMap(&output),
+                   ivs));
     rewriter.eraseOp(generic);
   }
 

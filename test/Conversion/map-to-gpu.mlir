@@ -162,6 +162,57 @@ func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4
 
 // -----
 
+// A rotary embedding on [rows, 2, 8] bf16 halves: each element reads its
+// partner in the other half at 1 - j (not a projected permutation), and
+// the cos table by (row, i). Still one 16-byte load per half: the partner
+// index is computed (1 - j), the innermost index is the group's column.
+// An output whose map is not a projected permutation would not vectorize.
+// CHECK-LABEL: func.func @rotary_partner
+// CHECK: gpu.launch
+// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: %[[J:.*]] = arith.remui %{{.*}}, %c2
+// CHECK: %[[ROW:.*]] = arith.divui %{{.*}}, %c2
+// CHECK: %[[I:.*]] = arith.muli
+// CHECK: scf.if
+// CHECK: vector.load %arg0[%[[ROW]], %[[J]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
+// CHECK: %[[NEG:.*]] = arith.muli %[[J]], %c-1
+// CHECK: %[[PARTNER:.*]] = arith.addi %[[NEG]], %c1
+// CHECK: vector.load %arg0[%[[ROW]], %[[PARTNER]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
+// CHECK: vector.load %arg1[%[[ROW]], %[[I]]] {alignment = 16 : i64} : memref<4x8xf32>, vector<8xf32>
+// CHECK: vector.store {{.*}}, %arg2[%[[ROW]], %[[J]], %[[I]]]
+// CHECK: } else {
+// CHECK-COUNT-8: memref.load %arg0[%[[ROW]], %{{.*}}, %{{.*}}]
+// CHECK-LABEL: func.func @not_vector_output
+// CHECK-NOT: vector.store
+// CHECK: return
+func.func @rotary_partner(%x: memref<4x2x8xbf16>, %cos: memref<4x8xf32>, %y: memref<4x2x8xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, j, i) -> (r, j, i)>, affine_map<(r, j, i) -> (r, 1 - j, i)>,
+                                   affine_map<(r, j, i) -> (r, i)>, affine_map<(r, j, i) -> (r, j, i)>],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %x, %cos : memref<4x2x8xbf16>, memref<4x2x8xbf16>, memref<4x8xf32>)
+      outs(%y : memref<4x2x8xbf16>) {
+  ^bb0(%a: bf16, %p: bf16, %c: f32, %out: bf16):
+    %af = arith.extf %a : bf16 to f32
+    %pf = arith.extf %p : bf16 to f32
+    %t = arith.mulf %af, %c : f32
+    %s = arith.subf %t, %pf : f32
+    %r = arith.truncf %s : f32 to bf16
+    linalg.yield %r : bf16
+  }
+  return
+}
+func.func @not_vector_output(%x: memref<4x2x8xbf16>, %y: memref<4x2x8xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, j, i) -> (r, j, i)>, affine_map<(r, j, i) -> (r, 1 - j, i)>],
+                  iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x : memref<4x2x8xbf16>) outs(%y : memref<4x2x8xbf16>) {
+  ^bb0(%a: bf16, %out: bf16):
+    linalg.yield %a : bf16
+  }
+  return
+}
+
+// -----
+
 // A thread takes several groups when that puts more loads in flight: one
 // vector operand over 8 x 1000 bf16s is 1000 groups of 8; 256 threads
 // take 2 groups each, 256 apart (a warp's accesses stay contiguous), in 2
