@@ -107,10 +107,17 @@ class Body:
     def index(self, dim):
         return self(f"linalg.index {dim} : index")
 
+    def index_f32(self, dim):
+        """Loop dim `dim`'s position as an f32."""
+        i = self(f"arith.index_cast {self.index(dim)} : index to i32")
+        return self(f"arith.sitofp {i} : i32 to f32")
+
 
 def affine_map(num_dims, results):
+    """Results are loop dims (ints) or affine expressions of them (strings,
+    e.g. "1 - d3")."""
     dims = ", ".join(f"d{i}" for i in range(num_dims))
-    res = ", ".join(f"d{i}" for i in results)
+    res = ", ".join(r if isinstance(r, str) else f"d{r}" for r in results)
     return f"affine_map<({dims}) -> ({res})>"
 
 
@@ -167,8 +174,12 @@ class Emitter:
         return self.constants[key][0]
 
     def map(self, num_dims, results):
-        """Alias of a projection map, e.g. #m3_02 = (d0, d1, d2) -> (d0, d2)."""
-        alias = f"#m{num_dims}_" + "".join(str(r) for r in results)
+        """Alias of a projection map, e.g. #m3_02 = (d0, d1, d2) -> (d0, d2);
+        an expression result is spelled out (1 - d3: "_1md3_")."""
+        alias = f"#m{num_dims}_" + "".join(
+            str(r) if isinstance(r, int) else
+            "_" + r.replace(" ", "").replace("-", "m").replace("+", "p") + "_"
+            for r in results)
         self.map_aliases[alias] = affine_map(num_dims, results)
         return alias
 
@@ -482,6 +493,53 @@ class LlamaStep:
         xt = e.transpose(f"{hint}_t", x4, [0, 2, 1, 3])
         return e.collapse(hint, xt, [[0, 1], [2, 3]])
 
+    def rotary_tables(self):
+        """cos and sin (f32, [S, Dh/2]) of the angle s * theta^(-2i/Dh) of
+        position s and frequency i: Llama's rotary embedding, computed once
+        per step in the graph (from the loop indices, no input)."""
+        c, e = self.cfg, self.e
+        half = self.head_dim // 2
+        log_step = e.const(-2.0 * math.log(c.rope_theta) / self.head_dim,
+                           STATS, "rope_log_step")
+
+        def angles(b):
+            inv_freq = b.exp(b.mul(b.index_f32(1), log_step))
+            angle = b.mul(b.index_f32(0), inv_freq)
+            return [b(f"math.cos {angle} : f32"),
+                    b(f"math.sin {angle} : f32")]
+
+        inits = [e.empty([c.seq, half], STATS), e.empty([c.seq, half], STATS)]
+        return e.generic("rope", [], inits, [], [[0, 1], [0, 1]],
+                         ["parallel"] * 2, angles)
+
+    def rotate(self, hint, x, heads, inverse=False):
+        """x [B*S, heads*Dh] with each head's halves (x1, x2) rotated by the
+        position's angles: (x1 c - x2 s, x2 c + x1 s); the inverse (the
+        gradient) rotates back. One elementwise op over [B, S, heads, 2,
+        Dh/2] that reads each element's partner in the other half at
+        1 - j."""
+        c, e = self.cfg, self.e
+        half = self.head_dim // 2
+        pairs = e.expand(f"{hint}_pairs", x, [[0, 1], [2, 3, 4]],
+                         [c.batch, c.seq, heads, 2, half])
+        cos, sin = self.tables
+        zero = e.index(0)
+
+        def body(b):
+            first = b(f"arith.cmpi eq, {b.index(3)}, {zero} : index")
+            turned = b.mul(b.load(1), b.load(3))
+            minus = b(f"arith.negf {turned} : f32")
+            plus, neg = (minus, turned) if inverse else (turned, minus)
+            sign = b(f"arith.select {first}, {neg}, {plus} : f32")
+            return [b.narrow(b.add(b.mul(b.load(0), b.load(2)), sign),
+                             x.elt)]
+
+        init = e.empty(pairs.shape, x.elt)
+        out = e.generic(hint, [pairs, pairs, cos, sin], [init],
+                        [[0, 1, 2, 3, 4], [0, 1, 2, "1 - d3", 4], [1, 4],
+                         [1, 4]], [[0, 1, 2, 3, 4]], ["parallel"] * 5, body)
+        return e.collapse(f"{hint}_2d", out, [[0, 1], [2, 3, 4]])
+
     def qkv_columns(self):
         """(name, first column, width) of q, k, v in the fused projection."""
         d, kv = self.cfg.dim, self.kv_dim
@@ -521,11 +579,16 @@ class LlamaStep:
         on normed x; returns the output and what backward needs."""
         e, c, n = self.e, self.cfg, self.n_tok
         qkv = e.matmul(f"{p}_qkv", x, w_qkv)
-        q, k, v = (self.split_heads(
-            f"{p}_{name}", e.extract_slice(f"{p}_{name}_2d", qkv, [0, first],
-                                           [n, width]),
-            c.heads if name == "q" else c.kv_heads)
-            for name, first, width in self.qkv_columns())
+        heads = dict(q=c.heads, k=c.kv_heads, v=c.kv_heads)
+        cols = {name: e.extract_slice(f"{p}_{name}_2d", qkv, [0, first],
+                                      [n, width])
+                for name, first, width in self.qkv_columns()}
+        if c.rotary:
+            for name in ("q", "k"):
+                cols[name] = self.rotate(f"{p}_{name}_rot", cols[name],
+                                         heads[name])
+        q, k, v = (self.split_heads(f"{p}_{name}", cols[name], heads[name])
+                   for name in ("q", "k", "v"))
         if self.cfg.attention == "decomposed":
             k = self.repeat_kv(f"{p}_k_rep", k)
             v = self.repeat_kv(f"{p}_v_rep", v)
@@ -584,9 +647,12 @@ class LlamaStep:
             dv = self.sum_groups(f"{p}_dv_sum", dv)
         dqkv = e.empty([n, c.dim + 2 * self.kv_dim], self.elt)
         for (name, first, _), g in zip(self.qkv_columns(), (dq, dk, dv)):
-            dqkv = e.insert_slice(f"{p}_dqkv", self.merge_heads(
-                f"{p}_d{name}_2d", g, c.heads if name == "q" else c.kv_heads),
-                dqkv, [0, first])
+            heads = c.heads if name == "q" else c.kv_heads
+            g2d = self.merge_heads(f"{p}_d{name}_2d", g, heads)
+            if c.rotary and name != "v":
+                g2d = self.rotate(f"{p}_d{name}_unrot", g2d, heads,
+                                  inverse=True)
+            dqkv = e.insert_slice(f"{p}_dqkv", g2d, dqkv, [0, first])
         dw_qkv = e.matmul(f"{p}_dwqkv", x, dqkv, transpose_a=True)
         dx = e.matmul(f"{p}_dx", dqkv, w_qkv, transpose_b=True)
         return dx, dw_qkv, dw_o
@@ -757,6 +823,8 @@ class LlamaStep:
                              [[0, 1]])
 
         e.comment("---- forward ----")
+        if c.rotary:
+            self.tables = self.rotary_tables()
         h = self.embed(arg["tok_embeddings"], tokens)
         saved = []
         for i in range(c.layers):
@@ -845,7 +913,8 @@ def generate(c):
         (f" kv_heads={c.kv_heads}" if c.kv_heads != c.heads else "") +
         f" vocab={c.vocab} batch={c.batch} seq={c.seq} "
         f"dtype={c.dtype}" +
-        (" attention=fused" if c.attention == "fused" else ""),
+        (" attention=fused" if c.attention == "fused" else "") +
+        (f" rotary theta={c.rope_theta:g}" if c.rotary else ""),
         f"// parameters: {count}{millions} in {len(params)} tensors",
         "",
     ]
@@ -889,6 +958,13 @@ def parse_args(argv):
                     default="decomposed",
                     help="attention as linalg ops (softmax(q k^T) v) or as "
                     "dc.attention / dc.attention_grad")
+    ap.add_argument("--rotary", action="store_true",
+                    help="rotary position embedding of queries and keys "
+                    "(Llama's half-split form; the reference configs have "
+                    "none)")
+    ap.add_argument("--rope-theta", type=float, default=10000.0,
+                    help="rotary base: frequency i of a head is "
+                    "theta^(-2i/head_dim) (default 10000)")
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
@@ -908,6 +984,11 @@ def parse_args(argv):
     if args.dim % args.heads:
         ap.error(f"--dim ({args.dim}) must be a multiple of --heads "
                  f"({args.heads})")
+    if args.rotary and (args.dim // args.heads) % 2:
+        ap.error(f"--rotary needs an even head dim, not "
+                 f"{args.dim // args.heads}")
+    if args.rope_theta <= 1:
+        ap.error("--rope-theta must be greater than 1")
     return args
 
 
