@@ -45,11 +45,19 @@ done
 # dc's generated kernels and products in A's profile beside Inductor and
 # torch.matmul on the same ops and shapes (KERNELS=0 skips).
 [ "${KERNELS:-1}" = 0 ] && exit 0
+# The rotations of a rotary embedding, from two layers of A with them.
+if [ -f "$ART/A2R-h200-w1-prof.so" ]; then
+  echo "== A2R (rotary) per-op profile"
+  $RUN "$ART/A2R-h200-w1-prof.so" --steps 3 --vocab 32000 \
+    --profile-out "$OUT/A2R-profile.json" > "$OUT/A2R-prof.log" 2>&1 || tail -5 "$OUT/A2R-prof.log"
+fi
+extra=()
+[ -f "$OUT/A2R-profile.json" ] && extra=(--extra "$ART/A2R-h200-w1-prof.mlir" "$OUT/A2R-profile.json")
 if [ -f "$OUT/A16-profile.json" ] && python3 -c "import torch" 2> /dev/null; then
   echo "== kernels of A against PyTorch"
   timeout 300 python3 bench/kernel_bench.py --gemms "$ART/A16-gemms.json" \
     --out "$OUT/peer-kernels.json" > "$OUT/peer-kernels.log" 2>&1 || tail -20 "$OUT/peer-kernels.log"
   python3 bench/kernel_table.py "$ART/A16-h200-w1-prof.mlir" "$OUT/A16-profile.json" \
-    "$OUT/peer-kernels.json" | tee "$OUT/A16-kernels.md"
+    "$OUT/peer-kernels.json" "${extra[@]}" | tee "$OUT/A16-kernels.md"
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The peer side of dc's per-kernel comparison on one GPU: the memory-bound
 ops of a Llama step (RMSNorm, SwiGLU, residual add, softmax cross-entropy,
-forward and backward) at config A's shapes compiled by torch.compile
+rotary embedding, forward and backward) at config A's shapes compiled by torch.compile
 (Inductor), torch.matmul on the matrix products dc's step runs, and the
 device's copy bandwidth. Writes JSON that bench/kernel_table.py sets beside
 dc's measured per-op profile.
@@ -23,6 +23,7 @@ import json
 import torch
 
 TOKENS, DIM, FFN, VOCAB = 8192, 2048, 5632, 32000
+BATCH, SEQ, HEADS = 4, 2048, 16
 EPS = 1e-5
 BF16 = torch.bfloat16
 
@@ -104,6 +105,21 @@ def cross_entropy_bwd(logits, labels, lse):
     return (p / logits.shape[0]).to(BF16)
 
 
+def rotary_fwd(x, cos, sin):
+    """Llama's half-split rotation of x [B, S, H, Dh] by f32 tables
+    [S, Dh/2] (dc-gen-llama --rotary): (x1 c - x2 s, x2 c + x1 s)."""
+    x1, x2 = x.float().chunk(2, -1)
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(BF16)
+
+
+def rotary_bwd(dy, cos, sin):
+    """The inverse rotation: the gradient of rotary_fwd."""
+    d1, d2 = dy.float().chunk(2, -1)
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat([d1 * c + d2 * s, d2 * c - d1 * s], -1).to(BF16)
+
+
 def memory_ops():
     """(name, function, inputs, least bytes) at config A's shapes."""
     r = lambda *s, dtype=BF16: torch.randn(*s, device="cuda").to(dtype)
@@ -114,6 +130,12 @@ def memory_ops():
     labels = torch.randint(0, VOCAB, (TOKENS,), device="cuda")
     lse = torch.logsumexp(logits.float(), -1)
     out_d, out_f = torch.empty_like(x), torch.empty_like(g)
+    # One rotation: the queries (or keys) of A, and the angle tables.
+    q = x.view(BATCH, SEQ, HEADS, DIM // HEADS)
+    half = DIM // HEADS // 2
+    angles = torch.arange(SEQ, device="cuda")[:, None].float() * \
+        10000.0 ** (-torch.arange(half, device="cuda").float() / half)
+    cos, sin = angles.cos(), angles.sin()
     return [
         ("rmsnorm forward", rmsnorm_fwd, (x, w),
          nbytes(x, w, out_d, rstd)),
@@ -126,6 +148,8 @@ def memory_ops():
          nbytes(logits, labels, lse)),
         ("cross-entropy backward", cross_entropy_bwd, (logits, labels, lse),
          nbytes(logits, labels, lse, logits)),
+        ("rotary forward", rotary_fwd, (q, cos, sin), nbytes(q, cos, sin, q)),
+        ("rotary backward", rotary_bwd, (q, cos, sin), nbytes(q, cos, sin, q)),
     ]
 
 

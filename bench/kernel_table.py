@@ -12,10 +12,13 @@ A named op (RMSNorm forward, ...) is several dc kernels: its dc time is the
 sum, over the kernels that make it, of each kernel's mean time in the step.
 Its effective bandwidth is the op's least traffic (each input read once,
 each output written once, from the peer's JSON) over that time, as a share
-of the copy bandwidth.
+of the copy bandwidth. A named op that A's step lacks (the rotary
+embedding: the reference configs have none) is looked up in `--extra`, the
+IR and profile of another step at A's shapes (dc-gen-llama --rotary).
 
   python3 bench/kernel_table.py --gemms IR.mlir > gemms.json
-  python3 bench/kernel_table.py IR.mlir profile.json peer.json
+  python3 bench/kernel_table.py IR.mlir profile.json peer.json \
+      [--extra IR2.mlir profile2.json]
 """
 import argparse
 import collections
@@ -26,7 +29,8 @@ import sys
 import profile_by_kind
 
 # The dc kernels of each named op at config A's shapes: (kind, regex over
-# the body's arith/math ops, regex over the op's distinct tensor types).
+# the body's arith/math ops, regex over the op's distinct tensor types[,
+# regex over the op's text]).
 D, F, T, V = "2048", "5632", "8192", "32000"
 NAMED = {
     "rmsnorm forward": [
@@ -64,6 +68,18 @@ NAMED = {
     ],
     "cross-entropy backward": [
         ("elementwise", r"^index_cast cmpi select", rf"^{T}x{V}xbf16"),
+    ],
+    # A rotation of q (or k) reads its partner half; the forward selects
+    # the negated product for the first half, the backward for the second.
+    "rotary forward": [
+        ("elementwise", r"^cmpi extf mulf negf select extf mulf addf truncf$",
+         r"^4x2048x16x2x64xbf16 2048x64xf32$",
+         r"(%\w+) = arith\.negf .*arith\.select %\w+, \1,"),
+    ],
+    "rotary backward": [
+        ("elementwise", r"^cmpi extf mulf negf select extf mulf addf truncf$",
+         r"^4x2048x16x2x64xbf16 2048x64xf32$",
+         r"(%\w+) = arith\.negf .*arith\.select %\w+, %\w+, \1 "),
     ],
 }
 
@@ -129,9 +145,10 @@ def mean_dc_times(ir, profile):
     result = {}
     for name, parts in NAMED.items():
         total = 0.0
-        for kind, body, types in parts:
-            times = [t for k, b, ty, _, t in found if k == kind and
-                     re.search(body, b) and re.search(types, ty)]
+        for kind, body, types, *text in parts:
+            times = [t for k, b, ty, op, t in found if k == kind and
+                     re.search(body, b) and re.search(types, ty) and
+                     (not text or re.search(text[0], op, re.S))]
             if not times:
                 total = None
                 break
@@ -147,6 +164,9 @@ def main():
     parser.add_argument("ir", nargs="?")
     parser.add_argument("profile", nargs="?")
     parser.add_argument("peer", nargs="?")
+    parser.add_argument("--extra", nargs=2, metavar=("IR", "PROFILE"),
+                        help="another profiled step for the named ops "
+                        "that the first lacks")
     args = parser.parse_args()
     if args.gemms:
         json.dump(gemm_shapes(args.gemms), sys.stdout, indent=1)
@@ -156,11 +176,17 @@ def main():
     print(f"peer: torch {peer['torch']} on {peer['device']}; copy bandwidth "
           f"{copy / 1e12:.2f} TB/s")
     dc, found = mean_dc_times(args.ir, args.profile)
+    if args.extra:
+        more, _ = mean_dc_times(*args.extra)
+        dc = {name: mine if mine is not None else more[name]
+              for name, mine in dc.items()}
     print("\n| op (config A's shapes) | dc | dc bandwidth (share of copy) "
           "| Inductor | Inductor bandwidth | dc / Inductor |")
     print("|---|---|---|---|---|---|")
     for name, mine in dc.items():
-        theirs = peer["ops"][name]
+        theirs = peer["ops"].get(name)
+        if theirs is None:  # a peer JSON from before the op was measured
+            continue
         least = theirs["bytes"]
         ms = theirs["inductor_ms"]
         if mine is None:

@@ -119,6 +119,65 @@ class KernelTableTest(StepFiles):
                       "torch.matmul's speed", text)
 
 
+def rotation(name, negated_first):
+    """A rotary rotation op as dc-compile prints it: the forward selects the
+    negated product for the first half, the backward the other."""
+    pick = "%8, %7" if negated_first else "%7, %8"
+    return f"""    {name} = linalg.generic {{indexing_maps = [#map4, #map5, #map6, #map6, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]}} ins(%x, %x, %c, %s : tensor<4x2048x16x2x64xbf16>, tensor<4x2048x16x2x64xbf16>, tensor<2048x64xf32>, tensor<2048x64xf32>) outs(%e : tensor<4x2048x16x2x64xbf16>) {{
+    ^bb0(%in: bf16, %in_1: bf16, %in_2: f32, %in_3: f32, %out: bf16):
+      %4 = linalg.index 3 : index
+      %5 = arith.cmpi eq, %4, %c0 : index
+      %6 = arith.extf %in_1 : bf16 to f32
+      %7 = arith.mulf %6, %in_3 : f32
+      %8 = arith.negf %7 : f32
+      %9 = arith.select %5, {pick} : f32
+      %10 = arith.extf %in : bf16 to f32
+      %11 = arith.mulf %10, %in_2 : f32
+      %12 = arith.addf %11, %9 : f32
+      %13 = arith.truncf %12 : f32 to bf16
+      linalg.yield %13 : bf16
+    }} -> tensor<4x2048x16x2x64xbf16>
+"""
+
+
+ROTARY_IR = """#map4 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+#map5 = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, -d3 + 1, d4)>
+#map6 = affine_map<(d0, d1, d2, d3, d4) -> (d1, d4)>
+module {
+  func.func @train_step(%x: tensor<4x2048x16x2x64xbf16>) {
+""" + rotation("%0", True) + rotation("%1", True) + \
+    rotation("%2", False) + """  }
+}
+"""
+
+
+class RotaryTableTest(StepFiles):
+    def test_rotations_from_the_extra_step(self):
+        peer = {"torch": "t", "device": "d", "copy_bytes_per_s": 4e12,
+                "ops": {name: {"inductor_ms": 0.02, "eager_ms": 0.1,
+                               "bytes": 8e7}
+                        for name in kernel_table.NAMED},
+                "gemms": []}
+        extra_ir = self.files.write("rotary.mlir", ROTARY_IR)
+        extra_profile = self.files.write("rotary.json", {"ops": {
+            "train_step:0": 20e-6, "train_step:1": 30e-6,
+            "train_step:2": 40e-6}})
+        args = ["kernel_table.py", self.ir, self.profile,
+                self.files.write("peer.json", peer)]
+        without = run(kernel_table.main, args)
+        self.assertIn("| rotary forward | (not found in the step) |", without)
+        text = run(kernel_table.main, args + ["--extra", extra_ir,
+                                              extra_profile])
+        # Forward: the mean of the two forward rotations; 8e7 bytes in
+        # 25 us against Inductor's 20 us.
+        self.assertIn("| rotary forward | 25.0 us | 3.20 TB/s (80%) | "
+                      "20.0 us |", text)
+        self.assertIn("| 1.25x |", text)
+        self.assertIn("| rotary backward | 40.0 us |", text)
+        # A name the first step has stays the first step's.
+        self.assertIn("| rmsnorm forward | (not found in the step) |", text)
+
+
 class CalibrateTest(StepFiles):
     def trace(self, names, durations):
         # dc-report numbers every op (the gather too); compute events only

@@ -32,9 +32,16 @@ models() {
   # with the online softmax's clamped last chunks, as configs A and B do.
   "$BIN/dc-gen-llama" --layers 1 --dim 128 --ffn 256 --heads 2 --vocab 10000 \
     --batch 2 --seq 64 --dtype bf16 --attention fused -o "$DEST/wide-vocab-bf16.mlir"
+  # Rotary embeddings (tables computed in the step, each half reading its
+  # partner): f32 on tiny; bf16 with grouped-query heads (4 query, 2
+  # key/value heads of 64) and the fused attention.
+  "$BIN/dc-gen-llama" --config tiny --rotary -o "$DEST/tiny-rotary.mlir"
+  "$BIN/dc-gen-llama" --layers 2 --dim 256 --ffn 512 --heads 4 --kv-heads 2 --vocab 1024 \
+    --batch 2 --seq 128 --dtype bf16 --attention fused --rotary -o "$DEST/small-rotary-bf16.mlir"
 }
 models
-for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16; do
+for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 \
+             tiny-rotary small-rotary-bf16; do
   for w in 1 2; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
@@ -48,6 +55,13 @@ if [ "${BENCH:-0}" = 1 ]; then
     /usr/bin/time -f "dc-compile --target=h200 $c: %e s, %M KB" \
       "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/bench/$c-h200-w1.so"
   done
+  # Two layers of A with rotary embeddings, profiled only: the rotations'
+  # kernels for bench/kernel_table.py (the reference configs have none).
+  "$BIN/dc-gen-llama" --config A --layers 2 --rotary --dtype bf16 --attention fused \
+    -o "$DEST/A2R.mlir"
+  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops \
+    --mlir-print-ir-before=dc-profile-ops --mlir-elide-elementsattrs-if-larger=16 \
+    -o "$DEST/bench/A2R-h200-w1-prof.so" 2> "$DEST/bench/A2R-h200-w1-prof.mlir"
   for c in A16 B; do
     # The IR the profile keys count in, for bench/profile_by_kind.py.
     "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --profile-ops \

@@ -128,7 +128,7 @@ ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
   # COMPILED_MODELS: the models to run (default all).
-  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16}; do
+  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 tiny-rotary small-rotary-bf16}; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
