@@ -487,11 +487,6 @@ Value loadVector(OpBuilder &builder, Location loc, Value buffer,
 /// measured no faster: the residual add the same, SwiGLU 2% slower.
 constexpr int64_t kLoadsInFlight = 4;
 
-/// Rows a column-reduction thread loads before it folds them (see
-/// mapColumnReductionVectorized): 4 rows of two bf16 inputs are 8 16-byte
-/// loads in flight, as kLoadsInFlight allows an elementwise thread.
-constexpr int64_t kColumnRowsInFlight = 4;
-
 /// The most chunks of a row each thread of a row group keeps in registers
 /// (see KeptRowValues); longer rows loop.
 constexpr int64_t kMaxKeptChunks = 4;
@@ -2109,73 +2104,52 @@ private:
         aligned = aligned ? arith::AndIOp::create(rewriter, loc, aligned, check)
                           : check;
       }
-    // Rows a thread takes per iteration, all their loads before their
-    // math: one row at a time left a thread two 16-byte loads in flight
-    // (the loop's sums wait on them). The sums still fold the rows in
-    // order, so the result does not change.
-    int64_t rowsPerStep = 1;
-    while (rowsPerStep * 2 <= kColumnRowsInFlight &&
-           length % (rowLanes * rowsPerStep * 2) == 0)
-      rowsPerStep *= 2;
     // The thread's `width` sums over its rows, with 16-byte loads or not.
     auto emitSums = [&](bool vectors) -> SmallVector<Value> {
       auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                                     index(rowLanes * rowsPerStep), identities);
+                                     index(rowLanes), identities);
       OpBuilder::InsertionGuard inLoop(rewriter);
       rewriter.setInsertionPointToStart(loop.getBody());
-      // Each row's point, and its loads: a vector per input that moves
-      // along the columns, one value per input that does not.
-      SmallVector<SmallVector<Value>> points, vectorOf, once;
-      for (int64_t r = 0; r < rowsPerStep; ++r) {
-        SmallVector<Value> &point = points.emplace_back(outerIvs);
-        point.push_back(column);
-        point.push_back(r == 0 ? loop.getInductionVar()
-                               : arith::AddIOp::create(rewriter, loc,
-                                                       loop.getInductionVar(),
-                                                       index(r * rowLanes))
-                                     .getResult());
-        vectorOf.emplace_back(op->getNumOperands());
-        once.emplace_back(op->getNumOperands());
+      SmallVector<Value> point(outerIvs);
+      point.push_back(column);
+      point.push_back(loop.getInductionVar());
+      SmallVector<Value> vectorOf(op->getNumOperands()),
+          once(op->getNumOperands());
+      for (OpOperand *input : op.getDpsInputOperands()) {
+        unsigned i = input->getOperandNumber();
+        if (body.getArgument(i).use_empty())
+          continue;
+        if (!isa<MemRefType>(input->get().getType())) {
+          once[i] = input->get();
+          continue;
+        }
+        AffineMap map = op.getMatchingIndexingMap(input);
+        if (!map.isFunctionOfDim(columnDim))
+          once[i] = loadAt(rewriter, loc, op, *input, point);
+        else if (vectors)
+          vectorOf[i] = loadVector(rewriter, loc, input->get(),
+                                   applyMap(rewriter, loc, map, point), width);
+      }
+      SmallVector<Value> sums;
+      for (int64_t j = 0; j < width; ++j) {
+        SmallVector<Value> lanePoint(point);
+        if (j != 0)
+          lanePoint[columnDim] =
+              arith::AddIOp::create(rewriter, loc, column, index(j));
+        SmallVector<Value> args(op->getNumOperands());
         for (OpOperand *input : op.getDpsInputOperands()) {
           unsigned i = input->getOperandNumber();
-          if (body.getArgument(i).use_empty())
-            continue;
-          if (!isa<MemRefType>(input->get().getType())) {
-            once[r][i] = input->get();
-            continue;
-          }
-          AffineMap map = op.getMatchingIndexingMap(input);
-          if (!map.isFunctionOfDim(columnDim))
-            once[r][i] = loadAt(rewriter, loc, op, *input, point);
-          else if (vectors)
-            vectorOf[r][i] =
-                loadVector(rewriter, loc, input->get(),
-                           applyMap(rewriter, loc, map, point), width);
+          if (once[i])
+            args[i] = once[i];
+          else if (vectorOf[i])
+            args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], j);
+          else if (!body.getArgument(i).use_empty())
+            args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
         }
-      }
-      SmallVector<Value> sums(loop.getRegionIterArgs());
-      for (int64_t r = 0; r < rowsPerStep; ++r) {
-        for (int64_t j = 0; j < width; ++j) {
-          SmallVector<Value> lanePoint(points[r]);
-          if (j != 0)
-            lanePoint[columnDim] =
-                arith::AddIOp::create(rewriter, loc, column, index(j));
-          SmallVector<Value> args(op->getNumOperands());
-          for (OpOperand *input : op.getDpsInputOperands()) {
-            unsigned i = input->getOperandNumber();
-            if (once[r][i])
-              args[i] = once[r][i];
-            else if (vectorOf[r][i])
-              args[i] =
-                  vector::ExtractOp::create(rewriter, loc, vectorOf[r][i], j);
-            else if (!body.getArgument(i).use_empty())
-              args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
-          }
-          IRMapping mapping;
-          cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
-          sums[j] = combine(rewriter, form, sums[j],
-                            mapping.lookupOrDefault(form.element));
-        }
+        IRMapping mapping;
+        cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
+        sums.push_back(combine(rewriter, form, loop.getRegionIterArg(j),
+                               mapping.lookupOrDefault(form.element)));
       }
       scf::YieldOp::create(rewriter, loc, sums);
       return SmallVector<Value>(loop.getResults());
