@@ -763,6 +763,61 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
       converter, firstWaits, "dcrt_invalidate_gathered");
 }
 
+/// shard.process_multi_index / process_linear_index (dc-ulysses' rank
+/// positions): this rank's place in the grid, from dcrt_rank. The runtime
+/// numbers ranks row-major over the grid, as the shard dialect does (the
+/// last axis varies fastest). Host code only: plain index arithmetic.
+static LogicalResult lowerProcessIndices(ModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<shard::ProcessMultiIndexOp, shard::ProcessLinearIndexOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    auto gridName = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+    auto grid =
+        SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
+    if (!grid || ShapedType::isDynamicShape(grid.getShape()))
+      return op->emitError()
+             << "needs a statically shaped shard.grid " << gridName;
+    OpBuilder builder(op);
+    Location loc = op->getLoc();
+    FailureOr<LLVM::LLVMFuncOp> rankFn =
+        lookupOrCreateRuntimeFunction(builder, module, "dcrt_rank");
+    if (failed(rankFn))
+      return failure();
+    Value linear = arith::IndexCastOp::create(
+        builder, loc, builder.getIndexType(),
+        LLVM::CallOp::create(builder, loc, *rankFn, ValueRange()).getResult());
+    SmallVector<Value> results;
+    if (isa<shard::ProcessLinearIndexOp>(op)) {
+      results.push_back(linear);
+    } else {
+      ArrayRef<int64_t> shape = grid.getShape();
+      SmallVector<shard::GridAxis> axes(
+          cast<shard::ProcessMultiIndexOp>(op).getAxes());
+      if (axes.empty())
+        for (int64_t a = 0, e = shape.size(); a < e; ++a)
+          axes.push_back(a);
+      auto index = [&](int64_t value) -> Value {
+        return arith::ConstantIndexOp::create(builder, loc, value);
+      };
+      for (shard::GridAxis a : axes) {
+        int64_t stride = 1;
+        for (int64_t next = a + 1, e = shape.size(); next < e; ++next)
+          stride *= shape[next];
+        results.push_back(arith::RemUIOp::create(
+            builder, loc,
+            arith::DivUIOp::create(builder, loc, linear, index(stride)),
+            index(shape[a])));
+      }
+    }
+    op->replaceAllUsesWith(results);
+    op->erase();
+  }
+  return success();
+}
+
 namespace {
 
 struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
@@ -784,7 +839,7 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
       }
     }
     FailureOr<FirstWaits> firstWaits = findFirstWaits(module);
-    if (failed(firstWaits))
+    if (failed(firstWaits) || failed(lowerProcessIndices(module)))
       return signalPassFailure();
 
     LLVMTypeConverter converter(context);

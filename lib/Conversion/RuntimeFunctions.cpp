@@ -43,6 +43,7 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_op_end",                Void,   {Ptr, I64}},
       {"dcrt_end_step",              Void,   {}},
       {"dcrt_step_arena",            Ptr,    {}},
+      {"dcrt_rank",                  I32,    {}},
       {"dcrt_matmul",                Void,   {Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_launch_kernel",         Void,   {Ptr, I64, Ptr, Ptr, I32, Ptr}},
       {"dcrt_attention_fwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},

@@ -69,6 +69,15 @@ private:
   /// with dim `dim` cut to its share, built before `before`.
   FailureOr<Value> localInit(Value init, int64_t dim, Operation *before,
                              Operation *user);
+  /// The rank's slice of `operand` (an input of `op` computed in the step
+  /// from no argument, a rotary embedding's tables) along its dim `dim`,
+  /// which the sequence loop indexes: rows [i * S/P, (i + 1) * S/P) at the
+  /// rank's index i on the axis.
+  FailureOr<Value> rankPositions(linalg::LinalgOp op, OpOperand &operand,
+                                 int64_t dim);
+  /// True if `value` depends on an argument of the step (a parameter, the
+  /// data): not a table the step computes from constants alone.
+  bool readsArguments(Value value);
   /// Which results of `op` are partial sums, given which of its operands
   /// are: its body must be linear in them.
   FailureOr<SmallVector<bool>> partialResults(linalg::LinalgOp op);
@@ -113,6 +122,9 @@ private:
   llvm::DenseSet<Value> headForm;
   /// A sequence-sharded attention operand or output -> its head-sharded form.
   llvm::DenseMap<Value, Value> headsFormOf;
+  /// This rank's index on the sequence axis (made at the step's entry when
+  /// first needed).
+  Value axisIndex;
 };
 
 LogicalResult Sharder::shardArguments() {
@@ -254,6 +266,64 @@ FailureOr<SmallVector<bool>> Sharder::partialResults(linalg::LinalgOp op) {
   return result;
 }
 
+bool Sharder::readsArguments(Value value) {
+  SmallVector<Value> worklist{value};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() == &fn.getBody().front())
+        return true;
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    def->walk([&](Operation *inner) {
+      for (Value used : inner->getOperands())
+        if (inner == def ||
+            !def->isAncestor(used.getParentBlock()->getParentOp()))
+          worklist.push_back(used);
+    });
+  }
+  return false;
+}
+
+FailureOr<Value> Sharder::rankPositions(linalg::LinalgOp op, OpOperand &operand,
+                                        int64_t dim) {
+  auto type = dyn_cast<RankedTensorType>(operand.get().getType());
+  bool computed = type && type.getDimSize(dim) == seqLen &&
+                  !touched(operand.get()) && !readsArguments(operand.get());
+  // A dim of the whole sequence's length at the loop's (global) trip: the
+  // sharded operands index the sequence alone there, as the table does.
+  if (!computed)
+    return op->emitError() << "dc-ulysses: input #"
+                           << operand.getOperandNumber()
+                           << " spans the full sequence (dim " << dim
+                           << ") but is not sequence-sharded";
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  if (!axisIndex) {
+    OpBuilder atEntry = OpBuilder::atBlockBegin(&fn.getBody().front());
+    axisIndex = shard::ProcessMultiIndexOp::create(
+                    atEntry, fn.getLoc(), grid.getSymName(),
+                    ArrayRef<shard::GridAxis>{static_cast<int16_t>(axis)})
+                    .getResult()[0];
+  }
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes =
+      getAsIndexOpFoldResult(b.getContext(), type.getShape());
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  offsets[dim] = arith::MulIOp::create(
+                     b, loc, axisIndex,
+                     arith::ConstantIndexOp::create(b, loc, seqLen / parts))
+                     .getResult();
+  sizes[dim] = b.getIndexAttr(seqLen / parts);
+  return tensor::ExtractSliceOp::create(b, loc, operand.get(), offsets, sizes,
+                                        strides)
+      .getResult();
+}
+
 LogicalResult Sharder::visitLinalg(linalg::LinalgOp op) {
   std::optional<unsigned> loop;
   std::optional<SeqDim> from;
@@ -372,11 +442,15 @@ LogicalResult Sharder::visitLinalg(linalg::LinalgOp op) {
                << " in a compound expression";
       continue;
     }
-    if (!op.isDpsInit(&operand))
-      return op->emitError()
-             << "dc-ulysses: input #" << operand.getOperandNumber()
-             << " spans the full sequence (dim " << *position
-             << ") but is not sequence-sharded";
+    if (!op.isDpsInit(&operand)) {
+      // A table the step computes, indexed by the position (a rotary
+      // embedding's): this rank's positions of it.
+      FailureOr<Value> positions = rankPositions(op, operand, *position);
+      if (failed(positions))
+        return failure();
+      operand.set(*positions);
+      continue;
+    }
     FailureOr<Value> local = localInit(operand.get(), *position, op, op);
     if (failed(local))
       return failure();

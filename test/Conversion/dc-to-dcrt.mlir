@@ -271,3 +271,28 @@ func.func @all_axes(%w: memref<2xf32>, %g: memref<8xf32>) -> memref<2xf32> {
   %s = dc.wait %r : !dc.future<memref<2xf32>>
   return %s : memref<2xf32>
 }
+
+// -----
+
+// A rank's place in the grid (dc-ulysses' table positions): dcrt_rank,
+// row-major over the grid (rank = 3 i + j on 2x3): axis 1 is rank % 3,
+// axis 0 rank / 3 % 2, the linear index the rank itself.
+shard.grid @g23(shape = 2x3)
+
+// CHECK-LABEL: func.func @process_index
+// CHECK: %[[R1:.*]] = llvm.call @dcrt_rank() : () -> i32
+// CHECK: %[[I1:.*]] = arith.index_cast %[[R1]] : i32 to index
+// CHECK: %[[A1:.*]] = arith.remui %[[I1]], %c3
+// CHECK: %[[R0:.*]] = llvm.call @dcrt_rank() : () -> i32
+// CHECK: %[[I0:.*]] = arith.index_cast %[[R0]] : i32 to index
+// CHECK: %[[Q:.*]] = arith.divui %[[I0]], %c3
+// CHECK: %[[A0:.*]] = arith.remui %[[Q]], %c2
+// CHECK: %[[RL:.*]] = llvm.call @dcrt_rank() : () -> i32
+// CHECK: %[[L:.*]] = arith.index_cast %[[RL]] : i32 to index
+// CHECK: return %[[A1]], %[[A0]], %[[L]] : index, index, index
+func.func @process_index() -> (index, index, index) {
+  %j = shard.process_multi_index on @g23 axes = [1] : index
+  %i = shard.process_multi_index on @g23 axes = [0] : index
+  %r = shard.process_linear_index on @g23 : index
+  return %j, %i, %r : index, index, index
+}

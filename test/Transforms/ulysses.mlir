@@ -181,3 +181,36 @@ func.func @block(%w: tensor<32x96xf32> {dc.param = #dc.param<id = 0, name = "wqk
 // ONE: shard.grid @world(shape = 1)
 // ONE: tensor<2x16x32xf32> {dc.seq_dim = 1 : i64}
 // ONE-NOT: dc.all_to_all
+
+// A table the step computes from positions alone (a rotary embedding's):
+// each rank reads its rows [i * 8, (i + 1) * 8) at its index i on the
+// sequence axis. A table from an argument is an error
+// (ulysses-invalid.mlir, @unsharded_table).
+// SP2-LABEL: func.func @computed_table
+// SP2: %[[IDX:.*]] = shard.process_multi_index on @world axes = [0] : index
+// SP2: %[[TABLE:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<16xf32>)
+// SP2: %[[OFF:.*]] = arith.muli %[[IDX]], %c8
+// SP2: %[[MINE:.*]] = tensor.extract_slice %[[TABLE]][%[[OFF]]] [8] [1] : tensor<16xf32> to tensor<8xf32>
+// SP2: linalg.generic {{.*}} ins(%{{.*}}, %[[MINE]] : tensor<2x8xf32>, tensor<8xf32>)
+#t_id2 = affine_map<(d0, d1) -> (d0, d1)>
+#t_pos = affine_map<(d0, d1) -> (d1)>
+#t_one = affine_map<(d0) -> (d0)>
+func.func @computed_table(%x: tensor<2x16xf32> {dc.seq_dim = 1 : i64}) -> (tensor<f32> {dc.loss}) {
+  %te = tensor.empty() : tensor<16xf32>
+  %t = linalg.generic {indexing_maps = [#t_one], iterator_types = ["parallel"]} outs(%te : tensor<16xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %c = arith.index_cast %i : index to i32
+    %f = arith.sitofp %c : i32 to f32
+    %s = math.sin %f : f32
+    linalg.yield %s : f32
+  } -> tensor<16xf32>
+  %e = tensor.empty() : tensor<2x16xf32>
+  %y = linalg.generic {indexing_maps = [#t_id2, #t_pos, #t_id2], iterator_types = ["parallel", "parallel"]} ins(%x, %t : tensor<2x16xf32>, tensor<16xf32>) outs(%e : tensor<2x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16xf32>
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
