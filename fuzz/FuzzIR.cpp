@@ -90,11 +90,12 @@ bool hitsKnownUpstreamCrash(llvm::StringRef text) {
   return false;
 }
 
-/// Upstream MLIR 22's custom parser of linalg's named structured ops
-/// (linalg.add, linalg.matmul, ...) casts whatever `linalg.add <...>` holds to
-/// a dictionary without checking: `linalg.add <"abc"> ins(...)` or
-/// `<[1, 2]>` aborts or segfaults mlir-opt and dc-opt alike. Only `<{` is
-/// safe to hand to that parser.
+/// Upstream MLIR 22's custom parsers of linalg's structured ops cast
+/// whatever their `<...>` properties hold to a dictionary without checking:
+/// `linalg.add <"abc"> ins(...)`, `<[1, 2]>`, or linalg.generic's form after
+/// its attribute dictionary, `linalg.generic {iterator_types = []} <3>`,
+/// abort or segfault mlir-opt and dc-opt alike. Only `<{` is safe to hand to
+/// those parsers.
 bool hitsUpstreamLinalgPropertiesCrash(llvm::StringRef text) {
   const llvm::StringRef dialect = "linalg.";
   for (size_t at = text.find(dialect); at != llvm::StringRef::npos;
@@ -102,6 +103,19 @@ bool hitsUpstreamLinalgPropertiesCrash(llvm::StringRef text) {
     llvm::StringRef rest = text.drop_front(at + dialect.size());
     rest = rest.drop_while([](char c) { return llvm::isAlnum(c) || c == '_'; });
     rest = rest.ltrim();
+    // linalg.generic: the attribute dictionary comes first.
+    if (rest.starts_with("{")) {
+      int depth = 0;
+      size_t end = 0;
+      for (; end < rest.size(); ++end) {
+        depth += rest[end] == '{' ? 1 : rest[end] == '}' ? -1 : 0;
+        if (depth == 0)
+          break;
+      }
+      if (end == rest.size())
+        return true; // unbalanced: let no parser see it
+      rest = rest.drop_front(end + 1).ltrim();
+    }
     if (rest.consume_front("<") && !rest.ltrim().starts_with("{"))
       return true;
   }
