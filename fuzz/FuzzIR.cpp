@@ -53,6 +53,19 @@ MLIRContext &context() {
   return *shared;
 }
 
+/// `text` past what MLIR's lexer skips between tokens: whitespace, NUL
+/// bytes inside the buffer, and `//` comments.
+llvm::StringRef skipBlanks(llvm::StringRef text) {
+  while (true) {
+    text = text.ltrim(llvm::StringRef(" \t\n\v\f\r\0", 7));
+    if (!text.starts_with("//"))
+      return text;
+    size_t end = text.find('\n');
+    text =
+        end == llvm::StringRef::npos ? llvm::StringRef() : text.drop_front(end);
+  }
+}
+
 /// Upstream MLIR 22 crashes (a null attribute in NamedAttrList::set) when
 /// the value of `dimensions =` of linalg.broadcast / linalg.reduce (and
 /// `permutation =` of linalg.transpose) holds a token the lexer rejects:
@@ -63,10 +76,10 @@ bool hitsKnownUpstreamCrash(llvm::StringRef text) {
   for (llvm::StringRef keyword : {"dimensions", "permutation"}) {
     for (size_t at = text.find(keyword); at != llvm::StringRef::npos;
          at = text.find(keyword, at + 1)) {
-      llvm::StringRef rest = text.drop_front(at + keyword.size()).ltrim();
+      llvm::StringRef rest = skipBlanks(text.drop_front(at + keyword.size()));
       if (!rest.consume_front("="))
         continue;
-      rest = rest.ltrim();
+      rest = skipBlanks(rest);
       // Only `[` integers `]` is safe to hand to that parser (`[-]` is not:
       // a minus sign without digits crashed it too).
       if (!rest.consume_front("["))
@@ -102,7 +115,7 @@ bool hitsUpstreamLinalgPropertiesCrash(llvm::StringRef text) {
        at = text.find(dialect, at + 1)) {
     llvm::StringRef rest = text.drop_front(at + dialect.size());
     rest = rest.drop_while([](char c) { return llvm::isAlnum(c) || c == '_'; });
-    rest = rest.ltrim();
+    rest = skipBlanks(rest);
     // linalg.generic: the attribute dictionary comes first.
     if (rest.starts_with("{")) {
       int depth = 0;
@@ -114,9 +127,9 @@ bool hitsUpstreamLinalgPropertiesCrash(llvm::StringRef text) {
       }
       if (end == rest.size())
         return true; // unbalanced: let no parser see it
-      rest = rest.drop_front(end + 1).ltrim();
+      rest = skipBlanks(rest.drop_front(end + 1));
     }
-    if (rest.consume_front("<") && !rest.ltrim().starts_with("{"))
+    if (rest.consume_front("<") && !skipBlanks(rest).starts_with("{"))
       return true;
   }
   return false;
