@@ -384,18 +384,19 @@ bool mayTouchNested(Operation *op, Value buffer) {
   return touches;
 }
 
-/// A zero `linalg.fill` of exactly `gemm`'s output before it, with nothing
-/// in between that can read or write that output: the product can
-/// overwrite instead of accumulate. Between them may lie --profile-ops'
-/// hooks (a profiled step runs the same kernels), views, dc's schedule
-/// ops (a gather's start and wait, a release), which only touch the
-/// runtime's buffers and the operands they name, and other linalg ops on
-/// buffers (or kernels made of them) that do not touch the output
-/// (dc-rematerialize puts a recomputed operand between the fill and its
-/// product).
-linalg::FillOp getZeroFillBefore(Operation *gemm) {
-  Value output = cast<linalg::LinalgOp>(gemm).getDpsInits()[0];
-  Operation *previous = gemm->getPrevNode();
+/// The `linalg.fill` of exactly `output` (with a constant) before `op`, with
+/// nothing in between that can read or write that output: `op` can
+/// overwrite the output instead of folding into what the fill wrote.
+/// Between them may lie --profile-ops' hooks (a profiled step runs the same
+/// kernels), views, dc's schedule ops (a gather's start and wait, a
+/// release), which only touch the runtime's buffers and the operands they
+/// name, and other linalg ops on buffers (or kernels made of them) that do
+/// not touch the output (dc-rematerialize puts a recomputed operand between
+/// the fill and its product; dc-split-column-reductions' partial sums lie
+/// between a weight gradient's fill and its second pass).
+std::pair<linalg::FillOp, Attribute> getFillBefore(Operation *op,
+                                                   Value output) {
+  Operation *previous = op->getPrevNode();
   auto skippable = [&](Operation *op) {
     if (isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
             arith::ConstantOp>(op) ||
@@ -412,18 +413,29 @@ linalg::FillOp getZeroFillBefore(Operation *gemm) {
   while (previous && skippable(previous))
     previous = previous->getPrevNode();
   auto fill = dyn_cast_or_null<linalg::FillOp>(previous);
-  if (!fill || !fill.hasPureBufferSemantics())
-    return {};
-  if (fill.getOutputs()[0] != output)
+  if (!fill || !fill.hasPureBufferSemantics() || fill.getOutputs()[0] != output)
     return {};
   Attribute value;
   if (!matchPattern(fill.getInputs()[0], m_Constant(&value)))
     return {};
-  auto zero = dyn_cast<FloatAttr>(value);
-  if (!zero || !zero.getValue().isZero())
+  return {fill, value};
+}
+
+/// A zero fill of exactly `gemm`'s output before it (getFillBefore): the
+/// product can overwrite instead of accumulate.
+linalg::FillOp getZeroFillBefore(Operation *gemm) {
+  auto [fill, value] =
+      getFillBefore(gemm, cast<linalg::LinalgOp>(gemm).getDpsInits()[0]);
+  auto zero = dyn_cast_or_null<FloatAttr>(value);
+  if (!fill || !zero || !zero.getValue().isZero())
     return {};
   return fill;
 }
+
+/// Marks a reduction whose output an identity fill cleared just before
+/// (the fill is gone): its kernel folds the total into the identity, not
+/// into a value loaded from the output.
+constexpr llvm::StringLiteral kOverwritesOutputAttr = "dc.overwrites_output";
 
 /// `gpu.launch` of `blocks` blocks of `threads` threads; returns the builder
 /// inside its body (before the terminator) and the launch.
@@ -761,6 +773,13 @@ class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
 
+private:
+  /// Elementwise ops that their reduction's kernel may compute as it
+  /// stores (foldIntoReductionStores), by reduction; those it did.
+  DenseMap<Operation *, linalg::GenericOp> convertingConsumers;
+  DenseSet<Operation *> computedConsumers;
+
+public:
   // A warp per row synchronizes with nvvm.bar.warp.sync (the GPU dialect
   // has no warp barrier).
   void getDependentDialects(DialectRegistry &registry) const override {
@@ -838,7 +857,17 @@ private:
     for (linalg::GenericOp reduction : reductions)
       if (!fused.contains(reduction))
         fuseRowGroup(rewriter, reduction, fused);
+    convertingConsumers.clear();
+    computedConsumers.clear();
+    for (Operation &op : llvm::make_early_inc_range(body))
+      if (auto generic = dyn_cast<linalg::GenericOp>(op))
+        foldIntoReductionStores(rewriter, generic);
     for (Operation &op : llvm::make_early_inc_range(body)) {
+      // Already computed by its reduction's kernel, which comes first.
+      if (computedConsumers.contains(&op)) {
+        rewriter.eraseOp(&op);
+        continue;
+      }
       if (auto alloc = dyn_cast<memref::AllocOp>(op))
         return alloc.emitError()
                << "dc-map-to-gpu: a device allocation in the step ("
@@ -880,6 +909,116 @@ private:
     return success();
   }
 
+  /// `op` with its parallel loops first, the others after in their order.
+  static FailureOr<linalg::GenericOp>
+  putParallelDimsFirst(IRRewriter &rewriter, linalg::GenericOp op) {
+    SmallVector<unsigned> order;
+    for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
+      if (type == utils::IteratorType::parallel)
+        order.push_back(i);
+    for (auto [i, type] : llvm::enumerate(op.getIteratorTypesArray()))
+      if (type != utils::IteratorType::parallel)
+        order.push_back(i);
+    if (llvm::equal(order, llvm::seq<unsigned>(0, order.size())))
+      return op;
+    rewriter.setInsertionPoint(op);
+    return linalg::interchangeGenericOp(rewriter, op, order);
+  }
+
+  /// For a reduction that mapLinalg gives a kernel of its own (a row
+  /// reduction outside any row group, a column reduction such as a norm's
+  /// weight gradient and its split's partial sums; not a matrix product,
+  /// which stays a library call), whose kernel stores each output element
+  /// once (storeFolded): the identity fill of its output just before it
+  /// becomes part of that store (one launch fewer), and so does an
+  /// elementwise op right after it that reads only that output at the same
+  /// point (a bf16 gradient's conversion: another launch, and a pass over
+  /// the output, fewer).
+  void foldIntoReductionStores(IRRewriter &rewriter, linalg::GenericOp op) {
+    if (!op.hasPureBufferSemantics() || op.getNumReductionLoops() != 1 ||
+        getGemmForm(op))
+      return;
+    SmallVector<int64_t> trips = op.getStaticLoopRanges();
+    if (ShapedType::isDynamicShape(trips))
+      return;
+    FailureOr<linalg::GenericOp> ordered = putParallelDimsFirst(rewriter, op);
+    if (failed(ordered))
+      return;
+    op = *ordered;
+    std::optional<ReductionForm> form = matchReduction(op);
+    if (!form || op.getStaticLoopRanges().back() <= 0)
+      return;
+    Value output = op.getDpsInits()[0];
+    if (llvm::any_of(op.getDpsInputs(),
+                     [&](Value input) { return mayAlias(input, output); }))
+      return;
+    auto [fill, value] = getFillBefore(op, output);
+    auto fillValue = dyn_cast_or_null<FloatAttr>(value);
+    auto identity = cast<FloatAttr>(form->identity);
+    if (fill && fillValue && fillValue.getType() == identity.getType() &&
+        fillValue.getValue().bitwiseIsEqual(identity.getValue())) {
+      op->setAttr(kOverwritesOutputAttr, rewriter.getUnitAttr());
+      rewriter.eraseOp(fill);
+    }
+    if (linalg::GenericOp consumer = getConvertingConsumer(op))
+      convertingConsumers[op] = consumer;
+  }
+
+  /// The elementwise op after `reduction` (past views and profiling hooks
+  /// that touch neither) that reads only `reduction`'s output, each point
+  /// at itself, and writes a buffer that no operand of `reduction` can
+  /// overlap, with operands that exist at `reduction`; or null.
+  static linalg::GenericOp getConvertingConsumer(linalg::GenericOp reduction) {
+    Value output = reduction.getDpsInits()[0];
+    auto skippable = [&](Operation *op) {
+      return isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp,
+                 ViewLikeOpInterface, arith::ConstantOp>(op) &&
+             !mayTouch(op, output);
+    };
+    Operation *next = reduction->getNextNode();
+    while (next && skippable(next))
+      next = next->getNextNode();
+    auto consumer = dyn_cast_or_null<linalg::GenericOp>(next);
+    if (!consumer || !consumer.hasPureBufferSemantics() ||
+        consumer.getNumDpsInits() != 1 ||
+        consumer.getNumParallelLoops() != consumer.getNumLoops() ||
+        consumer.getNumLoops() !=
+            cast<MemRefType>(output.getType()).getRank() ||
+        !llvm::all_of(consumer.getIndexingMapsArray(),
+                      [](AffineMap map) { return map.isIdentity(); }))
+      return {};
+    bool readsOutput = false;
+    for (OpOperand *input : consumer.getDpsInputOperands()) {
+      if (input->get() == output)
+        readsOutput = true;
+      else if (isa<ShapedType>(input->get().getType()))
+        return {};
+    }
+    OpOperand *init = consumer.getDpsInitOperand(0);
+    Value written = init->get();
+    if (!readsOutput || !consumer.getMatchingBlockArgument(init).use_empty() ||
+        llvm::any_of(reduction->getOperands(),
+                     [&](Value operand) {
+                       return isa<MemRefType>(operand.getType()) &&
+                              mayAlias(operand, written);
+                     }) ||
+        !llvm::all_of(consumer.getRegion().front().without_terminator(),
+                      [](Operation &inside) { return isPure(&inside); }))
+      return {};
+    // Nothing between them may touch what the consumer writes, and every
+    // operand of the consumer must exist where the reduction's kernel is.
+    for (Operation *between = reduction->getNextNode(); between != consumer;
+         between = between->getNextNode())
+      if (mayTouch(between, written))
+        return {};
+    for (Value operand : consumer->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (def->getBlock() == reduction->getBlock() &&
+            !def->isBeforeInBlock(reduction))
+          return {};
+    return consumer;
+  }
+
   /// One thread per point of the op's parallel iteration space.
   LogicalResult mapLinalg(IRRewriter &rewriter, linalg::LinalgOp op) {
     if (!op.hasPureBufferSemantics())
@@ -900,23 +1039,13 @@ private:
     // Parallel dims outermost: a reduction over rows (a norm's weight
     // gradient) is then parallel over its columns.
     if (auto generic = dyn_cast<linalg::GenericOp>(op.getOperation())) {
-      SmallVector<unsigned> order;
-      for (auto [i, type] : llvm::enumerate(generic.getIteratorTypesArray()))
-        if (type == utils::IteratorType::parallel)
-          order.push_back(i);
-      for (auto [i, type] : llvm::enumerate(generic.getIteratorTypesArray()))
-        if (type != utils::IteratorType::parallel)
-          order.push_back(i);
-      if (!llvm::equal(order, llvm::seq<unsigned>(0, order.size()))) {
-        rewriter.setInsertionPoint(generic);
-        FailureOr<linalg::GenericOp> interchanged =
-            linalg::interchangeGenericOp(rewriter, generic, order);
-        if (failed(interchanged))
-          return generic.emitError() << "dc-map-to-gpu: cannot put the "
-                                        "parallel dims first";
-        op = *interchanged;
-      }
-      generic = cast<linalg::GenericOp>(op.getOperation());
+      FailureOr<linalg::GenericOp> ordered =
+          putParallelDimsFirst(rewriter, generic);
+      if (failed(ordered))
+        return generic.emitError() << "dc-map-to-gpu: cannot put the "
+                                      "parallel dims first";
+      generic = *ordered;
+      op = generic;
       if (std::optional<ReductionForm> form = matchReduction(generic)) {
         SmallVector<int64_t> trips = generic.getStaticLoopRanges();
         if (!ShapedType::isDynamicShape(trips) && trips.back() > 0) {
@@ -2325,7 +2454,10 @@ private:
     storeFolded(rewriter, loc, op, form, ivs, /*when=*/nullptr, total);
   }
 
-  /// out[ivs] = combiner(out[ivs], total), if `when` (or always).
+  /// out[ivs] = combiner(out[ivs], total), if `when` (or always); the
+  /// identity instead of out[ivs] where the fill that cleared it was folded
+  /// in, and a converting consumer's value stored beside it (see
+  /// foldIntoReductionStores).
   void storeFolded(IRRewriter &rewriter, Location loc, linalg::GenericOp op,
                    const ReductionForm &form, ArrayRef<Value> ivs, Value when,
                    Value total) {
@@ -2338,9 +2470,25 @@ private:
     OpOperand *init = op.getDpsInitOperand(0);
     SmallVector<Value> indices =
         applyMap(rewriter, loc, op.getMatchingIndexingMap(init), ivs);
-    Value old = memref::LoadOp::create(rewriter, loc, init->get(), indices);
-    memref::StoreOp::create(rewriter, loc, combine(rewriter, form, old, total),
-                            init->get(), indices);
+    Value old =
+        op->hasAttr(kOverwritesOutputAttr)
+            ? arith::ConstantOp::create(rewriter, loc, form.identity)
+                  .getResult()
+            : memref::LoadOp::create(rewriter, loc, init->get(), indices)
+                  .getResult();
+    Value folded = combine(rewriter, form, old, total);
+    memref::StoreOp::create(rewriter, loc, folded, init->get(), indices);
+    linalg::GenericOp consumer = convertingConsumers.lookup(op);
+    if (!consumer)
+      return;
+    SmallVector<Value> args(consumer->getNumOperands());
+    for (OpOperand *input : consumer.getDpsInputOperands())
+      args[input->getOperandNumber()] =
+          input->get() == init->get() ? folded : input->get();
+    IRMapping mapping;
+    cloneBody(rewriter, consumer, args, indices, /*skip=*/nullptr, mapping);
+    storeYields(rewriter, loc, consumer, indices, mapping);
+    computedConsumers.insert(consumer);
   }
 
   /// An elementwise op with `width` consecutive innermost points per

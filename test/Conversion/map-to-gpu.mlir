@@ -1048,6 +1048,138 @@ func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: me
 
 // -----
 
+// A bf16 weight gradient as dc-split-column-reductions leaves it: the
+// zero fills of the partial sums and of the f32 total fold into the two
+// passes' stores (each stores 0 + its total, reading no old value), and
+// the bf16 conversion into the second pass's store: three kernels fewer.
+// CHECK-LABEL: func.func @weight_grad_tail
+// CHECK-NOT: linalg.fill
+// CHECK: gpu.launch
+// CHECK-NOT: memref.load %arg2
+// CHECK: %[[PARTIAL:.*]] = arith.addf %cst{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[PARTIAL]], %arg2[
+// CHECK: gpu.terminator
+// CHECK: gpu.launch
+// CHECK-NOT: memref.load %arg3
+// CHECK: %[[SUM:.*]] = arith.addf %cst{{.*}}, %{{.*}} : f32
+// CHECK-NEXT: memref.store %[[SUM]], %arg3[%[[AT:.*]]] : memref<32xf32>
+// CHECK-NEXT: %[[BF:.*]] = arith.truncf %[[SUM]] : f32 to bf16
+// CHECK-NEXT: memref.store %[[BF]], %arg4[%[[AT]]] : memref<32xbf16>
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @weight_grad_tail(%g: memref<2x32x32xbf16>, %x: memref<2x32x32xbf16>, %partials: memref<2x32xf32>,
+                            %dw: memref<32xf32>, %dw16: memref<32xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%dw : memref<32xf32>)
+  linalg.fill ins(%zero : f32) outs(%partials : memref<2x32xf32>)
+  linalg.generic {indexing_maps = [affine_map<(k, r, c) -> (k, r, c)>, affine_map<(k, r, c) -> (k, r, c)>,
+                                   affine_map<(k, r, c) -> (k, c)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%g, %x : memref<2x32x32xbf16>, memref<2x32x32xbf16>) outs(%partials : memref<2x32xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %af = arith.extf %a : bf16 to f32
+    %bf = arith.extf %b : bf16 to f32
+    %p = arith.mulf %af, %bf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(k, c) -> (k, c)>, affine_map<(k, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%partials : memref<2x32xf32>) outs(%dw : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(c) -> (c)>, affine_map<(c) -> (c)>],
+                  iterator_types = ["parallel"]}
+      ins(%dw : memref<32xf32>) outs(%dw16 : memref<32xbf16>) {
+  ^bb0(%a: f32, %out: bf16):
+    %t = arith.truncf %a : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  return
+}
+
+// -----
+
+// What must stay: a fill that is not the sum's identity (1.0), a fill
+// whose value an op in between reads, and a consumer that also reads
+// another buffer are kernels of their own; the sums then fold into the
+// loaded value.
+// CHECK-LABEL: func.func @reduction_tail_kept
+// CHECK: gpu.launch
+// CHECK: memref.store %cst, %arg1
+// CHECK: gpu.launch
+// CHECK: %[[OLD1:.*]] = memref.load %arg1[
+// CHECK: arith.addf %[[OLD1]]
+// CHECK: gpu.launch
+// CHECK: memref.store %cst{{.*}}, %arg2
+// CHECK: gpu.launch
+// CHECK: memref.store %{{.*}}, %arg4
+// CHECK: gpu.launch
+// CHECK: %[[OLD2:.*]] = memref.load %arg2[
+// CHECK: arith.addf %[[OLD2]]
+// CHECK: gpu.launch
+// CHECK: memref.load %arg5
+// CHECK: memref.store %{{.*}}, %arg3
+// CHECK: return
+func.func @reduction_tail_kept(%x: memref<64x32xf32>, %s1: memref<32xf32>, %s2: memref<32xf32>,
+                               %out: memref<32xf32>, %copy: memref<32xf32>, %other: memref<32xf32>) {
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%one : f32) outs(%s1 : memref<32xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<64x32xf32>) outs(%s1 : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s2 : memref<32xf32>)
+  linalg.copy ins(%s2 : memref<32xf32>) outs(%copy : memref<32xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<64x32xf32>) outs(%s2 : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(c) -> (c)>, affine_map<(c) -> (c)>, affine_map<(c) -> (c)>],
+                  iterator_types = ["parallel"]}
+      ins(%s2, %other : memref<32xf32>, memref<32xf32>) outs(%out : memref<32xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %t = arith.addf %a, %b : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// A matrix product stays a library call: the scale after it (attention's
+// scores) is a kernel of its own, not folded into a store the product's
+// kernel never makes (tiny-fused's losses went wrong on the GPU when it was).
+// CHECK-LABEL: func.func @product_then_scale
+// CHECK: linalg.matmul
+// CHECK: gpu.launch
+// CHECK: arith.mulf
+// CHECK: store %{{.*}}, %arg3
+func.func @product_then_scale(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>, %d: memref<8x4xf32>) {
+  %s = arith.constant 0.25 : f32
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : memref<8x4xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<8x4xf32>) outs(%d : memref<8x4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.mulf %x, %s : f32
+    linalg.yield %y : f32
+  }
+  return
+}
+
+// -----
+
 // Config A's norm rows (2048 bf16s) would take 8 steps of a warp, each
 // lane keeping 64 values (80 registers forward, 160 backward, one block
 // per SM): a block of 128 threads per row instead, two 16-byte chunks
