@@ -305,6 +305,15 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       columns (8 bf16: 8 vector lanes x 32 row lanes) and the partials
       fold in two fixed-order steps; a buffer not 16-byte aligned at run
       time takes the same points one element at a time (the same sums);
+    - for a row or column reduction with a kernel of its own (not in a row
+      group, not a library call): a fill of its output with the combiner's
+      identity just before it (past ops that cannot touch that output, such
+      as the other pass of a split reduction) is folded into the store (the
+      kernel stores `identity + total`, the same bits, without reading the
+      output), and an all-parallel op right after it that reads only that
+      output, each point at itself, into a buffer no operand of the
+      reduction overlaps (a bf16 weight gradient's conversion) is computed
+      by the same store: a norm's weight gradient is two kernels, not five;
     - a vectorized elementwise kernel: an all-parallel op (named ops are
       generalized first) whose operands indexed by the innermost loop read
       it contiguously, 16 bytes of the narrowest operand per thread (8 bf16,
