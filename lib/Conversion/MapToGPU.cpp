@@ -384,6 +384,14 @@ bool mayTouchNested(Operation *op, Value buffer) {
   return touches;
 }
 
+/// True for what a step's host code holds between two kernels without
+/// touching memory itself: --profile-ops' hooks, views, constants (each may
+/// still name a buffer: callers check what it touches).
+bool isHookOrView(Operation *op) {
+  return isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
+             arith::ConstantOp>(op);
+}
+
 /// The `linalg.fill` of exactly `output` (with a constant) before `op`, with
 /// nothing in between that can read or write that output: `op` can
 /// overwrite the output instead of folding into what the fill wrote.
@@ -398,9 +406,7 @@ std::pair<linalg::FillOp, Attribute> getFillBefore(Operation *op,
                                                    Value output) {
   Operation *previous = op->getPrevNode();
   auto skippable = [&](Operation *op) {
-    if (isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp, ViewLikeOpInterface,
-            arith::ConstantOp>(op) ||
-        isa_and_nonnull<DCDialect>(op->getDialect()))
+    if (isHookOrView(op) || isa_and_nonnull<DCDialect>(op->getDialect()))
       return !mayTouch(op, output);
     // A kernel this pass already made of such an op reads and writes only
     // the buffers its body names.
@@ -971,9 +977,7 @@ private:
   static linalg::GenericOp getConvertingConsumer(linalg::GenericOp reduction) {
     Value output = reduction.getDpsInits()[0];
     auto skippable = [&](Operation *op) {
-      return isa<LLVM::CallOp, LLVM::AddressOfOp, LLVM::GEPOp,
-                 ViewLikeOpInterface, arith::ConstantOp>(op) &&
-             !mayTouch(op, output);
+      return isHookOrView(op) && !mayTouch(op, output);
     };
     Operation *next = reduction->getNextNode();
     while (next && skippable(next))
