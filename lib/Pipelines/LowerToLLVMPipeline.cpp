@@ -64,6 +64,9 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   // leaves vector ops alone).
   kernels.addPass(createConvertVectorToLLVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  // What convert-gpu-to-nvvm leaves of math: integer ops (a ballot's
+  // population count), as LLVM intrinsics.
+  kernels.addPass(createConvertMathToLLVMPass());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   kernels.addPass(createReconcileUnrealizedCastsPass());

@@ -499,30 +499,58 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 
 // -----
 
-// An embedding gradient, `for t: dE[idx[t], :] += g[t, :]`: a thread per
-// column (16) and group of rows (10, one per row of dE here; at most 64),
-// each running the whole loop over the 5 tokens and adding the tokens whose
-// row is in its group, so repeated indices add up in order without two
-// threads writing one element. When the output row's offset moves along a
-// dim of size > 1, threads could overlap: that loop stays in one thread.
+// An embedding gradient, `for t: dE[idx[t], :] += g[t, :]`: a block per
+// bin of dE's rows (10 bins here, one row each; at most 1024) and 32
+// threads (16 columns, a whole warp). Each block scans the 5 tokens in
+// windows of 128 (4 per thread): a thread computes a token's row, a warp
+// ballot marks the block's own, the warps' counts go to workgroup memory,
+// and a prefix over them places each kept token (and its row) in the
+// window's list in loop order. The block then runs only its listed tokens,
+// each thread over its columns (loads, add, store past the last column
+// skipped), so repeated indices add up in order and no two threads write
+// one element. When the output row's offset moves along a dim of size > 1,
+// threads could overlap: that loop stays in one thread.
 // CHECK-LABEL: func.func @embedding_grad
-// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c160{{.*}},
-// CHECK: %[[ID:.*]] = arith.addi
+// CHECK: gpu.launch blocks(%[[BIN:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c10{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[ITERS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[COUNTS:.*]] : memref<4xi32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32
+// CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32
+// CHECK: scf.for %[[BASE:.*]] = %c0{{.*}} to %c5{{.*}} step %c128
+// CHECK: %[[N:.*]] = arith.addi %[[BASE]]
+// CHECK: %[[VALID:.*]] = arith.cmpi ult, %[[N]], %c5
+// CHECK: %[[CLAMPED:.*]] = arith.minui %[[N]], %c4
+// CHECK: %[[ID:.*]] = memref.load %arg0[
+// CHECK: %[[ROW:.*]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK: %[[ROWBIN:.*]] = arith.remui %[[ROW]], %c10
+// CHECK: %[[ISBIN:.*]] = arith.cmpi eq, %[[ROWBIN]], %[[BIN]]
+// CHECK: %[[MINE:.*]] = arith.andi %[[VALID]], %[[ISBIN]]
+// CHECK: %[[BALLOT:.*]] = nvvm.vote.sync  ballot %{{.*}}, %[[MINE]] -> i32
 // CHECK: scf.if
-// CHECK: %[[GROUP:.*]] = arith.divui %[[ID]], %c16
-// CHECK: %[[POINT:.*]] = arith.remui %[[ID]], %c16
-// CHECK: %[[COL:.*]] = arith.remui %[[POINT]], %c16
-// CHECK: scf.for %[[T:.*]] = %c0 to %c5 step %c1
-// CHECK: %[[ROW:.*]] = arith.index_cast
-// CHECK: %[[G:.*]] = memref.subview %arg1[%[[T]], 0] [1, 16]
-// CHECK: %[[D:.*]] = memref.subview %arg2[%[[ROW]], 0] [1, 16]
-// CHECK: %[[ROWGROUP:.*]] = arith.remui %[[ROW]], %c10
-// CHECK: %[[MINE:.*]] = arith.cmpi eq, %[[ROWGROUP]], %[[GROUP]]
+// CHECK: %[[COUNT:.*]] = math.ctpop %[[BALLOT]]
+// CHECK: memref.store %[[COUNT]], %[[COUNTS]]
+// CHECK-COUNT-3: nvvm.vote.sync  ballot
+// CHECK: gpu.barrier
+// CHECK: %[[PREFIX:.*]]:5 = scf.for %{{.*}} = %c0{{.*}} to %c4{{.*}} step %c1{{.*}} iter_args
+// CHECK: memref.load %[[COUNTS]]
 // CHECK: scf.if %[[MINE]]
-// CHECK: %[[X:.*]] = memref.load %[[G]][%{{.*}}, %[[COL]]]
-// CHECK: %[[ACC:.*]] = memref.load %[[D]][%{{.*}}, %[[COL]]]
+// CHECK: %[[BELOW:.*]] = arith.andi %[[BALLOT]]
+// CHECK: %[[RANK:.*]] = math.ctpop %[[BELOW]]
+// CHECK: %[[AT:.*]] = arith.addi %[[PREFIX]]#1
+// CHECK: memref.store %{{.*}}, %[[ITERS]][%[[AT]]]
+// CHECK: memref.store %{{.*}}, %[[ROWS]][%[[AT]]]
+// CHECK-COUNT-3: scf.if
+// CHECK: gpu.barrier
+// CHECK: scf.for %[[J:.*]] = %c0{{.*}} to %[[PREFIX]]#0 step %c1
+// CHECK: memref.load %[[ITERS]][%[[J]]]
+// CHECK: %[[KEPTROW:.*]] = memref.load %[[ROWS]][%[[J]]]
+// CHECK: %[[KROW:.*]] = arith.index_cast %[[KEPTROW]]
+// CHECK: %[[G:.*]] = memref.subview %arg1[
+// CHECK: %[[D:.*]] = memref.subview %arg2[%[[KROW]], 0] [1, 16]
+// CHECK: %[[X:.*]] = memref.load %[[G]]
+// CHECK: %[[ACC:.*]] = memref.load %[[D]][%[[R:.*]], %[[C:.*]]]
 // CHECK: %[[SUM:.*]] = arith.addf %[[ACC]], %[[X]]
-// CHECK: memref.store %[[SUM]], %[[D]][%{{.*}}, %[[COL]]]
+// CHECK: scf.if
+// CHECK: memref.store %[[SUM]], %[[D]][%[[R]], %[[C]]]
+// CHECK: gpu.barrier
 // CHECK-NOT: linalg.generic
 // CHECK: gpu.launch {{.*}} in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c1{{.*}},
 // CHECK: scf.for
@@ -665,6 +693,53 @@ func.func @output_written_before_gemm(%x: memref<8x4xbf16>, %a: memref<8x16xbf16
 
 // -----
 
+// A longer loop (1500 iterations of step 2) on wider rows (600 columns,
+// bf16 into f32): 40 bins of 256 threads, two windows of 1024 iterations
+// (the iteration number times the step is the token), and each thread runs
+// a kept token on its 3 columns at once: 3 pairs of loads, then 3 adds,
+// then 3 stores, each skipped past column 599.
+// CHECK-LABEL: func.func @embedding_grad_wide
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c40{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}}) workgroup({{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c1500{{.*}} step %c1024
+// CHECK: %[[TOKEN:.*]] = arith.muli %{{.*}}, %c2
+// CHECK: memref.load %arg0[%{{.*}}]
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}}#0 step %c1
+// CHECK: scf.for %[[CHUNK:.*]] = %c0{{.*}} to %c1{{.*}} step %c1
+// CHECK: arith.minui %{{.*}}, %c599
+// CHECK-NOT: arith.addf
+// CHECK-COUNT-6: memref.load %subview
+// CHECK-NOT: memref.store
+// CHECK-COUNT-3: arith.addf
+// CHECK: scf.if
+// CHECK-NEXT: memref.store
+// CHECK: scf.if
+// CHECK-NEXT: memref.store
+// CHECK: scf.if
+// CHECK-NEXT: memref.store
+// CHECK: gpu.barrier
+func.func @embedding_grad_wide(%idx: memref<3000xi32>, %g: memref<3000x600xbf16>, %de: memref<40x600xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c3000 = arith.constant 3000 : index
+  scf.for %t = %c0 to %c3000 step %c2 {
+    %i = memref.load %idx[%t] : memref<3000xi32>
+    %row = arith.index_cast %i : i32 to index
+    %gt = memref.subview %g[%t, 0] [1, 600] [1, 1] : memref<3000x600xbf16> to memref<1x600xbf16, strided<[600, 1], offset: ?>>
+    %dt = memref.subview %de[%row, 0] [1, 600] [1, 1] : memref<40x600xf32> to memref<1x600xf32, strided<[600, 1], offset: ?>>
+    linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                    iterator_types = ["parallel", "parallel"]}
+        ins(%gt : memref<1x600xbf16, strided<[600, 1], offset: ?>>) outs(%dt : memref<1x600xf32, strided<[600, 1], offset: ?>>) {
+    ^bb0(%x: bf16, %acc: f32):
+      %e = arith.extf %x : bf16 to f32
+      %s = arith.addf %acc, %e : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
+// -----
+
 // A column-parallel loop whose op also reads the buffer it writes (another
 // row of it) is not split by rows: a thread per column runs every
 // iteration, as before.
@@ -697,10 +772,10 @@ func.func @row_reads_output(%idx: memref<5xi32>, %de: memref<10x16xf32>) {
 // -----
 
 // In the step arena, an input at a byte range disjoint from the output's
-// is another buffer: the loop is split by rows (10 groups). An input whose
+// is another buffer: the loop runs a block per bin of rows (10). An input whose
 // range overlaps the output's is not.
 // CHECK-LABEL: func.func @arena_embedding_grad
-// CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c160{{.*}},
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c10{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}) workgroup
 // CHECK: arith.remui %{{.*}}, %c10
 // CHECK-LABEL: func.func @arena_overlapping_rows
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
