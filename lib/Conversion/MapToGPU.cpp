@@ -2775,10 +2775,11 @@ private:
   }
 
   /// `loop` (see getColumnParallelLoopOp, getBinnedRow) as a block per bin
-  /// of rows (bin = row % bins). The block scans the iterations in windows:
-  /// each thread computes the rows of a few iterations, warp ballots and
-  /// the warps' counts (in workgroup memory) give each iteration whose row
-  /// is the block's a place in a list in loop order, and the block's
+  /// of rows (bin = row % bins, bins a power of two). The block scans the
+  /// iterations in windows: each thread computes the rows of a few
+  /// iterations, warp ballots and the warps' counts (in workgroup memory)
+  /// give each iteration whose row is the block's a place in a list in
+  /// loop order, and the block's
   /// threads then run those iterations' op over the row's points, a few
   /// points per thread at once. Every (row, point) is still written by one
   /// thread, in loop order, so repeated rows add up as on the host; and
@@ -2796,9 +2797,12 @@ private:
         std::min<int64_t>(kBlockSize, llvm::alignTo(points, kWarpSize));
     int64_t warps = threads / kWarpSize;
     int64_t window = threads * kBinScanPerThread;
-    int64_t bins =
+    // A power of two: the bin is the row's low bits (a 64-bit remainder
+    // by any other number is a long integer routine on the GPU: it was
+    // most of the scan's time, stalled on the math pipe).
+    int64_t bins = llvm::bit_floor(uint64_t(
         std::min({binned.rows, kMaxRowBins,
-                  std::max<int64_t>(1, kMaxBinScans / binned.iterations)});
+                  std::max<int64_t>(1, kMaxBinScans / binned.iterations)})));
     int64_t perThread = llvm::divideCeil(points, threads);
     int64_t inFlight = std::min(perThread, kBinPointsInFlight);
     int64_t chunks = llvm::divideCeil(perThread, inFlight);
@@ -2873,7 +2877,8 @@ private:
           rewriter, loc, valid,
           arith::CmpIOp::create(
               rewriter, loc, arith::CmpIPredicate::eq,
-              arith::RemUIOp::create(rewriter, loc, row, index(bins)), bin));
+              arith::AndIOp::create(rewriter, loc, row, index(bins - 1)),
+              bin));
       Value ballot = NVVM::VoteSyncOp::create(
           rewriter, loc, i32, constI32(-1), isMine,
           NVVM::VoteSyncKindAttr::get(ctx, NVVM::VoteSyncKind::ballot));

@@ -500,7 +500,8 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // -----
 
 // An embedding gradient, `for t: dE[idx[t], :] += g[t, :]`: a block per
-// bin of dE's rows (10 bins here, one row each; at most 1024) and 32
+// bin of dE's rows (8 here: bins are a power of two, at most 1024; rows 0
+// and 8 share one) and 32
 // threads (16 columns, a whole warp). Each block scans the 5 tokens in
 // windows of 128 (4 per thread): a thread computes a token's row, a warp
 // ballot marks the block's own, the warps' counts go to workgroup memory,
@@ -511,7 +512,7 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // one element. When the output row's offset moves along a dim of size > 1,
 // threads could overlap: that loop stays in one thread.
 // CHECK-LABEL: func.func @embedding_grad
-// CHECK: gpu.launch blocks(%[[BIN:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c10{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[ITERS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[COUNTS:.*]] : memref<4xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch blocks(%[[BIN:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[ITERS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[COUNTS:.*]] : memref<4xi32, #gpu.address_space<workgroup>>)
 // CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32
 // CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32
 // CHECK: scf.for %[[BASE:.*]] = %c0{{.*}} to %c5{{.*}} step %c128
@@ -520,7 +521,7 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // CHECK: %[[CLAMPED:.*]] = arith.minui %[[N]], %c4
 // CHECK: %[[ID:.*]] = memref.load %arg0[
 // CHECK: %[[ROW:.*]] = arith.index_cast %[[ID]] : i32 to index
-// CHECK: %[[ROWBIN:.*]] = arith.remui %[[ROW]], %c10
+// CHECK: %[[ROWBIN:.*]] = arith.andi %[[ROW]], %c7
 // CHECK: %[[ISBIN:.*]] = arith.cmpi eq, %[[ROWBIN]], %[[BIN]]
 // CHECK: %[[MINE:.*]] = arith.andi %[[VALID]], %[[ISBIN]]
 // CHECK: %[[BALLOT:.*]] = nvvm.vote.sync  ballot %{{.*}}, %[[MINE]] -> i32
@@ -694,12 +695,12 @@ func.func @output_written_before_gemm(%x: memref<8x4xbf16>, %a: memref<8x16xbf16
 // -----
 
 // A longer loop (1500 iterations of step 2) on wider rows (600 columns,
-// bf16 into f32): 40 bins of 256 threads, two windows of 1024 iterations
+// bf16 into f32): 32 bins of 256 threads, two windows of 1024 iterations
 // (the iteration number times the step is the token), and each thread runs
 // a kept token on its 3 columns at once: 3 pairs of loads, then 3 adds,
 // then 3 stores, each skipped past column 599.
 // CHECK-LABEL: func.func @embedding_grad_wide
-// CHECK: gpu.launch {{.*}} in ({{.*}} = %c40{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}}) workgroup({{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c32{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}}) workgroup({{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for %{{.*}} = %c0{{.*}} to %c1500{{.*}} step %c1024
 // CHECK: %[[TOKEN:.*]] = arith.muli %{{.*}}, %c2
 // CHECK: memref.load %arg0[%{{.*}}]
@@ -772,11 +773,11 @@ func.func @row_reads_output(%idx: memref<5xi32>, %de: memref<10x16xf32>) {
 // -----
 
 // In the step arena, an input at a byte range disjoint from the output's
-// is another buffer: the loop runs a block per bin of rows (10). An input whose
+// is another buffer: the loop runs a block per bin of rows (8). An input whose
 // range overlaps the output's is not.
 // CHECK-LABEL: func.func @arena_embedding_grad
-// CHECK: gpu.launch {{.*}} in ({{.*}} = %c10{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}) workgroup
-// CHECK: arith.remui %{{.*}}, %c10
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c8{{.*}}) threads({{.*}}) in ({{.*}} = %c32{{.*}}) workgroup
+// CHECK: arith.andi %{{.*}}, %c7
 // CHECK-LABEL: func.func @arena_overlapping_rows
 // CHECK: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c16{{.*}},
 // CHECK-NOT: arith.cmpi eq

@@ -330,10 +330,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       embedding gradient's scatter-add). When the loop has static bounds
       and each iteration writes one row named by a loop-dependent offset
       (nothing the loop reads may be what it writes), a block per bin of
-      rows (row % bins, up to 1024 bins): the block scans the iterations
-      in windows, keeps those whose row is its own in loop order (warp
-      ballots, a prefix over the warps' counts in workgroup memory) and
-      runs only those, each thread on a few of the row's points at once.
+      rows (row % bins, a power of two up to 1024): the block scans the
+      iterations in windows, keeps those whose row is its own in loop
+      order (warp ballots, a prefix over the warps' counts in workgroup
+      memory) and runs only those, each thread on a few of the row's
+      points at once.
       Otherwise a thread per point of the op runs the whole loop. Either
       way one thread writes each element, in loop order, so repeated
       indices add up as on the host;
