@@ -2806,8 +2806,7 @@ private:
     int64_t perThread = llvm::divideCeil(points, threads);
     int64_t inFlight = std::min(perThread, kBinPointsInFlight);
     int64_t chunks = llvm::divideCeil(perThread, inFlight);
-    bool everyPointValid =
-        points % threads == 0 && perThread % inFlight == 0;
+    bool everyPointValid = points % threads == 0 && perThread % inFlight == 0;
 
     rewriter.setInsertionPoint(loop);
     gpu::LaunchOp launch = createLaunch(rewriter, loc, bins, threads);
@@ -2832,8 +2831,8 @@ private:
       return arith::ConstantIntOp::create(rewriter, loc, value, 32);
     };
     auto toIndex = [&](Value value) -> Value {
-      return arith::IndexCastOp::create(rewriter, loc,
-                                        rewriter.getIndexType(), value);
+      return arith::IndexCastOp::create(rewriter, loc, rewriter.getIndexType(),
+                                        value);
     };
     auto toI32 = [&](Value value) -> Value {
       return arith::IndexCastOp::create(rewriter, loc, i32, value);
@@ -2862,9 +2861,9 @@ private:
       Value n = arith::AddIOp::create(
           rewriter, loc, base,
           arith::AddIOp::create(rewriter, loc, index(k * threads), tid));
-      Value valid = arith::CmpIOp::create(
-          rewriter, loc, arith::CmpIPredicate::ult, n,
-          index(binned.iterations));
+      Value valid =
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult, n,
+                                index(binned.iterations));
       // Past the loop's end: the last iteration's row, not kept.
       Value clamped = arith::MinUIOp::create(rewriter, loc, n,
                                              index(binned.iterations - 1));
@@ -2877,8 +2876,7 @@ private:
           rewriter, loc, valid,
           arith::CmpIOp::create(
               rewriter, loc, arith::CmpIPredicate::eq,
-              arith::AndIOp::create(rewriter, loc, row, index(bins - 1)),
-              bin));
+              arith::AndIOp::create(rewriter, loc, row, index(bins - 1)), bin));
       Value ballot = NVVM::VoteSyncOp::create(
           rewriter, loc, i32, constI32(-1), isMine,
           NVVM::VoteSyncKindAttr::get(ctx, NVVM::VoteSyncKind::ballot));
@@ -2891,10 +2889,9 @@ private:
         OpBuilder::InsertionGuard inIf(rewriter);
         rewriter.setInsertionPointToStart(firstLane.thenBlock());
         memref::StoreOp::create(
-            rewriter, loc, math::CtPopOp::create(rewriter, loc, ballot),
-            counts,
-            ValueRange{arith::AddIOp::create(rewriter, loc,
-                                             index(k * warps), warp)});
+            rewriter, loc, math::CtPopOp::create(rewriter, loc, ballot), counts,
+            ValueRange{
+                arith::AddIOp::create(rewriter, loc, index(k * warps), warp)});
       }
       iterations.push_back(n);
       rows.push_back(row);
@@ -2921,8 +2918,7 @@ private:
             rewriter, loc, arith::CmpIPredicate::eq, j,
             arith::AddIOp::create(rewriter, loc, index(k * warps), warp));
         next.push_back(arith::SelectOp::create(
-            rewriter, loc, here, running,
-            prefix.getRegionIterArgs()[k + 1]));
+            rewriter, loc, here, running, prefix.getRegionIterArgs()[k + 1]));
       }
       scf::YieldOp::create(rewriter, loc, next);
     }
@@ -2974,15 +2970,15 @@ private:
   /// the stores (a point past `points` loads the last one and stores
   /// nothing).
   static void emitBinnedPoints(IRRewriter &rewriter, Location loc,
-                               linalg::GenericOp op, Value tid,
-                               int64_t threads, int64_t points,
-                               ArrayRef<int64_t> pointTrips, int64_t inFlight,
-                               int64_t chunks, bool everyPointValid) {
+                               linalg::GenericOp op, Value tid, int64_t threads,
+                               int64_t points, ArrayRef<int64_t> pointTrips,
+                               int64_t inFlight, int64_t chunks,
+                               bool everyPointValid) {
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
-    auto chunkLoop = scf::ForOp::create(rewriter, loc, index(0),
-                                        index(chunks), index(1));
+    auto chunkLoop =
+        scf::ForOp::create(rewriter, loc, index(0), index(chunks), index(1));
     OpBuilder::InsertionGuard inLoop(rewriter);
     rewriter.setInsertionPoint(chunkLoop.getBody()->getTerminator());
     Value first = arith::AddIOp::create(
@@ -2992,8 +2988,8 @@ private:
     SmallVector<Value> valid;
     SmallVector<SmallVector<Value>> ivs, args;
     for (int64_t u = 0; u < inFlight; ++u) {
-      Value point = arith::AddIOp::create(rewriter, loc, first,
-                                          index(u * threads));
+      Value point =
+          arith::AddIOp::create(rewriter, loc, first, index(u * threads));
       valid.push_back(arith::CmpIOp::create(
           rewriter, loc, arith::CmpIPredicate::ult, point, index(points)));
       point = arith::MinUIOp::create(rewriter, loc, point, index(points - 1));
