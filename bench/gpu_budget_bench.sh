@@ -7,9 +7,10 @@
 # runtime-only build runtime/test/gpu/run.sh makes (built here if absent).
 # DETERMINISTIC=1 runs every step with dc-run --deterministic (cuDNN's
 # attention backward without atomics) and the unbudgeted step twice, so the
-# bit-for-bit comparison below means something on the GPU.
+# bit-for-bit comparison below means something on the GPU. DCRUN_ARGS adds
+# dc-run flags to every run (--cuda-graphs).
 #
-#   [DETERMINISTIC=1] bash bench/gpu_budget_bench.sh OUT
+#   [DETERMINISTIC=1] [DCRUN_ARGS=...] bash bench/gpu_budget_bench.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_budget_bench.sh OUT}
@@ -18,6 +19,9 @@ source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/budget}
 extra=()
 [ "${DETERMINISTIC:-0}" = 1 ] && extra=(--deterministic)
+# DCRUN_ARGS: more dc-run flags for every step (e.g. --cuda-graphs).
+# shellcheck disable=SC2206
+extra+=(${DCRUN_ARGS:-})
 run_step() { # SO NAME
   echo "== $2 ${extra[*]}"
   timeout "${RUN_TIMEOUT_S:-150}" stdbuf -oL -eL "$BUILD/bin/dc-run" --nproc 1 "$1" --steps 6 \

@@ -2819,9 +2819,12 @@ private:
           loc);
     };
     // A window's kept iterations and their rows, in loop order; the kept
-    // count of each (scan step, warp).
+    // count of each (scan step, warp), then where each starts and the
+    // window's total.
     Value keptIterations = shared(window), keptRows = shared(window);
-    Value counts = shared(kBinScanPerThread * warps);
+    int64_t pairs = kBinScanPerThread * warps;
+    assert(pairs <= kWarpSize && "one lane per (step, warp) pair");
+    Value counts = shared(pairs + 1);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
@@ -2899,30 +2902,62 @@ private:
       ballots.push_back(ballot);
     }
     gpu::BarrierOp::create(rewriter, loc);
-    // Where this thread's kept iterations go: the counts of the (step,
-    // warp) pairs before each, and the window's total.
-    SmallVector<Value> inits(kBinScanPerThread + 1, index(0));
-    auto prefix =
-        scf::ForOp::create(rewriter, loc, index(0),
-                           index(kBinScanPerThread * warps), index(1), inits);
+    // Where each (step, warp) pair's kept iterations start: warp 0 turns
+    // the counts (one per lane, kBinScanPerThread * warps <= 32) into
+    // their exclusive prefix in place, by shuffles, and lane 31 stores the
+    // window's total after them. (Every thread summing the counts itself
+    // was most of the kernel's instructions: A's took 105 us, stalled on
+    // the math pipe.)
+    auto firstWarp = scf::IfOp::create(
+        rewriter, loc,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, warp,
+                              index(0)),
+        /*withElseRegion=*/false);
     {
-      OpBuilder::InsertionGuard inLoop(rewriter);
-      rewriter.setInsertionPointToStart(prefix.getBody());
-      Value j = prefix.getInductionVar();
-      Value running = prefix.getRegionIterArgs()[0];
-      SmallVector<Value> next = {arith::AddIOp::create(
-          rewriter, loc, running,
-          toIndex(memref::LoadOp::create(rewriter, loc, counts, j)))};
-      for (int64_t k = 0; k < kBinScanPerThread; ++k) {
-        Value here = arith::CmpIOp::create(
-            rewriter, loc, arith::CmpIPredicate::eq, j,
-            arith::AddIOp::create(rewriter, loc, index(k * warps), warp));
-        next.push_back(arith::SelectOp::create(
-            rewriter, loc, here, running, prefix.getRegionIterArgs()[k + 1]));
+      OpBuilder::InsertionGuard inIf(rewriter);
+      rewriter.setInsertionPointToStart(firstWarp.thenBlock());
+      Value isPair = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::ult, lane, index(pairs));
+      Value count = arith::SelectOp::create(
+          rewriter, loc, isPair,
+          memref::LoadOp::create(rewriter, loc, counts,
+                                 ValueRange{arith::MinUIOp::create(
+                                     rewriter, loc, lane, index(pairs - 1))}),
+          constI32(0));
+      Value inclusive = count;
+      for (int32_t offset = 1; offset < kWarpSize; offset *= 2) {
+        auto up = gpu::ShuffleOp::create(rewriter, loc, inclusive, offset,
+                                         kWarpSize, gpu::ShuffleMode::UP);
+        inclusive = arith::AddIOp::create(
+            rewriter, loc, inclusive,
+            arith::SelectOp::create(rewriter, loc, up.getValid(),
+                                    up.getShuffleResult(), constI32(0)));
       }
-      scf::YieldOp::create(rewriter, loc, next);
+      auto ifPair = scf::IfOp::create(rewriter, loc, isPair,
+                                      /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifPair.thenBlock());
+      memref::StoreOp::create(
+          rewriter, loc, arith::SubIOp::create(rewriter, loc, inclusive, count),
+          counts, ValueRange{lane});
+      rewriter.setInsertionPointAfter(ifPair);
+      auto lastLane = scf::IfOp::create(
+          rewriter, loc,
+          arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, lane,
+                                index(kWarpSize - 1)),
+          /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(lastLane.thenBlock());
+      memref::StoreOp::create(rewriter, loc, inclusive, counts,
+                              ValueRange{index(pairs)});
     }
-    Value kept = prefix.getResult(0);
+    gpu::BarrierOp::create(rewriter, loc);
+    Value kept = toIndex(memref::LoadOp::create(rewriter, loc, counts,
+                                                ValueRange{index(pairs)}));
+    SmallVector<Value> starts;
+    for (int64_t k = 0; k < kBinScanPerThread; ++k)
+      starts.push_back(toIndex(
+          memref::LoadOp::create(rewriter, loc, counts,
+                                 ValueRange{arith::AddIOp::create(
+                                     rewriter, loc, index(k * warps), warp)})));
     for (int64_t k = 0; k < kBinScanPerThread; ++k) {
       auto ifMine = scf::IfOp::create(rewriter, loc, mine[k],
                                       /*withElseRegion=*/false);
@@ -2931,8 +2966,8 @@ private:
       Value below = math::CtPopOp::create(
           rewriter, loc,
           arith::AndIOp::create(rewriter, loc, ballots[k], lanesBelow));
-      Value at = arith::AddIOp::create(rewriter, loc, prefix.getResult(k + 1),
-                                       toIndex(below));
+      Value at =
+          arith::AddIOp::create(rewriter, loc, starts[k], toIndex(below));
       memref::StoreOp::create(rewriter, loc, toI32(iterations[k]),
                               keptIterations, ValueRange{at});
       memref::StoreOp::create(rewriter, loc, toI32(rows[k]), keptRows,

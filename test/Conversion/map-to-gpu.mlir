@@ -505,14 +505,15 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // threads (16 columns, a whole warp). Each block scans the 5 tokens in
 // windows of 128 (4 per thread): a thread computes a token's row, a warp
 // ballot marks the block's own, the warps' counts go to workgroup memory,
-// and a prefix over them places each kept token (and its row) in the
-// window's list in loop order. The block then runs only its listed tokens,
+// the first warp turns them into their prefix (shuffles up) and the total,
+// and each kept token (and its row) goes to the window's list in loop
+// order. The block then runs only its listed tokens,
 // each thread over its columns (loads, add, store past the last column
 // skipped), so repeated indices add up in order and no two threads write
 // one element. When the output row's offset moves along a dim of size > 1,
 // threads could overlap: that loop stays in one thread.
 // CHECK-LABEL: func.func @embedding_grad
-// CHECK: gpu.launch blocks(%[[BIN:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[ITERS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[COUNTS:.*]] : memref<4xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch blocks(%[[BIN:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c8{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c32{{.*}}) workgroup(%[[ITERS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[ROWS:.*]] : memref<128xi32, #gpu.address_space<workgroup>>, %[[COUNTS:.*]] : memref<5xi32, #gpu.address_space<workgroup>>)
 // CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32
 // CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32
 // CHECK: scf.for %[[BASE:.*]] = %c0{{.*}} to %c5{{.*}} step %c128
@@ -530,17 +531,30 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // CHECK: memref.store %[[COUNT]], %[[COUNTS]]
 // CHECK-COUNT-3: nvvm.vote.sync  ballot
 // CHECK: gpu.barrier
-// CHECK: %[[PREFIX:.*]]:5 = scf.for %{{.*}} = %c0{{.*}} to %c4{{.*}} step %c1{{.*}} iter_args
-// CHECK: memref.load %[[COUNTS]]
+// CHECK: %[[FIRSTWARP:.*]] = arith.cmpi eq, %[[WARP]], %c0
+// CHECK: scf.if %[[FIRSTWARP]]
+// CHECK: %[[COUNTED:.*]] = memref.load %[[COUNTS]]
+// CHECK: %[[COUNT:.*]] = arith.select %{{.*}}, %[[COUNTED]]
+// CHECK-COUNT-5: gpu.shuffle  up
+// CHECK: %[[INCLUSIVE:.*]] = arith.addi
+// CHECK: %[[EXCLUSIVE:.*]] = arith.subi %[[INCLUSIVE]], %[[COUNT]]
+// CHECK: memref.store %[[EXCLUSIVE]], %[[COUNTS]][%[[LANE]]]
+// CHECK: memref.store %[[INCLUSIVE]], %[[COUNTS]][%c4
+// CHECK: gpu.barrier
+// CHECK: %[[TOTAL:.*]] = memref.load %[[COUNTS]][%c4
+// CHECK: %[[KEPT:.*]] = arith.index_cast %[[TOTAL]]
+// CHECK: %[[START:.*]] = memref.load %[[COUNTS]]
+// CHECK: %[[STARTAT:.*]] = arith.index_cast %[[START]]
 // CHECK: scf.if %[[MINE]]
 // CHECK: %[[BELOW:.*]] = arith.andi %[[BALLOT]]
 // CHECK: %[[RANK:.*]] = math.ctpop %[[BELOW]]
-// CHECK: %[[AT:.*]] = arith.addi %[[PREFIX]]#1
+// CHECK: %[[RANKAT:.*]] = arith.index_cast %[[RANK]]
+// CHECK: %[[AT:.*]] = arith.addi %[[STARTAT]], %[[RANKAT]]
 // CHECK: memref.store %{{.*}}, %[[ITERS]][%[[AT]]]
 // CHECK: memref.store %{{.*}}, %[[ROWS]][%[[AT]]]
 // CHECK-COUNT-3: scf.if
 // CHECK: gpu.barrier
-// CHECK: scf.for %[[J:.*]] = %c0{{.*}} to %[[PREFIX]]#0 step %c1
+// CHECK: scf.for %[[J:.*]] = %c0{{.*}} to %[[KEPT]] step %c1
 // CHECK: memref.load %[[ITERS]][%[[J]]]
 // CHECK: %[[KEPTROW:.*]] = memref.load %[[ROWS]][%[[J]]]
 // CHECK: %[[KROW:.*]] = arith.index_cast %[[KEPTROW]]
@@ -700,11 +714,11 @@ func.func @output_written_before_gemm(%x: memref<8x4xbf16>, %a: memref<8x16xbf16
 // a kept token on its 3 columns at once: 3 pairs of loads, then 3 adds,
 // then 3 stores, each skipped past column 599.
 // CHECK-LABEL: func.func @embedding_grad_wide
-// CHECK: gpu.launch {{.*}} in ({{.*}} = %c32{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}}) workgroup({{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<32xi32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.launch {{.*}} in ({{.*}} = %c32{{.*}}) threads(%[[TID:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}}) workgroup({{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<1024xi32, #gpu.address_space<workgroup>>, {{.*}} : memref<33xi32, #gpu.address_space<workgroup>>)
 // CHECK: scf.for %{{.*}} = %c0{{.*}} to %c1500{{.*}} step %c1024
 // CHECK: %[[TOKEN:.*]] = arith.muli %{{.*}}, %c2
 // CHECK: memref.load %arg0[%{{.*}}]
-// CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}}#0 step %c1
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c1
 // CHECK: scf.for %[[CHUNK:.*]] = %c0{{.*}} to %c1{{.*}} step %c1
 // CHECK: arith.minui %{{.*}}, %c599
 // CHECK-NOT: arith.addf
