@@ -22,6 +22,18 @@ namespace dc {
 /// of narrow reductions into chunks.
 constexpr int64_t kColumnsPerBlock = 64;
 
+/// Rows of one chunk of a column reduction that dc-map-to-gpu folds into
+/// the block-per-row kernel of a row reduction over the same rows (a norm's
+/// weight gradient into its backward): each block runs a chunk's rows one
+/// after another, its threads keeping their columns' partial sums in
+/// registers. 16 rows leave config A's 8192 rows 512 blocks (about 4 per
+/// SM, each with a row's loads in flight) and a 512-row second pass.
+constexpr int64_t kFoldedChunkRows = 16;
+
+/// The most rows of a chunk dc-map-to-gpu folds into a row group: longer
+/// chunks leave too few blocks to keep the memory busy.
+constexpr int64_t kMaxFoldedChunkRows = 64;
+
 } // namespace dc
 
 #endif // DC_LIB_CONVERSION_COLUMNREDUCTIONSHAPE_H

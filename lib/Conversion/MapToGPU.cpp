@@ -493,6 +493,10 @@ constexpr int64_t kMaxBinScans = int64_t(1) << 26;
 constexpr int64_t kBinScanPerThread = 4;
 constexpr int64_t kBinPointsInFlight = 8;
 
+/// Rows each row lane of a column reduction loads before it adds them
+/// (mapColumnReductionVectorized).
+constexpr int64_t kColumnUnroll = 4;
+
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
@@ -696,6 +700,27 @@ struct RowMember {
   mutable linalg::GenericOp op;
   Kind kind;
   std::optional<ReductionForm> form;
+};
+
+/// A column reduction's partial sums over chunks of a row group's rows,
+/// computed by the group's blocks (see MapToGPUPass::matchColumnPartial):
+/// `op` has its loops as (chunk, column, row of the chunk) and folds into
+/// `out[chunk, column]`; each block runs the `rowsPerChunk` rows of one
+/// chunk, each thread keeping its columns' partials in registers.
+struct ColumnPartial {
+  /// How the partial op reads one of its operands at a row group's point.
+  struct Read {
+    enum Kind { Unused, Scalar, RowColumn, Row, Column };
+    Kind kind = Unused;
+    /// What it reads (the buffer its expanded view views).
+    Value buffer;
+  };
+  linalg::GenericOp op;
+  ReductionForm form;
+  int64_t rowsPerChunk;
+  /// The identity fill of the output, folded into the final store.
+  bool overwrites;
+  SmallVector<Read> reads;
 };
 
 /// A row max of x and, later in the same row group, a row sum of
@@ -1177,6 +1202,196 @@ private:
     return nullptr;
   }
 
+  /// The partial sums of a column reduction split over chunks of the rows
+  /// of `members`, right before the group (dc-split-column-reductions puts
+  /// them there; ColumnReductionShape.h), when the group's blocks can
+  /// compute them as they run the rows: one row dim, chunks of at most
+  /// kMaxFoldedChunkRows rows, the group's row `length` as the columns,
+  /// every input read at (row, column), (row) or (column) of a buffer
+  /// (through the split's expanded views; contiguous along the row when
+  /// the group reads 16-byte vectors), and nothing it reads or writes
+  /// written, or read, by a member (other blocks run the members on other
+  /// rows meanwhile). `fill`: the identity fill of its output, to fold.
+  std::optional<ColumnPartial>
+  matchColumnPartial(IRRewriter &rewriter, ArrayRef<RowMember> members,
+                     ArrayRef<int64_t> rowTrips, int64_t length, int64_t width,
+                     linalg::FillOp &fill) {
+    if (rowTrips.size() != 1)
+      return std::nullopt;
+    auto generic = dyn_cast_or_null<linalg::GenericOp>(
+        nextDeviceOp(members.front().op, members, /*forward=*/false));
+    if (!generic || !generic.hasPureBufferSemantics() ||
+        generic.getNumLoops() != 3 || generic.getNumReductionLoops() != 1 ||
+        getGemmForm(generic) ||
+        ShapedType::isDynamicShape(generic.getStaticLoopRanges()))
+      return std::nullopt;
+    FailureOr<linalg::GenericOp> ordered =
+        putParallelDimsFirst(rewriter, generic);
+    if (failed(ordered))
+      return std::nullopt;
+    generic = *ordered;
+    std::optional<ReductionForm> form = matchReduction(generic);
+    SmallVector<int64_t> trips = generic.getStaticLoopRanges();
+    if (!form || trips[0] * trips[2] != rowTrips[0] ||
+        trips[2] > kMaxFoldedChunkRows || trips[1] != length)
+      return std::nullopt;
+    MLIRContext *context = generic.getContext();
+    auto dims = [&](ArrayRef<unsigned> positions) {
+      return AffineMap::getMultiDimMapWithTargets(3, positions, context);
+    };
+    OpOperand *init = generic.getDpsInitOperand(0);
+    if (generic.getMatchingIndexingMap(init) != dims({0, 1}))
+      return std::nullopt;
+    ColumnPartial partial{generic, *form, trips[2], false, {}};
+    Block &body = generic.getRegion().front();
+    // The buffer an expanded view of (chunk, row of the chunk[, column])
+    // views, read at (row[, column]).
+    auto expandedRows = [&](Value view, int64_t rank) -> Value {
+      auto expand = view.getDefiningOp<memref::ExpandShapeOp>();
+      if (!expand || expand.getSrcType().getRank() != rank)
+        return nullptr;
+      SmallVector<ReassociationIndices> groups =
+          expand.getReassociationIndices();
+      if (groups.front() != ReassociationIndices{0, 1})
+        return nullptr;
+      for (size_t g = 1; g < groups.size(); ++g)
+        if (groups[g].size() != 1)
+          return nullptr;
+      return expand.getSrc();
+    };
+    for (OpOperand &operand : generic->getOpOperands()) {
+      ColumnPartial::Read read;
+      if (generic.isDpsInit(&operand) ||
+          body.getArgument(operand.getOperandNumber()).use_empty()) {
+        partial.reads.push_back(read);
+        continue;
+      }
+      Value value = operand.get();
+      AffineMap map = generic.getMatchingIndexingMap(&operand);
+      if (!isa<MemRefType>(value.getType())) {
+        if (isa<ShapedType>(value.getType()))
+          return std::nullopt;
+        read.kind = ColumnPartial::Read::Scalar;
+      } else if (map == dims({0, 2, 1})) {
+        read = {ColumnPartial::Read::RowColumn, expandedRows(value, 2)};
+      } else if (map == dims({0, 2})) {
+        read = {ColumnPartial::Read::Row, expandedRows(value, 1)};
+      } else if (map == dims({1})) {
+        read = {ColumnPartial::Read::Column, value};
+      } else {
+        return std::nullopt;
+      }
+      if (read.kind != ColumnPartial::Read::Scalar && !read.buffer)
+        return std::nullopt;
+      if (width >= 2 && (read.kind == ColumnPartial::Read::RowColumn ||
+                         read.kind == ColumnPartial::Read::Column)) {
+        auto type = cast<MemRefType>(read.buffer.getType());
+        if (getContiguousElementBytes(
+                type, AffineMap::getMultiDimIdentityMap(type.getRank(), context),
+                type.getRank() - 1) == 0)
+          return std::nullopt;
+      }
+      partial.reads.push_back(read);
+    }
+    Value output = init->get();
+    for (const RowMember &member : members)
+      for (OpOperand &operand : member.op->getOpOperands()) {
+        Value value = operand.get();
+        if (!isa<MemRefType>(value.getType()))
+          continue;
+        if (mayAlias(value, output))
+          return std::nullopt;
+        if (member.op.isDpsInit(&operand))
+          for (const ColumnPartial::Read &read : partial.reads)
+            if (read.buffer && mayAlias(value, read.buffer))
+              return std::nullopt;
+      }
+    for (const ColumnPartial::Read &read : partial.reads)
+      if (read.buffer && mayAlias(read.buffer, output))
+        return std::nullopt;
+    auto [identityFill, value] = getFillBefore(generic, output);
+    auto fillValue = dyn_cast_or_null<FloatAttr>(value);
+    auto identity = cast<FloatAttr>(form->identity);
+    if (identityFill && fillValue &&
+        fillValue.getType() == identity.getType() &&
+        fillValue.getValue().bitwiseIsEqual(identity.getValue())) {
+      partial.overwrites = true;
+      fill = identityFill;
+    }
+    return partial;
+  }
+
+  /// One row of `partial`'s chunk in a row group that keeps values: the
+  /// element at (chunk `chunk`, each of the thread's columns, row `iv` of
+  /// the chunk, which is the group's row `row`) folded into `sums` (the
+  /// thread's chunks x lanes, in that order), reading through `kept` what
+  /// the group's members read too. Returns the new sums.
+  SmallVector<Value> emitColumnPartialRow(IRRewriter &rewriter, Location loc,
+                                          const ColumnPartial &partial,
+                                          Value chunk, Value iv, Value row,
+                                          bool vectors, KeptRowValues &kept,
+                                          ArrayRef<Value> sums) {
+    linalg::GenericOp op = partial.op;
+    auto read = [&](Value buffer, SmallVector<Value> indices,
+                    int64_t vectorWidth) -> Value {
+      if (Value value = kept.lookup(buffer, indices))
+        return value;
+      Value value =
+          vectorWidth
+              ? loadVector(rewriter, loc, buffer, indices, vectorWidth)
+              : memref::LoadOp::create(rewriter, loc, buffer, indices)
+                    .getResult();
+      kept.keep(buffer, indices, value, /*stored=*/false);
+      return value;
+    };
+    SmallVector<Value> result;
+    for (auto [start, lanes] : llvm::zip(kept.chunks, kept.lanes)) {
+      int64_t width = lanes.size();
+      auto at = [&](const ColumnPartial::Read &how, Value column) {
+        SmallVector<Value> indices;
+        if (how.kind != ColumnPartial::Read::Column)
+          indices.push_back(row);
+        if (how.kind != ColumnPartial::Read::Row)
+          indices.push_back(column);
+        return indices;
+      };
+      SmallVector<Value> vectorOf(partial.reads.size());
+      if (vectors)
+        for (auto [i, how] : llvm::enumerate(partial.reads))
+          if (how.kind == ColumnPartial::Read::RowColumn ||
+              how.kind == ColumnPartial::Read::Column)
+            vectorOf[i] = read(how.buffer, at(how, start), width);
+      for (int64_t lane = 0; lane < width; ++lane) {
+        SmallVector<Value> args(op->getNumOperands());
+        for (auto [i, how] : llvm::enumerate(partial.reads)) {
+          switch (how.kind) {
+          case ColumnPartial::Read::Unused:
+            break;
+          case ColumnPartial::Read::Scalar:
+            args[i] = op->getOperand(i);
+            break;
+          case ColumnPartial::Read::Row:
+            args[i] = read(how.buffer, at(how, nullptr), 0);
+            break;
+          case ColumnPartial::Read::RowColumn:
+          case ColumnPartial::Read::Column:
+            args[i] = vectorOf[i] ? vector::ExtractOp::create(
+                                        rewriter, loc, vectorOf[i], lane)
+                                        .getResult()
+                                  : read(how.buffer, at(how, lanes[lane]), 0);
+            break;
+          }
+        }
+        IRMapping mapping;
+        cloneBody(rewriter, op, args, {chunk, lanes[lane], iv},
+                  partial.form.combiner, mapping);
+        result.push_back(combine(rewriter, partial.form, sums[result.size()],
+                                 mapping.lookupOrDefault(partial.form.element)));
+      }
+    }
+    return result;
+  }
+
   /// Fuses `reduction` (a row reduction) with its neighbours that work on
   /// the same rows into one kernel of a block per row, each member in
   /// order with a barrier between: the fill of its output before it, then
@@ -1219,9 +1434,6 @@ private:
       members.push_back(*member);
       last = member->op;
     }
-    if (members.size() == withoutNeighbours)
-      return;
-
     Location loc = reduction.getLoc();
     int64_t length = 0;
     for (const RowMember &member : members)
@@ -1238,6 +1450,17 @@ private:
         perWarp ? kWarpSize : getRowGroupThreads(members, length, width);
     if (!perWarp)
       chunks = getKeptChunks(members, threads, width, kMaxKeptChunks);
+    // A column reduction's partial sums over chunks of these rows: a block
+    // per chunk then runs its rows one after another, its threads adding
+    // up their columns in registers (only where each thread keeps fixed
+    // columns of every row).
+    linalg::FillOp partialFill;
+    std::optional<ColumnPartial> partial;
+    if (!perWarp && chunks > 0)
+      partial = matchColumnPartial(rewriter, members, rowTrips, length, width,
+                                   partialFill);
+    if (members.size() == withoutNeighbours && !partial)
+      return;
     // Online softmax pairs, by their max's and by their sum's member.
     DenseMap<size_t, OnlineSoftmax> onlineByMax, onlineBySum;
     for (size_t i = 0; i < members.size(); ++i)
@@ -1250,10 +1473,11 @@ private:
       threads = std::min(threads, kOnlineSoftmaxThreads);
     int64_t rowsPerBlock =
         perWarp ? std::min(kBlockSize / kWarpSize, rowCount) : 1;
+    int64_t blocks = partial ? rowCount / partial->rowsPerChunk
+                             : llvm::divideCeil(rowCount, rowsPerBlock);
     rewriter.setInsertionPoint(last);
     gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, llvm::divideCeil(rowCount, rowsPerBlock),
-                     threads * rowsPerBlock);
+        createLaunch(rewriter, loc, blocks, threads * rowsPerBlock);
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
     auto index = [&](int64_t value) -> Value {
@@ -1281,6 +1505,13 @@ private:
         rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
     SmallVector<Value> ivs = delinearize(rewriter, loc, row, rowTrips);
     Value aligned = rowsAligned(rewriter, loc, members, rows, width);
+    if (aligned && partial)
+      for (const ColumnPartial::Read &read : partial->reads)
+        if (read.kind == ColumnPartial::Read::RowColumn ||
+            read.kind == ColumnPartial::Read::Column)
+          aligned = arith::AndIOp::create(
+              rewriter, loc, aligned,
+              isVectorAligned(rewriter, loc, read.buffer));
     // Members in order, a barrier between each (the block's, or the warp's
     // for a warp per row). `kept`: straight-line chunks with values kept
     // between members (see KeptRowValues); then every thread computes the
@@ -1411,9 +1642,63 @@ private:
           kept.lanes.push_back(
               getChunkLanes(rewriter, loc, chunk, std::max<int64_t>(width, 1)));
         }
-        if (vectors)
-          prefetchReadOnlyRows(rewriter, loc, members, ivs, width, kept);
-        emitMembers(vectors, &kept);
+        if (!partial) {
+          if (vectors)
+            prefetchReadOnlyRows(rewriter, loc, members, ivs, width, kept);
+          emitMembers(vectors, &kept);
+          return;
+        }
+        // The block's chunk of rows (`row` is the chunk), the partial sums
+        // carried from row to row.
+        Value identity =
+            arith::ConstantOp::create(rewriter, loc, partial->form.identity);
+        int64_t sumCount = 0;
+        for (const SmallVector<Value> &lanes : kept.lanes)
+          sumCount += lanes.size();
+        auto loop = scf::ForOp::create(
+            rewriter, loc, index(0), index(partial->rowsPerChunk), index(1),
+            SmallVector<Value>(sumCount, identity));
+        {
+          OpBuilder::InsertionGuard inLoop(rewriter);
+          rewriter.setInsertionPointToStart(loop.getBody());
+          // Every thread is done with the previous row's shared memory (its
+          // reductions, its per-row values).
+          gpu::BarrierOp::create(rewriter, loc);
+          Value iv = loop.getInductionVar();
+          Value rowOfChunk = arith::AddIOp::create(
+              rewriter, loc,
+              arith::MulIOp::create(rewriter, loc, row,
+                                    index(partial->rowsPerChunk)),
+              iv);
+          ivs = {rowOfChunk};
+          KeptRowValues rowKept;
+          rowKept.chunks = kept.chunks;
+          rowKept.lanes = kept.lanes;
+          if (vectors)
+            prefetchReadOnlyRows(rewriter, loc, members, ivs, width, rowKept);
+          SmallVector<Value> sums = emitColumnPartialRow(
+              rewriter, loc, *partial, row, iv, rowOfChunk, vectors, rowKept,
+              SmallVector<Value>(loop.getRegionIterArgs()));
+          emitMembers(vectors, &rowKept);
+          scf::YieldOp::create(rewriter, loc, sums);
+        }
+        // Each thread's own columns of the chunk's partial: no other
+        // thread writes them.
+        OpOperand *init = partial->op.getDpsInitOperand(0);
+        unsigned n = 0;
+        for (const SmallVector<Value> &lanes : kept.lanes)
+          for (Value column : lanes) {
+            SmallVector<Value> indices = {row, column};
+            Value old = partial->overwrites
+                            ? identity
+                            : memref::LoadOp::create(rewriter, loc,
+                                                     init->get(), indices)
+                                  .getResult();
+            memref::StoreOp::create(
+                rewriter, loc,
+                combine(rewriter, partial->form, old, loop.getResult(n++)),
+                init->get(), indices);
+          }
       };
       if (!aligned) {
         emitKept(/*vectors=*/false);
@@ -1430,6 +1715,12 @@ private:
     for (const RowMember &member : members) {
       fused.insert(member.op);
       rewriter.eraseOp(member.op);
+    }
+    if (partial) {
+      fused.insert(partial->op);
+      rewriter.eraseOp(partial->op);
+      if (partialFill)
+        rewriter.eraseOp(partialFill);
     }
   }
 
@@ -2246,50 +2537,80 @@ private:
       }
     // The thread's `width` sums over its rows, with 16-byte loads or not.
     auto emitSums = [&](bool vectors) -> SmallVector<Value> {
+      // kColumnUnroll rows per iteration, all their loads issued before
+      // the sums (a row past the end loads the iteration's first row again
+      // and adds nothing): a 512-row second pass otherwise waits for each
+      // load in turn.
       auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                                     index(rowLanes), identities);
+                                     index(rowLanes * kColumnUnroll),
+                                     identities);
       OpBuilder::InsertionGuard inLoop(rewriter);
       rewriter.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> point(outerIvs);
-      point.push_back(column);
-      point.push_back(loop.getInductionVar());
-      SmallVector<Value> vectorOf(op->getNumOperands()),
-          once(op->getNumOperands());
-      for (OpOperand *input : op.getDpsInputOperands()) {
-        unsigned i = input->getOperandNumber();
-        if (body.getArgument(i).use_empty())
-          continue;
-        if (!isa<MemRefType>(input->get().getType())) {
-          once[i] = input->get();
-          continue;
+      struct Row {
+        SmallVector<Value> point, vectorOf, once;
+        Value valid;
+      };
+      SmallVector<Row> unrolled;
+      for (int64_t u = 0; u < kColumnUnroll; ++u) {
+        Row r;
+        Value at = loop.getInductionVar();
+        if (u > 0) {
+          Value next = arith::AddIOp::create(rewriter, loc, at,
+                                             index(u * rowLanes));
+          r.valid = arith::CmpIOp::create(
+              rewriter, loc, arith::CmpIPredicate::ult, next, index(length));
+          at = arith::SelectOp::create(rewriter, loc, r.valid, next, at);
         }
-        AffineMap map = op.getMatchingIndexingMap(input);
-        if (!map.isFunctionOfDim(columnDim))
-          once[i] = loadAt(rewriter, loc, op, *input, point);
-        else if (vectors)
-          vectorOf[i] = loadVector(rewriter, loc, input->get(),
-                                   applyMap(rewriter, loc, map, point), width);
-      }
-      SmallVector<Value> sums;
-      for (int64_t j = 0; j < width; ++j) {
-        SmallVector<Value> lanePoint(point);
-        if (j != 0)
-          lanePoint[columnDim] =
-              arith::AddIOp::create(rewriter, loc, column, index(j));
-        SmallVector<Value> args(op->getNumOperands());
+        r.point.assign(outerIvs.begin(), outerIvs.end());
+        r.point.push_back(column);
+        r.point.push_back(at);
+        r.vectorOf.resize(op->getNumOperands());
+        r.once.resize(op->getNumOperands());
         for (OpOperand *input : op.getDpsInputOperands()) {
           unsigned i = input->getOperandNumber();
-          if (once[i])
-            args[i] = once[i];
-          else if (vectorOf[i])
-            args[i] = vector::ExtractOp::create(rewriter, loc, vectorOf[i], j);
-          else if (!body.getArgument(i).use_empty())
-            args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
+          if (body.getArgument(i).use_empty())
+            continue;
+          if (!isa<MemRefType>(input->get().getType())) {
+            r.once[i] = input->get();
+            continue;
+          }
+          AffineMap map = op.getMatchingIndexingMap(input);
+          if (!map.isFunctionOfDim(columnDim))
+            r.once[i] = loadAt(rewriter, loc, op, *input, r.point);
+          else if (vectors)
+            r.vectorOf[i] = loadVector(rewriter, loc, input->get(),
+                                       applyMap(rewriter, loc, map, r.point),
+                                       width);
         }
-        IRMapping mapping;
-        cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
-        sums.push_back(combine(rewriter, form, loop.getRegionIterArg(j),
-                               mapping.lookupOrDefault(form.element)));
+        unrolled.push_back(std::move(r));
+      }
+      SmallVector<Value> sums(loop.getRegionIterArgs());
+      for (Row &r : unrolled) {
+        for (int64_t j = 0; j < width; ++j) {
+          SmallVector<Value> lanePoint(r.point);
+          if (j != 0)
+            lanePoint[columnDim] =
+                arith::AddIOp::create(rewriter, loc, column, index(j));
+          SmallVector<Value> args(op->getNumOperands());
+          for (OpOperand *input : op.getDpsInputOperands()) {
+            unsigned i = input->getOperandNumber();
+            if (r.once[i])
+              args[i] = r.once[i];
+            else if (r.vectorOf[i])
+              args[i] =
+                  vector::ExtractOp::create(rewriter, loc, r.vectorOf[i], j);
+            else if (!body.getArgument(i).use_empty())
+              args[i] = loadAt(rewriter, loc, op, *input, lanePoint);
+          }
+          IRMapping mapping;
+          cloneBody(rewriter, op, args, lanePoint, form.combiner, mapping);
+          Value sum = combine(rewriter, form, sums[j],
+                              mapping.lookupOrDefault(form.element));
+          sums[j] = r.valid ? arith::SelectOp::create(rewriter, loc, r.valid,
+                                                      sum, sums[j])
+                                  .getResult()
+                            : sum;
+        }
       }
       scf::YieldOp::create(rewriter, loc, sums);
       return SmallVector<Value>(loop.getResults());

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace dc {
 #define GEN_PASS_DEF_DCSPLITCOLUMNREDUCTIONS
@@ -25,6 +26,7 @@ namespace dc {
 
 using namespace mlir;
 using dc::kColumnsPerBlock;
+using dc::kFoldedChunkRows;
 
 namespace {
 
@@ -48,12 +50,81 @@ std::optional<unsigned> getColumnReductionLoop(linalg::LinalgOp op) {
   return std::nullopt;
 }
 
+/// True if `value` is available at `point`: an argument of its block or of
+/// an enclosing one, defined by an op before it in its block, or outside.
+bool isDefinedBefore(Value value, Operation *point) {
+  Operation *def = value.getDefiningOp();
+  if (!def)
+    return true;
+  if (Operation *inBlock = point->getBlock()->findAncestorOpInBlock(*def))
+    return inBlock->isBeforeInBlock(point);
+  return true;
+}
+
+/// The row reduction that `op` (a column reduction over rows `loop` of a
+/// [rows, columns] loop nest) can share its rows' loads with: the nearest
+/// linalg.generic before it in its block that reduces along the rows of
+/// the same [rows, columns] nest and reads one of `op`'s [rows, columns]
+/// inputs at the same points (a norm backward's row sum next to its weight
+/// gradient), where every input of `op` is already defined. Returns the
+/// op to place the split's partial sums before: the fill of that
+/// reduction's output when it comes right before it, else the reduction.
+/// dc-map-to-gpu then folds the partial sums into the row group's kernel
+/// (ColumnReductionShape.h). Null: none.
+Operation *getRowGroupPlace(linalg::LinalgOp op, unsigned loop) {
+  SmallVector<int64_t> trips = op.getStaticLoopRanges();
+  if (trips.size() != 2 || loop != 0)
+    return nullptr;
+  MLIRContext *context = op.getContext();
+  AffineMap rowsColumns = AffineMap::getMultiDimIdentityMap(2, context);
+  llvm::SmallPtrSet<Value, 4> shared;
+  for (OpOperand *input : op.getDpsInputOperands())
+    if (op.getMatchingIndexingMap(input) == rowsColumns)
+      shared.insert(input->get());
+  for (Operation *previous = op->getPrevNode(); previous;
+       previous = previous->getPrevNode()) {
+    auto generic = dyn_cast<linalg::GenericOp>(previous);
+    if (!generic || generic.getNumLoops() != 2 ||
+        generic.getNumReductionLoops() != 1 ||
+        !linalg::isReductionIterator(generic.getIteratorTypesArray()[1]) ||
+        generic.getStaticLoopRanges() != ArrayRef<int64_t>(trips))
+      continue;
+    bool reads = llvm::any_of(generic.getDpsInputOperands(), [&](OpOperand *in) {
+      return shared.contains(in->get()) &&
+             generic.getMatchingIndexingMap(in) == rowsColumns;
+    });
+    if (!reads)
+      continue;
+    Operation *place = generic;
+    if (auto fill = generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>())
+      if (fill->getNextNode() == generic)
+        place = fill;
+    // Only the inputs: the output stays with the second reduction.
+    for (Value input : op.getDpsInputs())
+      if (!isDefinedBefore(input, place))
+        return nullptr;
+    return place;
+  }
+  return nullptr;
+}
+
+/// Moves `op` before `point`, first the ops in `point`'s block that define
+/// its operands after `point` (the split's expanded inputs, its fill).
+void hoistBefore(Operation *op, Operation *point) {
+  for (Value operand : op->getOperands())
+    if (Operation *def = operand.getDefiningOp())
+      if (def->getBlock() == point->getBlock() && !def->isBeforeInBlock(point))
+        hoistBefore(def, point);
+  op->moveBefore(point);
+}
+
 struct SplitColumnReductionsPass
     : public dc::impl::DCSplitColumnReductionsBase<SplitColumnReductionsPass> {
   using DCSplitColumnReductionsBase::DCSplitColumnReductionsBase;
 
-  /// How many chunks to split `op`'s rows into (1: leave it whole).
-  int64_t getChunks(linalg::LinalgOp op) const {
+  /// How many chunks to split `op`'s rows into (1: leave it whole), and
+  /// in `place` where its partial sums go to share a row group's loads.
+  int64_t getChunks(linalg::LinalgOp op, Operation **place = nullptr) const {
     std::optional<unsigned> loop = getColumnReductionLoop(op);
     if (!loop)
       return 1;
@@ -68,6 +139,13 @@ struct SplitColumnReductionsPass
     if (points == 0 ||
         llvm::divideCeilSigned(points, kColumnsPerBlock) >= minBlocks)
       return 1;
+    if (Operation *partner = getRowGroupPlace(op, *loop);
+        partner && rows % kFoldedChunkRows == 0 &&
+        rows / kFoldedChunkRows >= 2) {
+      if (place)
+        *place = partner;
+      return rows / kFoldedChunkRows;
+    }
     int64_t chunks = 1;
     while (chunks * 2 <= maxChunks && rows % (chunks * 2) == 0 &&
            rows / (chunks * 2) >= rowsPerChunk)
@@ -83,7 +161,8 @@ struct SplitColumnReductionsPass
     });
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : candidates) {
-      int64_t chunks = getChunks(op);
+      Operation *place = nullptr;
+      int64_t chunks = getChunks(op, &place);
       rewriter.setInsertionPoint(op);
       // Chunks outermost (innerParallel = false: each chunk is a run of
       // consecutive rows) and first in the partial tensor, so the partials
@@ -95,7 +174,14 @@ struct SplitColumnReductionsPass
       };
       // An op whose combiner splitReduction does not know stays whole:
       // splitting is only ever a speed-up.
-      (void)linalg::splitReduction(rewriter, op, control);
+      FailureOr<linalg::SplitReductionResult> split =
+          linalg::splitReduction(rewriter, op, control);
+      // The partial sums (with their inputs' views and their fill) right
+      // before the row reduction that reads the same rows: its kernel can
+      // then compute them too, and the step arena keeps their buffers
+      // apart from the row group's for the whole kernel.
+      if (succeeded(split) && place)
+        hoistBefore(split->splitLinalgOp, place);
     }
   }
 };
