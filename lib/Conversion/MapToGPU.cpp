@@ -1124,6 +1124,13 @@ private:
       return std::nullopt;
     auto generic = dyn_cast<linalg::GenericOp>(op.getOperation());
     if (!generic && isa<linalg::FillOp>(op)) {
+      // Generalized only once it would join: a fill left as it is can still
+      // fold into the reduction after it (foldIntoReductionStores).
+      auto type = dyn_cast<MemRefType>(op.getDpsInits()[0].getType());
+      if (!type || !type.hasStaticShape() ||
+          type.getRank() > int64_t(rowTrips.size()) + 1 ||
+          !type.getShape().take_front(rowTrips.size()).equals(rowTrips))
+        return std::nullopt;
       rewriter.setInsertionPoint(op);
       FailureOr<linalg::GenericOp> general =
           linalg::generalizeNamedOp(rewriter, op);

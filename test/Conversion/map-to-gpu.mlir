@@ -1563,3 +1563,168 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
   }
   return
 }
+
+// -----
+
+// A norm's backward with its weight gradient's partial sums right before
+// it (dc-split-column-reductions puts them there, 16 rows a chunk): one
+// kernel, a block per chunk (4 blocks) that runs its 16 rows in turn, a
+// barrier first; each row's dy and x are loaded once (16 bytes per thread
+// per chunk, two chunks of a 2048-wide row), shared by the partial sums, the row sum and the scale; each
+// thread adds its 16 columns' partials in registers across the rows and
+// stores them at the end. The partials' zero fill (the identity) and the
+// row sum's fill fold away.
+// CHECK-LABEL: func.func @norm_backward_folded
+// CHECK-NOT: linalg.
+// CHECK: gpu.launch blocks(%[[CHUNK:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}})
+// CHECK: scf.if
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[FIRST:.*]] = arith.muli %[[CHUNK]], %c16
+// CHECK-NEXT: %[[ROW:.*]] = arith.addi %[[FIRST]], %[[I]]
+// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
+// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
+// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK-NOT: vector.load %arg0
+// CHECK-NOT: vector.load %arg1
+// CHECK: gpu.all_reduce
+// CHECK-NOT: vector.load %arg0
+// CHECK-NOT: vector.load %arg1
+// CHECK: vector.store %{{.*}}, %arg5[%[[ROW]], %{{.*}}]
+// CHECK: scf.yield
+// CHECK: %[[FIRSTSUM:.*]] = arith.addf %{{.*}}, %[[SUMS]]#0 : f32
+// CHECK-NEXT: memref.store %[[FIRSTSUM]], %arg6[%[[CHUNK]], %{{.*}}] : memref<4x2048xf32>
+// CHECK: %[[LASTSUM:.*]] = arith.addf %{{.*}}, %[[SUMS]]#15 : f32
+// CHECK-NEXT: memref.store %[[LASTSUM]], %arg6[%[[CHUNK]], %{{.*}}] : memref<4x2048xf32>
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @norm_backward_folded(%dy: memref<64x2048xbf16>, %x: memref<64x2048xbf16>, %r: memref<64xf32>,
+                                %w: memref<2048xbf16>, %s: memref<64xf32>, %dx: memref<64x2048xbf16>,
+                                %part: memref<4x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 3.9e-03 : f32
+  %dy3 = memref.expand_shape %dy [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %x3 = memref.expand_shape %x [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %r2 = memref.expand_shape %r [[0, 1]] output_shape [4, 16] : memref<64xf32> into memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%part : memref<4x2048xf32>)
+  linalg.generic {indexing_maps = [affine_map<(k, i, c) -> (k, i, c)>, affine_map<(k, i, c) -> (k, i, c)>,
+                                   affine_map<(k, i, c) -> (k, i)>, affine_map<(k, i, c) -> (k, c)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy3, %x3, %r2 : memref<4x16x2048xbf16>, memref<4x16x2048xbf16>, memref<4x16xf32>) outs(%part : memref<4x2048xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %1, %c : f32
+    %3 = arith.mulf %0, %2 : f32
+    %4 = arith.addf %acc, %3 : f32
+    linalg.yield %4 : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<64xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%dy, %w, %x, %r : memref<64x2048xbf16>, memref<2048xbf16>, memref<64x2048xbf16>, memref<64xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %2, %4 : f32
+    %6 = arith.addf %acc, %5 : f32
+    linalg.yield %6 : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %w, %x, %r, %s : memref<64x2048xbf16>, memref<2048xbf16>, memref<64x2048xbf16>, memref<64xf32>, memref<64xf32>)
+      outs(%dx : memref<64x2048xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %e: f32, %o: bf16):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %e, %scale : f32
+    %6 = arith.mulf %4, %5 : f32
+    %7 = arith.subf %2, %6 : f32
+    %8 = arith.mulf %d, %7 : f32
+    %9 = arith.truncf %8 : f32 to bf16
+    linalg.yield %9 : bf16
+  }
+  return
+}
+
+// -----
+
+// The same, but the scale writes dx over x (in place), which the partial
+// sums read: other blocks would overwrite rows it has yet to read, so the
+// partial sums keep a kernel of their own (a column reduction, its fill
+// folded), then the row group runs a block per row.
+// CHECK-LABEL: func.func @norm_backward_not_folded
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}, {{.*}}) workgroup
+// CHECK: memref.store %{{.*}}, %arg6
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c64{{.*}}, {{.*}})
+// CHECK-NOT: scf.for
+// CHECK: gpu.all_reduce
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @norm_backward_not_folded(%dy: memref<64x2048xbf16>, %x: memref<64x2048xbf16>, %r: memref<64xf32>,
+                                    %w: memref<2048xbf16>, %s: memref<64xf32>, %unused: memref<64x2048xbf16>,
+                                    %part: memref<4x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 3.9e-03 : f32
+  %dy3 = memref.expand_shape %dy [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %x3 = memref.expand_shape %x [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %r2 = memref.expand_shape %r [[0, 1]] output_shape [4, 16] : memref<64xf32> into memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%part : memref<4x2048xf32>)
+  linalg.generic {indexing_maps = [affine_map<(k, i, c) -> (k, i, c)>, affine_map<(k, i, c) -> (k, i, c)>,
+                                   affine_map<(k, i, c) -> (k, i)>, affine_map<(k, i, c) -> (k, c)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy3, %x3, %r2 : memref<4x16x2048xbf16>, memref<4x16x2048xbf16>, memref<4x16xf32>) outs(%part : memref<4x2048xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %1, %c : f32
+    %3 = arith.mulf %0, %2 : f32
+    %4 = arith.addf %acc, %3 : f32
+    linalg.yield %4 : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<64xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%dy, %w, %x, %r : memref<64x2048xbf16>, memref<2048xbf16>, memref<64x2048xbf16>, memref<64xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %2, %4 : f32
+    %6 = arith.addf %acc, %5 : f32
+    linalg.yield %6 : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %w, %r, %s : memref<64x2048xbf16>, memref<2048xbf16>, memref<64xf32>, memref<64xf32>)
+      outs(%x : memref<64x2048xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %d: f32, %e: f32, %c: bf16):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %e, %scale : f32
+    %6 = arith.mulf %4, %5 : f32
+    %7 = arith.subf %2, %6 : f32
+    %8 = arith.mulf %d, %7 : f32
+    %9 = arith.truncf %8 : f32 to bf16
+    linalg.yield %9 : bf16
+  }
+  return
+}

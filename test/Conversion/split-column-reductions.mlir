@@ -105,3 +105,95 @@ func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32
   } -> tensor<64xf32>
   return %0, %1, %2, %3 : tensor<8192xf32>, tensor<20480xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// A norm's backward: the weight gradient reads dy and x at the points the
+// row sum before it reads them. Its rows fall into 512 chunks of 16 (not
+// 32 of 256), and the partial sums (their views and their fill) move right
+// before the row sum's fill, so that dc-map-to-gpu computes them in the
+// row group's blocks; the second reduction stays where the first was.
+// CHECK-LABEL: func.func @norm_backward
+// CHECK-SAME: (%[[DY:.*]]: tensor<8192x2048xbf16>, %[[X:.*]]: tensor<8192x2048xbf16>, %[[R:.*]]: tensor<8192xf32>, %[[W:.*]]: tensor<2048xbf16>)
+// CHECK: %[[DY3:.*]] = tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [512, 16, 2048]
+// CHECK: %[[PART0:.*]] = linalg.fill {{.*}} -> tensor<512x2048xf32>
+// CHECK: %[[PART:.*]] = linalg.generic {{.*}} ins(%[[DY3]], %{{.*}}, %{{.*}} : {{.*}}) outs(%[[PART0]] : tensor<512x2048xf32>)
+// CHECK: } -> tensor<512x2048xf32>
+// CHECK-NEXT: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<8192xf32>
+// CHECK-NEXT: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[DY]], %[[W]], %[[X]], %[[R]] : {{.*}}) outs(%[[ZERO]] : tensor<8192xf32>)
+// CHECK: %[[DW0:.*]] = linalg.fill {{.*}} -> tensor<2048xf32>
+// CHECK-NEXT: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<512x2048xf32>) outs(%[[DW0]] : tensor<2048xf32>)
+// A weight gradient whose input is computed after the row sum stays in
+// place, in the usual 32 chunks.
+// CHECK-LABEL: func.func @norm_backward_late_input
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]}
+// CHECK: tensor.expand_shape {{.*}} output_shape [32, 256, 2048]
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<32x2048xf32>)
+#bcol = affine_map<(d0, d1) -> (d1)>
+#vec = affine_map<(d0) -> (d0)>
+func.func @norm_backward(%dy: tensor<8192x2048xbf16>, %x: tensor<8192x2048xbf16>, %r: tensor<8192xf32>, %w: tensor<2048xbf16>)
+    -> (tensor<8192xf32>, tensor<2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<8192xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%empty : tensor<8192xf32>) -> tensor<8192xf32>
+  %s = linalg.generic {indexing_maps = [#rows, #bcol, #rows, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%dy, %w, %x, %r : tensor<8192x2048xbf16>, tensor<2048xbf16>, tensor<8192x2048xbf16>, tensor<8192xf32>) outs(%s0 : tensor<8192xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %2, %4 : f32
+    %6 = arith.addf %acc, %5 : f32
+    linalg.yield %6 : f32
+  } -> tensor<8192xf32>
+  %dempty = tensor.empty() : tensor<2048xf32>
+  %dw0 = linalg.fill ins(%zero : f32) outs(%dempty : tensor<2048xf32>) -> tensor<2048xf32>
+  %dw = linalg.generic {indexing_maps = [#rows, #rows, #row, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%dy, %x, %r : tensor<8192x2048xbf16>, tensor<8192x2048xbf16>, tensor<8192xf32>) outs(%dw0 : tensor<2048xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %1, %c : f32
+    %3 = arith.mulf %0, %2 : f32
+    %4 = arith.addf %acc, %3 : f32
+    linalg.yield %4 : f32
+  } -> tensor<2048xf32>
+  return %s, %dw : tensor<8192xf32>, tensor<2048xf32>
+}
+
+func.func @norm_backward_late_input(%dy: tensor<8192x2048xbf16>, %x: tensor<8192x2048xbf16>, %r: tensor<8192xf32>)
+    -> (tensor<8192xf32>, tensor<2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : tensor<8192xf32>
+  %s0 = linalg.fill ins(%zero : f32) outs(%empty : tensor<8192xf32>) -> tensor<8192xf32>
+  %s = linalg.generic {indexing_maps = [#rows, #rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%dy, %x : tensor<8192x2048xbf16>, tensor<8192x2048xbf16>) outs(%s0 : tensor<8192xf32>) {
+  ^bb0(%a: bf16, %c: bf16, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %3 = arith.extf %c : bf16 to f32
+    %5 = arith.mulf %0, %3 : f32
+    %6 = arith.addf %acc, %5 : f32
+    linalg.yield %6 : f32
+  } -> tensor<8192xf32>
+  // The row scale the weight gradient reads comes after the row sum.
+  %rempty = tensor.empty() : tensor<8192xf32>
+  %late = linalg.generic {indexing_maps = [#vec, #vec, #vec], iterator_types = ["parallel"]}
+      ins(%r, %s : tensor<8192xf32>, tensor<8192xf32>) outs(%rempty : tensor<8192xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<8192xf32>
+  %dempty = tensor.empty() : tensor<2048xf32>
+  %dw0 = linalg.fill ins(%zero : f32) outs(%dempty : tensor<2048xf32>) -> tensor<2048xf32>
+  %dw = linalg.generic {indexing_maps = [#rows, #rows, #row, #col], iterator_types = ["reduction", "parallel"]}
+      ins(%dy, %x, %late : tensor<8192x2048xbf16>, tensor<8192x2048xbf16>, tensor<8192xf32>) outs(%dw0 : tensor<2048xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %1, %c : f32
+    %3 = arith.mulf %0, %2 : f32
+    %4 = arith.addf %acc, %3 : f32
+    linalg.yield %4 : f32
+  } -> tensor<2048xf32>
+  return %s, %dw : tensor<8192xf32>, tensor<2048xf32>
+}
