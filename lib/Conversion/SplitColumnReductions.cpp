@@ -95,10 +95,19 @@ Operation *getRowGroupPlace(linalg::LinalgOp op, unsigned loop) {
     });
     if (!reads)
       continue;
+    // Before the fill too when only ops that are not linalg ops (views,
+    // constants, --profile-ops' hooks) lie between it and the reduction:
+    // dc-map-to-gpu then keeps the fill in the row group.
     Operation *place = generic;
-    if (auto fill = generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>())
-      if (fill->getNextNode() == generic)
+    if (auto fill = generic.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+        fill && fill->getBlock() == generic->getBlock() &&
+        fill->isBeforeInBlock(generic)) {
+      Operation *between = fill->getNextNode();
+      while (between != generic && !isa<linalg::LinalgOp>(between))
+        between = between->getNextNode();
+      if (between == generic)
         place = fill;
+    }
     // Only the inputs: the output stays with the second reduction.
     for (Value input : op.getDpsInputs())
       if (!isDefinedBefore(input, place))
