@@ -494,10 +494,8 @@ constexpr int64_t kBinScanPerThread = 4;
 constexpr int64_t kBinPointsInFlight = 8;
 
 /// Rows each row lane of a column reduction loads before it adds them
-/// (mapColumnReductionVectorized): 8 rows of a 512-row second pass over a
-/// norm's folded partial sums leave 4 rounds of loads, where 4 rows (8
-/// rounds) took 6.8 us at 13% of DRAM (Nsight Compute, config A).
-constexpr int64_t kColumnUnroll = 8;
+/// (mapColumnReductionVectorized).
+constexpr int64_t kColumnUnroll = 4;
 
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
@@ -1211,137 +1209,6 @@ private:
     return nullptr;
   }
 
-  /// A read-only operand that a row group with partial sums loads ahead:
-  /// at (row, column) or (row) of the next row while a row computes, or at
-  /// (column) once before the rows (`row` null).
-  struct AheadLoad {
-    Value buffer;
-    bool alongRow, perRow;
-  };
-
-  /// The read-only operands of the group's members that loop along the row
-  /// (and of its partial sums) read at (row, column), (row) or (column) of
-  /// a 2-d row nest, once each.
-  static SmallVector<AheadLoad> getAheadLoads(ArrayRef<RowMember> members,
-                                              const ColumnPartial &partial,
-                                              bool vectors) {
-    SmallVector<AheadLoad> loads;
-    auto add = [&](Value buffer, bool alongRow, bool perRow) {
-      for (const RowMember &member : members)
-        for (Value output : member.op.getDpsInits())
-          if (mayAlias(output, buffer))
-            return;
-      for (const AheadLoad &load : loads)
-        if (load.buffer == buffer && load.alongRow == alongRow &&
-            load.perRow == perRow)
-          return;
-      loads.push_back({buffer, alongRow, perRow});
-    };
-    for (const ColumnPartial::Read &read : partial.reads)
-      if (read.buffer)
-        add(read.buffer, read.kind != ColumnPartial::Read::Row,
-            read.kind != ColumnPartial::Read::Column);
-    for (const RowMember &member : members) {
-      if (member.kind == RowMember::PerRow)
-        continue;
-      linalg::GenericOp op = member.op;
-      MLIRContext *context = op.getContext();
-      auto dims = [&](ArrayRef<unsigned> positions) {
-        return AffineMap::getMultiDimMapWithTargets(2, positions, context);
-      };
-      Block &body = op.getRegion().front();
-      for (OpOperand *input : op.getDpsInputOperands()) {
-        Value buffer = input->get();
-        AffineMap map = op.getMatchingIndexingMap(input);
-        if (!isa<MemRefType>(buffer.getType()) ||
-            body.getArgument(input->getOperandNumber()).use_empty())
-          continue;
-        if (map == dims({0, 1}))
-          add(buffer, true, true);
-        else if (map == dims({1}))
-          add(buffer, true, false);
-        else if (map == dims({0}))
-          add(buffer, false, true);
-      }
-    }
-    // 16-byte vectors need rows that stay aligned (none: load in place).
-    if (vectors)
-      for (const AheadLoad &load : loads) {
-        auto type = cast<MemRefType>(load.buffer.getType());
-        if (load.alongRow &&
-            getContiguousElementBytes(
-                type,
-                AffineMap::getMultiDimIdentityMap(type.getRank(),
-                                                  type.getContext()),
-                type.getRank() - 1) == 0)
-          return {};
-      }
-    return loads;
-  }
-
-  /// The indices of each value of `load` at `row` (null: the loads that do
-  /// not depend on the row), one per chunk (vectors) or per lane.
-  static SmallVector<SmallVector<Value>>
-  getAheadIndices(const AheadLoad &load, Value row, bool vectors,
-                  const KeptRowValues &kept) {
-    SmallVector<SmallVector<Value>> result;
-    if (!load.alongRow) {
-      result.push_back({row});
-      return result;
-    }
-    for (auto [chunk, lanes] : llvm::zip(kept.chunks, kept.lanes))
-      for (Value column :
-           vectors ? ArrayRef<Value>(chunk) : ArrayRef<Value>(lanes)) {
-        SmallVector<Value> indices;
-        if (load.perRow)
-          indices.push_back(row);
-        indices.push_back(column);
-        result.push_back(indices);
-      }
-    return result;
-  }
-
-  /// Loads the operands of `ahead` that depend on the row at `row`, or,
-  /// with `row` null, those that do not (kept in `kept`); returns the
-  /// former's values in order (also kept with `keep`).
-  static SmallVector<Value> loadAhead(IRRewriter &rewriter, Location loc,
-                                      ArrayRef<AheadLoad> ahead, Value row,
-                                      bool vectors, KeptRowValues &kept,
-                                      int64_t width, bool keep = true) {
-    SmallVector<Value> values;
-    for (const AheadLoad &load : ahead) {
-      if (load.perRow != bool(row))
-        continue;
-      for (SmallVector<Value> &indices :
-           getAheadIndices(load, row, vectors, kept)) {
-        Value value =
-            vectors && load.alongRow
-                ? loadVector(rewriter, loc, load.buffer, indices, width)
-                : memref::LoadOp::create(rewriter, loc, load.buffer, indices)
-                      .getResult();
-        if (row)
-          values.push_back(value);
-        if (keep || !row)
-          kept.keep(load.buffer, indices, value, /*stored=*/false);
-      }
-    }
-    return values;
-  }
-
-  /// Keeps `values` (loadAhead's at another row) as the row-dependent
-  /// operands of `ahead` at `row`.
-  static void keepAhead(ArrayRef<AheadLoad> ahead, Value row,
-                        ValueRange values, bool vectors, KeptRowValues &kept) {
-    unsigned n = 0;
-    for (const AheadLoad &load : ahead) {
-      if (!load.perRow)
-        continue;
-      for (SmallVector<Value> &indices :
-           getAheadIndices(load, row, vectors, kept))
-        kept.keep(load.buffer, indices, values[n++], /*stored=*/false);
-    }
-  }
-
   /// The partial sums of a column reduction split over chunks of the rows
   /// of `members`, right before the group (dc-split-column-reductions puts
   /// them there; ColumnReductionShape.h), when the group's blocks can
@@ -1789,27 +1656,15 @@ private:
           return;
         }
         // The block's chunk of rows (`row` is the chunk), the partial sums
-        // carried from row to row, and the next row's read-only operands
-        // loaded while this row computes (one row's loads in flight per
-        // block left A's norm backward waiting on memory, 44% of DRAM).
+        // carried from row to row.
         Value identity =
             arith::ConstantOp::create(rewriter, loc, partial->form.identity);
         int64_t sumCount = 0;
         for (const SmallVector<Value> &lanes : kept.lanes)
           sumCount += lanes.size();
-        Value chunkStart = arith::MulIOp::create(
-            rewriter, loc, row, index(partial->rowsPerChunk));
-        Value chunkLast = arith::AddIOp::create(
-            rewriter, loc, chunkStart, index(partial->rowsPerChunk - 1));
-        SmallVector<AheadLoad> ahead =
-            getAheadLoads(members, *partial, vectors);
-        loadAhead(rewriter, loc, ahead, nullptr, vectors, kept, width);
-        SmallVector<Value> initial(sumCount, identity);
-        llvm::append_range(initial, loadAhead(rewriter, loc, ahead, chunkStart,
-                                              vectors, kept, width));
-        auto loop = scf::ForOp::create(rewriter, loc, index(0),
-                                       index(partial->rowsPerChunk), index(1),
-                                       initial);
+        auto loop = scf::ForOp::create(
+            rewriter, loc, index(0), index(partial->rowsPerChunk), index(1),
+            SmallVector<Value>(sumCount, identity));
         {
           OpBuilder::InsertionGuard inLoop(rewriter);
           rewriter.setInsertionPointToStart(loop.getBody());
@@ -1817,28 +1672,21 @@ private:
           // reductions, its per-row values).
           gpu::BarrierOp::create(rewriter, loc);
           Value iv = loop.getInductionVar();
-          Value rowOfChunk = arith::AddIOp::create(rewriter, loc, chunkStart, iv);
-          ivs = {rowOfChunk};
-          // The last row loads itself again, in bounds.
-          Value nextRow = arith::MinUIOp::create(
+          Value rowOfChunk = arith::AddIOp::create(
               rewriter, loc,
-              arith::AddIOp::create(rewriter, loc, rowOfChunk, index(1)),
-              chunkLast);
-          KeptRowValues rowKept = kept;
-          SmallVector<Value> next =
-              loadAhead(rewriter, loc, ahead, nextRow, vectors, rowKept, width,
-                        /*keep=*/false);
-          keepAhead(ahead, rowOfChunk,
-                    loop.getRegionIterArgs().drop_front(sumCount), vectors,
-                    rowKept);
+              arith::MulIOp::create(rewriter, loc, row,
+                                    index(partial->rowsPerChunk)),
+              iv);
+          ivs = {rowOfChunk};
+          KeptRowValues rowKept;
+          rowKept.chunks = kept.chunks;
+          rowKept.lanes = kept.lanes;
           if (vectors)
             prefetchReadOnlyRows(rewriter, loc, members, ivs, width, rowKept);
           SmallVector<Value> sums = emitColumnPartialRow(
               rewriter, loc, *partial, row, iv, rowOfChunk, vectors, rowKept,
-              SmallVector<Value>(
-                  loop.getRegionIterArgs().take_front(sumCount)));
+              SmallVector<Value>(loop.getRegionIterArgs()));
           emitMembers(vectors, &rowKept);
-          llvm::append_range(sums, next);
           scf::YieldOp::create(rewriter, loc, sums);
         }
         // Each thread's own columns of the chunk's partial: no other
