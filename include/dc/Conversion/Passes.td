@@ -186,6 +186,18 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     into the most chunks, a power of two up to `max-chunks`, that divide
     its rows and leave each chunk at least `rows-per-chunk` rows (none: it
     stays whole).
+
+    A [rows, columns] reduction with a row reduction of the same nest
+    before it that reads one of its inputs at the same points (a norm
+    backward's row sum and its weight gradient), where all its inputs are
+    already defined, is split instead into chunks of 16 rows, and the
+    partial sums (with their expanded inputs and their fill) move right
+    before that row reduction (before its fill, past views and
+    `--profile-ops` hooks): `dc-map-to-gpu` then computes them in the row
+    group's kernel, and `dc-assign-step-arena`, seeing them live across
+    the row group, keeps their buffer apart from the group's. The
+    reduction of those partial sums (a row per chunk: 512 for 8192 rows) is
+    split again, into chunks of 32 rows, so that it too fills the GPU.
   }];
   let options = [
     Option<"minBlocks", "min-blocks", "int64_t", "264",
@@ -295,7 +307,18 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       against it, moving the sum by exp(old - new) when the max grows,
       then the block's max and the threads' moved sums; when the row
       loops, 4 chunks an iteration (their starts clamped to the row, so
-      every load is in bounds) in blocks of at most 256 threads;
+      every load is in bounds) in blocks of at most 256 threads. A
+      column reduction's partial sums over chunks of the group's rows
+      right before the group (`dc-split-column-reductions` puts a norm's
+      weight gradient there, in chunks of 16 rows) join a block-per-row
+      group that keeps its values (one row dim, at most 64 rows a chunk,
+      the group's row length as its columns, every input read at (row,
+      column), (row) or (column) of a buffer through the split's expanded
+      views, and nothing it reads or writes written, or read, by another
+      member): a block per chunk runs the chunk's rows in turn (a barrier
+      first), each thread adding its own columns' partials in registers
+      and storing them after the last row (the identity fill before them
+      folded). The norm's backward reads x and dy once instead of twice;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 64 columns, 4 row lanes each
       folding every 4th row, lane 0 combining the partials from shared
@@ -303,7 +326,9 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       along the columns reads them contiguously in 16-byte vectors (and
       the sums are f32), each thread takes a vector of neighbouring
       columns (8 bf16: 8 vector lanes x 32 row lanes) and the partials
-      fold in two fixed-order steps; a buffer not 16-byte aligned at run
+      fold in two fixed-order steps; each row lane loads 4 of its rows
+      before adding them (a row past the end loads the first again and
+      adds nothing); a buffer not 16-byte aligned at run
       time takes the same points one element at a time (the same sums);
     - for a row or column reduction with a kernel of its own (not in a row
       group, not a library call): a fill of its output with the combiner's
