@@ -406,6 +406,10 @@ std::pair<linalg::FillOp, Attribute> getFillBefore(Operation *op,
                                                    Value output) {
   Operation *previous = op->getPrevNode();
   auto skippable = [&](Operation *op) {
+    // A view of the step arena names all of it, but reads and writes
+    // nothing (the views before a split reduction's passes).
+    if (isa<ViewLikeOpInterface>(op) && isMemoryEffectFree(op))
+      return true;
     if (isHookOrView(op) || isa_and_nonnull<DCDialect>(op->getDialect()))
       return !mayTouch(op, output);
     // A kernel this pass already made of such an op reads and writes only
@@ -1219,10 +1223,11 @@ private:
   /// the group reads 16-byte vectors), and nothing it reads or writes
   /// written, or read, by a member (other blocks run the members on other
   /// rows meanwhile). `fill`: the identity fill of its output, to fold.
-  std::optional<ColumnPartial>
-  matchColumnPartial(IRRewriter &rewriter, ArrayRef<RowMember> members,
-                     ArrayRef<int64_t> rowTrips, int64_t length, int64_t width,
-                     linalg::FillOp &fill) {
+  std::optional<ColumnPartial> matchColumnPartial(IRRewriter &rewriter,
+                                                  ArrayRef<RowMember> members,
+                                                  ArrayRef<int64_t> rowTrips,
+                                                  int64_t length, int64_t width,
+                                                  linalg::FillOp &fill) {
     if (rowTrips.size() != 1)
       return std::nullopt;
     auto generic = dyn_cast_or_null<linalg::GenericOp>(
@@ -1294,7 +1299,8 @@ private:
                          read.kind == ColumnPartial::Read::Column)) {
         auto type = cast<MemRefType>(read.buffer.getType());
         if (getContiguousElementBytes(
-                type, AffineMap::getMultiDimIdentityMap(type.getRank(), context),
+                type,
+                AffineMap::getMultiDimIdentityMap(type.getRank(), context),
                 type.getRank() - 1) == 0)
           return std::nullopt;
       }
@@ -1344,10 +1350,9 @@ private:
       if (Value value = kept.lookup(buffer, indices))
         return value;
       Value value =
-          vectorWidth
-              ? loadVector(rewriter, loc, buffer, indices, vectorWidth)
-              : memref::LoadOp::create(rewriter, loc, buffer, indices)
-                    .getResult();
+          vectorWidth ? loadVector(rewriter, loc, buffer, indices, vectorWidth)
+                      : memref::LoadOp::create(rewriter, loc, buffer, indices)
+                            .getResult();
       kept.keep(buffer, indices, value, /*stored=*/false);
       return value;
     };
@@ -1382,8 +1387,8 @@ private:
             break;
           case ColumnPartial::Read::RowColumn:
           case ColumnPartial::Read::Column:
-            args[i] = vectorOf[i] ? vector::ExtractOp::create(
-                                        rewriter, loc, vectorOf[i], lane)
+            args[i] = vectorOf[i] ? vector::ExtractOp::create(rewriter, loc,
+                                                              vectorOf[i], lane)
                                         .getResult()
                                   : read(how.buffer, at(how, lanes[lane]), 0);
             break;
@@ -1392,8 +1397,9 @@ private:
         IRMapping mapping;
         cloneBody(rewriter, op, args, {chunk, lanes[lane], iv},
                   partial.form.combiner, mapping);
-        result.push_back(combine(rewriter, partial.form, sums[result.size()],
-                                 mapping.lookupOrDefault(partial.form.element)));
+        result.push_back(
+            combine(rewriter, partial.form, sums[result.size()],
+                    mapping.lookupOrDefault(partial.form.element)));
       }
     }
     return result;
@@ -1662,9 +1668,9 @@ private:
         int64_t sumCount = 0;
         for (const SmallVector<Value> &lanes : kept.lanes)
           sumCount += lanes.size();
-        auto loop = scf::ForOp::create(
-            rewriter, loc, index(0), index(partial->rowsPerChunk), index(1),
-            SmallVector<Value>(sumCount, identity));
+        auto loop = scf::ForOp::create(rewriter, loc, index(0),
+                                       index(partial->rowsPerChunk), index(1),
+                                       SmallVector<Value>(sumCount, identity));
         {
           OpBuilder::InsertionGuard inLoop(rewriter);
           rewriter.setInsertionPointToStart(loop.getBody());
@@ -1698,8 +1704,8 @@ private:
             SmallVector<Value> indices = {row, column};
             Value old = partial->overwrites
                             ? identity
-                            : memref::LoadOp::create(rewriter, loc,
-                                                     init->get(), indices)
+                            : memref::LoadOp::create(rewriter, loc, init->get(),
+                                                     indices)
                                   .getResult();
             memref::StoreOp::create(
                 rewriter, loc,
@@ -2548,9 +2554,9 @@ private:
       // the sums (a row past the end loads the iteration's first row again
       // and adds nothing): a 512-row second pass otherwise waits for each
       // load in turn.
-      auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                                     index(rowLanes * kColumnUnroll),
-                                     identities);
+      auto loop =
+          scf::ForOp::create(rewriter, loc, rowLane, index(length),
+                             index(rowLanes * kColumnUnroll), identities);
       OpBuilder::InsertionGuard inLoop(rewriter);
       rewriter.setInsertionPointToStart(loop.getBody());
       struct Row {
@@ -2562,8 +2568,8 @@ private:
         Row r;
         Value at = loop.getInductionVar();
         if (u > 0) {
-          Value next = arith::AddIOp::create(rewriter, loc, at,
-                                             index(u * rowLanes));
+          Value next =
+              arith::AddIOp::create(rewriter, loc, at, index(u * rowLanes));
           r.valid = arith::CmpIOp::create(
               rewriter, loc, arith::CmpIPredicate::ult, next, index(length));
           at = arith::SelectOp::create(rewriter, loc, r.valid, next, at);
@@ -2585,9 +2591,9 @@ private:
           if (!map.isFunctionOfDim(columnDim))
             r.once[i] = loadAt(rewriter, loc, op, *input, r.point);
           else if (vectors)
-            r.vectorOf[i] = loadVector(rewriter, loc, input->get(),
-                                       applyMap(rewriter, loc, map, r.point),
-                                       width);
+            r.vectorOf[i] =
+                loadVector(rewriter, loc, input->get(),
+                           applyMap(rewriter, loc, map, r.point), width);
         }
         unrolled.push_back(std::move(r));
       }

@@ -90,10 +90,11 @@ Operation *getRowGroupPlace(linalg::LinalgOp op, unsigned loop) {
         !linalg::isReductionIterator(generic.getIteratorTypesArray()[1]) ||
         generic.getStaticLoopRanges() != ArrayRef<int64_t>(trips))
       continue;
-    bool reads = llvm::any_of(generic.getDpsInputOperands(), [&](OpOperand *in) {
-      return shared.contains(in->get()) &&
-             generic.getMatchingIndexingMap(in) == rowsColumns;
-    });
+    bool reads =
+        llvm::any_of(generic.getDpsInputOperands(), [&](OpOperand *in) {
+          return shared.contains(in->get()) &&
+                 generic.getMatchingIndexingMap(in) == rowsColumns;
+        });
     if (!reads)
       continue;
     // Before the fill too when only ops that are not linalg ops (views,
@@ -204,8 +205,8 @@ struct SplitColumnReductionsPass
           return linalg::SplitReductionOptions{parts, /*index=*/0,
                                                /*innerParallel=*/false};
         };
-        (void)linalg::splitReduction(rewriter,
-                                     split->resultCombiningLinalgOp, again);
+        (void)linalg::splitReduction(rewriter, split->resultCombiningLinalgOp,
+                                     again);
       }
     }
   }
