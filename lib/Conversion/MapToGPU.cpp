@@ -811,6 +811,107 @@ void storeYields(OpBuilder &builder, Location loc, linalg::GenericOp op,
         applyMap(builder, loc, op.getMatchingIndexingMap(&init), ivs));
 }
 
+/// A memory access in a row group's kernel: what it reads or writes, where,
+/// and whether only thread 0 runs it (under `if (tid == 0)`).
+struct RowGroupAccess {
+  Value buffer;
+  SmallVector<Value> indices;
+  bool write;
+  bool firstOnly;
+};
+
+/// The accesses of the ops in [`begin`, `end`) and nested in them; false
+/// when one of them touches memory in a way not followed here.
+bool collectRowGroupAccesses(Block::iterator begin, Block::iterator end,
+                             Value isFirst,
+                             SmallVectorImpl<RowGroupAccess> &accesses) {
+  auto underFirst = [&](Operation *op) {
+    for (Operation *parent = op->getParentOp(); parent;
+         parent = parent->getParentOp())
+      if (auto ifOp = dyn_cast<scf::IfOp>(parent);
+          ifOp && ifOp.getCondition() == isFirst &&
+          ifOp.getThenRegion().isAncestor(op->getParentRegion()))
+        return true;
+    return false;
+  };
+  for (Operation &top : llvm::make_range(begin, end)) {
+    WalkResult walk = top.walk([&](Operation *op) {
+      auto add = [&](Value buffer, ValueRange indices, bool write) {
+        accesses.push_back(
+            {buffer, SmallVector<Value>(indices), write, underFirst(op)});
+        return WalkResult::advance();
+      };
+      if (auto load = dyn_cast<memref::LoadOp>(op))
+        return add(load.getMemRef(), load.getIndices(), false);
+      if (auto store = dyn_cast<memref::StoreOp>(op))
+        return add(store.getMemRef(), store.getIndices(), true);
+      if (auto load = dyn_cast<vector::LoadOp>(op))
+        return add(load.getBase(), load.getIndices(), false);
+      if (auto store = dyn_cast<vector::StoreOp>(op))
+        return add(store.getBase(), store.getIndices(), true);
+      // Its barriers only separate more.
+      if (isa<gpu::AllReduceOp, gpu::BarrierOp>(op))
+        return WalkResult::advance();
+      if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
+          isMemoryEffectFree(op))
+        return WalkResult::advance();
+      return WalkResult::interrupt();
+    });
+    if (walk.wasInterrupted())
+      return false;
+  }
+  return true;
+}
+
+/// Removes the barriers between a kept row group's members (see
+/// KeptRowValues) that order no two accesses of different threads: every
+/// thread computes the per-row values itself and works on fixed columns
+/// of each row, so a member mostly reads what the same thread wrote. A
+/// barrier stays when, across it, a write and another access may touch the
+/// same memory and are not provably the same thread's: both thread 0's, or
+/// the same buffer at the same row and one of this thread's columns
+/// (`owned`). A block barrier or a block reduction (which has two) bounds
+/// what each barrier orders.
+void dropUnneededMemberBarriers(ArrayRef<gpu::BarrierOp> barriers,
+                                const DenseSet<Value> &owned, Value isFirst) {
+  auto separates = [](Operation &op) {
+    return isa<gpu::BarrierOp, gpu::AllReduceOp>(op);
+  };
+  auto sameThread = [&](const RowGroupAccess &a, const RowGroupAccess &b) {
+    if (a.firstOnly && b.firstOnly)
+      return true;
+    if (a.buffer != b.buffer || a.indices.empty() ||
+        a.indices.size() != b.indices.size())
+      return false;
+    size_t last = a.indices.size() - 1;
+    return owned.contains(a.indices[last]) && owned.contains(b.indices[last]) &&
+           ArrayRef<Value>(a.indices).drop_back() ==
+               ArrayRef<Value>(b.indices).drop_back();
+  };
+  for (gpu::BarrierOp barrier : barriers) {
+    Block *block = barrier->getBlock();
+    Block::iterator at = barrier->getIterator();
+    Block::iterator begin = at;
+    while (begin != block->begin() && !separates(*std::prev(begin)))
+      --begin;
+    Block::iterator end = std::next(at);
+    while (end != block->end() && !separates(*end))
+      ++end;
+    SmallVector<RowGroupAccess> before, after;
+    if (!collectRowGroupAccesses(begin, at, isFirst, before) ||
+        !collectRowGroupAccesses(std::next(at), end, isFirst, after))
+      continue;
+    bool ordersSomething = llvm::any_of(before, [&](const RowGroupAccess &a) {
+      return llvm::any_of(after, [&](const RowGroupAccess &b) {
+        return (a.write || b.write) && mayAlias(a.buffer, b.buffer) &&
+               !sameThread(a, b);
+      });
+    });
+    if (!ordersSomething)
+      barrier->erase();
+  }
+}
+
 class MapToGPUPass : public dc::impl::DCMapToGPUBase<MapToGPUPass> {
 public:
   using DCMapToGPUBase::DCMapToGPUBase;
@@ -1539,6 +1640,8 @@ private:
                            /*uniform=*/rewriter.getUnitAttr())
                            .getResult();
     };
+    // The barriers between kept members, for dropUnneededMemberBarriers.
+    SmallVector<gpu::BarrierOp> memberBarriers;
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
       // An online softmax's totals, from its max's member to its sum's.
       DenseMap<size_t, std::pair<Value, Value>> onlineTotals;
@@ -1555,8 +1658,8 @@ private:
             NVVM::SyncWarpOp::create(
                 rewriter, loc,
                 arith::ConstantIntOp::create(rewriter, loc, -1, 32));
-          else
-            gpu::BarrierOp::create(rewriter, loc);
+          else if (auto barrier = gpu::BarrierOp::create(rewriter, loc); kept)
+            memberBarriers.push_back(barrier);
         }
         linalg::GenericOp op = member.op;
         if (member.kind == RowMember::PerRow) {
@@ -1655,10 +1758,18 @@ private:
           kept.lanes.push_back(
               getChunkLanes(rewriter, loc, chunk, std::max<int64_t>(width, 1)));
         }
+        auto dropBarriers = [&] {
+          DenseSet<Value> owned(kept.chunks.begin(), kept.chunks.end());
+          for (const SmallVector<Value> &lanes : kept.lanes)
+            owned.insert(lanes.begin(), lanes.end());
+          dropUnneededMemberBarriers(memberBarriers, owned, isFirst);
+          memberBarriers.clear();
+        };
         if (!partial) {
           if (vectors)
             prefetchReadOnlyRows(rewriter, loc, members, ivs, width, kept);
           emitMembers(vectors, &kept);
+          dropBarriers();
           return;
         }
         // The block's chunk of rows (`row` is the chunk), the partial sums
@@ -1693,6 +1804,7 @@ private:
               rewriter, loc, *partial, row, iv, rowOfChunk, vectors, rowKept,
               SmallVector<Value>(loop.getRegionIterArgs()));
           emitMembers(vectors, &rowKept);
+          dropBarriers();
           scf::YieldOp::create(rewriter, loc, sums);
         }
         // Each thread's own columns of the chunk's partial: no other

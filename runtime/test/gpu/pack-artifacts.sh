@@ -32,6 +32,11 @@ models() {
   # with the online softmax's clamped last chunks, as configs A and B do.
   "$BIN/dc-gen-llama" --layers 1 --dim 128 --ffn 256 --heads 2 --vocab 10000 \
     --batch 2 --seq 64 --dtype bf16 --attention fused -o "$DEST/wide-vocab-bf16.mlir"
+  # Rows of 2048 (config A's width): the norms' row groups are a block per
+  # row with values kept between members, the final norm's weight gradient
+  # folded into its backward's row group.
+  "$BIN/dc-gen-llama" --layers 1 --dim 2048 --ffn 256 --heads 16 --vocab 1024 \
+    --batch 1 --seq 64 --dtype bf16 --attention fused -o "$DEST/wide-dim-bf16.mlir"
   # Rotary embeddings (tables computed in the step, each half reading its
   # partner): f32 on tiny; bf16 with grouped-query heads (4 query, 2
   # key/value heads of 64) and the fused attention.
@@ -41,7 +46,7 @@ models() {
 }
 models
 for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 \
-             tiny-rotary small-rotary-bf16; do
+             wide-dim-bf16 tiny-rotary small-rotary-bf16; do
   for w in 1 2; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"

@@ -128,14 +128,14 @@ ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
   # COMPILED_MODELS: the models to run (default all).
-  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 tiny-rotary small-rotary-bf16}; do
+  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16}; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
       tol=1e-3; case $model in *bf16*) tol=5e-2;; esac
       vocab=32 steps=20
       # The host reference of the small model takes seconds per step.
-      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=2;; wide-vocab*) vocab=10000 steps=3;; esac
+      case $model in small*) vocab=1024 steps=5;; tall*) vocab=1024 steps=2;; wide-vocab*) vocab=10000 steps=3;; wide-dim*) vocab=1024 steps=3;; esac
       step "compiled $model on $n GPU(s): $steps steps against the host ($tol)"
       "$BIN/dc-run" --nproc $n "$ART/$model-cpu-w$n.so" --steps $steps --vocab $vocab \
         > "$OUT/compiled-$model-w$n-host.log" 2>&1 || { tail -5 "$OUT/compiled-$model-w$n-host.log"; fail "host $model ($n)"; }
@@ -197,6 +197,17 @@ if command -v compute-sanitizer > /dev/null; then
       "$ART/wide-vocab-bf16-h200-w1.so" --steps 1 --vocab 10000 > "$OUT/memcheck-wide-vocab.log" 2>&1 \
       || fail "memcheck on the compiled wide-vocabulary step"
     tail -2 "$OUT/memcheck-wide-vocab.log"
+  fi
+  # Shared-memory races in the generated kernels (block reductions, row
+  # groups without barriers between their members), on rows of 2048.
+  if [ -f "$ART/wide-dim-bf16-h200-w1.so" ]; then
+    timeout 240 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
+      "$BIN/dc-run" "$ART/wide-dim-bf16-h200-w1.so" --steps 1 --vocab 1024 \
+      > "$OUT/racecheck-wide-dim.log" 2>&1
+    rc=$?
+    tail -2 "$OUT/racecheck-wide-dim.log"
+    [ $rc -eq 124 ] && echo "racecheck: stopped after 240 s (not counted)"
+    [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "racecheck on the compiled wide-dim step"
   fi
 else
   echo "compute-sanitizer not found: skipped"
