@@ -199,15 +199,22 @@ if command -v compute-sanitizer > /dev/null; then
     tail -2 "$OUT/memcheck-wide-vocab.log"
   fi
   # Shared-memory races in the generated kernels (block reductions, row
-  # groups without barriers between their members), on rows of 2048.
+  # groups without barriers between their members), on rows of 2048. Only
+  # dc's kernels count: racecheck reports thousands of hazards in cuBLASLt's
+  # and cuDNN's Hopper kernels (asynchronous barriers it does not follow;
+  # 10080 on this step, measured 2026-12-04), and filtering by kernel name
+  # made the sanitizer fail inside cuDNN's set-up.
   if [ -f "$ART/wide-dim-bf16-h200-w1.so" ]; then
-    timeout 240 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 9 \
+    timeout 240 compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 100000 \
       "$BIN/dc-run" "$ART/wide-dim-bf16-h200-w1.so" --steps 1 --vocab 1024 \
       > "$OUT/racecheck-wide-dim.log" 2>&1
     rc=$?
-    tail -2 "$OUT/racecheck-wide-dim.log"
+    ours=$(grep -c "at train_step_kernel" "$OUT/racecheck-wide-dim.log")
+    echo "racecheck: $ours hazard accesses in dc's kernels; by kernel (libraries' included):"
+    grep -o "at [A-Za-z_0-9]*+0x" "$OUT/racecheck-wide-dim.log" | sort | uniq -c | sort -rn | head -8
     [ $rc -eq 124 ] && echo "racecheck: stopped after 240 s (not counted)"
-    [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "racecheck on the compiled wide-dim step"
+    { [ $rc -eq 0 ] || [ $rc -eq 124 ]; } && [ "$ours" -eq 0 ] \
+      || fail "racecheck on the compiled wide-dim step (rc $rc, $ours in dc's kernels)"
   fi
 else
   echo "compute-sanitizer not found: skipped"
