@@ -295,7 +295,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       norms take 128 threads), the group has no loops and keeps the row and
       the per-row values (computed by every thread, stored by thread 0)
       in registers between members, and loads every row operand no member
-      writes (a norm's weight) before the first member. When 32 lanes
+      writes (a norm's weight) before the first member. Such a group
+      keeps a barrier between two members only where, across it, a write
+      and another access may touch the same memory and are not provably
+      the same thread's (thread 0's both, or the same buffer at the same
+      row and one of the thread's own columns). When 32 lanes
       cover the row in at most 4 such steps (1024 bf16s) and the
       reductions fold f32, a warp takes each row instead, 8 rows per
       block: an
