@@ -768,6 +768,13 @@ struct KeptRowValues {
       forget(buffer);
     values[key(buffer, indices)] = value;
   }
+  /// This thread's columns of a row: every point of its chunks.
+  DenseSet<Value> ownedColumns() const {
+    DenseSet<Value> owned(chunks.begin(), chunks.end());
+    for (const SmallVector<Value> &chunkLanes : lanes)
+      owned.insert(chunkLanes.begin(), chunkLanes.end());
+    return owned;
+  }
   /// Everything kept of memory that may alias `written`.
   void forget(Value written) {
     for (auto it = values.begin(); it != values.end();)
@@ -1640,9 +1647,10 @@ private:
                            /*uniform=*/rewriter.getUnitAttr())
                            .getResult();
     };
-    // The barriers between kept members, for dropUnneededMemberBarriers.
-    SmallVector<gpu::BarrierOp> memberBarriers;
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
+      // The block barriers between kept members, for
+      // dropUnneededMemberBarriers.
+      SmallVector<gpu::BarrierOp> keptBarriers;
       // An online softmax's totals, from its max's member to its sum's.
       DenseMap<size_t, std::pair<Value, Value>> onlineTotals;
       auto storeTotal = [&](linalg::GenericOp op, const ReductionForm &form,
@@ -1658,8 +1666,10 @@ private:
             NVVM::SyncWarpOp::create(
                 rewriter, loc,
                 arith::ConstantIntOp::create(rewriter, loc, -1, 32));
-          else if (auto barrier = gpu::BarrierOp::create(rewriter, loc); kept)
-            memberBarriers.push_back(barrier);
+          else if (kept)
+            keptBarriers.push_back(gpu::BarrierOp::create(rewriter, loc));
+          else
+            gpu::BarrierOp::create(rewriter, loc);
         }
         linalg::GenericOp op = member.op;
         if (member.kind == RowMember::PerRow) {
@@ -1737,6 +1747,8 @@ private:
           continue;
         storeTotal(op, *form, reduceAcross(*form, partial));
       }
+      if (kept)
+        dropUnneededMemberBarriers(keptBarriers, kept->ownedColumns(), isFirst);
     };
     if (chunks == 0) {
       emitMembers(/*vectors=*/false, nullptr);
@@ -1758,18 +1770,10 @@ private:
           kept.lanes.push_back(
               getChunkLanes(rewriter, loc, chunk, std::max<int64_t>(width, 1)));
         }
-        auto dropBarriers = [&] {
-          DenseSet<Value> owned(kept.chunks.begin(), kept.chunks.end());
-          for (const SmallVector<Value> &lanes : kept.lanes)
-            owned.insert(lanes.begin(), lanes.end());
-          dropUnneededMemberBarriers(memberBarriers, owned, isFirst);
-          memberBarriers.clear();
-        };
         if (!partial) {
           if (vectors)
             prefetchReadOnlyRows(rewriter, loc, members, ivs, width, kept);
           emitMembers(vectors, &kept);
-          dropBarriers();
           return;
         }
         // The block's chunk of rows (`row` is the chunk), the partial sums
@@ -1804,7 +1808,6 @@ private:
               rewriter, loc, *partial, row, iv, rowOfChunk, vectors, rowKept,
               SmallVector<Value>(loop.getRegionIterArgs()));
           emitMembers(vectors, &rowKept);
-          dropBarriers();
           scf::YieldOp::create(rewriter, loc, sums);
         }
         // Each thread's own columns of the chunk's partial: no other
