@@ -531,6 +531,14 @@ constexpr int64_t kMaxKeptChunks = 4;
 /// 2048-wide bf16 norms: 128 threads of 2 chunks, not 256 of 1).
 constexpr int64_t kRowChunksPerThread = 2;
 
+/// Rows a block of a row group with a folded column partial (a norm's
+/// backward with its weight gradient) takes per iteration of its chunk's
+/// loop, the loads of all of them issued before the first one's reduction:
+/// one row at a time left the folded kernel latency bound (44% of DRAM
+/// bandwidth, Nsight Compute), each row's loads waiting behind the row
+/// before's reductions and barriers.
+constexpr int64_t kFoldedRowsInFlight = 2;
+
 /// Threads of a warp; a row group whose rows a warp covers in at most
 /// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
 /// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
@@ -1783,31 +1791,63 @@ private:
         int64_t sumCount = 0;
         for (const SmallVector<Value> &lanes : kept.lanes)
           sumCount += lanes.size();
-        auto loop = scf::ForOp::create(rewriter, loc, index(0),
-                                       index(partial->rowsPerChunk), index(1),
-                                       SmallVector<Value>(sumCount, identity));
+        // kFoldedRowsInFlight rows per iteration, every one's loads issued
+        // before the first row's reduction.
+        int64_t inFlight = partial->rowsPerChunk % kFoldedRowsInFlight == 0
+                               ? kFoldedRowsInFlight
+                               : 1;
+        auto loop = scf::ForOp::create(
+            rewriter, loc, index(0), index(partial->rowsPerChunk),
+            index(inFlight), SmallVector<Value>(sumCount, identity));
         {
           OpBuilder::InsertionGuard inLoop(rewriter);
           rewriter.setInsertionPointToStart(loop.getBody());
           // Every thread is done with the previous row's shared memory (its
           // reductions, its per-row values).
           gpu::BarrierOp::create(rewriter, loc);
-          Value iv = loop.getInductionVar();
-          Value rowOfChunk = arith::AddIOp::create(
-              rewriter, loc,
-              arith::MulIOp::create(rewriter, loc, row,
-                                    index(partial->rowsPerChunk)),
-              iv);
-          ivs = {rowOfChunk};
-          KeptRowValues rowKept;
-          rowKept.chunks = kept.chunks;
-          rowKept.lanes = kept.lanes;
-          if (vectors)
-            prefetchReadOnlyRows(rewriter, loc, members, ivs, width, rowKept);
-          SmallVector<Value> sums = emitColumnPartialRow(
-              rewriter, loc, *partial, row, iv, rowOfChunk, vectors, rowKept,
-              SmallVector<Value>(loop.getRegionIterArgs()));
-          emitMembers(vectors, &rowKept);
+          Value first = arith::MulIOp::create(rewriter, loc, row,
+                                              index(partial->rowsPerChunk));
+          SmallVector<Value> ivOfRow, rowOf;
+          SmallVector<KeptRowValues> rowKept(inFlight);
+          for (int64_t r = 0; r < inFlight; ++r) {
+            Value iv = loop.getInductionVar();
+            if (r > 0)
+              iv = arith::AddIOp::create(rewriter, loc, iv, index(r));
+            ivOfRow.push_back(iv);
+            rowOf.push_back(arith::AddIOp::create(rewriter, loc, first, iv));
+            rowKept[r].chunks = kept.chunks;
+            rowKept[r].lanes = kept.lanes;
+            if (!vectors)
+              continue;
+            prefetchReadOnlyRows(rewriter, loc, members, {rowOf[r]}, width,
+                                 rowKept[r]);
+            // The partial's per-row operands (a norm's rstd) too: a later
+            // row's would otherwise load after the rows before it.
+            for (const ColumnPartial::Read &read : partial->reads)
+              if (read.kind == ColumnPartial::Read::Row &&
+                  !rowKept[r].lookup(read.buffer, {rowOf[r]}) &&
+                  llvm::none_of(members, [&](const RowMember &member) {
+                    return llvm::any_of(member.op.getDpsInits(),
+                                        [&](Value output) {
+                                          return mayAlias(output, read.buffer);
+                                        });
+                  }))
+                rowKept[r].keep(read.buffer, {rowOf[r]},
+                                memref::LoadOp::create(rewriter, loc,
+                                                       read.buffer, rowOf[r]),
+                                /*stored=*/false);
+          }
+          SmallVector<Value> sums(loop.getRegionIterArgs());
+          for (int64_t r = 0; r < inFlight; ++r) {
+            // The row before is done with the shared memory.
+            if (r > 0)
+              gpu::BarrierOp::create(rewriter, loc);
+            ivs = {rowOf[r]};
+            sums =
+                emitColumnPartialRow(rewriter, loc, *partial, row, ivOfRow[r],
+                                     rowOf[r], vectors, rowKept[r], sums);
+            emitMembers(vectors, &rowKept[r]);
+          }
           scf::YieldOp::create(rewriter, loc, sums);
         }
         // Each thread's own columns of the chunk's partial: no other

@@ -1638,23 +1638,30 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
 
 // A norm's backward with its weight gradient's partial sums right before
 // it (dc-split-column-reductions puts them there, 16 rows a chunk): one
-// kernel, a block per chunk (4 blocks) that runs its 16 rows in turn, a
-// barrier first; each row's dy and x are loaded once (16 bytes per thread
-// per chunk, two chunks of a 2048-wide row), shared by the partial sums, the row sum and the scale; each
-// thread adds its 16 columns' partials in registers across the rows and
-// stores them at the end. The partials' zero fill (the identity) and the
-// row sum's fill fold away.
+// kernel, a block per chunk (4 blocks) that runs its 16 rows two at a
+// time, a barrier first; both rows' dy, x and rstd are loaded before the
+// first row's sum (16 bytes per thread per chunk, two chunks of a
+// 2048-wide row), each load shared by the partial sums, the row sum and
+// the scale; a barrier between the two rows (the second's block reduction
+// reuses the first's shared memory). Each thread adds its 16 columns'
+// partials in registers across the rows and stores them at the end. The
+// partials' zero fill (the identity) and the row sum's fill fold away.
 // CHECK-LABEL: func.func @norm_backward_folded
 // CHECK-NOT: linalg.
 // CHECK: gpu.launch blocks(%[[CHUNK:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}})
 // CHECK: scf.if
-// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c1{{.*}} iter_args
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c2{{.*}} iter_args
 // CHECK-NEXT: gpu.barrier
 // CHECK: %[[FIRST:.*]] = arith.muli %[[CHUNK]], %c16
 // CHECK-NEXT: %[[ROW:.*]] = arith.addi %[[FIRST]], %[[I]]
 // CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
 // CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
 // CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK: %[[I1:.*]] = arith.addi %[[I]], %c1
+// CHECK-NEXT: %[[ROW1:.*]] = arith.addi %[[FIRST]], %[[I1]]
+// CHECK-DAG: vector.load %arg0[%[[ROW1]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
+// CHECK-DAG: vector.load %arg1[%[[ROW1]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
+// CHECK-DAG: memref.load %arg2[%[[ROW1]]] : memref<64xf32>
 // CHECK-NOT: vector.load %arg0
 // CHECK-NOT: vector.load %arg1
 // CHECK-NOT: gpu.barrier
@@ -1663,6 +1670,15 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
 // CHECK-NOT: vector.load %arg1
 // CHECK-NOT: gpu.barrier
 // CHECK: vector.store %{{.*}}, %arg5[%[[ROW]], %{{.*}}]
+// CHECK-NOT: vector.load
+// CHECK-NOT: memref.load
+// CHECK: gpu.barrier
+// CHECK-NOT: vector.load
+// CHECK-NOT: memref.load
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.all_reduce
+// CHECK-NOT: gpu.barrier
+// CHECK: vector.store %{{.*}}, %arg5[%[[ROW1]], %{{.*}}]
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
 // CHECK: %[[FIRSTSUM:.*]] = arith.addf %{{.*}}, %[[SUMS]]#0 : f32
