@@ -50,8 +50,6 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   nvvm.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(nvvm));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  // A grid of a few blocks per SM resident at once (the H200's 132 SMs).
-  kernels.addPass(createDCKernelLaunchBounds());
   kernels.addPass(memref::createExpandStridedMetadataPass());
   kernels.addPass(createLowerAffinePass());
   kernels.addPass(createSCFToControlFlowPass());

@@ -399,44 +399,6 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
-def DCKernelLaunchBounds : Pass<"dc-kernel-launch-bounds",
-                                "::mlir::gpu::GPUModuleOp"> {
-  let summary = "Ask ptxas to keep a small grid resident in one wave";
-  let description = [{
-    ptxas gives a kernel as many registers as it likes (up to 255), and
-    the registers per thread set how many blocks a multiprocessor holds at
-    once. A kernel whose grid is a few blocks per multiprocessor (a norm
-    backward with its weight gradient folded in: A's 512 blocks of 128
-    threads, each running 16 rows in turn) then runs in two waves when it
-    takes a register more than one wave allows: at 156 registers 3 blocks
-    of 128 threads fit, 396 of the 512, and the last 116 run alone
-    afterwards.
-
-    For each kernel whose grid and block sizes are known (what
-    `gpu-kernel-outlining` records), this pass computes the blocks each
-    multiprocessor must hold for the whole grid to be resident at once
-    (the grid over `multiprocessors`, rounded up). When that is at least 2
-    and leaves each thread at least `min-registers` registers, it sets
-    `nvvm.minctasm` to it (the PTX `.minnctapersm`; `known_block_size`
-    gives `.maxntid`), so ptxas keeps within that many registers. Kernels
-    with larger grids (several waves whatever their registers) or with
-    blocks too large for the cap are left alone, as are kernels that
-    already use fewer registers (the bound costs them nothing).
-  }];
-  let options = [
-    Option<"multiprocessors", "multiprocessors", "int64_t", "132",
-           "Streaming multiprocessors of the device (H200: 132)">,
-    Option<"registersPerMultiprocessor", "registers-per-multiprocessor",
-           "int64_t", "65536", "32-bit registers of one multiprocessor">,
-    Option<"threadsPerMultiprocessor", "threads-per-multiprocessor",
-           "int64_t", "2048", "Resident threads of one multiprocessor at most">,
-    Option<"minRegisters", "min-registers", "int64_t", "128",
-           "The fewest registers per thread the bound may leave (fewer "
-           "would spill)">
-  ];
-  let dependentDialects = ["::mlir::NVVM::NVVMDialect"];
-}
-
 def DCMergeKernelModules : Pass<"dc-merge-kernel-modules",
                                 "::mlir::ModuleOp"> {
   let summary = "Put every outlined kernel into one gpu.module";
