@@ -411,6 +411,44 @@ static void addTransfer(llvm::SmallVectorImpl<AxisTransfer> &transfers,
   transfers.push_back({shard.getGrid(), shard.getGroupAxis(), bytes});
 }
 
+/// A constant fill that the GPU lowering folds into the one op after it
+/// that uses it: the output of a matrix product filled with zero (the
+/// product overwrites instead of accumulating), or of a reduction filled
+/// with its combiner's identity (its kernel stores the total instead of
+/// folding it into what the output held).
+static bool isFoldedFill(Operation *op) {
+  auto fill = dyn_cast<linalg::FillOp>(op);
+  if (!fill || fill->getNumResults() != 1 || !fill->getResult(0).hasOneUse())
+    return false;
+  OpOperand &use = *fill->getResult(0).getUses().begin();
+  auto user = dyn_cast<linalg::LinalgOp>(use.getOwner());
+  auto value = fill.getInputs()[0].getDefiningOp<arith::ConstantFloatOp>();
+  if (!user || !value || !user.isDpsInit(&use) ||
+      user.getNumReductionLoops() == 0)
+    return false;
+  APFloat constant = value.value();
+  if (isContraction(user))
+    return constant.isZero();
+  // The combiner that folds each element into this output.
+  auto generic = dyn_cast<linalg::GenericOp>(user.getOperation());
+  if (!generic)
+    return false;
+  BlockArgument accumulator = generic.getMatchingBlockArgument(&use);
+  Value yielded = generic.getBody()->getTerminator()->getOperand(
+      use.getOperandNumber() - generic.getNumDpsInputs());
+  Operation *combiner = yielded.getDefiningOp();
+  if (!combiner || combiner->getNumOperands() != 2 ||
+      !llvm::is_contained(combiner->getOperands(), accumulator))
+    return false;
+  if (isa<arith::AddFOp>(combiner))
+    return constant.isZero();
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(combiner))
+    return constant.isInfinity() && constant.isNegative();
+  if (isa<arith::MinimumFOp, arith::MinNumFOp>(combiner))
+    return constant.isInfinity() && !constant.isNegative();
+  return false;
+}
+
 OpCost CostModel::estimate(Operation *op, GridSizes &grids,
                            llvm::StringRef profileKey) const {
   OpCost cost;
@@ -484,6 +522,8 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
     return cost;
 
   cost.stream = StreamKind::Compute;
+  if (target.foldsFills && isFoldedFill(op))
+    return cost;
   if (!isFreeOp(op)) {
     cost.flops = countFlops(op);
     cost.bytes = countBytes(op);

@@ -65,6 +65,7 @@ static const CurveField kCurveFields[] = {
 };
 static constexpr llvm::StringLiteral kDeviceMemoryField = "deviceMemoryBytes";
 static constexpr llvm::StringLiteral kGpusPerNodeField = "gpusPerNode";
+static constexpr llvm::StringLiteral kFoldsFillsField = "foldsFills";
 static constexpr llvm::StringLiteral kPresetNames =
     "h200, h200-cluster, h100-cluster, cpu";
 
@@ -95,6 +96,10 @@ static TargetDescription makeH200() {
   // bench/copy_bench.cu on 2 x H200, 2026-11-29: 1 GiB copies both ways at
   // once ran at 51.2 (D2H) and 49.4 (H2D) GB/s; the slower one for both.
   target.hostLinkDuplexBandwidth = 49.4e9;
+  // dc-map-to-gpu folds a product's zero fill and a reduction's identity
+  // fill into the kernel after them (measured: A's 330 fills take 0.06 ms
+  // of a step, which priced as kernels of their own were 3.49 ms).
+  target.foldsFills = true;
   target.deviceMemoryBytes = 139 * kGiB;
   // One HGX node; without a network a larger grid is costed as one NVLink
   // domain (use h200-cluster for more than 8 ranks).
@@ -206,7 +211,7 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     StringRef name = key;
     bool known =
         name == "base" || name == "name" || name == kDeviceMemoryField ||
-        name == kGpusPerNodeField ||
+        name == kGpusPerNodeField || name == kFoldsFillsField ||
         llvm::any_of(kNumberFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kCurveFields, [&](auto &f) { return f.name == name; });
     if (!known)
@@ -270,6 +275,13 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
                        "\" must be a non-negative integer (0: one node)");
     target.gpusPerNode = *gpus;
   }
+  if (const json::Value *value = object->get(kFoldsFillsField)) {
+    std::optional<bool> folds = value->getAsBoolean();
+    if (!folds)
+      return makeError("field \"" + kFoldsFillsField +
+                       "\" must be true or false");
+    target.foldsFills = *folds;
+  }
   for (const CurveField &field : kCurveFields)
     if (const json::Value *value = object->get(field.name))
       if (Error error = parseCurve(field.name, *value, target.*field.member))
@@ -320,6 +332,7 @@ std::string TargetDescription::toJSON() const {
     object[field.name] = this->*field.member;
   object[kDeviceMemoryField] = deviceMemoryBytes;
   object[kGpusPerNodeField] = gpusPerNode;
+  object[kFoldsFillsField] = foldsFills;
   for (const CurveField &field : kCurveFields) {
     json::Array points;
     for (const BandwidthPoint &point : this->*field.member)

@@ -6,6 +6,7 @@
 #include "dc/Analysis/TargetDescription.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -134,6 +135,78 @@ TEST_F(AnalysisTest, ComputeTimeIsLaunchPlusRooflineAtTheRightRate) {
     EXPECT_EQ(all[i].seconds, model.estimate(opAt(fn, i)).seconds) << i;
     EXPECT_EQ(all[i].stream, model.estimate(opAt(fn, i)).stream) << i;
   }
+}
+
+constexpr llvm::StringLiteral kFillsIR = R"mlir(
+#rc = affine_map<(r, c) -> (r, c)>
+#r = affine_map<(r, c) -> (r)>
+func.func @fills(%a: tensor<64x32xbf16>, %b: tensor<32x16xbf16>,
+                 %x: tensor<64x32xf32>)
+    -> (tensor<64x16xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64x16xbf16>,
+        tensor<64xf32>, tensor<64x32xf32>) {
+  %zero = arith.constant 0.0 : bf16
+  %zero32 = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %one = arith.constant 1.0 : bf16
+  %e = tensor.empty() : tensor<64x16xbf16>
+  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  %mm = linalg.matmul ins(%a, %b : tensor<64x32xbf16>, tensor<32x16xbf16>)
+                      outs(%z : tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  %er = tensor.empty() : tensor<64xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%er : tensor<64xf32>) -> tensor<64xf32>
+  %max = linalg.generic {indexing_maps = [#rc, #r], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<64x32xf32>) outs(%m0 : tensor<64xf32>) {
+  ^bb0(%p: f32, %acc: f32):
+    %m = arith.maximumf %acc, %p : f32
+    linalg.yield %m : f32
+  } -> tensor<64xf32>
+  %s0 = linalg.fill ins(%ninf : f32) outs(%er : tensor<64xf32>) -> tensor<64xf32>
+  %sum = linalg.generic {indexing_maps = [#rc, #r], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<64x32xf32>) outs(%s0 : tensor<64xf32>) {
+  ^bb0(%p: f32, %acc: f32):
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  %o = linalg.fill ins(%one : bf16) outs(%e : tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  %acc = linalg.matmul ins(%a, %b : tensor<64x32xbf16>, tensor<32x16xbf16>)
+                       outs(%o : tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  %twice = linalg.fill ins(%zero32 : f32) outs(%er : tensor<64xf32>) -> tensor<64xf32>
+  %ex = tensor.empty() : tensor<64x32xf32>
+  %bcast = linalg.generic {indexing_maps = [#r, #rc], iterator_types = ["parallel", "parallel"]}
+      ins(%twice : tensor<64xf32>) outs(%ex : tensor<64x32xf32>) {
+  ^bb0(%p: f32, %out: f32):
+    linalg.yield %p : f32
+  } -> tensor<64x32xf32>
+  return %mm, %max, %sum, %acc, %twice, %bcast : tensor<64x16xbf16>, tensor<64xf32>, tensor<64xf32>, tensor<64x16xbf16>, tensor<64xf32>, tensor<64x32xf32>
+}
+)mlir";
+
+TEST_F(AnalysisTest, GPUTargetsFoldFillsIntoTheOpThatOverwritesThem) {
+  auto module = parse(kFillsIR);
+  func::FuncOp fn = getFunc(*module, "fills");
+  TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
+  TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
+  CostModel gpu(h200), host(cpu);
+  auto fillAt = [&](size_t i) {
+    Operation *op = opAt(fn, i);
+    EXPECT_TRUE(isa<linalg::FillOp>(op)) << i;
+    return op;
+  };
+  // A product's zero fill and a max's -inf fill: no kernel on the GPU; the
+  // CPU backend runs them.
+  for (size_t i : {5, 8}) {
+    EXPECT_EQ(gpu.estimate(fillAt(i)).seconds, 0.0) << i;
+    EXPECT_EQ(gpu.estimate(fillAt(i)).stream, StreamKind::Compute) << i;
+    EXPECT_GT(host.estimate(fillAt(i)).seconds, 0.0) << i;
+  }
+  // Not the identity of what reads it (a sum's -inf, a product's 1), or
+  // read as an input (the broadcast): a kernel of its own.
+  for (size_t i : {10, 12, 14})
+    EXPECT_DOUBLE_EQ(gpu.estimate(fillAt(i)).seconds,
+                     h200.opLaunchLatency +
+                         CostModel::countBytes(fillAt(i)) /
+                             h200.memoryBandwidth)
+        << i;
 }
 
 //===----------------------------------------------------------------------===//

@@ -34,6 +34,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
+  EXPECT_EQ(a.foldsFills, b.foldsFills);
   EXPECT_EQ(a.networkBandwidth, b.networkBandwidth);
   EXPECT_EQ(a.networkLatency, b.networkLatency);
   auto sameCurve = [](const std::vector<BandwidthPoint> &x,
@@ -62,10 +63,14 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   // One HGX node: 8 GPUs, no network.
   EXPECT_EQ(h200.gpusPerNode, 8);
   EXPECT_EQ(h200.networkBandwidth, 0.0);
+  // dc-map-to-gpu folds fills into the kernels after them; the CPU backend
+  // runs each.
+  EXPECT_TRUE(h200.foldsFills);
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
   EXPECT_EQ(cpu.gpusPerNode, 0);
+  EXPECT_FALSE(cpu.foldsFills);
 
   // Clusters: the node's numbers plus 400 Gb/s per GPU between nodes.
   TargetDescription h200Cluster =
@@ -122,6 +127,12 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(cluster->gpusPerNode, 4);
   EXPECT_EQ(cluster->networkBandwidth, 25e9);
   EXPECT_EQ(cluster->networkLatency, 5e-6);
+  EXPECT_TRUE(cluster->foldsFills); // from the base
+
+  llvm::Expected<TargetDescription> unfolded = TargetDescription::fromJSON(
+      R"({"base": "h200", "foldsFills": false})");
+  ASSERT_TRUE(bool(unfolded)) << errorText(unfolded.takeError());
+  EXPECT_FALSE(unfolded->foldsFills);
 }
 
 TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
@@ -155,6 +166,8 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   EXPECT_EQ(errorOf(R"({"base": "cpu", "reduceScatterCurve": [
               {"bytes": 2048, "bw": 1e9}]})"),
             "unknown field \"bw\" in reduceScatterCurve[0]");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "foldsFills": 1})"),
+            "field \"foldsFills\" must be true or false");
   EXPECT_EQ(errorOf(R"({"base": "cpu", "gpusPerNode": -8})"),
             "field \"gpusPerNode\" must be a non-negative integer (0: one "
             "node)");

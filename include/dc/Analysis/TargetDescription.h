@@ -55,6 +55,12 @@ struct TargetDescription {
   /// Copy bandwidth of each direction while the other one copies too
   /// (bytes/s); 0: the same as hostLinkBandwidth.
   double hostLinkDuplexBandwidth = 0;
+  /// The target's lowering folds a constant fill of an output into the
+  /// op that overwrites it next (a matrix product that writes instead of
+  /// accumulating, a reduction whose kernel stores its total into the
+  /// fill's identity): such a fill launches no kernel and costs nothing.
+  /// The GPU presets do (dc-map-to-gpu); the CPU backend runs every fill.
+  bool foldsFills = false;
   /// Device memory capacity (bytes): the default memory budget.
   int64_t deviceMemoryBytes = 0;
   /// Ranks per node (rank r sits on node r / gpusPerNode); 0: every rank
