@@ -203,9 +203,8 @@ TEST_F(AnalysisTest, GPUTargetsFoldFillsIntoTheOpThatOverwritesThem) {
   // read as an input (the broadcast): a kernel of its own.
   for (size_t i : {10, 12, 14})
     EXPECT_DOUBLE_EQ(gpu.estimate(fillAt(i)).seconds,
-                     h200.opLaunchLatency +
-                         CostModel::countBytes(fillAt(i)) /
-                             h200.memoryBandwidth)
+                     h200.opLaunchLatency + CostModel::countBytes(fillAt(i)) /
+                                                h200.memoryBandwidth)
         << i;
 }
 
