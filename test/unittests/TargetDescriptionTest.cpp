@@ -129,8 +129,8 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(cluster->networkLatency, 5e-6);
   EXPECT_TRUE(cluster->foldsFills); // from the base
 
-  llvm::Expected<TargetDescription> unfolded = TargetDescription::fromJSON(
-      R"({"base": "h200", "foldsFills": false})");
+  llvm::Expected<TargetDescription> unfolded =
+      TargetDescription::fromJSON(R"({"base": "h200", "foldsFills": false})");
   ASSERT_TRUE(bool(unfolded)) << errorText(unfolded.takeError());
   EXPECT_FALSE(unfolded->foldsFills);
 }
