@@ -319,10 +319,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       the group's row length as its columns, every input read at (row,
       column), (row) or (column) of a buffer through the split's expanded
       views, and nothing it reads or writes written, or read, by another
-      member): a block per chunk runs the chunk's rows in turn (a barrier
-      first), each thread adding its own columns' partials in registers
-      and storing them after the last row (the identity fill before them
-      folded). The norm's backward reads x and dy once instead of twice;
+      member): a block per chunk runs the chunk's rows two at a time (a
+      barrier first; both rows' loads issued before the first row's
+      reduction, a barrier between the rows), each thread adding its own
+      columns' partials in registers and storing them after the last row
+      (the identity fill before them folded). The norm's backward reads x and dy once instead of twice;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 64 columns, 4 row lanes each
       folding every 4th row, lane 0 combining the partials from shared
