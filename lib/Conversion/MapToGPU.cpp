@@ -801,6 +801,15 @@ private:
   std::map<std::vector<const void *>, Value> values;
 };
 
+/// True if a member of a row group may write `buffer` or memory it
+/// overlaps: what it reads cannot be loaded ahead of the members.
+bool isWrittenByMember(ArrayRef<RowMember> members, Value buffer) {
+  return llvm::any_of(members, [&](const RowMember &member) {
+    return llvm::any_of(member.op.getDpsInits(),
+                        [&](Value output) { return mayAlias(output, buffer); });
+  });
+}
+
 /// True if `map` reads or writes row `ivs[0..rows)` at the same row:
 /// its first `rows` results are the first `rows` loops, in order.
 bool isRowLocal(AffineMap map, unsigned rows) {
@@ -1826,12 +1835,7 @@ private:
             for (const ColumnPartial::Read &read : partial->reads)
               if (read.kind == ColumnPartial::Read::Row &&
                   !rowKept[r].lookup(read.buffer, {rowOf[r]}) &&
-                  llvm::none_of(members, [&](const RowMember &member) {
-                    return llvm::any_of(member.op.getDpsInits(),
-                                        [&](Value output) {
-                                          return mayAlias(output, read.buffer);
-                                        });
-                  }))
+                  !isWrittenByMember(members, read.buffer))
                 rowKept[r].keep(read.buffer, {rowOf[r]},
                                 memref::LoadOp::create(rewriter, loc,
                                                        read.buffer, rowOf[r]),
@@ -2074,13 +2078,6 @@ private:
                                    ArrayRef<RowMember> members,
                                    ArrayRef<Value> ivs, int64_t width,
                                    KeptRowValues &kept) {
-    auto written = [&](Value buffer) {
-      for (const RowMember &member : members)
-        for (Value output : member.op.getDpsInits())
-          if (mayAlias(output, buffer))
-            return true;
-      return false;
-    };
     unsigned rows = ivs.size();
     for (const RowMember &member : members) {
       if (member.kind == RowMember::PerRow)
@@ -2092,7 +2089,7 @@ private:
         AffineMap map = op.getMatchingIndexingMap(input);
         if (!isa<MemRefType>(buffer.getType()) ||
             body.getArgument(input->getOperandNumber()).use_empty() ||
-            !map.isFunctionOfDim(rows) || written(buffer))
+            !map.isFunctionOfDim(rows) || isWrittenByMember(members, buffer))
           continue;
         for (Value chunk : kept.chunks) {
           SmallVector<Value> point(ivs);

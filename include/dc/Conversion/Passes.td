@@ -323,7 +323,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       barrier first; both rows' loads issued before the first row's
       reduction, a barrier between the rows), each thread adding its own
       columns' partials in registers and storing them after the last row
-      (the identity fill before them folded). The norm's backward reads x and dy once instead of twice;
+      (the identity fill before them folded). The norm's backward reads x
+      and dy once instead of twice;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 64 columns, 4 row lanes each
       folding every 4th row, lane 0 combining the partials from shared
