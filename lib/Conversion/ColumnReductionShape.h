@@ -30,10 +30,6 @@ constexpr int64_t kColumnsPerBlock = 64;
 /// SM, each with a row's loads in flight) and a 512-row second pass.
 constexpr int64_t kFoldedChunkRows = 16;
 
-/// Rows of a chunk of the second pass over folded partial sums (which has
-/// a chunk's partial row for every kFoldedChunkRows rows).
-constexpr int64_t kSecondPassChunkRows = 32;
-
 /// The most rows of a chunk dc-map-to-gpu folds into a row group: longer
 /// chunks leave too few blocks to keep the memory busy.
 constexpr int64_t kMaxFoldedChunkRows = 64;

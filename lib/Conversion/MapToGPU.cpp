@@ -501,6 +501,22 @@ constexpr int64_t kBinPointsInFlight = 8;
 /// (mapColumnReductionVectorized).
 constexpr int64_t kColumnUnroll = 4;
 
+/// A short column reduction (the second pass over a split's partial sums:
+/// 512 rows for config A's norm weight gradients) whose 64-column blocks
+/// would leave SMs idle takes narrower blocks, down to 4 vector lanes (64
+/// bytes of a row per warp access), while there are fewer than this many:
+/// one per SM of an H200. Its rows are few, so its time is a load latency
+/// or two and a launch, not bandwidth; 32 blocks of 64 columns walking 512
+/// rows took 6.7 us, and splitting the rows again into a second launch was
+/// no faster (7.5 us for both, measured on config A).
+constexpr int64_t kMinColumnBlocks = 132;
+/// Rows at most of a short column reduction (one that may take narrower
+/// blocks): longer ones are dc-split-column-reductions' to split.
+constexpr int64_t kMaxShortColumnRows = 1024;
+/// Rows each row lane of a short column reduction loads before it adds
+/// them, at most.
+constexpr int64_t kShortColumnUnroll = 8;
+
 /// Bytes of one 16-byte vector access, the widest a thread loads at once.
 constexpr int64_t kVectorBytes = 16;
 
@@ -2626,8 +2642,24 @@ private:
     return width;
   }
 
+  /// Columns per block of a vectorized column reduction: kColumnsPerBlock,
+  /// or half as many while a short one (kMaxShortColumnRows) has fewer than
+  /// kMinColumnBlocks blocks, at least 4 vector lanes, and rows for every
+  /// row lane.
+  static int64_t getColumnsPerBlock(int64_t outer, int64_t columns,
+                                    int64_t length, int64_t width) {
+    int64_t perBlock = kColumnsPerBlock;
+    if (length > kMaxShortColumnRows)
+      return perBlock;
+    while (outer * llvm::divideCeil(columns, perBlock) < kMinColumnBlocks &&
+           perBlock / 2 >= 4 * width &&
+           kBlockSize / (perBlock / 2 / width) <= length)
+      perBlock /= 2;
+    return perBlock;
+  }
+
   /// mapColumnReduction with `width` neighbouring columns per thread: a
-  /// block's kColumnsPerBlock columns are kColumnsPerBlock / width vector
+  /// block's columns (getColumnsPerBlock) are columns / width vector
   /// lanes, its 256 threads as many times fewer column lanes and more row
   /// lanes, each row lane one 16-byte load per input per row (a warp
   /// reads 16 rows of 32 bytes per load, not 2). The row lanes' partials
@@ -2643,11 +2675,19 @@ private:
     unsigned columnDim = trips.size() - 2;
     ArrayRef<int64_t> outerTrips = trips.drop_back(2);
     int64_t outer = computeProduct(outerTrips);
-    int64_t columnBlocks = llvm::divideCeil(columns, kColumnsPerBlock);
-    int64_t vectorLanes = kColumnsPerBlock / width;
+    int64_t columnsPerBlock = getColumnsPerBlock(outer, columns, length, width);
+    int64_t columnBlocks = llvm::divideCeil(columns, columnsPerBlock);
+    int64_t vectorLanes = columnsPerBlock / width;
     int64_t rowLanes = kBlockSize / vectorLanes;
-    // Row lanes folded per group in the first step (16 groups).
-    int64_t groups = kBlockSize / kColumnsPerBlock;
+    // Rows each row lane loads before it adds them.
+    int64_t unroll =
+        columnsPerBlock == kColumnsPerBlock
+            ? kColumnUnroll
+            : std::min<int64_t>(kShortColumnUnroll,
+                                llvm::divideCeil(length, rowLanes));
+    // Row lanes folded per group in the first step (kBlockSize / columns
+    // groups).
+    int64_t groups = kBlockSize / columnsPerBlock;
     int64_t perGroup = rowLanes / groups;
     rewriter.setInsertionPoint(op);
     if (outer == 0 || columns == 0)
@@ -2659,7 +2699,7 @@ private:
         rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
     // [row lane][column of the block], then [group][column of the block].
     Value partials = launch.addWorkgroupAttribution(
-        MemRefType::get({rowLanes * kColumnsPerBlock}, type,
+        MemRefType::get({rowLanes * columnsPerBlock}, type,
                         MemRefLayoutAttrInterface{}, workgroup),
         loc);
     Value groupPartials = launch.addWorkgroupAttribution(
@@ -2678,7 +2718,7 @@ private:
     Value blockColumn = arith::MulIOp::create(
         rewriter, loc,
         arith::RemUIOp::create(rewriter, loc, block, index(columnBlocks)),
-        index(kColumnsPerBlock));
+        index(columnsPerBlock));
     Value column = arith::AddIOp::create(
         rewriter, loc, blockColumn,
         arith::MulIOp::create(rewriter, loc, lane, index(width)));
@@ -2702,13 +2742,12 @@ private:
       }
     // The thread's `width` sums over its rows, with 16-byte loads or not.
     auto emitSums = [&](bool vectors) -> SmallVector<Value> {
-      // kColumnUnroll rows per iteration, all their loads issued before
-      // the sums (a row past the end loads the iteration's first row again
-      // and adds nothing): a 512-row second pass otherwise waits for each
-      // load in turn.
-      auto loop =
-          scf::ForOp::create(rewriter, loc, rowLane, index(length),
-                             index(rowLanes * kColumnUnroll), identities);
+      // `unroll` rows per iteration, all their loads issued before the
+      // sums (a row past the end loads the iteration's first row again and
+      // adds nothing): a 512-row second pass otherwise waits for each load
+      // in turn.
+      auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
+                                     index(rowLanes * unroll), identities);
       OpBuilder::InsertionGuard inLoop(rewriter);
       rewriter.setInsertionPointToStart(loop.getBody());
       struct Row {
@@ -2716,7 +2755,7 @@ private:
         Value valid;
       };
       SmallVector<Row> unrolled;
-      for (int64_t u = 0; u < kColumnUnroll; ++u) {
+      for (int64_t u = 0; u < unroll; ++u) {
         Row r;
         Value at = loop.getInductionVar();
         if (u > 0) {
@@ -2806,7 +2845,7 @@ private:
     // partials[rowLane][lane * width + j].
     Value slot0 = arith::AddIOp::create(
         rewriter, loc,
-        arith::MulIOp::create(rewriter, loc, rowLane, index(kColumnsPerBlock)),
+        arith::MulIOp::create(rewriter, loc, rowLane, index(columnsPerBlock)),
         arith::MulIOp::create(rewriter, loc, lane, index(width)));
     for (int64_t j = 0; j < width; ++j)
       memref::StoreOp::create(
@@ -2819,13 +2858,13 @@ private:
     // Step 1: thread (group g, block column c) folds row lanes
     // g * perGroup .. (g + 1) * perGroup - 1 of column c, in order.
     Value blockOffset =
-        arith::RemUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+        arith::RemUIOp::create(rewriter, loc, tid, index(columnsPerBlock));
     Value group =
-        arith::DivUIOp::create(rewriter, loc, tid, index(kColumnsPerBlock));
+        arith::DivUIOp::create(rewriter, loc, tid, index(columnsPerBlock));
     Value first = arith::AddIOp::create(
         rewriter, loc,
         arith::MulIOp::create(rewriter, loc, group,
-                              index(perGroup * kColumnsPerBlock)),
+                              index(perGroup * columnsPerBlock)),
         blockOffset);
     Value groupTotal = memref::LoadOp::create(rewriter, loc, partials, first);
     for (int64_t k = 1; k < perGroup; ++k)
@@ -2834,7 +2873,7 @@ private:
                   memref::LoadOp::create(
                       rewriter, loc, partials,
                       ValueRange{arith::AddIOp::create(
-                          rewriter, loc, first, index(k * kColumnsPerBlock))}));
+                          rewriter, loc, first, index(k * columnsPerBlock))}));
     memref::StoreOp::create(rewriter, loc, groupTotal, groupPartials, tid);
     gpu::BarrierOp::create(rewriter, loc);
     // Step 2: the first group folds the groups, in order, and stores.
@@ -2852,12 +2891,11 @@ private:
     Value total =
         memref::LoadOp::create(rewriter, loc, groupPartials, blockOffset);
     for (int64_t g = 1; g < groups; ++g)
-      total = combine(
-          rewriter, form, total,
-          memref::LoadOp::create(
-              rewriter, loc, groupPartials,
-              ValueRange{arith::AddIOp::create(rewriter, loc, blockOffset,
-                                               index(g * kColumnsPerBlock))}));
+      total = combine(rewriter, form, total,
+                      memref::LoadOp::create(rewriter, loc, groupPartials,
+                                             ValueRange{arith::AddIOp::create(
+                                                 rewriter, loc, blockOffset,
+                                                 index(g * columnsPerBlock))}));
     SmallVector<Value> ivs(outerIvs);
     ivs.push_back(outColumn);
     storeFolded(rewriter, loc, op, form, ivs, /*when=*/nullptr, total);

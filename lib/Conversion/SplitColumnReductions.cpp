@@ -27,7 +27,6 @@ namespace dc {
 using namespace mlir;
 using dc::kColumnsPerBlock;
 using dc::kFoldedChunkRows;
-using dc::kSecondPassChunkRows;
 
 namespace {
 
@@ -193,21 +192,10 @@ struct SplitColumnReductionsPass
       // apart from the row group's for the whole kernel.
       if (failed(split) || !place)
         continue;
+      // The second pass over the partial sums (a row per chunk: 512 for
+      // config A) stays one reduction: dc-map-to-gpu gives a short column
+      // reduction narrower blocks to fill the GPU (kMinColumnBlocks).
       hoistBefore(split->splitLinalgOp, place);
-      // The folded chunks leave many partial rows (512 for config A): a
-      // reduction of them in one pass is 32 blocks walking 512 rows each
-      // (6.7 us on an H200, 13% of its memory bandwidth); in chunks of
-      // kSecondPassChunkRows it is two short passes that fill the GPU.
-      if (chunks % kSecondPassChunkRows == 0 &&
-          chunks / kSecondPassChunkRows >= 2) {
-        rewriter.setInsertionPoint(split->resultCombiningLinalgOp);
-        auto again = [parts = chunks / kSecondPassChunkRows](linalg::LinalgOp) {
-          return linalg::SplitReductionOptions{parts, /*index=*/0,
-                                               /*innerParallel=*/false};
-        };
-        (void)linalg::splitReduction(rewriter, split->resultCombiningLinalgOp,
-                                     again);
-      }
     }
   }
 };

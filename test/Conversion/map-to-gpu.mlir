@@ -1189,29 +1189,62 @@ func.func @column_sums_by_element(%a: memref<8x18xf32>, %colsum: memref<18xf32>)
 // A norm's weight gradient (bf16 rows, f32 sums): 8 lanes of 8 columns
 // (one 16-byte load of g and of x per row: a warp reads 4 rows of 128
 // bytes) times 32 row lanes; the per-row rstd is one load per row, shared
-// by the 8 columns.
+// by the 8 columns. Too many rows (2048) for narrower blocks: 64 columns
+// per block although there is one block.
 // CHECK-LABEL: func.func @weight_grad
 // CHECK: gpu.launch {{.*}} workgroup(%[[PARTIALS:.*]] : memref<2048xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<256xf32, #gpu.address_space<workgroup>>)
 // CHECK: arith.remui %{{.*}}, %c8
-// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c64{{.*}} step %c128
-// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
-// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x32xbf16>, vector<8xbf16>
-// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c2048{{.*}} step %c128
+// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<2048x32xbf16>, vector<8xbf16>
+// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<2048x32xbf16>, vector<8xbf16>
+// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<2048xf32>
 // CHECK-COUNT-3: memref.load %arg2
 // CHECK-NOT: memref.load %arg2
 // CHECK: scf.yield
 // CHECK: } else {
-func.func @weight_grad(%g: memref<64x32xbf16>, %x: memref<64x32xbf16>, %rstd: memref<64xf32>, %dw: memref<32xf32>) {
+func.func @weight_grad(%g: memref<2048x32xbf16>, %x: memref<2048x32xbf16>, %rstd: memref<2048xf32>, %dw: memref<32xf32>) {
   linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
                                    affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (c)>],
                   iterator_types = ["reduction", "parallel"]}
-      ins(%g, %x, %rstd : memref<64x32xbf16>, memref<64x32xbf16>, memref<64xf32>) outs(%dw : memref<32xf32>) {
+      ins(%g, %x, %rstd : memref<2048x32xbf16>, memref<2048x32xbf16>, memref<2048xf32>) outs(%dw : memref<32xf32>) {
   ^bb0(%a: bf16, %b: bf16, %r: f32, %acc: f32):
     %af = arith.extf %a : bf16 to f32
     %bf = arith.extf %b : bf16 to f32
     %p = arith.mulf %af, %bf : f32
     %q = arith.mulf %p, %r : f32
     %s = arith.addf %acc, %q : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// A short column reduction (a split's second pass: 512 partial rows of
+// 2048 f32 columns) that 64-column blocks would give 32 blocks: 16-column
+// blocks, 128 of them, each 4 vector lanes of 4 columns times 64 row lanes
+// that load all their 8 rows before adding them, then fold 16 groups of 4
+// row lanes and the 16 groups in a fixed order.
+// CHECK-LABEL: func.func @short_column_sums
+// CHECK: gpu.launch blocks({{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}, {{.*}}) workgroup(%[[PARTIALS:.*]] : memref<1024xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.*]] : memref<256xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %c4
+// CHECK: %[[ROWLANE:.*]] = arith.divui %{{.*}}, %c4
+// CHECK: scf.for %{{.*}} = %[[ROWLANE]] to %c512{{.*}} step %c512
+// CHECK-COUNT-8: vector.load %arg0[{{.*}}] {alignment = 16 : i64} : memref<512x2048xf32>, vector<4xf32>
+// CHECK-NOT: vector.load
+// CHECK: scf.yield
+// CHECK: } else {
+// CHECK: gpu.barrier
+// CHECK-COUNT-4: memref.load %[[PARTIALS]]
+// CHECK-NOT: memref.load %[[PARTIALS]]
+// CHECK: gpu.barrier
+// CHECK-COUNT-16: memref.load %[[GROUPS]]
+// CHECK-NOT: memref.load %[[GROUPS]]
+// CHECK: memref.store %{{.*}}, %arg1[
+func.func @short_column_sums(%p: memref<512x2048xf32>, %dw: memref<2048xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%p : memref<512x2048xf32>) outs(%dw : memref<2048xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
     linalg.yield %s : f32
   }
   return

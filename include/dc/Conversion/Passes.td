@@ -196,8 +196,9 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     `--profile-ops` hooks): `dc-map-to-gpu` then computes them in the row
     group's kernel, and `dc-assign-step-arena`, seeing them live across
     the row group, keeps their buffer apart from the group's. The
-    reduction of those partial sums (a row per chunk: 512 for 8192 rows) is
-    split again, into chunks of 32 rows, so that it too fills the GPU.
+    reduction of those partial sums (a row per chunk: 512 for 8192 rows)
+    stays one op: `dc-map-to-gpu` gives a short column reduction narrower
+    blocks, so that it too fills the GPU in one launch.
   }];
   let options = [
     Option<"minBlocks", "min-blocks", "int64_t", "264",
