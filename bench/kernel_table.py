@@ -66,8 +66,9 @@ NAMED = {
         ("fills", r"", rf"^{T}xf32$"),
         ("fills", r"", rf"^{T}xf32$"),
     ],
+    # Written over the logits (dc-in-place-at-peak): they are its output.
     "cross-entropy backward": [
-        ("elementwise", r"^index_cast cmpi select", rf"^{T}x{V}xbf16"),
+        ("elementwise", r"^index_cast cmpi select", rf"(^| ){T}x{V}xbf16"),
     ],
     # A rotation of q (or k) reads its partner half; the forward selects
     # the negated product for the first half, the backward for the second.

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
@@ -84,6 +85,30 @@ dc::getReleasesInOrder(Value value,
     return index.lookup(a) < index.lookup(b);
   });
   return releases;
+}
+
+bool dc::isLastReadBeforeInPlaceWrite(Value init, Operation *writer) {
+  if (!init.getDefiningOp<linalg::LinalgOp>())
+    return false;
+  Block *body = writer->getBlock();
+  for (Value view : getBufferViews(init)) {
+    for (OpOperand &use : view.getUses()) {
+      Operation *user = use.getOwner();
+      if (user == writer)
+        continue;
+      Operation *top = body->findAncestorOpInBlock(*user);
+      if (!top || top == writer || !top->isBeforeInBlock(writer) ||
+          isa<DCDialect>(user->getDialect()))
+        return false;
+      if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+        if (dps.isDpsInit(&use))
+          return false;
+      if (auto loop = dyn_cast<LoopLikeOpInterface>(user))
+        if (loop.getTiedLoopResult(&use))
+          return false;
+    }
+  }
+  return true;
 }
 
 bool dc::isReloadedValue(Value value) {

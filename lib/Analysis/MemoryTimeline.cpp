@@ -39,15 +39,20 @@ static Value getAliasedValue(OpResult result) {
     return viewed->get();
   // A destination-style op writes its result into its init, and a loop
   // updates the tensor it carries in its init's buffer, as One-Shot
-  // Bufferize does in place when nothing else reads the init afterwards.
+  // Bufferize does in place when nothing else reads the init afterwards
+  // (used nowhere else, or read only before: dc-in-place-at-peak's rewrite).
   Value init;
-  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
+  bool destination = false;
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
     init = dps.getDpsInitOperand(result.getResultNumber())->get();
-  else if (auto loop = dyn_cast<LoopLikeOpInterface>(op))
+    destination = true;
+  } else if (auto loop = dyn_cast<LoopLikeOpInterface>(op)) {
     if (OpOperand *tied = loop.getTiedLoopInit(result))
       init = tied->get();
-  if (init && init.hasOneUse() && isa<OpResult>(init) &&
-      !init.getDefiningOp<tensor::EmptyOp>())
+  }
+  if (init && isa<OpResult>(init) && !init.getDefiningOp<tensor::EmptyOp>() &&
+      (init.hasOneUse() ||
+       (destination && isLastReadBeforeInPlaceWrite(init, op))))
     return init;
   // A gradient accumulator's update (dc-accumulate-gradients) is returned
   // into the accumulator argument's own buffer: the caller passes one.

@@ -61,6 +61,10 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
       zero3.reduceKind = shard::ReductionKind::Sum;
   }
   pm.addPass(createDCZero3(zero3));
+  // The op at the memory peak over an input it reads last (the
+  // cross-entropy gradient over the logits), before anything is planned
+  // against the peak.
+  pm.addPass(createDCInPlaceAtPeak());
   // Gradients retired as their reductions finish. Where the step is over
   // budget, before anything is planned against it: else every full
   // gradient counts as live until the end of the backward and the planners

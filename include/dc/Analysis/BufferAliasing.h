@@ -48,6 +48,16 @@ mlir::Operation *
 getLastBufferUse(mlir::Block &body, mlir::Value value,
                  const llvm::DenseMap<mlir::Operation *, size_t> &index);
 
+/// True if `writer`, a top-level op of `init`'s block that takes `init` as a
+/// destination-style init, writes its result into `init`'s buffer once
+/// bufferized although `init` has other uses: `init` is a linalg op's
+/// result (a buffer of the step's own, not an argument's or a transfer's)
+/// and every other use of it and of its views (getBufferViews) is a read by
+/// an op before `writer` in the block, none of them a dc op (a transfer
+/// reads until its wait) nor an init. One-Shot Bufferize then finds no read
+/// after the write and updates `init` in place.
+bool isLastReadBeforeInPlaceWrite(mlir::Value init, mlir::Operation *writer);
+
 /// The dc.release ops of `value`, in the block order `index` gives.
 llvm::SmallVector<ReleaseOp>
 getReleasesInOrder(mlir::Value value,

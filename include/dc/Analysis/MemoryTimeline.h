@@ -15,8 +15,9 @@
 // dc.wait / dc.end_backward (the transfer's destination) and of views
 // (getViewedOperand: reshapes, casts, slices); a
 // destination-style op's result and a loop's (scf.for) result share their
-// init's buffer when the init is an op's result used nowhere else (updated in
-// place, as One-Shot Bufferize does). Uses inside a
+// init's buffer when the init is an op's result used nowhere else, or (a
+// destination-style op's) read only before it (isLastReadBeforeInPlaceWrite):
+// updated in place, as One-Shot Bufferize does. Uses inside a
 // nested region count at the enclosing top-level op. Host values (!dc.host,
 // and futures of them) are counted apart from device bytes.
 //

@@ -373,6 +373,33 @@ def DCSelectiveGather : Pass<"dc-selective-gather", "::mlir::ModuleOp"> {
   let options = DCPlanningOptions;
 }
 
+def DCInPlaceAtPeak : Pass<"dc-in-place-at-peak", "::mlir::ModuleOp"> {
+  let summary = "Let the op at a step's memory peak write its result over "
+                "an input it reads last";
+  let description = [{
+    An elementwise `linalg.generic` writes a fresh buffer (a `tensor.empty`
+    init) even when one of its inputs has the result's type, is read at the
+    same point as the result is written, and is read by nothing after it:
+    config A's first backward op, the cross-entropy gradient, reads the
+    500 MiB of logits and writes 500 MiB of gradient beside them, at the
+    step's memory peak. This pass computes the step's memory timeline and,
+    while the op at its peak is such a generic, makes that input its init
+    (the body reads the output's element instead) and looks again. One-Shot
+    Bufferize then updates the input's buffer in place, and the memory
+    timeline (`isLastReadBeforeInPlaceWrite`) and every planner after this
+    pass count one buffer. Only ops at the peak: elsewhere a shared buffer
+    would save nothing and could keep `dc-map-to-gpu` from fusing a row
+    group (a member may not write what another member's partner reads).
+
+    An input qualifies when it is a linalg op's result (not an argument:
+    the caller's buffer is never written, nor a transfer's), appears once
+    among the op's operands, its indexing map is the output's and a
+    permutation (each point reads the element it writes), and every other
+    use of it and of its views is a read by an op before this one.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def DCWaitReductionsEarly
     : Pass<"dc-wait-reductions-early", "::mlir::ModuleOp"> {
   let summary = "Retire each gradient reduction as soon as the model says "
