@@ -336,7 +336,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       fold in two fixed-order steps; each row lane loads 4 of its rows
       before adding them (a row past the end loads the first again and
       adds nothing); a buffer not 16-byte aligned at run
-      time takes the same points one element at a time (the same sums);
+      time takes the same points one element at a time (the same sums).
+      A short one (at most 1024 rows: a split's second pass) that would
+      have fewer than 132 blocks takes narrower blocks, down to 4 vector
+      lanes (16 f32 columns x 64 row lanes), each row lane loading up to
+      8 rows before adding them;
     - for a row or column reduction with a kernel of its own (not in a row
       group, not a library call): a fill of its output with the combiner's
       identity just before it (past ops that cannot touch that output, such
