@@ -396,7 +396,13 @@ private:
     std::vector<Recomputation> candidates;
     for (size_t i = 0; i < peak; ++i) {
       Operation *op = timeline.getOps()[i];
-      if (isFree(op) || !isExactlyRecomputable(op))
+      // Not a recomputed value again: it is made right before its next
+      // use already, and taking it again could undo the recomputation it
+      // was for (two values made just before one use, each moved after the
+      // other in turn: config A's final norm and the logits' fill, which
+      // the GPU target prices at 0, swapped until the round limit).
+      if (isFree(op) || !isExactlyRecomputable(op) ||
+          op->hasAttr(kRecomputeAttrName))
         continue;
       for (Value value : op->getResults()) {
         auto type = dyn_cast<RankedTensorType>(value.getType());

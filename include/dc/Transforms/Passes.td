@@ -240,7 +240,10 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     cloned (linalg, tensor, arith and math ops without memory effects, and
     `dc.attention`), so the clone computes the same bits as the original on
     the same backend; anything else (a transfer, a call, a random op) stops
-    the recursion. An input that is a gathered parameter already released
+    the recursion. A recomputed value is not a candidate again: it is made
+    right before its next use already, and moving it again could undo the
+    recomputation that moved another value after it. An input that is a
+    gathered parameter already released
     there (a norm's weight) is read from another gathered copy of it live
     there (the backward's own) if there is one, else gathered again for the
     clone (`dc.gather_start`, `dc.wait`, `dc.release` around it), and that
