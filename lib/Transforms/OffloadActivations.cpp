@@ -122,7 +122,14 @@ public:
             computeOffloadFloor(costModel, *timeline, sim, candidates, budget))
       fn->setAttr(kOffloadFloorAttrName, *floor);
 
-    while (true) {
+    // Each round offloads a tensor or moves a wait or a reload of one; the
+    // bound only keeps a planner bug from looping forever.
+    size_t rounds = 4 * timeline->getOps().size() + 16;
+    for (size_t round = 0;; ++round) {
+      if (round == rounds)
+        return fn.emitError() << "dc-offload-activations did not converge "
+                                 "after "
+                              << rounds << " rounds";
       timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return failure();
@@ -196,6 +203,10 @@ private:
   /// flight, starts the reload after the peak op.
   bool tightenReloadAround(size_t peak, const MemoryTimeline &timeline) {
     Operation *peakOp = timeline.getOps()[peak];
+    // Not around another reload: the peak would move to the one moved,
+    // with the same bytes, and the two would swap places forever.
+    if (isa<ReloadStartOp>(peakOp))
+      return false;
     for (PlacedOffload &placed : placed) {
       Operation *use = *placed.reload.getFuture().getUsers().begin();
       size_t reload = timeline.indexOf(placed.reload);
@@ -466,6 +477,45 @@ private:
   int64_t budget, minBytes, keepLast;
   std::vector<PlacedOffload> placed;
 };
+
+} // namespace
+
+double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
+                               int64_t budget, int64_t minBytes) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  if (failed(timeline))
+    return kNever;
+  double before = StreamSimulator(costModel).run(fn, *timeline).stepSeconds;
+  // A copy beside `fn` (its own name: nothing may find it in its place),
+  // errors kept quiet: a placement that cannot fit is an answer here.
+  OpBuilder builder(fn);
+  auto copy = cast<func::FuncOp>(builder.clone(*fn));
+  copy.setName((fn.getName() + ".offload_trial").str());
+  double added = kNever;
+  {
+    ScopedDiagnosticHandler quiet(fn.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    // Placed, then re-timed as the pipeline does after prefetch.
+    auto place = [&] {
+      if (failed(ActivationOffloader(copy, costModel, budget, minBytes,
+                                     /*keepLast=*/0)
+                     .run()))
+        return false;
+      insertReloadReleases(copy);
+      return true;
+    };
+    if (place() && place())
+      if (FailureOr<MemoryTimeline> placed = MemoryTimeline::compute(copy);
+          succeeded(placed))
+        added =
+            StreamSimulator(costModel).run(copy, *placed).stepSeconds - before;
+  }
+  copy.erase();
+  return added;
+}
+
+namespace {
 
 struct OffloadActivationsPass
     : public dc::impl::DCOffloadActivationsBase<OffloadActivationsPass> {

@@ -129,6 +129,11 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
   return values;
 }
 
+/// Candidates made latest before the peak among which, where the offload
+/// placement still stalls, the one recomputed instead is chosen (config A's
+/// last layer: its gate and up products, its attention output and q, k, v).
+constexpr size_t kLateCandidates = 4;
+
 class Rematerializer {
 public:
   /// `keepCosts`: an op's estimate does not change as ops are inserted
@@ -227,9 +232,19 @@ public:
         return success();
       size_t peak = timeline->getPeakIndex();
       // What the host link can hide is cheaper to offload than any
-      // recomputation: stop once offload alone no longer has to stall.
-      if (leaveToOffload && offloadCanHide(*timeline))
-        return success();
+      // recomputation: stop once offload alone no longer has to stall. The
+      // floor says when no placement need stall; dc-offload-activations'
+      // own placement may still stall (copies queued behind each other
+      // before a peak early in the step), so its placement is tried on a
+      // copy of the step, and recomputing one more tensor is tried against
+      // it (see below).
+      std::optional<double> offloadAdds;
+      if (leaveToOffload && offloadCanHide(*timeline)) {
+        double adds = trialOffloadSeconds(fn, costModel, budget, minBytes);
+        if (adds <= 0)
+          return success();
+        offloadAdds = adds;
+      }
       std::vector<Recomputation> candidates;
       for (Recomputation &candidate :
            collectCandidates(*timeline, peak, rejected)) {
@@ -255,6 +270,38 @@ public:
                         [](const Recomputation &a, const Recomputation &b) {
                           return a.bytesPerSecond() > b.bytesPerSecond();
                         });
+      if (offloadAdds) {
+        // The placement stalls on the copies that start last before the
+        // peak, of the tensors made last (dropping one made early frees
+        // link time where there is enough already): each of the
+        // kLateCandidates made latest that is cheaper than the stall is
+        // recomputed on trial, and the one whose time plus the placement's
+        // after it is least is kept if that beats the placement alone.
+        SmallVector<std::vector<Recomputation>::iterator> late;
+        for (auto it = candidates.begin(); it != candidates.end(); ++it)
+          if (it->seconds < *offloadAdds)
+            late.push_back(it);
+        llvm::stable_sort(late, [&](auto a, auto b) {
+          return timeline->indexOf(definingTop(a->value)) >
+                 timeline->indexOf(definingTop(b->value));
+        });
+        late.truncate(std::min<size_t>(late.size(), kLateCandidates));
+        auto chosen = candidates.end();
+        double least = *offloadAdds;
+        for (auto it : late) {
+          SmallVector<Operation *> added = recompute(*it, *timeline);
+          double total = it->seconds +
+                         trialOffloadSeconds(fn, costModel, budget, minBytes);
+          undo(*it, added);
+          if (total < least) {
+            least = total;
+            chosen = it;
+          }
+        }
+        if (chosen == candidates.end())
+          return success();
+        std::rotate(candidates.begin(), chosen, chosen + 1);
+      }
       last = fillPeak(candidates, *timeline, peak, excess);
     }
   }
@@ -291,6 +338,11 @@ private:
       batch.applied.push_back({std::move(candidate), std::move(added)});
     }
     return batch;
+  }
+
+  /// The top-level op of the step that makes `value`.
+  Operation *definingTop(Value value) {
+    return fn.getBody().front().findAncestorOpInBlock(*value.getDefiningOp());
   }
 
   /// True if, by the stall floor, offloading what is over budget now need

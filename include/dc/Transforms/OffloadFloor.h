@@ -77,6 +77,15 @@ computeJointFloor(const CostModel &costModel, const MemoryTimeline &timeline,
                   const std::vector<OffloadCandidate> &offloadable,
                   std::vector<RecomputeCost> recomputable, int64_t budget);
 
+/// The time dc-offload-activations' own placement for `budget` (tensors of
+/// at least `minBytes`, none kept back) adds to `fn` as it is now: the
+/// simulated step once placed on a copy of `fn`, less the step before. The
+/// floor above bounds what any placement adds; this is what the pass's
+/// does, which dc-rematerialize weighs against recomputing more. Infinity
+/// where the placement cannot fit the budget; `fn` is left as it was.
+double trialOffloadSeconds(mlir::func::FuncOp fn, const CostModel &costModel,
+                           int64_t budget, int64_t minBytes);
+
 } // namespace dc
 
 #endif // DC_TRANSFORMS_OFFLOADFLOOR_H
