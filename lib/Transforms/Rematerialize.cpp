@@ -232,31 +232,30 @@ public:
         return success();
       size_t peak = timeline->getPeakIndex();
       // What the host link can hide is cheaper to offload than any
-      // recomputation: stop once offload alone no longer has to stall. The
-      // floor says when no placement need stall; dc-offload-activations'
-      // own placement may still stall (copies queued behind each other
-      // before a peak early in the step), so its placement is tried on a
-      // copy of the step, and recomputing one more tensor is tried against
-      // it (see below).
-      std::optional<double> offloadAdds;
-      if (leaveToOffload && offloadCanHide(*timeline)) {
-        double adds = trialOffloadSeconds(fn, costModel, budget, minBytes);
-        if (adds <= 0)
-          return success();
-        offloadAdds = adds;
-      }
+      // recomputation: stop once offload alone no longer has to stall, or
+      // once what is left recomputes slower than the link moves it. The
+      // floor is a bound, though: dc-offload-activations' own placement may
+      // still stall (copies of tensors made just before an early peak queue
+      // behind each other), so at either stop its placement is tried on a
+      // copy of the step, and recomputing one of the tensors made last is
+      // tried against it (chooseOverOffload).
+      bool floorHides = leaveToOffload && offloadCanHide(*timeline);
+      std::vector<Recomputation> all =
+          collectCandidates(*timeline, peak, rejected);
       std::vector<Recomputation> candidates;
-      for (Recomputation &candidate :
-           collectCandidates(*timeline, peak, rejected)) {
-        // What recomputing cannot do faster than the host link moves bytes
-        // is offload's.
-        if (leaveToOffload && candidate.bytesPerSecond() <=
-                                  costModel.getTarget().hostLinkBandwidth)
-          continue;
-        candidates.push_back(std::move(candidate));
+      if (!floorHides)
+        for (Recomputation &candidate : all)
+          // What recomputing cannot do faster than the host link moves
+          // bytes is offload's.
+          if (!leaveToOffload || candidate.bytesPerSecond() >
+                                     costModel.getTarget().hostLinkBandwidth)
+            candidates.push_back(candidate);
+      if (leaveToOffload && candidates.empty()) {
+        std::optional<Recomputation> chosen = chooseOverOffload(all, *timeline);
+        if (!chosen)
+          return success();
+        candidates.push_back(std::move(*chosen));
       }
-      if (leaveToOffload && candidates.empty())
-        return success();
       if (candidates.empty())
         return timeline->getOps()[peak]->emitError()
                << "device memory peaks here at "
@@ -270,38 +269,6 @@ public:
                         [](const Recomputation &a, const Recomputation &b) {
                           return a.bytesPerSecond() > b.bytesPerSecond();
                         });
-      if (offloadAdds) {
-        // The placement stalls on the copies that start last before the
-        // peak, of the tensors made last (dropping one made early frees
-        // link time where there is enough already): each of the
-        // kLateCandidates made latest that is cheaper than the stall is
-        // recomputed on trial, and the one whose time plus the placement's
-        // after it is least is kept if that beats the placement alone.
-        SmallVector<std::vector<Recomputation>::iterator> late;
-        for (auto it = candidates.begin(); it != candidates.end(); ++it)
-          if (it->seconds < *offloadAdds)
-            late.push_back(it);
-        llvm::stable_sort(late, [&](auto a, auto b) {
-          return timeline->indexOf(definingTop(a->value)) >
-                 timeline->indexOf(definingTop(b->value));
-        });
-        late.truncate(std::min<size_t>(late.size(), kLateCandidates));
-        auto chosen = candidates.end();
-        double least = *offloadAdds;
-        for (auto it : late) {
-          SmallVector<Operation *> added = recompute(*it, *timeline);
-          double total = it->seconds +
-                         trialOffloadSeconds(fn, costModel, budget, minBytes);
-          undo(*it, added);
-          if (total < least) {
-            least = total;
-            chosen = it;
-          }
-        }
-        if (chosen == candidates.end())
-          return success();
-        std::rotate(candidates.begin(), chosen, chosen + 1);
-      }
       last = fillPeak(candidates, *timeline, peak, excess);
     }
   }
@@ -338,6 +305,47 @@ private:
       batch.applied.push_back({std::move(candidate), std::move(added)});
     }
     return batch;
+  }
+
+  /// Where the rest would be left to dc-offload-activations: the one of
+  /// `all` to recompute instead, if any. Its placement is tried on a copy
+  /// of the step (trialOffloadSeconds); where it adds time, it stalls on
+  /// the copies that start last before the peak, of the tensors made last
+  /// (dropping one made early frees link time where there is enough
+  /// already), so each of the kLateCandidates made latest that is cheaper
+  /// than that time is recomputed on trial, and the one whose time plus
+  /// the placement's after it is least is chosen if that beats the
+  /// placement alone.
+  std::optional<Recomputation>
+  chooseOverOffload(std::vector<Recomputation> &all,
+                    const MemoryTimeline &timeline) {
+    double adds = trialOffloadSeconds(fn, costModel, budget, minBytes);
+    if (adds <= 0)
+      return std::nullopt;
+    SmallVector<Recomputation *> late;
+    for (Recomputation &candidate : all)
+      if (candidate.seconds < adds)
+        late.push_back(&candidate);
+    llvm::stable_sort(late, [&](Recomputation *a, Recomputation *b) {
+      return timeline.indexOf(definingTop(a->value)) >
+             timeline.indexOf(definingTop(b->value));
+    });
+    late.truncate(std::min<size_t>(late.size(), kLateCandidates));
+    Recomputation *chosen = nullptr;
+    double least = adds;
+    for (Recomputation *candidate : late) {
+      SmallVector<Operation *> added = recompute(*candidate, timeline);
+      double total = candidate->seconds +
+                     trialOffloadSeconds(fn, costModel, budget, minBytes);
+      undo(*candidate, added);
+      if (total < least) {
+        least = total;
+        chosen = candidate;
+      }
+    }
+    if (!chosen)
+      return std::nullopt;
+    return *chosen;
   }
 
   /// The top-level op of the step that makes `value`.
