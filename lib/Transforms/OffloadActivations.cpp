@@ -481,7 +481,8 @@ private:
 } // namespace
 
 double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
-                               int64_t budget, int64_t minBytes) {
+                               int64_t budget, int64_t minBytes,
+                               SmallVectorImpl<Value> *stalled) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
   FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
   if (failed(timeline))
@@ -490,7 +491,8 @@ double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
   // A copy beside `fn` (its own name: nothing may find it in its place),
   // errors kept quiet: a placement that cannot fit is an answer here.
   OpBuilder builder(fn);
-  auto copy = cast<func::FuncOp>(builder.clone(*fn));
+  IRMapping mapping;
+  auto copy = cast<func::FuncOp>(builder.clone(*fn, mapping));
   copy.setName((fn.getName() + ".offload_trial").str());
   double added = kNever;
   {
@@ -507,9 +509,28 @@ double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
     };
     if (place() && place())
       if (FailureOr<MemoryTimeline> placed = MemoryTimeline::compute(copy);
-          succeeded(placed))
-        added =
-            StreamSimulator(costModel).run(copy, *placed).stepSeconds - before;
+          succeeded(placed)) {
+        SimulationResult sim = StreamSimulator(costModel).run(copy, *placed);
+        added = sim.stepSeconds - before;
+        if (stalled) {
+          // The copy's offloaded values, back to fn's, by their stall.
+          llvm::DenseMap<Value, Value> original;
+          for (auto [from, to] : mapping.getValueMap())
+            original[to] = from;
+          SmallVector<std::pair<double, Value>> byStall;
+          for (auto offload : copy.getBody().front().getOps<OffloadStartOp>()) {
+            auto wait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
+            double stall = sim.ops[placed->indexOf(wait)].stall;
+            if (Value value = original.lookup(offload.getValue());
+                value && stall > 0)
+              byStall.push_back({stall, value});
+          }
+          llvm::stable_sort(byStall,
+                            [](auto &a, auto &b) { return a.first > b.first; });
+          for (auto &[stall, value] : byStall)
+            stalled->push_back(value);
+        }
+      }
   }
   copy.erase();
   return added;

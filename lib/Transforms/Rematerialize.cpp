@@ -319,21 +319,33 @@ private:
   std::optional<Recomputation>
   chooseOverOffload(std::vector<Recomputation> &all,
                     const MemoryTimeline &timeline) {
-    double adds = trialOffloadSeconds(fn, costModel, budget, minBytes);
+    SmallVector<Value> stalled;
+    double adds =
+        trialOffloadSeconds(fn, costModel, budget, minBytes, &stalled);
     if (adds <= 0)
       return std::nullopt;
     SmallVector<Recomputation *> late;
     for (Recomputation &candidate : all)
       if (candidate.seconds < adds)
         late.push_back(&candidate);
+    // The tensors whose copies the placement waits for, the longest wait
+    // first, then the latest made.
+    SmallVector<Recomputation *> tried;
+    for (Value value : stalled)
+      for (Recomputation *candidate : late)
+        if (candidate->value == value && tried.size() < kLateCandidates)
+          tried.push_back(candidate);
     llvm::stable_sort(late, [&](Recomputation *a, Recomputation *b) {
       return timeline.indexOf(definingTop(a->value)) >
              timeline.indexOf(definingTop(b->value));
     });
     late.truncate(std::min<size_t>(late.size(), kLateCandidates));
+    for (Recomputation *candidate : late)
+      if (!llvm::is_contained(tried, candidate))
+        tried.push_back(candidate);
     Recomputation *chosen = nullptr;
     double least = adds;
-    for (Recomputation *candidate : late) {
+    for (Recomputation *candidate : tried) {
       SmallVector<Operation *> added = recompute(*candidate, timeline);
       double total = candidate->seconds +
                      trialOffloadSeconds(fn, costModel, budget, minBytes);

@@ -83,8 +83,12 @@ computeJointFloor(const CostModel &costModel, const MemoryTimeline &timeline,
 /// floor above bounds what any placement adds; this is what the pass's
 /// does, which dc-rematerialize weighs against recomputing more. Infinity
 /// where the placement cannot fit the budget; `fn` is left as it was.
-double trialOffloadSeconds(mlir::func::FuncOp fn, const CostModel &costModel,
-                           int64_t budget, int64_t minBytes);
+/// `stalled`, if given, receives the values of `fn` whose copies the
+/// placement waits for (compute stalls on them), the longest stall first.
+double
+trialOffloadSeconds(mlir::func::FuncOp fn, const CostModel &costModel,
+                    int64_t budget, int64_t minBytes,
+                    llvm::SmallVectorImpl<mlir::Value> *stalled = nullptr);
 
 } // namespace dc
 

@@ -266,13 +266,14 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     over budget is zero (the host link could move it without stalling
     compute) and `dc-offload-activations`' own placement, tried on a copy of
     the step (`trialOffloadSeconds`), adds no time either. Where that
-    placement adds time (the floor is a bound: copies of tensors made just
-    before an early peak queue behind each other), each of the 4 tensors
-    made latest before the peak that is cheaper than that time is
-    recomputed on trial, and the one whose recomputation plus the placement
-    after it adds least is kept if that beats the placement alone; on config
-    A at -40% this cut the joint plan's copy stall from 2.3 to 0.6 ms. The
-    rest is `dc-offload-activations`' job. Without it, a
+    placement adds time (the floor is a bound: copies queue behind each
+    other before the peak), the tensors whose copies it waits for (up to 4,
+    the longest wait first) and the 4 made latest before the peak, each
+    cheaper than that time, are recomputed on trial, and the one whose
+    recomputation plus the placement after it adds least is kept if that
+    beats the placement alone; on config A at -40% this took the joint
+    plan's copy stall from 2.3 ms to none. The rest is
+    `dc-offload-activations`' job. Without it, a
     step that no recomputation makes fit is an error that says how much is
     missing.
 
