@@ -129,9 +129,9 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
   return values;
 }
 
-/// Candidates made latest before the peak among which, where the offload
-/// placement still stalls, the one recomputed instead is chosen (config A's
-/// last layer: its gate and up products, its attention output and q, k, v).
+/// Where the offload placement still stalls, how many of the tensors whose
+/// copies it waits for, and how many of those made latest before the peak,
+/// are recomputed on trial instead (chooseOverOffload).
 constexpr size_t kLateCandidates = 4;
 
 class Rematerializer {
@@ -237,8 +237,8 @@ public:
       // floor is a bound, though: dc-offload-activations' own placement may
       // still stall (copies of tensors made just before an early peak queue
       // behind each other), so at either stop its placement is tried on a
-      // copy of the step, and recomputing one of the tensors made last is
-      // tried against it (chooseOverOffload).
+      // copy of the step, and recomputing one more tensor is tried against
+      // it (chooseOverOffload).
       bool floorHides = leaveToOffload && offloadCanHide(*timeline);
       std::vector<Recomputation> all =
           collectCandidates(*timeline, peak, rejected);
@@ -309,13 +309,12 @@ private:
 
   /// Where the rest would be left to dc-offload-activations: the one of
   /// `all` to recompute instead, if any. Its placement is tried on a copy
-  /// of the step (trialOffloadSeconds); where it adds time, it stalls on
-  /// the copies that start last before the peak, of the tensors made last
-  /// (dropping one made early frees link time where there is enough
-  /// already), so each of the kLateCandidates made latest that is cheaper
-  /// than that time is recomputed on trial, and the one whose time plus
-  /// the placement's after it is least is chosen if that beats the
-  /// placement alone.
+  /// of the step (trialOffloadSeconds); where it adds time, the tensors
+  /// whose copies it waits for and those made latest before the peak (whose
+  /// copies start last), kLateCandidates of each that are cheaper than that
+  /// time, are recomputed on trial, and the one whose time plus the
+  /// placement's after it is least is chosen if that beats the placement
+  /// alone.
   std::optional<Recomputation>
   chooseOverOffload(std::vector<Recomputation> &all,
                     const MemoryTimeline &timeline) {
