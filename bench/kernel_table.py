@@ -19,6 +19,7 @@ IR and profile of another step at A's shapes (dc-gen-llama --rotary).
   python3 bench/kernel_table.py --gemms IR.mlir > gemms.json
   python3 bench/kernel_table.py IR.mlir profile.json peer.json \
       [--extra IR2.mlir profile2.json]
+  python3 bench/kernel_table.py --compare LABEL=IR.mlir,profile.json ...
 """
 import argparse
 import collections
@@ -158,6 +159,19 @@ def mean_dc_times(ir, profile):
     return result, found
 
 
+def compare(runs):
+    """The named ops' mean times in several profiled builds of one step:
+    runs is [(label, IR, profile)]; a markdown table, a column per run."""
+    times = [(label, mean_dc_times(ir, profile)[0])
+             for label, ir, profile in runs]
+    print("| op | " + " | ".join(label for label, _ in times) + " |")
+    print("|---|" + "---|" * len(times))
+    for name in NAMED:
+        cells = [f"{t[name] * 1e6:.1f} us" if t[name] is not None else "-"
+                 for _, t in times]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gemms", metavar="IR", help="print the step's "
@@ -168,7 +182,14 @@ def main():
     parser.add_argument("--extra", nargs=2, metavar=("IR", "PROFILE"),
                         help="another profiled step for the named ops "
                         "that the first lacks")
+    parser.add_argument("--compare", nargs="+", metavar="LABEL=IR,PROFILE",
+                        help="the named ops' times in several profiled "
+                        "builds of one step, side by side")
     args = parser.parse_args()
+    if args.compare:
+        compare([(label, *paths.split(",")) for label, paths in
+                 (run.split("=", 1) for run in args.compare)])
+        return
     if args.gemms:
         json.dump(gemm_shapes(args.gemms), sys.stdout, indent=1)
         return

@@ -178,6 +178,23 @@ class RotaryTableTest(StepFiles):
         self.assertIn("| rmsnorm forward | (not found in the step) |", text)
 
 
+    def test_compare_builds(self):
+        ir = self.files.write("rotary.mlir", ROTARY_IR)
+        slow = self.files.write("slow.json", {"ops": {
+            "train_step:0": 20e-6, "train_step:1": 30e-6,
+            "train_step:2": 40e-6}})
+        fast = self.files.write("fast.json", {"ops": {
+            "train_step:0": 10e-6, "train_step:1": 20e-6,
+            "train_step:2": 30e-6}})
+        text = run(kernel_table.main, [
+            "kernel_table.py", "--compare", f"slow={ir},{slow}",
+            f"fast={ir},{fast}"])
+        self.assertIn("| op | slow | fast |", text)
+        self.assertIn("| rotary forward | 25.0 us | 15.0 us |", text)
+        self.assertIn("| rotary backward | 40.0 us | 30.0 us |", text)
+        self.assertIn("| rmsnorm forward | - | - |", text)
+
+
 class CalibrateTest(StepFiles):
     def trace(self, names, durations):
         # dc-report numbers every op (the gather too); compute events only

@@ -642,6 +642,30 @@ int64_t getVectorWidth(linalg::GenericOp op, ArrayRef<int64_t> trips) {
   return width;
 }
 
+/// A loop of two (not the innermost) that an input reads at `1 - d`: a
+/// rotary embedding's partner half. A vectorized thread then takes both of
+/// its points, so that the element and its partner, and the tables both
+/// points read, are loaded once (mapVectorized).
+std::optional<unsigned> getPairedDim(linalg::GenericOp op,
+                                     ArrayRef<int64_t> trips) {
+  MLIRContext *context = op.getContext();
+  for (OpOperand *input : op.getDpsInputOperands())
+    for (AffineExpr result : op.getMatchingIndexingMap(input).getResults())
+      for (unsigned dim = 0; dim + 1 < trips.size(); ++dim)
+        if (trips[dim] == 2 && result == getAffineConstantExpr(1, context) -
+                                             getAffineDimExpr(dim, context))
+          return dim;
+  return std::nullopt;
+}
+
+/// `map` at `dim` = `value`: the same loops, that one no longer read.
+AffineMap fixDim(AffineMap map, unsigned dim, int64_t value) {
+  MLIRContext *context = map.getContext();
+  return simplifyAffineMap(map.replace(getAffineDimExpr(dim, context),
+                                       getAffineConstantExpr(value, context),
+                                       map.getNumDims(), map.getNumSymbols()));
+}
+
 /// True (i1) if `buffer`'s first element is 16-byte aligned.
 Value isVectorAligned(OpBuilder &builder, Location loc, Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
@@ -3033,13 +3057,20 @@ private:
   /// stay contiguous), enough that up to kLoadsInFlight 16-byte loads are
   /// in flight per thread: all its loads first (a group past the end reads
   /// the last group instead, and stores nothing), then the math and the
-  /// stores. A buffer not 16-byte aligned at run time (a view at an odd
-  /// offset) takes the same points one at a time instead.
+  /// stores. A loop of two that an input reads at `1 - d` (a rotary
+  /// embedding's partner half, getPairedDim) is not spread over threads:
+  /// a group is both of its points, and a load both make is made once. A
+  /// buffer not 16-byte aligned at run time (a view at an odd offset)
+  /// takes the same points one at a time instead.
   void mapVectorized(IRRewriter &rewriter, linalg::GenericOp op,
                      ArrayRef<int64_t> trips, int64_t width) {
     Location loc = op.getLoc();
     SmallVector<int64_t> groupTrips(trips);
     groupTrips.back() /= width;
+    // Both points of a paired loop (getPairedDim) are one thread's.
+    std::optional<unsigned> paired = getPairedDim(op, trips);
+    if (paired)
+      groupTrips[*paired] = 1;
     int64_t groups = computeProduct(groupTrips);
     rewriter.setInsertionPoint(op);
     if (groups == 0)
@@ -3053,10 +3084,22 @@ private:
       return isa<MemRefType>(operand.get().getType()) &&
              op.getMatchingIndexingMap(&operand).isFunctionOfDim(last);
     };
-    int64_t vectorLoads = 0;
+    // The points of a group: one, or both values of the paired loop.
+    SmallVector<int64_t> pairValues = {0};
+    if (paired)
+      pairValues.push_back(1);
+    // `operand`'s map at one of those points: reads that meet there (the
+    // element and its partner) are one load.
+    auto mapAt = [&](OpOperand &operand, int64_t pairValue) {
+      AffineMap map = op.getMatchingIndexingMap(&operand);
+      return paired ? fixDim(map, *paired, pairValue) : map;
+    };
+    llvm::SmallDenseSet<std::pair<Value, AffineMap>> distinctLoads;
     for (OpOperand &operand : op->getOpOperands())
       if (isRead(operand) && movesAlong(operand))
-        ++vectorLoads;
+        for (int64_t pairValue : pairValues)
+          distinctLoads.insert({operand.get(), mapAt(operand, pairValue)});
+    int64_t vectorLoads = distinctLoads.size();
     int64_t threads = std::min(groups, kBlockSize);
     int64_t perThread = 1;
     while (perThread * 2 * std::max<int64_t>(vectorLoads, 1) <=
@@ -3076,9 +3119,14 @@ private:
         arith::MulIOp::create(rewriter, loc, launch.getBlockIds().x,
                               index(span)),
         launch.getThreadIds().x);
-    // Each group's first point (clamped to the last group) and whether it
-    // is a group at all (null: always).
-    SmallVector<SmallVector<Value>> starts;
+    // Each point's first lane (its group clamped to the last group), its
+    // group, and whether that is a group at all (null: always).
+    struct Point {
+      SmallVector<Value> ivs;
+      int64_t group;
+      int64_t pairValue;
+    };
+    SmallVector<Point> points;
     SmallVector<Value> valid;
     for (int64_t k = 0; k < perThread; ++k) {
       Value group = k == 0 ? base
@@ -3095,7 +3143,11 @@ private:
       SmallVector<Value> ivs = delinearize(rewriter, loc, group, groupTrips);
       ivs.back() =
           arith::MulIOp::create(rewriter, loc, ivs.back(), index(width));
-      starts.push_back(ivs);
+      for (int64_t pairValue : pairValues) {
+        if (paired)
+          ivs[*paired] = index(pairValue);
+        points.push_back({ivs, k, pairValue});
+      }
     }
     Value aligned;
     for (OpOperand &operand : op->getOpOperands()) {
@@ -3124,77 +3176,87 @@ private:
       }
       emit();
     };
-    // Vector path: every group's loads, then each group's math and stores.
+    // Vector path: every point's loads (each distinct one of a group once),
+    // then each point's math and stores.
     rewriter.setInsertionPointToStart(ifAligned.thenBlock());
     SmallVector<SmallVector<Value>> loaded;
-    for (ArrayRef<Value> ivs : starts) {
+    DenseMap<std::tuple<int64_t, Value, AffineMap>, Value> loadedOnce;
+    for (const Point &point : points) {
       SmallVector<Value> &values = loaded.emplace_back(op->getNumOperands());
       for (OpOperand &operand : op->getOpOperands()) {
         unsigned i = operand.getOperandNumber();
         if (!isRead(operand))
           continue;
-        SmallVector<Value> indices =
-            applyMap(rewriter, loc, op.getMatchingIndexingMap(&operand), ivs);
-        if (!isa<MemRefType>(operand.get().getType()))
+        if (!isa<MemRefType>(operand.get().getType())) {
           values[i] = operand.get();
-        else if (movesAlong(operand))
-          values[i] = loadVector(rewriter, loc, operand.get(), indices, width);
-        else
-          values[i] =
-              memref::LoadOp::create(rewriter, loc, operand.get(), indices);
+          continue;
+        }
+        AffineMap map = mapAt(operand, point.pairValue);
+        Value &load = loadedOnce[{point.group, operand.get(), map}];
+        if (!load) {
+          SmallVector<Value> indices = applyMap(rewriter, loc, map, point.ivs);
+          load = movesAlong(operand)
+                     ? loadVector(rewriter, loc, operand.get(), indices, width)
+                     : memref::LoadOp::create(rewriter, loc, operand.get(),
+                                              indices)
+                           .getResult();
+        }
+        values[i] = load;
       }
     }
-    for (auto [k, ivs] : llvm::enumerate(starts)) {
+    for (auto [point, values] : llvm::zip(points, loaded)) {
       SmallVector<SmallVector<Value>> lanes;
       for (int64_t lane = 0; lane < width; ++lane) {
         SmallVector<Value> args(op->getNumOperands());
         for (OpOperand &operand : op->getOpOperands()) {
           unsigned i = operand.getOperandNumber();
-          if (loaded[k][i])
-            args[i] = movesAlong(operand)
-                          ? vector::ExtractOp::create(rewriter, loc,
-                                                      loaded[k][i], lane)
-                                .getResult()
-                          : loaded[k][i];
+          if (values[i])
+            args[i] =
+                movesAlong(operand)
+                    ? vector::ExtractOp::create(rewriter, loc, values[i], lane)
+                          .getResult()
+                    : values[i];
         }
-        lanes.push_back(cloneBodyWith(rewriter, op, args, pointAt(ivs, lane)));
+        lanes.push_back(
+            cloneBodyWith(rewriter, op, args, pointAt(point.ivs, lane)));
       }
       SmallVector<Value> vectors;
       for (auto [j, output] : llvm::enumerate(op.getDpsInitsMutable())) {
         SmallVector<Value> elements;
-        for (SmallVector<Value> &values : lanes)
-          elements.push_back(values[j]);
+        for (SmallVector<Value> &results : lanes)
+          elements.push_back(results[j]);
         Type element = getElementTypeOrSelf(output.get().getType());
         vectors.push_back(vector::FromElementsOp::create(
             rewriter, loc, VectorType::get({width}, element), elements));
       }
-      guarded(k, [&] {
+      guarded(point.group, [&] {
         for (auto [vector, output] :
              llvm::zip(vectors, op.getDpsInitsMutable()))
           vector::StoreOp::create(
               rewriter, loc, vector, output.get(),
-              applyMap(rewriter, loc, op.getMatchingIndexingMap(&output), ivs),
+              applyMap(rewriter, loc, op.getMatchingIndexingMap(&output),
+                       point.ivs),
               /*nontemporal=*/false, llvm::Align(kVectorBytes));
       });
     }
     // Scalar path, one point at a time, a group after another.
     rewriter.setInsertionPointToStart(ifAligned.elseBlock());
-    for (auto [k, ivs] : llvm::enumerate(starts))
-      guarded(k, [&] {
+    for (const Point &point : points)
+      guarded(point.group, [&] {
         for (int64_t lane = 0; lane < width; ++lane) {
-          SmallVector<Value> point = pointAt(ivs, lane);
+          SmallVector<Value> at = pointAt(point.ivs, lane);
           SmallVector<Value> args(op->getNumOperands());
           for (OpOperand &operand : op->getOpOperands())
             if (isRead(operand))
               args[operand.getOperandNumber()] =
-                  loadAt(rewriter, loc, op, operand, point);
-          SmallVector<Value> results = cloneBodyWith(rewriter, op, args, point);
+                  loadAt(rewriter, loc, op, operand, at);
+          SmallVector<Value> results = cloneBodyWith(rewriter, op, args, at);
           for (auto [value, output] :
                llvm::zip(results, op.getDpsInitsMutable()))
             memref::StoreOp::create(rewriter, loc, value, output.get(),
                                     applyMap(rewriter, loc,
                                              op.getMatchingIndexingMap(&output),
-                                             point));
+                                             at));
         }
       });
   }

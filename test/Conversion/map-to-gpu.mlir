@@ -174,24 +174,28 @@ func.func @vectorized(%g: memref<4x64xbf16>, %u: memref<4x64xbf16>, %s: memref<4
 
 // A rotary embedding on [rows, 2, 8] bf16 halves: each element reads its
 // partner in the other half at 1 - j (not a projected permutation), and
-// the cos table by (row, i). Still one 16-byte load per half: the partner
-// index is computed (1 - j), the innermost index is the group's column.
-// An output whose map is not a projected permutation would not vectorize.
+// the cos table by (row, i). The loop over the halves is not spread over
+// threads: a thread takes both halves of its row's column group, loading
+// each half once (as its element for one and its partner for the other)
+// and the cos table once, then storing both halves. Its scalar path reads
+// the partner at the computed 1 - j. An output whose map is not a
+// projected permutation would not vectorize.
 // CHECK-LABEL: func.func @rotary_partner
-// CHECK: gpu.launch
-// CHECK: %[[ID:.*]] = arith.addi
-// CHECK: %[[J:.*]] = arith.remui %{{.*}}, %c2
-// CHECK: %[[ROW:.*]] = arith.divui %{{.*}}, %c2
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c1{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c4{{.*}},
+// CHECK: %[[ROW:.*]] = arith.addi
 // CHECK: %[[I:.*]] = arith.muli
 // CHECK: scf.if
-// CHECK: vector.load %arg0[%[[ROW]], %[[J]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
-// CHECK: %[[NEG:.*]] = arith.muli %[[J]], %c-1
-// CHECK: %[[PARTNER:.*]] = arith.addi %[[NEG]], %c1
-// CHECK: vector.load %arg0[%[[ROW]], %[[PARTNER]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
+// CHECK: vector.load %arg0[%[[ROW]], %[[H0:c0.*]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
+// CHECK: vector.load %arg0[%[[ROW]], %[[H1:c1.*]], %[[I]]] {alignment = 16 : i64} : memref<4x2x8xbf16>, vector<8xbf16>
 // CHECK: vector.load %arg1[%[[ROW]], %[[I]]] {alignment = 16 : i64} : memref<4x8xf32>, vector<8xf32>
-// CHECK: vector.store {{.*}}, %arg2[%[[ROW]], %[[J]], %[[I]]]
+// CHECK-NOT: vector.load
+// CHECK: vector.store {{.*}}, %arg2[%[[ROW]], %{{c0.*}}, %[[I]]]
+// CHECK-NOT: vector.load
+// CHECK: vector.store {{.*}}, %arg2[%[[ROW]], %{{c1.*}}, %[[I]]]
 // CHECK: } else {
-// CHECK-COUNT-8: memref.load %arg0[%[[ROW]], %{{.*}}, %{{.*}}]
+// CHECK: %[[NEG:.*]] = arith.muli %{{c0.*}}, %c-1
+// CHECK: %[[PARTNER:.*]] = arith.addi %[[NEG]], %c1
+// CHECK: memref.load %arg0[%[[ROW]], %[[PARTNER]], %[[I]]]
 // CHECK-LABEL: func.func @not_vector_output
 // CHECK-NOT: vector.store
 // CHECK: return
