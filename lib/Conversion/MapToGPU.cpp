@@ -25,6 +25,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -555,6 +556,12 @@ constexpr int64_t kRowChunksPerThread = 2;
 /// before's reductions and barriers.
 constexpr int64_t kFoldedRowsInFlight = 2;
 
+/// Bytes of workgroup memory a folded row group's copies ahead may take (2
+/// stages), within a block's 48 KiB of static shared memory beside its
+/// reductions': A's norm backward takes 32 KiB (x and dy, 2 stages of 2
+/// rows of 2 chunks of 128 threads).
+constexpr int64_t kMaxRowCopyBytes = 40 * 1024;
+
 /// Threads of a warp; a row group whose rows a warp covers in at most
 /// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
 /// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
@@ -916,6 +923,13 @@ bool collectRowGroupAccesses(Block::iterator begin, Block::iterator end,
       // Its barriers only separate more.
       if (isa<gpu::AllReduceOp, gpu::BarrierOp>(op))
         return WalkResult::advance();
+      // A copy ahead reads its source; it writes only the thread's own
+      // slots (see planRowCopies), which no other thread touches, and its
+      // group and wait order only the thread's own copies.
+      if (auto copy = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op))
+        return add(copy.getSrc(), copy.getSrcIndices(), false);
+      if (isa<nvgpu::DeviceAsyncCreateGroupOp, nvgpu::DeviceAsyncWaitOp>(op))
+        return WalkResult::advance();
       if (op->hasTrait<OpTrait::HasRecursiveMemoryEffects>() ||
           isMemoryEffectFree(op))
         return WalkResult::advance();
@@ -991,7 +1005,7 @@ public:
   // has no warp barrier).
   void getDependentDialects(DialectRegistry &registry) const override {
     DCMapToGPUBase::getDependentDialects(registry);
-    registry.insert<NVVM::NVVMDialect>();
+    registry.insert<NVVM::NVVMDialect, nvgpu::NVGPUDialect>();
   }
 
   void runOnOperation() override {
@@ -1845,6 +1859,18 @@ private:
         int64_t inFlight = partial->rowsPerChunk % kFoldedRowsInFlight == 0
                                ? kFoldedRowsInFlight
                                : 1;
+        Value first = arith::MulIOp::create(rewriter, loc, row,
+                                            index(partial->rowsPerChunk));
+        // The row operands' next rows copied ahead into shared memory
+        // (vectors only): an iteration's loads wait on copies the one
+        // before issued, not on a round trip of their own.
+        SmallVector<RowCopy> copies;
+        if (vectors)
+          copies = planRowCopies(rewriter, loc, launch, members, *partial,
+                                 width, inFlight, kept.chunks.size(), threads);
+        if (!copies.empty())
+          issueRowCopies(rewriter, loc, copies, first, index(0), kept.chunks,
+                         tid, /*elements=*/nullptr);
         auto loop = scf::ForOp::create(
             rewriter, loc, index(0), index(partial->rowsPerChunk),
             index(inFlight), SmallVector<Value>(sumCount, identity));
@@ -1854,20 +1880,69 @@ private:
           // Every thread is done with the previous row's shared memory (its
           // reductions, its per-row values).
           gpu::BarrierOp::create(rewriter, loc);
-          Value first = arith::MulIOp::create(rewriter, loc, row,
-                                              index(partial->rowsPerChunk));
+          Value iv = loop.getInductionVar();
+          Value stage;
+          if (!copies.empty()) {
+            // This iteration's rows are in `stage`; the next iteration's go
+            // to the other (past the last, copies of no bytes).
+            stage = arith::RemUIOp::create(
+                rewriter, loc,
+                arith::DivUIOp::create(rewriter, loc, iv, index(inFlight)),
+                index(2));
+            Value next =
+                arith::AddIOp::create(rewriter, loc, iv, index(inFlight));
+            Value more =
+                arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::ult,
+                                      next, index(partial->rowsPerChunk));
+            Value group = issueRowCopies(
+                rewriter, loc, copies,
+                arith::AddIOp::create(
+                    rewriter, loc, first,
+                    arith::SelectOp::create(rewriter, loc, more, next, iv)),
+                arith::SubIOp::create(rewriter, loc, index(1), stage),
+                kept.chunks, tid,
+                arith::SelectOp::create(rewriter, loc, more, index(width),
+                                        index(0)));
+            // All but the copies just issued are done: this thread's own
+            // slots of `stage` (no other thread reads them).
+            nvgpu::DeviceAsyncWaitOp::create(rewriter, loc, group,
+                                             rewriter.getI32IntegerAttr(1));
+          }
           SmallVector<Value> ivOfRow, rowOf;
           SmallVector<KeptRowValues> rowKept(inFlight);
           for (int64_t r = 0; r < inFlight; ++r) {
-            Value iv = loop.getInductionVar();
+            Value rowIv = iv;
             if (r > 0)
-              iv = arith::AddIOp::create(rewriter, loc, iv, index(r));
-            ivOfRow.push_back(iv);
-            rowOf.push_back(arith::AddIOp::create(rewriter, loc, first, iv));
+              rowIv = arith::AddIOp::create(rewriter, loc, iv, index(r));
+            ivOfRow.push_back(rowIv);
+            rowOf.push_back(arith::AddIOp::create(rewriter, loc, first, rowIv));
             rowKept[r].chunks = kept.chunks;
             rowKept[r].lanes = kept.lanes;
             if (!vectors)
               continue;
+            for (const RowCopy &copy : copies)
+              for (auto [c, chunk] : llvm::enumerate(kept.chunks)) {
+                SmallVector<Value> slot = {stage, index(r), index(c), tid,
+                                           index(0)};
+                SmallVector<Value> at =
+                    applyMap(rewriter, loc, copy.map, {rowOf[r], chunk});
+                if (copy.perRow) {
+                  slot[2] = index(0);
+                  rowKept[r].keep(
+                      copy.buffer, at,
+                      memref::LoadOp::create(rewriter, loc, copy.slots, slot),
+                      /*stored=*/false);
+                  break;
+                }
+                rowKept[r].keep(
+                    copy.buffer, at,
+                    vector::LoadOp::create(
+                        rewriter, loc,
+                        VectorType::get({width},
+                                        getElementTypeOrSelf(copy.buffer)),
+                        copy.slots, slot),
+                    /*stored=*/false);
+              }
             prefetchReadOnlyRows(rewriter, loc, members, {rowOf[r]}, width,
                                  rowKept[r]);
             // The partial's per-row operands (a norm's rstd) too: a later
@@ -1894,6 +1969,16 @@ private:
           }
           scf::YieldOp::create(rewriter, loc, sums);
         }
+        // The last iteration's copies (of no bytes) done before the block
+        // exits.
+        if (!copies.empty())
+          nvgpu::DeviceAsyncWaitOp::create(
+              rewriter, loc,
+              nvgpu::DeviceAsyncCreateGroupOp::create(
+                  rewriter, loc,
+                  nvgpu::DeviceAsyncTokenType::get(rewriter.getContext()),
+                  ValueRange{}),
+              rewriter.getI32IntegerAttr(0));
         // Each thread's own columns of the chunk's partial: no other
         // thread writes them.
         OpOperand *init = partial->op.getDpsInitOperand(0);
@@ -2114,6 +2199,121 @@ private:
   /// after the row's sum): `kept` holds them for the members that read
   /// them. Otherwise such a load waits behind the reduction's barriers,
   /// its latency exposed once per row.
+  /// A row operand of a folded row group that the block copies ahead into
+  /// shared memory (cp.async): `slots` holds, per stage (2), row in flight,
+  /// chunk and thread, that thread's 16 bytes of the chunk; or, for a
+  /// per-row value (`perRow`: the map reads the row only), per stage and
+  /// row in flight, each thread's copy of it (its own slot: a thread waits
+  /// only for its own copies).
+  struct RowCopy {
+    Value buffer;
+    AffineMap map;
+    Value slots;
+    bool perRow;
+  };
+
+  /// The operands the folded loop would load: those of `members` that move
+  /// with the row (and the column: 16 bytes per chunk; or not: a 4-byte
+  /// per-row value) and the partial's per-row reads, each with its slots in
+  /// `launch`'s workgroup memory. None when the slots would not fit beside
+  /// the group's reductions.
+  static SmallVector<RowCopy> planRowCopies(IRRewriter &rewriter, Location loc,
+                                            gpu::LaunchOp launch,
+                                            ArrayRef<RowMember> members,
+                                            const ColumnPartial &partial,
+                                            int64_t width, int64_t inFlight,
+                                            int64_t chunks, int64_t threads) {
+    MLIRContext *context = rewriter.getContext();
+    SmallVector<RowCopy> copies;
+    int64_t bytes = 0;
+    auto add = [&](Value buffer, AffineMap map) {
+      auto type = dyn_cast<MemRefType>(buffer.getType());
+      if (!type || map.getNumDims() != 2 || !map.isFunctionOfDim(0) ||
+          isWrittenByMember(members, buffer) ||
+          llvm::any_of(copies, [&](const RowCopy &copy) {
+            return copy.buffer == buffer && copy.map == map;
+          }))
+        return;
+      bool perRow = !map.isFunctionOfDim(1);
+      int64_t copyBytes = type.getElementTypeBitWidth() / 8;
+      if (!perRow)
+        copyBytes *= width;
+      // cp.async moves 4, 8 or 16 bytes.
+      if (perRow ? copyBytes != 4 : copyBytes != kVectorBytes)
+        return;
+      copies.push_back({buffer, map, Value(), perRow});
+      bytes += 2 * inFlight * (perRow ? 1 : chunks) * threads * copyBytes;
+    };
+    for (const RowMember &member : members) {
+      if (member.kind == RowMember::PerRow)
+        continue;
+      linalg::GenericOp op = member.op;
+      Block &body = op.getRegion().front();
+      for (OpOperand *input : op.getDpsInputOperands())
+        if (!body.getArgument(input->getOperandNumber()).use_empty())
+          add(input->get(), op.getMatchingIndexingMap(input));
+    }
+    for (const ColumnPartial::Read &read : partial.reads)
+      if (read.kind == ColumnPartial::Read::Row)
+        add(read.buffer, AffineMap::get(2, 0, getAffineDimExpr(0, context)));
+    if (copies.empty() || bytes > kMaxRowCopyBytes)
+      return {};
+    // As NVVM numbers it: convert-nvgpu-to-nvvm does not map the GPU
+    // dialect's address spaces.
+    Attribute workgroup = rewriter.getI64IntegerAttr(
+        static_cast<int64_t>(NVVM::NVVMMemorySpace::Shared));
+    for (RowCopy &copy : copies)
+      copy.slots = launch.addWorkgroupAttribution(
+          MemRefType::get({2, inFlight, copy.perRow ? 1 : chunks, threads,
+                           copy.perRow ? 1 : width},
+                          getElementTypeOrSelf(copy.buffer),
+                          MemRefLayoutAttrInterface{}, workgroup),
+          loc);
+    return copies;
+  }
+
+  /// Issues the copies of rows `first`, `first` + 1, ... (one per row in
+  /// flight) of every RowCopy into `stage`'s slots of this thread, `elements`
+  /// of each (null: all; 0: none, the slots zeroed), as one group; returns
+  /// its token.
+  static Value issueRowCopies(IRRewriter &rewriter, Location loc,
+                              ArrayRef<RowCopy> copies, Value first,
+                              Value stage, ArrayRef<Value> chunks, Value tid,
+                              Value elements) {
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(rewriter.getContext());
+    SmallVector<Value> tokens;
+    for (const RowCopy &copy : copies) {
+      auto slots = cast<MemRefType>(copy.slots.getType());
+      int64_t inFlight = slots.getDimSize(1), width = slots.getDimSize(4);
+      for (int64_t r = 0; r < inFlight; ++r) {
+        Value row = r == 0
+                        ? first
+                        : arith::AddIOp::create(rewriter, loc, first, index(r))
+                              .getResult();
+        for (auto [c, chunk] : llvm::enumerate(chunks)) {
+          tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+              rewriter, loc, tokenType, copy.slots,
+              ValueRange{stage, index(r), index(c), tid, index(0)}, copy.buffer,
+              applyMap(rewriter, loc, copy.map, {row, chunk}),
+              rewriter.getIndexAttr(copy.perRow ? 1 : width),
+              copy.perRow && elements
+                  ? arith::MinUIOp::create(rewriter, loc, elements, index(1))
+                        .getResult()
+                  : elements,
+              // Only 16-byte copies may bypass L1.
+              copy.perRow ? UnitAttr() : rewriter.getUnitAttr()));
+          if (copy.perRow)
+            break;
+        }
+      }
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(rewriter, loc, tokenType,
+                                                   tokens);
+  }
+
   static void prefetchReadOnlyRows(IRRewriter &rewriter, Location loc,
                                    ArrayRef<RowMember> members,
                                    ArrayRef<Value> ivs, int64_t width,

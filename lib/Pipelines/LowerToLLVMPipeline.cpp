@@ -63,6 +63,8 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   // The vectorized kernels' 16-byte loads and stores (convert-gpu-to-nvvm
   // leaves vector ops alone).
   kernels.addPass(createConvertVectorToLLVMPass());
+  // A folded row group's copies ahead (cp.async).
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   // What convert-gpu-to-nvvm leaves of math: integer ops (a ballot's
   // population count), as LLVM intrinsics.

@@ -1676,35 +1676,59 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
 // A norm's backward with its weight gradient's partial sums right before
 // it (dc-split-column-reductions puts them there, 16 rows a chunk): one
 // kernel, a block per chunk (4 blocks) that runs its 16 rows two at a
-// time, a barrier first; both rows' dy, x and rstd are loaded before the
-// first row's sum (16 bytes per thread per chunk, two chunks of a
-// 2048-wide row), each load shared by the partial sums, the row sum and
-// the scale; a barrier between the two rows (the second's block reduction
-// reuses the first's shared memory). Each thread adds its 16 columns'
-// partials in registers across the rows and stores them at the end. The
-// partials' zero fill (the identity) and the row sum's fill fold away.
+// time. The rows' dy, x (16 bytes per thread per chunk, two chunks of a
+// 2048-wide row) and rstd (4 bytes) are copied ahead into workgroup
+// memory (cp.async), each thread into its own slots of one of two stages:
+// the first iteration's before the loop; in each iteration, after its
+// first barrier, the next iteration's into the other stage (past the last
+// row, copies of no bytes), then a wait for all but those, then this
+// stage's slots read (no load of dy, x or rstd from global memory in the
+// loop), each shared by the partial sums, the row sum and the scale; a
+// barrier between the two rows (the second's block reduction reuses the
+// first's shared memory). Each thread adds its 16 columns' partials in
+// registers across the rows and stores them at the end, after a wait for
+// the last (empty) copies. The partials' zero fill (the identity) and the
+// row sum's fill fold away.
 // CHECK-LABEL: func.func @norm_backward_folded
 // CHECK-NOT: linalg.
-// CHECK: gpu.launch blocks(%[[CHUNK:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}})
+// CHECK: gpu.launch blocks(%[[CHUNK:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TID:[^,]*]], {{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}}) workgroup(%[[DYS:.*]] : memref<2x2x2x128x8xbf16, 3>, %[[XS:.*]] : memref<2x2x2x128x8xbf16, 3>, %[[RS:.*]] : memref<2x2x1x128x1xf32, 3>)
 // CHECK: scf.if
-// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c2{{.*}} iter_args
-// CHECK-NEXT: gpu.barrier
 // CHECK: %[[FIRST:.*]] = arith.muli %[[CHUNK]], %c16
-// CHECK-NEXT: %[[ROW:.*]] = arith.addi %[[FIRST]], %[[I]]
-// CHECK-DAG: vector.load %arg0[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
-// CHECK-DAG: vector.load %arg1[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
-// CHECK-DAG: memref.load %arg2[%[[ROW]]] : memref<64xf32>
+// CHECK: nvgpu.device_async_copy %arg0[%[[FIRST]], %{{.*}}], %[[DYS]][%c0{{.*}}, %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}], 8 {bypassL1}
+// CHECK: nvgpu.device_async_copy %arg2[%[[FIRST]]], %[[RS]][%c0{{.*}}, %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}], 1 :
+// CHECK: nvgpu.device_async_create_group
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c2{{.*}} iter_args
+// CHECK: gpu.barrier
+// CHECK: %[[ITER:.*]] = arith.divui %[[I]], %c2
+// CHECK: %[[STAGE:.*]] = arith.remui %[[ITER]], %c2
+// CHECK: %[[NEXT:.*]] = arith.addi %[[I]], %c2
+// CHECK: %[[MORE:.*]] = arith.cmpi ult, %[[NEXT]], %c16
+// CHECK: %[[BYTES:.*]] = arith.select %[[MORE]], %c8{{.*}}, %c0
+// CHECK: %[[OTHER:.*]] = arith.subi %c1{{.*}}, %[[STAGE]]
+// CHECK: %[[AHEAD:.*]] = arith.select %[[MORE]], %[[NEXT]], %[[I]]
+// CHECK: %[[NEXTROW:.*]] = arith.addi %[[FIRST]], %[[AHEAD]]
+// CHECK: nvgpu.device_async_copy %arg0[%[[NEXTROW]], %{{.*}}], %[[DYS]][%[[OTHER]], %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}], 8, %[[BYTES]] {bypassL1}
+// CHECK-COUNT-7: nvgpu.device_async_copy %arg{{[01]}}[{{.*}}], %{{.*}}[%[[OTHER]],
+// CHECK: nvgpu.device_async_copy %arg2[%[[NEXTROW]]], %[[RS]][%[[OTHER]],
+// CHECK: nvgpu.device_async_copy %arg2[{{.*}}], %[[RS]][%[[OTHER]],
+// CHECK: %[[GROUP:.*]] = nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_wait %[[GROUP]] {numGroups = 1 : i32}
+// CHECK: %[[ROW:.*]] = arith.addi %[[FIRST]], %[[I]]
+// CHECK-DAG: vector.load %[[DYS]][%[[STAGE]], %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}] : memref<2x2x2x128x8xbf16, 3>, vector<8xbf16>
+// CHECK-DAG: vector.load %[[XS]][%[[STAGE]], %c0{{.*}}, %c1{{.*}}, %[[TID]], %c0{{.*}}] : memref<2x2x2x128x8xbf16, 3>, vector<8xbf16>
+// CHECK-DAG: memref.load %[[RS]][%[[STAGE]], %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}] : memref<2x2x1x128x1xf32, 3>
 // CHECK: %[[I1:.*]] = arith.addi %[[I]], %c1
 // CHECK-NEXT: %[[ROW1:.*]] = arith.addi %[[FIRST]], %[[I1]]
-// CHECK-DAG: vector.load %arg0[%[[ROW1]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
-// CHECK-DAG: vector.load %arg1[%[[ROW1]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
-// CHECK-DAG: memref.load %arg2[%[[ROW1]]] : memref<64xf32>
-// CHECK-NOT: vector.load %arg0
-// CHECK-NOT: vector.load %arg1
+// CHECK-DAG: vector.load %[[DYS]][%[[STAGE]], %c1{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}]
+// CHECK-DAG: vector.load %[[XS]][%[[STAGE]], %c1{{.*}}, %c1{{.*}}, %[[TID]], %c0{{.*}}]
+// CHECK-DAG: memref.load %[[RS]][%[[STAGE]], %c1{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}]
+// CHECK-NOT: %arg0[
+// CHECK-NOT: %arg1[
+// CHECK-NOT: %arg2[
 // CHECK-NOT: gpu.barrier
 // CHECK: gpu.all_reduce
-// CHECK-NOT: vector.load %arg0
-// CHECK-NOT: vector.load %arg1
+// CHECK-NOT: %arg0[
+// CHECK-NOT: %arg1[
 // CHECK-NOT: gpu.barrier
 // CHECK: vector.store %{{.*}}, %arg5[%[[ROW]], %{{.*}}]
 // CHECK-NOT: vector.load
@@ -1718,11 +1742,14 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
 // CHECK: vector.store %{{.*}}, %arg5[%[[ROW1]], %{{.*}}]
 // CHECK-NOT: gpu.barrier
 // CHECK: scf.yield
+// CHECK: %[[LAST:.*]] = nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_wait %[[LAST]] {numGroups = 0 : i32}
 // CHECK: %[[FIRSTSUM:.*]] = arith.addf %{{.*}}, %[[SUMS]]#0 : f32
 // CHECK-NEXT: memref.store %[[FIRSTSUM]], %arg6[%[[CHUNK]], %{{.*}}] : memref<4x2048xf32>
 // CHECK: %[[LASTSUM:.*]] = arith.addf %{{.*}}, %[[SUMS]]#15 : f32
 // CHECK-NEXT: memref.store %[[LASTSUM]], %arg6[%[[CHUNK]], %{{.*}}] : memref<4x2048xf32>
 // CHECK: } else {
+// CHECK-NOT: nvgpu.
 // CHECK: scf.for
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch

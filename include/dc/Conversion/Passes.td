@@ -325,7 +325,17 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       reduction, a barrier between the rows), each thread adding its own
       columns' partials in registers and storing them after the last row
       (the identity fill before them folded). The norm's backward reads x
-      and dy once instead of twice;
+      and dy once instead of twice. With 16-byte accesses, the rows'
+      operands that move with the row (16 bytes a chunk, or a 4-byte
+      per-row value such as rstd) are copied ahead into workgroup memory
+      (`nvgpu.device_async_copy`, cp.async; two stages, at most 40 KiB):
+      each iteration issues the next one's copies, each thread into its
+      own slots, then waits for all but those and reads its slots, so a
+      row's loads no longer wait a memory round trip behind the row
+      before's reductions;
+    - an elementwise op with a loop of two that an input reads at `1 - d`
+      (a rotary embedding's partner half) takes both of its points in one
+      thread: each half and the tables are loaded once;
     - a column reduction (the same, reading across rows: a norm's weight
       gradient): one 256-thread block per 64 columns, 4 row lanes each
       folding every 4th row, lane 0 combining the partials from shared
