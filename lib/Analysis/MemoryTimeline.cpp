@@ -67,19 +67,36 @@ static Value getAliasedValue(OpResult result) {
 /// allocates.
 static bool allocatesNothing(Operation *op) { return isa<tensor::EmptyOp>(op); }
 
+/// True if `value` is a tensor of dynamic shape: it has no bytes to plan.
+static bool isDynamicTensor(Value value) {
+  auto tensor = dyn_cast<TensorType>(value.getType());
+  return tensor && !tensor.hasStaticShape();
+}
+
 /// Fails with an error on `fn`, and a note at the value, if `value` is a
 /// tensor of dynamic shape.
 static LogicalResult checkStaticShape(func::FuncOp fn, Value value,
                                       const llvm::Twine &what) {
-  auto tensor = dyn_cast<TensorType>(value.getType());
-  if (!tensor || tensor.hasStaticShape())
+  if (!isDynamicTensor(value))
     return success();
+  auto tensor = cast<TensorType>(value.getType());
   InFlightDiagnostic diag =
       fn.emitError() << "cannot plan the memory of '" << fn.getSymName()
                      << "': " << what << " has the dynamically shaped type "
                      << tensor << " (dc needs static shapes)";
   diag.attachNote(value.getLoc()) << "the dynamically shaped value";
   return diag;
+}
+
+bool MemoryTimeline::canCompute(func::FuncOp fn) {
+  if (fn.isExternal() || !fn.getBody().hasOneBlock())
+    return false;
+  Block &body = fn.getBody().front();
+  if (llvm::any_of(body.getArguments(), isDynamicTensor))
+    return false;
+  return llvm::none_of(body, [](Operation &op) {
+    return llvm::any_of(op.getResults(), isDynamicTensor);
+  });
 }
 
 FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {

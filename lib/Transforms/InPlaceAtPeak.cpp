@@ -101,32 +101,13 @@ void writeInPlace(IRRewriter &rewriter, linalg::GenericOp op,
     rewriter.eraseOp(empty);
 }
 
-/// True if some value of `fn` has a dynamically shaped type: its memory
-/// has no timeline, which the planners after this pass report.
-bool hasDynamicShapes(func::FuncOp fn) {
-  auto dynamic = [](Type type) {
-    auto shaped = dyn_cast<ShapedType>(type);
-    return shaped && !shaped.hasStaticShape();
-  };
-  if (llvm::any_of(fn.getArgumentTypes(), dynamic) ||
-      llvm::any_of(fn.getResultTypes(), dynamic))
-    return true;
-  return fn
-      .walk([&](Operation *op) {
-        return llvm::any_of(op->getResultTypes(), dynamic)
-                   ? WalkResult::interrupt()
-                   : WalkResult::advance();
-      })
-      .wasInterrupted();
-}
-
 struct InPlaceAtPeakPass
     : public dc::impl::DCInPlaceAtPeakBase<InPlaceAtPeakPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
-      if (fn.isExternal() || !fn.getBody().hasOneBlock() ||
-          hasDynamicShapes(fn))
+      // A step the planners cannot plan is theirs to report.
+      if (!MemoryTimeline::canCompute(fn))
         continue;
       // Each rewrite lowers the peak at its op; the next peak may be
       // another such op. Each op is rewritten at most once (its init is no

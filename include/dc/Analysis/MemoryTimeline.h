@@ -44,6 +44,10 @@ public:
   /// Builds the timeline of `fn`'s single block; fails (with a diagnostic)
   /// on dynamic shapes or a body of more than one block.
   static mlir::FailureOr<MemoryTimeline> compute(mlir::func::FuncOp fn);
+  /// Whether compute() would succeed on `fn`, checked quietly: a pass that
+  /// only improves a plannable step skips the others and leaves the error
+  /// to the planners.
+  static bool canCompute(mlir::func::FuncOp fn);
 
   /// Top-level ops of the body, in order (the index space of everything).
   const std::vector<mlir::Operation *> &getOps() const { return ops; }
