@@ -2194,11 +2194,6 @@ private:
     return {loop.getResult(0), loop.getResult(1)};
   }
 
-  /// Issues, before the group's first member, the 16-byte loads of every
-  /// row operand that no member writes (a norm's weight, read by its scale
-  /// after the row's sum): `kept` holds them for the members that read
-  /// them. Otherwise such a load waits behind the reduction's barriers,
-  /// its latency exposed once per row.
   /// A row operand of a folded row group that the block copies ahead into
   /// shared memory (cp.async): `slots` holds, per stage (2), row in flight,
   /// chunk and thread, that thread's 16 bytes of the chunk; or, for a
@@ -2314,6 +2309,11 @@ private:
                                                    tokens);
   }
 
+  /// Issues, before the group's first member, the 16-byte loads of every
+  /// row operand that no member writes (a norm's weight, read by its scale
+  /// after the row's sum): `kept` holds them for the members that read
+  /// them. Otherwise such a load waits behind the reduction's barriers,
+  /// its latency exposed once per row.
   static void prefetchReadOnlyRows(IRRewriter &rewriter, Location loc,
                                    ArrayRef<RowMember> members,
                                    ArrayRef<Value> ivs, int64_t width,
