@@ -558,8 +558,8 @@ constexpr int64_t kFoldedRowsInFlight = 2;
 
 /// Bytes of workgroup memory a folded row group's copies ahead may take (2
 /// stages), leaving room for its reductions' in a block's 48 KiB of static
-/// shared memory: A's norm backward takes 32 KiB (x and dy, 2 stages of 2
-/// rows of 2 chunks of 128 threads, and rstd's 2 KiB).
+/// shared memory: A's norm backward takes 34 KiB (x and dy, 2 stages of 2
+/// rows of 2 chunks of 128 threads: 32 KiB; rstd 2 KiB).
 constexpr int64_t kMaxRowCopyBytes = 40 * 1024;
 
 /// Threads of a warp; a row group whose rows a warp covers in at most
