@@ -1870,7 +1870,7 @@ private:
                                  width, inFlight, kept.chunks.size(), threads);
         if (!copies.empty())
           issueRowCopies(rewriter, loc, copies, first, index(0), kept.chunks,
-                         tid, /*elements=*/nullptr);
+                         tid, /*more=*/nullptr);
         auto loop = scf::ForOp::create(
             rewriter, loc, index(0), index(partial->rowsPerChunk),
             index(inFlight), SmallVector<Value>(sumCount, identity));
@@ -1900,9 +1900,7 @@ private:
                     rewriter, loc, first,
                     arith::SelectOp::create(rewriter, loc, more, next, iv)),
                 arith::SubIOp::create(rewriter, loc, index(1), stage),
-                kept.chunks, tid,
-                arith::SelectOp::create(rewriter, loc, more, index(width),
-                                        index(0)));
+                kept.chunks, tid, more);
             // All but the copies just issued are done: this thread's own
             // slots of `stage` (no other thread reads them).
             nvgpu::DeviceAsyncWaitOp::create(rewriter, loc, group,
@@ -1920,29 +1918,27 @@ private:
             rowKept[r].lanes = kept.lanes;
             if (!vectors)
               continue;
-            for (const RowCopy &copy : copies)
-              for (auto [c, chunk] : llvm::enumerate(kept.chunks)) {
+            for (const RowCopy &copy : copies) {
+              auto slots = cast<MemRefType>(copy.slots.getType());
+              for (int64_t c = 0; c < slots.getDimSize(2); ++c) {
                 SmallVector<Value> slot = {stage, index(r), index(c), tid,
                                            index(0)};
-                SmallVector<Value> at =
-                    applyMap(rewriter, loc, copy.map, {rowOf[r], chunk});
-                if (copy.perRow) {
-                  slot[2] = index(0);
-                  rowKept[r].keep(
-                      copy.buffer, at,
-                      memref::LoadOp::create(rewriter, loc, copy.slots, slot),
-                      /*stored=*/false);
-                  break;
-                }
-                rowKept[r].keep(
-                    copy.buffer, at,
-                    vector::LoadOp::create(
-                        rewriter, loc,
-                        VectorType::get({width},
-                                        getElementTypeOrSelf(copy.buffer)),
-                        copy.slots, slot),
-                    /*stored=*/false);
+                Value value =
+                    copy.perRow
+                        ? memref::LoadOp::create(rewriter, loc, copy.slots,
+                                                 slot)
+                              .getResult()
+                        : vector::LoadOp::create(
+                              rewriter, loc,
+                              VectorType::get({width}, slots.getElementType()),
+                              copy.slots, slot)
+                              .getResult();
+                rowKept[r].keep(copy.buffer,
+                                applyMap(rewriter, loc, copy.map,
+                                         {rowOf[r], kept.chunks[c]}),
+                                value, /*stored=*/false);
               }
+            }
             prefetchReadOnlyRows(rewriter, loc, members, {rowOf[r]}, width,
                                  rowKept[r]);
             // The partial's per-row operands (a norm's rstd) too: a later
@@ -2268,41 +2264,42 @@ private:
   }
 
   /// Issues the copies of rows `first`, `first` + 1, ... (one per row in
-  /// flight) of every RowCopy into `stage`'s slots of this thread, `elements`
-  /// of each (null: all; 0: none, the slots zeroed), as one group; returns
-  /// its token.
+  /// flight) of every RowCopy into `stage`'s slots of this thread, as one
+  /// group; returns its token. Where `more` (i1) is false the copies move
+  /// no bytes (the slots are zeroed); null: always all.
   static Value issueRowCopies(IRRewriter &rewriter, Location loc,
                               ArrayRef<RowCopy> copies, Value first,
                               Value stage, ArrayRef<Value> chunks, Value tid,
-                              Value elements) {
+                              Value more) {
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(rewriter.getContext());
     SmallVector<Value> tokens;
     for (const RowCopy &copy : copies) {
+      // A per-row value has one slot of one element (planRowCopies).
       auto slots = cast<MemRefType>(copy.slots.getType());
-      int64_t inFlight = slots.getDimSize(1), width = slots.getDimSize(4);
+      int64_t inFlight = slots.getDimSize(1), slotChunks = slots.getDimSize(2),
+              width = slots.getDimSize(4);
+      Value elements = more ? arith::SelectOp::create(rewriter, loc, more,
+                                                      index(width), index(0))
+                                  .getResult()
+                            : Value();
+      // Only 16-byte copies may bypass L1.
+      bool bypassL1 =
+          width * slots.getElementTypeBitWidth() == kVectorBytes * 8;
       for (int64_t r = 0; r < inFlight; ++r) {
         Value row = r == 0
                         ? first
                         : arith::AddIOp::create(rewriter, loc, first, index(r))
                               .getResult();
-        for (auto [c, chunk] : llvm::enumerate(chunks)) {
+        for (int64_t c = 0; c < slotChunks; ++c)
           tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
               rewriter, loc, tokenType, copy.slots,
               ValueRange{stage, index(r), index(c), tid, index(0)}, copy.buffer,
-              applyMap(rewriter, loc, copy.map, {row, chunk}),
-              rewriter.getIndexAttr(copy.perRow ? 1 : width),
-              copy.perRow && elements
-                  ? arith::MinUIOp::create(rewriter, loc, elements, index(1))
-                        .getResult()
-                  : elements,
-              // Only 16-byte copies may bypass L1.
-              copy.perRow ? UnitAttr() : rewriter.getUnitAttr()));
-          if (copy.perRow)
-            break;
-        }
+              applyMap(rewriter, loc, copy.map, {row, chunks[c]}),
+              rewriter.getIndexAttr(width), elements,
+              bypassL1 ? rewriter.getUnitAttr() : UnitAttr()));
       }
     }
     return nvgpu::DeviceAsyncCreateGroupOp::create(rewriter, loc, tokenType,

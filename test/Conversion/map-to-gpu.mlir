@@ -1703,10 +1703,10 @@ func.func @softmax_of_other_values(%x: memref<8x1000xf32>, %y: memref<8x1000xf32
 // CHECK: %[[STAGE:.*]] = arith.remui %[[ITER]], %c2
 // CHECK: %[[NEXT:.*]] = arith.addi %[[I]], %c2
 // CHECK: %[[MORE:.*]] = arith.cmpi ult, %[[NEXT]], %c16
-// CHECK: %[[BYTES:.*]] = arith.select %[[MORE]], %c8{{.*}}, %c0
 // CHECK: %[[OTHER:.*]] = arith.subi %c1{{.*}}, %[[STAGE]]
 // CHECK: %[[AHEAD:.*]] = arith.select %[[MORE]], %[[NEXT]], %[[I]]
 // CHECK: %[[NEXTROW:.*]] = arith.addi %[[FIRST]], %[[AHEAD]]
+// CHECK: %[[BYTES:.*]] = arith.select %[[MORE]], %c8{{.*}}, %c0
 // CHECK: nvgpu.device_async_copy %arg0[%[[NEXTROW]], %{{.*}}], %[[DYS]][%[[OTHER]], %c0{{.*}}, %c0{{.*}}, %[[TID]], %c0{{.*}}], 8, %[[BYTES]] {bypassL1}
 // CHECK-COUNT-7: nvgpu.device_async_copy %arg{{[01]}}[{{.*}}], %{{.*}}[%[[OTHER]],
 // CHECK: nvgpu.device_async_copy %arg2[%[[NEXTROW]]], %[[RS]][%[[OTHER]],
