@@ -449,6 +449,30 @@ static bool isFoldedFill(Operation *op) {
   return false;
 }
 
+/// The copy of a fused 16-bit attention output in [B, S, H, D] (maybe
+/// collapsed) into a slice of another tensor, its only use: dq, dk and dv
+/// into the fused q/k/v gradient. The GPU lowering has the runtime's
+/// flash attention write that slice directly (dc-write-attention-in-place),
+/// so no copy runs.
+static bool isAttentionOutputCopy(Operation *op) {
+  auto insert = dyn_cast<tensor::InsertSliceOp>(op);
+  if (!insert)
+    return false;
+  Value source = insert.getSource();
+  while (auto collapse = source.getDefiningOp<tensor::CollapseShapeOp>()) {
+    if (!source.hasOneUse())
+      return false;
+    source = collapse.getSrc();
+  }
+  Operation *producer = source.getDefiningOp();
+  if (!source.hasOneUse() || !producer || !isAttentionOp(producer) ||
+      !isLibraryAttention(producer))
+    return false;
+  if (auto attention = dyn_cast<AttentionOp>(producer))
+    return attention.getBshd();
+  return cast<AttentionGradOp>(producer).getBshd();
+}
+
 OpCost CostModel::estimate(Operation *op, GridSizes &grids,
                            llvm::StringRef profileKey) const {
   OpCost cost;
@@ -523,6 +547,8 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
 
   cost.stream = StreamKind::Compute;
   if (target.foldsFills && isFoldedFill(op))
+    return cost;
+  if (target.foldsHeadTransposes && isAttentionOutputCopy(op))
     return cost;
   if (!isFreeOp(op)) {
     cost.flops = countFlops(op);

@@ -4,7 +4,8 @@
 // ([B, S, H, D] -> [B, H, S, D], maybe collapsed to [B*H, S, D]) become
 // their bshd form on the untransposed tensors; the results reach their
 // users through the inverse transposes, which cancel against the users'
-// own. See Passes.td.
+// own. Only ops the runtime's flash attention runs (16-bit): any other is
+// expanded over [B, H, S, D]. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
@@ -101,7 +102,7 @@ struct FoldForward : public OpRewritePattern<AttentionOp> {
 
   LogicalResult matchAndRewrite(AttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getBshd())
+    if (op.getBshd() || !isLibraryAttention(op))
       return failure();
     FailureOr<SmallVector<Value>> x =
         getSeqMajor(ValueRange{op.getQ(), op.getK(), op.getV()});
@@ -125,7 +126,7 @@ struct FoldBackward : public OpRewritePattern<AttentionGradOp> {
 
   LogicalResult matchAndRewrite(AttentionGradOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getBshd())
+    if (op.getBshd() || !isLibraryAttention(op))
       return failure();
     FailureOr<SmallVector<Value>> x = getSeqMajor(
         ValueRange{op.getQ(), op.getK(), op.getV(), op.getO(), op.getDO()});

@@ -1,7 +1,11 @@
 //===- Zero3Pipeline.cpp - shard, schedule and verify a training step -----===//
 #include "dc/Pipelines/Pipelines.h"
 
+#include "dc/Analysis/TargetDescription.h"
+#include "dc/Conversion/Passes.h"
 #include "dc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
@@ -59,6 +63,19 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
                           : int64_t(options.sequenceParallel);
     if (!dataParallel)
       zero3.reduceKind = shard::ReductionKind::Sum;
+  }
+  // The step as the target runs it, before anything is planned against
+  // it: on the GPU targets fused attention reads and writes the
+  // projections' [B, S, H, D] tensors in place, so the head transposes
+  // around it are neither priced nor kept live (after dc-ulysses, which
+  // splits heads-major attention). A target that does not load is the
+  // planning passes' error to report.
+  if (llvm::Expected<TargetDescription> target =
+          TargetDescription::load(options.target)) {
+    if (target->foldsHeadTransposes)
+      pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
+  } else {
+    llvm::consumeError(target.takeError());
   }
   pm.addPass(createDCZero3(zero3));
   // The op at the memory peak over an input it reads last (the

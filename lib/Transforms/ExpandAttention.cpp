@@ -403,12 +403,6 @@ template <typename OpTy> bool isGrouped(OpTy op) {
                              op.getBshd()) > 1;
 }
 
-/// True for an op the runtime's flash attention takes (bf16 or f16).
-bool isLibraryAttention(Operation *op) {
-  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
-  return element.isBF16() || element.isF16();
-}
-
 struct ExpandAttentionPass
     : public dc::impl::DCExpandAttentionBase<ExpandAttentionPass> {
   using DCExpandAttentionBase::DCExpandAttentionBase;

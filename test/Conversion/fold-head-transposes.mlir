@@ -152,3 +152,19 @@ func.func @other_split(%q: tensor<2x8x4x16xbf16>, %kv: tensor<1x8x4x16xbf16>) ->
   %o, %lse = dc.attention %q3, %k3, %k3 scale = 0.5 : tensor<8x8x16xbf16>, tensor<4x8x16xbf16>, tensor<4x8x16xbf16> -> tensor<8x8x16xbf16>, tensor<8x8xf32>
   return %o : tensor<8x8x16xbf16>
 }
+
+// -----
+
+// Not folded: f32 attention, which the GPU lowering expands to linalg
+// over [B, H, S, D] (only 16-bit attention runs in the runtime's flash
+// attention, on strided operands).
+// CHECK-LABEL: func.func @f32_expanded
+// CHECK: linalg.transpose
+// CHECK: dc.attention %{{.*}} scale
+// CHECK-NOT: bshd
+func.func @f32_expanded(%q: tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32> {
+  %i0 = tensor.empty() : tensor<2x4x8x16xf32>
+  %qt = linalg.transpose ins(%q : tensor<2x8x4x16xf32>) outs(%i0 : tensor<2x4x8x16xf32>) permutation = [0, 2, 1, 3]
+  %o, %lse = dc.attention %qt, %qt, %qt scale = 0.5 : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>, tensor<2x4x8xf32>
+  return %o : tensor<2x4x8x16xf32>
+}

@@ -208,6 +208,51 @@ TEST_F(AnalysisTest, GPUTargetsFoldFillsIntoTheOpThatOverwritesThem) {
         << i;
 }
 
+/// A bshd attention backward whose dq and dk are copied into slices of the
+/// fused gradient, dq through a collapse; dv is copied too but also
+/// returned; an f32 op's dq is copied.
+constexpr llvm::StringLiteral kAttentionCopiesIR = R"mlir(
+func.func @copies(%q: tensor<2x8x2x8xbf16>, %lse: tensor<2x2x8xf32>,
+                  %q32: tensor<2x8x2x8xf32>, %lse32: tensor<2x2x8xf32>)
+    -> (tensor<16x48xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xf32>) {
+  %dq, %dk, %dv = dc.attention_grad %q, %q, %q, %q, %lse, %q causal bshd scale = 0.5 : tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x2x8xf32>, tensor<2x8x2x8xbf16> -> tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xbf16>
+  %e = tensor.empty() : tensor<16x48xbf16>
+  %dq2 = tensor.collapse_shape %dq [[0, 1], [2, 3]] : tensor<2x8x2x8xbf16> into tensor<16x16xbf16>
+  %g0 = tensor.insert_slice %dq2 into %e[0, 0] [16, 16] [1, 1] : tensor<16x16xbf16> into tensor<16x48xbf16>
+  %dk2 = tensor.collapse_shape %dk [[0, 1], [2, 3]] : tensor<2x8x2x8xbf16> into tensor<16x16xbf16>
+  %g1 = tensor.insert_slice %dk2 into %g0[0, 16] [16, 16] [1, 1] : tensor<16x16xbf16> into tensor<16x48xbf16>
+  %dv2 = tensor.collapse_shape %dv [[0, 1], [2, 3]] : tensor<2x8x2x8xbf16> into tensor<16x16xbf16>
+  %g2 = tensor.insert_slice %dv2 into %g1[0, 32] [16, 16] [1, 1] : tensor<16x16xbf16> into tensor<16x48xbf16>
+  %fq, %fk, %fv = dc.attention_grad %q32, %q32, %q32, %q32, %lse32, %q32 causal bshd scale = 0.5 : tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>, tensor<2x2x8xf32>, tensor<2x8x2x8xf32> -> tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %e32 = tensor.empty() : tensor<2x16x2x8xf32>
+  %f0 = tensor.insert_slice %fq into %e32[0, 0, 0, 0] [2, 8, 2, 8] [1, 1, 1, 1] : tensor<2x8x2x8xf32> into tensor<2x16x2x8xf32>
+  return %g2, %dv, %fk : tensor<16x48xbf16>, tensor<2x8x2x8xbf16>, tensor<2x8x2x8xf32>
+}
+)mlir";
+
+TEST_F(AnalysisTest, GPUTargetsWriteAttentionOutputsWhereTheyAreCopied) {
+  auto module = parse(kAttentionCopiesIR);
+  func::FuncOp fn = getFunc(*module, "copies");
+  TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
+  TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
+  CostModel gpu(h200), host(cpu);
+  auto insertAt = [&](size_t i) {
+    Operation *op = opAt(fn, i);
+    EXPECT_TRUE(isa<tensor::InsertSliceOp>(op)) << i;
+    return op;
+  };
+  // dq (through its collapse) and dk: the runtime writes the slice, no
+  // copy on the GPU; the CPU backend copies.
+  for (size_t i : {3, 5}) {
+    EXPECT_EQ(gpu.estimate(insertAt(i)).seconds, 0.0) << i;
+    EXPECT_GT(host.estimate(insertAt(i)).seconds, 0.0) << i;
+  }
+  // dv is returned as well (its own buffer), and the f32 op is expanded
+  // to linalg: real copies.
+  for (size_t i : {7, 10})
+    EXPECT_GT(gpu.estimate(insertAt(i)).seconds, 0.0) << i;
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives and copies
 //===----------------------------------------------------------------------===//

@@ -35,6 +35,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
   EXPECT_EQ(a.foldsFills, b.foldsFills);
+  EXPECT_EQ(a.foldsHeadTransposes, b.foldsHeadTransposes);
   EXPECT_EQ(a.networkBandwidth, b.networkBandwidth);
   EXPECT_EQ(a.networkLatency, b.networkLatency);
   auto sameCurve = [](const std::vector<BandwidthPoint> &x,
@@ -66,11 +67,15 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   // dc-map-to-gpu folds fills into the kernels after them; the CPU backend
   // runs each.
   EXPECT_TRUE(h200.foldsFills);
+  // cuDNN's attention reads and writes [B, S, H, D] in place; the CPU
+  // backend expands attention over [B, H, S, D].
+  EXPECT_TRUE(h200.foldsHeadTransposes);
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
   EXPECT_EQ(cpu.gpusPerNode, 0);
   EXPECT_FALSE(cpu.foldsFills);
+  EXPECT_FALSE(cpu.foldsHeadTransposes);
 
   // Clusters: the node's numbers plus 400 Gb/s per GPU between nodes.
   TargetDescription h200Cluster =
@@ -128,11 +133,14 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(cluster->networkBandwidth, 25e9);
   EXPECT_EQ(cluster->networkLatency, 5e-6);
   EXPECT_TRUE(cluster->foldsFills); // from the base
+  EXPECT_TRUE(cluster->foldsHeadTransposes);
 
   llvm::Expected<TargetDescription> unfolded =
-      TargetDescription::fromJSON(R"({"base": "h200", "foldsFills": false})");
+      TargetDescription::fromJSON(R"({"base": "h200", "foldsFills": false,
+                                      "foldsHeadTransposes": false})");
   ASSERT_TRUE(bool(unfolded)) << errorText(unfolded.takeError());
   EXPECT_FALSE(unfolded->foldsFills);
+  EXPECT_FALSE(unfolded->foldsHeadTransposes);
 }
 
 TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
@@ -168,6 +176,8 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
             "unknown field \"bw\" in reduceScatterCurve[0]");
   EXPECT_EQ(errorOf(R"({"base": "cpu", "foldsFills": 1})"),
             "field \"foldsFills\" must be true or false");
+  EXPECT_EQ(errorOf(R"({"base": "cpu", "foldsHeadTransposes": "yes"})"),
+            "field \"foldsHeadTransposes\" must be true or false");
   EXPECT_EQ(errorOf(R"({"base": "cpu", "gpusPerNode": -8})"),
             "field \"gpusPerNode\" must be a non-negative integer (0: one "
             "node)");

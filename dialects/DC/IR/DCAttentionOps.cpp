@@ -46,6 +46,11 @@ int64_t dc::getAttentionKVGroup(ShapedType q, ShapedType k, bool bshd) {
   return q.getDimSize(headsDim) / k.getDimSize(headsDim);
 }
 
+bool dc::isLibraryAttention(Operation *op) {
+  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+  return element.isBF16() || element.isF16();
+}
+
 /// Checks what dc.attention and dc.attention_grad share: q [..., Sq, D],
 /// k and v [..., Sk, D] (`bshd`: [B, S, H, D], rank 4) with q's element
 /// type and batch dims, except that q's heads dim may be a multiple of

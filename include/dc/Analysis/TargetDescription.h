@@ -61,6 +61,14 @@ struct TargetDescription {
   /// fill's identity): such a fill launches no kernel and costs nothing.
   /// The GPU presets do (dc-map-to-gpu); the CPU backend runs every fill.
   bool foldsFills = false;
+  /// The target's lowering runs fused 16-bit attention on the [B, S, H, D]
+  /// tensors its operands are head transposes of, and writes its outputs in
+  /// that layout (dc-fold-head-transposes), into the slice of the tensor
+  /// they are copied to (dc-write-attention-in-place): dc-zero3-pipeline
+  /// folds the transposes before planning, so the planners see the step
+  /// the GPU runs, and the cost model prices such a copy at zero. The GPU
+  /// presets do; the CPU backend expands attention over [B, H, S, D].
+  bool foldsHeadTransposes = false;
   /// Device memory capacity (bytes): the default memory budget.
   int64_t deviceMemoryBytes = 0;
   /// Ranks per node (rank r sits on node r / gpusPerNode); 0: every rank

@@ -131,6 +131,11 @@ mlir::Value swapSeqAndHeads(mlir::OpBuilder &builder, mlir::Location loc,
 int64_t getAttentionKVGroup(mlir::ShapedType q, mlir::ShapedType k,
                             bool bshd = false);
 
+/// True for a dc.attention-family op of 16-bit floats (bf16, f16): the GPU
+/// lowering keeps it fused and the runtime's flash attention runs it; any
+/// other is expanded to linalg.
+bool isLibraryAttention(mlir::Operation *op);
+
 /// ceil(numel / parts): the local element count of a shard.
 inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
   return (numel + parts - 1) / parts;
