@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
@@ -72,6 +73,53 @@ SmallVector<Value> dc::getBufferViews(Value value) {
     }
   }
   return views;
+}
+
+SmallVector<OpOperand *> dc::getBufferUses(Value value) {
+  SmallVector<OpOperand *> uses;
+  SmallVector<Value> views{value};
+  while (!views.empty()) {
+    Value view = views.pop_back_val();
+    for (OpOperand &use : view.getUses()) {
+      if (getViewedOperand(use.getOwner()) == &use)
+        views.push_back(use.getOwner()->getResult(0));
+      else
+        uses.push_back(&use);
+    }
+  }
+  return uses;
+}
+
+SmallVector<std::pair<Value, Value>>
+dc::redirectBufferUses(Value value, Value replacement,
+                       function_ref<bool(OpOperand &)> redirect,
+                       OpBuilder &builder) {
+  SmallVector<std::pair<Value, Value>> clones;
+  llvm::DenseMap<Value, Value> replaced{{value, replacement}};
+  // The view `view` of `value` on `replacement`, its chain cloned once.
+  std::function<Value(Value)> replacementOf = [&](Value view) -> Value {
+    if (Value known = replaced.lookup(view))
+      return known;
+    Operation *def = view.getDefiningOp();
+    OpOperand *viewed = getViewedOperand(def);
+    IRMapping mapping;
+    mapping.map(viewed->get(), replacementOf(viewed->get()));
+    Value clone = builder.clone(*def, mapping)->getResult(0);
+    clones.push_back({clone, view});
+    return replaced[view] = clone;
+  };
+  SmallVector<Value> views{value};
+  while (!views.empty()) {
+    Value view = views.pop_back_val();
+    for (OpOperand &use : llvm::make_early_inc_range(view.getUses())) {
+      Operation *user = use.getOwner();
+      if (redirect(use))
+        use.set(replacementOf(view));
+      else if (getViewedOperand(user) == &use)
+        views.push_back(user->getResult(0));
+    }
+  }
+  return clones;
 }
 
 SmallVector<ReleaseOp>

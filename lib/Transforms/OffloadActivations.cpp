@@ -462,12 +462,16 @@ private:
     auto back = WaitOp::create(builder, loc, reload.getFuture());
     placed.push_back({start, host, reload, candidate.bytes});
     Block &body = fn.getBody().front();
-    Value value = candidate.value;
-    value.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
-      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
-      return top && top != start && timeline.indexOf(top) >= end &&
-             top->getBlock() == &body && !isa<OffloadStartOp>(top);
-    });
+    // Every read from the next use on, through views of the reload where
+    // it read views of the value.
+    redirectBufferUses(
+        candidate.value, back.getResult(),
+        [&](OpOperand &use) {
+          Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+          return top && top != start && !isa<OffloadStartOp>(top) &&
+                 timeline.indexOf(top) >= end;
+        },
+        builder);
   }
 
   func::FuncOp fn;

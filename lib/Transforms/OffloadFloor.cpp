@@ -5,6 +5,7 @@
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 
 #include <cmath>
 #include <limits>
@@ -18,17 +19,30 @@ std::vector<OffloadCandidate> dc::collectOffloadCandidates(
   Block &body = fn.getBody().front();
   std::vector<OffloadCandidate> candidates;
   for (Operation *op : timeline.getOps()) {
-    if (isa<DCDialect>(op->getDialect()) || isa<tensor::EmptyOp>(op))
+    // A buffer is offloaded whole, from the value that allocates it: a view
+    // frees nothing while its buffer has other uses.
+    if (isa<DCDialect>(op->getDialect()) || isa<tensor::EmptyOp>(op) ||
+        getViewedOperand(op))
       continue;
     for (Value value : op->getResults()) {
       auto type = dyn_cast<RankedTensorType>(value.getType());
-      if (!type || getTypeBytes(type) < minBytes || !ownsItsBuffer(value) ||
-          llvm::any_of(value.getUsers(), llvm::IsaPred<OffloadStartOp>))
+      if (!type || getTypeBytes(type) < minBytes)
         continue;
-      // The top-level ops touching it, in order; the widest idle gap.
+      // Not returned, offloaded already, or written in place by a
+      // destination-style op (its result shares the buffer).
+      SmallVector<OpOperand *> uses = getBufferUses(value);
+      if (llvm::any_of(uses, [](OpOperand *use) {
+            Operation *user = use->getOwner();
+            auto dps = dyn_cast<DestinationStyleOpInterface>(user);
+            return isa<OffloadStartOp, func::ReturnOp>(user) ||
+                   (dps && dps.isDpsInit(use));
+          }))
+        continue;
+      // The top-level ops touching it (through its views too), in order;
+      // the widest idle gap.
       SmallVector<Operation *> touches{op};
-      for (Operation *user : value.getUsers())
-        touches.push_back(body.findAncestorOpInBlock(*user));
+      for (OpOperand *use : uses)
+        touches.push_back(body.findAncestorOpInBlock(*use->getOwner()));
       llvm::sort(touches, [&](Operation *a, Operation *b) {
         return timeline.indexOf(a) < timeline.indexOf(b);
       });

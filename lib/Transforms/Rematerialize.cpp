@@ -14,6 +14,7 @@
 #include "dc/Transforms/Passes.h"
 #include "dc/Transforms/Planning.h"
 
+#include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 
@@ -78,6 +79,9 @@ struct Recomputation {
   /// with another gathered copy of the same parameter live there (the
   /// backward's own): the clone reads that copy, no gather.
   SmallVector<std::pair<Value, Value>> copies;
+  /// Once applied: the recomputed value and the views of it made for its
+  /// later uses (redirectBufferUses), each with the value it replaces.
+  SmallVector<std::pair<Value, Value>> views;
   /// Added time: the cloned ops on the compute stream plus the new gathers.
   double seconds = 0;
   double bytesPerSecond() const {
@@ -110,7 +114,8 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
     if (def && !isFree(def))
       values.insert(value);
   };
-  add(r.value);
+  for (Value view : getBufferViews(r.value))
+    add(view);
   for (Operation *op : r.chain) {
     for (Value result : op->getResults())
       add(result);
@@ -379,12 +384,21 @@ private:
   /// True if `value` is still read at or after op `at` of the timeline.
   static bool liveAt(Value value, size_t at, const MemoryTimeline &timeline,
                      Block &body) {
+    // Its buffer is: that of the value it views, if it is a view.
+    while (Operation *def = value.getDefiningOp()) {
+      OpOperand *viewed = getViewedOperand(def);
+      if (!viewed)
+        break;
+      value = viewed->get();
+    }
     if (isa<BlockArgument>(value))
       return true;
-    for (Operation *user : value.getUsers()) {
-      Operation *top = body.findAncestorOpInBlock(*user);
-      if (top && timeline.indexOf(top) >= at)
-        return true;
+    for (Value view : getBufferViews(value)) {
+      for (Operation *user : view.getUsers()) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        if (top && timeline.indexOf(top) >= at)
+          return true;
+      }
     }
     return false;
   }
@@ -472,19 +486,21 @@ private:
       // was for (two values made just before one use, each moved after the
       // other in turn: config A's final norm and the logits' fill, which
       // the GPU target prices at 0, swapped until the round limit).
+      // A buffer is recomputed whole, from the value that allocates it: a
+      // view frees nothing while its buffer has other uses.
       if (isFree(op) || !isExactlyRecomputable(op) ||
-          op->hasAttr(kRecomputeAttrName))
+          op->hasAttr(kRecomputeAttrName) || getViewedOperand(op))
         continue;
       for (Value value : op->getResults()) {
         auto type = dyn_cast<RankedTensorType>(value.getType());
         if (!type || getTypeBytes(type) < minBytes || rejected.contains(value))
           continue;
-        // The first top-level op reading it after the peak; none may read
-        // it at the peak itself (nor return it).
+        // The first top-level op reading it (or a view of it) after the
+        // peak; none may read it at the peak itself (nor return it).
         Operation *firstAfter = nullptr;
         bool readAtPeak = false;
-        for (Operation *user : value.getUsers()) {
-          Operation *top = body.findAncestorOpInBlock(*user);
+        for (OpOperand *use : getBufferUses(value)) {
+          Operation *top = body.findAncestorOpInBlock(*use->getOwner());
           if (!top)
             continue;
           size_t at = timeline.indexOf(top);
@@ -576,25 +592,28 @@ private:
     for (Value param : gathered)
       added.push_back(ReleaseOp::create(builder, param.getLoc(), param));
     size_t from = timeline.indexOf(r.firstAfter);
-    r.value.replaceUsesWithIf(mapping.lookup(r.value), [&](OpOperand &use) {
-      Operation *top = body.findAncestorOpInBlock(*use.getOwner());
-      return top && !llvm::is_contained(added, top) &&
-             timeline.indexOf(top) >= from;
-    });
+    Value clone = mapping.lookup(r.value);
+    r.views = redirectBufferUses(
+        r.value, clone,
+        [&](OpOperand &use) {
+          Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+          return top && !llvm::is_contained(added, top) &&
+                 timeline.indexOf(top) >= from;
+        },
+        builder);
+    r.views.insert(r.views.begin(), {clone, r.value});
+    for (auto [view, original] : llvm::drop_begin(r.views)) {
+      view.getDefiningOp()->setAttr(kRecomputeAttrName, id);
+      added.push_back(view.getDefiningOp());
+    }
     return added;
   }
 
-  /// Reverts `recompute`: the uses go back to the original and the added
+  /// Reverts `recompute`: the uses go back to the originals and the added
   /// ops are erased.
   void undo(const Recomputation &r, ArrayRef<Operation *> added) {
-    // The clone of the value's producer is the last op that is not a
-    // release.
-    auto root = llvm::find_if(llvm::reverse(added), [](Operation *op) {
-      return !isa<ReleaseOp>(op);
-    });
-    (*root)
-        ->getResult(cast<OpResult>(r.value).getResultNumber())
-        .replaceAllUsesWith(r.value);
+    for (auto [clone, original] : r.views)
+      clone.replaceAllUsesWith(original);
     for (Operation *op : llvm::reverse(added)) {
       // A later op may be allocated where this one was.
       seconds.erase(op);

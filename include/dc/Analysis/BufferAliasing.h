@@ -10,6 +10,7 @@
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
 #include "mlir/IR/Block.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
@@ -37,6 +38,26 @@ bool ownsItsBuffer(mlir::Value value);
 /// results are not followed: a later read of `value` (its dc.release) makes
 /// One-Shot Bufferize write them into a copy.
 llvm::SmallVector<mlir::Value> getBufferViews(mlir::Value value);
+
+/// The uses of `value`'s buffer: those of `value` and of its views
+/// (getViewedOperand, transitively), the view ops aside (their results'
+/// uses are listed instead). A planner that offloads or recomputes the
+/// buffer frees it once the uses before its gap are done, and serves the
+/// uses after it through views of the new value (redirectBufferUses).
+llvm::SmallVector<mlir::OpOperand *> getBufferUses(mlir::Value value);
+
+/// Points the uses of `value`'s buffer that `redirect` selects at
+/// `replacement` (a value of `value`'s type holding the same data): a use
+/// of a view of `value` is pointed at a clone of that view (chain) on
+/// `replacement`, made at `builder`'s insertion point; a view op selected
+/// itself views `replacement` (its own uses follow it). Uses are offered
+/// from `value` outwards, and a selected one's view is not followed.
+/// Returns each clone's result with the view it copies (undo: point the
+/// clone's uses back at the view, then erase the clones, newest first).
+llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
+redirectBufferUses(mlir::Value value, mlir::Value replacement,
+                   llvm::function_ref<bool(mlir::OpOperand &)> redirect,
+                   mlir::OpBuilder &builder);
 
 /// The top-level op of `body` after which `value`'s buffer is no longer read
 /// or written: the last use of it or of its views (getBufferViews; a use by

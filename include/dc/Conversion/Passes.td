@@ -233,9 +233,13 @@ def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
     fold away with the transposes that fed the op). After bufferization
     the op reads column slices of the fused projection in place.
 
-    Only attention without grouping is rewritten (the runtime's cuDNN
-    path has no strided grouped form), and only where every operand
-    matches; anything else stays as it was.
+    Only 16-bit attention without grouping is rewritten (f32 attention is
+    expanded to linalg; the runtime's cuDNN path has no strided grouped
+    form), and only where every operand matches; anything else stays as it
+    was. `dc-zero3-pipeline` runs it before planning on targets whose
+    description says `foldsHeadTransposes` (the GPU presets), so the
+    planners see the step the GPU runs; `dc-lower-to-llvm` runs it again
+    for steps planned otherwise.
   }];
   let dependentDialects = ["::dc::DCDialect",
                            "::mlir::linalg::LinalgDialect",

@@ -184,7 +184,10 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
     Candidates are tensors of at least `min-bytes` with a long idle gap
     between two uses (typically made in forward and read again in
     backward): not parameters, not step results, not views of other
-    buffers. The last `keep-last` candidates (by where their gap begins) stay
+    buffers. A buffer's uses include those of its views (a fused
+    projection read as its slices): it is offloaded whole, from the value
+    that allocates it, and the reads after its gap take the same views of
+    the reloaded value. The last `keep-last` candidates (by where their gap begins) stay
     on the device.
 
     While the memory timeline peaks over the budget, a candidate whose gap
@@ -240,7 +243,10 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     cloned (linalg, tensor, arith and math ops without memory effects, and
     `dc.attention`), so the clone computes the same bits as the original on
     the same backend; anything else (a transfer, a call, a random op) stops
-    the recursion. A recomputed value is not a candidate again: it is made
+    the recursion. A buffer read through views is recomputed whole, from
+    the value that allocates it (a view frees nothing while its buffer has
+    other uses), and its reads after the peak take the same views of the
+    clone. A recomputed value is not a candidate again: it is made
     right before its next use already, and moving it again could undo the
     recomputation that moved another value after it. An input that is a
     gathered parameter already released
