@@ -2,7 +2,6 @@
 #include "dc/Pipelines/Pipelines.h"
 
 #include "dc/Analysis/TargetDescription.h"
-#include "dc/Conversion/Passes.h"
 #include "dc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

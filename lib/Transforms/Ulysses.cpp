@@ -761,7 +761,7 @@ Value Sharder::toSequence(OpBuilder &b, Location loc, Value y,
 LogicalResult Sharder::visitAttention(AttentionOp op) {
   if (op.getBshd())
     return op.emitError("dc-ulysses: the bshd form is not supported (it is "
-                        "made after scheduling, by dc-fold-head-transposes)");
+                        "made after dc-ulysses, by dc-fold-head-transposes)");
   FailureOr<int64_t> qHeads = headsOf(op, op.getQ(), "q");
   if (failed(qHeads))
     return failure();
@@ -822,7 +822,7 @@ LogicalResult Sharder::visitAttention(AttentionOp op) {
 LogicalResult Sharder::visitAttentionGrad(AttentionGradOp op) {
   if (op.getBshd())
     return op.emitError("dc-ulysses: the bshd form is not supported (it is "
-                        "made after scheduling, by dc-fold-head-transposes)");
+                        "made after dc-ulysses, by dc-fold-head-transposes)");
   if (!headForm.contains(op.getLse()))
     return op.emitError("dc-ulysses: the log-sum-exp must come from a "
                         "dc.attention the pass sharded");

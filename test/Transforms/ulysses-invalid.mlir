@@ -135,11 +135,11 @@ func.func @no_sequence(%x: tensor<2x16xf32>) -> (tensor<f32> {dc.loss}) {
 
 // -----
 
-// The bshd form is made after scheduling (dc-fold-head-transposes); the
+// The bshd form is made after dc-ulysses (dc-fold-head-transposes); the
 // pass takes attention in its [B*H, S, D] / [B, H, S, D] form.
 func.func @bshd(%t: tensor<2x16xi32> {dc.seq_dim = 1 : i64}, %q: tensor<2x16x4x8xf32> {dc.seq_dim = 1 : i64})
     -> (tensor<f32> {dc.loss}) {
-  // expected-error @+1 {{dc-ulysses: the bshd form is not supported (it is made after scheduling, by dc-fold-head-transposes)}}
+  // expected-error @+1 {{dc-ulysses: the bshd form is not supported (it is made after dc-ulysses, by dc-fold-head-transposes)}}
   %o, %lse = dc.attention %q, %q, %q causal bshd scale = 0.35 : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
   %z = arith.constant dense<0.0> : tensor<f32>
   return %z : tensor<f32>

@@ -215,37 +215,6 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
                            "::mlir::arith::ArithDialect"];
 }
 
-def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
-  let summary = "Let fused attention read and write [B, S, H, D] tensors "
-                "instead of their head transposes";
-  let description = [{
-    For `--target=h200`, on tensors before bufferization. A model splits
-    the heads of its q/k/v projections ([B*S, H*D] -> [B, S, H, D]) and
-    transposes them to the [B, H, S, D] (or [B*H, S, D]) that
-    `dc.attention` reads, then transposes the context back; the backward
-    does the same for the output gradient and dq, dk, dv. On config A
-    those 128 transposes moved 4 GiB a step (2.65 ms on an H200). The
-    runtime's flash attention takes strided operands, so this pass rewrites
-    a `dc.attention` / `dc.attention_grad` whose q, k, v (and o, do) are
-    all such transposes into the op's `bshd` form on the untransposed
-    tensors, and gives its results to their users through the inverse
-    transposes, which cancel against the users' own transposes (and then
-    fold away with the transposes that fed the op). After bufferization
-    the op reads column slices of the fused projection in place.
-
-    Only 16-bit attention without grouping is rewritten (f32 attention is
-    expanded to linalg; the runtime's cuDNN path has no strided grouped
-    form), and only where every operand matches; anything else stays as it
-    was. `dc-zero3-pipeline` runs it before planning on targets whose
-    description says `foldsHeadTransposes` (the GPU presets), so the
-    planners see the step the GPU runs; `dc-lower-to-llvm` runs it again
-    for steps planned otherwise.
-  }];
-  let dependentDialects = ["::dc::DCDialect",
-                           "::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
-}
-
 def DCWriteAttentionInPlace : Pass<"dc-write-attention-in-place"> {
   let summary = "Let fused attention write its outputs into the view they "
                 "are copied to";

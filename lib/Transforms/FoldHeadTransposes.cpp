@@ -8,7 +8,7 @@
 // expanded over [B, H, S, D]. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
-#include "dc/Conversion/Passes.h"
+#include "dc/Transforms/Passes.h"
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
@@ -18,7 +18,7 @@
 
 namespace dc {
 #define GEN_PASS_DEF_DCFOLDHEADTRANSPOSES
-#include "dc/Conversion/Passes.h.inc"
+#include "dc/Transforms/Passes.h.inc"
 } // namespace dc
 
 using namespace mlir;
