@@ -86,7 +86,8 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
       if (Operation *def = ret.getOperand(i).getDefiningOp())
         lossAt = timeline.indexOf(body.findAncestorOpInBlock(*def));
   // Recomputed: the ops of each dc.recompute id; the last compute op of
-  // one makes the tensor.
+  // one, views aside (the clone's views for its later uses), makes the
+  // tensor.
   llvm::MapVector<int64_t, SmallVector<size_t>> recomputations;
   for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
     if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
@@ -115,7 +116,8 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
         collective += busySeconds(sim, i);
       } else if (sim.ops[i].stream == StreamKind::Compute) {
         compute += busySeconds(sim, i);
-        root = op;
+        if (!getViewedOperand(op))
+          root = op;
       } else if (!isa<WaitOp, ReleaseOp>(op)) {
         root = op;
       }

@@ -1,5 +1,6 @@
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s
 // RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=100KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
 
 // A buffer read after its gap only through views (a fused projection read
 // as its slices: the q/k/v of attention once the GPU targets fold its head
@@ -31,6 +32,11 @@
 // RECOMPUTE-NEXT: %[[BOTTOM:.*]] = tensor.extract_slice %[[A1]][32, 0] [32, 64] [1, 1] {dc.recompute = [[ID]] : i64}
 // RECOMPUTE-NEXT: arith.mulf %{{.*}}, %[[TOP]]
 // RECOMPUTE-NEXT: arith.mulf %{{.*}}, %[[BOTTOM]]
+
+// dc-report names the recomputed buffer (the product, 16 KiB), not the
+// last view made of its clone.
+// REPORT: recomputed activations 1, 16.00 KiB (16384 B)
+// REPORT: recomputed tensor<64x64xf32> 16384 {{.*}} linalg.matmul
 
 func.func @step(%x: tensor<64x64xf32>) -> (tensor<64xf32> {dc.loss}, tensor<32x64xf32>, tensor<32x64xf32>) {
   %e = tensor.empty() : tensor<64x64xf32>
