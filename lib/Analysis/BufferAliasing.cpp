@@ -43,16 +43,16 @@ OpOperand *dc::getViewedOperand(Operation *op) {
   return viewed;
 }
 
+bool dc::handsOnItsBuffer(OpOperand &use) {
+  Operation *user = use.getOwner();
+  auto dps = dyn_cast<DestinationStyleOpInterface>(user);
+  return isa<func::ReturnOp>(user) || (dps && dps.isDpsInit(&use));
+}
+
 bool dc::ownsItsBuffer(Value value) {
-  for (OpOperand &use : value.getUses()) {
-    Operation *user = use.getOwner();
-    if (getViewedOperand(user) == &use || isa<func::ReturnOp>(user))
-      return false;
-    if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
-      if (dps.isDpsInit(&use))
-        return false;
-  }
-  return true;
+  return llvm::none_of(value.getUses(), [](OpOperand &use) {
+    return getViewedOperand(use.getOwner()) == &use || handsOnItsBuffer(use);
+  });
 }
 
 SmallVector<Value> dc::getBufferViews(Value value) {

@@ -5,7 +5,6 @@
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 
 #include <cmath>
 #include <limits>
@@ -28,14 +27,12 @@ std::vector<OffloadCandidate> dc::collectOffloadCandidates(
       auto type = dyn_cast<RankedTensorType>(value.getType());
       if (!type || getTypeBytes(type) < minBytes)
         continue;
-      // Not returned, offloaded already, or written in place by a
-      // destination-style op (its result shares the buffer).
+      // Not offloaded already, and no use hands the buffer on (returns it
+      // or writes it in place).
       SmallVector<OpOperand *> uses = getBufferUses(value);
       if (llvm::any_of(uses, [](OpOperand *use) {
-            Operation *user = use->getOwner();
-            auto dps = dyn_cast<DestinationStyleOpInterface>(user);
-            return isa<OffloadStartOp, func::ReturnOp>(user) ||
-                   (dps && dps.isDpsInit(use));
+            return isa<OffloadStartOp>(use->getOwner()) ||
+                   handsOnItsBuffer(*use);
           }))
         continue;
       // The top-level ops touching it (through its views too), in order;

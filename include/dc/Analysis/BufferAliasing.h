@@ -27,9 +27,13 @@ namespace dc {
 /// operand, which it neither reads nor writes.
 mlir::OpOperand *getViewedOperand(mlir::Operation *op);
 
-/// True if no other value names `value`'s buffer: it has no view, is no
-/// destination-style op's init and is not returned. Offloading such a value
-/// frees its buffer.
+/// True if `use` hands its buffer on: it is returned, or is a
+/// destination-style op's init (the op's result shares the buffer).
+bool handsOnItsBuffer(mlir::OpOperand &use);
+
+/// True if no other value names `value`'s buffer: it has no view and no use
+/// hands it on (handsOnItsBuffer). Offloading such a value frees its
+/// buffer.
 bool ownsItsBuffer(mlir::Value value);
 
 /// The values that name `value`'s buffer once bufferized: `value` itself
