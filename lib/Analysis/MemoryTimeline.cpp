@@ -219,11 +219,15 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
     for (Value future : gather.getFutures())
       if (auto it = bufferOf.find(future); it != bufferOf.end())
         isUnreleasedGather[it->second] = true;
+  // A returned buffer the step allocates lives from where it is made to the
+  // end: the artifact places it in the step arena (the caller reads it there
+  // after the step), so before it is made its bytes hold other temporaries.
+  // One the caller passes in (an argument) lives the whole step.
   if (Operation *terminator = body.empty() ? nullptr : &body.back())
     if (terminator->hasTrait<OpTrait::IsTerminator>())
       for (Value returned : terminator->getOperands())
         if (auto it = bufferOf.find(returned); it != bufferOf.end())
-          wholeFunction[it->second] = true;
+          timeline.buffers[it->second].end = last;
 
   // Sweep: +bytes at a buffer's begin, -bytes after its end.
   std::vector<int64_t> deviceDelta(numOps + 1, 0), hostDelta(numOps + 1, 0);

@@ -22,6 +22,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace dc {
 #define GEN_PASS_DEF_DCARTIFACTMANIFEST
@@ -594,6 +595,49 @@ void ArtifactManifestPass::runOnOperation() {
 
 } // namespace
 
+/// Replaces the manifest global's text with `json`.
+static void setManifestText(LLVM::GlobalOp global, StringRef json) {
+  MLIRContext *context = global.getContext();
+  global.setValueAttr(StringAttr::get(context, json));
+  global.setGlobalType(
+      LLVM::LLVMArrayType::get(IntegerType::get(context, 8), json.size()));
+}
+
+LogicalResult dc::setManifestResultArenaOffsets(ModuleOp module, StringRef step,
+                                                ArrayRef<int64_t> offsets) {
+  auto global = module.lookupSymbol<LLVM::GlobalOp>("dc_manifest_json");
+  if (!global || offsets.empty())
+    return success();
+  auto text = dyn_cast_or_null<StringAttr>(global.getValueOrNull());
+  std::string json = text ? text.getValue().str() : std::string();
+  // dc-artifact-manifest writes compact JSON, each step's name first and
+  // its results as flat objects (no object inside one): the i-th '}' after
+  // "results":[ closes result #i. Edited in place, so every other field
+  // keeps its place.
+  std::string name = ("{\"name\":\"" + step + "\",").str();
+  size_t at = json.find(name);
+  if (at != std::string::npos)
+    at = json.find("\"results\":[", at);
+  if (at == std::string::npos)
+    return global.emitError()
+           << "the manifest has no results of step '" << step << "'";
+  at += std::strlen("\"results\":[");
+  for (int64_t offset : offsets) {
+    size_t end = json[at] == '{' ? json.find('}', at) : std::string::npos;
+    if (end == std::string::npos)
+      return global.emitError()
+             << "the manifest's step '" << step << "' has fewer than "
+             << offsets.size() << " results";
+    std::string field = (",\"arena_offset\":" + Twine(offset)).str();
+    json.insert(end, field);
+    at = end + field.size() + 1;
+    if (json[at] == ',')
+      ++at;
+  }
+  setManifestText(global, json);
+  return success();
+}
+
 LogicalResult dc::setManifestPlanBytes(ModuleOp module, StringRef field,
                                        int64_t bytes) {
   auto global = module.lookupSymbol<LLVM::GlobalOp>("dc_manifest_json");
@@ -608,8 +652,6 @@ LogicalResult dc::setManifestPlanBytes(ModuleOp module, StringRef field,
            << "the manifest has no plan field \"" << field << "\" to fill in";
   std::string json = text.getValue().str();
   json.replace(at, key.size(), ("\"" + field + "\":" + Twine(bytes)).str());
-  global.setValueAttr(StringAttr::get(module.getContext(), json));
-  global.setGlobalType(LLVM::LLVMArrayType::get(
-      IntegerType::get(module.getContext(), 8), json.size()));
+  setManifestText(global, json);
   return success();
 }

@@ -27,8 +27,9 @@ using namespace dc;
 
 namespace {
 
-/// One temporary: its alloc, its bytes (aligned) and the range of top-level
-/// op positions during which it is live (inclusive).
+/// One temporary: its alloc (none for a step's result, which the caller
+/// passes), its bytes (aligned) and the range of top-level op positions
+/// during which it is live (inclusive).
 struct Temporary {
   memref::AllocOp alloc;
   int64_t bytes = 0;
@@ -89,6 +90,26 @@ findLastUse(Block &body, memref::AllocOp alloc,
   return last;
 }
 
+/// The first top-level position at which `result` (an out-parameter) or a
+/// view of it is used, or `end` if it is never used.
+size_t findFirstUse(Block &body, Value result,
+                    const llvm::DenseMap<Operation *, size_t> &position,
+                    size_t end) {
+  size_t first = end;
+  SmallVector<Value> worklist{result};
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (Operation *top = topLevelAncestor(body, user))
+        first = std::min(first, position.lookup(top));
+      for (Value view : user->getResults())
+        if (isa<BaseMemRefType>(view.getType()))
+          worklist.push_back(view);
+    }
+  }
+  return first;
+}
+
 /// Places `temps` (largest first, each at the lowest aligned offset free
 /// for its whole lifetime); returns the arena size.
 int64_t place(MutableArrayRef<Temporary> temps, int64_t alignment) {
@@ -138,12 +159,18 @@ public:
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal())
         arenaBytes = std::max(arenaBytes, assign(fn));
+    if (failedManifest)
+      return signalPassFailure();
     if (failed(setManifestPlanBytes(getOperation(), "step_arena_bytes",
                                     arenaBytes)))
       signalPassFailure();
   }
 
 private:
+  /// What buffer-results-to-out-params marks a result's out-parameter with.
+  static constexpr llvm::StringLiteral kResultAttr = "bufferize.result";
+  bool failedManifest = false;
+
   /// Assigns `fn`'s temporaries; returns its arena size.
   int64_t assign(func::FuncOp fn) {
     Block &body = fn.getBody().front();
@@ -169,9 +196,47 @@ private:
       temp.last = *last;
       temps.push_back(temp);
     }
+    // A public step's results (the out-parameters buffer-results-to-out-
+    // params marks): each gets bytes of its own from its first write to the
+    // end, which the manifest names (arena_offset) and a caller may pass as
+    // the result's buffer: a gradient then takes no memory before backward
+    // makes it, as dc's memory timeline plans. A caller passing buffers of
+    // its own leaves those bytes unused.
+    size_t end = body.empty() ? 0 : body.getOperations().size() - 1;
+    size_t numAllocs = temps.size();
+    SmallVector<int64_t> resultOffsets;
+    SmallVector<std::pair<size_t, size_t>> resultTemps; // (result, temp)
+    for (BlockArgument arg : body.getArguments()) {
+      if (!fn.getArgAttr(arg.getArgNumber(), kResultAttr))
+        continue;
+      fn.removeArgAttr(arg.getArgNumber(), kResultAttr);
+      if (!fn.isPublic())
+        continue;
+      resultOffsets.push_back(-1);
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+          type.getMemorySpace())
+        continue;
+      int64_t bytes = type.getNumElements() *
+                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+      Temporary temp;
+      temp.bytes = llvm::alignTo(std::max<int64_t>(bytes, 1), alignment);
+      temp.first = findFirstUse(body, arg, position, end);
+      temp.last = end;
+      resultTemps.push_back({resultOffsets.size() - 1, temps.size()});
+      temps.push_back(temp);
+    }
     if (temps.empty())
       return 0;
     int64_t size = place(temps, alignment);
+    for (auto [result, temp] : resultTemps)
+      resultOffsets[result] = temps[temp].offset;
+    if (failed(setManifestResultArenaOffsets(fn->getParentOfType<ModuleOp>(),
+                                             fn.getSymName(), resultOffsets)))
+      failedManifest = true;
+    temps.truncate(numAllocs);
+    if (temps.empty())
+      return size;
 
     OpBuilder builder = OpBuilder::atBlockBegin(&body);
     Location loc = fn.getLoc();

@@ -132,6 +132,8 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
+  // dc-assign-step-arena gives each result of a step its arena bytes.
+  outParams.addResultAttribute = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   // Attention gradients straight into the fused projection's gradient,
   // before their buffers are planned.

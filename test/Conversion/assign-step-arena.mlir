@@ -117,3 +117,38 @@ func.func @reload_destination(%act: memref<64xf32>, %out: memref<64xf32>) {
   memref.copy %u, %out : memref<64xf32> to memref<64xf32>
   return
 }
+
+// -----
+
+// A step's results (the out-parameters buffer-results-to-out-params marks
+// bufferize.result) get bytes of their own from their first write to the
+// end, named in the manifest (arena_offset) for the caller to pass: %grad
+// (first written by its fill) reuses %a's bytes, dead by then, but not
+// %b's, read after it; %loss, written last, reuses %b's (not %grad's: both
+// results live to the end). The marks are removed.
+// CHECK-LABEL: llvm.mlir.global internal constant @dc_manifest_json
+// CHECK-SAME: \22step_arena_bytes\22:512
+// CHECK-SAME: \22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22,\22arena_offset\22:256},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[64],\22dtype\22:\22f32\22,\22arena_offset\22:0}]
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%{{.*}}: memref<16xf32>, %{{.*}}: memref<f32>, %{{.*}}: memref<64xf32>)
+// CHECK-SAME: {{$}}
+// CHECK: dc.step_arena : memref<512xi8>
+module {
+  llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22plan\22:{\22step_arena_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22args\22:[],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[64],\22dtype\22:\22f32\22}]}]}\00") {addr_space = 0 : i32}
+  func.func @step(%x: memref<16xf32>, %loss: memref<f32> {bufferize.result}, %grad: memref<64xf32> {bufferize.result}) {
+    %cst = arith.constant 1.0 : f32
+    %a = memref.alloc() : memref<64xf32>
+    linalg.fill ins(%cst : f32) outs(%a : memref<64xf32>)
+    %b = memref.alloc() : memref<16xf32>
+    %sa = memref.subview %a[0] [16] [1] : memref<64xf32> to memref<16xf32, strided<[1]>>
+    memref.copy %sa, %b : memref<16xf32, strided<[1]>> to memref<16xf32>
+    linalg.fill ins(%cst : f32) outs(%grad : memref<64xf32>)
+    %sg = memref.subview %grad[0] [16] [1] : memref<64xf32> to memref<16xf32, strided<[1]>>
+    linalg.add ins(%sg, %b : memref<16xf32, strided<[1]>>, memref<16xf32>) outs(%x : memref<16xf32>)
+    linalg.fill ins(%cst : f32) outs(%loss : memref<f32>)
+    memref.dealloc %a : memref<64xf32>
+    memref.dealloc %b : memref<16xf32>
+    return
+  }
+}
+

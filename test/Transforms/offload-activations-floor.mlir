@@ -5,7 +5,7 @@
 // RUN: dc-opt %s --dc-report="target=%S/Inputs/toy-slow-link-target.json" -o /dev/null | FileCheck %s --check-prefix=NOFLOOR
 
 // A slow host link (15 MB/s: a 16 KiB copy takes 1.09 ms, two matmuls take
-// 1.05 ms): four 16 KiB activations, the step peaks at 112.5 KiB at the end
+// 1.05 ms): four 16 KiB activations, the step peaks at 112.25 KiB at the end
 // of the forward. Offloads queue on one device-to-host stream and reloads
 // on one host-to-device stream.
 
@@ -13,11 +13,11 @@
 // order of their uses (FIFO = earliest deadline first), each as early as the
 // budget lets it, so the queue is never behind a later use's copy.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: dc.offload_floor = #dc.offload_floor<excess_bytes = 33280, stall_seconds = {{.*}}>
+// CHECK-SAME: dc.offload_floor = #dc.offload_floor<excess_bytes = 33024, stall_seconds = {{.*}}>
 // CHECK: %[[H1:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>
 // CHECK: %[[H2:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>
 // CHECK: %[[H3:.*]] = dc.wait %{{.*}} : !dc.future<!dc.host<tensor<64x64xf32>>>
-// One op earlier, a3's reload would hold 80.5 KiB live during k4:
+// One op earlier, a3's reload would hold 80.25 KiB live during k4:
 // CHECK: arith.mulf
 // CHECK-NEXT: %[[R3:.*]] = dc.reload_start %[[H3]]
 // CHECK: dc.wait %[[R3]]
@@ -27,11 +27,11 @@
 // CHECK: dc.wait %[[R1]]
 // CHECK-NOT: dc.reload_start
 
-// 42.5 KiB over budget at the peak: before it, the device-to-host stream has
+// 42.25 KiB over budget at the peak: before it, the device-to-host stream has
 // the 1.6 ms since a1 went idle for copies of 2.9 ms. No placement stalls
 // less than the floor; dc's stalls no less (and says both).
 // REPORT: host copies (busy)         6.554 ms   exposed      1.831 ms
-// REPORT: offload floor              1.324 ms   of copy stall for any placement (42.50 KiB (43520 B) over budget at the peak)
+// REPORT: offload floor              1.307 ms   of copy stall for any placement (42.25 KiB (43264 B) over budget at the peak)
 // JSON: floor>0 True exposed>=floor True
 
 // Nothing offloaded: no floor line.

@@ -6,7 +6,7 @@
 // RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=60KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
 
 // Three 16 KiB activations a1, a2, a3 made in forward and read again in
-// backward. Just in time the step peaks at 96.5 KiB (at the g3 matmul, with
+// backward. Just in time the step peaks at 96.25 KiB (at the g3 matmul, with
 // all three alive). On the toy target a copy of 16 KiB takes 16.4 us each
 // way and a matmul 524 us, so every gap can hide both copies.
 
@@ -49,13 +49,13 @@
 // ALL-NOT: dc.release
 
 // REPORT: host copies (busy)         0.066 ms   exposed      0.000 ms (  0.0% of the step)
-// REPORT: peak device memory    64.50 KiB (66048 B) of budget 70.00 KiB (71680 B)
+// REPORT: peak device memory    64.25 KiB (65792 B) of budget 70.00 KiB (71680 B)
 // REPORT: peak host memory      32.00 KiB (32768 B)
 
 // Keeping the last two candidates on the device leaves only a1: not enough.
-// KEEP: error: device memory peaks here at 80.50 KiB (82432 B) and no activation idle across this point can be offloaded; the budget of 70.00 KiB (71680 B) is short by 10.50 KiB (10752 B)
+// KEEP: error: device memory peaks here at 80.25 KiB (82176 B) and no activation idle across this point can be offloaded; the budget of 70.00 KiB (71680 B) is short by 10.25 KiB (10496 B)
 
-// FLOOR: error: memory budget 60.00 KiB (61440 B) is below this step's floor of 64.50 KiB (66048 B)
+// FLOOR: error: memory budget 60.00 KiB (61440 B) is below this step's floor of 64.00 KiB (65536 B)
 
 func.func @step(%x: tensor<64x64xf32>) -> (tensor<64xf32> {dc.loss}, tensor<64xf32>) {
   %e = tensor.empty() : tensor<64x64xf32>

@@ -1,15 +1,15 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s --check-prefix=ALL
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-verify-schedule | FileCheck %s --check-prefix=JIT
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=JIT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=7168 target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NONE
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=6144 target=%S/Inputs/toy-target.json" --dc-verify-schedule="memory-budget=6144" | FileCheck %s --check-prefix=TWO
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=6144 target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=5120 target=%S/Inputs/toy-target.json" --dc-verify-schedule="memory-budget=5120" | FileCheck %s --check-prefix=TWO
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-report="target=%S/Inputs/toy-target.json" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=4096 target=%S/Inputs/toy-target.json" 2>&1 | FileCheck %s --check-prefix=SHORT
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=3072 target=%S/Inputs/toy-target.json" 2>&1 | FileCheck %s --check-prefix=SHORT
 // RUN: not dc-opt %s --dc-offload-params="params=some" 2>&1 | FileCheck %s --check-prefix=BADOPT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=4096 fail-over-budget=false target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=LATER
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=3072 fail-over-budget=false target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=LATER
 
 // Four 1 KiB weights sharded over 2 ranks (512-byte shards); just in time
-// the step peaks at 7 KiB.
+// the step peaks at 6 KiB.
 
 // Every shard lives in host memory; each gather is preceded by a reload of
 // its shard, whose device copy is released as soon as the gather is waited
@@ -51,7 +51,7 @@
 // NONE-NOT: dc.reload_start
 
 // Each offloaded shard saves 512 bytes outside its reload: two are needed
-// for 6 KiB, largest first (all equal: argument order).
+// for 5 KiB, largest first (all equal: argument order).
 // TWO-LABEL: func.func @chain
 // TWO-SAME: %arg0: !dc.host<!dc.shard
 // TWO-SAME: %arg1: !dc.host<!dc.shard
@@ -61,7 +61,7 @@
 // REPORT: host copies (busy)
 // REPORT: peak host memory      2.00 KiB (2048 B)
 
-// SHORT: error: with every parameter shard in host memory, device memory still peaks here at 5.00 KiB (5120 B); the budget of 4.00 KiB (4096 B) is short by 1.00 KiB (1024 B)
+// SHORT: error: with every parameter shard in host memory, device memory still peaks here at 4.00 KiB (4096 B); the budget of 3.00 KiB (3072 B) is short by 1.00 KiB (1024 B)
 // Left to a later pass (activation offload in the pipeline): every shard
 // goes to host memory, and no error.
 // LATER-COUNT-4: dc.reload_start %arg

@@ -1,5 +1,5 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=7168 max-fused-bytes=0" --dc-verify-schedule="memory-budget=7168" | FileCheck %s --check-prefix=TIGHT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=6144 max-fused-bytes=0" --dc-verify-schedule="memory-budget=6144" | FileCheck %s --check-prefix=TIGHT
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-latency-target.json" --dc-verify-schedule | FileCheck %s --check-prefix=FUSE
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NOFUSE
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=5000" -verify-diagnostics -o /dev/null
@@ -21,7 +21,7 @@
 // CHECK-NEXT: %[[G3:.*]] = dc.gather_start %arg3
 // CHECK-NEXT: linalg.matmul ins(%{{.*}}, %[[W2]]
 
-// At a 7 KiB budget -- the just-in-time peak, reached at every matmul --
+// At a 6 KiB budget -- the just-in-time peak, reached at every matmul --
 // a gather may only move above ops where memory is below the peak: the
 // second moves above the first matmul (whose input is an argument), the
 // later ones only above the previous release, not the matmul.
@@ -46,7 +46,7 @@
 // With a 1 us latency fusing would delay each group's wait: no fusion.
 // NOFUSE-COUNT-4: dc.gather_start %arg{{[0-3]}} :
 
-// expected-error @+1 {{memory budget 4.88 KiB (5000 B) is below this step's floor of 7.00 KiB (7168 B) (arguments plus the largest single op)}}
+// expected-error @+1 {{memory budget 4.88 KiB (5000 B) is below this step's floor of 6.00 KiB (6144 B) (arguments plus the largest single op)}}
 func.func @chain(%w0: tensor<16x16xf32> {dc.param = #dc.param<id = 0>},
                  %w1: tensor<16x16xf32> {dc.param = #dc.param<id = 1>},
                  %w2: tensor<16x16xf32> {dc.param = #dc.param<id = 2>},

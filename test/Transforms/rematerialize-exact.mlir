@@ -6,8 +6,8 @@
 // Only ops that compute the same bits again are cloned. d and c come from
 // calls (which could draw random numbers: a dropout mask, say), so they are
 // never recomputed, and nothing else idle across the peak (the backward
-// matmul, with x, d, c, a and its result live: 80.5 KiB) can go.
-// CHECK: error: device memory peaks here at 80.50 KiB (82432 B) with every activation idle across it that can be recomputed exactly (within max-recompute-ops) already recomputed; the budget of 70.00 KiB (71680 B) is short by 10.50 KiB (10752 B)
+// matmul, with x, d, c, a and its result live: 80.25 KiB) can go.
+// CHECK: error: device memory peaks here at 80.25 KiB (82176 B) with every activation idle across it that can be recomputed exactly (within max-recompute-ops) already recomputed; the budget of 70.00 KiB (71680 B) is short by 10.25 KiB (10496 B)
 
 func.func private @draw(tensor<64x64xf32>) -> tensor<64x64xf32>
 

@@ -9,7 +9,7 @@
 // s = n * x: 8 us, 16 KiB saved, 2 GB/s) and a matmul output m (524 us to
 // recompute, 31 MB/s: slower than the link) are made in forward and read
 // again in backward, m after ten matmuls. Just in time the step peaks at
-// 80.5 KiB at the first backward op (x, s, m, o and its result live), right
+// 80.25 KiB at the first backward op (x, s, m, o and its result live), right
 // after the forward: no copy can leave before it without stalling.
 
 // At 100 KiB the step fits: nothing changes.
@@ -18,7 +18,7 @@
 // NONE-NOT: dc.offload_start
 
 // At 70 KiB one tensor must go. Offloading it would stall compute (the
-// offload floor is 0.27 ms), recomputing s costs 8 us: s is recomputed, both
+// offload floor is 0.26 ms), recomputing s costs 8 us: s is recomputed, both
 // ops of its chain cloned right before its backward use, and nothing is
 // offloaded.
 // CHEAP-LABEL: func.func @step
@@ -35,10 +35,10 @@
 // would have faced; and the predicted step against offload alone (7.365 ms
 // against 7.762 ms).
 // REPORT: predicted step             7.365 ms
-// REPORT: offload-alone floor        0.265 ms   of copy stall had nothing been recomputed (10.50 KiB (10752 B) over budget at the peak)
-// The joint floor: the 10.5 KiB over budget recomputed at s's rate, 8.2 us
-// per 16 KiB (a fraction of s: a lower bound), 5.4 us.
-// REPORT-NEXT: joint floor                0.005 ms   added by any mix of recomputation and offload, at least (10.50 KiB (10752 B) over budget at the peak)
+// REPORT: offload-alone floor        0.258 ms   of copy stall had nothing been recomputed (10.25 KiB (10496 B) over budget at the peak)
+// The joint floor: the 10.25 KiB over budget recomputed at s's rate, 8.2 us
+// per 16 KiB (a fraction of s: a lower bound), 5.3 us.
+// REPORT-NEXT: joint floor                0.005 ms   added by any mix of recomputation and offload, at least (10.25 KiB (10496 B) over budget at the peak)
 // REPORT: kept activations       2, 32.00 KiB (32768 B), added      0.000 ms
 // REPORT-NEXT: offloaded activations  0, 0 B, added      0.000 ms
 // REPORT-NEXT: recomputed activations 1, 16.00 KiB (16384 B), added      0.008 ms
@@ -55,12 +55,12 @@
 // EXPENSIVE: dc.offload_start
 // EXPENSIVE-NOT: dc.recompute
 
-// Its joint floor lies below both offload alone (0.265 ms of stall) and
-// recomputing m alone (10.5/16 of 524 us, 0.344 ms): about 5.6 KiB
-// offloaded (a 0.14 ms copy the forward cannot hide) while the rest of m is
-// recomputed in as long (0.16 ms), the larger of the two counting; the plan
+// Its joint floor lies below both offload alone (0.258 ms of stall) and
+// recomputing m alone (10.25/16 of 524 us, 0.336 ms): about 5.8 KiB
+// offloaded (a 0.145 ms copy the forward cannot hide) while the rest of m is
+// recomputed in as long (0.145 ms), the larger of the two counting; the plan
 // (offload, 0.406 ms added) is above it.
-// EXPENSIVE-REPORT: joint floor                0.148 ms   added by any mix of recomputation and offload, at least (10.50 KiB (10752 B) over budget at the peak)
+// EXPENSIVE-REPORT: joint floor                0.145 ms   added by any mix of recomputation and offload, at least (10.25 KiB (10496 B) over budget at the peak)
 // EXPENSIVE-REPORT: offloaded activations  1, 16.00 KiB (16384 B), added      0.406 ms
 
 func.func @step(%x: tensor<64x64xf32>) -> (tensor<64xf32> {dc.loss}, tensor<64xf32>) {

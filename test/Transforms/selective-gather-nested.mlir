@@ -1,5 +1,5 @@
-// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=38656" --dc-verify-schedule="memory-budget=38656" | FileCheck %s --check-prefix=KEEP
-// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=38655" --dc-verify-schedule="memory-budget=38655" | FileCheck %s --check-prefix=FOLD
+// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=36608" --dc-verify-schedule="memory-budget=36608" | FileCheck %s --check-prefix=KEEP
+// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=36607" --dc-verify-schedule="memory-budget=36607" | FileCheck %s --check-prefix=FOLD
 
 // A parameter gathered again inside the interval of another gathered copy
 // of it, as dc-rematerialize does when a recomputed forward op needs a
@@ -12,9 +12,9 @@
 // folded into %wb instead (its gather, wait and release go), whatever the
 // budget: it only frees memory.
 //
-// The step peaks at 36.75 KiB (37632 B) at the 16 KiB temporary between
-// forward and backward; keeping the forward copy (1 KiB) across it needs
-// 38656 B. With that budget one gather and one release of %arg0 remain
+// The step peaks at 34.75 KiB (35584 B) at the reduction of the 16 KiB
+// temporary between forward and backward; keeping the forward copy (1 KiB)
+// across it needs 36608 B. With that budget one gather and one release of %arg0 remain
 // (KEEP); one byte less, the forward copy is released and the backward
 // gathers again, but once (FOLD).
 

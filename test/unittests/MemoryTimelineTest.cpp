@@ -63,24 +63,25 @@ TEST_F(AnalysisTest, TimelineOfGatherOffloadAndReduceScatter) {
   FailureOr<MemoryTimeline> timeline =
       MemoryTimeline::compute(getFunc(*module, "step"));
   ASSERT_TRUE(succeeded(timeline));
-  // Whole function: %w (512), %x (256) and the returned values' buffers,
-  // the reduced shard (512) and the reloaded tensor (256).
-  EXPECT_EQ(timeline->getBaseDeviceBytes(), 1536);
+  // Whole function: the arguments %w (512) and %x (256).
+  EXPECT_EQ(timeline->getBaseDeviceBytes(), 768);
   // 0-4: the gathered 1 KiB until its release; the matmul's tensor.empty
   // init allocates nothing (the matmul writes its result in place);
   // 3-6: %y until its offload is waited; 7-11: the gradient until
-  // end_backward waits its reduce-scatter.
-  std::vector<int64_t> expected = {2560, 2560, 2560, 2816, 2816, 1792, 1792,
-                                   2560, 2560, 2560, 2560, 2560, 1536};
+  // end_backward waits its reduce-scatter; the returned values from where
+  // they are made to the end: the reduced shard (512) from its start (8),
+  // the reloaded tensor (256) from its reload (9).
+  std::vector<int64_t> expected = {1792, 1792, 1792, 2048, 2048, 1024, 1024,
+                                   1792, 2304, 2560, 2560, 2560, 1536};
   EXPECT_EQ(deviceBytes(*timeline), expected);
-  EXPECT_EQ(timeline->getPeakDeviceBytes(), 2816);
-  EXPECT_EQ(timeline->getPeakIndex(), 3u);
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 2560);
+  EXPECT_EQ(timeline->getPeakIndex(), 9u);
   // The host copy lives from its offload to the wait of its reload.
   for (size_t i = 0; i < 13; ++i)
     EXPECT_EQ(timeline->hostBytesAt(i), i >= 5 && i <= 10 ? 256 : 0) << i;
   EXPECT_EQ(timeline->getPeakHostBytes(), 256);
-  // The matmul touches the gathered weight and its result.
-  EXPECT_EQ(timeline->getFloorBytes(), 1536 + 1024 + 256);
+  // end_backward touches the gradient and the reduced shard.
+  EXPECT_EQ(timeline->getFloorBytes(), 768 + 1024 + 512);
 
   Operation *matmul = timeline->getOps()[3];
   EXPECT_EQ(timeline->indexOf(matmul), 3u);
@@ -99,23 +100,25 @@ TEST_F(AnalysisTest, TimelineKeepsPersistentGathersAndAliasesViews) {
   FailureOr<MemoryTimeline> persistent =
       MemoryTimeline::compute(getFunc(*module, "persistent"));
   ASSERT_TRUE(succeeded(persistent));
-  // Base: the shard (512) and the returned sum (1024); the persistent
-  // gather (1024) never ends; the add's empty init allocates nothing.
+  // Base: the shard (512); the persistent gather (1024) never ends; the
+  // returned sum (1024) lives from the add; the add's empty init allocates
+  // nothing.
   EXPECT_EQ(deviceBytes(*persistent),
-            (std::vector<int64_t>{2560, 2560, 2560, 2560, 2560}));
-  EXPECT_EQ(persistent->getPeakIndex(), 0u);
-  EXPECT_EQ(persistent->getFloorBytes(), 1536 + 1024);
+            (std::vector<int64_t>{1536, 1536, 1536, 2560, 2560}));
+  EXPECT_EQ(persistent->getPeakIndex(), 3u);
+  EXPECT_EQ(persistent->getFloorBytes(), 512 + 1024 + 1024);
 
   FailureOr<MemoryTimeline> views =
       MemoryTimeline::compute(getFunc(*module, "views"));
   ASSERT_TRUE(succeeded(views));
   // The collapsed tensor is %y's buffer, which lives until %z reads it;
-  // the empties allocate nothing: buffers are %x, %y and %z.
+  // the empties allocate nothing: buffers are %x, %y and %z (returned,
+  // from where it is made).
   EXPECT_EQ(views->getBuffers().size(), 3u);
   EXPECT_EQ(deviceBytes(*views),
-            (std::vector<int64_t>{512, 768, 768, 768, 768, 512}));
+            (std::vector<int64_t>{256, 512, 512, 512, 768, 512}));
   EXPECT_EQ(views->getPeakDeviceBytes(), 768);
-  EXPECT_EQ(views->getPeakIndex(), 1u);
+  EXPECT_EQ(views->getPeakIndex(), 4u);
 }
 
 TEST_F(AnalysisTest, TimelineKeepsAnAllReduceInputUntilItsWait) {

@@ -108,11 +108,11 @@ TEST_F(PipelineTest, AnImpossibleBudgetFailsTheRun) {
     return success();
   });
   EXPECT_TRUE(failed(pm.run(*module)));
-  // Live all step: the 8 KiB shard of w, x, the returned y and the 8 KiB
-  // gradient shard (48 KiB); the largest op, the second matmul, adds the
-  // gathered w and its result (32 KiB).
+  // Live all step: the arguments, the 8 KiB shard of w and x (24 KiB); the
+  // largest op, the second matmul, adds the gathered w, its input y (the
+  // loss, returned: live from its matmul on) and its result (48 KiB).
   EXPECT_EQ(message, "memory budget 1.00 KiB (1024 B) is below this step's "
-                     "floor of 80.00 KiB (81920 B) (arguments plus the "
+                     "floor of 72.00 KiB (73728 B) (arguments plus the "
                      "largest single op)");
 }
 

@@ -473,7 +473,12 @@ private:
     }
     for (const TensorSpec &result : form.spec->results) {
       if (result.kind == TensorKind::Grad) {
-        form.pointers.push_back(registry.find(result.param)->grad.data());
+        dcrun::Param &param = *registry.find(result.param);
+        if (std::optional<int64_t> offset = gradArenaOffset(result.param))
+          param.grad = dcrt::Buffer::borrow(
+              static_cast<char *>(dcrt_step_arena()) + *offset,
+              param.grad.size(), param.grad.kind());
+        form.pointers.push_back(param.grad.data());
         continue;
       }
       if (result.kind == TensorKind::GradAccum) {
@@ -493,6 +498,29 @@ private:
         lossType = result.dtype;
       }
     }
+  }
+
+  /// Where the step keeps parameter `param`'s gradient in its arena, if
+  /// every form that writes it keeps it at the same offset: the gradient
+  /// then takes no memory before backward makes it (the step's plan counts
+  /// it from there). It is read (norm, optimizer, accumulation, saving)
+  /// before the next entry call reuses the arena.
+  std::optional<int64_t> gradArenaOffset(int32_t param) const {
+    std::optional<int64_t> offset;
+    bool first = true;
+    for (const Form *form : {&finalForm, &accumulatingForm}) {
+      if (!form->spec)
+        continue;
+      for (const TensorSpec &result : form->spec->results) {
+        if (result.kind != TensorKind::Grad || result.param != param)
+          continue;
+        if (!result.arenaOffset || (!first && offset != result.arenaOffset))
+          return std::nullopt;
+        offset = result.arenaOffset;
+        first = false;
+      }
+    }
+    return offset;
   }
 
   void *accumulatorOf(int32_t param) {

@@ -19,6 +19,15 @@ namespace dc {
 mlir::LogicalResult setManifestPlanBytes(mlir::ModuleOp module,
                                          llvm::StringRef field, int64_t bytes);
 
+/// Gives result #i of step `step` in `module`'s manifest the field
+/// `"arena_offset": offsets[i]` (the bytes into the step arena where the step
+/// keeps that result, a caller may pass as its buffer; -1: none). Does
+/// nothing when the module has no manifest; fails, with an error, when the
+/// manifest has no such step or fewer results.
+mlir::LogicalResult
+setManifestResultArenaOffsets(mlir::ModuleOp module, llvm::StringRef step,
+                              llvm::ArrayRef<int64_t> offsets);
+
 } // namespace dc
 
 #endif // DC_CONVERSION_MANIFEST_H

@@ -60,23 +60,33 @@ void *computeStream();
 /// True when device memory is host memory (the host backend).
 bool deviceIsHost();
 
-/// An owned buffer from allocate().
+/// A buffer from allocate(), owned, or bytes of memory someone else owns
+/// (borrow: a result the step keeps in its arena).
 class Buffer {
 public:
   Buffer() = default;
   Buffer(int64_t bytes, MemoryKind kind, const char *what)
       : data_(allocate(bytes, kind, what)), size_(bytes), kind_(kind) {}
+  static Buffer borrow(void *data, int64_t bytes, MemoryKind kind) {
+    Buffer buffer;
+    buffer.data_ = data;
+    buffer.size_ = bytes;
+    buffer.kind_ = kind;
+    buffer.owned_ = false;
+    return buffer;
+  }
   Buffer(Buffer &&other) noexcept { *this = std::move(other); }
   Buffer &operator=(Buffer &&other) noexcept {
     std::swap(data_, other.data_);
     std::swap(size_, other.size_);
     std::swap(kind_, other.kind_);
+    std::swap(owned_, other.owned_);
     return *this;
   }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   ~Buffer() {
-    if (data_)
+    if (data_ && owned_)
       deallocate(data_);
   }
 
@@ -85,10 +95,13 @@ public:
   int64_t size() const { return size_; }
   MemoryKind kind() const { return kind_; }
 
+  bool owned() const { return owned_; }
+
 private:
   void *data_ = nullptr;
   int64_t size_ = 0;
   MemoryKind kind_ = MemoryKind::Device;
+  bool owned_ = true;
 };
 
 /// One pool of runtime memory, in bytes.

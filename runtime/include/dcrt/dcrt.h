@@ -325,7 +325,10 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *
  * dc_entry_<step> takes the step's arguments then its results, in order, as
  * buffer pointers (results are written in place: caller-allocated, in device
- * memory).
+ * memory). A result with "arena_offset" N has bytes of its own in the step
+ * arena from where the step first writes it to its end: a caller passing
+ * (char *)dcrt_step_arena() + N spends no memory on it before then (the
+ * memory dc plans), and must read it before the next entry call.
  *
  * Manifest JSON:
  *   {"abi": 4, "target": "cpu", "world_size": 2, "grid": "world",
@@ -339,9 +342,10 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *                "shape": [16, 32], "dtype": "f32", "local": 256},
  *               {"kind": "data", "name": "x", "shape": [8, 16],
  *                "dtype": "f32"}],
- *      "results": [{"kind": "loss", "shape": [], "dtype": "f32"},
+ *      "results": [{"kind": "loss", "shape": [], "dtype": "f32",
+ *                   "arena_offset": 512},
  *                  {"kind": "grad", "param": 0, "shape": [16, 32],
- *                   "dtype": "f32", "local": 256}]}]}
+ *                   "dtype": "f32", "local": 256, "arena_offset": 0}]}]}
  * "target" picks the backend ("cpu": host, "h200": cuda) unless
  * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is
  * present for sharded tensors (the buffer holds `local` elements); a

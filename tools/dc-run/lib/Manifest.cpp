@@ -159,6 +159,13 @@ public:
     if (spec.onHost && spec.kind != TensorKind::Param)
       fail(where, "\"memory\": \"host\" on a " + spec.kindName +
                       " tensor; only parameters are kept in host memory");
+    if (std::optional<int64_t> offset =
+            integer(entry, "arena_offset", where, false);
+        offset && *offset != -1) {
+      if (*offset < 0)
+        fail(where, "\"arena_offset\" is negative");
+      spec.arenaOffset = offset;
+    }
     if (spec.kind == TensorKind::Param)
       spec.id =
           static_cast<int32_t>(integer(entry, "id", where, true).value_or(-1));
@@ -492,8 +499,24 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
       return std::nullopt;
     manifest.steps.push_back(std::move(step));
   }
-  for (const StepSpec &step : manifest.steps)
+  for (const StepSpec &step : manifest.steps) {
     checkAccumulatingPair(manifest, step, reader);
+    for (const TensorSpec &arg : step.args)
+      if (arg.arenaOffset)
+        reader.fail("step '" + step.name + "'",
+                    "argument '" + arg.name +
+                        "' has an \"arena_offset\" (only results do)");
+    for (const TensorSpec &result : step.results)
+      if (result.arenaOffset &&
+          *result.arenaOffset >
+              manifest.stepArenaBytes -
+                  result.bufferNumel() * int64_t(dcrt::dtypeSize(result.dtype)))
+        reader.fail("step '" + step.name + "'",
+                    "a " + result.kindName + " result at \"arena_offset\" " +
+                        std::to_string(*result.arenaOffset) +
+                        " ends past the step arena (" +
+                        std::to_string(manifest.stepArenaBytes) + " bytes)");
+  }
   size_t axes = std::max<size_t>(manifest.gridShape.size(), 1);
   for (const StepSpec &step : manifest.steps)
     for (const TensorSpec &arg : step.args)

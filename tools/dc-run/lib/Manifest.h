@@ -39,6 +39,11 @@ struct TensorSpec {
   std::optional<int64_t> seqDim, seqAxis;
   /// A parameter the step keeps in host memory ("memory": "host").
   bool onHost = false;
+  /// A result the step keeps in its arena from where it is made on
+  /// ("arena_offset", bytes into dcrt_step_arena(); absent or -1: none): a
+  /// caller passing that address spends no memory on the result before the
+  /// step makes it. It holds the result until the next entry call.
+  std::optional<int64_t> arenaOffset;
 
   int64_t numel() const;
   /// Elements of the buffer the entry receives.

@@ -262,3 +262,50 @@ TEST(Manifest, ReadsAStepAndItsAccumulatingForm) {
   EXPECT_EQ(error, "step 's_accumulate': an accumulating result of 'norm' is "
                    "not an fp32 tensor of its full shape [5]");
 }
+
+namespace {
+/// A one-rank step whose gradient result has `offset` ("arena_offset") in a
+/// step arena of `arenaBytes`.
+std::string manifestWithResultOffset(const std::string &offset,
+                                     int64_t arenaBytes,
+                                     const std::string &argOffset = "") {
+  return R"({"abi": 4, "world_size": 1,
+  "plan": {"step_arena_bytes": )" +
+         std::to_string(arenaBytes) + R"(},
+  "steps": [{"name": "s", "entry": "e",
+  "args": [{"kind": "param", "id": 0, "name": "w", "shape": [4],
+            "dtype": "f32")" +
+         argOffset + R"(}],
+  "results": [{"kind": "loss", "shape": [], "dtype": "f32",
+               "arena_offset": -1},
+              {"kind": "grad", "param": 0, "shape": [4], "dtype": "f32",
+               "arena_offset": )" +
+         offset + "}]}]}";
+}
+} // namespace
+
+TEST(Manifest, ReadsWhereTheStepKeepsAResult) {
+  std::string error;
+  std::optional<Manifest> manifest =
+      parseManifest(manifestWithResultOffset("256", 272), error);
+  ASSERT_TRUE(manifest) << error;
+  const StepSpec &step = manifest->steps[0];
+  // -1: the step keeps it nowhere (the caller's buffer).
+  EXPECT_FALSE(step.results[0].arenaOffset);
+  EXPECT_EQ(step.results[1].arenaOffset, 256);
+  EXPECT_FALSE(step.args[0].arenaOffset);
+}
+
+TEST(Manifest, RejectsResultsOutsideTheStepArena) {
+  std::string error;
+  // 16 bytes at 257 end past 272.
+  EXPECT_FALSE(parseManifest(manifestWithResultOffset("257", 272), error));
+  EXPECT_EQ(error, "step 's': a grad result at \"arena_offset\" 257 ends past "
+                   "the step arena (272 bytes)");
+  EXPECT_FALSE(parseManifest(manifestWithResultOffset("-2", 272), error));
+  EXPECT_EQ(error, "step 's', results[1]: \"arena_offset\" is negative");
+  EXPECT_FALSE(parseManifest(
+      manifestWithResultOffset("0", 272, R"(, "arena_offset": 0)"), error));
+  EXPECT_EQ(error, "step 's': argument 'w' has an \"arena_offset\" (only "
+                   "results do)");
+}
