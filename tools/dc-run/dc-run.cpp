@@ -349,6 +349,10 @@ private:
     const StepSpec *spec = nullptr;
     EntryFunction entry = nullptr;
     std::vector<void *> pointers;
+    /// Where this form writes each gradient it returns: its bytes of the
+    /// step arena, or a buffer of dc-run's. Param::grad points there after
+    /// each call of this form.
+    std::vector<std::pair<dcrun::Param *, void *>> grads;
     dcrt::StepGraph graph;
   };
 
@@ -367,6 +371,12 @@ private:
       dcrt::replay(form.graph);
     else
       form.entry(form.pointers.data());
+    // What reads the gradients next (norm, AdamW, micro-batch sums,
+    // --save-grads) reads where this form wrote them.
+    for (auto [param, data] : form.grads)
+      if (param->grad.data() != data)
+        param->grad =
+            dcrt::Buffer::borrow(data, param->grad.size(), param->grad.kind());
     // The entry may return with its work still queued on the device.
     dcrt::synchronize();
     // Else its step buffers would pile up, step after step.
@@ -460,6 +470,31 @@ private:
     bindForm(finalForm);
     if (accumulatingForm.spec)
       bindForm(accumulatingForm);
+    // A gradient every form keeps in the step arena needs no buffer of
+    // dc-run's (the memory dc planned); one some form writes to the buffer
+    // keeps it, in ownedGrads, as Param::grad moves between the forms'.
+    for (dcrun::Param &param : registry.params()) {
+      if (!param.grad.data() || !param.grad.owned())
+        continue;
+      void *owned = param.grad.data();
+      void *first = nullptr;
+      bool used = false;
+      for (const Form *form : {&finalForm, &accumulatingForm})
+        for (auto [p, data] : form->grads)
+          if (p == &param) {
+            used |= data == owned;
+            first = first ? first : data;
+          }
+      if (!first)
+        continue;
+      int64_t bytes = param.grad.size();
+      dcrt::MemoryKind kind = param.grad.kind();
+      if (used)
+        ownedGrads.push_back(std::move(param.grad));
+      else
+        ++gradientsInArena;
+      param.grad = dcrt::Buffer::borrow(first, bytes, kind);
+    }
   }
 
   void bindForm(Form &form) {
@@ -473,12 +508,15 @@ private:
     }
     for (const TensorSpec &result : form.spec->results) {
       if (result.kind == TensorKind::Grad) {
+        // In the step arena where the step keeps it (dc's memory plan
+        // counts it from where backward makes it), else dc-run's buffer.
         dcrun::Param &param = *registry.find(result.param);
-        if (std::optional<int64_t> offset = gradArenaOffset(result.param))
-          param.grad = dcrt::Buffer::borrow(
-              static_cast<char *>(dcrt_step_arena()) + *offset,
-              param.grad.size(), param.grad.kind());
-        form.pointers.push_back(param.grad.data());
+        void *data =
+            result.arenaOffset
+                ? static_cast<char *>(dcrt_step_arena()) + *result.arenaOffset
+                : param.grad.data();
+        form.grads.push_back({&param, data});
+        form.pointers.push_back(data);
         continue;
       }
       if (result.kind == TensorKind::GradAccum) {
@@ -498,29 +536,6 @@ private:
         lossType = result.dtype;
       }
     }
-  }
-
-  /// Where the step keeps parameter `param`'s gradient in its arena, if
-  /// every form that writes it keeps it at the same offset: the gradient
-  /// then takes no memory before backward makes it (the step's plan counts
-  /// it from there). It is read (norm, optimizer, accumulation, saving)
-  /// before the next entry call reuses the arena.
-  std::optional<int64_t> gradArenaOffset(int32_t param) const {
-    std::optional<int64_t> offset;
-    bool first = true;
-    for (const Form *form : {&finalForm, &accumulatingForm}) {
-      if (!form->spec)
-        continue;
-      for (const TensorSpec &result : form->spec->results) {
-        if (result.kind != TensorKind::Grad || result.param != param)
-          continue;
-        if (!result.arenaOffset || (!first && offset != result.arenaOffset))
-          return std::nullopt;
-        offset = result.arenaOffset;
-        first = false;
-      }
-    }
-    return offset;
   }
 
   void *accumulatorOf(int32_t param) {
@@ -562,11 +577,15 @@ private:
     if (!accumulators.empty())
       hostParams += " (" + std::to_string(accumulators.size()) +
                     " gradients summed by the step)";
+    int64_t grads = 0;
+    for (const dcrun::Param &param : registry.params())
+      grads += param.spec.hasGrad;
     const Manifest &manifest = artifact.manifest;
     const dcrun::AdamWConfig &adamw = options.adamw;
     report("dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
            "elements)%s, plan: gather arena %s, host pool %s; AdamW state: "
-           "%s master, %s moments (%lld B/element)\n",
+           "%s master, %s moments (%lld B/element); gradients in the step "
+           "arena: %lld of %lld\n",
            options.artifact.c_str(), step.name.c_str(), worldSize,
            worldSize == 1 ? "" : "s", registry.params().size(),
            static_cast<long long>(elements), hostParams.c_str(),
@@ -577,7 +596,9 @@ private:
                .c_str(),
            dcrt::dtypeName(adamw.masterDtype),
            dcrt::dtypeName(adamw.momentDtype),
-           static_cast<long long>(dcrun::stateBytesPerElement(adamw)));
+           static_cast<long long>(dcrun::stateBytesPerElement(adamw)),
+           static_cast<long long>(gradientsInArena),
+           static_cast<long long>(grads));
   }
 
   /// The mean over all steps, and, with more than one, the mean and
@@ -671,6 +692,10 @@ private:
     return tokens;
   }
   std::deque<dcrt::Buffer> ownedResults; // stable addresses
+  /// Gradient buffers of dc-run's that some form writes (not in the arena).
+  std::deque<dcrt::Buffer> ownedGrads;
+  /// Gradients every form keeps in the step arena.
+  int64_t gradientsInArena = 0;
   const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;
 };
