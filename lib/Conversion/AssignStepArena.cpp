@@ -90,6 +90,19 @@ findLastUse(Block &body, memref::AllocOp alloc,
   return last;
 }
 
+/// The arena bytes (aligned) of a buffer of `type`, or nullopt if the arena
+/// cannot hold one: a dynamic shape, a strided layout or another memory
+/// space.
+std::optional<int64_t> getArenaBytes(Type type, int64_t alignment) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref || !memref.hasStaticShape() || !memref.getLayout().isIdentity() ||
+      memref.getMemorySpace())
+    return std::nullopt;
+  int64_t bytes = memref.getNumElements() *
+                  llvm::divideCeil(memref.getElementTypeBitWidth(), 8);
+  return llvm::alignTo(std::max<int64_t>(bytes, 1), alignment);
+}
+
 /// The first top-level position at which `result` (an out-parameter) or a
 /// view of it is used, or `end` if it is never used.
 size_t findFirstUse(Block &body, Value result,
@@ -180,18 +193,15 @@ private:
 
     SmallVector<Temporary> temps;
     for (auto alloc : body.getOps<memref::AllocOp>()) {
-      MemRefType type = alloc.getType();
-      if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
-          type.getMemorySpace())
+      std::optional<int64_t> bytes = getArenaBytes(alloc.getType(), alignment);
+      if (!bytes)
         continue;
       std::optional<size_t> last = findLastUse(body, alloc, position);
       if (!last)
         continue;
-      int64_t bytes = type.getNumElements() *
-                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
       Temporary temp;
       temp.alloc = alloc;
-      temp.bytes = llvm::alignTo(std::max<int64_t>(bytes, 1), alignment);
+      temp.bytes = *bytes;
       temp.first = position.lookup(alloc);
       temp.last = *last;
       temps.push_back(temp);
@@ -213,14 +223,11 @@ private:
       if (!fn.isPublic())
         continue;
       resultOffsets.push_back(-1);
-      auto type = dyn_cast<MemRefType>(arg.getType());
-      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-          type.getMemorySpace())
+      std::optional<int64_t> bytes = getArenaBytes(arg.getType(), alignment);
+      if (!bytes)
         continue;
-      int64_t bytes = type.getNumElements() *
-                      llvm::divideCeil(type.getElementTypeBitWidth(), 8);
       Temporary temp;
-      temp.bytes = llvm::alignTo(std::max<int64_t>(bytes, 1), alignment);
+      temp.bytes = *bytes;
       temp.first = findFirstUse(body, arg, position, end);
       temp.last = end;
       resultTemps.push_back({resultOffsets.size() - 1, temps.size()});
