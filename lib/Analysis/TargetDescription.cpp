@@ -48,6 +48,8 @@ static const NumberField kNumberFields[] = {
     {"hostLinkLatency", &TargetDescription::hostLinkLatency, true},
     {"hostLinkDuplexBandwidth", &TargetDescription::hostLinkDuplexBandwidth,
      true},
+    {"hostLinkPlanningBandwidth",
+     &TargetDescription::hostLinkPlanningBandwidth, true},
     {"networkBandwidth", &TargetDescription::networkBandwidth, true},
     {"networkLatency", &TargetDescription::networkLatency, true},
 };
@@ -55,6 +57,7 @@ static const NumberField kNumberFields[] = {
 /// "none" (no separate rate, no slowdown, no network).
 static bool isOptionalField(double TargetDescription::*member) {
   return member == &TargetDescription::hostLinkDuplexBandwidth ||
+         member == &TargetDescription::hostLinkPlanningBandwidth ||
          member == &TargetDescription::attentionFlops16 ||
          member == &TargetDescription::networkBandwidth ||
          member == &TargetDescription::networkLatency;
@@ -65,6 +68,7 @@ static const CurveField kCurveFields[] = {
 };
 static constexpr llvm::StringLiteral kDeviceMemoryField = "deviceMemoryBytes";
 static constexpr llvm::StringLiteral kGpusPerNodeField = "gpusPerNode";
+static constexpr llvm::StringLiteral kLoweringField = "lowering";
 /// What the target's lowering folds away: true or false in JSON.
 struct BoolField {
   llvm::StringLiteral name;
@@ -85,6 +89,7 @@ static constexpr int64_t kGiB = int64_t(1) << 30;
 static TargetDescription makeH200() {
   TargetDescription target;
   target.name = "h200";
+  target.lowering = "h200";
   target.matmulFlops16 = 750e12;
   target.matmulFlops32 = 60e12;
   target.attentionFlops16 = 350e12;
@@ -104,6 +109,13 @@ static TargetDescription makeH200() {
   // bench/copy_bench.cu on 2 x H200, 2026-11-29: 1 GiB copies both ways at
   // once ran at 51.2 (D2H) and 49.4 (H2D) GB/s; the slower one for both.
   target.hostLinkDuplexBandwidth = 49.4e9;
+  // Config A's joint plan at 40% under its peak on 1 x H200 (dc-run
+  // --trace, 2026-12-04): reloads ran at 55.2 GB/s median, single ones as
+  // slow as 34-45. Planned at 55 its back-to-back backward reloads stalled
+  // on some machine starts (+3.9% to +8.2% against +4.2% predicted);
+  // planned at 50 it measured +4.9% as predicted, at 44 (the slowest
+  // rate for every copy) +5.7%: the margin, not the worst case.
+  target.hostLinkPlanningBandwidth = 50e9;
   // dc-map-to-gpu folds a product's zero fill and a reduction's identity
   // fill into the kernel after them (measured: A's 330 fills take 0.06 ms
   // of a step, which priced as kernels of their own were 3.49 ms).
@@ -151,6 +163,7 @@ static TargetDescription makeH100Cluster() {
 static TargetDescription makeCPU() {
   TargetDescription target;
   target.name = "cpu";
+  target.lowering = "cpu";
   target.matmulFlops16 = 100e9;
   target.matmulFlops32 = 100e9;
   target.vectorFlops = 20e9;
@@ -223,7 +236,7 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     StringRef name = key;
     bool known =
         name == "base" || name == "name" || name == kDeviceMemoryField ||
-        name == kGpusPerNodeField ||
+        name == kGpusPerNodeField || name == kLoweringField ||
         llvm::any_of(kBoolFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kNumberFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kCurveFields, [&](auto &f) { return f.name == name; });
@@ -280,6 +293,13 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     target.deviceMemoryBytes = *bytes;
   } else {
     missing.push_back(kDeviceMemoryField);
+  }
+  if (const json::Value *value = object->get(kLoweringField)) {
+    std::optional<StringRef> lowering = value->getAsString();
+    if (!lowering || (*lowering != "cpu" && *lowering != "h200"))
+      return makeError("field \"" + kLoweringField +
+                       "\" must be \"cpu\" or \"h200\"");
+    target.lowering = lowering->str();
   }
   if (const json::Value *value = object->get(kGpusPerNodeField)) {
     std::optional<int64_t> gpus = value->getAsInteger();
@@ -346,6 +366,7 @@ std::string TargetDescription::toJSON() const {
     object[field.name] = this->*field.member;
   object[kDeviceMemoryField] = deviceMemoryBytes;
   object[kGpusPerNodeField] = gpusPerNode;
+  object[kLoweringField] = lowering;
   for (const BoolField &field : kBoolFields)
     object[field.name] = this->*field.member;
   for (const CurveField &field : kCurveFields) {
@@ -356,6 +377,20 @@ std::string TargetDescription::toJSON() const {
     object[field.name] = std::move(points);
   }
   return llvm::formatv("{0:2}", json::Value(std::move(object))).str();
+}
+
+TargetDescription TargetDescription::forPlanning() const {
+  TargetDescription planning = *this;
+  // A description that lowers hostLinkBandwidth below a base preset's
+  // planning rate plans at its own rate.
+  if (hostLinkPlanningBandwidth <= 0 ||
+      hostLinkPlanningBandwidth >= hostLinkBandwidth)
+    return planning;
+  double scale = hostLinkPlanningBandwidth / hostLinkBandwidth;
+  planning.hostLinkBandwidth = hostLinkPlanningBandwidth;
+  planning.hostLinkDuplexBandwidth *= scale;
+  planning.hostLinkPlanningBandwidth = 0;
+  return planning;
 }
 
 int64_t TargetDescription::membersPerNode(int64_t groupSize,

@@ -388,7 +388,7 @@ dc::planEachStep(ModuleOp module, StringRef passName, StringRef budgetText,
       loadPlanningSetup(module, budgetText, target, profilePath);
   if (failed(setup))
     return failure();
-  CostModel costModel = setup->makeCostModel();
+  CostModel costModel = setup->makePlanningCostModel();
   // Every step is checked before any is planned: the planners and the
   // analyses under them assume what these checks establish.
   for (auto fn : module.getOps<func::FuncOp>())

@@ -4,6 +4,8 @@
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 keep-last=2" 2>&1 | FileCheck %s --check-prefix=KEEP
 // RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=60KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SLOW
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB" -o /dev/null | FileCheck %s --check-prefix=SLOW-REPORT
 
 // Three 16 KiB activations a1, a2, a3 made in forward and read again in
 // backward. Just in time the step peaks at 96.25 KiB (at the g3 matmul, with
@@ -31,6 +33,26 @@
 // The reloaded buffer is released right after that last use, where the
 // memory timeline frees it.
 // SOME-NEXT: dc.release %[[BACK]] : tensor<64x64xf32>
+
+// The same at 90 KiB on a target whose link runs at 1 GB/s typically and
+// 25 MB/s at its slowest (hostLinkPlanningBandwidth): the planner costs
+// a1's copies at 655 us, longer than a matmul, so it waits for the offload
+// two matmuls on and issues the reload two matmuls before the use; the
+// report, at the typical rate, predicts no copy time exposed.
+// SLOW-LABEL: func.func @step
+// SLOW: %[[A1:.*]] = linalg.matmul ins(%arg0, %arg0
+// SLOW-NEXT: %[[A2:.*]] = linalg.matmul ins(%[[A1]], %arg0
+// SLOW-NEXT: %[[O:.*]] = dc.offload_start %[[A1]] : tensor<64x64xf32>
+// SLOW-NEXT: linalg.matmul
+// SLOW-NEXT: linalg.matmul
+// SLOW-NEXT: %[[H:.*]] = dc.wait %[[O]] : !dc.future<!dc.host<tensor<64x64xf32>>>
+// SLOW: %[[L:.*]] = dc.reload_start %[[H]] : !dc.host<tensor<64x64xf32>>
+// SLOW-NEXT: linalg.matmul
+// SLOW-NEXT: arith.mulf
+// SLOW-NEXT: %[[G1:.*]] = linalg.matmul
+// SLOW-NEXT: %[[BACK:.*]] = dc.wait %[[L]] : !dc.future<tensor<64x64xf32>>
+// SLOW-NEXT: arith.mulf %[[G1]], %[[BACK]]
+// SLOW-REPORT: host copies (busy)         0.033 ms   exposed      0.000 ms (  0.0% of the step)
 
 // At 70 KiB a1 and a2 both go; a3, idle for less, stays.
 // ALL-LABEL: func.func @step

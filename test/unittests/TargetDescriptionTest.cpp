@@ -21,6 +21,7 @@ namespace {
 
 void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.lowering, b.lowering);
   EXPECT_EQ(a.matmulFlops16, b.matmulFlops16);
   EXPECT_EQ(a.matmulFlops32, b.matmulFlops32);
   EXPECT_EQ(a.attentionFlops16, b.attentionFlops16);
@@ -31,6 +32,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.collectiveBusBandwidth, b.collectiveBusBandwidth);
   EXPECT_EQ(a.hostLinkBandwidth, b.hostLinkBandwidth);
   EXPECT_EQ(a.hostLinkDuplexBandwidth, b.hostLinkDuplexBandwidth);
+  EXPECT_EQ(a.hostLinkPlanningBandwidth, b.hostLinkPlanningBandwidth);
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
@@ -70,7 +72,9 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   // cuDNN's attention reads and writes [B, S, H, D] in place; the CPU
   // backend expands attention over [B, H, S, D].
   EXPECT_TRUE(h200.foldsHeadTransposes);
+  EXPECT_EQ(h200.lowering, "h200");
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
+  EXPECT_EQ(cpu.lowering, "cpu");
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
   EXPECT_EQ(cpu.gpusPerNode, 0);
@@ -90,6 +94,9 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   EXPECT_EQ(h100.memoryBandwidth, 2.8e12);
   EXPECT_EQ(h100.deviceMemoryBytes, 79 * kGiB);
   EXPECT_EQ(h100.networkBandwidth, 46e9);
+  // The same sm_90 GPU in nodes of 8.
+  EXPECT_EQ(h200Cluster.lowering, "h200");
+  EXPECT_EQ(h100.lowering, "h200");
 
   // Members of a group per node: a 4 x 8 grid on 8-GPU nodes.
   EXPECT_EQ(h200Cluster.membersPerNode(8, 1), 8);  // axis 1: one node
@@ -133,6 +140,7 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(cluster->networkBandwidth, 25e9);
   EXPECT_EQ(cluster->networkLatency, 5e-6);
   EXPECT_TRUE(cluster->foldsFills); // from the base
+  EXPECT_EQ(cluster->lowering, "h200");
   EXPECT_TRUE(cluster->foldsHeadTransposes);
 
   llvm::Expected<TargetDescription> unfolded =
@@ -141,6 +149,34 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   ASSERT_TRUE(bool(unfolded)) << errorText(unfolded.takeError());
   EXPECT_FALSE(unfolded->foldsFills);
   EXPECT_FALSE(unfolded->foldsHeadTransposes);
+}
+
+TEST(TargetDescriptionTest, PlannersCostCopiesAtTheSlowestRate) {
+  TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
+  EXPECT_EQ(h200.hostLinkPlanningBandwidth, 50e9);
+  TargetDescription planning = h200.forPlanning();
+  EXPECT_EQ(planning.hostLinkBandwidth, 50e9);
+  // Both directions at once slow down by the same factor.
+  EXPECT_DOUBLE_EQ(planning.hostLinkDuplexBandwidth, 49.4e9 * 50.0 / 55.0);
+  EXPECT_EQ(planning.hostLinkPlanningBandwidth, 0.0);
+  // Nothing else changes.
+  planning.hostLinkBandwidth = h200.hostLinkBandwidth;
+  planning.hostLinkDuplexBandwidth = h200.hostLinkDuplexBandwidth;
+  planning.hostLinkPlanningBandwidth = h200.hostLinkPlanningBandwidth;
+  expectSameTarget(planning, h200);
+
+  // Unset (the CPU preset), or not slower than the typical rate (a JSON
+  // target that lowers hostLinkBandwidth below its base's planning rate):
+  // the planners use the typical rate.
+  TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
+  EXPECT_EQ(cpu.forPlanning().hostLinkBandwidth, cpu.hostLinkBandwidth);
+  TargetDescription slowLink = cantFail(TargetDescription::fromJSON(
+      R"({"base": "h200", "hostLinkBandwidth": 20e9})"));
+  EXPECT_EQ(slowLink.forPlanning().hostLinkBandwidth, 20e9);
+  EXPECT_EQ(slowLink.forPlanning().hostLinkDuplexBandwidth, 49.4e9);
+  TargetDescription typical = cantFail(TargetDescription::fromJSON(
+      R"({"base": "h200", "hostLinkPlanningBandwidth": 0})"));
+  EXPECT_EQ(typical.forPlanning().hostLinkBandwidth, 55e9);
 }
 
 TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
@@ -184,6 +220,10 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   EXPECT_EQ(errorOf(R"({"base": "cpu", "gpusPerNode": 7.5})"),
             "field \"gpusPerNode\" must be a non-negative integer (0: one "
             "node)");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "lowering": "tpu"})"),
+            "field \"lowering\" must be \"cpu\" or \"h200\"");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "hostLinkPlanningBandwidth": -1})"),
+            "field \"hostLinkPlanningBandwidth\" must be non-negative");
   EXPECT_EQ(errorOf(R"({"base": "h200", "networkBandwidth": -1})"),
             "field \"networkBandwidth\" must be non-negative");
   EXPECT_EQ(errorOf("[1, 2]"), "a target description must be a JSON object");

@@ -5,8 +5,9 @@
 //              [--emit=mlir|llvm|obj|so] [--compare-layouts]
 //
 // --target=h200 plans for an H200 and compiles the compute for it (CUDA
-// kernels and cuBLASLt calls, run by libdcrt's cuda backend); without
-// --target, or with --target=cpu, the compute runs on the host.
+// kernels and cuBLASLt calls, run by libdcrt's cuda backend), as does a
+// JSON target based on it ("lowering": "h200"); without --target, or with
+// --target=cpu, the compute runs on the host.
 //
 // --compare-layouts (a target of several nodes): schedules the step both
 // sharded over every rank and sharded inside each node (hierarchical=GPUs
@@ -21,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
+#include "dc/Analysis/TargetDescription.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
 #include "dc/Target/Artifact.h"
@@ -182,11 +184,16 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
   lowering.preciseMath = preciseMath;
-  // The cluster presets are the same GPU (sm_90) in nodes of 8.
-  if (targetGiven &&
-      llvm::is_contained({"h200", "h200-cluster", "h100-cluster"},
-                         StringRef(options.target)))
-    lowering.target = "h200";
+  // The description says what runs its compute: the GPU presets, and JSON
+  // targets based on them, "h200" (the cluster presets are the same sm_90
+  // GPU in nodes of 8). One that does not load is the pipeline's error.
+  if (targetGiven) {
+    if (llvm::Expected<dc::TargetDescription> target =
+            dc::TargetDescription::load(options.target))
+      lowering.target = target->lowering;
+    else
+      llvm::consumeError(target.takeError());
+  }
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
 }

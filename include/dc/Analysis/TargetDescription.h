@@ -29,6 +29,11 @@ struct BandwidthPoint {
 
 struct TargetDescription {
   std::string name;
+  /// The code dc-compile makes for the step's compute: "h200" (CUDA
+  /// kernels for sm_90 and cuBLASLt, the GPU presets) or "cpu" (loops on
+  /// the host). A JSON description inherits its base's; without a base,
+  /// "cpu".
+  std::string lowering = "cpu";
   /// Dense matrix-multiply rate (FLOP/s) for 16-bit floats and for f32.
   double matmulFlops16 = 0;
   double matmulFlops32 = 0;
@@ -55,6 +60,13 @@ struct TargetDescription {
   /// Copy bandwidth of each direction while the other one copies too
   /// (bytes/s); 0: the same as hostLinkBandwidth.
   double hostLinkDuplexBandwidth = 0;
+  /// The rate the planners place and choose copies at (bytes/s): the
+  /// slowest a copy has been measured to run on this machine, so that a
+  /// plan whose copies just hide at the usual rate still hides them on a
+  /// machine start, or at a moment, where the link runs slower. Predictions
+  /// (dc-report, the simulator) keep hostLinkBandwidth. 0, or not below
+  /// hostLinkBandwidth: the same.
+  double hostLinkPlanningBandwidth = 0;
   /// The target's lowering folds a constant fill of an output into the
   /// op that overwrites it next (a matrix product that writes instead of
   /// accumulating, a reduction whose kernel stores its total into the
@@ -97,6 +109,10 @@ struct TargetDescription {
   static llvm::Expected<TargetDescription> load(llvm::StringRef presetOrPath);
   /// The JSON form (round-trips through fromJSON).
   std::string toJSON() const;
+  /// The description the planners cost copies with: both host-link rates
+  /// scaled down to hostLinkPlanningBandwidth (itself unset in the copy);
+  /// this one where that is no slower.
+  TargetDescription forPlanning() const;
 };
 
 } // namespace dc

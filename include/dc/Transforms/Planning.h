@@ -28,8 +28,15 @@ struct PlanningSetup {
   TargetDescription target;
   std::optional<Profile> profile;
   int64_t budgetBytes = 0;
+  /// The model predictions use (dc-report).
   CostModel makeCostModel() const {
     return CostModel(target, profile ? &*profile : nullptr);
+  }
+  /// The model planners choose with: copies at the target's planning rate
+  /// (TargetDescription::forPlanning), so that what they hide stays hidden
+  /// when the host link runs at its slowest.
+  CostModel makePlanningCostModel() const {
+    return CostModel(target.forPlanning(), profile ? &*profile : nullptr);
   }
 };
 
