@@ -11,8 +11,14 @@
 # dc-run flags to every run (--cuda-graphs). STEPS (default 12) steps a
 # run; the table takes the median of steps 4 to the last (A's single steps
 # vary by +-3%: the medians of 9 steps hold the overheads to about +-0.5%).
+# ONLY="none joint-40 ..." runs just those artifacts; ROUNDS=K runs them all
+# K times in turn (NAME.rK.log), so that a plan is compared with the
+# unbudgeted step of its own round on the same machine start; TRACE=1 has
+# dc-run write NAME.trace.json, whose reload copies give the link's rate
+# in the table (one slow machine start tells apart from a slow plan).
 #
-#   [DETERMINISTIC=1] [STEPS=N] [DCRUN_ARGS=...] bash bench/gpu_budget_bench.sh OUT
+#   [DETERMINISTIC=1] [STEPS=N] [ONLY=...] [ROUNDS=K] [TRACE=1] [DCRUN_ARGS=...] \
+#     bash bench/gpu_budget_bench.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_budget_bench.sh OUT}
@@ -26,19 +32,32 @@ extra=()
 extra+=(${DCRUN_ARGS:-})
 run_step() { # SO NAME
   echo "== $2 ${extra[*]}"
+  local trace=()
+  [ "${TRACE:-0}" = 1 ] && trace=(--trace "$OUT/$2.trace.json")
   timeout "${RUN_TIMEOUT_S:-150}" stdbuf -oL -eL "$BUILD/bin/dc-run" --nproc 1 "$1" --steps "${STEPS:-12}" \
-    --vocab 32000 "${extra[@]}" > "$OUT/$2.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$2.log"; }
+    --vocab 32000 "${extra[@]}" "${trace[@]}" > "$OUT/$2.log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$OUT/$2.log"; }
   grep -E "^step=" "$OUT/$2.log" | tail -1
 }
-for so in "$ART"/*.so; do
-  run_step "$so" "$(basename "$so" .so)"
+names=()
+for so in "$ART"/*.so; do names+=("$(basename "$so" .so)"); done
+# shellcheck disable=SC2206
+[ -n "${ONLY:-}" ] && names=(${ONLY})
+for round in $(seq 1 "${ROUNDS:-1}"); do
+  suffix=""
+  [ "$round" -gt 1 ] && suffix=".r$round"
+  for name in "${names[@]}"; do
+    run_step "$ART/$name.so" "$name$suffix"
+  done
 done
 [ "${DETERMINISTIC:-0}" = 1 ] && run_step "$ART/none.so" none-again
 python3 bench/budget_table.py "$ART" "$OUT" | tee "$OUT/budget-table.md"
 # Offload and recomputation move or recompute the same values: each
 # budgeted plan must train with the unbudgeted step's losses and gradient
 # norms, bit for bit (the issue asks exact recomputation).
-for log in "$OUT"/*-[0-9]*.log $([ "${DETERMINISTIC:-0}" = 1 ] && echo "$OUT/none-again.log"); do
+shopt -s nullglob
+again=()
+[ "${DETERMINISTIC:-0}" = 1 ] && again=("$OUT"/none-again.log "$OUT"/none.r[0-9]*.log)
+for log in "$OUT"/*-[0-9]*.log "${again[@]}"; do
   for field in loss grad_norm; do
     python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$OUT/none.log" "$log" \
       > /dev/null 2>&1 && echo "$(basename "$log" .log): $field bit-identical to none" \

@@ -7,8 +7,13 @@
 # each (NAME-report.txt). bench/gpu_budget_bench.sh runs them on the GPU.
 # The budget counts the fp32 AdamW state (12 B per parameter element) as
 # dc-compile does: budget = (1 - cut) x step peak + state.
+# PLANS (default "offload recompute joint") picks the plans; joint-typical
+# is the joint plan with its copies planned at the link's typical rate
+# (a JSON target: h200 with hostLinkPlanningBandwidth 0) instead of its
+# slowest, to measure what planning at the slowest rate buys; joint-linkN
+# plans the copies at N GB/s.
 #
-#   bash bench/pack-budget-artifacts.sh [DEST]   (after ./build.sh)
+#   [CUTS="20 30 40"] [PLANS=...] bash bench/pack-budget-artifacts.sh [DEST]   (after ./build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:-.gpu-artifacts/budget}
@@ -16,9 +21,10 @@ BIN=${BUILD_DIR:-build}/bin
 rm -rf "$DEST"
 mkdir -p "$DEST"
 "$BIN/dc-gen-llama" --config A --dtype bf16 --attention fused -o "$DEST/A16.mlir"
-report() { # NAME PIPELINE-OPTIONS
+echo '{"base": "h200", "hostLinkPlanningBandwidth": 0}' > "$DEST/h200-typical-link.json"
+report() { # NAME PIPELINE-OPTIONS [REPORT-OPTIONS [TARGET]]
   "$BIN/dc-opt" "$DEST/A16.mlir" \
-    --dc-zero3-pipeline="world-size=1 target=h200 optimizer-state-bytes=12 $2" \
+    --dc-zero3-pipeline="world-size=1 target=${4:-h200} optimizer-state-bytes=12 $2" \
     --dc-report="target=h200 optimizer-state-bytes=12 ${3:-}" -o /dev/null > "$DEST/$1-report.txt"
 }
 # The device pools an artifact's manifest plans (gather arena + step arena +
@@ -52,18 +58,26 @@ echo "no-offload step peak $step B, optimizer state $state B"
 plan none
 for cut in ${CUTS:-20 30 40}; do
   budget=$(( step * (100 - cut) / 100 + state ))
-  for plan in offload recompute joint; do
+  for plan in ${PLANS:-offload recompute joint}; do
+    target=h200
     case $plan in
       offload) opts="offload-activations=true";;
       recompute) opts="recompute=true";;
       joint) opts="recompute=true offload-activations=true";;
+      joint-typical) opts="recompute=true offload-activations=true"
+        target=$DEST/h200-typical-link.json;;
+      joint-link[0-9]*) opts="recompute=true offload-activations=true"
+        target=$DEST/h200-$plan.json
+        echo "{\"base\": \"h200\", \"hostLinkPlanningBandwidth\": ${plan#joint-link}e9}" > "$target";;
+      *) echo "unknown plan $plan"; exit 1;;
     esac
     name=$plan-$cut
-    report "$name" "memory-budget=$budget $opts" "memory-budget=$budget"
+    # Predicted on the h200 preset (the typical rate) whatever it was planned on.
+    report "$name" "memory-budget=$budget $opts" "memory-budget=$budget" "$target"
     args=()
     for o in $opts; do args+=("--$o"); done
     /usr/bin/time -f "dc-compile $name: %e s" "$BIN/dc-compile" "$DEST/A16.mlir" --world-size=1 \
-      --target=h200 --memory-budget=$budget "${args[@]}" -o "$DEST/$name.so"
+      --target="$target" --memory-budget=$budget "${args[@]}" -o "$DEST/$name.so"
     plan "$name"
   done
 done

@@ -7,6 +7,7 @@ against the unbudgeted step, the pools check and a failed run.
 """
 import contextlib
 import io
+import json
 import os
 import sys
 import tempfile
@@ -85,6 +86,39 @@ class BudgetTableTest(unittest.TestCase):
         self.assertEqual(rows["none-"][11], "NO")  # 11 GiB of pools > 10 planned
         self.assertEqual(rows["offload-20%"][5], "FAILED")
         self.assertEqual(rows["offload-20%"][7], "+100.0%")
+
+    def test_rounds_and_the_links_rate(self):
+        report(os.path.join(self.art, "none-report.txt"), 90.0, 100.0, 10 * GIB, 5 * GIB)
+        report(os.path.join(self.art, "joint-typical-40-report.txt"), 95.0, 104.0, 6 * GIB,
+               5 * GIB)
+        # Three rounds; each overhead against its own round's none.
+        for k, (none, joint) in enumerate([(100, 104), (100, 110), (110, 121)], 1):
+            suffix = "" if k == 1 else f".r{k}"
+            log(os.path.join(self.out, f"none{suffix}.log"), [300] + [none] * 8, 8 * GIB)
+            log(os.path.join(self.out, f"joint-typical-40{suffix}.log"), [300] + [joint] * 8,
+                4 * GIB)
+        # Two rounds traced: reloads of 50, 40 and 55 GB/s; a small one
+        # (latency-bound) and an offload are not counted.
+        def span(cat, size, dur_us):
+            return {"ph": "X", "cat": cat, "name": "reload", "ts": 0, "dur": dur_us,
+                    "pid": 0, "tid": 700, "args": {"bytes": size}}
+        mib64 = 64 * 2 ** 20
+        with open(os.path.join(self.out, "joint-typical-40.trace.json"), "w") as f:
+            json.dump({"traceEvents": [span("copy h2d (reload)", mib64, mib64 / 50e3),
+                                       span("copy h2d (reload)", 4096, 50.0),
+                                       span("copy d2h (offload)", mib64, mib64 / 10e3)]}, f)
+        with open(os.path.join(self.out, "joint-typical-40.r3.trace.json"), "w") as f:
+            json.dump([span("copy h2d (reload)", mib64, mib64 / 40e3),
+                       span("copy h2d (reload)", mib64, mib64 / 55e3)], f)
+        rows = self.rows()
+        joint = rows["joint-typical-40%"]
+        self.assertEqual(joint[0], "joint-typical")
+        self.assertEqual(joint[5], "110.00")  # median of 104, 110, 121
+        self.assertEqual(joint[8], "+10.0%")  # median of +4, +10, +10
+        self.assertEqual(joint[13], "+4.0% / +10.0% / +10.0%")
+        self.assertEqual(joint[14], "50.0 (40.0)")
+        self.assertEqual(rows["none-"][14], "-")
+
 
 
 if __name__ == "__main__":
