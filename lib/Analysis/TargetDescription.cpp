@@ -48,8 +48,8 @@ static const NumberField kNumberFields[] = {
     {"hostLinkLatency", &TargetDescription::hostLinkLatency, true},
     {"hostLinkDuplexBandwidth", &TargetDescription::hostLinkDuplexBandwidth,
      true},
-    {"hostLinkPlanningBandwidth",
-     &TargetDescription::hostLinkPlanningBandwidth, true},
+    {"hostLinkPlanningBandwidth", &TargetDescription::hostLinkPlanningBandwidth,
+     true},
     {"networkBandwidth", &TargetDescription::networkBandwidth, true},
     {"networkLatency", &TargetDescription::networkLatency, true},
 };
