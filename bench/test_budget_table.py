@@ -119,6 +119,15 @@ class BudgetTableTest(unittest.TestCase):
         self.assertEqual(joint[14], "50.0 (40.0)")
         self.assertEqual(rows["none-"][14], "-")
 
+    def test_plans_not_run_have_no_row(self):
+        # gpu_budget_bench.sh ONLY=...: artifacts packed but not run.
+        report(os.path.join(self.art, "none-report.txt"), 90.0, 100.0, 10 * GIB, 5 * GIB)
+        report(os.path.join(self.art, "joint-40-report.txt"), 95.0, 105.0, 6 * GIB, 5 * GIB)
+        report(os.path.join(self.art, "offload-40-report.txt"), 95.0, 205.0, 6 * GIB, 5 * GIB)
+        log(os.path.join(self.out, "none.log"), [300] + [100] * 8, 8 * GIB)
+        log(os.path.join(self.out, "joint-40.log"), [300] + [105] * 8, 4 * GIB)
+        self.assertEqual(sorted(self.rows()), ["joint-40%", "none-"])
+
 
 
 if __name__ == "__main__":
