@@ -113,8 +113,9 @@ static TargetDescription makeH200() {
   // --trace, 2026-12-04): reloads ran at 55.2 GB/s median, single ones as
   // slow as 34-45. Planned at 55 its back-to-back backward reloads stalled
   // on some machine starts (+3.9% to +8.2% against +4.2% predicted);
-  // planned at 50 it measured +4.9% as predicted, at 44 (the slowest
-  // rate for every copy) +5.7%: the margin, not the worst case.
+  // planned at 50 it measured +4.9% to +5.3% on three starts (+4.9%
+  // predicted), at 44 (the slowest rate for every copy) up to +5.7%: the
+  // margin, not the worst case.
   target.hostLinkPlanningBandwidth = 50e9;
   // dc-map-to-gpu folds a product's zero fill and a reduction's identity
   // fill into the kernel after them (measured: A's 330 fills take 0.06 ms
