@@ -104,14 +104,14 @@ def main(argv=None):
         if name != "none" and not os.path.exists(os.path.join(out, f"{name}.log")):
             continue
         p = predicted(os.path.join(art, f"{name}-report.txt"))
-        runs = [measured(path) for path in rounds(out, name)]
+        logs = rounds(out, name)
+        runs = [measured(path) for path in logs]
         each = [r["time"] / b["time"] - 1 for r, b in zip(runs, base_runs) if r and b]
         m = runs[0]
         if m and len(runs) > 1 and all(runs):
             m = dict(m, time=statistics.median(r["time"] for r in runs),
                      pools=max(r["pools"] for r in runs))
-        rates = copy_rates([path[:-len(".log")] + ".trace.json"
-                            for path in rounds(out, name)])
+        rates = copy_rates([path[:-len(".log")] + ".trace.json" for path in logs])
         extra = [" / ".join(f"{o * 100:+.1f}%" for o in each) if len(runs) > 1 else "-",
                  f"{statistics.median(rates):.1f} ({min(rates):.1f})" if rates else "-"]
         plan, _, cut = name.rpartition("-")

@@ -9,8 +9,8 @@
 # dc-compile does: budget = (1 - cut) x step peak + state.
 # PLANS (default "offload recompute joint") picks the plans; joint-typical
 # is the joint plan with its copies planned at the link's typical rate
-# (a JSON target: h200 with hostLinkPlanningBandwidth 0) instead of its
-# slowest, to measure what planning at the slowest rate buys; joint-linkN
+# (a JSON target: h200 with hostLinkPlanningBandwidth 0) instead of the
+# preset's margin under it, to measure what the margin buys; joint-linkN
 # plans the copies at N GB/s.
 #
 #   [CUTS="20 30 40"] [PLANS=...] bash bench/pack-budget-artifacts.sh [DEST]   (after ./build.sh)

@@ -151,7 +151,7 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_FALSE(unfolded->foldsHeadTransposes);
 }
 
-TEST(TargetDescriptionTest, PlannersCostCopiesAtTheSlowestRate) {
+TEST(TargetDescriptionTest, PlannersCostCopiesAtThePlanningRate) {
   TargetDescription h200 = cantFail(TargetDescription::getPreset("h200"));
   EXPECT_EQ(h200.hostLinkPlanningBandwidth, 50e9);
   TargetDescription planning = h200.forPlanning();

@@ -61,9 +61,9 @@ struct TargetDescription {
   /// (bytes/s); 0: the same as hostLinkBandwidth.
   double hostLinkDuplexBandwidth = 0;
   /// The rate the planners place and choose copies at (bytes/s): the
-  /// slowest a copy has been measured to run on this machine, so that a
-  /// plan whose copies just hide at the usual rate still hides them on a
-  /// machine start, or at a moment, where the link runs slower. Predictions
+  /// usual rate less a margin, so that a plan whose copies would just hide
+  /// at the usual rate still hides them on a machine start, or at a
+  /// moment, where the link runs slower. Predictions
   /// (dc-report, the simulator) keep hostLinkBandwidth. 0, or not below
   /// hostLinkBandwidth: the same.
   double hostLinkPlanningBandwidth = 0;

@@ -34,7 +34,7 @@ struct PlanningSetup {
   }
   /// The model planners choose with: copies at the target's planning rate
   /// (TargetDescription::forPlanning), so that what they hide stays hidden
-  /// when the host link runs at its slowest.
+  /// when the host link runs slower than usual.
   CostModel makePlanningCostModel() const {
     return CostModel(target.forPlanning(), profile ? &*profile : nullptr);
   }
