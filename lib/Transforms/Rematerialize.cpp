@@ -28,6 +28,8 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <numeric>
+
 namespace dc {
 #define GEN_PASS_DEF_DCREMATERIALIZE
 #include "dc/Transforms/Passes.h.inc"
@@ -229,12 +231,15 @@ public:
           timeline = MemoryTimeline::compute(fn);
           if (failed(timeline))
             return failure();
+        } else {
+          for (Applied &applied : last->applied)
+            kept.push_back(std::move(applied));
         }
         last.reset();
       }
       int64_t excess = timeline->getPeakDeviceBytes() - budget;
       if (excess <= 0)
-        return success();
+        return giveBack();
       size_t peak = timeline->getPeakIndex();
       // What the host link can hide is cheaper to offload than any
       // recomputation: stop once offload alone no longer has to stall, or
@@ -258,7 +263,7 @@ public:
       if (leaveToOffload && candidates.empty()) {
         std::optional<Recomputation> chosen = chooseOverOffload(all, *timeline);
         if (!chosen)
-          return success();
+          return giveBack();
         candidates.push_back(std::move(*chosen));
       }
       if (candidates.empty())
@@ -279,6 +284,128 @@ public:
   }
 
 private:
+  /// Undoes, the costliest first, each recomputation the plan turns out
+  /// not to need: the rounds choose each against the step as it is then,
+  /// and a later choice can make an earlier one unnecessary (two tensors of
+  /// one chain: the cheaper taken first, then the other anyway, which alone
+  /// would have done), as can a batch's overshoot. Undone, a
+  /// recomputation's original stays live from where it is made to where its
+  /// clone was made; its clones, and the reads that kept their inputs live
+  /// until there, are gone. Where no input dies with the clones, the step
+  /// still fits if the bytes on that span, plus its own, do; where one does
+  /// (its last read is a clone), the undo is tried on a copy of the step.
+  /// Not with `leave-to-offload`: there each test is an offload placement
+  /// (config A: 4 s more compile time for 0.1 ms).
+  LogicalResult giveBack() {
+    if (leaveToOffload || kept.empty())
+      return success();
+    SmallVector<size_t> order(kept.size());
+    std::iota(order.begin(), order.end(), 0);
+    llvm::stable_sort(order, [&](size_t a, size_t b) {
+      return kept[a].r.seconds > kept[b].r.seconds;
+    });
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return failure();
+    llvm::DenseSet<size_t> dropped;
+    for (size_t i : order) {
+      Applied &applied = kept[i];
+      // Not one that another recomputation is placed against (its first
+      // use after the peak is a clone this one added).
+      bool anchors = false;
+      for (auto [j, other] : llvm::enumerate(kept))
+        anchors |= j != i && !dropped.contains(j) &&
+                   llvm::is_contained(applied.added, other.r.firstAfter);
+      if (anchors)
+        continue;
+      size_t cloned = timeline->getOps().size(), lastClone = 0;
+      for (Operation *op : applied.added) {
+        cloned = std::min(cloned, timeline->indexOf(op));
+        lastClone = std::max(lastClone, timeline->indexOf(op));
+      }
+      // Lower on the span by at most what dies with the clones.
+      int64_t most = 0;
+      for (size_t at = timeline->indexOf(definingTop(applied.r.value));
+           at < cloned; ++at)
+        most = std::max(most, timeline->deviceBytesAt(at));
+      int64_t over = most + applied.r.bytes - budget;
+      bool fits = over <= 0;
+      if (!fits && bytesDyingWithClones(applied, *timeline, lastClone) >= over)
+        fits = fitsWithout(applied);
+      if (!fits)
+        continue;
+      undo(applied.r, applied.added);
+      dropped.insert(i);
+      timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+    }
+    if (timeline->getPeakDeviceBytes() > budget)
+      return timeline->getOps()[timeline->getPeakIndex()]->emitError()
+             << "dc-rematerialize: internal error: giving recomputations "
+                "back left the step over its budget";
+    return success();
+  }
+
+  /// The bytes of the buffers `applied`'s clones read (not ones they make)
+  /// for the last time: no read after op `lastClone`, through views too.
+  int64_t bytesDyingWithClones(const Applied &applied,
+                               const MemoryTimeline &timeline,
+                               size_t lastClone) {
+    Block &body = fn.getBody().front();
+    llvm::SmallPtrSet<Operation *, 16> added(applied.added.begin(),
+                                             applied.added.end());
+    llvm::DenseSet<Value> dying;
+    for (Operation *op : applied.added) {
+      llvm::SetVector<Value> inputs;
+      inputs.insert(op->operand_begin(), op->operand_end());
+      getUsedValuesDefinedAbove(op->getRegions(), inputs);
+      for (Value input : inputs) {
+        // The value that allocates its buffer.
+        while (Operation *def = input.getDefiningOp()) {
+          OpOperand *viewed = getViewedOperand(def);
+          if (!viewed)
+            break;
+          input = viewed->get();
+        }
+        Operation *def = input.getDefiningOp();
+        if (!def || added.contains(def) || def->getBlock() != &body ||
+            isFree(def) || !isa<RankedTensorType>(input.getType()))
+          continue;
+        bool readLater = false;
+        for (OpOperand *use : getBufferUses(input)) {
+          Operation *top = body.findAncestorOpInBlock(*use->getOwner());
+          readLater |=
+              top && !added.contains(top) && timeline.indexOf(top) > lastClone;
+        }
+        if (!readLater)
+          dying.insert(input);
+      }
+    }
+    int64_t bytes = 0;
+    for (Value value : dying)
+      bytes += getTypeBytes(cast<RankedTensorType>(value.getType()));
+    return bytes;
+  }
+
+  /// True if the step fits the budget with `applied` undone, tried on a
+  /// copy of the step: undone in place and made again where it failed, it
+  /// would not read what later recomputations redirected its clones to.
+  bool fitsWithout(const Applied &applied) {
+    OpBuilder builder(fn);
+    IRMapping mapping;
+    auto copy = cast<func::FuncOp>(builder.clone(*fn, mapping));
+    copy.setName((fn.getName() + ".give_back_trial").str());
+    for (auto [clone, original] : applied.r.views)
+      mapping.lookup(clone).replaceAllUsesWith(mapping.lookup(original));
+    for (Operation *op : llvm::reverse(applied.added))
+      mapping.lookup(op)->erase();
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(copy);
+    bool fits = succeeded(timeline) && timeline->getPeakDeviceBytes() <= budget;
+    copy.erase();
+    return fits;
+  }
+
   /// Recomputes the best of `candidates` (for the peak at op `peak`, over
   /// budget by `excess`) and, without offload (whose test runs each round)
   /// and without a profile (whose costs move as ops are inserted), the next
@@ -627,6 +754,8 @@ private:
   bool leaveToOffload, keepCosts;
   int64_t nextId = 0;
   llvm::DenseMap<Operation *, double> seconds;
+  /// Every recomputation made and kept so far, in the order made.
+  std::vector<Applied> kept;
 };
 
 struct RematerializePass
