@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 using namespace mlir;
 using namespace dc;
@@ -25,6 +26,67 @@ static bool isCopyStream(StreamKind stream) {
   return stream == StreamKind::HostToDevice ||
          stream == StreamKind::DeviceToHost;
 }
+
+namespace {
+/// The busy spans of the two copy streams so far, to slow the compute that
+/// overlaps them. Spans come in start order on each stream (one queue
+/// each), and compute only moves forward, so each stream keeps a cursor.
+class CopyOverlap {
+public:
+  explicit CopyOverlap(double slowdown) : slowdown(slowdown) {}
+
+  void add(StreamKind stream, double start, double end) {
+    if (slowdown > 0 && end > start)
+      streams[stream == StreamKind::DeviceToHost].spans.push_back(
+          {start, end});
+  }
+
+  /// When `seconds` of compute started at `begin` ends: each second
+  /// stretched by `slowdown` for each direction copying meanwhile.
+  double end(double begin, double seconds) {
+    double now = begin, left = seconds;
+    while (slowdown > 0 && left > 0) {
+      int busy = 0;
+      double next = std::numeric_limits<double>::infinity();
+      for (Stream &stream : streams) {
+        while (stream.cursor < stream.spans.size() &&
+               stream.spans[stream.cursor].second <= now)
+          ++stream.cursor;
+        if (stream.cursor == stream.spans.size())
+          continue;
+        auto [start, end] = stream.spans[stream.cursor];
+        if (start <= now) {
+          ++busy;
+          next = std::min(next, end);
+        } else {
+          next = std::min(next, start);
+        }
+      }
+      double stretch = 1 + slowdown * busy;
+      if (now + left * stretch <= next) {
+        added += left * (stretch - 1);
+        return now + left * stretch;
+      }
+      double done = (next - now) / stretch;
+      added += done * (stretch - 1);
+      left -= done;
+      now = next;
+    }
+    return now + left;
+  }
+
+  /// The compute time added so far.
+  double getAdded() const { return added; }
+
+private:
+  struct Stream {
+    std::vector<std::pair<double, double>> spans;
+    size_t cursor = 0;
+  };
+  double slowdown, added = 0;
+  std::array<Stream, 2> streams;
+};
+} // namespace
 
 SimulationResult StreamSimulator::run(func::FuncOp fn,
                                       const MemoryTimeline &timeline) const {
@@ -44,6 +106,7 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
   std::array<double, std::size(kStreams)> streamFree{};
   std::array<double, std::size(kStreams)> streamBusy{};
   llvm::DenseMap<Value, StreamKind> producerStream;
+  CopyOverlap overlap(costModel.getTarget().copyComputeSlowdown);
   result.ops.reserve(ops.size());
 
   for (auto [op, cost] : llvm::zip_equal(ops, costs)) {
@@ -71,6 +134,8 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
       sim.end = sim.start + seconds;
       streamFree[stream] = sim.end;
       streamBusy[stream] += seconds;
+      if (isCopyStream(cost.stream))
+        overlap.add(cost.stream, sim.start, sim.end);
       for (Value future : op->getResults()) {
         result.futureReady[future] = sim.end;
         producerStream[future] = cost.stream;
@@ -102,14 +167,17 @@ SimulationResult StreamSimulator::run(const MemoryTimeline &timeline,
         result.exposedCopySeconds += sim.stall;
       now = ready;
     } else if (cost.stream == StreamKind::Compute) {
-      sim.end = now + cost.seconds;
-      streamBusy[streamIndex(StreamKind::Compute)] += cost.seconds;
+      // A copy issued later starts after this op (it is queued behind it
+      // on the host), so the spans so far are all it can overlap.
+      sim.end = overlap.end(now, cost.seconds);
+      streamBusy[streamIndex(StreamKind::Compute)] += sim.end - now;
       now = sim.end;
     }
     result.ops.push_back(sim);
   }
 
   result.stepSeconds = now;
+  result.copySlowdownSeconds = overlap.getAdded();
   for (double free : streamFree)
     result.stepSeconds = std::max(result.stepSeconds, free);
   result.computeSeconds = streamBusy[streamIndex(StreamKind::Compute)];

@@ -317,6 +317,7 @@ json::Object reportFunction(func::FuncOp fn, const MemoryTimeline &timeline,
       {"exposedCollectiveSeconds", sim.exposedCollectiveSeconds},
       {"copySeconds", sim.copySeconds},
       {"exposedCopySeconds", sim.exposedCopySeconds},
+      {"copySlowdownSeconds", sim.copySlowdownSeconds},
       {"peakDeviceBytes", timeline.getPeakDeviceBytes()},
       {"peakOp",
        json::Object{{"index", static_cast<int64_t>(timeline.getPeakIndex())},
@@ -360,6 +361,9 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "  host copies (busy)    " << ms(num("copySeconds")) << "   exposed "
      << ms(num("exposedCopySeconds")) << " (" << pct(num("exposedCopySeconds"))
      << " of the step)\n";
+  if (double slowdown = num("copySlowdownSeconds"))
+    os << "  copies slow compute   " << ms(slowdown)
+       << "   (compute overlapping host copies, part of compute busy)\n";
   // The floors (OffloadFloorAttr objects), each line only where recorded.
   auto printFloor = [&](StringRef key, StringRef label, StringRef what) {
     const json::Object *floor = r.getObject(key);

@@ -2,6 +2,7 @@
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SOME
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=ALL
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-copies-slow-compute-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=SLOWED
 // RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 keep-last=2" 2>&1 | FileCheck %s --check-prefix=KEEP
 // RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=60KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
 // RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SLOW
@@ -71,8 +72,18 @@
 // ALL-NOT: dc.release
 
 // REPORT: host copies (busy)         0.066 ms   exposed      0.000 ms (  0.0% of the step)
+// REPORT-NOT: copies slow compute
 // REPORT: peak device memory    64.25 KiB (65792 B) of budget 70.00 KiB (71680 B)
 // REPORT: peak host memory      32.00 KiB (32768 B)
+
+// The same placement on a target where each copy direction stretches the
+// compute beside it by half (copyComputeSlowdown 0.5, else the toy
+// target): the four 16 KiB copies (65.5 us) all run beside compute, which
+// does 1/1.5 of its work meanwhile: 65.5 / 3 = 21.8 us more.
+// SLOWED: predicted step             3.700 ms
+// SLOWED-NEXT: compute (busy)             3.700 ms
+// SLOWED: host copies (busy)         0.066 ms   exposed      0.000 ms
+// SLOWED-NEXT: copies slow compute        0.022 ms   (compute overlapping host copies, part of compute busy)
 
 // Keeping the last two candidates on the device leaves only a1: not enough.
 // KEEP: error: device memory peaks here at 80.25 KiB (82176 B) and no activation idle across this point can be offloaded; the budget of 70.00 KiB (71680 B) is short by 10.25 KiB (10496 B)

@@ -157,6 +157,63 @@ func.func @duplex(%x: !t, %y: !t) -> (!t, !dc.host<!t>) {
   EXPECT_EQ(shared.stepSeconds, 3 * kCopy);
 }
 
+TEST_F(AnalysisTest, HostCopiesSlowTheComputeTheyOverlap) {
+  // Copies take C = M here; each direction copying stretches compute by
+  // copyComputeSlowdown (0.5: 1.5x with one, 2x with both).
+  constexpr llvm::StringLiteral ir = R"mlir(
+!t = tensor<256x256xf32>
+func.func @one(%x: !t, %y: !t) -> (!t, !dc.host<!t>) {
+  %o = dc.offload_start %x : !t
+  %e = tensor.empty() : !t
+  %z = linalg.matmul ins(%y, %y : !t, !t) outs(%e : !t) -> !t
+  %h = dc.wait %o : !dc.future<!dc.host<!t>>
+  return %z, %h : !t, !dc.host<!t>
+}
+func.func @both(%x: !t, %y: !t, %h: !dc.host<!t>) -> (!t, !dc.host<!t>, !t) {
+  %o = dc.offload_start %x : !t
+  %l = dc.reload_start %h : !dc.host<!t>
+  %e = tensor.empty() : !t
+  %z = linalg.matmul ins(%y, %y : !t, !t) outs(%e : !t) -> !t
+  %g = dc.wait %o : !dc.future<!dc.host<!t>>
+  %back = dc.wait %l : !dc.future<!t>
+  return %z, %g, %back : !t, !dc.host<!t>, !t
+}
+func.func @after(%x: !t, %y: !t) -> (!t, !dc.host<!t>) {
+  %e = tensor.empty() : !t
+  %z = linalg.matmul ins(%y, %y : !t, !t) outs(%e : !t) -> !t
+  %o = dc.offload_start %x : !t
+  %h = dc.wait %o : !dc.future<!dc.host<!t>>
+  return %z, %h : !t, !dc.host<!t>
+}
+)mlir";
+  auto module = parse(ir);
+  TargetDescription target = makeExactTarget();
+  static_assert(kCopy == kMatmul, "the spans below assume it");
+  // Without a slowdown, copies are free for compute.
+  SimulationResult unslowed =
+      simulate(getFunc(*module, "both"), CostModel(target));
+  EXPECT_EQ(unslowed.ops[3].end, kMatmul);
+  EXPECT_EQ(unslowed.copySlowdownSeconds, 0.0);
+  target.copyComputeSlowdown = 0.5;
+  CostModel model(target);
+  // One direction over all of [0, C): 2/3 of the product done by C at
+  // 1.5x, the last third alone.
+  SimulationResult one = simulate(getFunc(*module, "one"), model);
+  EXPECT_DOUBLE_EQ(one.ops[2].end, kMatmul * 4 / 3);
+  EXPECT_DOUBLE_EQ(one.copySlowdownSeconds, kMatmul / 3);
+  EXPECT_DOUBLE_EQ(one.computeSeconds, kMatmul * 4 / 3);
+  EXPECT_DOUBLE_EQ(one.stepSeconds, kMatmul * 4 / 3);
+  // Both directions over [0, C): half done by C at 2x, the rest alone.
+  SimulationResult both = simulate(getFunc(*module, "both"), model);
+  EXPECT_DOUBLE_EQ(both.ops[3].end, kMatmul * 3 / 2);
+  EXPECT_DOUBLE_EQ(both.copySlowdownSeconds, kMatmul / 2);
+  // A copy issued after the product starts once it is done: no overlap.
+  SimulationResult after = simulate(getFunc(*module, "after"), model);
+  EXPECT_EQ(after.ops[1].end, kMatmul);
+  EXPECT_EQ(after.copySlowdownSeconds, 0.0);
+  EXPECT_EQ(after.stepSeconds, kMatmul + kCopy);
+}
+
 TEST_F(AnalysisTest, GatherIssuedLateIsExposed) {
   auto module = parse(kScheduleIR);
   CostModel model(makeExactTarget());

@@ -33,6 +33,7 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.hostLinkBandwidth, b.hostLinkBandwidth);
   EXPECT_EQ(a.hostLinkDuplexBandwidth, b.hostLinkDuplexBandwidth);
   EXPECT_EQ(a.hostLinkPlanningBandwidth, b.hostLinkPlanningBandwidth);
+  EXPECT_EQ(a.copyComputeSlowdown, b.copyComputeSlowdown);
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
@@ -179,6 +180,23 @@ TEST(TargetDescriptionTest, PlannersCostCopiesAtThePlanningRate) {
   EXPECT_EQ(typical.forPlanning().hostLinkBandwidth, 55e9);
 }
 
+TEST(TargetDescriptionTest, CopiesSlowComputeOnTheGPUPresets) {
+  // Measured on the H200 (1.5% per direction); the host backend's copies
+  // are memcpy on the CPU that computes, not priced.
+  EXPECT_EQ(cantFail(TargetDescription::getPreset("h200")).copyComputeSlowdown,
+            0.015);
+  EXPECT_EQ(cantFail(TargetDescription::getPreset("cpu")).copyComputeSlowdown,
+            0.0);
+  TargetDescription off = cantFail(TargetDescription::fromJSON(
+      R"({"base": "h200", "copyComputeSlowdown": 0})"));
+  EXPECT_EQ(off.copyComputeSlowdown, 0.0);
+  // Planning keeps it (only the link rate has a planning value).
+  EXPECT_EQ(cantFail(TargetDescription::getPreset("h200"))
+                .forPlanning()
+                .copyComputeSlowdown,
+            0.015);
+}
+
 TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   auto errorOf = [](llvm::StringRef text) {
     llvm::Expected<TargetDescription> target =
@@ -226,6 +244,11 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
             "field \"hostLinkPlanningBandwidth\" must be non-negative");
   EXPECT_EQ(errorOf(R"({"base": "h200", "networkBandwidth": -1})"),
             "field \"networkBandwidth\" must be non-negative");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "copyComputeSlowdown": -0.1})"),
+            "field \"copyComputeSlowdown\" must be non-negative");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "copyComputeSlowdown": 1.5})"),
+            "field \"copyComputeSlowdown\" must be a fraction below 1 "
+            "(0.015: compute 1.5% slower per copy direction)");
   EXPECT_EQ(errorOf("[1, 2]"), "a target description must be a JSON object");
   EXPECT_EQ(errorOf("{").rfind("invalid JSON: ", 0), 0u);
 }

@@ -38,6 +38,7 @@ struct SimulationResult {
   double copySeconds = 0;              // busy time of both copy streams
   double exposedCollectiveSeconds = 0; // compute stalled on collectives
   double exposedCopySeconds = 0;       // compute stalled on copies
+  double copySlowdownSeconds = 0;      // compute added by copies beside it
   std::vector<SimulatedOp> ops;        // one per top-level op, in order
   /// Readiness time of each future value (when its transfer completes).
   llvm::DenseMap<mlir::Value, double> futureReady;

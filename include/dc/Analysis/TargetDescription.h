@@ -67,6 +67,11 @@ struct TargetDescription {
   /// (dc-report, the simulator) keep hostLinkBandwidth. 0, or not below
   /// hostLinkBandwidth: the same.
   double hostLinkPlanningBandwidth = 0;
+  /// How much slower compute runs while a host copy does, per direction
+  /// copying (a fraction: 0.015 is 1.5% longer with one direction busy,
+  /// 3% with both). Copies read or write device memory beside the kernels
+  /// (and take some of its bandwidth); 0: copies are free for compute.
+  double copyComputeSlowdown = 0;
   /// The target's lowering folds a constant fill of an output into the
   /// op that overwrites it next (a matrix product that writes instead of
   /// accumulating, a reduction whose kernel stores its total into the

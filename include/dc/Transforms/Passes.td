@@ -507,7 +507,9 @@ def DCReport : Pass<"dc-report", "::mlir::ModuleOp"> {
   let description = [{
     Runs the memory timeline and stream simulator on every step function and
     prints what they predict: step time; compute, collective and copy time
-    and how much of each is exposed (not overlapped); peak device memory and
+    and how much of each is exposed (not overlapped), and what host copies
+    add to the compute they overlap (the target's `copyComputeSlowdown`,
+    where there is any); peak device memory and
     the op where it happens; and for each parameter whether it is sharded,
     how many gathers it takes, in which dtype, in which fused groups, and
     the lead and stall of its waits. With `optimizer-state-bytes` it also
