@@ -16,7 +16,13 @@
 //   as it can on a stream of their own (as a compiled step does between its
 //   large ops), alone and while 1 GiB copies run host-to-device (the device
 //   reading host memory, as reloads do) or device-to-host: the GPU's
-//   microseconds per kernel and the host's per launch.
+//   microseconds per kernel and the host's per launch;
+//   (f) a memory-bound kernel (y = a x + y over 256 MiB fp32
+//   vectors, float4 accesses) alone, while 1 GiB copies run device-to-host,
+//   host-to-device, and both: the slowdown per direction of work that, like
+//   norms and elementwise ops, shares device memory bandwidth with the
+//   copies (copyComputeSlowdown in the target printed last is the GEMM's
+//   per direction, as the h200 preset takes it).
 // Each measurement of a size queues k back-to-back copies (k * size >= 256 MiB,
 // at most 64 copies) so that one sample lasts milliseconds and the streams of
 // (c) overlap for nearly all of it; GB/s = k * size / elapsed (1e9 bytes/s).
@@ -163,6 +169,16 @@ __global__ void spin(unsigned long long ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// (f)'s memory-bound work: y = a x + y, 16-byte accesses, grid-stride.
+__global__ void axpy(const float4 *x, float4 *y, size_t n4, float a) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n4;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float4 u = x[i], v = y[i];
+    y[i] =
+        make_float4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w);
+  }
 }
 
 // The smallest useful kernel: (e) measures launches, not work.
@@ -568,6 +584,87 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaEventDestroy(launchStop));
   CUDA_CHECK(cudaStreamDestroy(launches));
 
+  // (f) Memory-bound work alone and under copies: D2H only, H2D only, both.
+  // Each kind of sample in turn within a repetition, like (d).
+  const size_t axpyBytes = 256 * MiB;
+  const size_t axpyN4 = axpyBytes / sizeof(float4);
+  float4 *axpyX = nullptr, *axpyY = nullptr;
+  cudaStream_t axpyStream;
+  cudaEvent_t axpyStart, axpyStop;
+  CUDA_CHECK(cudaMalloc(&axpyX, axpyBytes));
+  CUDA_CHECK(cudaMalloc(&axpyY, axpyBytes));
+  CUDA_CHECK(cudaMemset(axpyX, 0, axpyBytes));
+  CUDA_CHECK(cudaMemset(axpyY, 0, axpyBytes));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&axpyStream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&axpyStart));
+  CUDA_CHECK(cudaEventCreate(&axpyStop));
+  int axpyBlocks = 0;
+  CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&axpyBlocks, axpy, 256, 0));
+  axpyBlocks *= prop.multiProcessorCount;
+  auto axpyLoop = [&](int iters) {
+    CUDA_CHECK(cudaEventRecord(axpyStart, axpyStream));
+    for (int i = 0; i < iters; ++i)
+      axpy<<<axpyBlocks, 256, 0, axpyStream>>>(axpyX, axpyY, axpyN4, 0.5f);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventRecord(axpyStop, axpyStream));
+  };
+  auto axpyMs = [&] {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, axpyStart, axpyStop));
+    return double(ms);
+  };
+  axpyLoop(20);
+  CUDA_CHECK(cudaStreamSynchronize(axpyStream));
+  const double oneAxpyMs = std::max(axpyMs() / 20, 1e-3);
+  // About 60 ms a sample; copies enough to outlast it.
+  const int axpyIters = std::max(20, int(std::ceil(60.0 / oneAxpyMs)));
+  const int axpyCover =
+      int(std::ceil(1.25 * axpyIters * oneAxpyMs / copyMs)) + 1;
+  std::vector<double> axpyAlone, axpyD2h, axpyH2d, axpyBoth;
+  for (int r = 0; r <= opt.reps; ++r) { // r == 0 is the warm-up
+    double sample[4];
+    for (int kind = 0; kind < 4; ++kind) {
+      releaseTogether(gate, go, {d2h.stream, h2d.stream, axpyStream});
+      if (kind == 1 || kind == 3)
+        d2h.enqueue(GiB, axpyCover);
+      if (kind == 2 || kind == 3)
+        h2d.enqueue(GiB, axpyCover);
+      axpyLoop(axpyIters);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      sample[kind] = axpyMs();
+    }
+    if (r > 0) {
+      axpyAlone.push_back(sample[0]);
+      axpyD2h.push_back(sample[1]);
+      axpyH2d.push_back(sample[2]);
+      axpyBoth.push_back(sample[3]);
+    }
+  }
+  const double axpyAloneMs = median(axpyAlone);
+  auto slowerPct = [&](const std::vector<double> &ms) {
+    return (median(ms) / axpyAloneMs - 1.0) * 100.0;
+  };
+  const double axpyD2hPct = slowerPct(axpyD2h), axpyH2dPct = slowerPct(axpyH2d),
+               axpyBothPct = slowerPct(axpyBoth);
+  const double axpyGbps = gbps(3.0 * axpyBytes * axpyIters, axpyAloneMs);
+  std::printf("memory-bound kernel (y = a x + y, 2 x 256 MiB fp32), %d per "
+              "sample:\n",
+              axpyIters);
+  std::printf("  alone:               %8.2f ms  (%.0f GB/s)\n", axpyAloneMs,
+              axpyGbps);
+  std::printf("  with D2H copies:     %8.2f ms  slowdown %.2f%%\n",
+              median(axpyD2h), axpyD2hPct);
+  std::printf("  with H2D copies:     %8.2f ms  slowdown %.2f%%\n",
+              median(axpyH2d), axpyH2dPct);
+  std::printf("  with both:           %8.2f ms  slowdown %.2f%%\n\n",
+              median(axpyBoth), axpyBothPct);
+  CUDA_CHECK(cudaFree(axpyX));
+  CUDA_CHECK(cudaFree(axpyY));
+  CUDA_CHECK(cudaEventDestroy(axpyStart));
+  CUDA_CHECK(cudaEventDestroy(axpyStop));
+  CUDA_CHECK(cudaStreamDestroy(axpyStream));
+
   // What dc's target description would take (docs/cost-model.md): the
   // one-way bandwidth of the largest copy, and the fixed cost of a copy.
   const SizeResult &big = results.back();
@@ -575,9 +672,12 @@ int main(int argc, char **argv) {
   double linkGbps =
       std::min(gbps(bigTotal, big.d2hMs), gbps(bigTotal, big.h2dMs));
   double linkLatencyUs = std::max(smallD2hUs, smallH2dUs);
+  // The GEMM's slowdown under copies both ways, per direction (a fraction).
+  double copyComputeSlowdown = std::max(0.0, slowdownPct / 100.0 / 2.0);
   std::printf("dc target: hostLinkBandwidth %.4g (%.1f GB/s), hostLinkLatency "
-              "%.4g (%.2f us)\n",
-              linkGbps * 1e9, linkGbps, linkLatencyUs * 1e-6, linkLatencyUs);
+              "%.4g (%.2f us), copyComputeSlowdown %.4g\n",
+              linkGbps * 1e9, linkGbps, linkLatencyUs * 1e-6, linkLatencyUs,
+              copyComputeSlowdown);
 
   // JSON, one line.
   std::string json;
@@ -623,9 +723,15 @@ int main(int argc, char **argv) {
       "\"d2h_gpu_us\": %.3f, \"d2h_host_us\": %.3f}, ",
       launchCount, median(gpuAlone), median(hostAlone), median(gpuH2d),
       median(hostH2d), median(gpuD2h), median(hostD2h));
+  add("\"memory_bound\": {\"bytes\": %zu, \"iters\": %d, \"alone_ms\": %.3f, "
+      "\"alone_GBps\": %.1f, \"d2h_slowdown_pct\": %.2f, "
+      "\"h2d_slowdown_pct\": %.2f, \"both_slowdown_pct\": %.2f}, ",
+      axpyBytes, axpyIters, axpyAloneMs, axpyGbps, axpyD2hPct, axpyH2dPct,
+      axpyBothPct);
   add("\"target\": {\"base\": \"h200\", \"name\": \"measured-host-link\", "
-      "\"hostLinkBandwidth\": %.4g, \"hostLinkLatency\": %.4g}}",
-      linkGbps * 1e9, linkLatencyUs * 1e-6);
+      "\"hostLinkBandwidth\": %.4g, \"hostLinkLatency\": %.4g, "
+      "\"copyComputeSlowdown\": %.4g}}",
+      linkGbps * 1e9, linkLatencyUs * 1e-6, copyComputeSlowdown);
   std::printf("%s\n", json.c_str());
   std::fflush(stdout);
   if (!opt.jsonPath.empty()) {
