@@ -37,8 +37,7 @@ public:
 
   void add(StreamKind stream, double start, double end) {
     if (slowdown > 0 && end > start)
-      streams[stream == StreamKind::DeviceToHost].spans.push_back(
-          {start, end});
+      streams[stream == StreamKind::DeviceToHost].spans.push_back({start, end});
   }
 
   /// When `seconds` of compute started at `begin` ends: each second
