@@ -43,6 +43,16 @@ OpOperand *dc::getViewedOperand(Operation *op) {
   return viewed;
 }
 
+Value dc::getViewedBuffer(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    OpOperand *viewed = getViewedOperand(def);
+    if (!viewed)
+      break;
+    value = viewed->get();
+  }
+  return value;
+}
+
 bool dc::handsOnItsBuffer(OpOperand &use) {
   Operation *user = use.getOwner();
   auto dps = dyn_cast<DestinationStyleOpInterface>(user);

@@ -60,6 +60,15 @@ bool isExactlyRecomputable(Operation *op) {
             }).wasInterrupted();
 }
 
+/// The values `op` reads: its operands and those its regions use from
+/// outside, each once.
+llvm::SetVector<Value> readValues(Operation *op) {
+  llvm::SetVector<Value> values;
+  values.insert(op->operand_begin(), op->operand_end());
+  getUsedValuesDefinedAbove(op->getRegions(), values);
+  return values;
+}
+
 /// Ops that cost nothing to clone (a constant, an uninitialised tensor).
 bool isFree(Operation *op) {
   return isa<arith::ConstantOp, tensor::EmptyOp>(op);
@@ -121,10 +130,7 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
   for (Operation *op : r.chain) {
     for (Value result : op->getResults())
       add(result);
-    llvm::SetVector<Value> inputs;
-    inputs.insert(op->operand_begin(), op->operand_end());
-    getUsedValuesDefinedAbove(op->getRegions(), inputs);
-    for (Value input : inputs)
+    for (Value input : readValues(op))
       add(input);
   }
   for (Value param : r.regathers)
@@ -357,17 +363,8 @@ private:
                                              applied.added.end());
     llvm::DenseSet<Value> dying;
     for (Operation *op : applied.added) {
-      llvm::SetVector<Value> inputs;
-      inputs.insert(op->operand_begin(), op->operand_end());
-      getUsedValuesDefinedAbove(op->getRegions(), inputs);
-      for (Value input : inputs) {
-        // The value that allocates its buffer.
-        while (Operation *def = input.getDefiningOp()) {
-          OpOperand *viewed = getViewedOperand(def);
-          if (!viewed)
-            break;
-          input = viewed->get();
-        }
+      for (Value read : readValues(op)) {
+        Value input = getViewedBuffer(read);
         Operation *def = input.getDefiningOp();
         if (!def || added.contains(def) || def->getBlock() != &body ||
             isFree(def) || !isa<RankedTensorType>(input.getType()))
@@ -512,12 +509,7 @@ private:
   static bool liveAt(Value value, size_t at, const MemoryTimeline &timeline,
                      Block &body) {
     // Its buffer is: that of the value it views, if it is a view.
-    while (Operation *def = value.getDefiningOp()) {
-      OpOperand *viewed = getViewedOperand(def);
-      if (!viewed)
-        break;
-      value = viewed->get();
-    }
+    value = getViewedBuffer(value);
     if (isa<BlockArgument>(value))
       return true;
     for (Value view : getBufferViews(value)) {
@@ -545,10 +537,7 @@ private:
       return false;
     seen.insert(def);
     r.computeOps += !isFree(def);
-    llvm::SetVector<Value> inputs;
-    inputs.insert(def->operand_begin(), def->operand_end());
-    getUsedValuesDefinedAbove(def->getRegions(), inputs);
-    for (Value input : inputs) {
+    for (Value input : readValues(def)) {
       if (input.getParentBlock() != &body || liveAt(input, at, timeline, body))
         continue;
       Operation *producer = input.getDefiningOp();

@@ -27,6 +27,10 @@ namespace dc {
 /// operand, which it neither reads nor writes.
 mlir::OpOperand *getViewedOperand(mlir::Operation *op);
 
+/// The value that allocates the buffer `value` names: `value` itself, or
+/// what it views (getViewedOperand), transitively.
+mlir::Value getViewedBuffer(mlir::Value value);
+
 /// True if `use` hands its buffer on: it is returned, or is a
 /// destination-style op's init (the op's result shares the buffer).
 bool handsOnItsBuffer(mlir::OpOperand &use);
