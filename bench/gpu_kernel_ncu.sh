@@ -7,7 +7,10 @@
 #     --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo
 # and read each gpu.launch_func's kernel name and location.
 #
-#   KERNELS='train_step_kernel_(0|145)' bash bench/gpu_kernel_ncu.sh OUT [ARTIFACT]
+# Nsight Compute holds the clocks at base by default; CLOCKS=none leaves them
+# as a step runs them (the durations to set beside a step's profile).
+#
+#   KERNELS='train_step_kernel_(0|145)' [CLOCKS=none] bash bench/gpu_kernel_ncu.sh OUT [ARTIFACT]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_kernel_ncu.sh OUT [ARTIFACT]}
@@ -29,7 +32,7 @@ METRICS+=,smsp__average_warp_latency_issue_stalled_math_pipe_throttle.ratio
 METRICS+=,smsp__average_warp_latency_issue_stalled_mio_throttle.ratio
 METRICS+=,smsp__average_warp_latency_issue_stalled_lg_throttle.ratio
 METRICS+=,smsp__average_warp_latency_issue_stalled_wait.ratio
-"$NCU" --csv --page raw --metrics "$METRICS" \
+"$NCU" --csv --page raw --metrics "$METRICS" --clock-control "${CLOCKS:-base}" \
   --kernel-name "regex:^(${KERNELS:-train_step_kernel_(0|5|7|145|149|150|153|154|456|1)})$" \
   "$BUILD/bin/dc-run" "$ART" --steps 1 --vocab 32000 > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
 rc=$?

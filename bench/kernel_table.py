@@ -203,8 +203,9 @@ def main():
         dc = {name: mine if mine is not None else more[name]
               for name, mine in dc.items()}
     print("\n| op (config A's shapes) | dc | dc bandwidth (share of copy) "
-          "| Inductor | Inductor bandwidth | dc / Inductor |")
-    print("|---|---|---|---|---|---|")
+          "| Inductor | Inductor bandwidth | dc / Inductor "
+          "| copy of the same bytes (share of copy) | dc / that copy |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, mine in dc.items():
         theirs = peer["ops"].get(name)
         if theirs is None:  # a peer JSON from before the op was measured
@@ -213,12 +214,16 @@ def main():
         ms = theirs["inductor_ms"]
         if mine is None:
             print(f"| {name} | (not found in the step) | | {ms * 1e3:.1f} us "
-                  f"| {least / ms / 1e9:.2f} TB/s | |")
+                  f"| {least / ms / 1e9:.2f} TB/s | | | |")
             continue
+        # A peer JSON from before the same-size copies has none.
+        same = theirs.get("copy_same_bytes_ms")
+        same_cols = (f"{same * 1e3:.1f} us ({least / same * 1e3 / copy:.0%}) "
+                     f"| {mine * 1e3 / same:.2f}x" if same else "|")
         print(f"| {name} | {mine * 1e6:.1f} us | {least / mine / 1e12:.2f} "
               f"TB/s ({least / mine / copy:.0%}) | {ms * 1e3:.1f} us | "
               f"{least / ms / 1e9:.2f} TB/s ({least / ms * 1e3 / copy:.0%}) "
-              f"| {mine * 1e3 / ms:.2f}x |")
+              f"| {mine * 1e3 / ms:.2f}x | {same_cols} |")
     # Matrix products: dc's mean time per distinct shape in the step.
     maps = affine_maps(args.ir)
     per_shape = collections.defaultdict(list)
