@@ -55,11 +55,14 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   kernels.addPass(createSCFToControlFlowPass());
   // No libdevice function takes bf16 or f16: math in f32.
   kernels.addPass(math::createMathExtendToSupportedTypes());
-  // bf16 conversions are left to the NVPTX backend: sm_90 converts two f32
-  // to bf16 in one cvt.rn.bf16x2.f32, where arith-expand's bit arithmetic
-  // took about 6 integer instructions per element (the same bits for every
-  // number: round to nearest even; a NaN stays a NaN).
-  kernels.addPass(arith::createArithExpandOpsPass());
+  // The rounding divisions only. arith-expand would also make each
+  // maximumf/minimumf two compares and two selects, where the NVVM lowering
+  // emits one max.NaN / min.NaN (a softmax row takes one per element); and
+  // with include-bf16 it would convert bf16 by bit arithmetic, about 6
+  // integer instructions per element where sm_90 converts two f32 to bf16
+  // in one cvt.rn.bf16x2.f32 (the same bits: round to nearest even; a NaN
+  // stays a NaN).
+  kernels.addPass(createDCExpandRoundingDivisions());
   // The vectorized kernels' 16-byte loads and stores (convert-gpu-to-nvvm
   // leaves vector ops alone).
   kernels.addPass(createConvertVectorToLLVMPass());
