@@ -76,6 +76,15 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   } else {
     llvm::consumeError(target.takeError());
   }
+  // The logits and their gradient a chunk of rows at a time, before
+  // anything is sharded or planned: the planners then see the smaller
+  // transients.
+  if (options.rowChunks > 0) {
+    DCChunkRowsOptions rows;
+    rows.chunks = options.rowChunks;
+    rows.minBytes = options.rowChunksMinBytes;
+    pm.addNestedPass<func::FuncOp>(createDCChunkRows(rows));
+  }
   pm.addPass(createDCZero3(zero3));
   // The op at the memory peak over an input it reads last (the
   // cross-entropy gradient over the logits), before anything is planned

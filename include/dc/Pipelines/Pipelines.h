@@ -99,6 +99,18 @@ struct Zero3PipelineOptions
                      "(dc-rematerialize); with offload-activations, only "
                      "those faster to recompute than to copy"),
       llvm::cl::init(false)};
+  Option<int64_t> rowChunks{
+      *this, "row-chunks",
+      llvm::cl::desc("Compute each matrix product of row-chunks-min-bytes "
+                     "or more (a language model's logits), and what reads "
+                     "it row by row, in this many chunks of rows "
+                     "(dc-chunk-rows; 0: whole)"),
+      llvm::cl::init(0)};
+  Option<int64_t> rowChunksMinBytes{
+      *this, "row-chunks-min-bytes",
+      llvm::cl::desc("With row-chunks: the smallest matrix product chunked "
+                     "(bytes)"),
+      llvm::cl::init(256 << 20)};
   Option<int64_t> recomputeMaxOps{
       *this, "recompute-max-ops",
       llvm::cl::desc("Most ops cloned to recompute one activation"),

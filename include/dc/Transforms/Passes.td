@@ -611,6 +611,57 @@ def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def DCChunkRows : Pass<"dc-chunk-rows", "::mlir::func::FuncOp"> {
+  let summary = "Compute a wide matrix product, and what reads it, a chunk "
+                "of rows at a time";
+  let description = [{
+    A language model's head makes its largest transient: config A's logits
+    (8192 tokens x 32000 words, 500 MiB in bf16) and their gradient live
+    together with every saved activation, at the step's memory peak. Each
+    row of them is needed only by row-wise work (the softmax statistics,
+    the loss term, the gradient row) and by two products that reduce or
+    map rows (the head's weight gradient sums over tokens, the hidden
+    gradient is one row per row). This pass finds a `linalg.matmul` whose
+    result is at least `min-bytes` and rewrites it, and every op that
+    reads it or a value made from it row by row, into `chunks` copies over
+    consecutive row ranges, so only a chunk of the wide tensors is ever
+    live (like the chunked "fused linear cross-entropy" of Liger Kernel,
+    here derived from the step's ops instead of hand-written).
+
+    Each op of the closure is classified by the loop its chunked operands'
+    rows are indexed by (the row loop): parallel there, it is cloned per
+    chunk on row slices of its row-indexed operands (an init a
+    `tensor.empty` or a `linalg.fill` of one gets a chunk-sized one), and
+    a result something outside the closure reads is assembled with
+    `tensor.insert_slice` into the full tensor, each chunk writing its
+    slice in place; a reduction there (the weight gradient, the summed
+    loss), each chunk's copy accumulates into the previous one's result,
+    which is linalg's own order of accumulation. `linalg.index` of the row
+    loop is offset by the chunk's first row, except where it picks a row
+    of a chunked value the body reads from outside its operands (the loss
+    term's gather of the target's logit), which is chunk-local already.
+    Only ops that read a value as wide as the product, or feed one that
+    does, are chunked; the rest read assembled results.
+
+    Nothing is rewritten (and a remark says why) when a wide value would
+    have to be assembled anyway (returned, or read by an op not chunkable
+    on its rows), when the rows do not divide by `chunks`, or when an
+    operand the chunks need is made after the first of them by an op that
+    cannot move before it. The rewrite changes where partial sums round
+    (a bf16 weight gradient is rounded once per chunk), not what is summed.
+  }];
+  let options = [
+    Option<"chunks", "chunks", "int64_t", "4",
+           "Row chunks of each wide product (2 or more)">,
+    Option<"minBytes", "min-bytes", "int64_t", "268435456",
+           "Chunk only matrix products whose result has at least this many "
+           "bytes">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def DCExpandAttention : Pass<"dc-expand-attention", "::mlir::func::FuncOp"> {
   let summary = "Expand dc.attention and dc.attention_grad into linalg";
   let description = [{
