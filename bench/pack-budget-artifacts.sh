@@ -11,7 +11,8 @@
 # is the joint plan with its copies planned at the link's typical rate
 # (a JSON target: h200 with hostLinkPlanningBandwidth 0) instead of the
 # preset's margin under it, to measure what the margin buys; joint-linkN
-# plans the copies at N GB/s.
+# plans the copies at N GB/s; any plan with -rowsN (joint-rows4) computes
+# the loss head in N chunks of rows (row-chunks=N).
 #
 #   [CUTS="20 30 40"] [PLANS=...] bash bench/pack-budget-artifacts.sh [DEST]   (after ./build.sh)
 set -euo pipefail
@@ -60,7 +61,10 @@ for cut in ${CUTS:-20 30 40}; do
   budget=$(( step * (100 - cut) / 100 + state ))
   for plan in ${PLANS:-offload recompute joint}; do
     target=h200
-    case $plan in
+    # PLAN-rowsN: PLAN with the loss head in N chunks of rows (row-chunks=N).
+    rows=""
+    case $plan in *-rows[0-9]*) rows="row-chunks=${plan##*-rows}";; esac
+    case ${plan%-rows[0-9]*} in
       offload) opts="offload-activations=true";;
       recompute) opts="recompute=true";;
       joint) opts="recompute=true offload-activations=true";;
@@ -71,6 +75,7 @@ for cut in ${CUTS:-20 30 40}; do
         echo "{\"base\": \"h200\", \"hostLinkPlanningBandwidth\": ${plan#joint-link}e9}" > "$target";;
       *) echo "unknown plan $plan"; exit 1;;
     esac
+    opts="$opts $rows"
     name=$plan-$cut
     # Predicted on the h200 preset (the typical rate) whatever it was planned on.
     report "$name" "memory-budget=$budget $opts" "memory-budget=$budget" "$target"
