@@ -3,6 +3,7 @@
 //   dc-compile step.mlir -o step.so [--world-size=N] [--target=h200|cpu]
 //              [other options of dc-zero3-pipeline] [--no-schedule]
 //              [--emit=mlir|llvm|obj|so] [--compare-layouts]
+//              [--choose-row-chunks]
 //
 // --target=h200 plans for an H200 and compiles the compute for it (CUDA
 // kernels and cuBLASLt calls, run by libdcrt's cuda backend), as does a
@@ -14,6 +15,10 @@
 // per node), prints the predicted step of each and compiles the faster.
 // With --sequence-parallel and data parallelism it compares sharding over
 // the data axis with sharding over both axes (--shard-over-sequence).
+//
+// --choose-row-chunks: schedules the step with its wide products (the
+// logits) whole and in 4 and 8 chunks of rows (dc-chunk-rows), prints the
+// predicted step of each and compiles the fastest.
 //
 // Schedules the step (dc::buildZero3Pipeline, unless --no-schedule), lowers
 // it (dc::buildLowerToLLVMPipeline) and emits, all in process; only linking
@@ -90,6 +95,13 @@ cl::opt<bool> compareLayouts(
              "the faster (a target with several nodes); with "
              "--sequence-parallel and data parallelism: sharded over the "
              "data axis or over both axes (shard-over-sequence)"),
+    cl::cat(category));
+
+cl::opt<bool> chooseRowChunksFlag(
+    "choose-row-chunks",
+    cl::desc("Schedule the step with its wide matrix products (the logits) "
+             "whole and in 4 and 8 chunks of rows (row-chunks), print each "
+             "prediction and compile the fastest"),
     cl::cat(category));
 
 /// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
@@ -244,32 +256,75 @@ Layout scheduleLayout(ModuleOp module, const dc::Zero3PipelineOptions &options,
   return layout;
 }
 
+/// Prints the layouts' predictions, picks the fastest that schedules (the
+/// first of equals) and leaves its scheduled module in `module`; returns
+/// its index.
+FailureOr<size_t> pickFastest(OwningOpRef<ModuleOp> &module,
+                              MutableArrayRef<Layout> layouts,
+                              const Twine &heading) {
+  llvm::errs() << "dc-compile: layouts on " << heading << "\n";
+  std::optional<size_t> fastest;
+  for (auto [index, layout] : llvm::enumerate(layouts)) {
+    llvm::errs() << llvm::format("  %-40s ", layout.name.c_str());
+    if (!layout.error.empty()) {
+      llvm::errs() << "does not schedule: " << layout.error << "\n";
+      continue;
+    }
+    llvm::errs() << llvm::format(
+        "step %9.3f ms, exposed collectives %9.3f ms, peak %.2f GiB\n",
+        layout.stepSeconds * 1e3, layout.exposedSeconds * 1e3,
+        static_cast<double>(layout.peakBytes) / (1 << 30));
+    if (!fastest || layout.stepSeconds < layouts[*fastest].stepSeconds)
+      fastest = index;
+  }
+  if (!fastest)
+    return emitError(module->getLoc())
+           << (layouts.size() == 2 ? "neither layout schedules: "
+                                   : "no layout schedules: ")
+           << layouts.front().error;
+  llvm::errs() << "  predicted faster: " << layouts[*fastest].name << "\n";
+  module = std::move(layouts[*fastest].module);
+  return *fastest;
+}
+
 /// Prints both layouts' predictions, picks the faster that schedules and
 /// leaves its scheduled module in `module`; true if `second` was chosen.
 FailureOr<bool> pickFaster(OwningOpRef<ModuleOp> &module, Layout &first,
                            Layout &second, const Twine &heading) {
-  llvm::errs() << "dc-compile: layouts on " << heading << "\n";
-  for (Layout *layout : {&first, &second}) {
-    llvm::errs() << llvm::format("  %-40s ", layout->name.c_str());
-    if (!layout->error.empty())
-      llvm::errs() << "does not schedule: " << layout->error << "\n";
-    else
-      llvm::errs() << llvm::format(
-          "step %9.3f ms, exposed collectives %9.3f ms, peak %.2f GiB\n",
-          layout->stepSeconds * 1e3, layout->exposedSeconds * 1e3,
-          static_cast<double>(layout->peakBytes) / (1 << 30));
+  SmallVector<Layout, 2> layouts;
+  layouts.push_back(std::move(first));
+  layouts.push_back(std::move(second));
+  FailureOr<size_t> chosen = pickFastest(module, layouts, heading);
+  if (failed(chosen))
+    return failure();
+  return *chosen == 1;
+}
+
+/// --choose-row-chunks: schedules the step with its wide products whole and
+/// in 4 and 8 chunks of rows (dc-chunk-rows), prints each prediction and
+/// leaves the fastest one's scheduled module in `module`.
+LogicalResult chooseRowChunks(OwningOpRef<ModuleOp> &module,
+                              dc::Zero3PipelineOptions &options) {
+  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
+      *module, options.memoryBudget, options.target, options.profile);
+  if (failed(setup))
+    return failure();
+  const int64_t candidates[] = {0, 4, 8};
+  SmallVector<Layout, 3> layouts;
+  for (int64_t chunks : candidates) {
+    options.rowChunks = chunks;
+    layouts.push_back(scheduleLayout(
+        *module, options, setup->target,
+        chunks
+            ? "wide products in " + std::to_string(chunks) + " chunks of rows"
+            : std::string("wide products whole")));
   }
-  if (!first.error.empty() && !second.error.empty())
-    return emitError(module->getLoc())
-           << "neither layout schedules: " << first.error;
-  bool pickSecond =
-      first.error.empty()
-          ? second.error.empty() && second.stepSeconds < first.stepSeconds
-          : true;
-  Layout &chosen = pickSecond ? second : first;
-  llvm::errs() << "  predicted faster: " << chosen.name << "\n";
-  module = std::move(chosen.module);
-  return pickSecond;
+  FailureOr<size_t> chosen =
+      pickFastest(module, layouts, setup->target.name + " (row chunks)");
+  if (failed(chosen))
+    return failure();
+  options.rowChunks = candidates[*chosen];
+  return success();
 }
 
 /// --compare-layouts with sequence parallelism and data parallelism:
@@ -435,10 +490,20 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
   bool schedule = !noSchedule;
+  if (compareLayouts && chooseRowChunksFlag) {
+    emitError(module->getLoc())
+        << "--compare-layouts and --choose-row-chunks: choose one";
+    return 1;
+  }
   if (compareLayouts && !noSchedule) {
     if (failed(chooseLayout(module, *options)))
       return 1;
     schedule = false; // the chosen module is scheduled already
+  }
+  if (chooseRowChunksFlag && !noSchedule) {
+    if (failed(chooseRowChunks(module, *options)))
+      return 1;
+    schedule = false;
   }
   if (failed(compile(*module, *options, schedule)) ||
       failed(emitArtifact(*module)))
