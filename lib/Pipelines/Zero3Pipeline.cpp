@@ -79,7 +79,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // The logits and their gradient a chunk of rows at a time, before
   // anything is sharded or planned: the planners then see the smaller
   // transients.
-  if (options.rowChunks > 0) {
+  if (options.rowChunks != 0) {
     DCChunkRowsOptions rows;
     rows.chunks = options.rowChunks;
     rows.minBytes = options.rowChunksMinBytes;

@@ -1,7 +1,10 @@
 // RUN: dc-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(dc-chunk-rows{chunks=2 min-bytes=512}))' | FileCheck %s
 // RUN: not dc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(dc-chunk-rows{chunks=1}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
 
+// RUN: not dc-opt %s --split-input-file --dc-zero3-pipeline="world-size=1 row-chunks=-2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+
 // ONE: error: dc-chunk-rows: chunks must be 2 or more, not 1
+// NEGATIVE: error: dc-chunk-rows: chunks must be 2 or more, not -2
 
 #rows = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
