@@ -17,6 +17,7 @@
 #include "mlir/IR/Dominance.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace dc {
@@ -48,10 +49,36 @@ Operation *topLevelOf(Operation *op, Block *block) {
 /// An op of the closure: its row loop, and whether that loop reduces
 /// (each chunk's copy then accumulates into the previous copy's result).
 struct Member {
-  linalg::LinalgOp op;
+  Operation *op = nullptr;
   unsigned rowLoop = 0;
   bool accumulates = false;
+  /// A linalg op; else a reshape that keeps the rows in dim 0.
+  linalg::LinalgOp linalg() const { return dyn_cast<linalg::LinalgOp>(op); }
 };
+
+/// Whether `op` is a tensor.expand_shape or collapse_shape that keeps the
+/// rows as dim 0: a frontend's [T] <-> [T, 1] views of per-row values.
+/// Its source's and result's dim 0 are the rows, in one group with dims of
+/// size 1 only.
+bool keepsRows(Operation *op, int64_t rows) {
+  auto rowsAlone = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> group) {
+    if (group.empty() || group.front() != 0 || shape[0] != rows)
+      return false;
+    return llvm::all_of(group.drop_front(),
+                        [&](int64_t dim) { return shape[dim] == 1; });
+  };
+  if (auto expand = dyn_cast<tensor::ExpandShapeOp>(op))
+    return expand.getSrcType().getDimSize(0) == rows &&
+           expand.getResultType().hasStaticShape() &&
+           rowsAlone(expand.getResultType().getShape(),
+                     expand.getReassociationIndices().front());
+  if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(op))
+    return collapse.getResultType().getDimSize(0) == rows &&
+           collapse.getSrcType().hasStaticShape() &&
+           rowsAlone(collapse.getSrcType().getShape(),
+                     collapse.getReassociationIndices().front());
+  return false;
+}
 
 /// The row loop of `op` with respect to the chunked values: the loop that
 /// indexes dim 0 of every chunked operand, and of every chunked value its
@@ -153,6 +180,15 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
           << chunks.getValue();
       return signalPassFailure();
     }
+    // A frontend's reshapes that come back to the shape they left (the
+    // logits viewed as [batch, sequence, words] and back) fold away first:
+    // the row-wise readers then read the product itself.
+    RewritePatternSet reshapes(&getContext());
+    tensor::CollapseShapeOp::getCanonicalizationPatterns(reshapes,
+                                                         &getContext());
+    tensor::ExpandShapeOp::getCanonicalizationPatterns(reshapes, &getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(reshapes))))
+      return signalPassFailure();
     // The products first: chunking one rewrites the ops after it.
     SmallVector<linalg::MatmulOp> products;
     getOperation().walk([&](linalg::MatmulOp product) {
@@ -204,23 +240,32 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     };
     for (Operation &op :
          llvm::make_range(std::next(product->getIterator()), block->end())) {
+      if (!readsChunked(&op))
+        continue;
+      if (keepsRows(&op, rows)) {
+        members[&op] = {&op, 0, false};
+        chunked.insert(op.getResult(0));
+        continue;
+      }
       auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
-      if (!linalgOp || !readsChunked(&op))
+      if (!linalgOp)
         continue;
       std::optional<unsigned> loop = findRowLoop(linalgOp, chunked, rows);
       if (!loop)
         continue;
       bool accumulates = linalgOp.getIteratorTypesArray()[*loop] ==
                          utils::IteratorType::reduction;
-      members[&op] = {linalgOp, *loop, accumulates};
+      members[&op] = {&op, *loop, accumulates};
       if (!accumulates)
         for (Value result : op.getResults())
           chunked.insert(result);
     }
 
-    // Keep the members that read a wide value or feed one that does.
+    // Keep the members that read a wide value (of the product's shape) or
+    // feed one that does.
     auto isWide = [&](Value value) {
-      return tensorBytes(value.getType()) >= minBytes;
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      return type && type.getShape() == resultType.getShape();
     };
     llvm::DenseSet<Operation *> kept;
     for (auto it = members.rbegin(); it != members.rend(); ++it) {
@@ -251,8 +296,8 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
             fromKept &= kept.contains(operand.getDefiningOp());
       });
       if (!fromKept) {
-        member.op.emitRemark() << "dc-chunk-rows: reads a chunked value of "
-                                  "an op left whole; not chunked";
+        member.op->emitRemark() << "dc-chunk-rows: reads a chunked value of "
+                                   "an op left whole; not chunked";
         return;
       }
     }
@@ -303,7 +348,7 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
         }
       });
       if (!hoisted) {
-        member.op.emitRemark()
+        member.op->emitRemark()
             << "dc-chunk-rows: an operand is made after the first chunked "
                "op by an op that cannot move before it; not chunked";
         return;
@@ -360,7 +405,18 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
       int64_t row = chunk * chunkRows;
       IRMapping mapping;
       for (const Member &member : chunkedOps) {
-        linalg::LinalgOp op = member.op;
+        linalg::LinalgOp op = member.linalg();
+        if (!op) {
+          // A reshape keeping the rows: the same on the chunk.
+          Value made = reshapeChunk(
+              builder, member.op, mapping.lookup(member.op->getOperand(0)),
+              chunkType(member.op->getResult(0).getType()));
+          mapping.map(member.op->getResult(0), made);
+          if (exits.contains(member.op->getResult(0)))
+            assembled[member.op->getResult(0)] =
+                rowSlice(made, row, assembled[member.op->getResult(0)]);
+          continue;
+        }
         SmallVector<Value> operands;
         SmallVector<Type> resultTypes;
         for (OpOperand &operand : op->getOpOperands()) {
@@ -435,8 +491,11 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     // The whole-size inits the chunks replaced go too, where nothing else
     // reads them (a fill of 32 MiB would still run, and count).
     llvm::SetVector<Operation *> inits;
-    for (Member member : chunkedOps)
-      for (Value init : member.op.getDpsInits())
+    for (const Member &member : chunkedOps) {
+      linalg::LinalgOp op = member.linalg();
+      if (!op)
+        continue;
+      for (Value init : op.getDpsInits()) {
         if (auto fill = init.getDefiningOp<linalg::FillOp>()) {
           inits.insert(fill);
           if (Operation *empty =
@@ -445,6 +504,8 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
         } else if (Operation *empty = init.getDefiningOp<tensor::EmptyOp>()) {
           inits.insert(empty);
         }
+      }
+    }
     for (const Member &member : llvm::reverse(chunkedOps)) {
       assert(member.op->use_empty() && "a chunked op is still read");
       member.op->erase();
@@ -453,6 +514,19 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     for (Operation *def : inits)
       if (def->use_empty())
         def->erase();
+  }
+
+  /// `reshape` (keepsRows) applied to `chunk`, of type `type`.
+  static Value reshapeChunk(OpBuilder &builder, Operation *reshape, Value chunk,
+                            RankedTensorType type) {
+    if (auto expand = dyn_cast<tensor::ExpandShapeOp>(reshape))
+      return tensor::ExpandShapeOp::create(builder, expand.getLoc(), type,
+                                           chunk,
+                                           expand.getReassociationIndices());
+    auto collapse = cast<tensor::CollapseShapeOp>(reshape);
+    return tensor::CollapseShapeOp::create(builder, collapse.getLoc(), type,
+                                           chunk,
+                                           collapse.getReassociationIndices());
   }
 
   /// In a chunk's copy of an op: its row loop's index is the row within the

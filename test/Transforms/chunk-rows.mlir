@@ -157,6 +157,88 @@ func.func @returned(%h: tensor<8x4xf32>, %w: tensor<4x16xf32>)
 
 // -----
 
+// A frontend's views of a per-row value as [T, 1] keep the rows: they are
+// chunked with the ops around them.
+// CHECK-LABEL: func.func @row_views
+// CHECK-NOT: linalg.matmul {{.*}} -> tensor<8x16xf32>
+// CHECK: %[[L0:.*]] = linalg.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: %[[M0:.*]] = linalg.generic {{.*}} ins(%[[L0]] : tensor<4x16xf32>)
+// CHECK: %[[V0:.*]] = tensor.expand_shape %[[M0]] {{\[\[}}0, 1]] output_shape [4, 1] : tensor<4xf32> into tensor<4x1xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[L0]], %[[V0]] : tensor<4x16xf32>, tensor<4x1xf32>)
+// CHECK: linalg.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: tensor.expand_shape {{.*}} : tensor<4xf32> into tensor<4x1xf32>
+// CHECK-NOT: linalg.matmul
+// The broadcast after the chunks reads the assembled row values.
+// CHECK: %[[ALL:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [8, 1] : tensor<8xf32> into tensor<8x1xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[ALL]] : tensor<8x1xf32>)
+// CHECK: return
+func.func @row_views(%h: tensor<8x4xf32>, %w: tensor<4x16xf32>)
+    -> tensor<8x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<8x16xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %logits = linalg.matmul ins(%h, %w : tensor<8x4xf32>, tensor<4x16xf32>)
+                          outs(%f0 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %e1 = tensor.empty() : tensor<8xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<8xf32>) -> tensor<8xf32>
+  %max = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%logits : tensor<8x16xf32>) outs(%f1 : tensor<8xf32>) {
+  ^bb0(%x: f32, %m: f32):
+    %r = arith.maximumf %m, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %view = tensor.expand_shape %max [[0, 1]] output_shape [8, 1] : tensor<8xf32> into tensor<8x1xf32>
+  %e2 = tensor.empty() : tensor<8x16xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                         iterator_types = ["parallel", "parallel"]}
+      ins(%logits, %view : tensor<8x16xf32>, tensor<8x1xf32>) outs(%e2 : tensor<8x16xf32>) {
+  ^bb0(%x: f32, %m: f32, %o: f32):
+    %r = arith.subf %x, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  %e3 = tensor.empty() : tensor<8xf32>
+  %f3 = linalg.fill ins(%zero : f32) outs(%e3 : tensor<8xf32>) -> tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%sub : tensor<8x16xf32>) outs(%f3 : tensor<8xf32>) {
+  ^bb0(%x: f32, %s: f32):
+    %r = arith.addf %s, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %e4 = tensor.empty() : tensor<8x4xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<8x4xf32>) -> tensor<8x4xf32>
+  // The row sums leave as [8]: assembled; the [8, 16] result never is.
+  %e5 = tensor.empty() : tensor<8x16xf32>
+  %scaled = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                            iterator_types = ["parallel", "parallel"]}
+      ins(%sub, %sum : tensor<8x16xf32>, tensor<8xf32>) outs(%e5 : tensor<8x16xf32>) {
+  ^bb0(%x: f32, %s: f32, %o: f32):
+    %r = arith.mulf %x, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  %e6 = tensor.empty() : tensor<8xf32>
+  %f6 = linalg.fill ins(%zero : f32) outs(%e6 : tensor<8xf32>) -> tensor<8xf32>
+  %out = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                         iterator_types = ["parallel", "reduction"]}
+      ins(%scaled : tensor<8x16xf32>) outs(%f6 : tensor<8xf32>) {
+  ^bb0(%x: f32, %s: f32):
+    %r = arith.addf %s, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %wide = tensor.expand_shape %out [[0, 1]] output_shape [8, 1] : tensor<8xf32> into tensor<8x1xf32>
+  %e7 = tensor.empty() : tensor<8x16xf32>
+  %bcast = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                           iterator_types = ["parallel", "parallel"]}
+      ins(%wide : tensor<8x1xf32>) outs(%e7 : tensor<8x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<8x16xf32>
+  return %bcast : tensor<8x16xf32>
+}
+
+// -----
+
 // Rows that do not divide into the chunks: nothing is chunked.
 // CHECK-LABEL: func.func @odd_rows
 // CHECK-NOT: tensor.extract_slice

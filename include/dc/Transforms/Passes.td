@@ -640,15 +640,22 @@ def DCChunkRows : Pass<"dc-chunk-rows", "::mlir::func::FuncOp"> {
     loop is offset by the chunk's first row, except where it picks a row
     of a chunked value the body reads from outside its operands (the loss
     term's gather of the target's logit), which is chunk-local already.
-    Only ops that read a value as wide as the product, or feed one that
-    does, are chunked; the rest read assembled results.
+    Only ops that read a value of the product's shape, or feed one that
+    does, are chunked; the rest read assembled results. A
+    `tensor.expand_shape` / `collapse_shape` that keeps the rows as dim 0
+    (a frontend's [T] <-> [T, 1] views of per-row values) is chunked with
+    them, and reshapes that come back to the shape they left (the logits
+    viewed as [batch, sequence, words] and back) are folded first.
 
     Nothing is rewritten (and a remark says why) when a wide value would
     have to be assembled anyway (returned, or read by an op not chunkable
     on its rows), when the rows do not divide by `chunks`, or when an
     operand the chunks need is made after the first of them by an op that
-    cannot move before it. The rewrite changes where partial sums round
-    (a bf16 weight gradient is rounded once per chunk), not what is summed.
+    cannot move before it: PyTorch's mean cross-entropy with an ignore
+    index scales each row's gradient by the count of counted tokens, a sum
+    over all rows that the loss's own reduction makes, so its head is left
+    whole. The rewrite changes where partial sums round (a bf16 weight
+    gradient is rounded once per chunk on the GPU), not what is summed.
   }];
   let options = [
     Option<"chunks", "chunks", "int64_t", "4",
