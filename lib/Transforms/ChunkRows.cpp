@@ -197,9 +197,15 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
           tensorBytes(product.getResult(0).getType()) >= minBytes)
         products.push_back(product);
     });
+    // A product chunked with an earlier one's readers is gone (compared,
+    // never dereferenced); the chunks' own products are not candidates.
     for (linalg::MatmulOp product : products)
-      chunk(product);
+      if (!erased.contains(product.getOperation()))
+        chunk(product);
   }
+
+  /// The ops the rewrites erased.
+  llvm::DenseSet<Operation *> erased;
 
   /// Rewrites `product` and its row-wise readers into chunks, or leaves
   /// them (with a remark saying why).
@@ -508,12 +514,15 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     }
     for (const Member &member : llvm::reverse(chunkedOps)) {
       assert(member.op->use_empty() && "a chunked op is still read");
+      erased.insert(member.op);
       member.op->erase();
     }
     // Fills before the empties they fill: the set's order.
     for (Operation *def : inits)
-      if (def->use_empty())
+      if (def->use_empty()) {
+        erased.insert(def);
         def->erase();
+      }
   }
 
   /// `reshape` (keepsRows) applied to `chunk`, of type `type`.

@@ -1,4 +1,9 @@
 // RUN: dc-opt %s --split-input-file --verify-diagnostics --pass-pipeline='builtin.module(func.func(dc-chunk-rows{chunks=2 min-bytes=512}))' | FileCheck %s
+// Every product of @head is a candidate at 128 bytes: the two the first
+// one's chunking erased are not visited again.
+// RUN: dc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(dc-chunk-rows{chunks=2 min-bytes=128}))' 2>/dev/null | FileCheck %s --check-prefix=SMALL
+// SMALL-LABEL: func.func @head
+// SMALL-COUNT-2: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4x16xf32>)
 // RUN: not dc-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(dc-chunk-rows{chunks=1}))' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
 
 // RUN: not dc-opt %s --split-input-file --dc-zero3-pipeline="world-size=1 row-chunks=-2" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
