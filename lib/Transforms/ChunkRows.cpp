@@ -126,6 +126,14 @@ std::optional<unsigned> findRowLoop(linalg::LinalgOp op,
     }
     return WalkResult::advance();
   });
+  // No chunked value read (an op pulled into the chunks): the loop of its
+  // first result's rows.
+  if (!loop && op.getNumDpsInits() > 0) {
+    AffineMap map = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+    if (map.getNumResults() > 0)
+      if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(0)))
+        loop = dim.getPosition();
+  }
   if (captured.wasInterrupted() || !loop || !consistent)
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -159,15 +167,155 @@ bool hoistBefore(Value value, Operation *point, DominanceInfo &dominance) {
   if (!def || dominance.properlyDominates(def, point))
     return true;
   bool movable = def->getNumRegions() == 0 && isMemoryEffectFree(def);
-  if (auto fill = dyn_cast<linalg::FillOp>(def))
-    movable = fill.hasPureTensorSemantics();
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(def);
+  if (linalgOp)
+    movable = linalgOp.hasPureTensorSemantics();
   if (!movable)
     return false;
-  for (Value operand : def->getOperands())
+  // Its operands, and what its body reads from outside it.
+  SmallVector<Value> needed(def->getOperands());
+  def->walk([&](Operation *inner) {
+    if (inner == def)
+      return;
+    for (Value operand : inner->getOperands())
+      if (!def->isAncestor(operand.getParentRegion()->getParentOp()))
+        needed.push_back(operand);
+  });
+  for (Value operand : needed)
     if (!hoistBefore(operand, point, dominance))
       return false;
   def->moveBefore(point);
   return true;
+}
+
+/// The values `generic`'s yield operand `result` is computed from: the
+/// body's block arguments and values from outside the body it reads.
+llvm::SetVector<Value> yieldSources(linalg::GenericOp generic,
+                                    unsigned result) {
+  Block &body = generic.getRegion().front();
+  llvm::SetVector<Value> sources;
+  SmallVector<Value> work{body.getTerminator()->getOperand(result)};
+  llvm::DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != &body) {
+      sources.insert(value);
+      continue;
+    }
+    if (!seen.insert(def).second)
+      continue;
+    def->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!def->isAncestor(operand.getParentRegion()->getParentOp()) ||
+            operand.getParentRegion() == &generic.getRegion())
+          work.push_back(operand);
+    });
+  }
+  return sources;
+}
+
+/// Splits off, into a generic of its own placed before `generic`, each
+/// result whose computation reads nothing `derived` (a PyTorch loss's
+/// count of counted tokens, made by the loss's reduction over the logits
+/// but read from the targets alone): the chunks then need only the
+/// logits' part, and the count is made before them. Returns the generic
+/// that keeps the other results (maybe `generic` itself).
+linalg::GenericOp
+splitIndependentResults(linalg::GenericOp generic,
+                        const llvm::DenseSet<Value> &derived) {
+  if (generic.getNumResults() < 2 || !generic.hasPureTensorSemantics())
+    return generic;
+  Block &body = generic.getRegion().front();
+  unsigned numInputs = generic.getNumDpsInputs();
+  auto readsDerived = [&](const llvm::SetVector<Value> &sources) {
+    return llvm::any_of(sources, [&](Value source) {
+      auto arg = dyn_cast<BlockArgument>(source);
+      if (arg && arg.getOwner() == &body)
+        return arg.getArgNumber() < numInputs &&
+               derived.contains(generic.getDpsInputs()[arg.getArgNumber()]);
+      return derived.contains(source);
+    });
+  };
+  SmallVector<unsigned> independent;
+  SmallVector<llvm::SetVector<Value>> sources;
+  for (unsigned result = 0; result < generic.getNumResults(); ++result)
+    sources.push_back(yieldSources(generic, result));
+  for (unsigned result = 0; result < generic.getNumResults(); ++result) {
+    if (readsDerived(sources[result]))
+      continue;
+    // Its accumulator is its own: no other result reads it, and it reads
+    // no other's.
+    bool own = true;
+    for (unsigned other = 0; other < generic.getNumResults(); ++other) {
+      if (other == result)
+        continue;
+      own &= !sources[other].contains(body.getArgument(numInputs + result));
+      own &= !sources[result].contains(body.getArgument(numInputs + other));
+    }
+    if (own)
+      independent.push_back(result);
+  }
+  if (independent.empty() || independent.size() == generic.getNumResults())
+    return generic;
+
+  OpBuilder builder(generic);
+  Location loc = generic.getLoc();
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  auto makeGeneric = [&](ArrayRef<unsigned> results, bool onlyUsedInputs) {
+    SmallVector<Value> inputs, inits;
+    SmallVector<AffineMap> newMaps;
+    SmallVector<BlockArgument> kept;
+    llvm::SetVector<Value> used;
+    for (unsigned result : results)
+      used.insert(sources[result].begin(), sources[result].end());
+    for (unsigned input = 0; input < numInputs; ++input)
+      if (!onlyUsedInputs || used.contains(body.getArgument(input))) {
+        inputs.push_back(generic.getDpsInputs()[input]);
+        newMaps.push_back(maps[input]);
+        kept.push_back(body.getArgument(input));
+      }
+    SmallVector<Type> types;
+    for (unsigned result : results) {
+      inits.push_back(generic.getDpsInits()[result]);
+      newMaps.push_back(maps[numInputs + result]);
+      kept.push_back(body.getArgument(numInputs + result));
+      types.push_back(generic.getResult(result).getType());
+    }
+    auto made = linalg::GenericOp::create(
+        builder, loc, types, inputs, inits, newMaps,
+        generic.getIteratorTypesArray(),
+        [&](OpBuilder &nested, Location, ValueRange args) {
+          IRMapping mapping;
+          for (auto [old, now] : llvm::zip_equal(kept, args))
+            mapping.map(old, now);
+          for (Operation &op : body.without_terminator())
+            nested.clone(op, mapping);
+          SmallVector<Value> yields;
+          for (unsigned result : results)
+            yields.push_back(mapping.lookupOrDefault(
+                body.getTerminator()->getOperand(result)));
+          linalg::YieldOp::create(nested, loc, yields);
+        });
+    // What the cloned body computes for the results left out.
+    SmallVector<Operation *> bodyOps;
+    for (Operation &op : made.getRegion().front().without_terminator())
+      bodyOps.push_back(&op);
+    for (Operation *op : llvm::reverse(bodyOps))
+      if (op->use_empty() && isMemoryEffectFree(op))
+        op->erase();
+    for (auto [index, result] : llvm::enumerate(results))
+      generic.getResult(result).replaceAllUsesWith(made.getResult(index));
+    return made;
+  };
+  SmallVector<unsigned> rest;
+  for (unsigned result = 0; result < generic.getNumResults(); ++result)
+    if (!llvm::is_contained(independent, result))
+      rest.push_back(result);
+  makeGeneric(independent, /*onlyUsedInputs=*/true);
+  linalg::GenericOp remaining = makeGeneric(rest, /*onlyUsedInputs=*/false);
+  generic.erase();
+  return remaining;
 }
 
 struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
@@ -221,6 +369,27 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     }
     int64_t chunkRows = rows / chunks;
 
+    // Results of a reduction that reads the product but whose own values do
+    // not (a loss's count of counted tokens) are made apart, before.
+    {
+      llvm::DenseSet<Value> derived{product.getResult(0)};
+      for (Operation &op : llvm::make_early_inc_range(llvm::make_range(
+               std::next(product->getIterator()), block->end()))) {
+        bool reads = false;
+        op.walk([&](Operation *inner) {
+          for (Value operand : inner->getOperands())
+            reads |= derived.contains(operand);
+        });
+        if (!reads)
+          continue;
+        Operation *now = &op;
+        if (auto generic = dyn_cast<linalg::GenericOp>(&op))
+          now = splitIndependentResults(generic, derived);
+        for (Value result : now->getResults())
+          derived.insert(result);
+      }
+    }
+
     // The closure, in program order (defs before uses): the product, then
     // each op that reads a chunked value and is chunkable on its rows.
     llvm::DenseSet<Value> chunked{product.getResult(0)};
@@ -244,54 +413,90 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
       });
       return found.wasInterrupted();
     };
-    for (Operation &op :
-         llvm::make_range(std::next(product->getIterator()), block->end())) {
-      if (!readsChunked(&op))
-        continue;
-      if (keepsRows(&op, rows)) {
-        members[&op] = {&op, 0, false};
-        chunked.insert(op.getResult(0));
-        continue;
-      }
-      auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
-      if (!linalgOp)
-        continue;
-      std::optional<unsigned> loop = findRowLoop(linalgOp, chunked, rows);
-      if (!loop)
-        continue;
-      bool accumulates = linalgOp.getIteratorTypesArray()[*loop] ==
-                         utils::IteratorType::reduction;
-      members[&op] = {&op, *loop, accumulates};
-      if (!accumulates)
-        for (Value result : op.getResults())
-          chunked.insert(result);
-    }
-
-    // Keep the members that read a wide value (of the product's shape) or
-    // feed one that does.
     auto isWide = [&](Value value) {
       auto type = dyn_cast<RankedTensorType>(value.getType());
       return type && type.getShape() == resultType.getShape();
     };
     llvm::DenseSet<Operation *> kept;
-    for (auto it = members.rbegin(); it != members.rend(); ++it) {
-      Operation *op = it->first;
-      bool keep = false;
-      op->walk([&](Operation *inner) {
-        for (Value operand : inner->getOperands())
-          if (chunked.contains(operand) && isWide(operand))
-            keep = true;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (Operation &op :
+           llvm::make_range(std::next(product->getIterator()), block->end())) {
+        if (members.count(&op) || !readsChunked(&op))
+          continue;
+        if (keepsRows(&op, rows)) {
+          members[&op] = {&op, 0, false};
+          chunked.insert(op.getResult(0));
+          continue;
+        }
+        auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
+        if (!linalgOp)
+          continue;
+        std::optional<unsigned> loop = findRowLoop(linalgOp, chunked, rows);
+        if (!loop)
+          continue;
+        bool accumulates = linalgOp.getIteratorTypesArray()[*loop] ==
+                           utils::IteratorType::reduction;
+        members[&op] = {&op, *loop, accumulates};
+        if (!accumulates)
+          for (Value result : op.getResults())
+            chunked.insert(result);
+      }
+
+      // Keep the members that read a wide value (of the product's shape)
+      // or feed one that does: users first.
+      SmallVector<Operation *> order;
+      for (auto &entry : members)
+        order.push_back(entry.first);
+      llvm::sort(order, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
       });
-      for (Value result : op->getResults())
-        for (Operation *user : result.getUsers())
-          keep |= kept.contains(topLevelOf(user, block));
-      if (keep || op == product.getOperation())
-        kept.insert(op);
+      kept.clear();
+      for (Operation *op : llvm::reverse(order)) {
+        bool keep = false;
+        op->walk([&](Operation *inner) {
+          for (Value operand : inner->getOperands())
+            if (chunked.contains(operand) && isWide(operand))
+              keep = true;
+        });
+        for (Value result : op->getResults())
+          for (Operation *user : result.getUsers())
+            keep |= kept.contains(topLevelOf(user, block));
+        if (keep || op == product.getOperation())
+          kept.insert(op);
+      }
+
+      // A value of the product's shape a kept op reads from outside, made
+      // row by row from values that are not chunked (PyTorch's one-hot
+      // gradient of the loss, from the targets): made in the chunks too,
+      // or it would be whole; then its readers are looked at again.
+      for (Operation *op : order) {
+        if (!kept.contains(op))
+          continue;
+        for (Value operand : op->getOperands()) {
+          auto producer = operand.getDefiningOp<linalg::LinalgOp>();
+          if (!producer || chunked.contains(operand) || !isWide(operand) ||
+              producer->getBlock() != block ||
+              !product->isBeforeInBlock(producer) ||
+              producer.getNumDpsInits() != 1 || members.count(producer))
+            continue;
+          std::optional<unsigned> loop = findRowLoop(producer, chunked, rows);
+          if (!loop || producer.getIteratorTypesArray()[*loop] !=
+                           utils::IteratorType::parallel)
+            continue;
+          members[producer] = {producer, *loop, false};
+          chunked.insert(producer->getResult(0));
+          grew = true;
+        }
+      }
     }
     SmallVector<Member> chunkedOps;
     for (auto &[op, member] : members)
       if (kept.contains(op))
         chunkedOps.push_back(member);
+    llvm::sort(chunkedOps, [](const Member &a, const Member &b) {
+      return a.op->isBeforeInBlock(b.op);
+    });
     // A kept op reads chunked values of kept ops only (what feeds a kept
     // op is kept); checked, not assumed.
     for (Member &member : chunkedOps) {

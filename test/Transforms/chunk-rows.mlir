@@ -244,6 +244,85 @@ func.func @row_views(%h: tensor<8x4xf32>, %w: tensor<4x16xf32>)
 
 // -----
 
+// PyTorch's mean loss with an ignore index: one reduction sums the target
+// logits and counts the counted tokens, and the one-hot gradient reads the
+// count. The count reads only the targets: it is split off and made before
+// the chunks; the one-hot gradient, made from the targets row by row, is
+// made in the chunks.
+// CHECK-LABEL: func.func @ignore_index
+// CHECK: %[[COUNT:.*]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[TARGETS:[^ ]*]] : tensor<8xi32>) outs(%{{.*}} : tensor<f32>)
+// CHECK: arith.cmpi ne
+// CHECK-NOT: tensor.extract
+// CHECK: linalg.yield
+// CHECK: linalg.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xi32>) outs(%{{.*}} : tensor<f32>)
+// CHECK: tensor.extract
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[COUNT]] : tensor<4xi32>, tensor<f32>) outs(%{{.*}} : tensor<4x16xf32>)
+// CHECK: linalg.matmul {{.*}} -> tensor<4x16xf32>
+// CHECK-NOT: tensor.empty() : tensor<8x16xf32>
+// CHECK: return
+func.func @ignore_index(%h: tensor<8x4xf32>, %w: tensor<4x16xf32>,
+                        %targets: tensor<8xi32>)
+    -> (tensor<f32>, tensor<f32>, tensor<8x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<8x16xf32>
+  %f0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %logits = linalg.matmul ins(%h, %w : tensor<8x4xf32>, tensor<4x16xf32>)
+                          outs(%f0 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %es = tensor.empty() : tensor<f32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<f32>) -> tensor<f32>
+  %ec = tensor.empty() : tensor<f32>
+  %fc = linalg.fill ins(%zero : f32) outs(%ec : tensor<f32>) -> tensor<f32>
+  %nll:2 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>, affine_map<(d0) -> ()>],
+                           iterator_types = ["reduction"]}
+      ins(%targets : tensor<8xi32>) outs(%fs, %fc : tensor<f32>, tensor<f32>) {
+  ^bb0(%t: i32, %sum: f32, %count: f32):
+    %ignore = arith.constant -1 : i32
+    %counted = arith.cmpi ne, %t, %ignore : i32
+    %zi = arith.constant 0 : i32
+    %col_i = arith.select %counted, %t, %zi : i32
+    %col = arith.index_cast %col_i : i32 to index
+    %row = linalg.index 0 : index
+    %x = tensor.extract %logits[%row, %col] : tensor<8x16xf32>
+    %z = arith.constant 0.0 : f32
+    %one = arith.constant 1.0 : f32
+    %term = arith.select %counted, %x, %z : f32
+    %weight = arith.select %counted, %one, %z : f32
+    %s = arith.addf %sum, %term : f32
+    %c = arith.addf %count, %weight : f32
+    linalg.yield %s, %c : f32, f32
+  } -> (tensor<f32>, tensor<f32>)
+  %e1 = tensor.empty() : tensor<8x16xf32>
+  %onehot = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>],
+                            iterator_types = ["parallel", "parallel"]}
+      ins(%targets, %nll#1 : tensor<8xi32>, tensor<f32>) outs(%e1 : tensor<8x16xf32>) {
+  ^bb0(%t: i32, %count: f32, %o: f32):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i32
+    %hit = arith.cmpi eq, %t, %ji : i32
+    %z = arith.constant 0.0 : f32
+    %g = arith.divf %z, %count : f32
+    %r = arith.select %hit, %g, %z : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  %e2 = tensor.empty() : tensor<8x16xf32>
+  %grad = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+                          iterator_types = ["parallel", "parallel"]}
+      ins(%logits, %onehot : tensor<8x16xf32>, tensor<8x16xf32>) outs(%e2 : tensor<8x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %r = arith.addf %x, %y : f32
+    linalg.yield %r : f32
+  } -> tensor<8x16xf32>
+  %e4 = tensor.empty() : tensor<8x4xf32>
+  %f4 = linalg.fill ins(%zero : f32) outs(%e4 : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %dh = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%grad, %w : tensor<8x16xf32>, tensor<4x16xf32>)
+      outs(%f4 : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %nll#0, %nll#1, %dh : tensor<f32>, tensor<f32>, tensor<8x4xf32>
+}
+
+// -----
+
 // Rows that do not divide into the chunks: nothing is chunked.
 // CHECK-LABEL: func.func @odd_rows
 // CHECK-NOT: tensor.extract_slice

@@ -651,11 +651,16 @@ def DCChunkRows : Pass<"dc-chunk-rows", "::mlir::func::FuncOp"> {
     have to be assembled anyway (returned, or read by an op not chunkable
     on its rows), when the rows do not divide by `chunks`, or when an
     operand the chunks need is made after the first of them by an op that
-    cannot move before it: PyTorch's mean cross-entropy with an ignore
-    index scales each row's gradient by the count of counted tokens, a sum
-    over all rows that the loss's own reduction makes, so its head is left
-    whole. The rewrite changes where partial sums round (a bf16 weight
-    gradient is rounded once per chunk on the GPU), not what is summed.
+    cannot move before it. Two rewrites make PyTorch's mean cross-entropy
+    with an ignore index chunkable: its loss reduction also counts the
+    counted tokens, which every row's gradient is scaled by, so a result of
+    a reduction that reads the product but whose own value does not (the
+    count reads the targets alone) is split off into a generic of its own,
+    made before the chunks; and a value of the product's shape that a
+    chunked op reads but that is made row by row from unchunked values
+    (the one-hot gradient, from the targets) is made in the chunks too.
+    The rewrite changes where partial sums round (a bf16 weight gradient is
+    rounded once per chunk on the GPU), not what is summed.
   }];
   let options = [
     Option<"chunks", "chunks", "int64_t", "4",
