@@ -158,10 +158,11 @@ std::optional<unsigned> findRowLoop(linalg::LinalgOp op,
   return loop;
 }
 
-/// Moves the op defining `value`, and what it needs, before `point` where
-/// it is made after it: only ops without side effects or regions (an
-/// init's tensor.empty and linalg.fill, constants). False if that cannot be
-/// done.
+/// Moves the op defining `value`, and what it needs (its operands, and
+/// what its body reads from outside it), before `point` where it is made
+/// after it: only ops without side effects and without regions (an init's
+/// tensor.empty, constants) or linalg ops on tensors (a fill, a loss's
+/// token count). False if that cannot be done.
 bool hoistBefore(Value value, Operation *point, DominanceInfo &dominance) {
   Operation *def = value.getDefiningOp();
   if (!def || dominance.properlyDominates(def, point))
