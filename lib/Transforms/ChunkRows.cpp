@@ -162,11 +162,16 @@ std::optional<unsigned> findRowLoop(linalg::LinalgOp op,
 /// what its body reads from outside it), before `point` where it is made
 /// after it: only ops without side effects and without regions (an init's
 /// tensor.empty, constants) or linalg ops on tensors (a fill, a loss's
-/// token count). False if that cannot be done.
-bool hoistBefore(Value value, Operation *point, DominanceInfo &dominance) {
+/// token count). False if that cannot be done, as where it is made from
+/// one of the ops in `stay` (the chunked ops: a value made whole from a
+/// chunked one cannot be read inside the chunks).
+bool hoistBefore(Value value, Operation *point, DominanceInfo &dominance,
+                 const llvm::DenseSet<Operation *> &stay) {
   Operation *def = value.getDefiningOp();
   if (!def || dominance.properlyDominates(def, point))
     return true;
+  if (stay.contains(def))
+    return false;
   bool movable = def->getNumRegions() == 0 && isMemoryEffectFree(def);
   auto linalgOp = dyn_cast<linalg::LinalgOp>(def);
   if (linalgOp)
@@ -183,7 +188,7 @@ bool hoistBefore(Value value, Operation *point, DominanceInfo &dominance) {
         needed.push_back(operand);
   });
   for (Value operand : needed)
-    if (!hoistBefore(operand, point, dominance))
+    if (!hoistBefore(operand, point, dominance, stay))
       return false;
   def->moveBefore(point);
   return true;
@@ -471,10 +476,20 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
       // row by row from values that are not chunked (PyTorch's one-hot
       // gradient of the loss, from the targets): made in the chunks too,
       // or it would be whole; then its readers are looked at again.
+      // Only an operand the kept op reads row by row on its row loop: a
+      // value of that shape read otherwise (a weight gradient's init of
+      // [dim, vocab] when dim equals the rows) is not made of rows.
       for (Operation *op : order) {
-        if (!kept.contains(op))
+        auto keptOp = dyn_cast<linalg::LinalgOp>(op);
+        if (!kept.contains(op) || !keptOp)
           continue;
-        for (Value operand : op->getOperands()) {
+        for (OpOperand &use : op->getOpOperands()) {
+          Value operand = use.get();
+          AffineMap map = keptOp.getMatchingIndexingMap(&use);
+          if (map.getNumResults() == 0 ||
+              map.getResult(0) !=
+                  getAffineDimExpr(members[op].rowLoop, op->getContext()))
+            continue;
           auto producer = operand.getDefiningOp<linalg::LinalgOp>();
           if (!producer || chunked.contains(operand) || !isWide(operand) ||
               producer->getBlock() != block ||
@@ -544,6 +559,9 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     // Everything the chunks read from outside is made before them.
     Operation *first = chunkedOps.front().op;
     DominanceInfo dominance(first->getParentOp());
+    llvm::DenseSet<Operation *> stay;
+    for (Member &member : chunkedOps)
+      stay.insert(member.op);
     for (Member &member : chunkedOps) {
       bool hoisted = true;
       member.op->walk([&](Operation *inner) {
@@ -556,13 +574,14 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
             continue;
           if (auto arg = dyn_cast<BlockArgument>(operand))
             continue;
-          hoisted &= hoistBefore(operand, first, dominance);
+          hoisted &= hoistBefore(operand, first, dominance, stay);
         }
       });
       if (!hoisted) {
         member.op->emitRemark()
             << "dc-chunk-rows: an operand is made after the first chunked "
-               "op by an op that cannot move before it; not chunked";
+               "op by an op that cannot move before it (or that reads the "
+               "chunked ops whole); not chunked";
         return;
       }
     }
