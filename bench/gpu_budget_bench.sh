@@ -57,10 +57,16 @@ python3 bench/budget_table.py "$ART" "$OUT" | tee "$OUT/budget-table.md"
 shopt -s nullglob
 again=()
 [ "${DETERMINISTIC:-0}" = 1 ] && again=("$OUT"/none-again.log "$OUT"/none.r[0-9]*.log)
+# A plan with its loss head in chunks of rows (-rowsN) sums the loss and
+# the head's bf16 weight gradient chunk by chunk: on the GPU that rounds
+# differently from the whole head (on the host it is bit-identical,
+# row-chunks-exact.test), so it is held to ROWS_RTOL instead.
 for log in "$OUT"/*-[0-9]*.log "${again[@]}"; do
+  rtol=0 what="bit-identical to"
+  case $(basename "$log") in *-rows[0-9]*) rtol=${ROWS_RTOL:-1e-2} what="within $rtol of";; esac
   for field in loss grad_norm; do
-    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$OUT/none.log" "$log" \
-      > /dev/null 2>&1 && echo "$(basename "$log" .log): $field bit-identical to none" \
+    agree=$(python3 test/Runtime/Inputs/losses.py --rtol "$rtol" --field $field "$OUT/none.log" "$log" 2>&1) \
+      && echo "$(basename "$log" .log): $field $what none (${agree##*(}" \
       || echo "$(basename "$log" .log): $field DIFFERS from none: $(python3 test/Runtime/Inputs/losses.py \
            --rtol 1 --field $field "$OUT/none.log" "$log" 2>&1 | tail -1)"
   done

@@ -176,13 +176,44 @@ def copy_same_bytes_ms(least):
     return min(memcpy, kernel)
 
 
+def ncu_marks():
+    """For bench/gpu_inductor_ncu.sh: each op compiled and warmed up (its
+    autotuning done), then called once inside the NVTX range "dc_measure"
+    that Nsight Compute is told to profile, followed by a marker kernel
+    (torch.cuda._sleep's spin_kernel), so the profiled kernels split into
+    ops in this order. Nsight Compute then times Inductor's kernels as it
+    times dc's (gpu_kernel_ncu.sh): kernel durations, no launch gaps, the
+    same cache and clock control."""
+    names = []
+    for name, fn, inputs, least in memory_ops():
+        compiled = torch.compile(fn, fullgraph=True)
+        for _ in range(3):
+            compiled(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("dc_measure")
+        compiled(*inputs)
+        torch.cuda._sleep(1000)
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        names.append({"op": name, "bytes": least})
+    print("ncu-marks " + json.dumps(names))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gemms", help="JSON list of matrix products "
                         "(bench/kernel_table.py --gemms)")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out")
+    parser.add_argument("--ncu-marks", action="store_true",
+                        help="call each op once between markers for "
+                        "Nsight Compute (bench/gpu_inductor_ncu.sh)")
     args = parser.parse_args()
     torch.manual_seed(0)
+    if args.ncu_marks:
+        ncu_marks()
+        return
+    if not args.out:
+        parser.error("--out is required")
     result = {"torch": torch.__version__,
               "device": torch.cuda.get_device_name(),
               "copy_bytes_per_s": copy_bandwidth(), "ops": {}, "gemms": []}

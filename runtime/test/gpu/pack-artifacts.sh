@@ -52,6 +52,18 @@ for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fuse
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
   done
 done
+# The loss head in 4 chunks of rows (dc-chunk-rows; min-bytes 0, as these
+# heads are small): slices of the logits, the head's weight gradient and
+# the loss accumulated chunk after chunk, on the GPU as on the host.
+for model in tiny-f32 wide-vocab-bf16; do
+  chunked=${model%-*}-rows4-${model##*-}
+  for w in 1 2; do
+    for target in cpu h200; do
+      "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=$target --row-chunks=4 \
+        --row-chunks-min-bytes=0 -o "$DEST/$chunked-$target-w$w.so"
+    done
+  done
+done
 if [ "${BENCH:-0}" = 1 ]; then
   mkdir -p "$DEST/bench"
   "$BIN/dc-gen-llama" --config A --dtype bf16 --attention fused -o "$DEST/A16.mlir"
@@ -67,6 +79,12 @@ if [ "${BENCH:-0}" = 1 ]; then
   "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops \
     --mlir-print-ir-before=dc-profile-ops --mlir-elide-elementsattrs-if-larger=16 \
     -o "$DEST/bench/A2R-h200-w1-prof.so" 2> "$DEST/bench/A2R-h200-w1-prof.mlir"
+  # Which op each of its kernels computes, for bench/gpu_inductor_ncu.sh.
+  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops \
+    --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
+    -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
+  python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-kernels.json"
+  rm -f "$DEST/A2R-names.so"
   for c in A16 B; do
     # The IR the profile keys count in, for bench/profile_by_kind.py.
     "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --profile-ops \

@@ -128,7 +128,7 @@ ART=.gpu-artifacts
 if [ -d "$ART" ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
   # COMPILED_MODELS: the models to run (default all).
-  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16}; do
+  for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16 tiny-rows4-f32 wide-vocab-rows4-bf16}; do
     for n in ${COMPILED_NPROCS:-1 2}; do
       [ "$n" -le "$GPUS" ] || continue
       [ -f "$ART/$model-h200-w$n.so" ] || continue
@@ -197,6 +197,14 @@ if command -v compute-sanitizer > /dev/null; then
       "$ART/wide-vocab-bf16-h200-w1.so" --steps 1 --vocab 10000 > "$OUT/memcheck-wide-vocab.log" 2>&1 \
       || fail "memcheck on the compiled wide-vocabulary step"
     tail -2 "$OUT/memcheck-wide-vocab.log"
+  fi
+  # The loss head in chunks: each chunk's kernels read and write only their
+  # slice of the logits.
+  if [ -f "$ART/wide-vocab-rows4-bf16-h200-w1.so" ]; then
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
+      "$ART/wide-vocab-rows4-bf16-h200-w1.so" --steps 1 --vocab 10000 > "$OUT/memcheck-wide-vocab-rows4.log" 2>&1 \
+      || fail "memcheck on the compiled wide-vocabulary step, head in chunks"
+    tail -2 "$OUT/memcheck-wide-vocab-rows4.log"
   fi
   # Shared-memory races in the generated kernels (block reductions, row
   # groups without barriers between their members), on rows of 2048. Only
