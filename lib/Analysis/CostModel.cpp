@@ -449,12 +449,13 @@ static bool isFoldedFill(Operation *op) {
   return false;
 }
 
-/// The copy of a fused 16-bit attention output in [B, S, H, D] (maybe
-/// collapsed) into a slice of another tensor, its only use: dq, dk and dv
-/// into the fused q/k/v gradient. The GPU lowering has the runtime's
-/// flash attention write that slice directly (dc-write-attention-in-place),
-/// so no copy runs.
-static bool isAttentionOutputCopy(Operation *op) {
+/// The copy of an op's output (maybe collapsed) into a slice of another
+/// tensor, its only use, where the GPU lowering has the op write that
+/// slice directly (dc-write-outputs-in-place), so no copy runs: a fused
+/// 16-bit attention output in [B, S, H, D] (dq, dk and dv into the fused
+/// q/k/v gradient), or an all-parallel generic's result whose init it
+/// only writes (a rotary embedding's backward).
+static bool isInPlaceOutputCopy(Operation *op) {
   auto insert = dyn_cast<tensor::InsertSliceOp>(op);
   if (!insert)
     return false;
@@ -465,8 +466,16 @@ static bool isAttentionOutputCopy(Operation *op) {
     source = collapse.getSrc();
   }
   Operation *producer = source.getDefiningOp();
-  if (!source.hasOneUse() || !producer || !isAttentionOp(producer) ||
-      !isLibraryAttention(producer))
+  if (!source.hasOneUse() || !producer)
+    return false;
+  if (auto generic = dyn_cast<linalg::GenericOp>(producer)) {
+    OpOperand *init =
+        generic.getDpsInitOperand(cast<OpResult>(source).getResultNumber());
+    return generic.getNumLoops() == generic.getNumParallelLoops() &&
+           !generic.payloadUsesValueFromOperand(init) &&
+           init->get().getDefiningOp<tensor::EmptyOp>();
+  }
+  if (!isAttentionOp(producer) || !isLibraryAttention(producer))
     return false;
   if (auto attention = dyn_cast<AttentionOp>(producer))
     return attention.getBshd();
@@ -548,7 +557,7 @@ OpCost CostModel::estimate(Operation *op, GridSizes &grids,
   cost.stream = StreamKind::Compute;
   if (target.foldsFills && isFoldedFill(op))
     return cost;
-  if (target.foldsHeadTransposes && isAttentionOutputCopy(op))
+  if (target.foldsHeadTransposes && isInPlaceOutputCopy(op))
     return cost;
   if (!isFreeOp(op)) {
     cost.flops = countFlops(op);

@@ -138,10 +138,10 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   // dc-assign-step-arena gives each result of a step its arena bytes.
   outParams.addResultAttribute = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  // Attention gradients straight into the fused projection's gradient,
-  // before their buffers are planned.
+  // Attention (and rotary) gradients straight into the fused projection's
+  // gradient, before their buffers are planned.
   if (options.target == "h200")
-    pm.addNestedPass<func::FuncOp>(createDCWriteAttentionInPlace());
+    pm.addNestedPass<func::FuncOp>(createDCWriteOutputsInPlace());
   // Every temporary at a planned offset in the step arena.
   pm.addPass(createDCAssignStepArena());
   // What is left allocated: frees are placed at the end of the block, after

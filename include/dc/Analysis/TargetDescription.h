@@ -81,7 +81,7 @@ struct TargetDescription {
   /// The target's lowering runs fused 16-bit attention on the [B, S, H, D]
   /// tensors its operands are head transposes of, and writes its outputs in
   /// that layout (dc-fold-head-transposes), into the slice of the tensor
-  /// they are copied to (dc-write-attention-in-place): dc-zero3-pipeline
+  /// they are copied to (dc-write-outputs-in-place): dc-zero3-pipeline
   /// folds the transposes before planning, so the planners see the step
   /// the GPU runs, and the cost model prices such a copy at zero. The GPU
   /// presets do; the CPU backend expands attention over [B, H, S, D].

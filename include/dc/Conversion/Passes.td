@@ -215,21 +215,23 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
                            "::mlir::arith::ArithDialect"];
 }
 
-def DCWriteAttentionInPlace : Pass<"dc-write-attention-in-place"> {
-  let summary = "Let fused attention write its outputs into the view they "
-                "are copied to";
+def DCWriteOutputsInPlace : Pass<"dc-write-outputs-in-place"> {
+  let summary = "Let an op write its outputs into the view they are copied "
+                "to";
   let description = [{
     For `--target=h200`, on buffers after bufferization and before
     `dc-assign-step-arena`. The backward of a layer writes dq, dk and dv
-    into fresh [B, S, H, D] buffers, which `tensor.insert_slice` then copies
+    into fresh [B, S, H, D] buffers (a rotary model: the rotations'
+    backward writes dq and dk), which `tensor.insert_slice` then copies
     into the fused q/k/v gradient [B*S, 3*H*D] (48 copies of 32 MiB a step
     on config A). Where an output of a `bshd` `dc.attention_into` or
-    `dc.attention_grad_into` is a fresh allocation whose only other use is
-    one such copy into a subview of another allocation, and nothing between
-    the op and the copy touches that allocation except copies into
-    disjoint subviews, the op writes the subview directly (its allocation
-    moved before the op when it came later); the copy and the fresh buffer
-    go.
+    `dc.attention_grad_into`, or of an all-parallel `linalg.generic` that
+    only writes its outputs, is a fresh allocation whose only other use is
+    one such copy (maybe through a `collapse_shape`) into a subview of
+    another allocation, the op does not read that allocation, and nothing
+    between the op and the copy touches it except copies into disjoint
+    subviews, the op writes the subview directly (its allocation moved
+    before the op when it came later); the copy and the fresh buffer go.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

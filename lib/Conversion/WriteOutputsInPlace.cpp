@@ -1,20 +1,20 @@
-//===- WriteAttentionInPlace.cpp - attention outputs into their copies' views
-//-===//
+//===- WriteOutputsInPlace.cpp - outputs into their copies' views ------===//
 //
-// A fused attention output that is only copied into a view of another
-// buffer (dq, dk, dv into the fused q/k/v gradient) is written there
-// directly. See Passes.td.
+// An op output that is only copied into a view of another buffer (a fused
+// attention's dq, dk, dv, or a rotary embedding's backward, into the fused
+// q/k/v gradient) is written there directly. See Passes.td.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Conversion/Passes.h"
 
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace dc {
-#define GEN_PASS_DEF_DCWRITEATTENTIONINPLACE
+#define GEN_PASS_DEF_DCWRITEOUTPUTSINPLACE
 #include "dc/Conversion/Passes.h.inc"
 } // namespace dc
 
@@ -66,6 +66,20 @@ memref::SubViewOp getForwardedSubview(Value output) {
   return output.getDefiningOp<memref::SubViewOp>();
 }
 
+/// Whether an op nested in `op` (not `op` itself) reads or writes a view
+/// of `root`: a body that loads from a captured buffer.
+bool bodyTouches(Operation *op, Value root) {
+  WalkResult found = op->walk([&](Operation *inner) {
+    if (inner == op)
+      return WalkResult::advance();
+    for (Value operand : inner->getOperands())
+      if (getViewRoot(operand) == root)
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return found.wasInterrupted();
+}
+
 /// The forwarding of `value`, one of `op`'s outputs `outputs` (written,
 /// never read), if it is safe.
 std::optional<Forwarding> getForwarding(Operation *op, ValueRange outputs,
@@ -106,6 +120,8 @@ std::optional<Forwarding> getForwarding(Operation *op, ValueRange outputs,
   // The op does not read the root (it may write other outputs into it, apart
   // from the target), and between the op and the copy the root is only
   // viewed or copied into subviews apart from the target.
+  if (bodyTouches(op, f.root.getResult()))
+    return std::nullopt;
   for (Value operand : op->getOperands()) {
     if (getViewRoot(operand) != f.root.getResult())
       continue;
@@ -129,8 +145,8 @@ std::optional<Forwarding> getForwarding(Operation *op, ValueRange outputs,
           !areDisjoint(subview, f.target))
         return std::nullopt;
     }
-    // Nested regions could touch the root unseen.
-    if (between->getNumRegions() != 0)
+    // A body could touch the root through a captured view.
+    if (bodyTouches(between, f.root.getResult()))
       return std::nullopt;
   }
   return f;
@@ -160,8 +176,8 @@ Value forward(Operation *op, Forwarding f) {
   return view;
 }
 
-struct WriteAttentionInPlacePass
-    : public dc::impl::DCWriteAttentionInPlaceBase<WriteAttentionInPlacePass> {
+struct WriteOutputsInPlacePass
+    : public dc::impl::DCWriteOutputsInPlaceBase<WriteOutputsInPlacePass> {
   void runOnOperation() override {
     SmallVector<std::pair<Operation *, SmallVector<Value>>> candidates;
     getOperation()->walk([&](Operation *op) {
@@ -170,6 +186,20 @@ struct WriteAttentionInPlacePass
         candidates.push_back({op, {fwd.getO()}});
       if (auto bwd = dyn_cast<AttentionGradIntoOp>(op); bwd && bwd.getBshd())
         candidates.push_back({op, {bwd.getDq(), bwd.getDk(), bwd.getDv()}});
+      // An elementwise op whose outputs are only written (a rotary
+      // embedding's backward): each output element is one iteration's, so
+      // any strided view takes them.
+      if (auto generic = dyn_cast<linalg::GenericOp>(op);
+          generic && generic.hasPureBufferSemantics() &&
+          generic.getNumLoops() == generic.getNumParallelLoops()) {
+        SmallVector<Value> inits;
+        for (OpOperand &init : generic.getDpsInitsMutable())
+          if (!generic.payloadUsesValueFromOperand(&init) &&
+              !llvm::is_contained(generic.getDpsInputs(), init.get()))
+            inits.push_back(init.get());
+        if (static_cast<int64_t>(inits.size()) == generic.getNumDpsInits())
+          candidates.push_back({op, inits});
+      }
     });
     for (auto &[op, outputs] : candidates)
       for (auto [i, output] : llvm::enumerate(outputs))

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --split-input-file --dc-write-attention-in-place | FileCheck %s
+// RUN: dc-opt %s --split-input-file --dc-write-outputs-in-place | FileCheck %s
 
 // dq, dk, dv of a bshd backward, copied into the column slices of the
 // fused gradient (allocated after the op): the op writes the slices, the
@@ -62,5 +62,84 @@ func.func @not_safe(%q: !bshd, %o: !bshd, %lse: memref<2x2x8xf32>, %sink: memref
   %cv = memref.collapse_shape %dv [[0, 1], [2, 3]] : !bshd into memref<16x16xbf16>
   %sv = memref.subview %g[0, 32] [16, 16] [1, 1] : memref<16x48xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 32>>
   memref.copy %cv, %sv : memref<16x16xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 32>>
+  return %g : memref<16x48xbf16>
+}
+
+// -----
+
+// A rotary embedding's backward (an all-parallel generic that only writes
+// its output), copied through a collapse_shape into a column slice of the
+// fused gradient: the generic writes the slice. Between it and the copy, a
+// generic that writes another buffer and a copy into a disjoint slice.
+// CHECK-LABEL: func.func @elementwise_into_fused_gradient
+// CHECK: %[[G:.*]] = memref.alloc() : memref<16x48xbf16>
+// CHECK: %[[S:.*]] = memref.subview %[[G]][0, 16] [16, 16] [1, 1]
+// CHECK: %[[V:.*]] = memref.expand_shape %[[S]] {{\[}}[0, 1], [2, 3]] output_shape [2, 8, 2, 8] : memref<16x16xbf16, strided<[48, 1], offset: 16>> into memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<2x8x2x8xbf16>) outs(%[[V]] : memref<2x8x2x8xbf16, strided<[384, 48, 8, 1], offset: 16>>)
+// CHECK: linalg.generic
+// CHECK: memref.copy
+// CHECK-NOT: memref.copy
+// CHECK: return %[[G]]
+#map4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+!bshd = memref<2x8x2x8xbf16>
+func.func @elementwise_into_fused_gradient(%dq: !bshd, %dv: memref<16x16xbf16>, %other: !bshd) -> memref<16x48xbf16> {
+  %g = memref.alloc() : memref<16x48xbf16>
+  %dk = memref.alloc() : !bshd
+  linalg.generic {indexing_maps = [#map4, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dq : !bshd) outs(%dk : !bshd) {
+  ^bb0(%in: bf16, %out: bf16):
+    %n = arith.negf %in : bf16
+    linalg.yield %n : bf16
+  }
+  linalg.generic {indexing_maps = [#map4, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dq : !bshd) outs(%other : !bshd) {
+  ^bb0(%in: bf16, %out: bf16):
+    linalg.yield %in : bf16
+  }
+  %sv = memref.subview %g[0, 32] [16, 16] [1, 1] : memref<16x48xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 32>>
+  memref.copy %dv, %sv : memref<16x16xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 32>>
+  %ck = memref.collapse_shape %dk [[0, 1], [2, 3]] : !bshd into memref<16x16xbf16>
+  %sk = memref.subview %g[0, 16] [16, 16] [1, 1] : memref<16x48xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 16>>
+  memref.copy %ck, %sk : memref<16x16xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 16>>
+  return %g : memref<16x48xbf16>
+}
+
+// -----
+
+// Left alone: the generic reads what it writes (an accumulation), and a
+// generic between reads the destination through its body.
+// CHECK-LABEL: func.func @elementwise_not_safe
+// CHECK-COUNT-2: memref.copy
+!bshd = memref<2x8x2x8xbf16>
+#map4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @elementwise_not_safe(%dq: !bshd, %i: index) -> memref<16x48xbf16> {
+  %g = memref.alloc() : memref<16x48xbf16>
+  %acc = memref.alloc() : !bshd
+  linalg.generic {indexing_maps = [#map4, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dq : !bshd) outs(%acc : !bshd) {
+  ^bb0(%in: bf16, %out: bf16):
+    %s = arith.addf %in, %out : bf16
+    linalg.yield %s : bf16
+  }
+  %ca = memref.collapse_shape %acc [[0, 1], [2, 3]] : !bshd into memref<16x16xbf16>
+  %sa = memref.subview %g[0, 0] [16, 16] [1, 1] : memref<16x48xbf16> to memref<16x16xbf16, strided<[48, 1]>>
+  memref.copy %ca, %sa : memref<16x16xbf16> to memref<16x16xbf16, strided<[48, 1]>>
+  %dk = memref.alloc() : !bshd
+  linalg.generic {indexing_maps = [#map4, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%dq : !bshd) outs(%dk : !bshd) {
+  ^bb0(%in: bf16, %out: bf16):
+    %n = arith.negf %in : bf16
+    linalg.yield %n : bf16
+  }
+  %sink = memref.alloc() : !bshd
+  linalg.generic {indexing_maps = [#map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      outs(%sink : !bshd) {
+  ^bb0(%out: bf16):
+    %x = memref.load %g[%i, %i] : memref<16x48xbf16>
+    linalg.yield %x : bf16
+  }
+  %ck = memref.collapse_shape %dk [[0, 1], [2, 3]] : !bshd into memref<16x16xbf16>
+  %sk = memref.subview %g[0, 16] [16, 16] [1, 1] : memref<16x48xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 16>>
+  memref.copy %ck, %sk : memref<16x16xbf16> to memref<16x16xbf16, strided<[48, 1], offset: 16>>
   return %g : memref<16x48xbf16>
 }
