@@ -559,9 +559,6 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
     // Everything the chunks read from outside is made before them.
     Operation *first = chunkedOps.front().op;
     DominanceInfo dominance(first->getParentOp());
-    llvm::DenseSet<Operation *> stay;
-    for (Member &member : chunkedOps)
-      stay.insert(member.op);
     for (Member &member : chunkedOps) {
       bool hoisted = true;
       member.op->walk([&](Operation *inner) {
@@ -574,7 +571,7 @@ struct ChunkRowsPass : public dc::impl::DCChunkRowsBase<ChunkRowsPass> {
             continue;
           if (auto arg = dyn_cast<BlockArgument>(operand))
             continue;
-          hoisted &= hoistBefore(operand, first, dominance, stay);
+          hoisted &= hoistBefore(operand, first, dominance, kept);
         }
       });
       if (!hoisted) {
