@@ -74,6 +74,13 @@ def rmsnorm_bwd(dy, x, w, rstd):
     return dx.to(BF16), dw
 
 
+def rmsnorm_bwd_residual(dy, x, w, rstd, dres):
+    """A layer's norm backward as a step computes it: the residual stream's
+    gradient dres added into the input gradient."""
+    dx, dw = rmsnorm_bwd(dy, x, w, rstd)
+    return (dx.float() + dres.float()).to(BF16), dw
+
+
 def swiglu_fwd(g, u):
     gf = g.float()
     return (gf * torch.sigmoid(gf) * u.float()).to(BF16)
@@ -124,6 +131,7 @@ def memory_ops():
     """(name, function, inputs, least bytes) at config A's shapes."""
     r = lambda *s, dtype=BF16: torch.randn(*s, device="cuda").to(dtype)
     x, dy, w = r(TOKENS, DIM), r(TOKENS, DIM), r(DIM)
+    dres = r(TOKENS, DIM)
     rstd = torch.rand(TOKENS, 1, device="cuda") + 0.5
     g, u, dh = r(TOKENS, FFN), r(TOKENS, FFN), r(TOKENS, FFN)
     logits = r(TOKENS, VOCAB)
@@ -141,6 +149,8 @@ def memory_ops():
          nbytes(x, w, out_d, rstd)),
         ("rmsnorm backward", rmsnorm_bwd, (dy, x, w, rstd),
          nbytes(dy, x, w, rstd, out_d) + DIM * 4),
+        ("rmsnorm backward + residual", rmsnorm_bwd_residual,
+         (dy, x, w, rstd, dres), nbytes(dy, x, w, rstd, dres, out_d) + DIM * 4),
         ("swiglu forward", swiglu_fwd, (g, u), nbytes(g, u, out_f)),
         ("swiglu backward", swiglu_bwd, (dh, g, u), nbytes(dh, g, u) * 5 // 3),
         ("residual add", residual_add, (x, dy), nbytes(x, dy, out_d)),

@@ -22,8 +22,14 @@ import sys
 # instance of the op: the part of the name the instance's kernels share).
 OPS = [
     ("rmsnorm forward", r"norm_sumsq$", lambda n: n),
-    # The backward's row group and its weight gradient's second pass.
-    ("rmsnorm backward", r"norm_(dot|dw32)$", lambda n: re.sub(r"_(dot|dw32)$", "", n)),
+    # The backward's row group and its weight gradient's second pass: the
+    # final norm's alone, as Inductor's op; a layer's norm adds the residual
+    # stream's gradient into its input gradient (one more row read), which
+    # Inductor's "+ residual" op does too.
+    ("rmsnorm backward", r"^d_final_norm_(dot|dw32)$",
+     lambda n: re.sub(r"_(dot|dw32)$", "", n)),
+    ("rmsnorm backward + residual", r"^d_l\d+_(attn|mlp)_norm_(dot|dw32)$",
+     lambda n: re.sub(r"_(dot|dw32)$", "", n)),
     ("swiglu forward", r"mlp_act$", lambda n: n),
     ("swiglu backward", r"mlp_dgate$", lambda n: n),
     ("residual add", r"h_(attn|out)$", lambda n: n),

@@ -83,21 +83,30 @@ class SideBySideTest(unittest.TestCase):
                  "train_step_kernel_3": "d_l0_attn_dq_unrot",
                  "train_step_kernel_4": "d_l0_mlp_norm_dot",
                  "train_step_kernel_5": "d_l0_mlp_norm_dw32",
-                 "train_step_kernel_6": "d_l1_mlp_norm_dot"}
+                 "train_step_kernel_6": "d_l1_mlp_norm_dot",
+                 "train_step_kernel_7": "d_final_norm_dot",
+                 "train_step_kernel_8": "d_final_norm_dw32"}
         dc = HEAD + csv_rows([
             ("train_step_kernel_1", "30.0", "64", "32"),
             ("train_step_kernel_2", "20.0", "32", "32"),
             ("train_step_kernel_3", "22.0", "32", "32"),
-            # Two instances of the norm backward: 30 + 5 and 40 (median 37.5).
+            # Two instances of a layer's norm backward (with the residual
+            # gradient): 30 + 5 and 40 (median 37.5).
             ("train_step_kernel_4", "30.0", "96", "32"),
             ("train_step_kernel_5", "5.0", "1", "0"),
-            ("train_step_kernel_6", "40.0", "96", "32")])
+            ("train_step_kernel_6", "40.0", "96", "32"),
+            # The final norm's, without: 26 + 4.
+            ("train_step_kernel_7", "26.0", "64", "32"),
+            ("train_step_kernel_8", "4.0", "1", "0")])
         marks = [{"op": "rmsnorm forward", "bytes": 96 << 20},
-                 {"op": "rmsnorm backward", "bytes": 128 << 20},
+                 {"op": "rmsnorm backward", "bytes": 96 << 20},
+                 {"op": "rmsnorm backward + residual", "bytes": 128 << 20},
                  {"op": "rotary forward", "bytes": 64 << 20},
                  {"op": "rotary backward", "bytes": 64 << 20}]
         inductor = ("ncu-marks " + json.dumps(marks) + "\n" + HEAD + csv_rows([
             ("triton_per_fused_0", "25.0", "64", "32"), ("spin_kernel", "1", "0", "0"),
+            ("triton_red_fused_1", "25.0", "64", "32"),
+            ("triton_red_fused_2", "8.0", "0", "0"), ("spin_kernel", "1", "0", "0"),
             ("triton_red_fused_1", "30.0", "96", "32"),
             ("triton_red_fused_2", "10.0", "0", "0"), ("spin_kernel", "1", "0", "0"),
             ("triton_poi_fused_3", "20.0", "32", "32"), ("spin_kernel", "1", "0", "0"),
@@ -113,7 +122,11 @@ class SideBySideTest(unittest.TestCase):
         rows = {line.split(" | ")[0].lstrip("| "): line for line in out.getvalue().splitlines()}
         self.assertIn("| 30.0 us (1 x) | 25.0 us (1 kernels) | 1.20x | 92 MiB | 92 MiB | 96 MiB |",
                       rows["rmsnorm forward"])
-        self.assertIn("| 37.5 us (2 x) | 40.0 us (2 kernels) | 0.94x |", rows["rmsnorm backward"])
+        # The final norm against the plain backward, the layers' against the
+        # backward with the residual.
+        self.assertIn("| 30.0 us (1 x) | 33.0 us (2 kernels) | 0.91x |", rows["rmsnorm backward"])
+        self.assertIn("| 37.5 us (2 x) | 40.0 us (2 kernels) | 0.94x |",
+                      rows["rmsnorm backward + residual"])
         # The rotations: forward and backward kernels kept apart.
         self.assertIn("| 20.0 us (1 x) | 20.0 us (1 kernels) | 1.00x |", rows["rotary forward"])
         self.assertIn("| 22.0 us (1 x) | 22.0 us (1 kernels) | 1.00x |", rows["rotary backward"])
