@@ -25,9 +25,11 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include <functional>
 #include <numeric>
 
 namespace dc {
@@ -74,6 +76,95 @@ bool isFree(Operation *op) {
   return isa<arith::ConstantOp, tensor::EmptyOp>(op);
 }
 
+/// Top-level ops after a recomputation's first use searched for an op it
+/// can be merged into (Recomputation::sibling): config A's SwiGLU backward
+/// is 3 ops after the down projection's weight gradient.
+constexpr int kSiblingWindow = 16;
+
+/// True if the all-parallel generic `later` reads only inputs of the
+/// all-parallel generic `earlier`, each through the same indexing map over
+/// the same loops, and only writes its inits: `later`'s results can be more
+/// results of `earlier`, which reads those inputs anyway (a SwiGLU's
+/// product beside its backward, both reading the gate and up projections).
+bool readsOnlyInputsOf(linalg::GenericOp later, linalg::GenericOp earlier) {
+  auto allParallel = [](linalg::GenericOp op) {
+    return op.hasPureTensorSemantics() &&
+           op.getNumLoops() == op.getNumParallelLoops();
+  };
+  if (!allParallel(later) || !allParallel(earlier) || later == earlier)
+    return false;
+  SmallVector<int64_t> ranges = later.getStaticLoopRanges();
+  if (ShapedType::isDynamicShape(ranges) ||
+      ranges != earlier.getStaticLoopRanges())
+    return false;
+  for (OpOperand &init : later.getDpsInitsMutable())
+    if (later.payloadUsesValueFromOperand(&init))
+      return false;
+  for (OpOperand *input : later.getDpsInputOperands()) {
+    if (!later.payloadUsesValueFromOperand(input))
+      continue;
+    AffineMap map = later.getMatchingIndexingMap(input);
+    if (llvm::none_of(earlier.getDpsInputOperands(), [&](OpOperand *mine) {
+          return mine->get() == input->get() &&
+                 earlier.getMatchingIndexingMap(mine) == map;
+        }))
+      return false;
+  }
+  return true;
+}
+
+/// `earlier` with `later`'s results after its own (readsOnlyInputsOf),
+/// built at `builder`'s point: `later`'s inits are `laterInits`, its inputs
+/// the matching inputs of `earlier`. The body computes `earlier`'s values,
+/// then `later`'s, each with the same ops as before (the same bits).
+linalg::GenericOp buildMerged(OpBuilder &builder, linalg::GenericOp earlier,
+                              linalg::GenericOp later, ValueRange laterInits) {
+  SmallVector<Value> inits(earlier.getDpsInits());
+  llvm::append_range(inits, laterInits);
+  SmallVector<AffineMap> maps = earlier.getIndexingMapsArray();
+  for (OpOperand &init : later.getDpsInitsMutable())
+    maps.push_back(later.getMatchingIndexingMap(&init));
+  SmallVector<Type> types(earlier->getResultTypes());
+  llvm::append_range(types, later->getResultTypes());
+  unsigned numInputs = earlier.getNumDpsInputs();
+  unsigned numInits = earlier.getNumDpsInits();
+  auto merged = linalg::GenericOp::create(
+      builder, earlier.getLoc(), types, earlier.getDpsInputs(), inits, maps,
+      earlier.getIteratorTypesArray(),
+      [&](OpBuilder &body, Location loc, ValueRange args) {
+        IRMapping mapping;
+        SmallVector<Value> yields;
+        auto cloneBody = [&](linalg::GenericOp op) {
+          for (Operation &inner : op.getRegion().front().without_terminator())
+            body.clone(inner, mapping);
+          for (Value value :
+               op.getRegion().front().getTerminator()->getOperands())
+            yields.push_back(mapping.lookupOrDefault(value));
+        };
+        Block &mine = earlier.getRegion().front();
+        mapping.map(mine.getArguments(), args.take_front(numInputs + numInits));
+        cloneBody(earlier);
+        Block &theirs = later.getRegion().front();
+        for (OpOperand *input : later.getDpsInputOperands()) {
+          AffineMap map = later.getMatchingIndexingMap(input);
+          for (OpOperand *same : earlier.getDpsInputOperands())
+            if (same->get() == input->get() &&
+                earlier.getMatchingIndexingMap(same) == map)
+              mapping.map(theirs.getArgument(input->getOperandNumber()),
+                          args[same->getOperandNumber()]);
+        }
+        for (OpOperand &init : later.getDpsInitsMutable())
+          mapping.map(
+              theirs.getArgument(init.getOperandNumber()),
+              args[numInputs + numInits +
+                   (init.getOperandNumber() - later.getNumDpsInputs())]);
+        cloneBody(later);
+        linalg::YieldOp::create(body, loc, yields);
+      });
+  merged->setDiscardableAttrs(earlier->getDiscardableAttrDictionary());
+  return merged;
+}
+
 /// One way to recompute an activation right before `firstAfter`.
 struct Recomputation {
   Value value;
@@ -93,7 +184,21 @@ struct Recomputation {
   /// Once applied: the recomputed value and the views of it made for its
   /// later uses (redirectBufferUses), each with the value it replaces.
   SmallVector<std::pair<Value, Value>> views;
-  /// Added time: the cloned ops on the compute stream plus the new gathers.
+  /// Where the chain's one compute op reads only inputs of an op a few ops
+  /// after `firstAfter` (readsOnlyInputsOf) that nothing in between needs
+  /// `firstAfter` before: the recomputed tensor is made as more results of
+  /// that op (its inputs read once) and `firstAfter` moves right after it.
+  linalg::GenericOp sibling;
+  /// Once applied so: the sibling's operands (it is out of the block, its
+  /// operands dropped, until undo puts it back) and the op `firstAfter` was
+  /// right before.
+  SmallVector<Value> siblingOperands;
+  Operation *movedFrom = nullptr;
+  /// And the ops that made `firstAfter`'s own inits (an empty tensor, its
+  /// fill), moved with it, producers first.
+  SmallVector<Operation *> movedInits;
+  /// Added time: the cloned ops on the compute stream plus the new gathers
+  /// (merged: what the merged op takes over the sibling alone).
   double seconds = 0;
   double bytesPerSecond() const {
     return seconds > 0 ? bytes / seconds
@@ -139,6 +244,16 @@ llvm::DenseSet<Value> valuesTouched(const Recomputation &r) {
     add(param);
     add(copy);
   }
+  // A merge replaces the sibling and moves the first use: another
+  // recomputation next to either is chosen on the next timeline.
+  Operation *sibling = r.sibling;
+  if (sibling)
+    for (Operation *op : {sibling, r.firstAfter}) {
+      for (Value value : op->getOperands())
+        add(value);
+      for (Value value : op->getResults())
+        add(value);
+    }
   return values;
 }
 
@@ -153,14 +268,20 @@ public:
   /// (false with a profile: its keys are op ordinals).
   Rematerializer(func::FuncOp fn, const CostModel &costModel, int64_t budget,
                  int64_t minBytes, int64_t maxOps, bool leaveToOffload,
-                 bool keepCosts)
+                 bool mergeSiblings, bool keepCosts)
       : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
-        maxOps(maxOps), leaveToOffload(leaveToOffload), keepCosts(keepCosts) {
+        maxOps(maxOps), leaveToOffload(leaveToOffload),
+        mergeSiblings(mergeSiblings), keepCosts(keepCosts) {
     // Ids stay unique when the pass runs again on a planned step.
     fn.walk([&](Operation *op) {
       if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
         nextId = std::max(nextId, id.getInt() + 1);
     });
+  }
+
+  ~Rematerializer() {
+    for (Operation *op : unlinked)
+      op->destroy();
   }
 
   LogicalResult run() {
@@ -316,6 +437,10 @@ private:
     llvm::DenseSet<size_t> dropped;
     for (size_t i : order) {
       Applied &applied = kept[i];
+      // Not a merged one: its undo would move a product back before an op
+      // that a later undo may have erased.
+      if (applied.r.movedFrom)
+        continue;
       // Not one that another recomputation is placed against (its first
       // use after the peak is a clone this one added).
       bool anchors = false;
@@ -641,10 +766,72 @@ private:
             r.seconds += secondsOf(cloned);
         for (Value gathered : r.regathers)
           r.seconds += gatherSeconds(gathered);
+        if ((r.sibling = findSibling(r)))
+          r.seconds = mergedSeconds(r);
         candidates.push_back(std::move(r));
       }
     }
     return candidates;
+  }
+
+  /// The op `r` can be merged into (Recomputation::sibling), if any: one of
+  /// the kSiblingWindow ops after its first use, none of which reads what
+  /// that use makes or `r`'s tensor, nor has memory effects on what that
+  /// use reads (a release of a gathered operand).
+  linalg::GenericOp findSibling(const Recomputation &r) {
+    if (!mergeSiblings || r.computeOps != 1 || !r.regathers.empty() ||
+        !r.copies.empty())
+      return {};
+    auto later = dyn_cast<linalg::GenericOp>(r.chain.back());
+    Operation *use = r.firstAfter;
+    if (!later || !isMemoryEffectFree(use))
+      return {};
+    llvm::SmallPtrSet<Value, 8> useReads(use->operand_begin(),
+                                         use->operand_end());
+    SmallVector<Value> views = getBufferViews(r.value);
+    llvm::SmallPtrSet<Value, 8> tensor(views.begin(), views.end());
+    tensor.insert(r.value);
+    int window = kSiblingWindow;
+    for (Operation *op = use->getNextNode();
+         op && !op->hasTrait<OpTrait::IsTerminator>() && window-- > 0;
+         op = op->getNextNode()) {
+      bool blocks = false;
+      bool effects = !isMemoryEffectFree(op);
+      op->walk([&](Operation *inner) {
+        for (Value value : inner->getOperands())
+          blocks |= value.getDefiningOp() == use || tensor.contains(value) ||
+                    (effects && useReads.contains(value));
+      });
+      if (blocks)
+        return {};
+      // Its body reads no tensor from outside (scalar constants at most):
+      // out of the block while merged, it must hold no buffer live.
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      llvm::SetVector<Value> fromAbove;
+      if (generic)
+        getUsedValuesDefinedAbove(generic.getRegion(), fromAbove);
+      if (generic && !op->hasAttr(kRecomputeAttrName) &&
+          llvm::all_of(fromAbove,
+                       [](Value value) {
+                         return !isa<ShapedType>(value.getType()) &&
+                                matchPattern(value, m_Constant());
+                       }) &&
+          readsOnlyInputsOf(later, generic))
+        return generic;
+    }
+    return {};
+  }
+
+  /// The time the op merging `r` into its sibling takes over the sibling
+  /// alone, from one built for the cost model and erased.
+  double mergedSeconds(const Recomputation &r) {
+    OpBuilder builder(r.sibling);
+    auto later = cast<linalg::GenericOp>(r.chain.back());
+    linalg::GenericOp merged =
+        buildMerged(builder, r.sibling, later, later.getDpsInits());
+    double seconds = costModel.estimate(merged).seconds;
+    merged->erase();
+    return std::max(0.0, seconds - secondsOf(r.sibling));
   }
 
   /// The cost model's time for `op`, kept: the candidates of every round
@@ -675,7 +862,8 @@ private:
   /// there on at the clone. Returns the ops it added.
   SmallVector<Operation *> recompute(Recomputation &r,
                                      const MemoryTimeline &timeline) {
-    Block &body = fn.getBody().front();
+    if (r.sibling)
+      return recomputeMerged(r, timeline);
     OpBuilder builder(r.firstAfter);
     IRMapping mapping;
     SmallVector<Operation *> added;
@@ -707,8 +895,78 @@ private:
     }
     for (Value param : gathered)
       added.push_back(ReleaseOp::create(builder, param.getLoc(), param));
+    redirectToClone(r, mapping.lookup(r.value), added, timeline, builder);
+    return added;
+  }
+
+  /// recompute for a merge: the sibling replaced by an op that also makes
+  /// `r`'s tensor (its free producers cloned before it), and the first use
+  /// moved right after it.
+  SmallVector<Operation *> recomputeMerged(Recomputation &r,
+                                           const MemoryTimeline &timeline) {
+    linalg::GenericOp sibling = r.sibling;
+    // Where the use is right before the sibling, undo puts it before the
+    // sibling made again, which takes the merged op's place.
+    Operation *next = r.firstAfter->getNextNode();
+    bool beforeSibling = next == sibling.getOperation();
+    OpBuilder builder(sibling);
+    IRMapping mapping;
+    SmallVector<Operation *> added;
+    IntegerAttr id = builder.getI64IntegerAttr(nextId++);
+    for (Operation *op : ArrayRef<Operation *>(r.chain).drop_back()) {
+      Operation *clone = builder.clone(*op, mapping);
+      clone->setAttr(kRecomputeAttrName, id);
+      added.push_back(clone);
+    }
+    auto later = cast<linalg::GenericOp>(r.chain.back());
+    SmallVector<Value> inits;
+    for (Value init : later.getDpsInits())
+      inits.push_back(mapping.lookupOrDefault(init));
+    linalg::GenericOp merged = buildMerged(builder, sibling, later, inits);
+    unsigned own = sibling->getNumResults();
+    merged->setAttr(kRecomputeAttrName, id);
+    merged->setAttr(kRecomputedResultsAttrName, builder.getI64IntegerAttr(own));
+    added.push_back(merged);
+    sibling->replaceAllUsesWith(merged->getResults().take_front(own));
+    // Kept out of the block, reading nothing, so that undo puts the same op
+    // back: other candidates may name it.
+    r.siblingOperands.assign(sibling->operand_begin(), sibling->operand_end());
+    sibling->remove();
+    for (OpOperand &operand : sibling->getOpOperands())
+      operand.drop();
+    unlinked.insert(sibling);
+    r.movedFrom = beforeSibling ? merged.getOperation() : next;
+    r.firstAfter->moveAfter(merged);
+    // Its output's fill, made for it alone, goes with it (else it would
+    // be live across the ops in between).
+    r.movedInits.clear();
+    std::function<void(Operation *)> collect = [&](Operation *op) {
+      for (Value operand : op->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && def->getBlock() == op->getBlock() && def->hasOneUse() &&
+            isa<tensor::EmptyOp, linalg::FillOp>(def)) {
+          collect(def);
+          r.movedInits.push_back(def);
+        }
+      }
+    };
+    collect(r.firstAfter);
+    for (Operation *op : r.movedInits)
+      op->moveBefore(r.firstAfter);
+    mapping.map(later->getResults(), merged->getResults().drop_front(own));
+    builder.setInsertionPoint(r.firstAfter);
+    redirectToClone(r, mapping.lookup(r.value), added, timeline, builder);
+    return added;
+  }
+
+  /// Points the uses of `r`'s tensor from its first use on (in `timeline`)
+  /// at `clone`, through views of it made at `builder`'s point for the uses
+  /// through views; those go into `r.views` and `added`.
+  void redirectToClone(Recomputation &r, Value clone,
+                       SmallVector<Operation *> &added,
+                       const MemoryTimeline &timeline, OpBuilder &builder) {
+    Block &body = fn.getBody().front();
     size_t from = timeline.indexOf(r.firstAfter);
-    Value clone = mapping.lookup(r.value);
     r.views = redirectBufferUses(
         r.value, clone,
         [&](OpOperand &use) {
@@ -718,18 +976,34 @@ private:
         },
         builder);
     r.views.insert(r.views.begin(), {clone, r.value});
+    Attribute id = clone.getDefiningOp()->getAttr(kRecomputeAttrName);
     for (auto [view, original] : llvm::drop_begin(r.views)) {
       view.getDefiningOp()->setAttr(kRecomputeAttrName, id);
       added.push_back(view.getDefiningOp());
     }
-    return added;
   }
 
   /// Reverts `recompute`: the uses go back to the originals and the added
   /// ops are erased.
-  void undo(const Recomputation &r, ArrayRef<Operation *> added) {
+  void undo(Recomputation &r, ArrayRef<Operation *> added) {
     for (auto [clone, original] : r.views)
       clone.replaceAllUsesWith(original);
+    if (r.movedFrom) {
+      Operation *merged = r.views.front().first.getDefiningOp();
+      Operation *sibling = r.sibling;
+      sibling->setOperands(r.siblingOperands);
+      merged->getBlock()->getOperations().insert(merged->getIterator(),
+                                                 sibling);
+      unlinked.erase(sibling);
+      for (auto [mine, theirs] :
+           llvm::zip(merged->getResults(), r.sibling->getResults()))
+        mine.replaceAllUsesWith(theirs);
+      Operation *before = r.movedFrom == merged ? sibling : r.movedFrom;
+      for (Operation *op : r.movedInits)
+        op->moveBefore(before);
+      r.firstAfter->moveBefore(before);
+      r.movedFrom = nullptr;
+    }
     for (Operation *op : llvm::reverse(added)) {
       // A later op may be allocated where this one was.
       seconds.erase(op);
@@ -740,8 +1014,11 @@ private:
   func::FuncOp fn;
   const CostModel &costModel;
   int64_t budget, minBytes, maxOps;
-  bool leaveToOffload, keepCosts;
+  bool leaveToOffload, mergeSiblings, keepCosts;
   int64_t nextId = 0;
+  /// Siblings replaced by merged ops, out of the block (undo puts one
+  /// back); destroyed with the planner.
+  llvm::SmallPtrSet<Operation *, 8> unlinked;
   llvm::DenseMap<Operation *, double> seconds;
   /// Every recomputation made and kept so far, in the order made.
   std::vector<Applied> kept;
@@ -760,7 +1037,7 @@ struct RematerializePass
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       return Rematerializer(fn, costModel, setup.budgetBytes, minBytes,
-                            maxRecomputeOps, leaveToOffload,
+                            maxRecomputeOps, leaveToOffload, mergeSiblings,
                             /*keepCosts=*/!setup.profile)
           .run();
     };

@@ -58,6 +58,25 @@ double busySeconds(const SimulationResult &sim, size_t i) {
   return sim.ops[i].end - sim.ops[i].start;
 }
 
+/// The share of the bytes the merged op `op` reads and writes (its inputs
+/// and results; dc-rematerialize's merge-siblings) that its results from
+/// `first` on write: the part of its time its recomputed results take, the
+/// op being bound by its bytes.
+double recomputedShare(Operation *op, int64_t first) {
+  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+  if (!dps)
+    return 1;
+  int64_t mine = 0, all = 0;
+  for (Value input : dps.getDpsInputs())
+    all += getTypeBytes(input.getType());
+  for (OpResult value : op->getResults()) {
+    all += getTypeBytes(value.getType());
+    if (value.getResultNumber() >= first)
+      mine += getTypeBytes(value.getType());
+  }
+  return all > 0 ? static_cast<double>(mine) / all : 1;
+}
+
 /// What became of each activation kept from forward to backward: kept on
 /// the device, offloaded (added time: the stalls of its two waits) or
 /// recomputed (added time: the cloned ops' compute, plus any gather the
@@ -110,10 +129,17 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
   for (auto &[id, indices] : recomputations) {
     double compute = 0, collective = 0;
     Operation *root = nullptr;
+    unsigned result = 0;
     for (size_t i : indices) {
       Operation *op = timeline.getOps()[i];
       if (isa<GatherStartOp>(op)) {
         collective += busySeconds(sim, i);
+      } else if (auto first = op->getAttrOfType<IntegerAttr>(
+                     kRecomputedResultsAttrName)) {
+        // Merged into a backward op: its share of that op's bytes.
+        compute += busySeconds(sim, i) * recomputedShare(op, first.getInt());
+        root = op;
+        result = first.getInt();
       } else if (sim.ops[i].stream == StreamKind::Compute) {
         compute += busySeconds(sim, i);
         if (!getViewedOperand(op))
@@ -122,9 +148,9 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
         root = op;
       }
     }
-    if (root && root->getNumResults() > 0)
-      activations.push_back(
-          entry("recomputed", root->getResult(0), root, compute, collective));
+    if (root && root->getNumResults() > result)
+      activations.push_back(entry("recomputed", root->getResult(result), root,
+                                  compute, collective));
   }
   // Kept: made before the loss, read after it, on the device throughout.
   if (lossAt) {

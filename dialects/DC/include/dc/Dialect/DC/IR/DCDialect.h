@@ -56,6 +56,12 @@ constexpr llvm::StringLiteral kOffloadFloorAttrName = "dc.offload_floor";
 /// activation: an i64 naming that activation (the ops of one recomputation
 /// share it; the last of them in block order makes the tensor).
 constexpr llvm::StringLiteral kRecomputeAttrName = "dc.recompute";
+/// Beside dc.recompute on an op that computes a recomputed tensor as more
+/// results of an op of the backward reading the same inputs (a SwiGLU's
+/// product merged into its backward): an i64, the first result that is
+/// recomputed; the results before it are the backward op's own.
+constexpr llvm::StringLiteral kRecomputedResultsAttrName =
+    "dc.recomputed_results";
 /// Set by dc-rematerialize on a step whose activations it planned: the
 /// #dc.offload_floor offload alone would have faced, for dc-report.
 constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
