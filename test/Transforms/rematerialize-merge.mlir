@@ -1,6 +1,8 @@
 // RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024" --dc-verify-schedule="memory-budget=136KiB" | FileCheck %s
 // RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024 merge-siblings=false" | FileCheck %s --check-prefix=APART
 // RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024" --dc-report="target=cpu memory-budget=136KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=cpu memory-budget=136KiB min-bytes=1024" | FileCheck %s --check-prefix=LINK
+// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB min-bytes=1024" | FileCheck %s --check-prefix=SLOWED
 
 // A SwiGLU-like block: a = g * u is read by the forward's product p and,
 // after the 144 KiB peak at `big`, by the weight gradient dw; the backward's
@@ -44,6 +46,25 @@
 // APART-NEXT: %[[DW:.*]] = linalg.matmul ins(%[[A]], %arg2
 // APART-NOT: dc.recompute
 // APART: return
+
+// Joint with offload: where the host link hides the 8 KiB excess, offload
+// takes it (the LINK run). Where copies slow the compute beside them (the
+// SLOWED run, by half per direction), a recomputation that costs less than
+// the two copies would add is still made: the merged one (1.0 us), not the
+// clone on its own in @blocked (3.5 us), which is offloaded.
+// LINK-LABEL: func.func @step
+// LINK-NOT: dc.recompute
+// LINK: dc.offload_start
+// LINK-LABEL: func.func @blocked
+// LINK-NOT: dc.recompute
+// LINK: dc.offload_start
+// SLOWED-LABEL: func.func @step
+// SLOWED-NOT: dc.offload_start
+// SLOWED: dc.recomputed_results = 1
+// SLOWED-NOT: dc.offload_start
+// SLOWED-LABEL: func.func @blocked
+// SLOWED-NOT: dc.recompute
+// SLOWED: dc.offload_start
 
 // The report counts the merged op's share of its bytes that the recomputed
 // result writes (1 of 5 tensors of 16 KiB) as the recomputation's time.

@@ -268,9 +268,11 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     one too (taking all at once recomputed 8% more bytes on the 70B step). With
     `leave-to-offload` (the pipeline sets it when activation offload is on),
     the pass recomputes a tensor only if that saves more bytes per second
-    than the link moves, and stops once the offload floor of what is still
-    over budget is zero (the host link could move it without stalling
-    compute) and `dc-offload-activations`' own placement, tried on a copy of
+    than the link moves, and once the offload floor of what is still over
+    budget is zero (the host link could move it without stalling compute)
+    only what recomputes in less time than the tensor's two copies would
+    slow the compute beside them (the target's `copyComputeSlowdown`); it
+    stops when none is left and `dc-offload-activations`' own placement, tried on a copy of
     the step (`trialOffloadSeconds`), adds no time either. Where that
     placement adds time (the floor is a bound: copies queue behind each
     other before the peak), the tensors whose copies it waits for (up to 4,
