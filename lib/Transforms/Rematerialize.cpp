@@ -269,9 +269,10 @@ public:
   Rematerializer(func::FuncOp fn, const CostModel &costModel, int64_t budget,
                  int64_t minBytes, int64_t maxOps, bool leaveToOffload,
                  bool mergeSiblings, bool keepCosts)
-      : fn(fn), costModel(costModel), budget(budget), minBytes(minBytes),
-        maxOps(maxOps), leaveToOffload(leaveToOffload),
-        mergeSiblings(mergeSiblings), keepCosts(keepCosts) {
+      : fn(fn), costModel(costModel), modelAlone(costModel.getTarget()),
+        budget(budget), minBytes(minBytes), maxOps(maxOps),
+        leaveToOffload(leaveToOffload), mergeSiblings(mergeSiblings),
+        keepCosts(keepCosts) {
     // Ids stay unique when the pass runs again on a planned step.
     fn.walk([&](Operation *op) {
       if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
@@ -835,15 +836,18 @@ private:
   }
 
   /// The time the op merging `r` into its sibling takes over the sibling
-  /// alone, from one built for the cost model and erased.
+  /// alone, from one built for the cost model and erased. Both estimated
+  /// from their bytes and flops: a profile times the sibling alone (and
+  /// would name the merged op by the sibling's place).
   double mergedSeconds(const Recomputation &r) {
     OpBuilder builder(r.sibling);
     auto later = cast<linalg::GenericOp>(r.chain.back());
     linalg::GenericOp merged =
         buildMerged(builder, r.sibling, later, later.getDpsInits());
-    double seconds = costModel.estimate(merged).seconds;
+    double seconds = modelAlone.estimate(merged).seconds -
+                     modelAlone.estimate(r.sibling).seconds;
     merged->erase();
-    return std::max(0.0, seconds - secondsOf(r.sibling));
+    return std::max(0.0, seconds);
   }
 
   /// The cost model's time for `op`, kept: the candidates of every round
@@ -1025,6 +1029,8 @@ private:
 
   func::FuncOp fn;
   const CostModel &costModel;
+  /// The same model without a profile (mergedSeconds).
+  CostModel modelAlone;
   int64_t budget, minBytes, maxOps;
   bool leaveToOffload, mergeSiblings, keepCosts;
   int64_t nextId = 0;
