@@ -18,6 +18,12 @@ import re
 import statistics
 import sys
 
+def _norm_backward(name):
+    """A norm backward's instance: its row group and its weight gradient's
+    second pass share the name before _dot / _dw32."""
+    return re.sub(r"_(dot|dw32)$", "", name)
+
+
 # Op -> (pattern of the SSA names of its kernels, how to group them into one
 # instance of the op: the part of the name the instance's kernels share).
 OPS = [
@@ -26,10 +32,9 @@ OPS = [
     # final norm's alone, as Inductor's op; a layer's norm adds the residual
     # stream's gradient into its input gradient (one more row read), which
     # Inductor's "+ residual" op does too.
-    ("rmsnorm backward", r"^d_final_norm_(dot|dw32)$",
-     lambda n: re.sub(r"_(dot|dw32)$", "", n)),
+    ("rmsnorm backward", r"^d_final_norm_(dot|dw32)$", _norm_backward),
     ("rmsnorm backward + residual", r"^d_l\d+_(attn|mlp)_norm_(dot|dw32)$",
-     lambda n: re.sub(r"_(dot|dw32)$", "", n)),
+     _norm_backward),
     ("swiglu forward", r"mlp_act$", lambda n: n),
     ("swiglu backward", r"mlp_dgate$", lambda n: n),
     ("residual add", r"h_(attn|out)$", lambda n: n),

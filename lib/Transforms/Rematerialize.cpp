@@ -81,6 +81,18 @@ bool isFree(Operation *op) {
 /// is 3 ops after the down projection's weight gradient.
 constexpr int kSiblingWindow = 16;
 
+/// The input of `earlier` that reads `input`'s value (an input of another
+/// generic over the same loops) through the same indexing map, if any.
+OpOperand *findSameInput(linalg::GenericOp earlier, linalg::GenericOp later,
+                         OpOperand *input) {
+  AffineMap map = later.getMatchingIndexingMap(input);
+  for (OpOperand *mine : earlier.getDpsInputOperands())
+    if (mine->get() == input->get() &&
+        earlier.getMatchingIndexingMap(mine) == map)
+      return mine;
+  return nullptr;
+}
+
 /// True if the all-parallel generic `later` reads only inputs of the
 /// all-parallel generic `earlier`, each through the same indexing map over
 /// the same loops, and only writes its inits: `later`'s results can be more
@@ -100,16 +112,10 @@ bool readsOnlyInputsOf(linalg::GenericOp later, linalg::GenericOp earlier) {
   for (OpOperand &init : later.getDpsInitsMutable())
     if (later.payloadUsesValueFromOperand(&init))
       return false;
-  for (OpOperand *input : later.getDpsInputOperands()) {
-    if (!later.payloadUsesValueFromOperand(input))
-      continue;
-    AffineMap map = later.getMatchingIndexingMap(input);
-    if (llvm::none_of(earlier.getDpsInputOperands(), [&](OpOperand *mine) {
-          return mine->get() == input->get() &&
-                 earlier.getMatchingIndexingMap(mine) == map;
-        }))
+  for (OpOperand *input : later.getDpsInputOperands())
+    if (later.payloadUsesValueFromOperand(input) &&
+        !findSameInput(earlier, later, input))
       return false;
-  }
   return true;
 }
 
@@ -145,14 +151,10 @@ linalg::GenericOp buildMerged(OpBuilder &builder, linalg::GenericOp earlier,
         mapping.map(mine.getArguments(), args.take_front(numInputs + numInits));
         cloneBody(earlier);
         Block &theirs = later.getRegion().front();
-        for (OpOperand *input : later.getDpsInputOperands()) {
-          AffineMap map = later.getMatchingIndexingMap(input);
-          for (OpOperand *same : earlier.getDpsInputOperands())
-            if (same->get() == input->get() &&
-                earlier.getMatchingIndexingMap(same) == map)
-              mapping.map(theirs.getArgument(input->getOperandNumber()),
-                          args[same->getOperandNumber()]);
-        }
+        for (OpOperand *input : later.getDpsInputOperands())
+          if (OpOperand *same = findSameInput(earlier, later, input))
+            mapping.map(theirs.getArgument(input->getOperandNumber()),
+                        args[same->getOperandNumber()]);
         for (OpOperand &init : later.getDpsInitsMutable())
           mapping.map(
               theirs.getArgument(init.getOperandNumber()),
@@ -817,19 +819,18 @@ private:
       });
       if (blocks)
         return {};
+      auto generic = dyn_cast<linalg::GenericOp>(op);
+      if (!generic || op->hasAttr(kRecomputeAttrName) ||
+          !readsOnlyInputsOf(later, generic))
+        continue;
       // Its body reads no tensor from outside (scalar constants at most):
       // out of the block while merged, it must hold no buffer live.
-      auto generic = dyn_cast<linalg::GenericOp>(op);
       llvm::SetVector<Value> fromAbove;
-      if (generic)
-        getUsedValuesDefinedAbove(generic.getRegion(), fromAbove);
-      if (generic && !op->hasAttr(kRecomputeAttrName) &&
-          llvm::all_of(fromAbove,
-                       [](Value value) {
-                         return !isa<ShapedType>(value.getType()) &&
-                                matchPattern(value, m_Constant());
-                       }) &&
-          readsOnlyInputsOf(later, generic))
+      getUsedValuesDefinedAbove(generic.getRegion(), fromAbove);
+      if (llvm::all_of(fromAbove, [](Value value) {
+            return !isa<ShapedType>(value.getType()) &&
+                   matchPattern(value, m_Constant());
+          }))
         return generic;
     }
     return {};
@@ -1012,7 +1013,7 @@ private:
                                                  sibling);
       unlinked.erase(sibling);
       for (auto [mine, theirs] :
-           llvm::zip(merged->getResults(), r.sibling->getResults()))
+           llvm::zip(merged->getResults(), sibling->getResults()))
         mine.replaceAllUsesWith(theirs);
       Operation *before = r.movedFrom == merged ? sibling : r.movedFrom;
       for (Operation *op : r.movedInits)
