@@ -12,34 +12,56 @@
 # compiles with a map of its kernels to ops (A2R-kernels.json, from
 # bench/kernel_names.py); Inductor's, bench/kernel_bench.py --ncu-marks.
 #
-#   [CLOCKS=none|base] bash bench/gpu_inductor_ncu.sh OUT
+# Each dc kernel is timed in STEPS (default 3) steps, each Inductor op in
+# REPEAT (default 5) calls; the table gives medians.
+#
+# VARIANTS="a b" compares several builds of that step against one run of
+# Inductor's side: .gpu-artifacts/bench/A2R-a-h200-w1-prof.so with
+# A2R-a-kernels.json, and so on (one table each, ncu-side-by-side-a.md).
+#
+#   [CLOCKS=none|base] [STEPS=3] [REPEAT=5] [VARIANTS="a b"] bash bench/gpu_inductor_ncu.sh OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_inductor_ncu.sh OUT}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
-ART=${ART:-.gpu-artifacts/bench/A2R-h200-w1-prof.so}
-NAMES=${NAMES:-.gpu-artifacts/bench/A2R-kernels.json}
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
 [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
-METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
-# The kernels of the ops compared (ncu_side_by_side.py's patterns).
-kernels=$(python3 - "$NAMES" << 'PY'
+METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+# dc's side for one build ($1 artifact, $2 kernel names, $3 suffix).
+dc_side() {
+  # The kernels of the ops compared (ncu_side_by_side.py's patterns).
+  local kernels
+  kernels=$(python3 - "$2" << 'PY'
 import json, re, sys
 sys.path.insert(0, "bench")
 from ncu_side_by_side import OPS
 names = json.load(open(sys.argv[1]))
 print("|".join(k for k, n in names.items() if any(re.search(p, n) for _, p, _ in OPS)))
 PY
-)
-[ -n "$kernels" ] || { echo "no kernels of the compared ops in $NAMES"; exit 1; }
-"$NCU" --csv --page raw --metrics "$METRICS" --clock-control "${CLOCKS:-none}" \
-  --kernel-name "regex:^($kernels)$" \
-  "$BUILD/bin/dc-run" "$ART" --steps 1 --vocab 32000 > "$OUT/dc-ncu.csv" 2> "$OUT/dc-ncu.err" \
-  || { echo "ncu on dc-run failed:"; tail -5 "$OUT/dc-ncu.err"; }
+  )
+  [ -n "$kernels" ] || { echo "no kernels of the compared ops in $2"; return 1; }
+  "$NCU" --csv --page raw --metrics "$METRICS" --clock-control "${CLOCKS:-none}" \
+    --kernel-name "regex:^($kernels)$" \
+    "$BUILD/bin/dc-run" "$1" --steps "${STEPS:-3}" --vocab 32000 > "$OUT/dc-ncu$3.csv" 2> "$OUT/dc-ncu$3.err" \
+    || { echo "ncu on dc-run $1 failed:"; tail -5 "$OUT/dc-ncu$3.err"; }
+}
 "$NCU" --csv --page raw --metrics "$METRICS" --clock-control "${CLOCKS:-none}" \
   --nvtx --nvtx-include "dc_measure/" \
-  python3 bench/kernel_bench.py --ncu-marks > "$OUT/inductor-ncu.csv" 2> "$OUT/inductor-ncu.err" \
+  python3 bench/kernel_bench.py --ncu-marks --repeat "${REPEAT:-5}" > "$OUT/inductor-ncu.csv" 2> "$OUT/inductor-ncu.err" \
   || { echo "ncu on kernel_bench.py failed:"; tail -5 "$OUT/inductor-ncu.err"; }
-python3 bench/ncu_side_by_side.py "$NAMES" "$OUT/dc-ncu.csv" "$OUT/inductor-ncu.csv" \
-  | tee "$OUT/ncu-side-by-side.md"
+if [ -z "${VARIANTS:-}" ]; then
+  ART=${ART:-.gpu-artifacts/bench/A2R-h200-w1-prof.so}
+  NAMES=${NAMES:-.gpu-artifacts/bench/A2R-kernels.json}
+  dc_side "$ART" "$NAMES" ""
+  python3 bench/ncu_side_by_side.py "$NAMES" "$OUT/dc-ncu.csv" "$OUT/inductor-ncu.csv" \
+    | tee "$OUT/ncu-side-by-side.md"
+  exit 0
+fi
+for v in $VARIANTS; do
+  names=.gpu-artifacts/bench/A2R-$v-kernels.json
+  dc_side ".gpu-artifacts/bench/A2R-$v-h200-w1-prof.so" "$names" "-$v"
+  echo "== $v"
+  python3 bench/ncu_side_by_side.py "$names" "$OUT/dc-ncu-$v.csv" "$OUT/inductor-ncu.csv" \
+    | tee "$OUT/ncu-side-by-side-$v.md"
+done

@@ -186,26 +186,27 @@ def copy_same_bytes_ms(least):
     return min(memcpy, kernel)
 
 
-def ncu_marks():
+def ncu_marks(repeat):
     """For bench/gpu_inductor_ncu.sh: each op compiled and warmed up (its
-    autotuning done), then called once inside the NVTX range "dc_measure"
-    that Nsight Compute is told to profile, followed by a marker kernel
-    (torch.cuda._sleep's spin_kernel), so the profiled kernels split into
-    ops in this order. Nsight Compute then times Inductor's kernels as it
-    times dc's (gpu_kernel_ncu.sh): kernel durations, no launch gaps, the
-    same cache and clock control."""
+    autotuning done), then called `repeat` times inside the NVTX range
+    "dc_measure" that Nsight Compute is told to profile, each call followed
+    by a marker kernel (torch.cuda._sleep's spin_kernel), so the profiled
+    kernels split into calls in this order. Nsight Compute then times
+    Inductor's kernels as it times dc's (gpu_kernel_ncu.sh): kernel
+    durations, no launch gaps, the same cache and clock control."""
     names = []
     for name, fn, inputs, least in memory_ops():
         compiled = torch.compile(fn, fullgraph=True)
         for _ in range(3):
             compiled(*inputs)
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push("dc_measure")
-        compiled(*inputs)
-        torch.cuda._sleep(1000)
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.synchronize()
-        names.append({"op": name, "bytes": least})
+        for _ in range(repeat):
+            torch.cuda.nvtx.range_push("dc_measure")
+            compiled(*inputs)
+            torch.cuda._sleep(1000)
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+            names.append({"op": name, "bytes": least})
     print("ncu-marks " + json.dumps(names))
 
 
@@ -215,12 +216,14 @@ def main():
                         "(bench/kernel_table.py --gemms)")
     parser.add_argument("--out")
     parser.add_argument("--ncu-marks", action="store_true",
-                        help="call each op once between markers for "
+                        help="call each op between markers for "
                         "Nsight Compute (bench/gpu_inductor_ncu.sh)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --ncu-marks: calls of each op")
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.ncu_marks:
-        ncu_marks()
+        ncu_marks(args.repeat)
         return
     if not args.out:
         parser.error("--out is required")

@@ -8,8 +8,9 @@ clock and cache control), with the DRAM bytes each moved.
 dc's kernels come from a compiled step (KERNELS.json from
 bench/kernel_names.py names the op each kernel computes); an op that
 appears several times in the step (two layers, queries and keys) takes the
-median of its instances. Inductor's come from kernel_bench.py --ncu-marks,
-each op's kernels closed by a marker kernel (spin_kernel).
+median of its instances over the profiled steps. Inductor's come from
+kernel_bench.py --ncu-marks, each call's kernels closed by a marker kernel
+(spin_kernel); an op called several times takes the median of its calls.
 
   python3 bench/ncu_side_by_side.py KERNELS.json DC.csv INDUCTOR.csv"""
 import csv
@@ -79,55 +80,67 @@ def marks(path):
 
 
 def dc_side(names, rows):
-    """Op -> (median us of an instance, median DRAM bytes, instances)."""
+    """Op -> (median us of an instance, median DRAM bytes, samples). A
+    profile of several steps launches each kernel once a step: the n-th
+    launches of an instance's kernels sum to its n-th sample."""
     result = {}
     for op, pattern, instance in OPS:
-        groups = {}
+        launches = {}  # instance -> kernel -> [(us, bytes)] in launch order
         for row in rows:
             name = names.get(row["kernel"])
             if name and re.search(pattern, name):
-                group = groups.setdefault(instance(name), [0.0, 0.0])
-                group[0] += row[TIME]
-                group[1] += row.get(READ, 0) + row.get(WRITE, 0)
-        if groups:
-            result[op] = (statistics.median(g[0] for g in groups.values()),
-                          statistics.median(g[1] for g in groups.values()),
-                          len(groups))
+                launches.setdefault(instance(name), {}).setdefault(row["kernel"], []).append(
+                    (row[TIME], row.get(READ, 0) + row.get(WRITE, 0)))
+        samples = []
+        for kernels in launches.values():
+            for step in range(min(len(times) for times in kernels.values())):
+                samples.append((sum(times[step][0] for times in kernels.values()),
+                                sum(times[step][1] for times in kernels.values())))
+        if samples:
+            result[op] = (statistics.median(s[0] for s in samples),
+                          statistics.median(s[1] for s in samples), len(samples))
     return result
 
 
-def inductor_side(ops, rows):
-    """Op -> (us, DRAM bytes, kernels): the kernels before each marker."""
-    result, current, index = {}, [], 0
+def inductor_side(marked, rows):
+    """Op -> (median us of a call, median DRAM bytes, calls, kernels a
+    call): the kernels before each marker are one call of the marked op."""
+    calls, current, index = {}, [], 0
     for row in rows:
         if "spin_kernel" in row["kernel"]:
-            if index < len(ops):
-                result[ops[index]["op"]] = (
-                    sum(r[TIME] for r in current),
-                    sum(r.get(READ, 0) + r.get(WRITE, 0) for r in current),
-                    len(current))
+            if index < len(marked):
+                calls.setdefault(marked[index]["op"], []).append(current)
             current, index = [], index + 1
         else:
             current.append(row)
-    return result
+    return {op: (statistics.median(sum(r[TIME] for r in call) for call in group),
+                 statistics.median(sum(r.get(READ, 0) + r.get(WRITE, 0) for r in call)
+                                   for call in group),
+                 len(group), max(len(call) for call in group))
+            for op, group in calls.items()}
 
 
 def main():
     with open(sys.argv[1]) as f:
         names = json.load(f)
     dc = dc_side(names, ncu_rows(sys.argv[2]))
-    ops = marks(sys.argv[3])
-    peer = inductor_side(ops, ncu_rows(sys.argv[3]))
-    print("| op | dc kernels | Inductor kernels | dc / Inductor | DRAM bytes dc | "
-          "DRAM bytes Inductor | least bytes |")
+    marked = marks(sys.argv[3])
+    peer = inductor_side(marked, ncu_rows(sys.argv[3]))
+    print("| op | dc (median of samples) | Inductor (median of calls, kernels a call) | "
+          "dc / Inductor | DRAM bytes dc | DRAM bytes Inductor | least bytes |")
     print("|---|---|---|---|---|---|---|")
-    for entry in ops:
+    seen = set()
+    for entry in marked:
         op = entry["op"]
+        if op in seen:
+            continue
+        seen.add(op)
         mine, theirs = dc.get(op), peer.get(op)
         cells = [op]
         cells.append(f"{mine[0]:.1f} us ({mine[2]} x)" if mine else "-")
-        cells.append(f"{theirs[0]:.1f} us ({theirs[2]} kernels)" if theirs else "-")
-        cells.append(f"{mine[0] / theirs[0]:.2f}x" if mine and theirs and theirs[0] else "-")
+        cells.append(f"{theirs[0]:.1f} us ({theirs[2]} x, {theirs[3]} kernels)"
+                     if theirs else "-")
+        cells.append(f"{mine[0] / theirs[0]:.3f}x" if mine and theirs and theirs[0] else "-")
         cells.append(f"{mine[1] / 2**20:.0f} MiB" if mine else "-")
         cells.append(f"{theirs[1] / 2**20:.0f} MiB" if theirs else "-")
         cells.append(f"{entry['bytes'] / 2**20:.0f} MiB")

@@ -120,16 +120,59 @@ class SideBySideTest(unittest.TestCase):
             with contextlib.redirect_stdout(out):
                 ncu_side_by_side.main()
         rows = {line.split(" | ")[0].lstrip("| "): line for line in out.getvalue().splitlines()}
-        self.assertIn("| 30.0 us (1 x) | 25.0 us (1 kernels) | 1.20x | 92 MiB | 92 MiB | 96 MiB |",
+        self.assertIn("| 30.0 us (1 x) | 25.0 us (1 x, 1 kernels) | 1.200x | 92 MiB | 92 MiB | 96 MiB |",
                       rows["rmsnorm forward"])
         # The final norm against the plain backward, the layers' against the
         # backward with the residual.
-        self.assertIn("| 30.0 us (1 x) | 33.0 us (2 kernels) | 0.91x |", rows["rmsnorm backward"])
-        self.assertIn("| 37.5 us (2 x) | 40.0 us (2 kernels) | 0.94x |",
+        self.assertIn("| 30.0 us (1 x) | 33.0 us (1 x, 2 kernels) | 0.909x |", rows["rmsnorm backward"])
+        self.assertIn("| 37.5 us (2 x) | 40.0 us (1 x, 2 kernels) | 0.938x |",
                       rows["rmsnorm backward + residual"])
         # The rotations: forward and backward kernels kept apart.
-        self.assertIn("| 20.0 us (1 x) | 20.0 us (1 kernels) | 1.00x |", rows["rotary forward"])
-        self.assertIn("| 22.0 us (1 x) | 22.0 us (1 kernels) | 1.00x |", rows["rotary backward"])
+        self.assertIn("| 20.0 us (1 x) | 20.0 us (1 x, 1 kernels) | 1.000x |", rows["rotary forward"])
+        self.assertIn("| 22.0 us (1 x) | 22.0 us (1 x, 1 kernels) | 1.000x |", rows["rotary backward"])
+
+    def test_medians_over_steps_and_calls(self):
+        """Three profiled steps of dc's final norm backward (row group and
+        second pass summed per step) and three calls of Inductor's op: the
+        medians, not the sums."""
+        names = {"train_step_kernel_7": "d_final_norm_dot",
+                 "train_step_kernel_8": "d_final_norm_dw32",
+                 "train_step_kernel_6": "l0_mlp_act"}
+        dc = HEAD + csv_rows([
+            ("train_step_kernel_6", "90.0", "200", "100"),
+            ("train_step_kernel_7", "26.0", "64", "32"), ("train_step_kernel_8", "4.0", "1", "0"),
+            ("train_step_kernel_6", "80.0", "200", "100"),
+            ("train_step_kernel_7", "36.0", "64", "32"), ("train_step_kernel_8", "4.0", "1", "0"),
+            ("train_step_kernel_6", "85.0", "200", "100"),
+            ("train_step_kernel_7", "30.0", "64", "32"), ("train_step_kernel_8", "6.0", "1", "0")])
+        marks = [{"op": "rmsnorm backward", "bytes": 96 << 20}] * 3 + \
+            [{"op": "swiglu forward", "bytes": 264 << 20}] * 2
+        inductor = ("ncu-marks " + json.dumps(marks) + "\n" + HEAD + csv_rows([
+            ("triton_red_fused_1", "30.0", "64", "32"),
+            ("triton_red_fused_2", "8.0", "0", "0"), ("spin_kernel", "1", "0", "0"),
+            ("triton_red_fused_1", "40.0", "64", "32"),
+            ("triton_red_fused_2", "8.0", "0", "0"), ("spin_kernel", "1", "0", "0"),
+            ("triton_red_fused_1", "32.0", "64", "32"),
+            ("triton_red_fused_2", "8.0", "0", "0"), ("spin_kernel", "1", "0", "0"),
+            ("triton_poi_fused_3", "84.0", "200", "100"), ("spin_kernel", "1", "0", "0"),
+            ("triton_poi_fused_3", "86.0", "200", "100"), ("spin_kernel", "1", "0", "0")]))
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [os.path.join(tmp, n) for n in ("names.json", "dc.csv", "inductor.csv")]
+            for path, text in zip(paths, (json.dumps(names), dc, inductor)):
+                write(path, text)
+            sys.argv = ["ncu_side_by_side.py"] + paths
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                ncu_side_by_side.main()
+        rows = {line.split(" | ")[0].lstrip("| "): line for line in out.getvalue().splitlines()}
+        # dc: 30, 40, 36 -> 36; Inductor: 38, 48, 40 -> 40.
+        self.assertIn("| 36.0 us (3 x) | 40.0 us (3 x, 2 kernels) | 0.900x |",
+                      rows["rmsnorm backward"])
+        # dc: 90, 80, 85 -> 85; Inductor: 84, 86 -> 85.
+        self.assertIn("| 85.0 us (3 x) | 85.0 us (2 x, 1 kernels) | 1.000x |",
+                      rows["swiglu forward"])
+        # One row an op, however often it was called.
+        self.assertEqual(sum(line.startswith("| swiglu forward") for line in rows.values()), 1)
 
 
 if __name__ == "__main__":
