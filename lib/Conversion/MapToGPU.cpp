@@ -533,9 +533,12 @@ Value loadVector(OpBuilder &builder, Location loc, Value buffer,
 /// 16-byte loads an elementwise kernel's thread issues before its math (it
 /// takes that many groups of one vector operand, fewer of several): one
 /// load per thread left the step's one-input kernels (cross-entropy's
-/// backward) at 79% of the copy bandwidth. Up to 8 (at most 4 groups)
-/// measured no faster: the residual add the same, SwiGLU 2% slower.
-constexpr int64_t kLoadsInFlight = 4;
+/// backward) at 79% of the copy bandwidth. More groups per thread make
+/// fewer, longer blocks: with 4, SwiGLU's forward (two inputs, two groups a
+/// thread) ran 2% slower than with 2 (one group: as many blocks as the
+/// work has 256 x 16-byte groups), the rest the same (Nsight Compute, 1 x
+/// H100, 2026-12-05); 8 was slower again.
+constexpr int64_t kLoadsInFlight = 2;
 
 /// The most chunks of a row each thread of a row group keeps in registers
 /// (see KeptRowValues); longer rows loop.

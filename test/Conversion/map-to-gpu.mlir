@@ -269,6 +269,33 @@ func.func @groups_per_thread(%x: memref<8x1000xbf16>, %y: memref<8x1000xbf16>) {
 
 // -----
 
+// Two vector operands already put 2 loads in flight with one group each:
+// the 1000 groups take 4 blocks of 256 threads, one group a thread (more
+// groups a thread made fewer, longer blocks, and SwiGLU's forward 2%
+// slower on an H100).
+// CHECK-LABEL: func.func @one_group_of_two_inputs
+// CHECK: gpu.launch blocks({{.*}}) in ({{.*}} = %c4{{.*}}, {{.*}}) threads({{.*}}) in ({{.*}} = %c256{{.*}},
+// CHECK: %[[BASE:.*]] = arith.addi
+// CHECK-NOT: arith.addi %[[BASE]], %c256
+// CHECK: vector.load %arg0
+// CHECK: vector.load %arg1
+// CHECK-NOT: vector.load
+// CHECK: vector.store
+// CHECK-NOT: vector.store
+// CHECK: } else {
+func.func @one_group_of_two_inputs(%x: memref<8x1000xbf16>, %g: memref<8x1000xbf16>, %y: memref<8x1000xbf16>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %g : memref<8x1000xbf16>, memref<8x1000xbf16>) outs(%y : memref<8x1000xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %out: bf16):
+    %m = arith.mulf %a, %b : bf16
+    linalg.yield %m : bf16
+  }
+  return
+}
+
+// -----
+
 // Row reductions, one block per row. The row max of 6 x 1001 scores: 6
 // blocks of 256 threads, each thread folds every 256th element from -inf,
 // gpu.all_reduce takes the block's max, thread 0 folds it into the output.
