@@ -26,9 +26,13 @@ constexpr int64_t kColumnsPerBlock = 64;
 /// the block-per-row kernel of a row reduction over the same rows (a norm's
 /// weight gradient into its backward): each block runs a chunk's rows one
 /// after another, its threads keeping their columns' partial sums in
-/// registers. 16 rows leave config A's 8192 rows 512 blocks (about 4 per
-/// SM, each with a row's loads in flight) and a 512-row second pass.
-constexpr int64_t kFoldedChunkRows = 16;
+/// registers. 32 rows leave config A's 8192 rows 256 blocks (about 2 per
+/// SM, each with two rows' loads in flight) and a 256-row second pass. 16
+/// rows (512 blocks, 3 or 4 per SM as registers allow) ran the layers' norm
+/// backward 7% slower (58.7 against 54.4 us, Nsight Compute, 1 x H100): a
+/// second wave for the blocks past 3 per SM, and twice the partial sums;
+/// 8 rows slower still.
+constexpr int64_t kFoldedChunkRows = 32;
 
 /// The most rows of a chunk dc-map-to-gpu folds into a row group: longer
 /// chunks leave too few blocks to keep the memory busy.

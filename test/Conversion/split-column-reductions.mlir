@@ -107,22 +107,22 @@ func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32
 }
 
 // A norm's backward: the weight gradient reads dy and x at the points the
-// row sum before it reads them. Its rows fall into 512 chunks of 16 (not
+// row sum before it reads them. Its rows fall into 256 chunks of 32 (not
 // 32 of 256), and the partial sums (their views and their fill) move right
 // before the row sum's fill, so that dc-map-to-gpu computes them in the
-// row group's blocks; the reduction of the 512 partial rows stays where
+// row group's blocks; the reduction of the 256 partial rows stays where
 // the first was, one op (dc-map-to-gpu gives it narrow blocks).
 // CHECK-LABEL: func.func @norm_backward
 // CHECK-SAME: (%[[DY:.*]]: tensor<8192x2048xbf16>, %[[X:.*]]: tensor<8192x2048xbf16>, %[[R:.*]]: tensor<8192xf32>, %[[W:.*]]: tensor<2048xbf16>)
-// CHECK: %[[DY3:.*]] = tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [512, 16, 2048]
-// CHECK: %[[PART0:.*]] = linalg.fill {{.*}} -> tensor<512x2048xf32>
-// CHECK: %[[PART:.*]] = linalg.generic {{.*}} ins(%[[DY3]], %{{.*}}, %{{.*}} : {{.*}}) outs(%[[PART0]] : tensor<512x2048xf32>)
-// CHECK: } -> tensor<512x2048xf32>
+// CHECK: %[[DY3:.*]] = tensor.expand_shape %[[DY]] {{\[\[}}0, 1], [2]] output_shape [256, 32, 2048]
+// CHECK: %[[PART0:.*]] = linalg.fill {{.*}} -> tensor<256x2048xf32>
+// CHECK: %[[PART:.*]] = linalg.generic {{.*}} ins(%[[DY3]], %{{.*}}, %{{.*}} : {{.*}}) outs(%[[PART0]] : tensor<256x2048xf32>)
+// CHECK: } -> tensor<256x2048xf32>
 // CHECK-NEXT: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<8192xf32>
 // CHECK-NEXT: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[DY]], %[[W]], %[[X]], %[[R]] : {{.*}}) outs(%[[ZERO]] : tensor<8192xf32>)
 // CHECK: %[[DW0:.*]] = linalg.fill {{.*}} -> tensor<2048xf32>
 // CHECK-NOT: tensor.expand_shape %[[PART]]
-// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<512x2048xf32>) outs(%[[DW0]] : tensor<2048xf32>)
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<256x2048xf32>) outs(%[[DW0]] : tensor<2048xf32>)
 // CHECK-NOT: linalg.generic
 // A weight gradient whose input is computed after the row sum stays in
 // place, in the usual 32 chunks.
