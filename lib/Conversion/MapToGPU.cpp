@@ -503,7 +503,7 @@ constexpr int64_t kBinPointsInFlight = 8;
 constexpr int64_t kColumnUnroll = 4;
 
 /// A short column reduction (the second pass over a split's partial sums:
-/// 512 rows for config A's norm weight gradients) whose 64-column blocks
+/// 256 rows for config A's norm weight gradients) whose 64-column blocks
 /// would leave SMs idle takes narrower blocks, down to 4 vector lanes (64
 /// bytes of a row per warp access), while there are fewer than this many:
 /// one per SM of an H200. Its rows are few, so its time is a load latency
@@ -2968,7 +2968,7 @@ private:
     auto emitSums = [&](bool vectors) -> SmallVector<Value> {
       // `unroll` rows per iteration, all their loads issued before the
       // sums (a row past the end loads the iteration's first row again and
-      // adds nothing): a 512-row second pass otherwise waits for each load
+      // adds nothing): a 256-row second pass otherwise waits for each load
       // in turn.
       auto loop = scf::ForOp::create(rewriter, loc, rowLane, index(length),
                                      index(rowLanes * unroll), identities);

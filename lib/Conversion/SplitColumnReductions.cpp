@@ -192,7 +192,7 @@ struct SplitColumnReductionsPass
       // apart from the row group's for the whole kernel.
       if (failed(split) || !place)
         continue;
-      // The second pass over the partial sums (a row per chunk: 512 for
+      // The second pass over the partial sums (a row per chunk: 256 for
       // config A) stays one reduction: dc-map-to-gpu gives a short column
       // reduction narrower blocks to fill the GPU (kMinColumnBlocks).
       hoistBefore(split->splitLinalgOp, place);

@@ -190,7 +190,7 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     A [rows, columns] reduction with a row reduction of the same nest
     before it that reads one of its inputs at the same points (a norm
     backward's row sum and its weight gradient), where all its inputs are
-    already defined, is split instead into chunks of 16 rows, and the
+    already defined, is split instead into chunks of 32 rows, and the
     partial sums (with their expanded inputs and their fill) move right
     before that row reduction (before its fill, past views and
     `--profile-ops` hooks): `dc-map-to-gpu` then computes them in the row
@@ -290,7 +290,7 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       every load is in bounds) in blocks of at most 256 threads. A
       column reduction's partial sums over chunks of the group's rows
       right before the group (`dc-split-column-reductions` puts a norm's
-      weight gradient there, in chunks of 16 rows) join a block-per-row
+      weight gradient there, in chunks of 32 rows) join a block-per-row
       group that keeps its values (one row dim, at most 64 rows a chunk,
       the group's row length as its columns, every input read at (row,
       column), (row) or (column) of a buffer through the split's expanded
