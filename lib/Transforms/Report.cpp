@@ -7,6 +7,7 @@
 
 #include "dc/Analysis/Accumulators.h"
 #include "dc/Analysis/BufferAliasing.h"
+#include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 
@@ -17,6 +18,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <algorithm>
 
 namespace dc {
 #define GEN_PASS_DEF_DCREPORT
@@ -58,23 +61,19 @@ double busySeconds(const SimulationResult &sim, size_t i) {
   return sim.ops[i].end - sim.ops[i].start;
 }
 
-/// The share of the bytes the merged op `op` reads and writes (its inputs
-/// and results; dc-rematerialize's merge-siblings) that its results from
-/// `first` on write: the part of its time its recomputed results take, the
-/// op being bound by its bytes.
+/// The share of the bytes the merged op `op` moves (the cost model's
+/// count; dc-rematerialize's merge-siblings) that its results from `first`
+/// on write: the part of its time its recomputed results take, the op
+/// being bound by its bytes.
 double recomputedShare(Operation *op, int64_t first) {
-  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
-  if (!dps)
+  int64_t all = CostModel::countBytes(op);
+  if (all <= 0)
     return 1;
-  int64_t mine = 0, all = 0;
-  for (Value input : dps.getDpsInputs())
-    all += getTypeBytes(input.getType());
-  for (OpResult value : op->getResults()) {
-    all += getTypeBytes(value.getType());
+  int64_t mine = 0;
+  for (OpResult value : op->getResults())
     if (value.getResultNumber() >= first)
       mine += getTypeBytes(value.getType());
-  }
-  return all > 0 ? static_cast<double>(mine) / all : 1;
+  return std::min(1.0, static_cast<double>(mine) / all);
 }
 
 /// What became of each activation kept from forward to backward: kept on
