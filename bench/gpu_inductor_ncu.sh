@@ -28,8 +28,9 @@ source bench/gpu_env.sh
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
 [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
 METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
-# dc's side for one build ($1 artifact, $2 kernel names, $3 suffix).
-dc_side() {
+# dc's side for one build ($1 artifact, $2 kernel names, $3 suffix of
+# its files) and its table beside Inductor's.
+compare_build() {
   # The kernels of the ops compared (ncu_side_by_side.py's patterns).
   local kernels
   kernels=$(python3 - "$2" << 'PY'
@@ -45,23 +46,19 @@ PY
     --kernel-name "regex:^($kernels)$" \
     "$BUILD/bin/dc-run" "$1" --steps "${STEPS:-3}" --vocab 32000 > "$OUT/dc-ncu$3.csv" 2> "$OUT/dc-ncu$3.err" \
     || { echo "ncu on dc-run $1 failed:"; tail -5 "$OUT/dc-ncu$3.err"; }
+  python3 bench/ncu_side_by_side.py "$2" "$OUT/dc-ncu$3.csv" "$OUT/inductor-ncu.csv" \
+    | tee "$OUT/ncu-side-by-side$3.md"
 }
 "$NCU" --csv --page raw --metrics "$METRICS" --clock-control "${CLOCKS:-none}" \
   --nvtx --nvtx-include "dc_measure/" \
   python3 bench/kernel_bench.py --ncu-marks --repeat "${REPEAT:-5}" > "$OUT/inductor-ncu.csv" 2> "$OUT/inductor-ncu.err" \
   || { echo "ncu on kernel_bench.py failed:"; tail -5 "$OUT/inductor-ncu.err"; }
 if [ -z "${VARIANTS:-}" ]; then
-  ART=${ART:-.gpu-artifacts/bench/A2R-h200-w1-prof.so}
-  NAMES=${NAMES:-.gpu-artifacts/bench/A2R-kernels.json}
-  dc_side "$ART" "$NAMES" ""
-  python3 bench/ncu_side_by_side.py "$NAMES" "$OUT/dc-ncu.csv" "$OUT/inductor-ncu.csv" \
-    | tee "$OUT/ncu-side-by-side.md"
+  compare_build "${ART:-.gpu-artifacts/bench/A2R-h200-w1-prof.so}" \
+    "${NAMES:-.gpu-artifacts/bench/A2R-kernels.json}" ""
   exit 0
 fi
 for v in $VARIANTS; do
-  names=.gpu-artifacts/bench/A2R-$v-kernels.json
-  dc_side ".gpu-artifacts/bench/A2R-$v-h200-w1-prof.so" "$names" "-$v"
   echo "== $v"
-  python3 bench/ncu_side_by_side.py "$names" "$OUT/dc-ncu-$v.csv" "$OUT/inductor-ncu.csv" \
-    | tee "$OUT/ncu-side-by-side-$v.md"
+  compare_build ".gpu-artifacts/bench/A2R-$v-h200-w1-prof.so" ".gpu-artifacts/bench/A2R-$v-kernels.json" "-$v"
 done
