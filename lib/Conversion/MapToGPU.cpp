@@ -785,6 +785,32 @@ struct ColumnPartial {
   SmallVector<Read> reads;
 };
 
+/// The second pass of a split column reduction (the sum over a norm's
+/// weight-gradient partials) run at the end of the row group's kernel that
+/// computed the partials, instead of a launch of its own: each block, once
+/// done, takes a ticket from a counter of the kernel's; the last `blocks`
+/// blocks to take one wait until every block has, then share the pass's
+/// column blocks (emitColumnBlock). As a kernel of its own the pass cost
+/// config A's norm backwards 3.9 us of launch and ramp for 2 MiB read
+/// (Nsight Compute, 1 x H100), 7% of the layers' norm backward. Still
+/// deterministic: each column block adds its rows in a fixed order,
+/// whichever block runs it.
+struct FinishingPass {
+  // Op handles are values; their accessors are not const.
+  mutable linalg::GenericOp op;
+  ReductionForm form;
+  SmallVector<int64_t> trips;
+  int64_t width, columnsPerBlock, columnBlocks, blocks;
+};
+
+/// The most blocks of a kernel that wait for the rest before a finishing
+/// pass. A block waits only once at most this many of the kernel's blocks
+/// are unfinished, itself included, and so many always fit on the GPU at
+/// once (half an H100's SMs at one block each, leaving room for NCCL's
+/// kernels beside): no block waits for one that cannot start. 64 blocks of
+/// 32 columns read config A's 256 x 2048 partials 16 rows per thread.
+constexpr int64_t kMaxFinishingBlocks = 64;
+
 /// A row max of x and, later in the same row group, a row sum of
 /// exp(x - max) that reads the max's output per row (softmax's and
 /// cross-entropy's statistics): one pass over the row computes both
@@ -1002,6 +1028,8 @@ private:
   /// stores (foldIntoReductionStores), by reduction; those it did.
   DenseMap<Operation *, linalg::GenericOp> convertingConsumers;
   DenseSet<Operation *> computedConsumers;
+  /// Finishing passes' ticket counters made so far (their names).
+  unsigned finishingCounters = 0;
 
 public:
   // A warp per row synchronizes with nvvm.bar.warp.sync (the GPU dialect
@@ -1019,6 +1047,7 @@ public:
              "(reconfigure with CUDAToolkit_ROOT set)";
       return signalPassFailure();
     }
+    finishingCounters = 0;
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal() && failed(mapFunction(fn)))
         return signalPassFailure();
@@ -1077,12 +1106,12 @@ private:
         if (std::optional<ReductionForm> form = matchReduction(generic))
           if (form->rowContiguous && generic.getNumLoops() >= 2)
             reductions.push_back(generic);
+    convertingConsumers.clear();
+    computedConsumers.clear();
     DenseSet<Operation *> fused;
     for (linalg::GenericOp reduction : reductions)
       if (!fused.contains(reduction))
         fuseRowGroup(rewriter, reduction, fused);
-    convertingConsumers.clear();
-    computedConsumers.clear();
     for (Operation &op : llvm::make_early_inc_range(body))
       if (auto generic = dyn_cast<linalg::GenericOp>(op))
         foldIntoReductionStores(rewriter, generic);
@@ -1516,6 +1545,212 @@ private:
     return partial;
   }
 
+  /// Moves the pure ops (views, constants) that define `value` after
+  /// `point` in its block before it, their operands first; false if
+  /// another kind of op defines it there.
+  static bool hoistPureDefsBefore(Value value, Operation *point) {
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != point->getBlock() ||
+        def->isBeforeInBlock(point))
+      return true;
+    if (def == point || !isPure(def))
+      return false;
+    for (Value operand : def->getOperands())
+      if (!hoistPureDefsBefore(operand, point))
+        return false;
+    def->moveBefore(point);
+    return true;
+  }
+
+  /// The second pass over `partial`'s sums that a row group's kernel of
+  /// `blocks` blocks of `threads` threads, placed before `last`, can run at
+  /// its end (FinishingPass): the first linalg op after `last`, past views
+  /// and hooks, a column reduction reading the partials that
+  /// mapColumnReductionVectorized would take, with only views and hooks
+  /// that touch none of its buffers (nor its converting consumer's) between
+  /// once the identity fill of its output is folded in, and the views it
+  /// needs hoisted before `last`. Folds the fill and the consumer into its
+  /// store as foldIntoReductionStores does.
+  std::optional<FinishingPass>
+  matchFinishingPass(IRRewriter &rewriter, const ColumnPartial &partial,
+                     Operation *last, int64_t blocks, int64_t threads) {
+    Value partials = partial.op->getOperands().back();
+    Operation *next = last->getNextNode();
+    while (next &&
+           (isPure(next) || (isHookOrView(next) && !mayTouch(next, partials)) ||
+            isa<linalg::FillOp>(next)))
+      next = next->getNextNode();
+    auto generic = dyn_cast_or_null<linalg::GenericOp>(next);
+    if (!generic || !generic.hasPureBufferSemantics() ||
+        generic.getNumReductionLoops() != 1 || getGemmForm(generic) ||
+        !llvm::is_contained(generic.getDpsInputs(), partials) ||
+        ShapedType::isDynamicShape(generic.getStaticLoopRanges()))
+      return std::nullopt;
+    FailureOr<linalg::GenericOp> ordered =
+        putParallelDimsFirst(rewriter, generic);
+    if (failed(ordered))
+      return std::nullopt;
+    generic = *ordered;
+    std::optional<ReductionForm> form = matchReduction(generic);
+    SmallVector<int64_t> trips = generic.getStaticLoopRanges();
+    if (!form || form->rowContiguous || trips.size() < 2)
+      return std::nullopt;
+    int64_t width = getColumnVectorWidth(generic, *form, trips);
+    if (width == 0)
+      return std::nullopt;
+    int64_t length = trips.back(), columns = trips[trips.size() - 2];
+    int64_t outer = computeProduct(ArrayRef<int64_t>(trips).drop_back(2));
+    // Blocks of up to 64 columns, narrower (down to 4 vector lanes, with
+    // rows for every row lane) while the narrower ones still number no more
+    // than may wait.
+    int64_t maxBlocks = std::min(blocks, kMaxFinishingBlocks);
+    int64_t perBlock = std::min(kColumnsPerBlock, threads);
+    auto count = [&](int64_t columnsPerBlock) -> int64_t {
+      return outer * llvm::divideCeilSigned(columns, columnsPerBlock);
+    };
+    if (outer == 0 || perBlock % width != 0 || threads % perBlock != 0)
+      return std::nullopt;
+    while (count(perBlock / 2) <= maxBlocks && perBlock / 2 >= 4 * width &&
+           threads / (perBlock / 2 / width) <= length)
+      perBlock /= 2;
+    foldIntoReductionStores(rewriter, generic);
+    linalg::GenericOp consumer = convertingConsumers.lookup(generic);
+    SmallVector<Value> touched(generic->getOperands());
+    if (consumer)
+      llvm::append_range(touched, consumer->getOperands());
+    for (Operation *between = last->getNextNode(); between != generic;
+         between = between->getNextNode())
+      if (!isPure(between) &&
+          (!isHookOrView(between) || llvm::any_of(touched, [&](Value value) {
+            return isa<MemRefType>(value.getType()) && mayTouch(between, value);
+          })))
+        return std::nullopt;
+    for (Value value : touched)
+      if (!hoistPureDefsBefore(value, last))
+        return std::nullopt;
+    int64_t columnBlocks = count(perBlock);
+    return FinishingPass{generic,
+                         *form,
+                         trips,
+                         width,
+                         perBlock,
+                         columnBlocks,
+                         std::min(columnBlocks, maxBlocks)};
+  }
+
+  /// `finishing` at the end of `launch` (a row group's kernel of `blocks`
+  /// blocks of `threads` threads, `tid` the thread), after the group: see
+  /// FinishingPass. The ticket counter is a device global that only grows:
+  /// a launch's tickets are `blocks` consecutive numbers from a multiple of
+  /// `blocks`, so nothing resets it between launches.
+  void emitFinishingPass(IRRewriter &rewriter, gpu::LaunchOp launch,
+                         const FinishingPass &finishing, int64_t blocks,
+                         int64_t threads, Value tid) {
+    Location loc = finishing.op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    auto module = launch->getParentOfType<ModuleOp>();
+    Type i64 = rewriter.getI64Type();
+    auto counterType = MemRefType::get({1}, i64);
+    std::string name;
+    do
+      name = "dc_finishing_tickets_" + std::to_string(finishingCounters++);
+    while (SymbolTable::lookupSymbolIn(module, name));
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPointToStart(module.getBody());
+      memref::GlobalOp::create(
+          rewriter, loc, name, rewriter.getStringAttr("private"), counterType,
+          DenseElementsAttr::get(RankedTensorType::get({1}, i64),
+                                 ArrayRef<int64_t>{0}),
+          /*constant=*/false, /*alignment=*/IntegerAttr());
+    }
+    auto index = [&](int64_t value) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, value);
+    };
+    auto constant = [&](int64_t value) -> Value {
+      return arith::ConstantIntOp::create(rewriter, loc, i64, value);
+    };
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        context, gpu::GPUDialect::getWorkgroupAddressSpace());
+    Value ticketSlot = launch.addWorkgroupAttribution(
+        MemRefType::get({1}, i64, MemRefLayoutAttrInterface{}, workgroup), loc);
+    ColumnBlockMemory memory = addColumnBlockMemory(
+        rewriter, loc, launch, finishing.form, threads, finishing.width);
+    Value counter =
+        memref::GetGlobalOp::create(rewriter, loc, counterType, name);
+    Value isFirst = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq, tid, index(0));
+    // As cooperative groups' grid barrier: the block's threads done, then
+    // one thread orders the block's stores before its ticket (a fence at
+    // GPU scope), and after seeing the last ticket, the other blocks'
+    // stores before the block's loads.
+    gpu::BarrierOp::create(rewriter, loc);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      NVVM::MembarOp::create(rewriter, loc, NVVM::MemScopeKind::GPU);
+      Value ticket = memref::AtomicRMWOp::create(
+          rewriter, loc, arith::AtomicRMWKind::addi, constant(1), counter,
+          ValueRange{index(0)});
+      memref::StoreOp::create(rewriter, loc, ticket, ticketSlot, index(0));
+    }
+    gpu::BarrierOp::create(rewriter, loc);
+    Value ticket = memref::LoadOp::create(rewriter, loc, ticketSlot, index(0));
+    Value position =
+        arith::RemUIOp::create(rewriter, loc, ticket, constant(blocks));
+    Value waits =
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::uge,
+                              position, constant(blocks - finishing.blocks));
+    auto ifWaits = scf::IfOp::create(rewriter, loc, waits,
+                                     /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPointToStart(ifWaits.thenBlock());
+    {
+      OpBuilder::InsertionGuard inIf(rewriter);
+      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                       /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+      // Every ticket of this launch taken: the counter at the next
+      // multiple of `blocks`.
+      Value done = arith::AddIOp::create(
+          rewriter, loc, arith::SubIOp::create(rewriter, loc, ticket, position),
+          constant(blocks));
+      scf::WhileOp::create(
+          rewriter, loc, TypeRange{}, ValueRange{},
+          [&](OpBuilder &builder, Location loc, ValueRange) {
+            Value seen = memref::AtomicRMWOp::create(
+                builder, loc, arith::AtomicRMWKind::addi,
+                arith::ConstantIntOp::create(builder, loc, i64, 0), counter,
+                ValueRange{arith::ConstantIndexOp::create(builder, loc, 0)});
+            scf::ConditionOp::create(
+                builder, loc,
+                arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult,
+                                      seen, done),
+                ValueRange{});
+          },
+          [&](OpBuilder &builder, Location loc, ValueRange) {
+            scf::YieldOp::create(builder, loc);
+          });
+      NVVM::MembarOp::create(rewriter, loc, NVVM::MemScopeKind::GPU);
+    }
+    // The waiting blocks share the column blocks, each a barrier apart
+    // (the shared memory of the one before, or of the group, is free).
+    Value slice = arith::IndexCastUIOp::create(
+        rewriter, loc, rewriter.getIndexType(),
+        arith::SubIOp::create(rewriter, loc, position,
+                              constant(blocks - finishing.blocks)));
+    auto loop =
+        scf::ForOp::create(rewriter, loc, slice, index(finishing.columnBlocks),
+                           index(finishing.blocks));
+    rewriter.setInsertionPointToStart(loop.getBody());
+    gpu::BarrierOp::create(rewriter, loc);
+    emitColumnBlock(rewriter, loc, finishing.op, finishing.form,
+                    finishing.trips, finishing.width, finishing.columnsPerBlock,
+                    threads, tid, loop.getInductionVar(), memory);
+  }
+
   /// One row of `partial`'s chunk in a row group that keeps values: the
   /// element at (chunk `chunk`, each of the thread's columns, row `iv` of
   /// the chunk, which is the group's row `row`) folded into `sums` (the
@@ -1670,6 +1905,10 @@ private:
         perWarp ? std::min(kBlockSize / kWarpSize, rowCount) : 1;
     int64_t blocks = partial ? rowCount / partial->rowsPerChunk
                              : llvm::divideCeil(rowCount, rowsPerBlock);
+    // The second pass over the partial sums at the kernel's end.
+    std::optional<FinishingPass> finishing;
+    if (partial)
+      finishing = matchFinishingPass(rewriter, *partial, last, blocks, threads);
     rewriter.setInsertionPoint(last);
     gpu::LaunchOp launch =
         createLaunch(rewriter, loc, blocks, threads * rowsPerBlock);
@@ -2007,6 +2246,12 @@ private:
         rewriter.setInsertionPointToStart(ifAligned.elseBlock());
         emitKept(/*vectors=*/false);
       }
+    }
+    if (finishing) {
+      rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+      emitFinishingPass(rewriter, launch, *finishing, blocks, threads,
+                        launch.getThreadIds().x);
+      rewriter.eraseOp(finishing->op);
     }
     for (const RowMember &member : members) {
       fused.insert(member.op);
@@ -2896,46 +3141,78 @@ private:
     Location loc = op.getLoc();
     int64_t length = trips.back();
     int64_t columns = trips[trips.size() - 2];
-    unsigned columnDim = trips.size() - 2;
-    ArrayRef<int64_t> outerTrips = trips.drop_back(2);
-    int64_t outer = computeProduct(outerTrips);
+    int64_t outer = computeProduct(trips.drop_back(2));
     int64_t columnsPerBlock = getColumnsPerBlock(outer, columns, length, width);
     int64_t columnBlocks = llvm::divideCeil(columns, columnsPerBlock);
+    rewriter.setInsertionPoint(op);
+    if (outer == 0 || columns == 0)
+      return;
+    gpu::LaunchOp launch =
+        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
+    ColumnBlockMemory memory =
+        addColumnBlockMemory(rewriter, loc, launch, form, kBlockSize, width);
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    emitColumnBlock(rewriter, loc, op, form, trips, width, columnsPerBlock,
+                    kBlockSize, launch.getThreadIds().x, launch.getBlockIds().x,
+                    memory);
+  }
+
+  /// The shared memory of emitColumnBlock's row lanes' partials.
+  struct ColumnBlockMemory {
+    /// [row lane][column of the block], then [group][column of the block].
+    Value partials, groupPartials;
+  };
+
+  static ColumnBlockMemory
+  addColumnBlockMemory(IRRewriter &rewriter, Location loc, gpu::LaunchOp launch,
+                       const ReductionForm &form, int64_t threads,
+                       int64_t width) {
+    Type type = form.output.getType();
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    // Row lanes x columns per block = threads x width, whatever the columns.
+    return {launch.addWorkgroupAttribution(
+                MemRefType::get({threads * width}, type,
+                                MemRefLayoutAttrInterface{}, workgroup),
+                loc),
+            launch.addWorkgroupAttribution(
+                MemRefType::get({threads}, type, MemRefLayoutAttrInterface{},
+                                workgroup),
+                loc)};
+  }
+
+  /// Column block `block` (of columns / `columnsPerBlock`, times the outer
+  /// points) of a column reduction `op` with `width` neighbouring columns
+  /// per thread, run by the `threads` threads of a block (`tid`): see
+  /// mapColumnReductionVectorized. Every thread reaches its barriers.
+  void emitColumnBlock(IRRewriter &rewriter, Location loc, linalg::GenericOp op,
+                       const ReductionForm &form, ArrayRef<int64_t> trips,
+                       int64_t width, int64_t columnsPerBlock, int64_t threads,
+                       Value tid, Value block,
+                       const ColumnBlockMemory &memory) {
+    int64_t length = trips.back();
+    int64_t columns = trips[trips.size() - 2];
+    unsigned columnDim = trips.size() - 2;
+    ArrayRef<int64_t> outerTrips = trips.drop_back(2);
+    int64_t columnBlocks = llvm::divideCeil(columns, columnsPerBlock);
     int64_t vectorLanes = columnsPerBlock / width;
-    int64_t rowLanes = kBlockSize / vectorLanes;
+    int64_t rowLanes = threads / vectorLanes;
     // Rows each row lane loads before it adds them.
     int64_t unroll =
         columnsPerBlock == kColumnsPerBlock
             ? kColumnUnroll
             : std::min<int64_t>(kShortColumnUnroll,
                                 llvm::divideCeil(length, rowLanes));
-    // Row lanes folded per group in the first step (kBlockSize / columns
+    // Row lanes folded per group in the first step (threads / columns
     // groups).
-    int64_t groups = kBlockSize / columnsPerBlock;
+    int64_t groups = threads / columnsPerBlock;
     int64_t perGroup = rowLanes / groups;
-    rewriter.setInsertionPoint(op);
-    if (outer == 0 || columns == 0)
-      return;
-    gpu::LaunchOp launch =
-        createLaunch(rewriter, loc, outer * columnBlocks, kBlockSize);
     Type type = form.output.getType();
-    auto workgroup = gpu::AddressSpaceAttr::get(
-        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
-    // [row lane][column of the block], then [group][column of the block].
-    Value partials = launch.addWorkgroupAttribution(
-        MemRefType::get({rowLanes * columnsPerBlock}, type,
-                        MemRefLayoutAttrInterface{}, workgroup),
-        loc);
-    Value groupPartials = launch.addWorkgroupAttribution(
-        MemRefType::get({kBlockSize}, type, MemRefLayoutAttrInterface{},
-                        workgroup),
-        loc);
-    OpBuilder::InsertionGuard guard(rewriter);
-    rewriter.setInsertionPoint(launch.getBody().front().getTerminator());
+    Value partials = memory.partials, groupPartials = memory.groupPartials;
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);
     };
-    Value tid = launch.getThreadIds().x, block = launch.getBlockIds().x;
     Value lane = arith::RemUIOp::create(rewriter, loc, tid, index(vectorLanes));
     Value rowLane =
         arith::DivUIOp::create(rewriter, loc, tid, index(vectorLanes));

@@ -30,6 +30,7 @@ struct MergeKernelModulesPass
                             "different targets";
         return signalPassFailure();
       }
+      SymbolTable fromSymbols(from);
       for (Operation &op :
            llvm::make_early_inc_range(from.getBody()->getOperations())) {
         auto symbol = dyn_cast<SymbolOpInterface>(op);
@@ -39,10 +40,18 @@ struct MergeKernelModulesPass
           return signalPassFailure();
         }
         StringAttr oldName = symbol.getNameAttr();
+        // A clash is renamed in `from` first, with the uses there (a
+        // kernel's device global, which every kernel module has its own
+        // copy of under the same name).
+        if (mergedSymbols.lookup(oldName) &&
+            failed(fromSymbols.renameToUnique(&op, {&mergedSymbols}))) {
+          op.emitError() << "dc-merge-kernel-modules: cannot rename "
+                         << oldName;
+          return signalPassFailure();
+        }
         op.moveBefore(merged.getBody(), merged.getBody()->end());
-        // insert() renames on a clash and returns the name it kept.
-        StringAttr newName = mergedSymbols.insert(&op);
-        renamed[{from.getNameAttr(), oldName}] = newName;
+        mergedSymbols.insert(&op);
+        renamed[{from.getNameAttr(), oldName}] = symbol.getNameAttr();
       }
       from.erase();
     }

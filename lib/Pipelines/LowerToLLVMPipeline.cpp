@@ -42,6 +42,9 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Outlining copies the device globals a kernel reads (a finishing pass's
+  // ticket counter) into its module; the host's own copies go.
+  pm.addPass(createSymbolDCEPass());
   // One fatbin, one ptxas run.
   pm.addPass(createDCMergeKernelModules());
   GpuNVVMAttachTargetOptions nvvm;

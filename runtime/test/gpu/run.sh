@@ -150,6 +150,27 @@ if [ -d "$ART" ]; then
       grep "step=$steps" "$OUT/compiled-$model-w$n-gpu.log" "$OUT/compiled-$model-w$n-graphs.log" | tail -2
     done
   done
+  # One step's gradients, tensor by tensor, against the host's: a loss
+  # moves little when one small gradient (a norm's weight) is wrong. The
+  # 2048-wide norms' weight gradients are summed by the finishing passes of
+  # their row groups' kernels.
+  model=wide-dim-bf16
+  if [ -f "$ART/$model-h200-w1.so" ] && [[ " ${COMPILED_MODELS:-$model} " == *" $model "* ]]; then
+    step "compiled $model on 1 GPU: one step's gradients against the host's (within 0.1 of each tensor's largest)"
+    grads=$(mktemp -d)
+    for target in cpu h200; do
+      "$BIN/dc-run" "$ART/$model-$target-w1.so" --steps 1 --vocab 1024 \
+        --save-grads "$grads/$target.safetensors" > "$OUT/grads-$model-$target.log" 2>&1 \
+        || { tail -5 "$OUT/grads-$model-$target.log"; fail "gradients of $model ($target)"; }
+    done
+    python3 test/Runtime/Inputs/safetensors_tool.py close "$grads/cpu.safetensors" \
+      "$grads/h200.safetensors" 0.1 > "$OUT/grads-$model.txt" 2>&1 \
+      || fail "gradients of $model on the GPU differ from the host's"
+    echo "largest differences (tensor, shape, share of its largest magnitude):"
+    grep -v "^close" "$OUT/grads-$model.txt" | sort -k3 -g | tail -4
+    tail -1 "$OUT/grads-$model.txt"
+    rm -rf "$grads"
+  fi
 fi
 
 if [ "$GPUS" -ge 2 ] && [ "${ONLY:-}" != compiled ]; then

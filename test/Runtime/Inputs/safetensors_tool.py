@@ -3,6 +3,9 @@
 
   show FILE                 metadata and tensors, one per line
   same A B                  exit 1 unless A and B hold equal tensors
+  close A B RTOL            exit 1 unless A and B hold the same tensors (names,
+                            shapes) whose largest difference is within RTOL
+                            of A's largest magnitude, tensor by tensor
   drop IN OUT NAME          OUT is IN without tensor NAME
   reshape IN OUT NAME DIMS  OUT is IN with NAME's shape set to DIMS (a,b,..)
   header IN OUT TEXT        OUT has IN's length field and data, TEXT as header
@@ -50,6 +53,42 @@ def write(path, metadata, tensors):
         f.write(struct.pack("<Q", len(text)) + text + body)
 
 
+def values(dtype, data):
+    """A tensor's elements as Python floats (F32 and BF16)."""
+    if dtype == "F32":
+        return struct.unpack("<%df" % (len(data) // 4), data)
+    if dtype == "BF16":
+        halves = struct.unpack("<%dH" % (len(data) // 2), data)
+        return struct.unpack("<%df" % len(halves),
+                             struct.pack("<%dI" % len(halves),
+                                         *(h << 16 for h in halves)))
+    sys.exit("close: no comparison of %s tensors" % dtype)
+
+
+def close(first, second, rtol):
+    """Each tensor's largest difference against its largest magnitude in
+    `first` (a gradient's entries span many magnitudes: a relative test
+    per element fails on those near zero); the tensors over `rtol`."""
+    if sorted(first) != sorted(second):
+        sys.exit("tensors differ in names: %s" % ", ".join(
+            sorted(set(first) ^ set(second))))
+    failed = []
+    for name in sorted(first):
+        (dtype, shape, data), (dtype2, shape2, data2) = first[name], second[name]
+        if shape != shape2:
+            failed.append("%s: shape %s against %s" % (name, shape, shape2))
+            continue
+        a, b = values(dtype, data), values(dtype2, data2)
+        scale = max(abs(x) for x in a) if a else 0.0
+        worst = max((abs(x - y) for x, y in zip(a, b)), default=0.0)
+        relative = worst / scale if scale > 0 else worst
+        if not relative <= rtol:
+            failed.append("%s: %.3g of its largest magnitude %.3g" % (
+                name, relative, scale))
+        print("%s %s %.3g" % (name, "x".join(map(str, shape)), relative))
+    return failed
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     if command == "show":
@@ -70,6 +109,13 @@ def main():
                                if first.get(name) != second.get(name))
             sys.exit("tensors differ: %s" % ", ".join(differing))
         print("same %d tensors" % len(first))
+    elif command == "close":
+        _, first = read(args[0])
+        _, second = read(args[1])
+        failed = close(first, second, float(args[2]))
+        if failed:
+            sys.exit("tensors differ beyond %s:\n  %s" % (args[2], "\n  ".join(failed)))
+        print("close: %d tensors within %s" % (len(first), args[2]))
     elif command == "drop":
         metadata, tensors = read(args[0])
         del tensors[args[2]]
