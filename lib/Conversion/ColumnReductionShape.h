@@ -27,7 +27,8 @@ constexpr int64_t kColumnsPerBlock = 64;
 /// weight gradient into its backward): each block runs a chunk's rows one
 /// after another, its threads keeping their columns' partial sums in
 /// registers. 32 rows leave config A's 8192 rows 256 blocks (about 2 per
-/// SM, each with two rows' loads in flight) and a 256-row second pass. 16
+/// SM, each with two rows' loads in flight) and a 256-row second pass (run
+/// by the same kernel's last 64 blocks: MapToGPU.cpp's FinishingPass). 16
 /// rows (512 blocks, 3 or 4 per SM as registers allow) ran the layers' norm
 /// backward 7% slower (58.7 against 54.4 us, Nsight Compute, 1 x H100): a
 /// second wave for the blocks past 3 per SM, and twice the partial sums;

@@ -193,8 +193,9 @@ struct SplitColumnReductionsPass
       if (failed(split) || !place)
         continue;
       // The second pass over the partial sums (a row per chunk: 256 for
-      // config A) stays one reduction: dc-map-to-gpu gives a short column
-      // reduction narrower blocks to fill the GPU (kMinColumnBlocks).
+      // config A) stays where it is, one reduction: dc-map-to-gpu runs it
+      // at the end of the row group's kernel (FinishingPass), or as a
+      // short column reduction of its own.
       hoistBefore(split->splitLinalgOp, place);
     }
   }

@@ -307,7 +307,17 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       each iteration issues the next one's copies, each thread into its
       own slots, then waits for all but those and reads its slots, so a
       row's loads no longer wait a memory round trip behind the row
-      before's reductions;
+      before's reductions. When the split's second pass over those
+      partials comes next (a vectorizable column reduction reading them,
+      past views and hooks that touch none of its buffers; its identity
+      fill and conversion folded as below), the kernel runs it at its end:
+      each block, done, takes a ticket from a counter of its own (a
+      zero-initialized `memref.global` that only grows, which outlining
+      copies into the kernel's module) after a GPU-scope fence; the last
+      blocks to take one (at most 64, so all fit on the GPU beside the
+      rest) wait until every block has, fence again, and share the pass's
+      column blocks, each summed in a fixed order (deterministic): one
+      launch fewer;
     - an elementwise op with a loop of two that an input reads at `1 - d`
       (a rotary embedding's partner half) takes both of its points in one
       thread: each half and the tables are loaded once;
@@ -334,7 +344,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       output), and an all-parallel op right after it that reads only that
       output, each point at itself, into a buffer no operand of the
       reduction overlaps (a bf16 weight gradient's conversion) is computed
-      by the same store: a norm's weight gradient is two kernels, not five;
+      by the same store: a norm's weight gradient is two kernels, not five
+      (one, when its row group's kernel runs the second pass);
     - a vectorized elementwise kernel: an all-parallel op (named ops are
       generalized first) whose operands indexed by the innermost loop read
       it contiguously, 16 bytes of the narrowest operand per thread (8 bf16,
