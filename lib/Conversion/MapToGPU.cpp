@@ -807,8 +807,10 @@ struct FinishingPass {
 /// pass. A block waits only once at most this many of the kernel's blocks
 /// are unfinished, itself included, and so many always fit on the GPU at
 /// once (half an H100's SMs at one block each, leaving room for NCCL's
-/// kernels beside): no block waits for one that cannot start. 64 blocks of
-/// 32 columns read config A's 256 x 2048 partials 16 rows per thread.
+/// kernels beside): no block waits for one that cannot start. A MIG slice
+/// of 16 SMs may hold fewer, which is one reason finishing passes are
+/// opt-in (dc-map-to-gpu finishing-passes). 64 blocks of 32 columns read
+/// config A's 256 x 2048 partials 16 rows per thread.
 constexpr int64_t kMaxFinishingBlocks = 64;
 
 /// A row max of x and, later in the same row group, a row sum of
@@ -1907,7 +1909,7 @@ private:
                              : llvm::divideCeil(rowCount, rowsPerBlock);
     // The second pass over the partial sums at the kernel's end.
     std::optional<FinishingPass> finishing;
-    if (partial)
+    if (partial && finishingPasses)
       finishing = matchFinishingPass(rewriter, *partial, last, blocks, threads);
     rewriter.setInsertionPoint(last);
     gpu::LaunchOp launch =

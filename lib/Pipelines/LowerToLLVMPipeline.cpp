@@ -30,7 +30,8 @@ constexpr const char kCudaToolkit[] = "";
 
 /// The GPU target's compute: kernels and library calls, the kernels
 /// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
-void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
+void buildGPUCompute(OpPassManager &pm, bool preciseMath,
+                     bool finishingPasses) {
   // No host memcpy on device memory: every copy is a kernel.
   DCExpandStridedCopiesOptions copies;
   copies.all = true;
@@ -38,6 +39,7 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath) {
   DCMapToGPUOptions map;
   map.cudaToolkit = kCudaToolkit;
   map.approximateMath = !preciseMath;
+  map.finishingPasses = finishingPasses;
   pm.addPass(createDCMapToGPU(map));
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
@@ -152,7 +154,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm);
 
   if (options.target == "h200")
-    buildGPUCompute(pm, options.preciseMath);
+    buildGPUCompute(pm, options.preciseMath, options.finishingPasses);
   else
     buildCPUCompute(pm);
 

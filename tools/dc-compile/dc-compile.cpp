@@ -83,6 +83,12 @@ cl::opt<bool> preciseMath(
     cl::desc("--target=h200: accurate exp, log and f32 division in the "
              "kernels (libdevice) instead of the hardware's approximate ones"),
     cl::cat(category));
+cl::opt<bool> finishingPasses(
+    "finishing-passes",
+    cl::desc("--target=h200: a split weight gradient's second pass runs at "
+             "the end of its row group's kernel, not as a launch of its own "
+             "(not yet measured on a GPU; needs 64 blocks resident at once)"),
+    cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -196,6 +202,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
   lowering.preciseMath = preciseMath;
+  lowering.finishingPasses = finishingPasses;
   // The description says what runs its compute: the GPU presets, and JSON
   // targets based on them, "h200" (the cluster presets are the same sm_90
   // GPU in nodes of 8). One that does not load is the pipeline's error.

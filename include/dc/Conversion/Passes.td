@@ -307,8 +307,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       each iteration issues the next one's copies, each thread into its
       own slots, then waits for all but those and reads its slots, so a
       row's loads no longer wait a memory round trip behind the row
-      before's reductions. When the split's second pass over those
-      partials comes next (a vectorizable column reduction reading them,
+      before's reductions. With `finishing-passes`, when the split's second
+      pass over those partials comes next (a vectorizable column reduction reading them,
       past views and hooks that touch none of its buffers; its identity
       fill and conversion folded as below), the kernel runs it at its end:
       each block, done, takes a ticket from a counter of its own (a
@@ -393,6 +393,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
            "division (fastmath afn: ex2.approx, div.approx; about 2 ulp), "
            "as Triton and nvcc --use_fast_math do; false: libdevice's "
            "accurate versions, several times the instructions">,
+    Option<"finishingPasses", "finishing-passes", "bool", "false",
+           "A split's second pass runs at the end of its row group's kernel "
+           "(the last blocks to finish wait for the rest, so up to 64 blocks "
+           "must fit on the GPU at once: not a small MIG slice). Off until "
+           "measured on a GPU">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

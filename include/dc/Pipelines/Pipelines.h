@@ -186,6 +186,12 @@ struct LowerToLLVMPipelineOptions
                      "f32 division instead of the hardware's approximate "
                      "ones (dc-map-to-gpu approximate-math=false)"),
       llvm::cl::init(false)};
+  Option<bool> finishingPasses{
+      *this, "finishing-passes",
+      llvm::cl::desc("h200: a split weight gradient's second pass runs at "
+                     "the end of its row group's kernel (dc-map-to-gpu "
+                     "finishing-passes; not yet measured on a GPU)"),
+      llvm::cl::init(false)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for

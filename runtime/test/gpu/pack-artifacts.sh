@@ -52,6 +52,10 @@ for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fuse
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
   done
 done
+# With --finishing-passes (the norms' weight-gradient sums at the end of
+# their row groups' kernels), against wide-dim-bf16-cpu-w1.so.
+"$BIN/dc-compile" "$DEST/wide-dim-bf16.mlir" --world-size=1 --target=h200 --finishing-passes \
+  -o "$DEST/wide-dim-finishing-bf16-h200-w1.so"
 # The loss head in 4 chunks of rows (dc-chunk-rows; min-bytes 0, as these
 # heads are small): slices of the logits, the head's weight gradient and
 # the loss accumulated chunk after chunk, on the GPU as on the host.
@@ -71,6 +75,10 @@ if [ "${BENCH:-0}" = 1 ]; then
   for c in A16 B; do
     /usr/bin/time -f "dc-compile --target=h200 $c: %e s, %M KB" \
       "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/bench/$c-h200-w1.so"
+    # With --finishing-passes: CONFIGS="A16-finishing B-finishing" in
+    # bench/gpu_step_bench.sh.
+    "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 --finishing-passes \
+      -o "$DEST/bench/$c-finishing-h200-w1.so"
   done
   # Two layers of A with rotary embeddings, profiled only: the rotations'
   # kernels for bench/kernel_table.py (the reference configs have none).
@@ -84,6 +92,14 @@ if [ "${BENCH:-0}" = 1 ]; then
     --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
     -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
   python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-kernels.json"
+  # The same with --finishing-passes: VARIANTS=finishing in
+  # bench/gpu_inductor_ncu.sh.
+  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops --finishing-passes \
+    -o "$DEST/bench/A2R-finishing-h200-w1-prof.so"
+  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops --finishing-passes \
+    --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
+    -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
+  python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-finishing-kernels.json"
   rm -f "$DEST/A2R-names.so"
   for c in A16 B; do
     # The IR the profile keys count in, for bench/profile_by_kind.py.

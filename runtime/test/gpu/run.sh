@@ -152,24 +152,49 @@ if [ -d "$ART" ]; then
   done
   # One step's gradients, tensor by tensor, against the host's: a loss
   # moves little when one small gradient (a norm's weight) is wrong. The
-  # 2048-wide norms' weight gradients are summed by the finishing passes of
-  # their row groups' kernels.
+  # 2048-wide norms' weight gradients are split over chunks of rows folded
+  # into their row groups; with --finishing-passes (wide-dim-finishing) the
+  # chunks' sums are added at the end of those kernels, deterministically
+  # (two runs and a CUDA-graph run bit-identical).
   model=wide-dim-bf16
-  if [ -f "$ART/$model-h200-w1.so" ] && [[ " ${COMPILED_MODELS:-$model} " == *" $model "* ]]; then
-    step "compiled $model on 1 GPU: one step's gradients against the host's (within 0.1 of each tensor's largest)"
+  if [ -f "$ART/$model-cpu-w1.so" ] && [[ " ${COMPILED_MODELS:-$model} " == *" $model "* ]]; then
     grads=$(mktemp -d)
-    for target in cpu h200; do
-      "$BIN/dc-run" "$ART/$model-$target-w1.so" --steps 1 --vocab 1024 \
-        --save-grads "$grads/$target.safetensors" > "$OUT/grads-$model-$target.log" 2>&1 \
-        || { tail -5 "$OUT/grads-$model-$target.log"; fail "gradients of $model ($target)"; }
+    "$BIN/dc-run" "$ART/$model-cpu-w1.so" --steps 1 --vocab 1024 \
+      --save-grads "$grads/cpu.safetensors" > "$OUT/grads-$model-cpu.log" 2>&1 \
+      || { tail -5 "$OUT/grads-$model-cpu.log"; fail "gradients of $model (host)"; }
+    for gpu in wide-dim-bf16 wide-dim-finishing-bf16; do
+      [ -f "$ART/$gpu-h200-w1.so" ] || continue
+      step "compiled $gpu on 1 GPU: one step's gradients against the host's (within 0.1 of each tensor's largest)"
+      "$BIN/dc-run" "$ART/$gpu-h200-w1.so" --steps 1 --vocab 1024 \
+        --save-grads "$grads/$gpu.safetensors" > "$OUT/grads-$gpu-gpu.log" 2>&1 \
+        || { tail -5 "$OUT/grads-$gpu-gpu.log"; fail "gradients of $gpu (GPU)"; continue; }
+      python3 test/Runtime/Inputs/safetensors_tool.py close "$grads/cpu.safetensors" \
+        "$grads/$gpu.safetensors" 0.1 > "$OUT/grads-$gpu.txt" 2>&1 \
+        || fail "gradients of $gpu on the GPU differ from the host's"
+      echo "largest differences (tensor, shape, share of its largest magnitude):"
+      grep -v "^close" "$OUT/grads-$gpu.txt" | sort -k3 -g | tail -4
+      tail -1 "$OUT/grads-$gpu.txt"
     done
-    python3 test/Runtime/Inputs/safetensors_tool.py close "$grads/cpu.safetensors" \
-      "$grads/h200.safetensors" 0.1 > "$OUT/grads-$model.txt" 2>&1 \
-      || fail "gradients of $model on the GPU differ from the host's"
-    echo "largest differences (tensor, shape, share of its largest magnitude):"
-    grep -v "^close" "$OUT/grads-$model.txt" | sort -k3 -g | tail -4
-    tail -1 "$OUT/grads-$model.txt"
     rm -rf "$grads"
+    gpu=wide-dim-finishing-bf16
+    if [ -f "$ART/$gpu-h200-w1.so" ]; then
+      step "compiled $gpu: 3 steps against the host ($model's), deterministic"
+      for run in a b graphs; do
+        "$BIN/dc-run" "$ART/$gpu-h200-w1.so" --steps 3 --vocab 1024 \
+          $([ $run = graphs ] && echo --cuda-graphs) > "$OUT/compiled-$gpu-$run.log" 2>&1 \
+          || { tail -5 "$OUT/compiled-$gpu-$run.log"; fail "GPU $gpu ($run)"; }
+      done
+      "$BIN/dc-run" "$ART/$model-cpu-w1.so" --steps 3 --vocab 1024 > "$OUT/compiled-$gpu-host.log" 2>&1 \
+        || fail "host $model"
+      python3 test/Runtime/Inputs/losses.py --rtol 5e-2 "$OUT/compiled-$gpu-host.log" \
+        "$OUT/compiled-$gpu-a.log" || fail "GPU $gpu differs from the host"
+      for field in loss grad_norm; do
+        python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$OUT/compiled-$gpu-a.log" \
+          "$OUT/compiled-$gpu-b.log" "$OUT/compiled-$gpu-graphs.log" \
+          || fail "GPU $gpu not bit-identical run to run ($field)"
+      done
+      grep "step=3" "$OUT/compiled-$gpu-a.log" "$OUT/compiled-$gpu-graphs.log"
+    fi
   fi
 fi
 
@@ -233,17 +258,26 @@ if command -v compute-sanitizer > /dev/null; then
   # and cuDNN's Hopper kernels (asynchronous barriers it does not follow;
   # 10080 on this step, measured 2026-12-04), and filtering by kernel name
   # made the sanitizer fail inside cuDNN's set-up.
-  if [ -f "$ART/wide-dim-bf16-h200-w1.so" ]; then
+  # With --finishing-passes too (the finishing blocks' shared memory), and
+  # memcheck on it (their reads of the partials).
+  for gpu in wide-dim wide-dim-finishing; do
+    [ -f "$ART/$gpu-bf16-h200-w1.so" ] || continue
     timeout 240 compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 100000 \
-      "$BIN/dc-run" "$ART/wide-dim-bf16-h200-w1.so" --steps 1 --vocab 1024 \
-      > "$OUT/racecheck-wide-dim.log" 2>&1
+      "$BIN/dc-run" "$ART/$gpu-bf16-h200-w1.so" --steps 1 --vocab 1024 \
+      > "$OUT/racecheck-$gpu.log" 2>&1
     rc=$?
-    ours=$(grep -c "at train_step_kernel" "$OUT/racecheck-wide-dim.log")
-    echo "racecheck: $ours hazard accesses in dc's kernels; by kernel (libraries' included):"
-    grep -o "at [A-Za-z_0-9]*+0x" "$OUT/racecheck-wide-dim.log" | sort | uniq -c | sort -rn | head -8
+    ours=$(grep -c "at train_step_kernel" "$OUT/racecheck-$gpu.log")
+    echo "racecheck $gpu: $ours hazard accesses in dc's kernels; by kernel (libraries' included):"
+    grep -o "at [A-Za-z_0-9]*+0x" "$OUT/racecheck-$gpu.log" | sort | uniq -c | sort -rn | head -8
     [ $rc -eq 124 ] && echo "racecheck: stopped after 240 s (not counted)"
     { [ $rc -eq 0 ] || [ $rc -eq 124 ]; } && [ "$ours" -eq 0 ] \
-      || fail "racecheck on the compiled wide-dim step (rc $rc, $ours in dc's kernels)"
+      || fail "racecheck on the compiled $gpu step (rc $rc, $ours in dc's kernels)"
+  done
+  if [ -f "$ART/wide-dim-finishing-bf16-h200-w1.so" ]; then
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
+      "$ART/wide-dim-finishing-bf16-h200-w1.so" --steps 1 --vocab 1024 > "$OUT/memcheck-wide-dim-finishing.log" 2>&1 \
+      || fail "memcheck on the compiled wide-dim step with finishing passes"
+    tail -2 "$OUT/memcheck-wide-dim-finishing.log"
   fi
 else
   echo "compute-sanitizer not found: skipped"
