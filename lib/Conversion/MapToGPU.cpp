@@ -1426,6 +1426,22 @@ private:
     return nullptr;
   }
 
+  /// The reduction form of `op` (updated to have its parallel loops first)
+  /// when it is a statically shaped linalg.generic on buffers with one
+  /// reduction loop and not a matrix product: the ops a row group's kernel
+  /// may take a column reduction's partials or second pass from.
+  static std::optional<ReductionForm> orderReduction(IRRewriter &rewriter,
+                                                     linalg::GenericOp &op) {
+    if (!op.hasPureBufferSemantics() || op.getNumReductionLoops() != 1 ||
+        getGemmForm(op) || ShapedType::isDynamicShape(op.getStaticLoopRanges()))
+      return std::nullopt;
+    FailureOr<linalg::GenericOp> ordered = putParallelDimsFirst(rewriter, op);
+    if (failed(ordered))
+      return std::nullopt;
+    op = *ordered;
+    return matchReduction(op);
+  }
+
   /// The partial sums of a column reduction split over chunks of the rows
   /// of `members`, right before the group (dc-split-column-reductions puts
   /// them there; ColumnReductionShape.h), when the group's blocks can
@@ -1445,17 +1461,9 @@ private:
       return std::nullopt;
     auto generic = dyn_cast_or_null<linalg::GenericOp>(
         nextDeviceOp(members.front().op, members, /*forward=*/false));
-    if (!generic || !generic.hasPureBufferSemantics() ||
-        generic.getNumLoops() != 3 || generic.getNumReductionLoops() != 1 ||
-        getGemmForm(generic) ||
-        ShapedType::isDynamicShape(generic.getStaticLoopRanges()))
+    if (!generic || generic.getNumLoops() != 3)
       return std::nullopt;
-    FailureOr<linalg::GenericOp> ordered =
-        putParallelDimsFirst(rewriter, generic);
-    if (failed(ordered))
-      return std::nullopt;
-    generic = *ordered;
-    std::optional<ReductionForm> form = matchReduction(generic);
+    std::optional<ReductionForm> form = orderReduction(rewriter, generic);
     SmallVector<int64_t> trips = generic.getStaticLoopRanges();
     if (!form || trips[0] * trips[2] != rowTrips[0] ||
         trips[2] > kMaxFoldedChunkRows || trips[1] != length)
@@ -1583,17 +1591,9 @@ private:
             isa<linalg::FillOp>(next)))
       next = next->getNextNode();
     auto generic = dyn_cast_or_null<linalg::GenericOp>(next);
-    if (!generic || !generic.hasPureBufferSemantics() ||
-        generic.getNumReductionLoops() != 1 || getGemmForm(generic) ||
-        !llvm::is_contained(generic.getDpsInputs(), partials) ||
-        ShapedType::isDynamicShape(generic.getStaticLoopRanges()))
+    if (!generic || !llvm::is_contained(generic.getDpsInputs(), partials))
       return std::nullopt;
-    FailureOr<linalg::GenericOp> ordered =
-        putParallelDimsFirst(rewriter, generic);
-    if (failed(ordered))
-      return std::nullopt;
-    generic = *ordered;
-    std::optional<ReductionForm> form = matchReduction(generic);
+    std::optional<ReductionForm> form = orderReduction(rewriter, generic);
     SmallVector<int64_t> trips = generic.getStaticLoopRanges();
     if (!form || form->rowContiguous || trips.size() < 2)
       return std::nullopt;
