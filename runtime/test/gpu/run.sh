@@ -258,9 +258,16 @@ if command -v compute-sanitizer > /dev/null; then
   # and cuDNN's Hopper kernels (asynchronous barriers it does not follow;
   # 10080 on this step, measured 2026-12-04), and filtering by kernel name
   # made the sanitizer fail inside cuDNN's set-up.
-  # With --finishing-passes too (the finishing blocks' shared memory), and
-  # memcheck on it (their reads of the partials).
-  for gpu in wide-dim wide-dim-finishing; do
+  # With --finishing-passes too (the finishing blocks' shared memory; first,
+  # as the newer kernels), after memcheck on it (their reads of the
+  # partials).
+  if [ -f "$ART/wide-dim-finishing-bf16-h200-w1.so" ]; then
+    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
+      "$ART/wide-dim-finishing-bf16-h200-w1.so" --steps 1 --vocab 1024 > "$OUT/memcheck-wide-dim-finishing.log" 2>&1 \
+      || fail "memcheck on the compiled wide-dim step with finishing passes"
+    tail -2 "$OUT/memcheck-wide-dim-finishing.log"
+  fi
+  for gpu in wide-dim-finishing wide-dim; do
     [ -f "$ART/$gpu-bf16-h200-w1.so" ] || continue
     timeout 240 compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 100000 \
       "$BIN/dc-run" "$ART/$gpu-bf16-h200-w1.so" --steps 1 --vocab 1024 \
@@ -273,12 +280,6 @@ if command -v compute-sanitizer > /dev/null; then
     { [ $rc -eq 0 ] || [ $rc -eq 124 ]; } && [ "$ours" -eq 0 ] \
       || fail "racecheck on the compiled $gpu step (rc $rc, $ours in dc's kernels)"
   done
-  if [ -f "$ART/wide-dim-finishing-bf16-h200-w1.so" ]; then
-    compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \
-      "$ART/wide-dim-finishing-bf16-h200-w1.so" --steps 1 --vocab 1024 > "$OUT/memcheck-wide-dim-finishing.log" 2>&1 \
-      || fail "memcheck on the compiled wide-dim step with finishing passes"
-    tail -2 "$OUT/memcheck-wide-dim-finishing.log"
-  fi
 else
   echo "compute-sanitizer not found: skipped"
 fi
