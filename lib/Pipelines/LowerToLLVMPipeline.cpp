@@ -74,6 +74,8 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath,
   // A folded row group's copies ahead (cp.async).
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  // Workgroup buffers aligned for their 16-byte accesses.
+  kernels.addPass(createDCAlignWorkgroupMemory());
   // What convert-gpu-to-nvvm leaves of math: integer ops (a ballot's
   // population count), as LLVM intrinsics.
   kernels.addPass(createConvertMathToLLVMPass());

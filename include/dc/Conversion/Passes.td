@@ -440,4 +440,18 @@ def DCExpandRoundingDivisions : Pass<"dc-expand-rounding-divisions"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def DCAlignWorkgroupMemory : Pass<"dc-align-workgroup-memory"> {
+  let summary = "Align every shared-memory global of the lowered kernels to "
+                "16 bytes";
+  let description = [{
+    Runs on the kernels after the NVVM lowering, which declares each
+    workgroup buffer (`llvm.mlir.global` in address space 3) with its
+    element's alignment. The kernels access those buffers 16 bytes at a
+    time (cp.async copies; the vector stores LLVM makes of four neighbouring
+    f32 partials), and ptxas places each buffer by its declared alignment:
+    one after an 8-byte buffer started 8 bytes off, and the stores faulted
+    as misaligned. Every shared global gets an alignment of at least 16.
+  }];
+}
+
 #endif // DC_CONVERSION_PASSES_TD
