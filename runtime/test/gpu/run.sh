@@ -162,19 +162,31 @@ if [ -d "$ART" ]; then
     "$BIN/dc-run" "$ART/$model-cpu-w1.so" --steps 1 --vocab 1024 \
       --save-grads "$grads/cpu.safetensors" > "$OUT/grads-$model-cpu.log" 2>&1 \
       || { tail -5 "$OUT/grads-$model-cpu.log"; fail "gradients of $model (host)"; }
+    # Against the host within 0.3 of each tensor's largest magnitude (the
+    # host accumulates bf16 products in bf16: 0.11-0.19 measured on every
+    # tensor, 1 x H100, 2026-12-05); the finishing build against the
+    # default one, which differs only in the order its f32 weight-gradient
+    # partials are added, within 0.02 (a bf16 rounding).
+    compare() { # REFERENCE RUN RTOL LOG WHAT
+      python3 test/Runtime/Inputs/safetensors_tool.py close "$grads/$1.safetensors" \
+        "$grads/$2.safetensors" "$3" > "$OUT/$4" 2>&1 || fail "$5"
+      echo "largest differences (tensor, shape, share of its largest magnitude):"
+      grep -v "^close" "$OUT/$4" | sort -k3 -g | tail -4
+      tail -1 "$OUT/$4"
+    }
     for gpu in wide-dim-bf16 wide-dim-finishing-bf16; do
       [ -f "$ART/$gpu-h200-w1.so" ] || continue
-      step "compiled $gpu on 1 GPU: one step's gradients against the host's (within 0.1 of each tensor's largest)"
+      step "compiled $gpu on 1 GPU: one step's gradients against the host's"
       "$BIN/dc-run" "$ART/$gpu-h200-w1.so" --steps 1 --vocab 1024 \
         --save-grads "$grads/$gpu.safetensors" > "$OUT/grads-$gpu-gpu.log" 2>&1 \
         || { tail -5 "$OUT/grads-$gpu-gpu.log"; fail "gradients of $gpu (GPU)"; continue; }
-      python3 test/Runtime/Inputs/safetensors_tool.py close "$grads/cpu.safetensors" \
-        "$grads/$gpu.safetensors" 0.1 > "$OUT/grads-$gpu.txt" 2>&1 \
-        || fail "gradients of $gpu on the GPU differ from the host's"
-      echo "largest differences (tensor, shape, share of its largest magnitude):"
-      grep -v "^close" "$OUT/grads-$gpu.txt" | sort -k3 -g | tail -4
-      tail -1 "$OUT/grads-$gpu.txt"
+      compare cpu $gpu 0.3 grads-$gpu.txt "gradients of $gpu on the GPU differ from the host's"
     done
+    if [ -f "$grads/wide-dim-bf16.safetensors" ] && [ -f "$grads/wide-dim-finishing-bf16.safetensors" ]; then
+      step "wide-dim-finishing-bf16's gradients against wide-dim-bf16's (both GPU)"
+      compare wide-dim-bf16 wide-dim-finishing-bf16 0.02 grads-finishing-vs-default.txt \
+        "gradients with finishing passes differ from those without"
+    fi
     rm -rf "$grads"
     gpu=wide-dim-finishing-bf16
     if [ -f "$ART/$gpu-h200-w1.so" ]; then
