@@ -396,8 +396,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
     Option<"finishingPasses", "finishing-passes", "bool", "false",
            "A split's second pass runs at the end of its row group's kernel "
            "(the last blocks to finish wait for the rest, so up to 64 blocks "
-           "must fit on the GPU at once: not a small MIG slice). Off until "
-           "measured on a GPU">,
+           "must fit on the GPU at once: not a small MIG slice, hence "
+           "opt-in). Config A's norm backwards 2-4% faster on an H100">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

@@ -190,7 +190,7 @@ struct LowerToLLVMPipelineOptions
       *this, "finishing-passes",
       llvm::cl::desc("h200: a split weight gradient's second pass runs at "
                      "the end of its row group's kernel (dc-map-to-gpu "
-                     "finishing-passes; not yet measured on a GPU)"),
+                     "finishing-passes; needs 64 blocks resident at once)"),
       llvm::cl::init(false)};
 };
 
