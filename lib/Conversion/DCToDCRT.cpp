@@ -633,7 +633,8 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
 
 /// gpu.launch_func of a kernel compiled into a gpu.binary: the binary
 /// becomes a constant global, and the launch dcrt_launch_kernel with one
-/// stack slot per kernel parameter. A buffer passes its whole descriptor
+/// stack slot per kernel parameter (dcrt_launch_kernel_coresident where
+/// dc-mark-coresident-launches marked it). A buffer passes its whole descriptor
 /// (allocated and aligned pointer, offset, sizes, strides), field by field,
 /// as the kernel's NVVM lowering expects.
 struct LaunchFuncLowering : public DCRTPattern<gpu::LaunchFuncOp> {
@@ -716,9 +717,19 @@ struct LaunchFuncLowering : public DCRTPattern<gpu::LaunchFuncOp> {
     Value shared = adaptor.getDynamicSharedMemorySize();
     if (!shared)
       shared = i32(rewriter, loc, 0);
-    if (failed(call(rewriter, op, "dcrt_launch_kernel",
-                    {binaryPtr, i64(rewriter, loc, bytes.size()), namePtr,
-                     array(rewriter, op, i64Type(), dims), shared, args})))
+    SmallVector<Value> operands = {
+        binaryPtr, i64(rewriter, loc, bytes.size()),
+        namePtr,   array(rewriter, op, i64Type(), dims),
+        shared,    args};
+    // A kernel whose blocks wait for each other (a finishing pass): the
+    // runtime checks that so many fit on the GPU at once.
+    StringRef callee = "dcrt_launch_kernel";
+    if (auto coresident =
+            op->getAttrOfType<IntegerAttr>("dc.coresident_blocks")) {
+      callee = "dcrt_launch_kernel_coresident";
+      operands.push_back(i64(rewriter, loc, coresident.getInt()));
+    }
+    if (failed(call(rewriter, op, callee, operands)))
       return failure();
     rewriter.eraseOp(op);
     return success();

@@ -810,9 +810,9 @@ struct FinishingPass {
 /// are unfinished, itself included, and so many always fit on the GPU at
 /// once (half an H100's SMs at one block each, leaving room for NCCL's
 /// kernels beside): no block waits for one that cannot start. A MIG slice
-/// of 16 SMs may hold fewer, which is one reason finishing passes are
-/// opt-in (dc-map-to-gpu finishing-passes). 64 blocks of 32 columns read
-/// config A's 256 x 2048 partials 16 rows per thread.
+/// of 16 SMs may hold fewer: the kernel's launches carry the count
+/// (dc.coresident_blocks) and the runtime refuses to launch it there. 64 blocks
+/// of 32 columns read config A's 256 x 2048 partials 16 rows per thread.
 constexpr int64_t kMaxFinishingBlocks = 64;
 
 /// A row max of x and, later in the same row group, a row sum of
@@ -1662,11 +1662,15 @@ private:
     {
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPointToStart(module.getBody());
-      memref::GlobalOp::create(
+      auto global = memref::GlobalOp::create(
           rewriter, loc, name, rewriter.getStringAttr("private"), counterType,
           DenseElementsAttr::get(RankedTensorType::get({1}, i64),
                                  ArrayRef<int64_t>{0}),
           /*constant=*/false, /*alignment=*/IntegerAttr());
+      // The blocks that wait must all be resident: the runtime checks it
+      // (dc-mark-coresident-launches carries the count to the launch).
+      global->setAttr("dc.coresident_blocks",
+                      rewriter.getI64IntegerAttr(finishing.blocks));
     }
     auto index = [&](int64_t value) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, value);

@@ -46,6 +46,7 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_rank",                  I32,    {}},
       {"dcrt_matmul",                Void,   {Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_launch_kernel",         Void,   {Ptr, I64, Ptr, Ptr, I32, Ptr}},
+      {"dcrt_launch_kernel_coresident", Void, {Ptr, I64, Ptr, Ptr, I32, Ptr, I64}},
       {"dcrt_attention_fwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_attention_bwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
   };

@@ -44,6 +44,9 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath,
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // A kernel whose blocks wait for each other: its launches say how many
+  // must be resident at once, for the runtime to check.
+  pm.addPass(createDCMarkCoresidentLaunches());
   // Outlining copies the device globals a kernel reads (a finishing pass's
   // ticket counter) into its module; the host's own copies go.
   pm.addPass(createSymbolDCEPass());

@@ -132,11 +132,14 @@ public:
                                  const void *k, const void *v, const void *o,
                                  const float *lse, const void *dO, void *dq,
                                  void *dk, void *dv) = 0;
-  /// dcrt_launch_kernel: binary, kernel and dims checked (non-null,
-  /// positive sizes).
+  /// dcrt_launch_kernel and dcrt_launch_kernel_coresident: binary, kernel
+  /// and dims checked (non-null, positive sizes); `coresidentBlocks` is 0
+  /// for a kernel whose blocks never wait for each other, else at least 1
+  /// and at most the grid's blocks.
   virtual void launchKernel(const void *binary, int64_t binaryBytes,
                             const char *kernel, const int64_t *dims,
-                            int32_t sharedBytes, void **args) = 0;
+                            int32_t sharedBytes, void **args,
+                            int64_t coresidentBlocks) = 0;
 
   // The host program's calls (dcrt/core.hpp).
   /// Step capture (CUDA graphs); a backend without it returns false and is

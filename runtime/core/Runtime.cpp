@@ -472,10 +472,13 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
   bk.attentionBackward(d, q, k, v, o, lse, dO, dq, dk, dv);
 }
 
-void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
-                        const char *kernel, const int64_t *dims,
-                        int32_t shared_bytes, void **args) {
-  const char *caller = "dcrt_launch_kernel";
+namespace {
+
+/// dcrt_launch_kernel and dcrt_launch_kernel_coresident: the arguments
+/// checked, then the backend's launch.
+void launchKernel(const char *caller, const void *binary, int64_t binary_bytes,
+                  const char *kernel, const int64_t *dims, int32_t shared_bytes,
+                  void **args, int64_t coresident_blocks) {
   Backend &b = backend(caller);
   const char *name = kernel ? kernel : "<null>";
   if (!kernel || !*kernel)
@@ -497,7 +500,36 @@ void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
   if (shared_bytes < 0)
     fatal("%s: kernel %s: %d bytes of shared memory", caller, name,
           shared_bytes);
-  b.launchKernel(binary, binary_bytes, kernel, dims, shared_bytes, args);
+  int64_t blocks = dims[0] * dims[1] * dims[2];
+  if (coresident_blocks < 0 || coresident_blocks > blocks)
+    fatal("%s: kernel %s: %lld blocks must be resident at once, of a grid "
+          "of %lld",
+          caller, name, static_cast<long long>(coresident_blocks),
+          static_cast<long long>(blocks));
+  b.launchKernel(binary, binary_bytes, kernel, dims, shared_bytes, args,
+                 coresident_blocks);
+}
+
+} // namespace
+
+void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
+                        const char *kernel, const int64_t *dims,
+                        int32_t shared_bytes, void **args) {
+  launchKernel("dcrt_launch_kernel", binary, binary_bytes, kernel, dims,
+               shared_bytes, args, /*coresident_blocks=*/0);
+}
+
+void dcrt_launch_kernel_coresident(const void *binary, int64_t binary_bytes,
+                                   const char *kernel, const int64_t *dims,
+                                   int32_t shared_bytes, void **args,
+                                   int64_t coresident_blocks) {
+  if (coresident_blocks < 1)
+    fatal("dcrt_launch_kernel_coresident: kernel %s: %lld blocks must be "
+          "resident at once (at least 1)",
+          kernel && *kernel ? kernel : "<null>",
+          static_cast<long long>(coresident_blocks));
+  launchKernel("dcrt_launch_kernel_coresident", binary, binary_bytes, kernel,
+               dims, shared_bytes, args, coresident_blocks);
 }
 
 void dcrt_end_step(void) {

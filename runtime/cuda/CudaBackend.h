@@ -94,6 +94,11 @@ struct LoadedBinary {
   struct Kernel {
     cudaKernel_t handle = nullptr;
     int32_t sharedBytesAllowed = 48 << 10; // dynamic shared memory opted in
+    /// dcrt_launch_kernel_coresident: the blocks the GPU holds at once for
+    /// the block shape and shared memory last checked (0: none checked).
+    int64_t residentBlocks = 0;
+    int64_t residentThreads = 0;
+    int32_t residentSharedBytes = 0;
   };
   cudaLibrary_t library = nullptr;
   int64_t bytes = 0;
@@ -156,8 +161,8 @@ public:
   void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
               void *c) override;
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
-                    const int64_t *dims, int32_t sharedBytes,
-                    void **args) override;
+                    const int64_t *dims, int32_t sharedBytes, void **args,
+                    int64_t coresidentBlocks) override;
   void attentionForward(const dcrt_attention_desc &desc, const void *q,
                         const void *k, const void *v, void *o,
                         float *lse) override;

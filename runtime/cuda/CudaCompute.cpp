@@ -13,7 +13,9 @@
 // runtime's library API (cudaLibraryLoadData) the first time its address is
 // seen, kernels are looked up by name once (cudaLibraryGetKernel) and
 // launched with cudaLaunchKernel, which takes a cudaKernel_t in place of a
-// function pointer.
+// function pointer. A kernel whose blocks wait for each other
+// (dcrt_launch_kernel_coresident) is first checked to fit: the occupancy
+// API's blocks per SM times the SMs.
 //
 // Both enqueue on the compute stream and never synchronize. Only a
 // descriptor's or a kernel's first call does host-side setup (no device
@@ -227,7 +229,8 @@ void CudaBackend::matmul(const dcrt_matmul_desc &d, const void *a,
 
 void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
                                const char *kernel, const int64_t *dims,
-                               int32_t sharedBytes, void **args) {
+                               int32_t sharedBytes, void **args,
+                               int64_t coresidentBlocks) {
   auto loaded = binaries.find(binary);
   if (loaded == binaries.end()) {
     LoadedBinary fresh;
@@ -276,6 +279,37 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
             static_cast<unsigned>(dims[2]));
   dim3 block(static_cast<unsigned>(dims[3]), static_cast<unsigned>(dims[4]),
              static_cast<unsigned>(dims[5]));
+  if (coresidentBlocks > 0) {
+    int64_t threads = int64_t(block.x) * block.y * block.z;
+    if (k.residentBlocks == 0 || k.residentThreads != threads ||
+        k.residentSharedBytes != sharedBytes) {
+      // Per SM, for this block shape and shared memory, times the SMs this
+      // process sees (a MIG slice's own).
+      int perSM = 0, sms = 0;
+      cudaError_t status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &perSM, function, static_cast<int>(threads),
+          static_cast<size_t>(sharedBytes));
+      if (status == cudaSuccess)
+        status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                                        device);
+      if (status != cudaSuccess)
+        fatal("dcrt_launch_kernel_coresident: kernel %s: cannot ask how many "
+              "of its blocks fit at once: %s (%s)",
+              kernel, cudaGetErrorString(status), cudaGetErrorName(status));
+      k.residentBlocks = int64_t(perSM) * sms;
+      k.residentThreads = threads;
+      k.residentSharedBytes = sharedBytes;
+    }
+    if (coresidentBlocks > k.residentBlocks)
+      fatal("dcrt_launch_kernel_coresident: kernel %s needs %lld of its "
+            "blocks on the GPU at once (they wait for each other), but this "
+            "GPU holds %lld of them (%lld threads and %d bytes of shared "
+            "memory each); it would never end. Compile without "
+            "--finishing-passes for this GPU",
+            kernel, static_cast<long long>(coresidentBlocks),
+            static_cast<long long>(k.residentBlocks),
+            static_cast<long long>(threads), sharedBytes);
+  }
   cudaError_t status = cudaLaunchKernel(
       function, grid, block, args, static_cast<size_t>(sharedBytes), compute);
   if (status != cudaSuccess)

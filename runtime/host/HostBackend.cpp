@@ -118,7 +118,7 @@ void HostBackend::matmul(const dcrt_matmul_desc &desc, const void *a,
 }
 
 void HostBackend::launchKernel(const void *, int64_t, const char *kernel,
-                               const int64_t *, int32_t, void **) {
+                               const int64_t *, int32_t, void **, int64_t) {
   fatal("artifact compiled for a GPU (dc-compile --target=h200): kernel %s "
         "cannot run on the host backend; run with DCRT_BACKEND=cuda",
         kernel);

@@ -103,8 +103,8 @@ public:
   void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
               void *c) override;
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
-                    const int64_t *dims, int32_t sharedBytes,
-                    void **args) override;
+                    const int64_t *dims, int32_t sharedBytes, void **args,
+                    int64_t coresidentBlocks) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;

@@ -212,6 +212,25 @@ void kernelOnHost() {
                      nullptr);
 }
 
+/// A kernel whose blocks wait for each other, launched on the host backend.
+void coresidentKernelOnHost() {
+  init(0, 0, 0);
+  static const char binary[16] = "not a fatbin";
+  int64_t dims[6] = {4, 1, 1, 32, 1, 1};
+  dcrt_launch_kernel_coresident(binary, sizeof(binary), "train_step_kernel_1",
+                                dims, 0, nullptr, 4);
+}
+
+/// More blocks that must be resident at once than the grid has: the
+/// artifact and the runtime disagree; caught before any backend runs it.
+void coresidentBeyondGrid() {
+  init(0, 0, 0);
+  static const char binary[16] = "not a fatbin";
+  int64_t dims[6] = {2, 2, 1, 32, 1, 1};
+  dcrt_launch_kernel_coresident(binary, sizeof(binary), "train_step_kernel_2",
+                                dims, 0, nullptr, 5);
+}
+
 /// A DCRT_ASSERT failing on rank 1 while rank 0 waits for it in a gather.
 void brokenInvariant() {
   init(0, 0, 0);
@@ -249,6 +268,8 @@ const Scenario scenarios[] = {
     {"call-before-init", callBeforeInit},
     {"bad-matmul", badMatmul},
     {"kernel-on-host", kernelOnHost},
+    {"coresident-kernel-on-host", coresidentKernelOnHost},
+    {"coresident-beyond-grid", coresidentBeyondGrid},
     {"broken-invariant", brokenInvariant},
 };
 } // namespace

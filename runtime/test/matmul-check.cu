@@ -1,6 +1,7 @@
 //===- matmul-check.cu - dcrt_matmul and dcrt_launch_kernel on a GPU ------===//
 //
-// `DCRT_BACKEND=cuda mpirun -n 1 matmul-check [--fatbin PATH] [--no-bench]`
+// `DCRT_BACKEND=cuda mpirun -n 1 matmul-check [--fatbin PATH] [--no-bench]
+//  [--coresident-overflow]`
 // on a GPU machine (runtime/test/gpu/run.sh runs it):
 //  1. every descriptor of the shared set (MatmulReference.h) on the cuda
 //     backend against a double reference on random data: f32 inputs within
@@ -10,13 +11,17 @@
 //  2. a kernel of a fatbin built at build time (add-one-kernel.cu) launched
 //     with dcrt_launch_kernel, then a step of one matmul and one launch
 //     captured with dcrt::captureStep and replayed twice: both calls are
-//     capturable once warmed up;
+//     capturable once warmed up; the same kernel through
+//     dcrt_launch_kernel_coresident (all of its 8 blocks resident);
 //  3. unless --no-bench, TFLOP/s of the GEMMs of one linear layer at config
 //     A's shapes (M = 8192 tokens, K = 4096, N = 4096, 14336, 128256; bf16
 //     inputs, f32 and bf16 outputs; forward X W^T, backward dY W and dY^T X)
 //     plus one f32 GEMM.
 // Prints one line per check and "matmul-check: all passed" (exit 0) or
 // "matmul-check: FAILED" (exit 1).
+// `--coresident-overflow` instead launches it with 2^20 blocks that must
+// all be resident: the runtime must refuse it with its error (exit non-zero)
+// before it launches.
 //
 //===----------------------------------------------------------------------===//
 #include "GpuCheck.h"
@@ -283,19 +288,56 @@ void bench() {
   std::printf("matmul workspace: %lld bytes reserved\n",
               static_cast<long long>(stats.matmulWorkspace.reserved));
 }
+/// dcrt_launch_kernel_coresident: a grid whose blocks all fit at once runs
+/// as a plain launch; with `overflow`, one of 2^20 blocks that must all be
+/// resident is refused before it launches (the process ends with the
+/// runtime's error, which run.sh checks).
+void checkCoresident(const std::string &fatbin, bool overflow) {
+  std::vector<char> binary = readFile(fatbin);
+  const int n = 1000;
+  std::vector<float> start(n);
+  for (int i = 0; i < n; ++i)
+    start[i] = static_cast<float>(2 * i);
+  Buffer x(n * 4, MemoryKind::Device, "matmul-check coresident x");
+  copy(x.data(), start.data(), n * 4);
+  float *data = x.as<float>();
+  int count = n;
+  void *args[] = {&data, &count};
+  int64_t blocks = overflow ? int64_t(1) << 20 : (n + 127) / 128;
+  int64_t dims[6] = {blocks, 1, 1, 128, 1, 1};
+  dcrt_launch_kernel_coresident(binary.data(),
+                                static_cast<int64_t>(binary.size()),
+                                "dcrt_test_add_one", dims, 0, args, blocks);
+  synchronize();
+  std::vector<float> got(n);
+  copy(got.data(), x.data(), n * 4);
+  bool ok = true;
+  for (int i = 0; i < n; ++i)
+    ok = ok && got[i] == start[i] + 1;
+  report(ok && !overflow,
+         "dcrt_launch_kernel_coresident dcrt_test_add_one, " +
+             std::to_string(blocks) + " blocks resident",
+         overflow ? "launched although they cannot all be resident"
+         : ok     ? ""
+                  : "x[i] != 2 i + 1");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string fatbin = MATMUL_CHECK_FATBIN;
-  bool benchmark = true;
+  bool benchmark = true, overflow = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--fatbin" && i + 1 < argc)
       fatbin = argv[++i];
     else if (arg == "--no-bench")
       benchmark = false;
+    else if (arg == "--coresident-overflow")
+      overflow = true;
     else
-      fatal("usage: matmul-check [--fatbin PATH] [--no-bench]");
+      fatal("usage: matmul-check [--fatbin PATH] [--no-bench] "
+            "[--coresident-overflow]");
   }
   setErrorPrefix("matmul-check");
   dcrt_init_options options{};
@@ -304,6 +346,12 @@ int main(int argc, char **argv) {
   dcrt_init(&options);
   if (deviceIsHost())
     fatal("matmul-check checks a GPU backend: run it with DCRT_BACKEND=cuda");
+  if (overflow) {
+    // Ends in the runtime's fatal error; reaching the end is the failure.
+    checkCoresident(fatbin, true);
+    std::printf("matmul-check: FAILED (no error)\n");
+    return 1;
+  }
 
   unsigned seed = 1;
   std::vector<MatmulCase> cases = matmulCases();
@@ -312,6 +360,7 @@ int main(int argc, char **argv) {
   // Repeated calls reuse the cached plan.
   checkCase(cases[0], seed++, 0);
   checkKernelsAndCapture(fatbin);
+  checkCoresident(fatbin, false);
   // The same descriptors with A, B and C one element off 256-byte
   // alignment: a plan of its own (cuBLASLt's alignment preference). Last
   // among the checks: a descriptor cuBLASLt has no algorithm for ends the

@@ -119,3 +119,28 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// A kernel whose last 2 blocks wait for the others (a finishing pass,
+// marked by dc-mark-coresident-launches): dcrt_launch_kernel_coresident,
+// the count last, for the runtime to check before it launches.
+module attributes {gpu.container_module} {
+  gpu.binary @kernels [#gpu.object<#nvvm.target<chip = "sm_90">, "FATBIN-BYTES">]
+  // CHECK: llvm.func @dcrt_launch_kernel_coresident(!llvm.ptr, i64, !llvm.ptr, !llvm.ptr, i32, !llvm.ptr, i64)
+  // CHECK-LABEL: func.func @launch_coresident
+  // CHECK: %[[DIMS:.*]] = llvm.alloca %{{.*}} x i64
+  // CHECK: %[[ARGS:.*]] = llvm.alloca %{{.*}} x !llvm.ptr
+  // CHECK: %[[BIN:.*]] = llvm.mlir.addressof @dc_kernels_kernels
+  // CHECK: %[[NAME:.*]] = llvm.mlir.addressof @dc_kernel_name_kernels_finish
+  // CHECK: %[[RESIDENT:.*]] = llvm.mlir.constant(2 : i64)
+  // CHECK: llvm.call @dcrt_launch_kernel_coresident(%[[BIN]], %{{.*}}, %[[NAME]], %[[DIMS]], %{{.*}}, %[[ARGS]], %[[RESIDENT]])
+  // CHECK-NOT: llvm.call @dcrt_launch_kernel(
+  func.func @launch_coresident(%m: memref<4xf32>) {
+    %c3 = arith.constant 3 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    gpu.launch_func @kernels::@finish blocks in (%c3, %c1, %c1) threads in (%c128, %c1, %c1) args(%m : memref<4xf32>) {dc.coresident_blocks = 2 : i64}
+    return
+  }
+}

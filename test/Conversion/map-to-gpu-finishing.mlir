@@ -1,6 +1,6 @@
 // RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" | FileCheck %s
 // RUN: dc-opt %s --dc-map-to-gpu=cuda-toolkit=/cuda | FileCheck %s --check-prefix=OFF
-// RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-merge-kernel-modules | FileCheck %s --check-prefix=OUTLINED
+// RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-mark-coresident-launches --dc-merge-kernel-modules | FileCheck %s --check-prefix=OUTLINED
 
 // A norm's backward with its weight gradient's partial sums folded into
 // its row group (as @norm_backward_folded in map-to-gpu.mlir) and the
@@ -13,7 +13,8 @@
 // until the counter reaches the launch's next multiple of 4, then fence
 // again; they share the 32 column blocks of 64 columns, 4 apart from the
 // block's position among them, a barrier before each.
-// CHECK: memref.global "private" @[[TICKETS:dc_finishing_tickets_[0-9]+]] : memref<1xi64> = dense<0>
+// The counter records how many blocks wait, which must all be resident.
+// CHECK: memref.global "private" @[[TICKETS:dc_finishing_tickets_[0-9]+]] : memref<1xi64> = dense<0> {dc.coresident_blocks = 4 : i64}
 // CHECK-LABEL: func.func @norm_backward_finished
 // CHECK-NOT: linalg.
 // CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TID:[^,]*]], {{.*}}) in (%{{.*}} = %c128{{.*}}, {{.*}}) workgroup({{.*}}, %[[TICKET:.*]] : memref<1xi64, #gpu.address_space<workgroup>>, %[[LANES:.*]] : memref<512xf32, #gpu.address_space<workgroup>>, %[[GROUPS:.*]] : memref<128xf32, #gpu.address_space<workgroup>>)
@@ -57,10 +58,12 @@
 // OFF-COUNT-2: gpu.launch blocks
 // OFF-NOT: gpu.launch
 // OFF-NOT: memref.atomic_rmw
-// Outlining copies the counter into the kernel's module.
+// Outlining copies the counter into the kernel's module, and its launch
+// carries the count (dc-mark-coresident-launches).
+// OUTLINED: gpu.launch_func @norm_backward_finished_kernel::@norm_backward_finished_kernel {{.*}} {dc.coresident_blocks = 4 : i64}
 // OUTLINED: gpu.module @norm_backward_finished_kernel
 // OUTLINED: memref.get_global @[[TICKETS:dc_finishing_tickets_[0-9]+]]
-// OUTLINED: memref.global "private" @[[TICKETS]] : memref<1xi64> = dense<0>
+// OUTLINED: memref.global "private" @[[TICKETS]] : memref<1xi64> = dense<0> {dc.coresident_blocks = 4 : i64}
 // OUTLINED-NEXT: }
 func.func @norm_backward_finished(%dy: memref<64x2048xbf16>, %x: memref<64x2048xbf16>, %r: memref<64xf32>,
                                   %w: memref<2048xbf16>, %s: memref<64xf32>, %dx: memref<64x2048xbf16>,

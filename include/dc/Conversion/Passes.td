@@ -421,6 +421,28 @@ def DCMergeKernelModules : Pass<"dc-merge-kernel-modules",
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def DCMarkCoresidentLaunches : Pass<"dc-mark-coresident-launches",
+                                    "::mlir::ModuleOp"> {
+  let summary = "Mark each launch of a kernel whose blocks wait for each "
+                "other with how many must be resident at once";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. A finishing pass (`dc-map-to-gpu
+    finishing-passes`) makes a kernel's last blocks wait until every block
+    has taken a ticket, so that many blocks must fit on the GPU at once: on
+    a GPU that holds fewer (a small MIG slice) the kernel never ends.
+    `dc-map-to-gpu` records the count as `dc.coresident_blocks` on the
+    kernel's ticket counter (a `memref.global`), which outlining copies into
+    the kernel module where it drops the `gpu.launch`'s own attributes.
+    This pass sets the largest count among the globals a kernel reads on
+    every `gpu.launch_func` of it; `dc-to-dcrt` then calls
+    `dcrt_launch_kernel_coresident`, which checks the count against the
+    occupancy API times the SMs and stops with an error naming the kernel
+    where it does not fit.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def DCExpandRoundingDivisions : Pass<"dc-expand-rounding-divisions"> {
   let summary = "Expand the arith divisions that round toward an infinity, "
                 "which have no LLVM lowering; leave min/max to the target";

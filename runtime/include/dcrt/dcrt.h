@@ -296,6 +296,17 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
 void dcrt_launch_kernel(const void *binary, int64_t binary_bytes,
                         const char *kernel, const int64_t *dims,
                         int32_t shared_bytes, void **args);
+/* As dcrt_launch_kernel, for a kernel whose blocks wait for each other
+ * (addition): its last `coresident_blocks` blocks wait until every block of
+ * the launch has finished its first part, so that many must fit on the GPU
+ * at once or the kernel never ends. The first launch of each kernel (and of
+ * each block size and shared memory size) checks it with the occupancy API
+ * times the SM count, which a MIG slice makes small: a GPU that cannot hold
+ * them is a fatal error naming the kernel, never a hang. */
+void dcrt_launch_kernel_coresident(const void *binary, int64_t binary_bytes,
+                                   const char *kernel, const int64_t *dims,
+                                   int32_t shared_bytes, void **args,
+                                   int64_t coresident_blocks);
 
 /* Marks the end of one step: buffers for reductions and gathers not
  * released yet (persistent ones) may be reused by the next. Called by the

@@ -91,6 +91,16 @@ step "dcrt_matmul (cuBLASLt) and dcrt_launch_kernel (a fatbin), captured too, ag
 DCRT_BACKEND=cuda mpi 1 "$BIN/matmul-check" > "$OUT/matmul-check.log" 2>&1 \
   || fail "matmul-check"
 grep -E "^FAIL|^bench|error|matmul-check:" "$OUT/matmul-check.log"
+# A kernel whose blocks wait for each other and cannot all be resident is
+# refused with the runtime's error, never launched (it would hang).
+if DCRT_BACKEND=cuda mpi 1 "$BIN/matmul-check" --coresident-overflow \
+    > "$OUT/coresident-overflow.log" 2>&1; then
+  fail "dcrt_launch_kernel_coresident launched 2^20 blocks that must all be resident"
+elif grep -q "needs 1048576 of its blocks on the GPU at once" "$OUT/coresident-overflow.log"; then
+  echo "ok: dcrt_launch_kernel_coresident refuses 2^20 blocks that must all be resident"
+else
+  fail "dcrt_launch_kernel_coresident: no co-residency error (coresident-overflow.log)"
+fi
 
 attention_checks
 
