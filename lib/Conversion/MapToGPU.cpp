@@ -806,14 +806,14 @@ struct FinishingPass {
 };
 
 /// The most blocks of a kernel that wait for the rest before a finishing
-/// pass. A block waits only once at most this many of the kernel's blocks
-/// are unfinished, itself included, and so many always fit on the GPU at
-/// once (half an H100's SMs at one block each, leaving room for NCCL's
-/// kernels beside): no block waits for one that cannot start. A MIG slice
-/// of 16 SMs may hold fewer: the kernel's launches carry the count
-/// (dc.coresident_blocks) and the runtime refuses to launch it there. 64 blocks
+/// pass: the pass option finishing-blocks, 64 by default. A block waits only
+/// once at most this many of the kernel's blocks are unfinished, itself
+/// included, and 64 always fit on an H100 or H200 at once (half its SMs at
+/// one block each, leaving room for NCCL's kernels beside): no block waits
+/// for one that cannot start. A MIG slice of 16 SMs may hold fewer: the
+/// kernel's launches carry the count (dc.coresident_blocks) and the runtime
+/// refuses to launch it there. 64 blocks
 /// of 32 columns read config A's 256 x 2048 partials 16 rows per thread.
-constexpr int64_t kMaxFinishingBlocks = 64;
 
 /// A row max of x and, later in the same row group, a row sum of
 /// exp(x - max) that reads the max's output per row (softmax's and
@@ -1049,6 +1049,12 @@ public:
           << "the GPU target (h200) compiles kernels with the CUDA toolkit's "
              "ptxas, and this dc was configured without a CUDA toolkit "
              "(reconfigure with CUDAToolkit_ROOT set)";
+      return signalPassFailure();
+    }
+    if (finishingBlocks < 1) {
+      getOperation().emitError()
+          << "dc-map-to-gpu: finishing-blocks must be at least 1, got "
+          << finishingBlocks.getValue();
       return signalPassFailure();
     }
     finishingCounters = 0;
@@ -1607,7 +1613,7 @@ private:
     // Blocks of up to 64 columns, narrower (down to 4 vector lanes, with
     // rows for every row lane) while the narrower ones still number no more
     // than may wait.
-    int64_t maxBlocks = std::min(blocks, kMaxFinishingBlocks);
+    int64_t maxBlocks = std::min<int64_t>(blocks, finishingBlocks);
     int64_t perBlock = std::min(kColumnsPerBlock, threads);
     auto count = [&](int64_t columnsPerBlock) -> int64_t {
       return outer * llvm::divideCeilSigned(columns, columnsPerBlock);

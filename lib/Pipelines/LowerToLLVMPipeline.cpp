@@ -31,7 +31,7 @@ constexpr const char kCudaToolkit[] = "";
 /// The GPU target's compute: kernels and library calls, the kernels
 /// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
 void buildGPUCompute(OpPassManager &pm, bool preciseMath,
-                     bool finishingPasses) {
+                     bool finishingPasses, int64_t finishingBlocks) {
   // No host memcpy on device memory: every copy is a kernel.
   DCExpandStridedCopiesOptions copies;
   copies.all = true;
@@ -40,6 +40,7 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath,
   map.cudaToolkit = kCudaToolkit;
   map.approximateMath = !preciseMath;
   map.finishingPasses = finishingPasses;
+  map.finishingBlocks = finishingBlocks;
   pm.addPass(createDCMapToGPU(map));
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
@@ -159,7 +160,8 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm);
 
   if (options.target == "h200")
-    buildGPUCompute(pm, options.preciseMath, options.finishingPasses);
+    buildGPUCompute(pm, options.preciseMath, options.finishingPasses,
+                    options.finishingBlocks);
   else
     buildCPUCompute(pm);
 

@@ -304,8 +304,9 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
       fatal("dcrt_launch_kernel_coresident: kernel %s needs %lld of its "
             "blocks on the GPU at once (they wait for each other), but this "
             "GPU holds %lld of them (%lld threads and %d bytes of shared "
-            "memory each); it would never end. Compile without "
-            "--finishing-passes for this GPU",
+            "memory each); it would never end. Compile it with "
+            "dc-compile --finishing-blocks at most that, or without "
+            "--finishing-passes",
             kernel, static_cast<long long>(coresidentBlocks),
             static_cast<long long>(k.residentBlocks),
             static_cast<long long>(threads), sharedBytes);

@@ -1,5 +1,7 @@
 // RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" | FileCheck %s
 // RUN: dc-opt %s --dc-map-to-gpu=cuda-toolkit=/cuda | FileCheck %s --check-prefix=OFF
+// RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1 finishing-blocks=2" | FileCheck %s --check-prefix=BLOCKS2
+// RUN: not dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1 finishing-blocks=0" 2>&1 | FileCheck %s --check-prefix=BLOCKS0
 // RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-mark-coresident-launches --dc-merge-kernel-modules | FileCheck %s --check-prefix=OUTLINED
 
 // A norm's backward with its weight gradient's partial sums folded into
@@ -53,6 +55,13 @@
 // CHECK: gpu.terminator
 // CHECK-NOT: gpu.launch
 // CHECK: return
+// finishing-blocks=2: the last 2 blocks wait (the count on the counter),
+// and they share the 32 column blocks 2 apart.
+// BLOCKS2: memref.global "private" @{{.*}} = dense<0> {dc.coresident_blocks = 2 : i64}
+// BLOCKS2: %[[POS:.*]] = arith.remui %{{.*}}, %c4_i64
+// BLOCKS2: arith.cmpi uge, %[[POS]], %c2_i64
+// BLOCKS2: scf.for %{{.*}} = %{{.*}} to %c32 step %c2
+// BLOCKS0: error: dc-map-to-gpu: finishing-blocks must be at least 1, got 0
 // Without it (the default), the second pass is a kernel of its own.
 // OFF-NOT: memref.global
 // OFF-COUNT-2: gpu.launch blocks

@@ -87,9 +87,16 @@ cl::opt<bool> finishingPasses(
     "finishing-passes",
     cl::desc("--target=h200: a split weight gradient's second pass runs at "
              "the end of its row group's kernel, not as a launch of its own "
-             "(config A's norm backwards 2-4% faster on an H100; needs 64 "
-             "blocks resident at once: not a small MIG slice)"),
+             "(config A's norm backwards 2-4% faster on an H100; needs "
+             "--finishing-blocks blocks resident at once, which the runtime "
+             "checks)"),
     cl::cat(category));
+cl::opt<int64_t> finishingBlocks(
+    "finishing-blocks",
+    cl::desc("--finishing-passes: the most blocks of a kernel that wait for "
+             "the rest, all resident at once (default 64; lower it for a "
+             "GPU that holds fewer, such as a small MIG slice)"),
+    cl::init(64), cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -204,6 +211,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.profileOps = profileOps;
   lowering.preciseMath = preciseMath;
   lowering.finishingPasses = finishingPasses;
+  lowering.finishingBlocks = finishingBlocks;
   // The description says what runs its compute: the GPU presets, and JSON
   // targets based on them, "h200" (the cluster presets are the same sm_90
   // GPU in nodes of 8). One that does not load is the pipeline's error.

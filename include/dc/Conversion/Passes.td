@@ -395,9 +395,15 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
            "accurate versions, several times the instructions">,
     Option<"finishingPasses", "finishing-passes", "bool", "false",
            "A split's second pass runs at the end of its row group's kernel "
-           "(the last blocks to finish wait for the rest, so up to 64 blocks "
-           "must fit on the GPU at once: not a small MIG slice, hence "
-           "opt-in). Config A's norm backwards 2-4% faster on an H100">,
+           "(the last blocks to finish wait for the rest, so up to "
+           "finishing-blocks blocks must fit on the GPU at once; the runtime "
+           "checks it before the launch). Config A's norm backwards 2-4% "
+           "faster on an H100">,
+    Option<"finishingBlocks", "finishing-blocks", "int64_t", "64",
+           "With finishing-passes: the most blocks of a kernel that wait for "
+           "the rest and then share its second pass (at least 1). Each must "
+           "be resident at once with the others: lower it for a GPU that "
+           "holds fewer (a MIG slice of 16 SMs holds 48 of config A's)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",

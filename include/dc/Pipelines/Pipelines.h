@@ -190,8 +190,15 @@ struct LowerToLLVMPipelineOptions
       *this, "finishing-passes",
       llvm::cl::desc("h200: a split weight gradient's second pass runs at "
                      "the end of its row group's kernel (dc-map-to-gpu "
-                     "finishing-passes; needs 64 blocks resident at once)"),
+                     "finishing-passes; needs finishing-blocks blocks "
+                     "resident at once)"),
       llvm::cl::init(false)};
+  Option<int64_t> finishingBlocks{
+      *this, "finishing-blocks",
+      llvm::cl::desc("h200, with finishing-passes: the most blocks of a "
+                     "kernel that wait for the rest (dc-map-to-gpu "
+                     "finishing-blocks)"),
+      llvm::cl::init(64)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
