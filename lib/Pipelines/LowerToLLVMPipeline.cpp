@@ -30,8 +30,8 @@ constexpr const char kCudaToolkit[] = "";
 
 /// The GPU target's compute: kernels and library calls, the kernels
 /// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
-void buildGPUCompute(OpPassManager &pm, bool preciseMath,
-                     bool finishingPasses, int64_t finishingBlocks) {
+void buildGPUCompute(OpPassManager &pm, bool preciseMath, bool finishingPasses,
+                     int64_t finishingBlocks) {
   // No host memcpy on device memory: every copy is a kernel.
   DCExpandStridedCopiesOptions copies;
   copies.all = true;
