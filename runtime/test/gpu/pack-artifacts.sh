@@ -92,14 +92,19 @@ if [ "${BENCH:-0}" = 1 ]; then
     --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
     -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
   python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-kernels.json"
-  # The same with --finishing-passes: VARIANTS=finishing in
-  # bench/gpu_inductor_ncu.sh.
-  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops --finishing-passes \
-    -o "$DEST/bench/A2R-finishing-h200-w1-prof.so"
-  "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops --finishing-passes \
-    --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
-    -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
-  python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-finishing-kernels.json"
+  # The same with --finishing-passes, the last 64 (default), 32 or 16
+  # blocks sharing the second pass: VARIANTS="finishing finishing32
+  # finishing16" in bench/gpu_inductor_ncu.sh.
+  for variant in finishing:64 finishing32:32 finishing16:16; do
+    name=${variant%%:*}
+    flags="--finishing-passes --finishing-blocks=${variant##*:}"
+    "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops $flags \
+      -o "$DEST/bench/A2R-$name-h200-w1-prof.so"
+    "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops $flags \
+      --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
+      -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
+    python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-$name-kernels.json"
+  done
   rm -f "$DEST/A2R-names.so"
   for c in A16 B; do
     # The IR the profile keys count in, for bench/profile_by_kind.py.
