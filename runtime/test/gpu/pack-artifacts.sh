@@ -92,10 +92,10 @@ if [ "${BENCH:-0}" = 1 ]; then
     --mlir-print-ir-after=dc-merge-kernel-modules --mlir-print-debuginfo \
     -o "$DEST/A2R-names.so" 2> "$DEST/A2R-kernels.mlir"
   python3 bench/kernel_names.py "$DEST/A2R-kernels.mlir" > "$DEST/bench/A2R-kernels.json"
-  # The same with --finishing-passes, the last 64 (default), 32 or 16
-  # blocks sharing the second pass: VARIANTS="finishing finishing32
-  # finishing16" in bench/gpu_inductor_ncu.sh.
-  for variant in finishing:64 finishing32:32 finishing16:16; do
+  # The same with --finishing-passes, the last 64 (default), 128, 32 or 16
+  # blocks sharing the second pass: VARIANTS="finishing finishing128
+  # finishing32 finishing16" in bench/gpu_inductor_ncu.sh.
+  for variant in finishing:64 finishing128:128 finishing32:32 finishing16:16; do
     name=${variant%%:*}
     flags="--finishing-passes --finishing-blocks=${variant##*:}"
     "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops $flags \
