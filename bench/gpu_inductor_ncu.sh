@@ -17,7 +17,8 @@
 #
 # VARIANTS="a b" compares several builds of that step against one run of
 # Inductor's side: .gpu-artifacts/bench/A2R-a-h200-w1-prof.so with
-# A2R-a-kernels.json, and so on (one table each, ncu-side-by-side-a.md).
+# A2R-a-kernels.json, and so on (one table each, ncu-side-by-side-a.md);
+# "default" names the build without options.
 #
 #   [CLOCKS=none|base] [STEPS=3] [REPEAT=5] [VARIANTS="a b"] bash bench/gpu_inductor_ncu.sh OUT
 set -uo pipefail
@@ -60,5 +61,9 @@ if [ -z "${VARIANTS:-}" ]; then
 fi
 for v in $VARIANTS; do
   echo "== $v"
-  compare_build ".gpu-artifacts/bench/A2R-$v-h200-w1-prof.so" ".gpu-artifacts/bench/A2R-$v-kernels.json" "-$v"
+  if [ "$v" = default ]; then
+    compare_build .gpu-artifacts/bench/A2R-h200-w1-prof.so .gpu-artifacts/bench/A2R-kernels.json "-$v"
+  else
+    compare_build ".gpu-artifacts/bench/A2R-$v-h200-w1-prof.so" ".gpu-artifacts/bench/A2R-$v-kernels.json" "-$v"
+  fi
 done
