@@ -796,7 +796,9 @@ struct ColumnPartial {
 /// in the row group's kernel saves 1.0-1.5 us of it (41.1 -> 39.6 us, 54.2
 /// -> 53.2 us; the waiting and the partials' read from L2 cost the rest).
 /// Still deterministic: each column block adds its rows in a fixed order,
-/// whichever block runs it.
+/// whichever block runs it. The counter is the kernel's own, so two
+/// launches of one kernel must not overlap: the artifact launches every
+/// kernel on the one compute stream.
 struct FinishingPass {
   // Op handles are values; their accessors are not const.
   mutable linalg::GenericOp op;
