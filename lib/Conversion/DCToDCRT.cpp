@@ -725,7 +725,7 @@ struct LaunchFuncLowering : public DCRTPattern<gpu::LaunchFuncOp> {
     // runtime checks that so many fit on the GPU at once.
     StringRef callee = "dcrt_launch_kernel";
     if (auto coresident =
-            op->getAttrOfType<IntegerAttr>("dc.coresident_blocks")) {
+            op->getAttrOfType<IntegerAttr>(kCoresidentBlocksAttr)) {
       callee = "dcrt_launch_kernel_coresident";
       operands.push_back(i64(rewriter, loc, coresident.getInt()));
     }

@@ -1677,7 +1677,7 @@ private:
           /*constant=*/false, /*alignment=*/IntegerAttr());
       // The blocks that wait must all be resident: the runtime checks it
       // (dc-mark-coresident-launches carries the count to the launch).
-      global->setAttr("dc.coresident_blocks",
+      global->setAttr(dc::kCoresidentBlocksAttr,
                       rewriter.getI64IntegerAttr(finishing.blocks));
     }
     auto index = [&](int64_t value) -> Value {

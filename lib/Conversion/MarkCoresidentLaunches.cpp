@@ -24,8 +24,6 @@ using namespace mlir;
 
 namespace {
 
-constexpr llvm::StringLiteral kCoresident = "dc.coresident_blocks";
-
 /// The most blocks of `kernel` that must be resident at once: the largest
 /// count on a global it reads (0: none).
 FailureOr<int64_t> coresidentBlocks(gpu::GPUFuncOp kernel) {
@@ -35,12 +33,13 @@ FailureOr<int64_t> coresidentBlocks(gpu::GPUFuncOp kernel) {
         get, get.getNameAttr());
     if (!global)
       return WalkResult::advance();
-    Attribute attr = global->getAttr(kCoresident);
+    Attribute attr = global->getAttr(dc::kCoresidentBlocksAttr);
     if (!attr)
       return WalkResult::advance();
     auto count = dyn_cast<IntegerAttr>(attr);
     if (!count || count.getInt() < 1) {
-      global.emitError() << "dc-mark-coresident-launches: " << kCoresident
+      global.emitError() << "dc-mark-coresident-launches: "
+                         << dc::kCoresidentBlocksAttr
                          << " must be a positive integer, got " << attr;
       return WalkResult::interrupt();
     }
@@ -87,7 +86,7 @@ struct MarkCoresidentLaunchesPass
         return WalkResult::interrupt();
       }
       launch->setAttr(
-          kCoresident,
+          dc::kCoresidentBlocksAttr,
           IntegerAttr::get(IntegerType::get(&getContext(), 64), found->second));
       return WalkResult::advance();
     });

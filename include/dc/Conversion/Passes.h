@@ -21,6 +21,13 @@
 
 namespace dc {
 
+/// How many blocks of a kernel wait for the others and so must be resident
+/// at once: set by dc-map-to-gpu on a finishing pass's ticket counter,
+/// carried to the kernel's launches by dc-mark-coresident-launches, read by
+/// dc-to-dcrt (dcrt_launch_kernel_coresident).
+inline constexpr llvm::StringLiteral kCoresidentBlocksAttr =
+    "dc.coresident_blocks";
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "dc/Conversion/Passes.h.inc"
