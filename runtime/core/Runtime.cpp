@@ -502,7 +502,7 @@ void launchKernel(const char *caller, const void *binary, int64_t binary_bytes,
           shared_bytes);
   // Each dimension is below 2^31: their product fits 128 bits.
   __int128 blocks = static_cast<__int128>(dims[0]) * dims[1] * dims[2];
-  if (coresident_blocks < 0 || coresident_blocks > blocks)
+  if (coresident_blocks > blocks)
     fatal("%s: kernel %s: %lld blocks must be resident at once, of a grid "
           "of %lld",
           caller, name, static_cast<long long>(coresident_blocks),
