@@ -1840,6 +1840,86 @@ func.func @norm_backward_folded(%dy: memref<64x2048xbf16>, %x: memref<64x2048xbf
 
 // -----
 
+// The same with the layers' residual gradient added to dx (a third row
+// operand, %g): dy, x and rstd take 34 KiB of copies ahead, g's would make
+// 50 KiB, past what may sit beside the reductions (40 KiB). So dy, x and
+// rstd (the reductions' operands, first in the members' order) are copied
+// ahead as before and g is loaded from global memory in its iteration,
+// before the first reduction; no slots for g.
+// CHECK-LABEL: func.func @norm_backward_folded_residual
+// CHECK: gpu.launch {{.*}} workgroup(%[[DYS:[^ ]*]] : memref<2x2x2x128x8xbf16, 3>, %[[XS:[^ ]*]] : memref<2x2x2x128x8xbf16, 3>, %[[RS:[^ ]*]] : memref<2x2x1x128x1xf32, 3>) {
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[I:.*]] = %c0{{.*}} to %c16{{.*}} step %c2{{.*}} iter_args
+// CHECK: nvgpu.device_async_copy %arg0[
+// CHECK-NOT: nvgpu.device_async_copy %arg5[
+// CHECK: nvgpu.device_async_wait
+// CHECK: %[[ROW:.*]] = arith.addi %{{.*}}, %[[I]]
+// CHECK: vector.load %[[DYS]][
+// CHECK: vector.load %arg5[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<64x2048xbf16>, vector<8xbf16>
+// CHECK: gpu.all_reduce
+// CHECK: vector.store %{{.*}}, %arg6[%[[ROW]], %{{.*}}]
+// CHECK: scf.yield
+func.func @norm_backward_folded_residual(%dy: memref<64x2048xbf16>, %x: memref<64x2048xbf16>, %r: memref<64xf32>,
+                                %w: memref<2048xbf16>, %s: memref<64xf32>, %g: memref<64x2048xbf16>,
+                                %dx: memref<64x2048xbf16>, %part: memref<4x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 3.9e-03 : f32
+  %dy3 = memref.expand_shape %dy [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %x3 = memref.expand_shape %x [[0, 1], [2]] output_shape [4, 16, 2048] : memref<64x2048xbf16> into memref<4x16x2048xbf16>
+  %r2 = memref.expand_shape %r [[0, 1]] output_shape [4, 16] : memref<64xf32> into memref<4x16xf32>
+  linalg.fill ins(%zero : f32) outs(%part : memref<4x2048xf32>)
+  linalg.generic {indexing_maps = [affine_map<(k, i, c) -> (k, i, c)>, affine_map<(k, i, c) -> (k, i, c)>,
+                                   affine_map<(k, i, c) -> (k, i)>, affine_map<(k, i, c) -> (k, c)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dy3, %x3, %r2 : memref<4x16x2048xbf16>, memref<4x16x2048xbf16>, memref<4x16xf32>) outs(%part : memref<4x2048xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %1, %c : f32
+    %3 = arith.mulf %0, %2 : f32
+    %4 = arith.addf %acc, %3 : f32
+    linalg.yield %4 : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<64xf32>)
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%dy, %w, %x, %r : memref<64x2048xbf16>, memref<2048xbf16>, memref<64x2048xbf16>, memref<64xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %acc: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %2, %4 : f32
+    %6 = arith.addf %acc, %5 : f32
+    linalg.yield %6 : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%dy, %w, %x, %r, %s, %g : memref<64x2048xbf16>, memref<2048xbf16>, memref<64x2048xbf16>, memref<64xf32>, memref<64xf32>, memref<64x2048xbf16>)
+      outs(%dx : memref<64x2048xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16, %d: f32, %e: f32, %f: bf16, %o: bf16):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %b : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.extf %c : bf16 to f32
+    %4 = arith.mulf %3, %d : f32
+    %5 = arith.mulf %e, %scale : f32
+    %6 = arith.mulf %4, %5 : f32
+    %7 = arith.subf %2, %6 : f32
+    %8 = arith.mulf %d, %7 : f32
+    %9 = arith.extf %f : bf16 to f32
+    %10 = arith.addf %8, %9 : f32
+    %11 = arith.truncf %10 : f32 to bf16
+    linalg.yield %11 : bf16
+  }
+  return
+}
+
+// -----
+
 // The same, but the scale writes dx over x (in place), which the partial
 // sums read: other blocks would overwrite rows it has yet to read, so the
 // partial sums keep a kernel of their own (a column reduction, its fill
