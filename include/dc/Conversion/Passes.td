@@ -303,12 +303,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       and dy once instead of twice. With 16-byte accesses, the rows'
       operands that move with the row (16 bytes a chunk, or a 4-byte
       per-row value such as rstd) are copied ahead into workgroup memory
-      (`nvgpu.device_async_copy`, cp.async; two stages, at most 40 KiB,
-      the operands that fit in the members' order, the rest loaded in
-      their iteration): each iteration issues the next one's copies, each
-      thread into its own slots, then waits for all but those and reads
-      its slots, so a row's loads no longer wait a memory round trip
-      behind the row before's reductions. With `finishing-passes`, when the split's second
+      (`nvgpu.device_async_copy`, cp.async; two stages, at most 40 KiB):
+      each iteration issues the next one's copies, each thread into its
+      own slots, then waits for all but those and reads its slots, so a
+      row's loads no longer wait a memory round trip behind the row
+      before's reductions. With `finishing-passes`, when the split's second
       pass over those partials comes next (a vectorizable column reduction reading them,
       past views and hooks that touch none of its buffers; its identity
       fill and conversion folded as below), the kernel runs it at its end:
