@@ -2470,8 +2470,8 @@ private:
   /// The operands the folded loop would load: those of `members` that move
   /// with the row (and the column: 16 bytes per chunk; or not: a 4-byte
   /// per-row value) and the partial's per-row reads, each with its slots in
-  /// `launch`'s workgroup memory: as many as fit beside the group's
-  /// reductions (kMaxRowCopyBytes), in order.
+  /// `launch`'s workgroup memory. None when the slots would not fit beside
+  /// the group's reductions.
   static SmallVector<RowCopy> planRowCopies(IRRewriter &rewriter, Location loc,
                                             gpu::LaunchOp launch,
                                             ArrayRef<RowMember> members,
@@ -2496,16 +2496,8 @@ private:
       // cp.async moves 4, 8 or 16 bytes.
       if (perRow ? copyBytes != 4 : copyBytes != kVectorBytes)
         return;
-      // The operands that fit, in the members' order (a reduction's first,
-      // as the row needs them); the rest load in their iteration. A's
-      // layers' norm backward copies dy and x ahead but not the residual
-      // gradient, which only its last member reads.
-      int64_t slotBytes =
-          2 * inFlight * (perRow ? 1 : chunks) * threads * copyBytes;
-      if (bytes + slotBytes > kMaxRowCopyBytes)
-        return;
       copies.push_back({buffer, map, Value(), perRow});
-      bytes += slotBytes;
+      bytes += 2 * inFlight * (perRow ? 1 : chunks) * threads * copyBytes;
     };
     for (const RowMember &member : members) {
       if (member.kind == RowMember::PerRow)
@@ -2519,7 +2511,7 @@ private:
     for (const ColumnPartial::Read &read : partial.reads)
       if (read.kind == ColumnPartial::Read::Row)
         add(read.buffer, AffineMap::get(2, 0, getAffineDimExpr(0, context)));
-    if (copies.empty())
+    if (copies.empty() || bytes > kMaxRowCopyBytes)
       return {};
     // As NVVM numbers it: convert-nvgpu-to-nvvm does not map the GPU
     // dialect's address spaces.
