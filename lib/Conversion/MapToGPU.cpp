@@ -1059,6 +1059,12 @@ public:
           << finishingBlocks.getValue();
       return signalPassFailure();
     }
+    if (foldedBlocksPerSM < 0) {
+      getOperation().emitError()
+          << "dc-map-to-gpu: folded-blocks-per-sm must be at least 0, got "
+          << foldedBlocksPerSM.getValue();
+      return signalPassFailure();
+    }
     finishingCounters = 0;
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal() && failed(mapFunction(fn)))
@@ -2132,6 +2138,9 @@ private:
         auto loop = scf::ForOp::create(
             rewriter, loc, index(0), index(partial->rowsPerChunk),
             index(inFlight), SmallVector<Value>(sumCount, identity));
+        if (foldedBlocksPerSM > 0)
+          loop->setAttr(dc::kMinBlocksPerSMAttr,
+                        rewriter.getI64IntegerAttr(foldedBlocksPerSM));
         {
           OpBuilder::InsertionGuard inLoop(rewriter);
           rewriter.setInsertionPointToStart(loop.getBody());

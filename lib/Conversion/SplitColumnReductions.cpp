@@ -26,7 +26,6 @@ namespace dc {
 
 using namespace mlir;
 using dc::kColumnsPerBlock;
-using dc::kFoldedChunkRows;
 
 namespace {
 
@@ -150,11 +149,11 @@ struct SplitColumnReductionsPass
         llvm::divideCeilSigned(points, kColumnsPerBlock) >= minBlocks)
       return 1;
     if (Operation *partner = getRowGroupPlace(op, *loop);
-        partner && rows % kFoldedChunkRows == 0 &&
-        rows / kFoldedChunkRows >= 2) {
+        partner && rows % foldedChunkRows == 0 &&
+        rows / foldedChunkRows >= 2) {
       if (place)
         *place = partner;
-      return rows / kFoldedChunkRows;
+      return rows / foldedChunkRows;
     }
     int64_t chunks = 1;
     while (chunks * 2 <= maxChunks && rows % (chunks * 2) == 0 &&
@@ -164,6 +163,12 @@ struct SplitColumnReductionsPass
   }
 
   void runOnOperation() override {
+    if (foldedChunkRows < 1 || foldedChunkRows > dc::kMaxFoldedChunkRows) {
+      getOperation()->emitError()
+          << "dc-split-column-reductions: folded-chunk-rows must be 1 to "
+          << dc::kMaxFoldedChunkRows << ", got " << foldedChunkRows.getValue();
+      return signalPassFailure();
+    }
     SmallVector<linalg::LinalgOp> candidates;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (getChunks(op) > 1)

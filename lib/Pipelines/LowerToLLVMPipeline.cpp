@@ -30,17 +30,18 @@ constexpr const char kCudaToolkit[] = "";
 
 /// The GPU target's compute: kernels and library calls, the kernels
 /// compiled to one sm_90 fatbin (SASS and PTX) that the artifact embeds.
-void buildGPUCompute(OpPassManager &pm, bool preciseMath, bool finishingPasses,
-                     int64_t finishingBlocks) {
+void buildGPUCompute(OpPassManager &pm,
+                     const dc::LowerToLLVMPipelineOptions &options) {
   // No host memcpy on device memory: every copy is a kernel.
   DCExpandStridedCopiesOptions copies;
   copies.all = true;
   pm.addPass(createDCExpandStridedCopies(copies));
   DCMapToGPUOptions map;
   map.cudaToolkit = kCudaToolkit;
-  map.approximateMath = !preciseMath;
-  map.finishingPasses = finishingPasses;
-  map.finishingBlocks = finishingBlocks;
+  map.approximateMath = !options.preciseMath;
+  map.finishingPasses = options.finishingPasses;
+  map.finishingBlocks = options.finishingBlocks;
+  map.foldedBlocksPerSM = options.foldedBlocksPerSM;
   pm.addPass(createDCMapToGPU(map));
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
@@ -48,6 +49,8 @@ void buildGPUCompute(OpPassManager &pm, bool preciseMath, bool finishingPasses,
   // A kernel whose blocks wait for each other: its launches say how many
   // must be resident at once, for the runtime to check.
   pm.addPass(createDCMarkCoresidentLaunches());
+  // A kernel's blocks-per-SM request (folded-blocks-per-sm) onto it.
+  pm.addPass(createDCSetKernelOccupancy());
   // Outlining copies the device globals a kernel reads (a finishing pass's
   // ticket counter) into its module; the host's own copies go.
   pm.addPass(createSymbolDCEPass());
@@ -129,8 +132,11 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
   // Long reductions over rows in chunks that fill the GPU (still inside
   // the profile's hooks of the op they split).
-  if (options.target == "h200")
-    pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions());
+  if (options.target == "h200") {
+    DCSplitColumnReductionsOptions split;
+    split.foldedChunkRows = options.foldedChunkRows;
+    pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions(split));
+  }
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become
@@ -160,8 +166,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm);
 
   if (options.target == "h200")
-    buildGPUCompute(pm, options.preciseMath, options.finishingPasses,
-                    options.finishingBlocks);
+    buildGPUCompute(pm, options);
   else
     buildCPUCompute(pm);
 

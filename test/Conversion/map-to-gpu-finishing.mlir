@@ -3,6 +3,8 @@
 // RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1 finishing-blocks=2" | FileCheck %s --check-prefix=BLOCKS2
 // RUN: not dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1 finishing-blocks=0" 2>&1 | FileCheck %s --check-prefix=BLOCKS0
 // RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda finishing-passes=1" --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-mark-coresident-launches --dc-merge-kernel-modules | FileCheck %s --check-prefix=OUTLINED
+// RUN: dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda folded-blocks-per-sm=4" --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-set-kernel-occupancy | FileCheck %s --check-prefix=OCCUPANCY
+// RUN: not dc-opt %s --dc-map-to-gpu="cuda-toolkit=/cuda folded-blocks-per-sm=-1" 2>&1 | FileCheck %s --check-prefix=OCCUPANCY-NEGATIVE
 
 // A norm's backward with its weight gradient's partial sums folded into
 // its row group (as @norm_backward_folded in map-to-gpu.mlir) and the
@@ -62,6 +64,13 @@
 // BLOCKS2: arith.cmpi uge, %[[POS]], %c2_i64
 // BLOCKS2: scf.for %{{.*}} = %{{.*}} to %c32 step %c2
 // BLOCKS0: error: dc-map-to-gpu: finishing-blocks must be at least 1, got 0
+// folded-blocks-per-sm=4: the folded row group's kernel (not the column
+// reduction's second pass) asks for 4 blocks an SM once outlined; no
+// marker is left in its body.
+// OCCUPANCY: gpu.func @{{.*}} kernel attributes {{{.*}}nvvm.minctasm = 4 : i32
+// OCCUPANCY-NOT: dc.min_blocks_per_sm
+// OCCUPANCY-NOT: nvvm.minctasm
+// OCCUPANCY-NEGATIVE: error: dc-map-to-gpu: folded-blocks-per-sm must be at least 0, got -1
 // Without it (the default), the second pass is a kernel of its own.
 // OFF-NOT: memref.global
 // OFF-COUNT-2: gpu.launch blocks

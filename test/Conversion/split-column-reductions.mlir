@@ -1,5 +1,7 @@
 // RUN: dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions))' | FileCheck %s
 // RUN: dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{max-chunks=4}))' | FileCheck %s --check-prefix=FOUR
+// RUN: dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{folded-chunk-rows=16}))' | FileCheck %s --check-prefix=ROWS16
+// RUN: not dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{folded-chunk-rows=65}))' 2>&1 | FileCheck %s --check-prefix=ROWS65
 
 #rows = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -124,6 +126,14 @@ func.func @left_whole(%rows_in: tensor<8192x2048xf32>, %per_row: tensor<8192xf32
 // CHECK-NOT: tensor.expand_shape %[[PART]]
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<256x2048xf32>) outs(%[[DW0]] : tensor<2048xf32>)
 // CHECK-NOT: linalg.generic
+// folded-chunk-rows=16: the folded weight gradient in 512 chunks of 16
+// rows; the unfolded ones keep their chunks.
+// ROWS16-LABEL: func.func @norm_backward
+// ROWS16: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2]] output_shape [512, 16, 2048]
+// ROWS16: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%{{.*}} : tensor<512x2048xf32>)
+// ROWS16-LABEL: func.func @norm_backward_late_input
+// ROWS16: tensor.expand_shape {{.*}} output_shape [32, 256, 2048]
+// ROWS65: error: dc-split-column-reductions: folded-chunk-rows must be 1 to 64, got 65
 // A weight gradient whose input is computed after the row sum stays in
 // place, in the usual 32 chunks.
 // CHECK-LABEL: func.func @norm_backward_late_input

@@ -97,6 +97,18 @@ cl::opt<int64_t> finishingBlocks(
              "the rest, all resident at once (default 64; lower it for a "
              "GPU that holds fewer, such as a small MIG slice)"),
     cl::init(64), cl::cat(category));
+cl::opt<int64_t> foldedChunkRows(
+    "folded-chunk-rows",
+    cl::desc("--target=h200: rows of a norm weight gradient's chunk folded "
+             "into its backward's kernel, one block a chunk (default 32, "
+             "at most 64)"),
+    cl::init(32), cl::cat(category));
+cl::opt<int64_t> foldedBlocksPerSM(
+    "folded-blocks-per-sm",
+    cl::desc("--target=h200: blocks of a folded norm backward's kernel that "
+             "should fit on an SM, capping its registers (default 0: as "
+             "ptxas allocates)"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -212,6 +224,8 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.preciseMath = preciseMath;
   lowering.finishingPasses = finishingPasses;
   lowering.finishingBlocks = finishingBlocks;
+  lowering.foldedChunkRows = foldedChunkRows;
+  lowering.foldedBlocksPerSM = foldedBlocksPerSM;
   // The description says what runs its compute: the GPU presets, and JSON
   // targets based on them, "h200" (the cluster presets are the same sm_90
   // GPU in nodes of 8). One that does not load is the pipeline's error.

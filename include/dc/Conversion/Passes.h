@@ -28,6 +28,13 @@ namespace dc {
 inline constexpr llvm::StringLiteral kCoresidentBlocksAttr =
     "dc.coresident_blocks";
 
+/// How many blocks of a kernel should fit on an SM: set by dc-map-to-gpu
+/// (folded-blocks-per-sm) on an op inside a gpu.launch, which outlining
+/// keeps (it drops the launch's own attributes); dc-set-kernel-occupancy
+/// moves it onto the outlined gpu.func as nvvm.minctasm.
+inline constexpr llvm::StringLiteral kMinBlocksPerSMAttr =
+    "dc.min_blocks_per_sm";
+
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "dc/Conversion/Passes.h.inc"

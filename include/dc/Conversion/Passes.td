@@ -209,6 +209,10 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
            "lanes when it reads 16-byte vectors of bf16 columns)">,
     Option<"maxChunks", "max-chunks", "int64_t", "64",
            "Most chunks a reduction is split into">,
+    Option<"foldedChunkRows", "folded-chunk-rows", "int64_t", "32",
+           "Rows of a chunk that dc-map-to-gpu folds into a row group's "
+           "kernel (a norm's weight gradient into its backward: one block a "
+           "chunk; at least 1, at most 64)">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
@@ -404,6 +408,11 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
            "the rest and then share its second pass (at least 1). Each must "
            "be resident at once with the others: lower it for a GPU that "
            "holds fewer (a MIG slice of 16 SMs holds 48 of config A's)">,
+    Option<"foldedBlocksPerSM", "folded-blocks-per-sm", "int64_t", "0",
+           "A folded row group's kernel (a norm's backward with its weight "
+           "gradient's partial sums) asks ptxas to fit this many of its "
+           "blocks on an SM (nvvm.minctasm, by dc-set-kernel-occupancy after "
+           "outlining), capping its registers; 0 leaves them to ptxas">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::scf::SCFDialect",
@@ -447,6 +456,25 @@ def DCMarkCoresidentLaunches : Pass<"dc-mark-coresident-launches",
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect"];
+}
+
+def DCSetKernelOccupancy : Pass<"dc-set-kernel-occupancy",
+                                "::mlir::ModuleOp"> {
+  let summary = "Move a kernel's blocks-per-SM request from its body onto "
+                "the outlined gpu.func (nvvm.minctasm)";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. `dc-map-to-gpu folded-blocks-per-sm`
+    asks that a folded row group's kernel fit that many blocks on an SM
+    (more warps to keep loads in flight). Outlining drops a `gpu.launch`'s
+    own attributes, so the request is recorded as `dc.min_blocks_per_sm` on
+    an op of the launch's body, which outlining keeps. This pass sets the
+    largest such count on the kernel's `gpu.func` as `nvvm.minctasm` (the
+    NVVM lowering makes it PTX's `.minnctapersm`; with the block size it
+    already carries as `.maxntid`/`.reqntid`, ptxas caps the registers to
+    fit) and removes the body's markers. An error for a count below 1.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::NVVM::NVVMDialect"];
 }
 
 def DCExpandRoundingDivisions : Pass<"dc-expand-rounding-divisions"> {

@@ -199,6 +199,18 @@ struct LowerToLLVMPipelineOptions
                      "kernel that wait for the rest (dc-map-to-gpu "
                      "finishing-blocks)"),
       llvm::cl::init(64)};
+  Option<int64_t> foldedChunkRows{
+      *this, "folded-chunk-rows",
+      llvm::cl::desc("h200: rows of a weight gradient's chunk folded into "
+                     "its norm backward's kernel, one block a chunk "
+                     "(dc-split-column-reductions folded-chunk-rows)"),
+      llvm::cl::init(32)};
+  Option<int64_t> foldedBlocksPerSM{
+      *this, "folded-blocks-per-sm",
+      llvm::cl::desc("h200: blocks of a folded norm backward's kernel that "
+                     "should fit on an SM, capping its registers; 0 leaves "
+                     "them to ptxas (dc-map-to-gpu folded-blocks-per-sm)"),
+      llvm::cl::init(0)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
