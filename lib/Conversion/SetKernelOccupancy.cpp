@@ -36,8 +36,7 @@ struct SetKernelOccupancyPass
             count.getInt() > std::numeric_limits<int32_t>::max()) {
           op->emitError() << "dc-set-kernel-occupancy: "
                           << dc::kMinBlocksPerSMAttr
-                          << " must be a positive 32-bit integer, got "
-                          << attr;
+                          << " must be a positive 32-bit integer, got " << attr;
           return WalkResult::interrupt();
         }
         most = std::max(most, count.getInt());
@@ -47,9 +46,9 @@ struct SetKernelOccupancyPass
       if (inner.wasInterrupted())
         return WalkResult::interrupt();
       if (most > 0)
-        kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                        IntegerAttr::get(IntegerType::get(&getContext(), 32),
-                                         most));
+        kernel->setAttr(
+            NVVM::NVVMDialect::getMinctasmAttrName(),
+            IntegerAttr::get(IntegerType::get(&getContext(), 32), most));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -149,8 +149,7 @@ struct SplitColumnReductionsPass
         llvm::divideCeilSigned(points, kColumnsPerBlock) >= minBlocks)
       return 1;
     if (Operation *partner = getRowGroupPlace(op, *loop);
-        partner && rows % foldedChunkRows == 0 &&
-        rows / foldedChunkRows >= 2) {
+        partner && rows % foldedChunkRows == 0 && rows / foldedChunkRows >= 2) {
       if (place)
         *place = partner;
       return rows / foldedChunkRows;
