@@ -1973,14 +1973,17 @@ private:
     // between members (see KeptRowValues); then every thread computes the
     // per-row values itself (thread 0 stores them), so no thread waits on
     // memory another wrote.
-    auto reduceAcross = [&](const ReductionForm &form, Value partial) {
-      return perWarp ? warpReduce(rewriter, loc, form, partial)
-                     : gpu::AllReduceOp::create(
-                           rewriter, loc, partial,
-                           gpu::AllReduceOperationAttr::get(
-                               rewriter.getContext(), form.kind),
-                           /*uniform=*/rewriter.getUnitAttr())
-                           .getResult();
+    auto reduceAcross = [&](const ReductionForm &form, Value value) {
+      if (perWarp)
+        return warpReduce(rewriter, loc, form, value);
+      if (singleBarrierReductions && value.getType().isF32() &&
+          threads % kWarpSize == 0)
+        return blockReduce(rewriter, loc, launch, form, value, tid, threads);
+      return gpu::AllReduceOp::create(rewriter, loc, value,
+                                      gpu::AllReduceOperationAttr::get(
+                                          rewriter.getContext(), form.kind),
+                                      /*uniform=*/rewriter.getUnitAttr())
+          .getResult();
     };
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
       // The block barriers between kept members, for
@@ -2678,6 +2681,48 @@ private:
     return value;
   }
 
+  /// `value` (f32) folded across the block of `threads` threads (a
+  /// multiple of 32) by `form`'s combiner with one barrier
+  /// (single-barrier-reductions): each warp's butterfly (warpReduce), lane
+  /// 0 of each warp stores its total into slots of this reduction's own,
+  /// a barrier, then every thread combines the slots in warp order, so all
+  /// end with the same total. The slots are written once per execution;
+  /// the caller keeps a barrier between two executions of one reduction
+  /// (a block per row runs it once; a folded group's rows are barriers
+  /// apart).
+  static Value blockReduce(IRRewriter &rewriter, Location loc,
+                           gpu::LaunchOp launch, const ReductionForm &form,
+                           Value value, Value tid, int64_t threads) {
+    int64_t warps = threads / kWarpSize;
+    auto workgroup = gpu::AddressSpaceAttr::get(
+        rewriter.getContext(), gpu::GPUDialect::getWorkgroupAddressSpace());
+    Value slots = launch.addWorkgroupAttribution(
+        MemRefType::get({warps}, value.getType(), MemRefLayoutAttrInterface{},
+                        workgroup),
+        loc);
+    auto index = [&](int64_t n) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, n);
+    };
+    Value warpTotal = warpReduce(rewriter, loc, form, value);
+    Value lane = arith::RemUIOp::create(rewriter, loc, tid, index(kWarpSize));
+    Value warp = arith::DivUIOp::create(rewriter, loc, tid, index(kWarpSize));
+    Value isLeader = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::eq, lane, index(0));
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      auto ifLeader = scf::IfOp::create(rewriter, loc, isLeader,
+                                        /*withElseRegion=*/false);
+      rewriter.setInsertionPointToStart(ifLeader.thenBlock());
+      memref::StoreOp::create(rewriter, loc, warpTotal, slots, warp);
+    }
+    gpu::BarrierOp::create(rewriter, loc);
+    Value total = memref::LoadOp::create(rewriter, loc, slots, index(0));
+    for (int64_t w = 1; w < warps; ++w)
+      total = combine(rewriter, form, total,
+                      memref::LoadOp::create(rewriter, loc, slots, index(w)));
+    return total;
+  }
+
   /// A per-row member (a norm's rsqrt, a fill) in a group that keeps
   /// values: every thread computes it from kept values (or loads), thread
   /// 0 alone stores it, and every thread keeps the result for the members
@@ -3082,10 +3127,16 @@ private:
     Value aligned = rowsAligned(rewriter, loc, member, rowTrips.size(), width);
     Value partial =
         emitRowLoops(rewriter, loc, member, ivs, tid, threads, width, aligned);
-    Value total = gpu::AllReduceOp::create(
-        rewriter, loc, partial,
-        gpu::AllReduceOperationAttr::get(rewriter.getContext(), form.kind),
-        /*uniform=*/rewriter.getUnitAttr());
+    // Run once per block: one barrier is enough
+    // (single-barrier-reductions).
+    Value total =
+        singleBarrierReductions && partial.getType().isF32()
+            ? blockReduce(rewriter, loc, launch, form, partial, tid, threads)
+            : gpu::AllReduceOp::create(rewriter, loc, partial,
+                                       gpu::AllReduceOperationAttr::get(
+                                           rewriter.getContext(), form.kind),
+                                       /*uniform=*/rewriter.getUnitAttr())
+                  .getResult();
     storeFolded(
         rewriter, loc, op, form, ivs,
         arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, tid,

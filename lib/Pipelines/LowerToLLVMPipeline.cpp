@@ -42,6 +42,7 @@ void buildGPUCompute(OpPassManager &pm,
   map.finishingPasses = options.finishingPasses;
   map.finishingBlocks = options.finishingBlocks;
   map.foldedBlocksPerSM = options.foldedBlocksPerSM;
+  map.singleBarrierReductions = options.singleBarrierReductions;
   pm.addPass(createDCMapToGPU(map));
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());

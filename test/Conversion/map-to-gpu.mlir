@@ -1,6 +1,7 @@
 // RUN: dc-opt %s --split-input-file --dc-map-to-gpu=cuda-toolkit=/cuda | FileCheck %s
 // RUN: dc-opt %s --split-input-file --dc-map-to-gpu=cuda-toolkit=/cuda --gpu-launch-sink-index-computations --gpu-kernel-outlining --dc-merge-kernel-modules | FileCheck %s --check-prefix=OUTLINED
 // RUN: not dc-opt %s --split-input-file --dc-map-to-gpu 2>&1 | FileCheck %s --check-prefix=NO-TOOLKIT
+// RUN: dc-opt %s --split-input-file --dc-map-to-gpu="cuda-toolkit=/cuda single-barrier-reductions=1" | FileCheck %s --check-prefix=SINGLE
 
 // NO-TOOLKIT: error: the GPU target (h200) compiles kernels with the CUDA toolkit's ptxas, and this dc was configured without a CUDA toolkit
 
@@ -1021,6 +1022,29 @@ func.func @kept_after_in_place_write(%arena: memref<16384xi8>, %ss: memref<8xf32
 // sums nor the rsqrt back from memory, and each thread reads only the
 // columns it wrote, so no block barrier lies between the members (the
 // reduction's own two remain).
+// With single-barrier-reductions the block-wide sum is a butterfly of
+// shuffles in each warp, lane 0's total into the reduction's own slots (8
+// warps), one barrier, and every thread adding the 8 slots in warp order;
+// no gpu.all_reduce (the rows' unaligned path the same, with slots of its
+// own).
+// SINGLE-LABEL: func.func @norm_wide
+// SINGLE: gpu.launch {{.*}} threads({{.*}}) in ({{.*}} = %c256{{.*}}) workgroup(%[[SLOTS:[^ ]*]] : memref<8xf32, #gpu.address_space<workgroup>>,
+// SINGLE-NOT: gpu.all_reduce
+// SINGLE: gpu.shuffle xor %{{.*}}, %c16_i32, %c32_i32
+// SINGLE-COUNT-4: gpu.shuffle xor
+// SINGLE: %[[LANE:.*]] = arith.remui %{{.*}}, %c32
+// SINGLE: %[[WARP:.*]] = arith.divui %{{.*}}, %c32
+// SINGLE: %[[LEADER:.*]] = arith.cmpi eq, %[[LANE]], %c0
+// SINGLE: scf.if %[[LEADER]] {
+// SINGLE-NEXT: memref.store %{{.*}}, %[[SLOTS]][%[[WARP]]]
+// SINGLE-NEXT: }
+// SINGLE-NEXT: gpu.barrier
+// SINGLE: %[[S0:.*]] = memref.load %[[SLOTS]][%c0
+// SINGLE: %[[S1:.*]] = memref.load %[[SLOTS]][%c1
+// SINGLE-NEXT: %[[T1:.*]] = arith.addf %[[S0]], %[[S1]]
+// SINGLE-COUNT-6: memref.load %[[SLOTS]]
+// SINGLE-NOT: gpu.all_reduce
+// SINGLE: gpu.terminator
 // CHECK-LABEL: func.func @norm_wide
 // CHECK: gpu.launch blocks(%[[BX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c4{{.*}}, {{.*}}) threads(%[[TX:.*]], %{{.*}}, %{{.*}}) in ({{.*}} = %c256{{.*}},
 // CHECK-NOT: arith.divui

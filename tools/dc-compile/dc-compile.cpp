@@ -109,6 +109,11 @@ cl::opt<int64_t> foldedBlocksPerSM(
              "should fit on an SM, capping its registers (default 0: as "
              "ptxas allocates)"),
     cl::init(0), cl::cat(category));
+cl::opt<bool> singleBarrierReductions(
+    "single-barrier-reductions",
+    cl::desc("--target=h200: a block-per-row kernel's reductions (norms, "
+             "softmax, cross-entropy) take one barrier each instead of two"),
+    cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
                          cl::desc("The input is scheduled already (or is run "
                                   "unsharded): only lower it"),
@@ -226,6 +231,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.finishingBlocks = finishingBlocks;
   lowering.foldedChunkRows = foldedChunkRows;
   lowering.foldedBlocksPerSM = foldedBlocksPerSM;
+  lowering.singleBarrierReductions = singleBarrierReductions;
   // The description says what runs its compute: the GPU presets, and JSON
   // targets based on them, "h200" (the cluster presets are the same sm_90
   // GPU in nodes of 8). One that does not load is the pipeline's error.

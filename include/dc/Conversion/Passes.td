@@ -408,6 +408,16 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
            "the rest and then share its second pass (at least 1). Each must "
            "be resident at once with the others: lower it for a GPU that "
            "holds fewer (a MIG slice of 16 SMs holds 48 of config A's)">,
+    Option<"singleBarrierReductions", "single-barrier-reductions", "bool",
+           "false",
+           "A block per row's f32 reductions (row groups, row reductions) "
+           "take one barrier, not "
+           "gpu.all_reduce's two: a butterfly of shuffles in each warp, the "
+           "warps' totals through shared memory of their own, a barrier, "
+           "then every thread adds them in warp order (deterministic). Each "
+           "reduction has its own slots, and a folded group's rows are "
+           "barriers apart, so no slot is written again before every thread "
+           "has read it">,
     Option<"foldedBlocksPerSM", "folded-blocks-per-sm", "int64_t", "0",
            "A folded row group's kernel (a norm's backward with its weight "
            "gradient's partial sums) asks ptxas to fit this many of its "

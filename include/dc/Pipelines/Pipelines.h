@@ -199,6 +199,12 @@ struct LowerToLLVMPipelineOptions
                      "kernel that wait for the rest (dc-map-to-gpu "
                      "finishing-blocks)"),
       llvm::cl::init(64)};
+  Option<bool> singleBarrierReductions{
+      *this, "single-barrier-reductions",
+      llvm::cl::desc("h200: a block-per-row group's f32 reductions take one "
+                     "barrier instead of gpu.all_reduce's two (dc-map-to-gpu "
+                     "single-barrier-reductions)"),
+      llvm::cl::init(false)};
   Option<int64_t> foldedChunkRows{
       *this, "folded-chunk-rows",
       llvm::cl::desc("h200: rows of a weight gradient's chunk folded into "

@@ -97,13 +97,16 @@ if [ "${BENCH:-0}" = 1 ]; then
   # finishing32 finishing16" in bench/gpu_inductor_ncu.sh.
   # And chunks of 16 rows with the folded kernels' registers capped so 4
   # blocks share an SM (512 blocks in one wave): VARIANTS="chunk16
-  # chunk16-finishing".
+  # chunk16-finishing"; and block reductions with one barrier:
+  # VARIANTS="single single-finishing".
   for variant in "finishing:--finishing-passes --finishing-blocks=64" \
     "finishing128:--finishing-passes --finishing-blocks=128" \
     "finishing32:--finishing-passes --finishing-blocks=32" \
     "finishing16:--finishing-passes --finishing-blocks=16" \
     "chunk16:--folded-chunk-rows=16 --folded-blocks-per-sm=4" \
-    "chunk16-finishing:--folded-chunk-rows=16 --folded-blocks-per-sm=4 --finishing-passes"; do
+    "chunk16-finishing:--folded-chunk-rows=16 --folded-blocks-per-sm=4 --finishing-passes" \
+    "single:--single-barrier-reductions" \
+    "single-finishing:--single-barrier-reductions --finishing-passes"; do
     name=${variant%%:*}
     flags=${variant#*:}
     "$BIN/dc-compile" "$DEST/A2R.mlir" --world-size=1 --target=h200 --profile-ops $flags \
