@@ -1974,16 +1974,9 @@ private:
     // per-row values itself (thread 0 stores them), so no thread waits on
     // memory another wrote.
     auto reduceAcross = [&](const ReductionForm &form, Value value) {
-      if (perWarp)
-        return warpReduce(rewriter, loc, form, value);
-      if (singleBarrierReductions && value.getType().isF32() &&
-          threads % kWarpSize == 0)
-        return blockReduce(rewriter, loc, launch, form, value, tid, threads);
-      return gpu::AllReduceOp::create(rewriter, loc, value,
-                                      gpu::AllReduceOperationAttr::get(
-                                          rewriter.getContext(), form.kind),
-                                      /*uniform=*/rewriter.getUnitAttr())
-          .getResult();
+      return perWarp ? warpReduce(rewriter, loc, form, value)
+                     : reduceOverBlock(rewriter, loc, launch, form, value, tid,
+                                       threads);
     };
     auto emitMembers = [&](bool vectors, KeptRowValues *kept) {
       // The block barriers between kept members, for
@@ -2723,6 +2716,24 @@ private:
     return total;
   }
 
+  /// `value` folded across `launch`'s block of `threads` threads by
+  /// `form`'s combiner, every thread ending with the total: blockReduce's
+  /// one barrier where single-barrier-reductions allows it (f32, whole
+  /// warps; the caller runs it once per block, or keeps a barrier between
+  /// two runs), else gpu.all_reduce's two.
+  Value reduceOverBlock(IRRewriter &rewriter, Location loc,
+                        gpu::LaunchOp launch, const ReductionForm &form,
+                        Value value, Value tid, int64_t threads) {
+    if (singleBarrierReductions && value.getType().isF32() &&
+        threads % kWarpSize == 0)
+      return blockReduce(rewriter, loc, launch, form, value, tid, threads);
+    return gpu::AllReduceOp::create(rewriter, loc, value,
+                                    gpu::AllReduceOperationAttr::get(
+                                        rewriter.getContext(), form.kind),
+                                    /*uniform=*/rewriter.getUnitAttr())
+        .getResult();
+  }
+
   /// A per-row member (a norm's rsqrt, a fill) in a group that keeps
   /// values: every thread computes it from kept values (or loads), thread
   /// 0 alone stores it, and every thread keeps the result for the members
@@ -3127,16 +3138,9 @@ private:
     Value aligned = rowsAligned(rewriter, loc, member, rowTrips.size(), width);
     Value partial =
         emitRowLoops(rewriter, loc, member, ivs, tid, threads, width, aligned);
-    // Run once per block: one barrier is enough
-    // (single-barrier-reductions).
+    // Run once per block (see reduceOverBlock).
     Value total =
-        singleBarrierReductions && partial.getType().isF32()
-            ? blockReduce(rewriter, loc, launch, form, partial, tid, threads)
-            : gpu::AllReduceOp::create(rewriter, loc, partial,
-                                       gpu::AllReduceOperationAttr::get(
-                                           rewriter.getContext(), form.kind),
-                                       /*uniform=*/rewriter.getUnitAttr())
-                  .getResult();
+        reduceOverBlock(rewriter, loc, launch, form, partial, tid, threads);
     storeFolded(
         rewriter, loc, op, form, ivs,
         arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, tid,
