@@ -9,3 +9,8 @@ if [ ! -x "$BUILD/bin/dc-run" ]; then
     -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 && \
     ninja -C "$BUILD" dc-run > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
+# Nsight Compute for the scripts that profile kernels: sets NCU, or stops.
+require_ncu() {
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+}

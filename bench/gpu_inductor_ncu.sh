@@ -26,8 +26,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_inductor_ncu.sh OUT}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-[ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+require_ncu
 METRICS=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 # dc's side for one build ($1 artifact, $2 kernel names, $3 suffix of
 # its files) and its table beside Inductor's.

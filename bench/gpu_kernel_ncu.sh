@@ -17,8 +17,7 @@ OUT=${1:?usage: gpu_kernel_ncu.sh OUT [ARTIFACT]}
 ART=${2:-.gpu-artifacts/bench/A16-h200-w1.so}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-[ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+require_ncu
 METRICS=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 METRICS+=,dram__bytes_read.sum,dram__bytes_write.sum
 METRICS+=,sm__throughput.avg.pct_of_peak_sustained_elapsed

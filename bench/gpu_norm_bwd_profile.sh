@@ -15,8 +15,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_norm_bwd_profile.sh OUT}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
-[ -n "$NCU" ] || { echo "ncu not found"; exit 1; }
+require_ncu
 status=0
 for v in ${VARIANTS:-default finishing}; do
   suffix=$([ "$v" = default ] && echo "" || echo "-$v")
