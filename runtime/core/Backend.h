@@ -57,6 +57,7 @@ struct RuntimeConfig {
   int64_t stepBufferBytes = 0;
   int64_t stagingBytes = 0;
   bool deterministic = false; // DCRT_INIT_DETERMINISTIC
+  bool checkFinite = false;   // DCRT_INIT_CHECK_FINITE
 };
 
 /// The byte geometry of an all-to-all over `world` ranks, the same on every
@@ -140,6 +141,16 @@ public:
                             const char *kernel, const int64_t *dims,
                             int32_t sharedBytes, void **args,
                             int64_t coresidentBlocks) = 0;
+  /// dcrt_check_finite, called only with DCRT_INIT_CHECK_FINITE: `dtype`
+  /// is f32, bf16 or f16, `numel` >= 0 (`data` non-null when positive),
+  /// `flags` known bits, `site` non-null. Records the step's first check
+  /// that finds a non-finite value (the calls' order is program order).
+  virtual void checkFinite(const void *data, int64_t numel, int32_t dtype,
+                           int32_t flags, const char *site) = 0;
+  /// dcrt_first_nonfinite, only with DCRT_INIT_CHECK_FINITE: the site of
+  /// that check, its kind ("NaN" or "infinity") and count, or null (then
+  /// `what` and `count` are left alone); starts over for the next step.
+  virtual const char *firstNonFinite(const char *&what, int64_t &count) = 0;
 
   // The host program's calls (dcrt/core.hpp).
   /// Step capture (CUDA graphs); a backend without it returns false and is

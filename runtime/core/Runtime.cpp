@@ -32,6 +32,8 @@ struct State {
   std::unique_ptr<Job> job;
   std::unique_ptr<Backend> backend;
   int64_t endedSteps = 0;
+  /// DCRT_INIT_CHECK_FINITE: without it dcrt_check_finite returns at once.
+  bool checkFinite = false;
 };
 State *state = nullptr;
 
@@ -126,9 +128,10 @@ RuntimeConfig readOptions(const dcrt_init_options *options,
   config.stepArenaBytes = full.step_arena_bytes;
   config.stepBufferBytes = full.step_buffer_bytes;
   config.stagingBytes = full.staging_bytes;
-  if (full.flags & ~DCRT_INIT_DETERMINISTIC)
+  if (full.flags & ~(DCRT_INIT_DETERMINISTIC | DCRT_INIT_CHECK_FINITE))
     fatal("dcrt_init: unknown flags 0x%x", static_cast<unsigned>(full.flags));
   config.deterministic = full.flags & DCRT_INIT_DETERMINISTIC;
+  config.checkFinite = full.flags & DCRT_INIT_CHECK_FINITE;
   expectedWorldSize = full.expected_world_size;
   return config;
 }
@@ -269,6 +272,7 @@ void dcrt_init(const dcrt_init_options *options) {
   }
   auto *fresh = new State;
   fresh->job = std::make_unique<Job>(expectedWorldSize, config.gridShape);
+  fresh->checkFinite = config.checkFinite;
   state = fresh;
   state->backend = factory->second(*state->job, config);
 }
@@ -541,6 +545,44 @@ void dcrt_end_step(void) {
           b.outstanding());
   b.endStep();
   ++state->endedSteps;
+}
+
+void dcrt_check_finite(const void *data, int64_t numel, int32_t dtype,
+                       int32_t flags, const char *site) {
+  const char *caller = "dcrt_check_finite";
+  // Compiled into the artifact for good: a run that did not ask for the
+  // checks pays a load and a branch per op, and counts no call.
+  if (!current(caller).checkFinite)
+    return;
+  Backend &b = backend(caller);
+  if (!site)
+    fatal("%s: no site (a null name for the op)", caller);
+  if (dtype != DCRT_F32 && dtype != DCRT_BF16 && dtype != DCRT_F16)
+    fatal("%s: %s: dtype %s (code %d) is not checked (f32, bf16 or f16)",
+          caller, site, isValidDType(dtype) ? dtypeName(dtype) : "unknown",
+          dtype);
+  if (numel < 0 || (numel > 0 && !data))
+    fatal("%s: %s: bad buffer (%p, %lld elements)", caller, site, data,
+          static_cast<long long>(numel));
+  if (flags & ~DCRT_FINITE_ALLOW_INF)
+    fatal("%s: %s: unknown flags 0x%x", caller, site,
+          static_cast<unsigned>(flags));
+  b.checkFinite(data, numel, dtype, flags, site);
+}
+
+const char *dcrt_first_nonfinite(const char **what, int64_t *count) {
+  const char *caller = "dcrt_first_nonfinite";
+  const char *kind = nullptr;
+  int64_t found = 0;
+  const char *site = nullptr;
+  // Without the checks nothing was recorded.
+  if (current(caller).checkFinite)
+    site = backend(caller).firstNonFinite(kind, found);
+  if (what)
+    *what = site ? kind : nullptr;
+  if (count)
+    *count = site ? found : 0;
+  return site;
 }
 
 int64_t dcrt_op_begin(void) { return backend("dcrt_op_begin").opBegin(); }

@@ -201,6 +201,13 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   checkCuda(cudaEventSynchronize(anchor), "cudaEventSynchronize");
   anchorNs = nowNs();
   setUpCompute();
+  if (config.checkFinite) {
+    finiteRecord = static_cast<cuda::FiniteRecord *>(
+        allocateDevice(sizeof(cuda::FiniteRecord), "the finite-value checks"));
+    finiteRecordHost = static_cast<cuda::FiniteRecord *>(
+        allocatePinned(sizeof(cuda::FiniteRecord), "the finite-value checks"));
+    resetFiniteRecord();
+  }
 }
 
 CudaBackend::~CudaBackend() {
@@ -219,6 +226,10 @@ CudaBackend::~CudaBackend() {
   hostPool.reset();
   if (stepArenaBase)
     cudaFree(stepArenaBase);
+  if (finiteRecord)
+    cudaFree(finiteRecord);
+  if (finiteRecordHost)
+    cudaFreeHost(finiteRecordHost);
   for (const HostProgramBuffer &buffer : hostProgramBuffers)
     buffer.kind == MemoryKind::Host ? cudaFreeHost(buffer.pointer)
                                     : cudaFree(buffer.pointer);
@@ -803,6 +814,64 @@ void CudaBackend::endStep() {
   for (void *output : stepOutputs)
     stepBuffers->release(output, "the end of the step");
   stepOutputs.clear();
+  // The entry calls this last: its checks are numbered from 0 again in the
+  // next call, as in the capture of a step that is replayed.
+  finiteChecks = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Finite-value checks
+//===----------------------------------------------------------------------===//
+
+void CudaBackend::checkFinite(const void *data, int64_t numel, int32_t dtype,
+                              int32_t flags, const char *site) {
+  // Numbered in program order: the kernel of the step's first check that
+  // finds a non-finite value takes the record, the later ones see it taken
+  // and return. A captured step's kernels keep the numbers and sites of
+  // the capture, which every replay repeats (the same calls in the same
+  // order); the site is written by the kernel, not looked up here, so the
+  // two forms of a micro-batched step, each captured on its own, report
+  // their own ops.
+  if (finiteChecks == cuda::FiniteRecord::noneFound)
+    fatal("dcrt_check_finite: %u checks in one step (does the entry call "
+          "dcrt_end_step?)",
+          finiteChecks);
+  unsigned sequence = finiteChecks++;
+  checkCuda(cuda::checkFinite(data, dtype, numel, flags & DCRT_FINITE_ALLOW_INF,
+                              sequence, site, finiteRecord, compute),
+            "dcrt_check_finite (launching the check)");
+}
+
+const char *CudaBackend::firstNonFinite(const char *&what, int64_t &count) {
+  if (capturing)
+    fatal("dcrt_first_nonfinite inside a step capture: call it after the "
+          "step");
+  checkCuda(cudaMemcpyAsync(finiteRecordHost, finiteRecord,
+                            sizeof(cuda::FiniteRecord), cudaMemcpyDeviceToHost,
+                            compute),
+            "reading the finite-value checks' record");
+  // Bounded like every wait: a collective that never ends is a fatal error
+  // after the timeout, not a hang here.
+  synchronize();
+  cuda::FiniteRecord found = *finiteRecordHost;
+  resetFiniteRecord();
+  finiteChecks = 0;
+  if (found.first == cuda::FiniteRecord::noneFound)
+    return nullptr;
+  what = found.nans ? "NaN" : "infinity";
+  count = static_cast<int64_t>(found.nans ? found.nans : found.infinities);
+  return found.site;
+}
+
+void CudaBackend::resetFiniteRecord() {
+  // On the compute stream, after the reads of the step just checked and
+  // before the next step's checks.
+  checkCuda(
+      cudaMemsetAsync(finiteRecord, 0, sizeof(cuda::FiniteRecord), compute),
+      "resetting the finite-value checks' record");
+  checkCuda(cudaMemsetAsync(&finiteRecord->first, 0xff,
+                            sizeof(finiteRecord->first), compute),
+            "resetting the finite-value checks' record");
 }
 
 //===----------------------------------------------------------------------===//

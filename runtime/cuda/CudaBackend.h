@@ -25,6 +25,7 @@
 
 #include "Backend.h"
 #include "Job.h"
+#include "Kernels.h"
 #include "Memory.h"
 
 #include <cublasLt.h>
@@ -170,6 +171,9 @@ public:
                          const void *k, const void *v, const void *o,
                          const float *lse, const void *dO, void *dq, void *dk,
                          void *dv) override;
+  void checkFinite(const void *data, int64_t numel, int32_t dtype,
+                   int32_t flags, const char *site) override;
+  const char *firstNonFinite(const char *&what, int64_t &count) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;
@@ -237,6 +241,8 @@ private:
   /// Destroys the attention plans (freeing their workspaces) and the cuDNN
   /// handle.
   void tearDownAttention();
+  /// Enqueues the reset of finiteRecord for the next step.
+  void resetFiniteRecord();
 
   Job &job;
   int device = 0;
@@ -297,6 +303,15 @@ private:
                      PlanKeyHash>
       attentionPlans;
   int64_t attentionWorkspaceBytes = 0;
+
+  // dcrt_check_finite (DCRT_INIT_CHECK_FINITE only): what the step's check
+  // kernels found, in device memory allocated at dcrt_init (the kernels of
+  // a captured step write the same record in every replay), its pinned
+  // copy for dcrt_first_nonfinite, and the checks the step made so far
+  // (the next one's sequence number).
+  cuda::FiniteRecord *finiteRecord = nullptr;
+  cuda::FiniteRecord *finiteRecordHost = nullptr;
+  unsigned finiteChecks = 0;
 };
 
 } // namespace dcrt::detail

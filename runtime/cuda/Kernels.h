@@ -2,8 +2,9 @@
 //
 // The small kernels collectives need around NCCL: dtype conversion (fp32
 // master shards to bf16 before a gather, gradients to fp32 before a
-// reduce-scatter and back), packing gradients into a bucket's padded slots.
-// Each enqueues on `stream` and returns the launch's error code.
+// reduce-scatter and back), packing gradients into a bucket's padded slots;
+// and dcrt_check_finite's count of NaNs and infinities. Each enqueues on
+// `stream` and returns the launch's error code.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DCRT_CUDA_KERNELS_H
@@ -27,6 +28,30 @@ cudaError_t convert(const void *src, int32_t srcType, void *dst,
 cudaError_t packSlots(const void *grad, int32_t gradType, int64_t fullNumel,
                       int64_t localNumel, int64_t world, int64_t block,
                       int64_t segment, float *bucket, cudaStream_t stream);
+
+/// What dcrt_check_finite's kernels found in a step, in device memory:
+/// `first` is the sequence number of the step's first check that found a
+/// non-finite value (noneFound: none yet), `nans` and `infinities` that
+/// output's counts, `site` that check's site (a host address, stored as
+/// the check was launched with it).
+struct FiniteRecord {
+  static constexpr unsigned noneFound = 0xffffffffu;
+  unsigned first;
+  unsigned padding;
+  unsigned long long nans;
+  unsigned long long infinities;
+  const char *site;
+};
+
+/// Check `sequence` of the step: counts the NaNs and (unless allowInf) the
+/// infinities of `numel` elements of `dtype` (f32, bf16 or f16) at `data`
+/// and, if there are any, records them with `site` in `record`, unless a
+/// check with a lower number did first. The checks of a step run in their
+/// order on one stream, so one that finds the record taken by an earlier
+/// one returns at once.
+cudaError_t checkFinite(const void *data, int32_t dtype, int64_t numel,
+                        bool allowInf, unsigned sequence, const char *site,
+                        FiniteRecord *record, cudaStream_t stream);
 
 } // namespace dcrt::cuda
 

@@ -1,6 +1,7 @@
 //===- HostBackend.cpp - the host backend: CPU memory, host collectives ---===//
 #include "HostBackend.h"
 #include "Attention.h"
+#include "Finite.h"
 #include "Matmul.h"
 
 #include "dcrt/core.hpp"
@@ -122,6 +123,46 @@ void HostBackend::launchKernel(const void *, int64_t, const char *kernel,
   fatal("artifact compiled for a GPU (dc-compile --target=h200): kernel %s "
         "cannot run on the host backend; run with DCRT_BACKEND=cuda",
         kernel);
+}
+
+void HostBackend::checkFinite(const void *data, int64_t numel, int32_t dtype,
+                              int32_t flags, const char *site) {
+  // Compute ran on this thread before the call: the calls' order is the
+  // program's, and the first one that finds something is the one to report.
+  if (nonFinite.site)
+    return;
+  FloatBits masks = floatBitsOf(dtype);
+  NonFiniteCounts counts;
+  if (dtype == DCRT_F32) {
+    const auto *floats = static_cast<const float *>(data);
+    for (int64_t i = 0; i < numel; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, floats + i, sizeof(bits));
+      countBits(bits, masks, counts);
+    }
+  } else {
+    const auto *halves = static_cast<const uint16_t *>(data);
+    for (int64_t i = 0; i < numel; ++i)
+      countBits(halves[i], masks, counts);
+  }
+  if (flags & DCRT_FINITE_ALLOW_INF)
+    counts.infinities = 0;
+  if (counts.nans == 0 && counts.infinities == 0)
+    return;
+  nonFinite.site = site;
+  nonFinite.what = counts.nans ? "NaN" : "infinity";
+  nonFinite.count =
+      static_cast<int64_t>(counts.nans ? counts.nans : counts.infinities);
+}
+
+const char *HostBackend::firstNonFinite(const char *&what, int64_t &count) {
+  const char *site = nonFinite.site;
+  if (site) {
+    what = nonFinite.what;
+    count = nonFinite.count;
+  }
+  nonFinite = {};
+  return site;
 }
 
 void *HostBackend::allocate(int64_t bytes, MemoryKind, const char *what) {

@@ -105,6 +105,9 @@ public:
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
                     const int64_t *dims, int32_t sharedBytes, void **args,
                     int64_t coresidentBlocks) override;
+  void checkFinite(const void *data, int64_t numel, int32_t dtype,
+                   int32_t flags, const char *site) override;
+  const char *firstNonFinite(const char *&what, int64_t &count) override;
 
   void *allocate(int64_t bytes, MemoryKind kind, const char *what) override;
   void deallocate(void *pointer) override;
@@ -143,6 +146,13 @@ private:
   /// The host program's buffers (allocate/deallocate), by address.
   std::vector<AlignedBuffer> hostProgramBuffers;
   int64_t hostProgramBytes = 0;
+  /// The step's first check that found a non-finite value (site null: none
+  /// yet); later checks of the step are not even scanned.
+  struct NonFiniteRecord {
+    const char *site = nullptr;
+    const char *what = nullptr;
+    int64_t count = 0;
+  } nonFinite;
 };
 
 } // namespace dcrt::detail

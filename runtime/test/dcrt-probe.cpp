@@ -231,6 +231,18 @@ void coresidentBeyondGrid() {
                                 dims, 0, nullptr, 5);
 }
 
+/// A finite-value check of an integer buffer (only float outputs are
+/// checked: compiled code never asks for one).
+void badCheckFinite() {
+  dcrt_init_options options{};
+  options.struct_size = sizeof(options);
+  options.flags = DCRT_INIT_CHECK_FINITE;
+  dcrt_init(&options);
+  int32_t values[4] = {1, 2, 3, 4};
+  dcrt_check_finite(values, 4, DCRT_I32, 0,
+                    "train_step: arith.addi at model.py:3");
+}
+
 /// A DCRT_ASSERT failing on rank 1 while rank 0 waits for it in a gather.
 void brokenInvariant() {
   init(0, 0, 0);
@@ -270,6 +282,7 @@ const Scenario scenarios[] = {
     {"kernel-on-host", kernelOnHost},
     {"coresident-kernel-on-host", coresidentKernelOnHost},
     {"coresident-beyond-grid", coresidentBeyondGrid},
+    {"bad-check-finite", badCheckFinite},
     {"broken-invariant", brokenInvariant},
 };
 } // namespace

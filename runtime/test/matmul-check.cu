@@ -1,7 +1,7 @@
 //===- matmul-check.cu - dcrt_matmul and dcrt_launch_kernel on a GPU ------===//
 //
 // `DCRT_BACKEND=cuda mpirun -n 1 matmul-check [--fatbin PATH] [--no-bench]
-//  [--coresident-overflow]`
+//  [--coresident-overflow] [--check-finite]`
 // on a GPU machine (runtime/test/gpu/run.sh runs it):
 //  1. every descriptor of the shared set (MatmulReference.h) on the cuda
 //     backend against a double reference on random data: f32 inputs within
@@ -22,6 +22,13 @@
 // `--coresident-overflow` instead launches it with 2^20 blocks that must
 // all be resident: the runtime must refuse it with its error (exit non-zero)
 // before it launches.
+// `--check-finite` instead runs dcrt_check_finite's kernel (dcrt_init with
+// DCRT_INIT_CHECK_FINITE) on NaNs and infinities planted in device buffers
+// of f32, bf16 and f16, aligned (16-byte loads) and not, with elements past
+// the last whole vector: dcrt_first_nonfinite names the step's first
+// failing check with its kind and count, DCRT_FINITE_ALLOW_INF lets
+// infinities pass; then in captured steps replayed, each reporting its own
+// sites ("finite-check: all passed" or "finite-check: FAILED").
 //
 //===----------------------------------------------------------------------===//
 #include "GpuCheck.h"
@@ -39,6 +46,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -322,11 +330,134 @@ void checkCoresident(const std::string &fatbin, bool overflow) {
                   : "x[i] != 2 i + 1");
 }
 
+/// Values of one buffer of dcrt_check_finite: `count` elements of `dtype`,
+/// 1.5 but where `planted` says, on the device `offset` elements past
+/// 256-byte alignment (1: no 16-byte loads).
+struct Planted {
+  Buffer buffer;
+  void *data;
+  int64_t count;
+  int32_t dtype;
+
+  Planted(int32_t dtype, int64_t count, int64_t offset)
+      : buffer((count + offset) * dtypeSize(dtype) + 256, MemoryKind::Device,
+               "finite-check values"),
+        data(buffer.as<char>() + offset * dtypeSize(dtype)), count(count),
+        dtype(dtype) {
+    plant({});
+  }
+
+  /// Writes 1.5 everywhere but at the given (index, value) pairs.
+  void plant(const std::vector<std::pair<int64_t, float>> &values) {
+    std::vector<float> wide(count, 1.5f);
+    for (auto [index, value] : values)
+      wide[index] = value;
+    std::vector<uint16_t> narrow(count);
+    for (int64_t i = 0; i < count; ++i)
+      narrow[i] =
+          dtype == DCRT_BF16 ? floatToBF16(wide[i]) : floatToHalf(wide[i]);
+    copy(data,
+         dtype == DCRT_F32 ? static_cast<void *>(wide.data())
+                           : static_cast<void *>(narrow.data()),
+         count * dtypeSize(dtype));
+  }
+
+  void check(const char *site, int32_t flags = 0) const {
+    dcrt_check_finite(data, count, dtype, flags, site);
+  }
+};
+
+/// dcrt_first_nonfinite as "site: what count", or "none".
+std::string firstNonFinite() {
+  const char *what = nullptr;
+  int64_t count = 0;
+  const char *site = dcrt_first_nonfinite(&what, &count);
+  return site ? std::string(site) + ": " + what + " " + std::to_string(count)
+              : "none";
+}
+
+void expectFirst(const std::string &what, const std::string &expected) {
+  std::string got = firstNonFinite();
+  report(got == expected, what, got == expected ? "" : "got " + got);
+}
+
+/// A captured step of two checks, ended as an entry ends its step.
+struct CheckedStep {
+  const Planted *first, *second;
+  const char *firstSite, *secondSite;
+  void run() const {
+    first->check(firstSite);
+    second->check(secondSite);
+    dcrt_end_step();
+  }
+};
+
+void checkFiniteValues() {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Sizes past a whole number of 16-byte vectors: the tail is read one by
+  // one; large enough for many blocks of the grid-stride loop.
+  const int64_t n = (int64_t(1) << 20) + 3;
+  Planted a(DCRT_F32, n, 0), b(DCRT_BF16, n, 1), c(DCRT_F32, n, 0),
+      d(DCRT_F16, n, 0);
+  a.check("a");
+  b.check("b");
+  c.check("c");
+  expectFirst("finite outputs: nothing reported", "none");
+
+  b.plant({{0, nan}, {n / 2, -nan}, {n - 1, nan}, {7, inf}});
+  c.plant({{5, inf}});
+  a.check("a");
+  b.check("b");
+  c.check("c");
+  expectFirst("a bf16 NaN (unaligned) before an f32 infinity: the first check",
+              "b: NaN 3");
+  a.check("a");
+  expectFirst("reported once: the next step starts clean", "none");
+
+  // Infinities in 16-byte vectors and in the tail (f16 overflows to one).
+  d.plant({{1, inf}, {n - 2, -inf}, {n / 3, 1e6f}});
+  a.check("a");
+  d.check("d");
+  c.check("c");
+  expectFirst("f16 infinities, vectors and tail", "d: infinity 3");
+  d.check("d (a mask)", DCRT_FINITE_ALLOW_INF);
+  expectFirst("DCRT_FINITE_ALLOW_INF lets infinities pass", "none");
+  d.plant({{1, inf}, {n - 1, nan}});
+  d.check("d (a mask)", DCRT_FINITE_ALLOW_INF);
+  expectFirst("... but not a NaN", "d (a mask): NaN 1");
+
+  // Captured steps (the two forms of a micro-batched step): each replay
+  // reports the sites its own capture launched with, under the same
+  // sequence numbers.
+  b.plant({});
+  c.plant({});
+  CheckedStep one{&a, &b, "form 1: a", "form 1: b"};
+  CheckedStep two{&c, &b, "form 2: c", "form 2: b"};
+  auto run = [](void *step) { static_cast<CheckedStep *>(step)->run(); };
+  StepGraph graphOne = captureStep(run, &one);
+  StepGraph graphTwo = captureStep(run, &two);
+  expectFirst("a capture runs no check", "none");
+  replay(graphOne);
+  replay(graphTwo);
+  expectFirst("captured checks of finite outputs", "none");
+  b.plant({{3, nan}, {4, nan}});
+  replay(graphTwo);
+  expectFirst("a captured check's site comes from its capture",
+              "form 2: b: NaN 2");
+  c.plant({{9, -inf}});
+  replay(graphTwo);
+  expectFirst("the first captured check that finds one",
+              "form 2: c: infinity 1");
+  replay(graphOne);
+  expectFirst("the other capture's sites", "form 1: b: NaN 2");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string fatbin = MATMUL_CHECK_FATBIN;
-  bool benchmark = true, overflow = false;
+  bool benchmark = true, overflow = false, finite = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--fatbin" && i + 1 < argc)
@@ -335,17 +466,27 @@ int main(int argc, char **argv) {
       benchmark = false;
     else if (arg == "--coresident-overflow")
       overflow = true;
+    else if (arg == "--check-finite")
+      finite = true;
     else
       fatal("usage: matmul-check [--fatbin PATH] [--no-bench] "
-            "[--coresident-overflow]");
+            "[--coresident-overflow] [--check-finite]");
   }
   setErrorPrefix("matmul-check");
   dcrt_init_options options{};
   options.struct_size = sizeof(options);
   options.device = -1;
+  options.flags = finite ? DCRT_INIT_CHECK_FINITE : 0;
   dcrt_init(&options);
   if (deviceIsHost())
     fatal("matmul-check checks a GPU backend: run it with DCRT_BACKEND=cuda");
+  if (finite) {
+    checkFiniteValues();
+    bool passed = gpuCheckFailures() == 0;
+    std::printf("finite-check: %s\n", passed ? "all passed" : "FAILED");
+    dcrt_finalize();
+    return passed ? 0 : 1;
+  }
   if (overflow) {
     // Ends in the runtime's fatal error; reaching the end is the failure.
     checkCoresident(fatbin, true);

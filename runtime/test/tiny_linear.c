@@ -14,7 +14,11 @@
  * dcrt_end_step. The forward and backward are bracketed with the profiling
  * hooks. Built with TINY_HOST_BIAS=1, the bias shard is kept in host memory
  * ("memory": "host", as dc-offload-params makes it), uploaded before the
- * gather and released once the gather is waited.
+ * gather and released once the gather is waited. Built with
+ * TINY_CHECK_FINITE=1, the manifest says "check_finite": true and each op's
+ * outputs are checked with dcrt_check_finite after it, as dc-compile
+ * --check-finite makes them: the probabilities of the forward, the loss,
+ * then (in the backward) dW and db.
  *
  * Test hooks (environment): DC_TEST_EXIT_RANK=r with DC_TEST_EXIT_STEP=s
  * makes rank r die (_exit(3), or the signal DC_TEST_EXIT_SIGNAL when set)
@@ -22,6 +26,8 @@
  * DC_TEST_NAN_GRAD_STEP=s makes rank DC_TEST_NAN_GRAD_RANK (default 0)
  * write a NaN into its first weight gradient element at step s (the loss
  * stays finite);
+ * DC_TEST_INF_PROBS_STEP=s writes an infinity into the first probability at
+ * step s (every rank; the loss stays finite, the gradients do not);
  * DC_TEST_SKIP_END_STEP=1 leaves out dcrt_end_step; DC_TEST_MEMORY=a=v puts
  * "memory": "v" on argument a (fc.weight, fc.bias, x or labels) of the
  * manifest.
@@ -43,6 +49,9 @@
 #endif
 #ifndef TINY_HOST_BIAS
 #define TINY_HOST_BIAS 0
+#endif
+#ifndef TINY_CHECK_FINITE
+#define TINY_CHECK_FINITE 0
 #endif
 
 enum {
@@ -84,7 +93,7 @@ const char *dc_artifact_manifest(void) {
   snprintf(
       manifest, sizeof(manifest),
       "{\"abi\": %d, \"world_size\": %d, \"grid\": \"world\", \"vocab\": %d,"
-      " \"plan\": {\"gather_arena_bytes\": %d, \"host_pool_bytes\": %d},"
+      "%s \"plan\": {\"gather_arena_bytes\": %d, \"host_pool_bytes\": %d},"
       " \"steps\": [{\"name\": \"train_step\","
       " \"entry\": \"dc_entry_train_step\", \"args\": ["
       "{\"kind\": \"param\", \"id\": 0, \"name\": \"fc.weight\","
@@ -100,14 +109,29 @@ const char *dc_artifact_manifest(void) {
       " \"dtype\": \"f32\", \"local\": %d},"
       " {\"kind\": \"grad\", \"param\": 1, \"shape\": [%d],"
       " \"dtype\": \"f32\", \"local\": %d}]}]}",
-      TINY_ABI, TINY_WORLD, CLASSES, (W_NUMEL + B_NUMEL) * 4, X_BYTES, IN,
-      CLASSES, W_LOCAL, memory_of("fc.weight"), CLASSES, B_LOCAL,
-      memory_of("fc.bias"), BATCH, IN, memory_of("x"), BATCH,
-      memory_of("labels"), IN, CLASSES, W_LOCAL, CLASSES, B_LOCAL);
+      TINY_ABI, TINY_WORLD, CLASSES,
+      TINY_CHECK_FINITE ? " \"check_finite\": true," : "",
+      (W_NUMEL + B_NUMEL) * 4, X_BYTES, IN, CLASSES, W_LOCAL,
+      memory_of("fc.weight"), CLASSES, B_LOCAL, memory_of("fc.bias"), BATCH, IN,
+      memory_of("x"), BATCH, memory_of("labels"), IN, CLASSES, W_LOCAL, CLASSES,
+      B_LOCAL);
   return manifest;
 }
 
 static int steps_started;
+
+/* The step (entry call) an environment variable names, or -1. */
+static int step_of(const char *name) {
+  const char *value = getenv(name);
+  return value ? atoi(value) : -1;
+}
+
+/* After an op, in a TINY_CHECK_FINITE build: what dc-compile --check-finite
+ * emits for each f32 output. */
+static void check(const float *data, int64_t numel, const char *site) {
+  if (TINY_CHECK_FINITE)
+    dcrt_check_finite(data, numel, DCRT_F32, 0, site);
+}
 
 /* The test hook: this rank dies when the chosen step starts. */
 static void maybe_die(void) {
@@ -176,6 +200,11 @@ void dc_entry_train_step(void **buffers) {
   }
   *loss = (float)(total / BATCH);
   dcrt_op_end("train_step:0", t);
+  if (step_of("DC_TEST_INF_PROBS_STEP") == steps_started)
+    probs[0][0] = INFINITY;
+  check(&probs[0][0], BATCH * CLASSES,
+        "train_step: forward (softmax) at tiny_linear.c");
+  check(loss, 1, "train_step: forward (loss) at tiny_linear.c");
   dcrt_release(gathered[0]);
   dcrt_release(gathered[1]);
 
@@ -202,6 +231,8 @@ void dc_entry_train_step(void **buffers) {
   if (nan_step && atoi(nan_step) == steps_started &&
       (nan_rank ? atoi(nan_rank) : 0) == dcrt_rank())
     dw[0] = NAN;
+  check(dw, W_NUMEL, "train_step: backward (dW) at tiny_linear.c");
+  check(db, B_NUMEL, "train_step: backward (db) at tiny_linear.c");
 
   void *grads[2] = {dw, db};
   void *reduced[2];

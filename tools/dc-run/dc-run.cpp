@@ -258,6 +258,8 @@ public:
         if (micro == 0)
           zeroAccumulators();
         runEntry(accumulating ? accumulatingForm : finalForm, s, first);
+        if (options.checkFinite)
+          noteNonFiniteOp(micro);
         double microLoss = 0;
         readToHost(*lossBuffer, dcrt::dtypeSize(lossType),
                    [&](const void *host) {
@@ -272,13 +274,18 @@ public:
       int64_t optimizerBegin = dcrt::nowNs();
       // The loss and the gradients' squared norm in one all-reduce. Both are
       // checked before the update: a non-finite one would make every
-      // parameter NaN.
+      // parameter NaN. With --check-finite the ranks whose checks found a
+      // non-finite value ride along, and their report comes first: it
+      // names the op where the values turned, the loss and the norm only
+      // where they ended up.
       double localLoss = loss;
       double localSquares = optimizer->gradientSquares(registry);
-      double sums[2] = {loss, localSquares};
-      dcrt::allReduceSum(sums, 2);
+      double sums[3] = {loss, localSquares, nonFiniteOp.empty() ? 0.0 : 1.0};
+      dcrt::allReduceSum(sums, 3);
       loss = sums[0] / worldSize;
       double gradNorm = std::sqrt(sums[1]);
+      if (sums[2] > 0)
+        stopAtNonFiniteOp(s);
       if (!std::isfinite(loss))
         stopAtNonFinite(s, "the loss", localLoss);
       else if (!std::isfinite(gradNorm))
@@ -424,6 +431,49 @@ private:
                    "stops before the parameters are updated "
                    "(--allow-nonfinite keeps going)\n",
                    static_cast<long long>(s), what, where.c_str());
+      std::fflush(stderr);
+    }
+    throw StopTraining{};
+  }
+
+  /// --check-finite, after entry call `micro` of the step: the runtime's
+  /// first check of the call that found a NaN or an infinity, kept in
+  /// nonFiniteOp unless an earlier call of the step found one.
+  void noteNonFiniteOp(int64_t micro) {
+    const char *what = nullptr;
+    int64_t count = 0;
+    const char *site = dcrt_first_nonfinite(&what, &count);
+    if (!site || !nonFiniteOp.empty())
+      return;
+    std::vector<std::string> context;
+    if (worldSize > 1)
+      context.push_back("rank " + std::to_string(rank));
+    if (microBatches > 1)
+      context.push_back("micro-batch " + std::to_string(micro + 1) + " of " +
+                        std::to_string(microBatches));
+    nonFiniteOp = std::string(what) + " in " + std::to_string(count) +
+                  (count == 1 ? " element" : " elements") +
+                  " of the output of " + site;
+    for (size_t i = 0; i < context.size(); ++i)
+      nonFiniteOp += (i ? ", " : " (") + context[i];
+    if (!context.empty())
+      nonFiniteOp += ")";
+  }
+
+  /// --check-finite: the checks of some rank found a non-finite value at
+  /// step `s` (every rank knows: the count was all-reduced). Rank 0 names
+  /// each such rank's first op, and the job ends before the update, as on
+  /// a non-finite loss, whatever --allow-nonfinite says: the user asked to
+  /// stop at the first.
+  void stopAtNonFiniteOp(int64_t s) {
+    std::vector<std::string> reports = dcrt::gatherStrings(nonFiniteOp, 0);
+    if (rank == 0) {
+      for (const std::string &report : reports)
+        if (!report.empty())
+          std::fprintf(stderr,
+                       "dc-run: error: step %lld: the first non-finite value: "
+                       "%s\n",
+                       static_cast<long long>(s), report.c_str());
       std::fflush(stderr);
     }
     throw StopTraining{};
@@ -698,6 +748,9 @@ private:
   int64_t gradientsInArena = 0;
   const dcrt::Buffer *lossBuffer = nullptr;
   int32_t lossType = DCRT_F32;
+  /// --check-finite: this rank's first non-finite output of the step ("NaN
+  /// in 3 elements of the output of <op>"), or empty.
+  std::string nonFiniteOp;
 };
 } // namespace
 
@@ -720,6 +773,12 @@ int main(int argc, char **argv) {
 
   Artifact artifact = openArtifact(options.artifact);
   const Manifest &manifest = artifact.manifest;
+  // Without the checks compiled in there is nothing to run: a run that
+  // found nothing would look like one that checked.
+  if (options.checkFinite && !manifest.checkFinite)
+    dcrt::fatal("--check-finite: %s was compiled without finite-value "
+                "checks; compile it with dc-compile --check-finite",
+                options.artifact.c_str());
   int launched = launchedWorldSize();
   if (launched == 0) {
     int nproc = options.nproc ? options.nproc : manifest.worldSize;
@@ -748,7 +807,8 @@ int main(int argc, char **argv) {
   init.step_arena_bytes = manifest.stepArenaBytes;
   init.step_buffer_bytes = manifest.stepBufferBytes;
   init.staging_bytes = manifest.stagingBytes;
-  init.flags = options.deterministic ? DCRT_INIT_DETERMINISTIC : 0;
+  init.flags = (options.deterministic ? DCRT_INIT_DETERMINISTIC : 0) |
+               (options.checkFinite ? DCRT_INIT_CHECK_FINITE : 0);
   dcrt_init(&init);
   // In a job dc-run started, it reports a rank that ends early.
   if (launched > 0)

@@ -112,6 +112,10 @@ typedef struct dcrt_init_options {
  * without a deterministic form is then an error, never silently
  * nondeterministic. The host backend is always deterministic. */
 #define DCRT_INIT_DETERMINISTIC 1
+/* dcrt_init_options.flags (addition): run the finite-value checks of an
+ * artifact compiled with dc-compile --check-finite (dcrt_check_finite);
+ * without it they return at once. */
+#define DCRT_INIT_CHECK_FINITE 2
 
 /* Joins the job: rank/world from MPI (mpirun) or the launcher's
  * environment; fails if the world size differs from expected_world_size.
@@ -308,6 +312,32 @@ void dcrt_launch_kernel_coresident(const void *binary, int64_t binary_bytes,
                                    int32_t shared_bytes, void **args,
                                    int64_t coresident_blocks);
 
+/*--- Finite-value checks (additions: artifacts compiled with dc-compile
+ * --check-finite call dcrt_check_finite; dc-run --check-finite calls
+ * dcrt_first_nonfinite) ----------------------------------------------------*/
+
+/* With flags & DCRT_FINITE_ALLOW_INF only NaN counts: the op writes
+ * infinities on purpose (a mask's -inf, a maximum's identity). */
+#define DCRT_FINITE_ALLOW_INF 1
+
+/* Called after each compute op, in program order, on the compute stream:
+ * `data` holds `numel` contiguous elements of `dtype` (DCRT_F32, DCRT_BF16
+ * or DCRT_F16; device memory on the cuda backend) that the op wrote; `site`
+ * names the op (a C string that lives as long as the artifact). Does
+ * nothing unless dcrt_init got DCRT_INIT_CHECK_FINITE: an artifact compiled
+ * with checks runs at full speed without it. Enqueues only (no host
+ * synchronization), so a step that calls it can be captured. */
+void dcrt_check_finite(const void *data, int64_t numel, int32_t dtype,
+                       int32_t flags, const char *site);
+
+/* The first check of the step (in the order the step called them) that
+ * found a non-finite value, or NULL: returns its site, and sets *what to
+ * "NaN" (the output holds a NaN) or "infinity" (infinities, no NaN) and
+ * *count to the number of such elements in that output (NULL and 0 when
+ * none; `what` and `count` may be NULL). Waits for the step's compute, then
+ * resets for the next step. dc-run calls it after each entry call. */
+const char *dcrt_first_nonfinite(const char **what, int64_t *count);
+
 /* Marks the end of one step: buffers for reductions and gathers not
  * released yet (persistent ones) may be reused by the next. Called by the
  * artifact's entry, last. */
@@ -368,7 +398,9 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * parameter argument may carry "memory": "host": the step keeps it in host
  * memory and brings it to the device with dcrt_upload_into, so the caller
  * allocates it in host memory (pinned, on a device backend); without "memory"
- * it is "device".
+ * it is "device". "check_finite": true (optional, default false) marks an
+ * artifact compiled with dc-compile --check-finite: its steps call
+ * dcrt_check_finite after each compute op (dc-run --check-finite needs it).
  *-------------------------------------------------------------------------*/
 
 #endif /* DCRT_DCRT_H */

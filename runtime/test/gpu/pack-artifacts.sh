@@ -45,29 +45,63 @@ models() {
     --batch 2 --seq 128 --dtype bf16 --attention fused --rotary -o "$DEST/small-rotary-bf16.mlir"
 }
 models
-for model in tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 \
-             wide-dim-bf16 tiny-rotary small-rotary-bf16; do
-  for w in 1 2; do
+# PACK_MODELS: the models to compile (default all), PACK_RANKS their rank
+# counts (default 1 2): a shorter run.sh (COMPILED_MODELS) needs fewer.
+for model in ${PACK_MODELS:-tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 \
+             wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16}; do
+  for w in ${PACK_RANKS:-1 2}; do
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
   done
 done
 # With --finishing-passes (the norms' weight-gradient sums at the end of
 # their row groups' kernels), against wide-dim-bf16-cpu-w1.so.
-"$BIN/dc-compile" "$DEST/wide-dim-bf16.mlir" --world-size=1 --target=h200 --finishing-passes \
-  -o "$DEST/wide-dim-finishing-bf16-h200-w1.so"
+[ -n "${PACK_MODELS:-}" ] || "$BIN/dc-compile" "$DEST/wide-dim-bf16.mlir" --world-size=1 \
+  --target=h200 --finishing-passes -o "$DEST/wide-dim-finishing-bf16-h200-w1.so"
 # The loss head in 4 chunks of rows (dc-chunk-rows; min-bytes 0, as these
 # heads are small): slices of the logits, the head's weight gradient and
 # the loss accumulated chunk after chunk, on the GPU as on the host.
-for model in tiny-f32 wide-vocab-bf16; do
+for model in ${PACK_MODELS-tiny-f32 wide-vocab-bf16}; do
+  case $model in tiny-f32|wide-vocab-bf16) ;; *) continue;; esac
   chunked=${model%-*}-rows4-${model##*-}
-  for w in 1 2; do
+  for w in ${PACK_RANKS:-1 2}; do
     for target in cpu h200; do
       "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=$target --row-chunks=4 \
         --row-chunks-min-bytes=0 -o "$DEST/$chunked-$target-w$w.so"
     done
   done
 done
+# Finite-value checks (dc-compile --check-finite): a step that makes a NaN
+# (test/Frontend/Inputs/bad_models.py:planted_nan), which run.sh trains
+# with dc-run --check-finite to see the op and source line named; and two
+# layers of config A with and without the checks, whose step times
+# bench/gpu_check_finite.sh compares.
+if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+  mkdir -p "$DEST/check-finite"
+  dest=$(cd "$DEST" && pwd)
+  (cd test/Frontend/Inputs && PYTHONPATH=../../../python /usr/bin/python3 -m dc_torch export \
+    bad_models:planted_nan --batch 2 --seq 5 -o "$dest/planted-nan.mlir" \
+    --weights "$dest/check-finite/planted-nan.safetensors")
+  "$BIN/dc-compile" "$DEST/planted-nan.mlir" --world-size=1 --target=h200 --check-finite \
+    -o "$DEST/check-finite/planted-nan-h200-w1.so"
+  "$BIN/dc-gen-llama" --config A --layers 2 --dtype bf16 --attention fused -o "$DEST/A2.mlir"
+  "$BIN/dc-compile" "$DEST/A2.mlir" --world-size=1 --target=h200 -o "$DEST/check-finite/A2-h200-w1.so"
+  "$BIN/dc-compile" "$DEST/A2.mlir" --world-size=1 --target=h200 --check-finite \
+    -o "$DEST/check-finite/A2-checked-h200-w1.so"
+fi
+# The model suite's families written in plain PyTorch (test/Frontend/
+# Inputs/families.py: the Hugging Face structures, which torch 1.13 traces
+# here), exported with their weights and PyTorch's f32 losses, compiled
+# for one GPU and 2 host ranks: run.sh trains them (bench/gpu_hf_bench.sh).
+# The transformers families need the GPU machine's torch to export:
+# bench/hf_frontend.py export there, bench/pack-hf-artifacts.sh here.
+if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+  /usr/bin/python3 bench/hf_frontend.py export "$DEST/families-src" --plain --steps 20
+  bash bench/pack-hf-artifacts.sh "$DEST/families-src" "$DEST/families"
+  rm -rf "$DEST/families-src"
+else
+  echo "no python3 with torch: the plain-PyTorch families are not packed"
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   mkdir -p "$DEST/bench"
   "$BIN/dc-gen-llama" --config A --dtype bf16 --attention fused -o "$DEST/A16.mlir"

@@ -9,7 +9,9 @@
 # Checks: every collective and copy on 1 and 2 GPUs against the host backend
 # (compare-collectives.py); dcrt_matmul and dcrt_launch_kernel against a
 # double reference, inside a CUDA graph too, with GEMM TFLOP/s
-# (matmul-check); dcrt_attention_fwd/bwd (cuDNN) against a naive GPU
+# (matmul-check); dcrt_check_finite's kernel on NaNs and infinities planted
+# in device buffers, in captured steps too (matmul-check --check-finite);
+# dcrt_attention_fwd/bwd (cuDNN) against a naive GPU
 # reference, and strided (q/k/v slices of a fused projection) against dense,
 # with TFLOP/s beside PyTorch's flash SDPA on the same shapes
 # (attention-check, bench/attention_bench.py); the hand-written GPU artifact trained 5 steps on
@@ -41,7 +43,9 @@ cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release 
   -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
   || { cat "$OUT/cmake.log"; exit 1; }
 grep "dcrt:" "$OUT/cmake.log"
-ninja -C "$BUILD" $([ "${ONLY:-}" = attention ] && echo attention-check) > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+# ONLY=attention builds its check, ONLY=compiled dc-run alone.
+targets=$(case ${ONLY:-} in attention) echo attention-check;; compiled) echo dc-run;; esac)
+ninja -C "$BUILD" $targets > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 BIN=$BUILD/bin LIB=$BUILD/lib
 mpi() { mpirun -n "$1" --bind-to none "${@:2}"; }
 
@@ -101,6 +105,13 @@ elif grep -q "needs 1048576 of its blocks on the GPU at once" "$OUT/coresident-o
 else
   fail "dcrt_launch_kernel_coresident: no co-residency error (coresident-overflow.log)"
 fi
+
+step "dcrt_check_finite (its kernel): planted NaNs and infinities named by the step's first failing check, captured steps too"
+DCRT_BACKEND=cuda mpi 1 "$BIN/matmul-check" --check-finite > "$OUT/finite-check.log" 2>&1 \
+  || fail "matmul-check --check-finite"
+grep -E "^FAIL|^ok|error|finite-check:" "$OUT/finite-check.log"
+grep -q "finite-check: all passed" "$OUT/finite-check.log" \
+  || fail "matmul-check --check-finite: no 'finite-check: all passed'"
 
 attention_checks
 
@@ -220,6 +231,36 @@ if [ -d "$ART" ]; then
   fi
 fi
 
+# The finite-value checks on the GPU: a step that makes a NaN, compiled
+# with --check-finite, stops at step 1 naming the op and the model's line.
+so=$ART/check-finite/planted-nan-h200-w1.so
+if [ -f "$so" ]; then
+  step "finite-value checks: the first NaN's op and source line, on the GPU"
+  if "$BIN/dc-run" "$so" --init "$ART/check-finite/planted-nan.safetensors" --steps 3 \
+      --check-finite > "$OUT/check-finite.log" 2>&1; then
+    fail "a step that makes a NaN trained under --check-finite"
+  elif grep -q "the first non-finite value: NaN in .* of the output of train_step: kernel of .* at .*bad_models.py:116" \
+      "$OUT/check-finite.log"; then
+    grep "first non-finite" "$OUT/check-finite.log"
+  else
+    tail -3 "$OUT/check-finite.log"; fail "--check-finite did not name the planted NaN's op"
+  fi
+fi
+
+# The model suite: decoder families with the structures users' checkpoints
+# have, 20 steps each in f32 and bf16 on one GPU and f32 on 2 host ranks,
+# against PyTorch's losses from the same weights and data. `families`:
+# written in plain PyTorch (packed by pack-artifacts.sh); `hf`: from
+# transformers (exported on the GPU machine by bench/hf_frontend.py export,
+# compiled here into .gpu-artifacts/hf by bench/pack-hf-artifacts.sh).
+for suite in families hf; do
+  [ -d "$ART/$suite" ] || continue
+  [ -z "${COMPILED_MODELS:-}" ] || [[ " $COMPILED_MODELS " == *" $suite "* ]] || continue
+  step "model suite '$suite': every family 20 steps against PyTorch's losses"
+  ART=$ART/$suite BUILD=$BUILD bash bench/gpu_hf_bench.sh "$OUT/suite-$suite" \
+    || fail "model suite '$suite'"
+done
+
 if [ "$GPUS" -ge 2 ] && [ "${ONLY:-}" != compiled ]; then
   for fault in die bad-argument; do
     step "fault '$fault' on rank 1 of 2 ends the job with a message"
@@ -238,7 +279,10 @@ fi
 # API errors are not reported: NCCL probes kernel images of other GPUs
 # (cudaFuncGetAttributes -> cudaErrorNoKernelImageForDevice) and handles it.
 step "compute-sanitizer memcheck (1 GPU)"
-if command -v compute-sanitizer > /dev/null; then
+# MEMCHECK=0 skips the sanitizer runs.
+if [ "${MEMCHECK:-1}" = 0 ]; then
+  echo "MEMCHECK=0: skipped"
+elif command -v compute-sanitizer > /dev/null; then
   [ "${ONLY:-}" = compiled ] || {
   DCRT_BACKEND=cuda compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$BIN/collective-check" "$OUT/sanitized" > "$OUT/memcheck-collectives.log" 2>&1 \
@@ -252,6 +296,11 @@ if command -v compute-sanitizer > /dev/null; then
     "$BIN/matmul-check" --no-bench > "$OUT/memcheck-matmul.log" 2>&1 \
     || fail "memcheck on matmul-check"
   tail -2 "$OUT/memcheck-matmul.log"
+  # The check kernel's 16-byte loads and its tail stay inside each buffer.
+  DCRT_BACKEND=cuda compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    "$BIN/matmul-check" --check-finite > "$OUT/memcheck-finite.log" 2>&1 \
+    || fail "memcheck on matmul-check --check-finite"
+  tail -2 "$OUT/memcheck-finite.log"
   }
   if [ -f "$ART/tiny-f32-h200-w1.so" ]; then
     compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$BIN/dc-run" \

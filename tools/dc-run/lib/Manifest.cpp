@@ -74,6 +74,19 @@ public:
     return parsed;
   }
 
+  /// An optional boolean: `fallback` when absent.
+  bool boolean(const json &object, const char *key, const std::string &where,
+               bool fallback) {
+    auto value = object.find(key);
+    if (value == object.end())
+      return fallback;
+    if (!value->is_boolean()) {
+      fail(where, std::string("\"") + key + "\" is not a boolean");
+      return fallback;
+    }
+    return value->get<bool>();
+  }
+
   std::string string(const json &object, const char *key,
                      const std::string &where, bool required) {
     auto value = object.find(key);
@@ -428,6 +441,8 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
     manifest.gridShape = gridShape.value_or(std::vector<int64_t>{});
   }
   manifest.vocab = reader.integer(root, "vocab", "manifest", false);
+  manifest.checkFinite =
+      reader.boolean(root, "check_finite", "manifest", false);
   if (auto plan = root.find("plan"); plan != root.end()) {
     if (!plan->is_object())
       reader.fail("plan", "not an object");

@@ -84,6 +84,9 @@ struct Manifest {
   int64_t stepBufferBytes = 0;
   int64_t stagingBytes = 0;
   std::optional<int64_t> vocab;
+  /// Compiled with dc-compile --check-finite ("check_finite"): the steps
+  /// call dcrt_check_finite after each compute op.
+  bool checkFinite = false;
   std::vector<StepSpec> steps;
 
   const StepSpec *findStep(std::string_view name) const;

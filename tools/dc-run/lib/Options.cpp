@@ -141,6 +141,10 @@ public:
     app.add_flag("--allow-nonfinite", options.allowNonFinite,
                  "keep training after a non-finite loss or gradient norm "
                  "(default: stop at the first, naming the step and rank)");
+    app.add_flag("--check-finite", options.checkFinite,
+                 "stop at the first op of a step (in program order) whose "
+                 "output holds a NaN or an infinity, naming it (an artifact "
+                 "compiled with dc-compile --check-finite)");
     app.add_flag("--cuda-graphs", options.cudaGraphs,
                  "capture the step after the first and replay it as one CUDA "
                  "graph (cuda backend)");

@@ -42,6 +42,10 @@ struct Options {
   bool deterministic = false;
   /// Keep training after a non-finite loss or gradient norm.
   bool allowNonFinite = false;
+  /// Run the artifact's finite-value checks (DCRT_INIT_CHECK_FINITE; it
+  /// must be compiled with dc-compile --check-finite) and stop at the first
+  /// op of a step that wrote a NaN or an infinity, naming it.
+  bool checkFinite = false;
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
 };
 

@@ -65,6 +65,26 @@ TEST(Manifest, RejectsBadTargetsAndGridShapes) {
   EXPECT_EQ(error, "manifest: missing \"grid_shape\" array");
 }
 
+TEST(Manifest, ReadsCheckFinite) {
+  std::string error;
+  std::optional<Manifest> manifest =
+      parseManifest(manifestWith(R"("check_finite": true, )"), error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_TRUE(manifest->checkFinite);
+  manifest = parseManifest(manifestWith(R"("check_finite": false, )"), error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_FALSE(manifest->checkFinite);
+  manifest = parseManifest(manifestWith(""), error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_FALSE(manifest->checkFinite); // optional: compiled without checks
+  for (const char *bad : {"1", "\"true\"", "null"}) {
+    EXPECT_FALSE(parseManifest(
+        manifestWith(std::string("\"check_finite\": ") + bad + ", "), error))
+        << bad;
+    EXPECT_EQ(error, "manifest: \"check_finite\" is not a boolean");
+  }
+}
+
 TEST(Manifest, NamesWhereItFailed) {
   std::string error;
   EXPECT_FALSE(parseManifest(R"({"abi": 4,})", error));

@@ -67,6 +67,16 @@ TEST(Options, TakesMicroBatches) {
             ">= 1)");
 }
 
+TEST(Options, TakesCheckFinite) {
+  Options options;
+  EXPECT_FALSE(options.checkFinite);
+  EXPECT_EQ(parse({"a.so", "--check-finite"}, options), "");
+  EXPECT_TRUE(options.checkFinite);
+  EXPECT_FALSE(options.allowNonFinite); // its own flag
+  Options valued;
+  EXPECT_NE(parse({"a.so", "--check-finite=maybe"}, valued), "");
+}
+
 TEST(Options, TheLastOfARepeatedOptionWins) {
   Options options;
   EXPECT_EQ(parse({"a.so", "--lr", "0.1", "--lr=0.5"}, options), "");
@@ -188,6 +198,7 @@ TEST(Options, HelpListsEveryOption) {
                            "--mpirun PATH",
                            "--master-dtype DTYPE",
                            "--moment-dtype DTYPE",
-                           "--allow-nonfinite"})
+                           "--allow-nonfinite",
+                           "--check-finite"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }
