@@ -570,6 +570,8 @@ void ArtifactManifestPass::runOnOperation() {
   json.object([&] {
     json.attribute("abi", DCRT_ABI_VERSION);
     json.attribute("target", target);
+    if (checkFinite)
+      json.attribute("check_finite", true);
     json.attribute("world_size", world);
     json.attribute("grid", gridName);
     // Absent, the grid is one axis of the world size.

@@ -23,6 +23,8 @@
 #include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/xxhash.h"
 
 namespace dc {
 #define GEN_PASS_DEF_DCTODCRT
@@ -467,6 +469,45 @@ template <typename OpTy> struct BufferCallLowering : public DCRTPattern<OpTy> {
   StringRef function;
 };
 
+/// dc.check_finite: dcrt_check_finite(data, numel, dtype, flags, site),
+/// the site a C string that lives as long as the artifact.
+struct CheckFiniteLowering : public DCRTPattern<CheckFiniteOp> {
+  using DCRTPattern::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(CheckFiniteOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MemRefType type = op.getBuffer().getType();
+    FailureOr<int32_t> code = dtype(op, type);
+    if (failed(code))
+      return failure();
+    Value data = MemRefDescriptor(adaptor.getBuffer())
+                     .bufferPtr(rewriter, loc, *getTypeConverter(), type);
+    // One global per distinct site, named by a hash of its text.
+    std::string text = op.getSite().str();
+    std::string symbol =
+        "dc_finite_site_" + llvm::utohexstr(llvm::xxh3_64bits(text));
+    auto module = op->getParentOfType<ModuleOp>();
+    Value site;
+    if (auto global = module.lookupSymbol<LLVM::GlobalOp>(symbol))
+      site = LLVM::AddressOfOp::create(rewriter, loc, global);
+    else
+      site = LLVM::createGlobalString(loc, rewriter, symbol,
+                                      text + std::string(1, '\0'),
+                                      LLVM::Linkage::Internal);
+    if (failed(call(
+            rewriter, op, "dcrt_check_finite",
+            {data, i64(rewriter, loc, type.getNumElements()),
+             i32(rewriter, loc, *code),
+             i32(rewriter, loc, op.getAllowInf() ? DCRT_FINITE_ALLOW_INF : 0),
+             site})))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 struct ClearGatheredLowering : public DCRTPattern<ClearGatheredOp> {
   using DCRTPattern::DCRTPattern;
 
@@ -760,7 +801,7 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
                AllReduceStartLowering, WaitLowering<WaitOp>,
                WaitLowering<EndBackwardOp>, AllToAllLowering<AllToAllOp>,
                AllToAllLowering<AllToAllStartOp>, ClearGatheredLowering,
-               StepArenaLowering>(converter, firstWaits);
+               StepArenaLowering, CheckFiniteLowering>(converter, firstWaits);
   patterns.add<OffloadStartLowering, ReloadStartLowering>(converter,
                                                           firstWaits);
   patterns.add<LaunchFuncLowering>(converter, firstWaits);

@@ -1082,11 +1082,15 @@ public:
   /// every run, and a recomputed op, computes the same bits. Not sine and
   /// cosine: the hardware's are accurate only near [-pi, pi], and a rotary
   /// embedding's angles reach the sequence length (its tables are small).
+  /// Not powers: the fast one is exp2(y * log2(x)), NaN for every negative
+  /// base, where a power by an integer is defined (PyTorch's backward of
+  /// `x.pow(2)` raises the activations to 1.0); those by constants are
+  /// multiplications by now (dc-simplify-math), the rest stay accurate.
   static void approximateKernelMath(ModuleOp module) {
     module.walk([](gpu::LaunchOp launch) {
       launch.getBody().walk([](Operation *op) {
         auto fastMath = dyn_cast<arith::ArithFastMathInterface>(op);
-        if (!fastMath || isa<math::SinOp, math::CosOp>(op) ||
+        if (!fastMath || isa<math::SinOp, math::CosOp, math::PowFOp>(op) ||
             !(isa<math::MathDialect>(op->getDialect()) ||
               (isa<arith::DivFOp>(op) &&
                getElementTypeOrSelf(op->getResult(0)).isF32())))

@@ -41,6 +41,7 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_all_to_all_start",      Ptr,    {I32, Ptr, Ptr, I32, Ptr, I64, I64, I32}},
       {"dcrt_op_begin",              I64,    {}},
       {"dcrt_op_end",                Void,   {Ptr, I64}},
+      {"dcrt_check_finite",          Void,   {Ptr, I64, I32, I32, Ptr}},
       {"dcrt_end_step",              Void,   {}},
       {"dcrt_step_arena",            Ptr,    {}},
       {"dcrt_rank",                  I32,    {}},

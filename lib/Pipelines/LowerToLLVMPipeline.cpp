@@ -44,6 +44,9 @@ void buildGPUCompute(OpPassManager &pm,
   map.foldedBlocksPerSM = options.foldedBlocksPerSM;
   map.singleBarrierReductions = options.singleBarrierReductions;
   pm.addPass(createDCMapToGPU(map));
+  // After the kernels are formed: the checked step runs the same kernels.
+  if (options.checkFinite)
+    pm.addPass(createDCCheckFinite());
   // Constants and index math into the kernels, not kernel parameters.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
@@ -101,7 +104,10 @@ void buildGPUCompute(OpPassManager &pm,
 }
 
 /// The CPU target's compute: MLIR's own loops on the host.
-void buildCPUCompute(OpPassManager &pm) {
+void buildCPUCompute(OpPassManager &pm,
+                     const dc::LowerToLLVMPipelineOptions &options) {
+  if (options.checkFinite)
+    pm.addPass(createDCCheckFinite());
   // Runtime calls while the step is still one block, in schedule order.
   pm.addPass(createDCToDCRT());
   pm.addPass(createDCExpandStridedCopies());
@@ -117,6 +123,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCArtifactManifestOptions manifest;
   manifest.worldSize = options.worldSize;
   manifest.target = options.target;
+  manifest.checkFinite = options.checkFinite;
   pm.addPass(createDCArtifactManifest(manifest));
   if (options.profileOps)
     pm.addPass(createDCProfileOps());
@@ -127,6 +134,12 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCExpandAttentionOptions expandAttention;
   expandAttention.keepFused = options.target == "h200";
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
+  // Powers by constants as multiplications: exact for negative bases on
+  // every target, where the GPU's fast power is not.
+  pm.addPass(createDCSimplifyMath());
+  // Constant tensors made on the device: the kernels cannot read globals.
+  if (options.target == "h200")
+    pm.addPass(createDCComputeConstants());
   // The fused ones read the q/k/v projections and write the context in
   // place, strided, instead of through head transposes.
   if (options.target == "h200")
@@ -169,7 +182,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   if (options.target == "h200")
     buildGPUCompute(pm, options);
   else
-    buildCPUCompute(pm);
+    buildCPUCompute(pm, options);
 
   // Host code (all of it on the CPU target; views and index math around
   // the runtime calls on the GPU target).

@@ -32,3 +32,26 @@ func.func @silu(%x: memref<3x301xf32>, %y: memref<3x301xf32>) {
   }
   return
 }
+
+// A power keeps its accurate form (libdevice's __nv_powf): the fast one,
+// exp2(y * log2(x)), is NaN for a negative base, where a power by an
+// integer is defined. Its neighbours are still approximated.
+// CHECK-LABEL: func.func @power
+// CHECK: gpu.launch
+// CHECK: math.powf %{{.*}}, %{{.*}} : f32
+// CHECK: math.exp %{{.*}} fastmath<afn> : f32
+// NVVM-LABEL: gpu.module @power_kernel
+// NVVM: llvm.call @__nv_powf
+// NVVM-NOT: @__nv_fast_powf
+func.func @power(%x: memref<3x301xf32>, %p: memref<3x301xf32>, %y: memref<3x301xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(r, c) -> (r, c)>, affine_map<(r, c) -> (r, c)>,
+                                   affine_map<(r, c) -> (r, c)>],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x, %p : memref<3x301xf32>, memref<3x301xf32>) outs(%y : memref<3x301xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %w = math.powf %a, %b : f32
+    %e = math.exp %w : f32
+    linalg.yield %e : f32
+  }
+  return
+}

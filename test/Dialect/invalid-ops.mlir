@@ -1120,3 +1120,39 @@ func.func @all_reduce_shard_of_all_axes(%s: !dc.shard<tensor<16xf32>, @grid2d[0,
   %f = dc.all_reduce_start sum %s on @grid2d[0] : !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// dc.check_finite
+//===----------------------------------------------------------------------===//
+
+func.func @check_finite_integers(%t: memref<4xi32>) {
+  // expected-error @+1 {{'dc.check_finite' op checks f32, bf16 or f16 buffers, got 'memref<4xi32>'}}
+  dc.check_finite %t, "index" : memref<4xi32>
+  return
+}
+
+// -----
+
+func.func @check_finite_strided(%t: memref<4x4xf32, strided<[8, 1]>>) {
+  // expected-error @+1 {{'dc.check_finite' op needs a statically shaped, contiguous buffer in device memory, got 'memref<4x4xf32, strided<[8, 1]>>'}}
+  dc.check_finite %t, "slice" : memref<4x4xf32, strided<[8, 1]>>
+  return
+}
+
+// -----
+
+func.func @check_finite_dynamic(%t: memref<?xf32>) {
+  // expected-error @+1 {{'dc.check_finite' op needs a statically shaped, contiguous buffer in device memory, got 'memref<?xf32>'}}
+  dc.check_finite %t, "dynamic" : memref<?xf32>
+  return
+}
+
+// -----
+
+func.func @check_finite_host(%t: memref<4xf32, #dc.host_memory>) {
+  // expected-error @+1 {{'dc.check_finite' op needs a statically shaped, contiguous buffer in device memory, got 'memref<4xf32, #dc.host_memory>'}}
+  dc.check_finite %t, "offloaded" : memref<4xf32, #dc.host_memory>
+  return
+}

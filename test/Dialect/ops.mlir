@@ -144,6 +144,17 @@ func.func @all_reduce_shard(%s: !dc.shard<tensor<8xf32>, @nodes[1], local = 2>)
   return %r : !dc.shard<tensor<8xf32>, @nodes[1], local = 2>
 }
 
+// A finite-value check of a dense buffer and of a contiguous view with an
+// offset; allow_inf for an output holding infinities on purpose.
+// CHECK-LABEL: func.func @check_finite
+// CHECK: dc.check_finite %{{.*}}, "mul_3 at model.py:41" : memref<2x8xbf16>
+// CHECK: dc.check_finite %{{.*}}, "masked_fill" allow_inf : memref<4xf32, strided<[1], offset: 4>>
+func.func @check_finite(%a: memref<2x8xbf16>, %b: memref<4xf32, strided<[1], offset: 4>>) {
+  dc.check_finite %a, "mul_3 at model.py:41" : memref<2x8xbf16>
+  dc.check_finite %b, "masked_fill" allow_inf : memref<4xf32, strided<[1], offset: 4>>
+  return
+}
+
 // CHECK-LABEL: func.func @step_arena
 func.func @step_arena() -> memref<4x4xf32> {
   %c64 = arith.constant 64 : index

@@ -78,6 +78,13 @@ cl::opt<bool> profileOps(
     cl::desc("Time each compute op for dc-run --profile-out (a profiling "
              "run; the profile feeds --profile=)"),
     cl::cat(category));
+cl::opt<bool> checkFinite(
+    "check-finite",
+    cl::desc("After each compute op, check its outputs for NaN and infinity; "
+             "dc-run --check-finite then stops at the first op of a step "
+             "that made one and names it (its model source line, for steps "
+             "dc_torch exported)"),
+    cl::cat(category));
 cl::opt<bool> preciseMath(
     "precise-math",
     cl::desc("--target=h200: accurate exp, log and f32 division in the "
@@ -227,6 +234,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.worldSize = options.worldSize;
   lowering.profileOps = profileOps;
   lowering.preciseMath = preciseMath;
+  lowering.checkFinite = checkFinite;
   lowering.finishingPasses = finishingPasses;
   lowering.finishingBlocks = finishingBlocks;
   lowering.foldedChunkRows = foldedChunkRows;

@@ -2,6 +2,7 @@
 //---------------------------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
 
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -512,6 +513,19 @@ InvalidateGatheredOp::verifySymbolUses(SymbolTableCollection &symbols) {
 //===----------------------------------------------------------------------===//
 // StepArenaOp
 //===----------------------------------------------------------------------===//
+
+LogicalResult CheckFiniteOp::verify() {
+  MemRefType type = getBuffer().getType();
+  Type element = type.getElementType();
+  if (!(element.isF32() || element.isBF16() || element.isF16()))
+    return emitOpError() << "checks f32, bf16 or f16 buffers, got " << type;
+  if (!type.hasStaticShape() || type.getMemorySpace() ||
+      !memref::isStaticShapeAndContiguousRowMajor(type))
+    return emitOpError() << "needs a statically shaped, contiguous buffer in "
+                            "device memory, got "
+                         << type;
+  return success();
+}
 
 LogicalResult StepArenaOp::verify() {
   MemRefType type = getArena().getType();

@@ -42,6 +42,9 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
     Option<"target", "target", "std::string", "\"cpu\"",
            "What the artifact's compute runs on, for the runtime to pick its "
            "backend: cpu (host) or h200 (cuda)">,
+    Option<"checkFinite", "check-finite", "bool", "false",
+           "The step checks its ops' outputs (dc-check-finite): the manifest "
+           "says \"check_finite\": true, which dc-run --check-finite needs">,
   ];
 }
 
@@ -386,7 +389,9 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
     device memory; `gpu-kernel-outlining` and the NVVM lowering follow.
     With `approximate-math` (the default) the kernels' exp, log, tanh and
     f32 divisions are marked `afn`, which the NVVM lowering takes to the
-    hardware's approximations.
+    hardware's approximations. Never sine, cosine (accurate only near
+    [-pi, pi]) or `math.powf`: the fast power is NaN for negative bases,
+    where an integer power is defined.
   }];
   let options = [
     Option<"cudaToolkit", "cuda-toolkit", "std::string", "\"\"",
@@ -485,6 +490,68 @@ def DCSetKernelOccupancy : Pass<"dc-set-kernel-occupancy",
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::NVVM::NVVMDialect"];
+}
+
+def DCCheckFinite : Pass<"dc-check-finite", "::mlir::ModuleOp"> {
+  let summary = "Check each compute op's outputs for NaN and infinity "
+                "(dc-compile --check-finite)";
+  let description = [{
+    For a model that diverges: after every op of a public step that
+    computes into memory (a `gpu.launch`, a linalg op other than fills and
+    copies, `dc.attention_into`, `dc.attention_grad_into`), a
+    `dc.check_finite` of each float buffer it writes (for a launch: the
+    buffers its body stores into, through its views), named by the op's
+    location (`"<function>: <op> of <names> at <file>:<line>"`: the PyTorch
+    frontend's FX node and model source line). An op that uses an infinite
+    constant (a mask's -inf, a maximum's identity) may write infinities on
+    purpose: its checks are `allow_inf`, NaN only. Strided (non-contiguous)
+    outputs are not checked. Runs on the buffer form, after the GPU
+    target's kernels are formed (`dc-map-to-gpu`), so the checked program
+    has the unchecked one's kernels; `dc-to-dcrt` lowers the checks to
+    `dcrt_check_finite` and the runtime reports the first failing one of a
+    step, in program order (`dc-run --check-finite`).
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+}
+
+def DCComputeConstants : Pass<"dc-compute-constants"> {
+  let summary = "Make small constant tensors in the step (GPU target)";
+  let description = [{
+    A constant tensor (`arith.constant dense<...> : tensor<...>`) would
+    bufferize to a global of the artifact, in host memory, which the GPU
+    target's kernels cannot read. This pass makes it in the step instead: a
+    splat as `linalg.fill` of its value, any other constant of up to
+    `max-elements` elements as a `linalg.generic` that picks each element by
+    its row-major index. A larger one is an error naming it (a table of
+    weights belongs in the parameters). The PyTorch frontend's captured
+    constants (a mask's `torch.tensor(0.0)`) take this path.
+  }];
+  let options = [
+    Option<"maxElements", "max-elements", "int64_t", "16",
+           "The most elements of a constant that is not a splat">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def DCSimplifyMath : Pass<"dc-simplify-math"> {
+  let summary = "Powers by constant exponents as multiplications, square "
+                "roots and divisions (upstream's algebraic simplification)";
+  let description = [{
+    `math.powf %x, c` for a constant c of 1, 2, 3, -1, -2, 0.5, -0.5 or
+    0.75 (and `math.fpowi` / `math.ipowi` by small constants) becomes the
+    multiplications, `math.sqrt`, `math.rsqrt` and divisions it equals,
+    with upstream's `populateMathAlgebraicSimplificationPatterns`. PyTorch's
+    backward of `x.pow(2)` is `2 * x.pow(1.0)` and of `rsqrt` a `pow(r, 3)`:
+    exported steps hold such powers of tensors of either sign. A power of a
+    negative base is defined for an integer exponent, but the hardware's
+    fast power (`__nv_fast_powf`, exp2(y * log2(x))) is NaN there; written
+    as multiplications it is exact on every target, and cheaper. The
+    powers left are general ones, which `dc-map-to-gpu` keeps accurate.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
 }
 
 def DCExpandRoundingDivisions : Pass<"dc-expand-rounding-divisions"> {

@@ -175,6 +175,11 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("Time each compute op through dcrt_op_begin/end (for "
                      "dc-run --profile-out)"),
       llvm::cl::init(false)};
+  Option<bool> checkFinite{
+      *this, "check-finite",
+      llvm::cl::desc("Check each compute op's outputs for NaN and infinity "
+                     "(dc-check-finite), for dc-run --check-finite"),
+      llvm::cl::init(false)};
   Option<std::string> target{
       *this, "target",
       llvm::cl::desc("What the compute runs on: cpu (loops on the host) or "

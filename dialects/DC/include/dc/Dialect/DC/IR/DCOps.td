@@ -449,6 +449,35 @@ def DC_AllToAllStartOp : DC_Op<"all_to_all_start", [
 }
 
 //===----------------------------------------------------------------------===//
+// Finite-value checks (dc-compile --check-finite)
+//===----------------------------------------------------------------------===//
+
+def DC_CheckFiniteOp : DC_Op<"check_finite"> {
+  let summary = "check that an op's output holds no NaN or infinity";
+  let description = [{
+    Reads `buffer`, a contiguous float buffer in device memory that the op
+    before it wrote, and tells the runtime when it holds a NaN or (unless
+    `allow_inf`: the op writes infinities on purpose, as a mask does) an
+    infinity; `site` names the op (its location: the PyTorch frontend's FX
+    node and model source line). `dc-check-finite` adds these after each
+    compute op and `dc-to-dcrt` lowers them to `dcrt_check_finite`: the
+    runtime reports the first one of a step that failed, in program order.
+
+    ```mlir
+    dc.check_finite %t, "mul_3 at model.py:41" : memref<2x7x16xf32>
+    dc.check_finite %scores, "masked_fill at model.py:52" allow_inf
+        : memref<2x4x7x7xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyMemRef, "", [MemRead]>:$buffer, StrAttr:$site,
+                       UnitAttr:$allow_inf);
+  let assemblyFormat = [{
+    $buffer `,` $site (`allow_inf` $allow_inf^)? attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Runtime-only ops for profiling runs
 //===----------------------------------------------------------------------===//
 
