@@ -109,13 +109,11 @@ class _Attention(torch.autograd.Function):
 def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
-    """F.scaled_dot_product_attention for tracing: causal or unmasked, no
-    dropout; q [B, H, S, D], k and v [B, Hkv, S, D] with H a multiple of
-    Hkv (passed to dc.attention as they are: grouped-query attention)."""
-    if attn_mask is not None:
-        raise NotImplementedError(
-            "scaled_dot_product_attention with attn_mask: dc.attention takes "
-            "causal or no mask (use is_causal=True)")
+    """F.scaled_dot_product_attention for tracing, no dropout; q
+    [B, H, S, D], k and v [B, Hkv, S, D] with H a multiple of Hkv. Causal
+    or unmasked: dc.attention, K/V heads as they are (grouped-query
+    attention). With a mask (a sliding window, padding): the attention
+    written out, which the trace decomposes."""
     if dropout_p:
         raise NotImplementedError(
             "scaled_dot_product_attention with dropout_p > 0: dc exports "
@@ -130,7 +128,29 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
             f"{heads} query heads are not a multiple of {kv_heads} K/V heads")
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    if attn_mask is not None:
+        return _masked_attention(query, key, value, attn_mask, bool(is_causal),
+                                 float(scale))
     return _Attention.apply(query, key, value, bool(is_causal), float(scale))
+
+
+def _masked_attention(q, k, v, mask, causal, scale):
+    """Attention with an explicit mask, as PyTorch's math backend computes
+    it: a boolean mask keeps the positions that are True, a float mask is
+    added to the scores; the softmax in f32 for half-precision inputs."""
+    groups = _groups(q, k)
+    k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        n, m = s.shape[-2], s.shape[-1]
+        upper = torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1)
+        s = s.masked_fill(upper, float("-inf"))
+    if mask.dtype == torch.bool:
+        s = s.masked_fill(mask.logical_not(), float("-inf"))
+    else:
+        s = s + mask
+    p = torch.softmax(s.float(), dim=-1).to(q.dtype)
+    return p @ v
 
 
 @contextlib.contextmanager

@@ -66,6 +66,17 @@ def result_info(node):
     return info
 
 
+def empty_result(node):
+    """(shape, elt) of a node whose one tensor result has no elements (a
+    zero-width slice, and whatever computes on it), else None."""
+    meta = node.meta.get("val", node.meta.get("tensor_meta"))
+    if not hasattr(meta, "shape") or not hasattr(meta, "dtype") or \
+            0 not in tuple(meta.shape):
+        return None
+    (shape, elt), = result_info(node)
+    return shape, elt
+
+
 def compute_type(elt):
     return "f32" if elt in FLOAT_TYPES else elt
 
@@ -277,12 +288,38 @@ def logical_not(L, node, args, kwargs):
         compute="i1", keep_bool=True, hint="not")
 
 
+def logical(op):
+    """and / or / xor of bool tensors (masks: a sliding window is causal
+    and within reach); of integer tensors, bitwise."""
+    def lower(L, node, args, kwargs):
+        (shape, elt), = result_info(node)
+        if elt not in ("i1", "i32", "i64"):
+            L.fail(f"needs bool or integer tensors, got {elt}")
+        operands = [a if isinstance(a, Value) else int(a) for a in args[:2]]
+        return L.pointwise(shape, elt, operands, lambda b, s: (
+            b(f"arith.{op}i {s[0]}, {s[1]} : {elt}"), elt),
+            compute=elt, keep_bool=True, hint=op)
+    return lower
+
+
 def where_(L, node, args, kwargs):
     (shape, elt), = result_info(node)
     compute = compute_type(elt)
     return L.pointwise(shape, elt, list(args[:3]), lambda b, s: (
         b(f"arith.select {s[0]}, {s[1]}, {s[2]} : {compute}"), compute),
         keep_bool=True, hint="where")
+
+
+def threshold_backward(L, node, args, kwargs):
+    """ReLU's backward: the gradient where the input is above the
+    threshold, else 0."""
+    (shape, elt), = result_info(node)
+    grad, x, threshold = args[0], args[1], args[2]
+
+    def fn(b, s):
+        above = b(f"arith.cmpf ogt, {s[1]}, {b.const(threshold)} : f32")
+        return b(f"arith.select {above}, {s[0]}, {b.const(0.0)} : f32"), "f32"
+    return L.pointwise(shape, elt, [grad, x], fn, hint="relu_grad")
 
 
 # -- reductions -----------------------------------------------------------------
@@ -507,6 +544,29 @@ def cat(L, node, args, kwargs):
         out = L.m.insert_slice(L.cast(t, elt), out, offsets)
         offset += t.shape[dim]
     return out
+
+
+def cumsum(L, node, args, kwargs):
+    """Running sums along `dim`: out[.., i, ..] = sum of x[.., j, ..] for
+    j <= i, one reduction over j per output element (position ids from an
+    attention mask: a row of a few thousand at most)."""
+    x = args[0]
+    dim = args[1] % x.rank
+    (shape, elt), = result_info(node)
+    acc_elt = compute_type(elt)
+    init = L.full(shape, acc_elt, 0)
+    r = x.rank
+
+    def body(b):
+        keep = b(f"arith.cmpi ule, {b.index(r)}, {b.index(dim)} : index")
+        v = b.convert(b.ins[0], x.elt, acc_elt)
+        v = b(f"arith.select {keep}, {v}, {b.const(0, acc_elt)} : {acc_elt}")
+        return [b(f"{_arith(acc_elt, 'add')} {v}, {b.outs[0]} : {acc_elt}")]
+    in_map = [f"d{r}" if i == dim else f"d{i}" for i in range(r)]
+    out = L.m.generic("cumsum", [x], [in_map], [init],
+                      [[f"d{i}" for i in range(r)]],
+                      ["parallel"] * r + ["reduction"], body)
+    return L.cast(out, elt)
 
 
 # -- creation -------------------------------------------------------------------------
@@ -773,8 +833,12 @@ OPS = {
     "mul.Tensor": binary("mul"), "mul.Scalar": binary("mul"),
     "div.Tensor": binary("div"), "div.Scalar": binary("div"),
     "pow.Tensor_Scalar": pow_, "pow.Tensor_Tensor": pow_, "pow.Scalar": pow_,
-    "where.self": where_, "logical_not.default": logical_not,
+    "where.self": where_, "threshold_backward.default": threshold_backward, "logical_not.default": logical_not,
     "bitwise_not.default": logical_not,
+    "bitwise_and.Tensor": logical("and"), "bitwise_or.Tensor": logical("or"),
+    "bitwise_xor.Tensor": logical("xor"), "logical_and.default": logical("and"),
+    "logical_or.default": logical("or"), "logical_xor.default": logical("xor"),
+    "bitwise_and.Scalar": logical("and"), "bitwise_or.Scalar": logical("or"),
     "sum.dim_IntList": sum_, "sum.default": sum_, "mean.dim": mean_,
     "mean.default": mean_, "amax.default": amax,
     "var_mean.correction": var_mean,
@@ -791,6 +855,7 @@ OPS = {
     "split.Tensor": split, "split_with_sizes.default": split_with_sizes,
     "slice_backward.default": slice_backward,
     "select_backward.default": select_backward, "cat.default": cat,
+    "cumsum.default": cumsum,
     "ones.default": full_like_value(1), "zeros.default": full_like_value(0),
     "ones_like.default": full_like_value(1),
     "zeros_like.default": full_like_value(0),

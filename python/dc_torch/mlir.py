@@ -12,17 +12,37 @@ def tensor_type(shape, elt):
     return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
 
 
-def float_literal(value):
-    """An MLIR float literal: infinities as hex bit patterns (f32), and a
-    '.' before any exponent."""
+# Infinities and NaN as MLIR writes them: hex bit patterns of the type's
+# width (-inf, +inf, NaN).
+_SPECIAL_BITS = {"f32": ("0xFF800000", "0x7F800000", "0x7FC00000"),
+                 "bf16": ("0xFF80", "0x7F80", "0x7FC0"),
+                 "f16": ("0xFC00", "0x7C00", "0x7E00")}
+
+
+def float_literal(value, elt="f32"):
+    """An MLIR float literal of type `elt`: infinities and NaN as hex bit
+    patterns of its width, and a '.' before any exponent."""
     if math.isinf(value):
-        return "0xFF800000" if value < 0 else "0x7F800000"
+        return _SPECIAL_BITS[elt][0 if value < 0 else 1]
     if math.isnan(value):
-        return "0x7FC00000"
+        return _SPECIAL_BITS[elt][2]
     text = repr(float(value))
     if "e" in text and "." not in text:
         text = text.replace("e", ".0e")
     return text
+
+
+def location(name, frame=None, note=None):
+    """An MLIR location for the ops of one FX node: its name (with `note`,
+    e.g. the backward function that traced it) around the model's source
+    line where one was recorded (`loc("mul_3"("model.py":41:0))`)."""
+    quote = lambda t: '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if note:
+        name = f"{name} ({note})"
+    if frame:
+        file, line = frame[0], frame[1]
+        return f"loc({quote(name)}({quote(file)}:{line}:0))"
+    return f"loc({quote(name)})"
 
 
 class Value:
@@ -58,7 +78,7 @@ class Body:
 
     def const(self, value, elt="f32"):
         if elt in FLOAT_TYPES:
-            return self(f"arith.constant {float_literal(value)} : {elt}")
+            return self(f"arith.constant {float_literal(value, elt)} : {elt}")
         if elt == "i1":
             return self(f"arith.constant {'true' if value else 'false'}")
         return self(f"arith.constant {int(value)} : {elt}")
@@ -104,6 +124,12 @@ class Module:
         self.names = set()
         self.constants = {}
         self.depth = 0
+        # The location the ops being emitted get (`loc(...)`, the FX node
+        # and the model's source line they come from), and how many
+        # regions the emitted text has open: an op ends on a line that
+        # leaves open only the scf regions it is emitted in (`depth`).
+        self.loc = None
+        self._open = 0
 
     def fresh(self, hint):
         hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint)
@@ -115,6 +141,13 @@ class Module:
         return "%" + name
 
     def emit(self, line):
+        text = line.rstrip()
+        if text.startswith("}"):
+            self._open -= 1
+        if text.endswith("{"):
+            self._open += 1
+        elif self._open == self.depth and self.loc:
+            line = f"{line} {self.loc}"
         self.lines.append("  " * (1 + self.depth) + line)
 
     def index_const(self, value):
@@ -127,7 +160,7 @@ class Module:
     def scalar_const(self, value, elt):
         key = (elt, repr(value))
         if key not in self.constants:
-            text = float_literal(value) if elt in FLOAT_TYPES else int(value)
+            text = float_literal(value, elt) if elt in FLOAT_TYPES else int(value)
             self.constants[key] = (self.fresh("cst"),
                                    f"arith.constant {text} : {elt}")
         return self.constants[key][0]
@@ -254,6 +287,8 @@ class Module:
         return v
 
     def extract_slice(self, x, offsets, sizes, strides):
+        if 0 in sizes:  # no elements (a rotation's empty pass-through)
+            return self.empty(sizes, x.elt)
         v = Value(self.fresh("slice"), sizes, x.elt)
         self.emit(f"{v.name} = tensor.extract_slice {x.name}"
                   f"[{', '.join(map(str, offsets))}] "
@@ -262,6 +297,8 @@ class Module:
         return v
 
     def insert_slice(self, src, dst, offsets, strides=None):
+        if 0 in src.shape:
+            return dst
         strides = strides or [1] * src.rank
         v = Value(self.fresh("inserted"), dst.shape, dst.elt)
         self.emit(f"{v.name} = tensor.insert_slice {src.name} into "

@@ -120,6 +120,12 @@ class _SourceRecorder:
             node = original(self, *args, **kwargs)
             if recorder.in_backward:
                 node.meta["dc_backward"] = True
+                # Which backward function traced it (torch 2.x), e.g.
+                # PowBackward0: names the forward op it differentiates.
+                current = getattr(torch._C, "_current_autograd_node", None)
+                grad_fn = current() if current else None
+                if grad_fn is not None:
+                    node.meta["dc_grad_fn"] = grad_fn.name()
             else:
                 node.meta["dc_frame"] = recorder.frame()
             return node

@@ -11,11 +11,11 @@ class Base(nn.Module):
         self.head = nn.Linear(6, 7)
 
 
-class CumSum(Base):
-    """aten.cumsum has no lowering."""
+class CumProd(Base):
+    """aten.cumprod has no lowering."""
 
     def forward(self, tokens):
-        return self.head(torch.cumsum(self.embed(tokens), dim=1))
+        return self.head(torch.cumprod(self.embed(tokens), dim=1))
 
 
 class DataDependent(Base):
@@ -62,8 +62,8 @@ class BigConstant(Base):
         return self.head(self.embed(tokens) + self.table)
 
 
-cumsum, data_dependent, counter, batch_normed, big_constant = (
-    CumSum, DataDependent, Counter, BatchNormed, BigConstant)
+cumprod, data_dependent, counter, batch_normed, big_constant = (
+    CumProd, DataDependent, Counter, BatchNormed, BigConstant)
 
 
 class Dropped(Base):
@@ -104,3 +104,17 @@ class BranchOnData(Base):
 
 
 branch_on_data = BranchOnData
+
+
+class PlantedNaN(Base):
+    """Trains, but its step makes NaN: the log of an embedding shifted by
+    0.5 (negative for about a third of the values, N(0, 1) weights). For
+    dc-run --check-finite, which names this line."""
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        x = torch.log(x + 0.5)  # the planted NaN
+        return self.head(x)
+
+
+planted_nan = PlantedNaN

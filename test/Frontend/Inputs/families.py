@@ -1,0 +1,341 @@
+"""Decoder families written the way their Hugging Face implementations
+write them, in plain PyTorch (torch 1.13 runs them; transformers is not
+needed): the structures real checkpoints contain, each family a small
+two-layer model.
+
+| family  | what it brings                                                   |
+|---------|------------------------------------------------------------------|
+| llama   | RMSNorm (x.pow(2).mean()), rotary tables from an inv_freq buffer |
+|         | by a matmul with the positions, grouped-query heads, SwiGLU      |
+| mistral | llama with a sliding window: SDPA with an explicit boolean mask  |
+| qwen2   | q/k/v biases                                                     |
+| qwen3   | q/k RMSNorm per head before the rotation                         |
+| olmo2   | q/k RMSNorm over the whole projection, norms after each sublayer |
+| gemma   | tied embeddings scaled by sqrt(d), (1 + w) RMSNorm, GeGLU (tanh) |
+|         | one K/V head                                                     |
+| gemma2  | eager attention with logit soft-capping, a sliding-window layer  |
+|         | and a global one, norms before and after, final soft-capping     |
+| granite | embedding, attention, residual and logit multipliers             |
+| phi3    | fused qkv and gate_up projections, a rotation over the whole     |
+|         | head (an empty pass-through slice)                               |
+| neox    | LayerNorm, parallel residual, partial rotary (a quarter of each  |
+|         | head), fused per-head qkv with biases, multi-head, GELU          |
+| opt     | positions from cumsum of the attention mask, learned position    |
+|         | embeddings offset by 2, ReLU, LayerNorm with biases              |
+
+`FAMILIES` maps each name to its factory; `make(name, size)` builds one at
+"test" size (tiny, for CI) or "gpu" size (rows of 128 to 512, for the GPU
+test script: bench/hf_frontend.py export --plain)."""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SIZES = {
+    # dim, heads, kv_heads, ffn, vocab, window
+    "test": dict(dim=32, heads=4, kv_heads=2, ffn=40, vocab=13, window=3),
+    "gpu": dict(dim=128, heads=4, kv_heads=2, ffn=256, vocab=512, window=16),
+}
+
+
+def sdpa(q, k, v, mask=None, causal=True, scale=None):
+    """F.scaled_dot_product_attention where torch has it (and while
+    dc_torch exports, which puts its own there); the math otherwise, with
+    the same grouped-query and mask semantics."""
+    f = getattr(F, "scaled_dot_product_attention", None)
+    if f is not None:
+        kwargs = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
+        if mask is not None:
+            return f(q, k, v, attn_mask=mask, scale=scale, **kwargs)
+        return f(q, k, v, is_causal=causal, scale=scale, **kwargs)
+    k, v = repeat_kv(k, q.shape[1] // k.shape[1]), repeat_kv(v, q.shape[1] // v.shape[1])
+    s = (q @ k.transpose(-1, -2)) * (scale or 1 / math.sqrt(q.shape[-1]))
+    n = s.shape[-1]
+    keep = mask if mask is not None else torch.ones(n, n, dtype=torch.bool).tril()
+    return s.masked_fill(keep.logical_not(), float("-inf")).softmax(-1) @ v
+
+
+def repeat_kv(x, groups):
+    if groups == 1:
+        return x
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+def sliding_window_mask(seq, window):
+    """True where query i may read key j: causal, at most `window` back
+    (Hugging Face's sliding-window mask, from position ids)."""
+    i = torch.arange(seq)[:, None]
+    j = torch.arange(seq)[None, :]
+    return (j <= i) & (j > i - window)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6, offset=False):
+        super().__init__()
+        self.eps, self.offset = eps, offset
+        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        if self.offset:  # Gemma: (1 + w), in f32
+            return (x * (1.0 + self.weight.float())).to(dtype)
+        return self.weight * x.to(dtype)
+
+
+class Rotary(nn.Module):
+    """cos and sin tables [B, S, rotary_dim] from the inv_freq buffer."""
+
+    def __init__(self, rotary_dim, base=10000.0):
+        super().__init__()
+        inv = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(q, k, cos, sin):
+    """Rotates the first cos.shape[-1] features of each head, passes the
+    rest through (none where the rotation covers the head)."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    d = cos.shape[-1]
+    q_rot, q_pass = q[..., :d], q[..., d:]
+    k_rot, k_pass = k[..., :d], k[..., d:]
+    q = torch.cat([q_rot * cos + rotate_half(q_rot) * sin, q_pass], dim=-1)
+    k = torch.cat([k_rot * cos + rotate_half(k_rot) * sin, k_pass], dim=-1)
+    return q, k
+
+
+class Attention(nn.Module):
+    def __init__(self, c, f):
+        super().__init__()
+        self.c, self.f = c, f
+        d, h, kv = c["dim"], c["heads"], c["kv_heads"]
+        self.hd = d // h
+        bias = f.get("qkv_bias", False)
+        if f.get("fused_qkv"):
+            self.qkv_proj = nn.Linear(d, (h + 2 * kv) * self.hd, bias=bias)
+        else:
+            self.q_proj = nn.Linear(d, h * self.hd, bias=bias)
+            self.k_proj = nn.Linear(d, kv * self.hd, bias=bias)
+            self.v_proj = nn.Linear(d, kv * self.hd, bias=bias)
+        self.o_proj = nn.Linear(h * self.hd, d, bias=f.get("o_bias", False))
+        if f.get("qk_norm") == "head":
+            self.q_norm, self.k_norm = RMSNorm(self.hd), RMSNorm(self.hd)
+        elif f.get("qk_norm") == "full":
+            self.q_norm, self.k_norm = RMSNorm(h * self.hd), RMSNorm(kv * self.hd)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, _ = x.shape
+        c, f = self.c, self.f
+        h, kv, hd = c["heads"], c["kv_heads"], self.hd
+        if f.get("fused_qkv") == "per_head":  # GPT-NeoX: [q k v] per head
+            qkv = self.qkv_proj(x).view(b, s, h, 3 * hd)
+            q, k, v = qkv.split(hd, dim=-1)
+            q, k, v = (t.reshape(b, s, h * hd) for t in (q, k, v))
+        elif f.get("fused_qkv"):
+            qkv = self.qkv_proj(x)
+            q = qkv[..., : h * hd]
+            k = qkv[..., h * hd: (h + kv) * hd]
+            v = qkv[..., (h + kv) * hd:]
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if f.get("qk_norm") == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(b, s, h, hd).transpose(1, 2)
+        k = k.view(b, s, kv, hd).transpose(1, 2)
+        v = v.view(b, s, kv, hd).transpose(1, 2)
+        if f.get("qk_norm") == "head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if cos is not None:
+            q, k = apply_rotary(q, k, cos, sin)
+        scale = f.get("attention_multiplier") or f.get("query_scale")
+        cap = f.get("attn_softcap")
+        if cap:  # eager attention, as Gemma 2 computes it
+            kr, vr = repeat_kv(k, h // kv), repeat_kv(v, h // kv)
+            w = (q @ kr.transpose(2, 3)) * scale
+            w = torch.tanh(w / cap) * cap
+            keep = mask if mask is not None else torch.ones(s, s, dtype=torch.bool).tril()
+            w = w + torch.where(keep, 0.0, torch.finfo(w.dtype).min).to(w.dtype)
+            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+            o = w @ vr
+        else:
+            o = sdpa(q, k, v, mask=mask, scale=scale)
+        return self.o_proj(o.transpose(1, 2).reshape(b, s, h * hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, c, f):
+        super().__init__()
+        self.f = f
+        d, ffn, bias = c["dim"], c["ffn"], f.get("mlp_bias", False)
+        kind = f.get("mlp", "swiglu")
+        if kind == "fused_swiglu":
+            self.gate_up_proj = nn.Linear(d, 2 * ffn, bias=False)
+            self.down_proj = nn.Linear(ffn, d, bias=False)
+        elif kind in ("swiglu", "geglu"):
+            self.gate_proj = nn.Linear(d, ffn, bias=bias)
+            self.up_proj = nn.Linear(d, ffn, bias=bias)
+            self.down_proj = nn.Linear(ffn, d, bias=bias)
+        else:  # gelu, relu: two layers with biases
+            self.fc1 = nn.Linear(d, ffn, bias=True)
+            self.fc2 = nn.Linear(ffn, d, bias=True)
+
+    def forward(self, x):
+        kind = self.f.get("mlp", "swiglu")
+        if kind == "fused_swiglu":
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
+        if kind == "swiglu":
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if kind == "geglu":
+            return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
+        act = F.relu if kind == "relu" else F.gelu
+        return self.fc2(act(self.fc1(x)))
+
+
+class Layer(nn.Module):
+    def __init__(self, c, f):
+        super().__init__()
+        self.f = f
+        norm = (lambda: nn.LayerNorm(c["dim"])) if f.get("layer_norm") else \
+            (lambda: RMSNorm(c["dim"], offset=f.get("norm_offset", False)))
+        self.self_attn, self.mlp = Attention(c, f), MLP(c, f)
+        placement = f.get("norms", "pre")
+        if placement in ("pre", "both"):
+            self.input_layernorm = norm()
+            if placement == "pre":
+                self.post_attention_layernorm = norm()
+        if placement in ("post", "both"):
+            self.post_attn_norm, self.post_mlp_norm = norm(), norm()
+        if placement == "both":
+            self.pre_mlp_norm = norm()
+
+    def forward(self, x, cos, sin, mask):
+        f = self.f
+        placement = f.get("norms", "pre")
+        r = f.get("residual_multiplier", 1.0)
+        if f.get("parallel"):  # GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x))
+            return x + self.self_attn(self.input_layernorm(x), cos, sin, mask) \
+                + self.mlp(self.post_attention_layernorm(x))
+        if placement == "post":  # OLMo 2
+            x = x + self.post_attn_norm(self.self_attn(x, cos, sin, mask))
+            return x + self.post_mlp_norm(self.mlp(x))
+        a = self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        if placement == "both":  # Gemma 2
+            x = x + self.post_attn_norm(a)
+            return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))
+        x = x + a * r
+        return x + self.mlp(self.post_attention_layernorm(x)) * r
+
+
+class Decoder(nn.Module):
+    """Embedding (scaled, with learned positions, as the family does), two
+    layers, the final norm, the LM head (tied or not, soft-capped or
+    scaled)."""
+
+    def __init__(self, c, f):
+        super().__init__()
+        self.c, self.f = c, f
+        self.embed_tokens = nn.Embedding(c["vocab"], c["dim"],
+                                         padding_idx=f.get("padding_idx"))
+        if f.get("learned_positions"):  # OPT: offset by 2
+            self.embed_positions = nn.Embedding(c["seq"] + 2, c["dim"])
+        hd = c["dim"] // c["heads"]
+        if not f.get("learned_positions"):
+            self.rotary = Rotary(int(hd * f.get("rotary_fraction", 1.0)))
+        self.layers = nn.ModuleList(Layer(c, f) for _ in range(2))
+        self.norm = nn.LayerNorm(c["dim"]) if f.get("layer_norm") else \
+            RMSNorm(c["dim"], offset=f.get("norm_offset", False))
+        self.lm_head = nn.Linear(c["dim"], c["vocab"], bias=False)
+        if f.get("tied"):
+            # Rows of norm about 1, as trained tied embeddings have: with
+            # N(0, 1) rows of norm sqrt(d) the first logits are in the
+            # hundreds.
+            nn.init.normal_(self.embed_tokens.weight, std=c["dim"] ** -0.5)
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, tokens):
+        c, f = self.c, self.f
+        b, s = tokens.shape
+        x = self.embed_tokens(tokens)
+        if f.get("scaled_embedding"):  # Gemma: a tensor of x's dtype
+            x = x * torch.tensor(c["dim"] ** 0.5, dtype=x.dtype)
+        x = x * f.get("embedding_multiplier", 1.0)
+        if f.get("learned_positions"):
+            mask = torch.ones(b, s, dtype=torch.long)
+            positions = (torch.cumsum(mask, dim=1) * mask).long() - 1
+            x = x + self.embed_positions(positions + 2)
+        cos = sin = None
+        if hasattr(self, "rotary"):
+            position_ids = torch.arange(s)[None, :].expand(b, s)
+            cos, sin = self.rotary(x, position_ids)
+        window = f.get("sliding_window")
+        for i, layer in enumerate(self.layers):
+            # Gemma 2: the first layer local, the second global.
+            local = window and (f.get("alternate_window") is None or i % 2 == 0)
+            mask = sliding_window_mask(s, c["window"]) if local else None
+            x = layer(x, cos, sin, mask)
+        logits = self.lm_head(self.norm(x))
+        if f.get("logits_scaling"):
+            logits = logits / f["logits_scaling"]
+        cap = f.get("final_softcap")
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+
+FEATURES = {
+    "llama": {},
+    "mistral": {"sliding_window": True},
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": "head"},
+    "olmo2": {"qk_norm": "full", "norms": "post"},
+    "gemma": {"tied": True, "scaled_embedding": True, "norm_offset": True,
+              "mlp": "geglu", "kv_heads": 1},
+    "gemma2": {"tied": True, "scaled_embedding": True, "norm_offset": True,
+               "mlp": "geglu", "norms": "both", "attn_softcap": 50.0,
+               "final_softcap": 30.0, "sliding_window": True,
+               "alternate_window": True, "query_scale": 0.125},
+    "granite": {"embedding_multiplier": 12.0, "attention_multiplier": 0.015625,
+                "residual_multiplier": 0.22, "logits_scaling": 8.0},
+    "phi3": {"fused_qkv": True, "mlp": "fused_swiglu"},
+    "neox": {"layer_norm": True, "parallel": True, "rotary_fraction": 0.25,
+             "fused_qkv": "per_head", "qkv_bias": True, "o_bias": True,
+             "mlp": "gelu", "kv_heads": "heads"},
+    "opt": {"layer_norm": True, "learned_positions": True, "mlp": "relu",
+            "qkv_bias": True, "o_bias": True, "kv_heads": "heads",
+            "padding_idx": 1},
+}
+
+
+def make(name, size="test", seq=None):
+    c = dict(SIZES[size])
+    c["seq"] = seq or (7 if size == "test" else 128)
+    f = dict(FEATURES[name])
+    kv = f.pop("kv_heads", None)
+    if kv == "heads":
+        c["kv_heads"] = c["heads"]
+    elif kv:
+        c["kv_heads"] = kv
+    return Decoder(c, f)
+
+
+FAMILIES = {name: (lambda name=name: make(name)) for name in FEATURES}
+globals().update(FAMILIES)
