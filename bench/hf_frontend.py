@@ -1,19 +1,21 @@
-"""Hugging Face models through dc_torch, against PyTorch, from the same
-weights and data (issue: the PyTorch frontend on torch 2.x).
+"""The Hugging Face model suite: decoder families from transformers
+(FAMILIES), built from small configs with seeded random weights, exported
+by dc_torch, trained by dc against PyTorch from the same weights and data.
+Three phases, since the GPU machine has torch 2.x and transformers but no
+MLIR, and this machine the reverse:
 
-  export OUT [--models llama gpt2] [--steps 20]
-      (on a machine with torch 2.x and transformers; no downloads: the models
-      are built from configs with random weights.) For each model: the
-      training step exported by dc_torch in f32 for 1 rank (batch 2) and for
-      2 ranks (batch 1 per rank, the same global batch), and in bf16 for 1
-      rank; the initial weights (safetensors, what dc-run --init reads); a
-      token file (what dc-run --data reads); PyTorch's losses over STEPS
-      AdamW steps on dc-run's data order and hyper-parameters, in f32 on the
-      CPU and in bf16 autocast on the GPU (the bf16 noise the bf16 step is
-      judged against). OUT/export.json records times, ops and errors.
-  coverage [--out DIR]
-      exports small Mistral, Qwen2, Qwen3, Phi-3, Gemma and Gemma 2 models
-      (f32) and prints what exported and what did not, with the error.
+  export OUT [--models NAME...] [--steps 20]
+      (GPU machine) For each family: the training step exported by dc_torch
+      in f32 for 1 rank (batch 2) and for 2 ranks (batch 1 per rank, the
+      same global batch), and in bf16 for 1 rank; a token file (what dc-run
+      --data reads); PyTorch's losses over STEPS AdamW steps on dc-run's
+      data order and hyper-parameters, in f32 on the CPU and in bf16
+      autocast on the GPU (the bf16 noise the bf16 step is judged against).
+      OUT/export.json records times, errors and the ops lower.py lacks.
+      Then bench/pack-hf-artifacts.sh compiles the steps (here).
+  weights OUT
+      (GPU machine) each exported family's initial weights, as export
+      writes them (what dc-run --init reads), from the same seeded model.
   compare OUT LOG... [--f32-tolerance T]
       each LOG is dc-run's output, named MODEL-DTYPE-*.log; its losses
       against PyTorch's f32 losses: worst relative difference, and for bf16
@@ -39,27 +41,104 @@ BATCH, SEQ, VOCAB = 2, 128, 1024
 LR, BETAS, EPS = 1e-3, (0.9, 0.999), 1e-8  # dc-run's AdamW defaults
 
 
-def build(name, attention):
+# The families the suite trains: name -> (model class, config class, the
+# config's keywords beyond the shared small sizes, the attention to export
+# with). Chosen to cover what real checkpoints contain (issue 51): RMSNorm
+# and LayerNorm, grouped-query and multi-head attention, q/k/v biases, tied
+# and untied embeddings, partial rotary, q/k norms, logit soft-capping,
+# sliding-window attention, parallel residual, scaled embeddings.
+WINDOW = 32  # sliding windows shorter than the 128 tokens, so they matter
+FAMILIES = {
+    # RMSNorm, grouped-query heads, SwiGLU, untied.
+    "llama": ("LlamaForCausalLM", "LlamaConfig", {"tie_word_embeddings": False}),
+    # Llama with a sliding window (Mistral v0.1): an explicit mask.
+    "mistral": ("MistralForCausalLM", "MistralConfig",
+                {"sliding_window": WINDOW, "tie_word_embeddings": False}),
+    # q/k/v biases.
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {"tie_word_embeddings": False}),
+    # q/k RMSNorm per head, tied embeddings.
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config",
+              {"head_dim": 64, "tie_word_embeddings": True}),
+    # q/k RMSNorm over the projections, norms after each sublayer.
+    "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", {"tie_word_embeddings": False}),
+    # Multipliers on the embedding, attention, residual and logits.
+    "granite": ("GraniteForCausalLM", "GraniteConfig",
+                {"embedding_multiplier": 12.0, "attention_multiplier": 0.0625,
+                 "residual_multiplier": 0.22, "logits_scaling": 8.0,
+                 "tie_word_embeddings": False}),
+    # Scaled embeddings, (1 + w) RMSNorm, GeGLU, tied, one K/V head.
+    "gemma": ("GemmaForCausalLM", "GemmaConfig",
+              {"head_dim": 64, "num_key_value_heads": 1}),
+    # Attention and final logit soft-capping (eager attention), a local
+    # sliding-window layer and a global one, norms before and after.
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config",
+               {"head_dim": 64, "query_pre_attn_scalar": 64,
+                "sliding_window": WINDOW,
+                "layer_types": ["sliding_attention", "full_attention"]}),
+    # q/k norms, a local and a global layer, scaled embeddings.
+    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig",
+               {"head_dim": 64, "query_pre_attn_scalar": 64,
+                "sliding_window": WINDOW,
+                "layer_types": ["sliding_attention", "full_attention"]}),
+    # Fused qkv and gate_up projections, rotation over the whole head.
+    "phi3": ("Phi3ForCausalLM", "Phi3Config",
+             {"pad_token_id": 0, "tie_word_embeddings": False}),
+    # LayerNorm, parallel residual, a quarter of each head rotated, biases.
+    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig",
+                 {"rotary_pct": 0.25, "use_parallel_residual": True,
+                  "num_key_value_heads": None}),
+    # LayerNorm, partial rotary, q/k/v biases, grouped-query heads.
+    "stablelm": ("StableLmForCausalLM", "StableLmConfig",
+                 {"partial_rotary_factor": 0.25, "use_qkv_bias": True}),
+    # LayerNorm with biases, GELU MLP, sliding window.
+    "starcoder2": ("Starcoder2ForCausalLM", "Starcoder2Config",
+                   {"sliding_window": WINDOW, "use_bias": True}),
+    # Learned positions from cumsum of the mask, ReLU, LayerNorm.
+    "opt": ("OPTForCausalLM", "OPTConfig",
+            {"ffn_dim": 512, "word_embed_proj_dim": 256, "pad_token_id": 1,
+             "num_key_value_heads": None, "intermediate_size": None,
+             "dropout": 0.0, "attention_dropout": 0.0,
+             "activation_dropout": 0.0, "layerdrop": 0.0,
+             "max_position_embeddings": SEQ + 2}),
+    # Multi-head, tied, LayerNorm, Conv1D projections.
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config",
+             {"n_positions": SEQ, "n_embd": 256, "n_layer": 2, "n_head": 4,
+              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+              "hidden_size": None, "intermediate_size": None,
+              "num_hidden_layers": None, "num_attention_heads": None,
+              "num_key_value_heads": None, "max_position_embeddings": None}),
+}
+# Each family exported with this attention (eager: soft-capping).
+ATTENTION = {"gemma2": "eager"}
+SHARED = {"vocab_size": VOCAB, "hidden_size": 256, "intermediate_size": 512,
+          "num_hidden_layers": 2, "num_attention_heads": 4,
+          "num_key_value_heads": 2, "max_position_embeddings": SEQ,
+          "use_cache": False}
+
+
+# --plain: the same structures written in plain PyTorch
+# (test/Frontend/Inputs/families.py), which torch 1.13 traces: exported
+# here, for the GPU test script's suite without transformers.
+PLAIN = False
+PLAIN_SIZE = dict(seq=64, vocab=512)
+
+
+def build(name, attention=None):
     """The model, built from a config with random weights (seeded)."""
+    if PLAIN:
+        sys.path.insert(0, os.path.join(HERE, "..", "test", "Frontend", "Inputs"))
+        import families
+        torch.manual_seed(0)
+        return families.make(name, "gpu", seq=SEQ)
     import transformers as tf
+    model_class, config_class, extra = FAMILIES[name]
+    kwargs = dict(SHARED)
+    kwargs.update(extra)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
     torch.manual_seed(0)
-    if name == "llama":
-        cfg = tf.LlamaConfig(
-            vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
-            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=SEQ, use_cache=False,
-            tie_word_embeddings=False)
-        cls = tf.LlamaForCausalLM
-    elif name == "gpt2":
-        cfg = tf.GPT2Config(
-            vocab_size=VOCAB, n_positions=SEQ, n_embd=256, n_layer=2,
-            n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-            use_cache=False)
-        cls = tf.GPT2LMHeadModel
-    else:
-        raise ValueError(name)
-    cfg._attn_implementation = attention
-    model = cls(cfg)
+    cfg = getattr(tf, config_class)(**kwargs)
+    cfg._attn_implementation = attention or ATTENTION.get(name, "sdpa")
+    model = getattr(tf, model_class)(cfg)
     model.eval()  # no dropout; nothing else in these models depends on it
     return model
 
@@ -93,7 +172,7 @@ def train_losses(model, stream, steps, device, bf16_autocast):
         with torch.autocast(device_type=device, dtype=torch.bfloat16,
                             enabled=bf16_autocast):
             out = model(tokens)
-        loss = default_loss(out.logits, targets)
+        loss = default_loss(getattr(out, "logits", out), targets)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -112,72 +191,95 @@ def ops_of(graph_module):
 
 
 def export_all(args):
-    from dc_torch.errors import ExportError
     from dc_torch.export import export
     from dc_torch.safetensors import write_safetensors
     from dc_torch.trace import capture
-    import transformers
     os.makedirs(args.out, exist_ok=True)
-    record = {"torch": torch.__version__,
-              "transformers": transformers.__version__, "models": {}}
-    record["value-reads"] = value_read_checks()
+    record = {"torch": torch.__version__, "models": {}}
+    if PLAIN:
+        record["source"] = "test/Frontend/Inputs/families.py"
+    else:
+        import transformers
+        record["transformers"] = transformers.__version__
+        record["value-reads"] = value_read_checks()
     stream = token_stream(args.steps, BATCH)
     stream.numpy().tofile(os.path.join(args.out, "tokens.bin"))
     for name in args.models:
         entry = record["models"].setdefault(name, {})
-        for attention in ("sdpa", "eager"):
-            ok = True
-            for dtype, batch in (("f32", BATCH), ("f32", BATCH // 2),
-                                 ("bf16", BATCH)):
-                tag = f"{name}-{dtype}-b{batch}"
-                model = build(name, attention)
+        entry["attention"] = ATTENTION.get(name, "sdpa")
+        for dtype, batch in (("f32", BATCH), ("f32", BATCH // 2),
+                             ("bf16", BATCH)):
+            tag = f"{name}-{dtype}-b{batch}"
+            try:
+                model = build(name)
+                start = time.perf_counter()
+                exported = export(model, batch, SEQ, dtype=dtype)
+                seconds = time.perf_counter() - start
+            except Exception as e:
+                entry["error"] = "".join(
+                    traceback.format_exception_only(type(e), e)).strip()
+                entry["traceback"] = traceback.format_exc()
+                # Which ops the trace holds and which lower.py lacks.
                 try:
-                    start = time.perf_counter()
-                    exported = export(model, batch, SEQ, dtype=dtype)
-                    seconds = time.perf_counter() - start
-                except (ExportError, Exception) as e:
-                    ok = False
-                    entry[f"{attention}-error"] = "".join(
-                        traceback.format_exception_only(type(e), e))
-                    entry[f"{attention}-traceback"] = traceback.format_exc()
-                    # Which ops the trace holds and which lower.py lacks.
-                    try:
-                        gm, _ = capture(build(name, attention),
-                                        torch.zeros(batch, SEQ, dtype=torch.long),
-                                        torch.zeros(batch, SEQ, dtype=torch.long))
-                        entry[f"{attention}-unsupported"] = sorted(
-                            k for k, v in ops_of(gm).items() if not v)
-                    except Exception as e2:
-                        entry[f"{attention}-capture-error"] = repr(e2)
-                    print(f"{tag} ({attention}): {entry[f'{attention}-error']}",
-                          file=sys.stderr)
-                    break
-                with open(os.path.join(args.out, f"{tag}.mlir"), "w") as f:
-                    f.write(exported.mlir)
-                if dtype == "f32" and batch == BATCH:
-                    write_safetensors(os.path.join(args.out, f"{name}-init.safetensors"),
-                                      exported.weights)
-                    entry["parameters"] = sum(t.numel() for t in exported.weights.values())
-                entry[f"{tag}-export-s"] = round(seconds, 2)
-                entry[f"{tag}-mlir-lines"] = exported.mlir.count("\n")
-                print(f"{tag} ({attention}): exported in {seconds:.1f} s",
-                      file=sys.stderr)
-            if ok:
-                entry["attention"] = attention
+                    gm, _ = capture(build(name),
+                                    torch.zeros(batch, SEQ, dtype=torch.long),
+                                    torch.zeros(batch, SEQ, dtype=torch.long))
+                    entry["unsupported"] = sorted(
+                        k for k, v in ops_of(gm).items() if not v)
+                except Exception as e2:
+                    entry["capture-error"] = repr(e2)
+                print(f"{tag}: {entry['error'][:2000]}", file=sys.stderr)
                 break
-        if "attention" not in entry:
+            with open(os.path.join(args.out, f"{tag}.mlir"), "w") as f:
+                f.write(exported.mlir)
+            if dtype == "f32" and batch == BATCH:
+                entry["parameters"] = sum(
+                    t.numel() for t in exported.weights.values())
+                if PLAIN:  # made here, carried
+                    write_safetensors(
+                        os.path.join(args.out, f"{name}-init.safetensors"),
+                        exported.weights)
+            entry[f"{tag}-export-s"] = round(seconds, 2)
+            entry[f"{tag}-mlir-lines"] = exported.mlir.count("\n")
+            print(f"{tag}: exported in {seconds:.1f} s", file=sys.stderr)
+        if "error" in entry:
             continue
         # PyTorch's curves from the same weights (a fresh model, same seed).
-        cpu = train_losses(build(name, "sdpa"), stream, args.steps, "cpu", False)
+        cpu = train_losses(build(name), stream, args.steps, "cpu", False)
         entry["torch-f32"] = cpu
         if torch.cuda.is_available():
             entry["torch-bf16-autocast"] = train_losses(
-                build(name, "sdpa"), stream, args.steps, "cuda", True)
+                build(name), stream, args.steps, "cuda", True)
         print(f"{name}: PyTorch f32 losses {cpu[0]:.5f} .. {cpu[-1]:.5f}",
               file=sys.stderr)
     with open(os.path.join(args.out, "export.json"), "w") as f:
         json.dump(record, f, indent=1)
-    return 0 if all("attention" in e for e in record["models"].values()) else 1
+    return 0 if all("error" not in e for e in record["models"].values()) else 1
+
+
+def write_weights(args):
+    """Each exported family's initial weights (what dc-run --init reads),
+    as export writes them, from the same seeded model: the suite's run
+    phase makes them on the GPU machine instead of carrying them."""
+    from dc_torch.safetensors import write_safetensors
+    from dc_torch.trace import StepParameters
+    with open(os.path.join(args.out, "export.json")) as f:
+        record = json.load(f)
+    if "source" in record:  # plain PyTorch: exported with its weights
+        return 0
+    for name, entry in record["models"].items():
+        if "error" in entry:
+            continue
+        params = StepParameters(build(name))
+        weights = {n: t.detach() for n, t in params.trainable + params.frozen}
+        write_safetensors(os.path.join(args.out, f"{name}-init.safetensors"),
+                          weights)
+        count = sum(t.numel() for t in weights.values())
+        if count != entry["parameters"]:
+            print(f"{name}: {count} parameters, the export had "
+                  f"{entry['parameters']}", file=sys.stderr)
+            return 1
+    return 0
 
 
 def value_read_checks():
@@ -207,52 +309,6 @@ def value_read_checks():
     for k, v in out.items():
         print(f"{k}: {v}", file=sys.stderr)
     return out
-
-
-# More decoder families, exported only (a coverage check, not trained):
-# class name, config class, config overrides beyond the shared small sizes.
-COVERAGE = [
-    ("MistralForCausalLM", "MistralConfig", {"sliding_window": None}),
-    ("Qwen2ForCausalLM", "Qwen2Config", {}),
-    ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 64}),
-    ("Phi3ForCausalLM", "Phi3Config", {"pad_token_id": 0}),
-    ("GemmaForCausalLM", "GemmaConfig", {"head_dim": 64}),
-    ("Gemma2ForCausalLM", "Gemma2Config", {"head_dim": 64,
-                                           "sliding_window": None}),
-]
-
-
-def coverage(args):
-    """Exports each COVERAGE model (f32, batch 2) and prints one line per
-    model: its parameter count and export time, or the error."""
-    import transformers as tf
-    from dc_torch.export import export
-    results = {}
-    for model_name, config_name, extra in COVERAGE:
-        try:
-            torch.manual_seed(0)
-            config = getattr(tf, config_name)(
-                vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
-                num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=SEQ,
-                use_cache=False, **extra)
-            config._attn_implementation = "sdpa"
-            model = getattr(tf, model_name)(config)
-            model.eval()
-            start = time.perf_counter()
-            exported = export(model, BATCH, SEQ)
-            line = (f"ok: {sum(t.numel() for t in exported.weights.values())}"
-                    f" parameters, exported in "
-                    f"{time.perf_counter() - start:.1f} s, "
-                    f"{exported.mlir.count(chr(10))} lines")
-            if args.out:
-                with open(os.path.join(args.out, f"{model_name}.mlir"), "w") as f:
-                    f.write(exported.mlir)
-        except Exception as e:
-            line = f"FAILED: {type(e).__name__}: {str(e)[:600]}"
-        results[model_name] = line
-        print(f"{model_name}: {line}")
-    return 0 if all(v.startswith("ok") for v in results.values()) else 1
 
 
 def dc_losses(path):
@@ -297,20 +353,29 @@ def main():
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("export")
     e.add_argument("out")
-    e.add_argument("--models", nargs="+", default=["llama", "gpt2"])
+    e.add_argument("--models", nargs="+")
     e.add_argument("--steps", type=int, default=20)
+    e.add_argument("--plain", action="store_true",
+                   help="test/Frontend/Inputs/families.py's models (torch "
+                        "1.13 traces them), not transformers'")
+    w = sub.add_parser("weights")
+    w.add_argument("out")
     c = sub.add_parser("compare")
     c.add_argument("out")
     c.add_argument("logs", nargs="+")
     c.add_argument("--f32-tolerance", type=float, default=1e-4)
-    v = sub.add_parser("coverage")
-    v.add_argument("--out", help="write each exported step here")
     args = ap.parse_args()
-    if args.command == "coverage":
-        if args.out:
-            os.makedirs(args.out, exist_ok=True)
-        return coverage(args)
-    return export_all(args) if args.command == "export" else compare(args)
+    if args.command == "export":
+        global PLAIN, SEQ, VOCAB
+        PLAIN = args.plain
+        if PLAIN:
+            SEQ, VOCAB = PLAIN_SIZE["seq"], PLAIN_SIZE["vocab"]
+            sys.path.insert(0, os.path.join(HERE, "..", "test", "Frontend", "Inputs"))
+            import families
+            args.models = args.models or list(families.FEATURES)
+        args.models = args.models or list(FAMILIES)
+    return {"export": export_all, "weights": write_weights,
+            "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":
