@@ -132,6 +132,11 @@ func.func @backward(%p: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor
 // The GPU target names itself, for dc-run to pick the cuda backend.
 // RUN: dc-opt %s --split-input-file --dc-artifact-manifest=target=h200 | FileCheck %s --check-prefix=H200
 // H200: @dc_manifest_json("{\22abi\22:4,\22target\22:\22h200\22,
+// A step compiled with finite-value checks says so, for dc-run
+// --check-finite; without them the key is absent.
+// RUN: dc-opt %s --split-input-file --dc-artifact-manifest="target=h200 check-finite=true" | FileCheck %s --check-prefix=CHECKED
+// CHECKED: @dc_manifest_json("{\22abi\22:4,\22target\22:\22h200\22,\22check_finite\22:true,\22world_size\22:1,
+// H200-NOT: check_finite
 func.func @gpu_step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
   %c = arith.constant dense<1.0> : tensor<f32>
   return %c : tensor<f32>
