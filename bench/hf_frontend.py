@@ -9,8 +9,9 @@ MLIR, and this machine the reverse:
       in f32 for 1 rank (batch 2) and for 2 ranks (batch 1 per rank, the
       same global batch), and in bf16 for 1 rank; a token file (what dc-run
       --data reads); PyTorch's losses over STEPS AdamW steps on dc-run's
-      data order and hyper-parameters, in f32 on the CPU and in bf16
-      autocast on the GPU (the bf16 noise the bf16 step is judged against).
+      data order and hyper-parameters, in f32, in f64 and in f32 from
+      weights scaled by (1 + 1e-7) on the CPU, and in bf16 autocast on the
+      GPU (the noise the f32 and bf16 steps are judged against).
       OUT/export.json records times, errors and the ops lower.py lacks.
       Then bench/pack-hf-artifacts.sh compiles the steps (here).
   weights OUT
@@ -18,10 +19,13 @@ MLIR, and this machine the reverse:
       writes them (what dc-run --init reads), from the same seeded model.
   compare OUT LOG... [--f32-tolerance T]
       each LOG is dc-run's output, named MODEL-DTYPE-*.log; its losses
-      against PyTorch's f32 losses: worst relative difference, and for bf16
-      the bound is 2x the worst difference PyTorch's own bf16 autocast run
-      has from its f32 run (at least 1e-2). Prints one table; exit 1 if
-      any run misses its bound."""
+      against PyTorch's f32 losses: worst relative difference. The bound
+      for f32 is 2x the worst difference PyTorch's own f32 run has from its
+      f64 run and from its nudged run (where the export recorded them), at
+      least 1e-4; for bf16 2x
+      the worst difference PyTorch's bf16 autocast run has from its f32
+      run, at least 1e-2. Prints one table; exit 1 if any run misses its
+      bound."""
 
 import argparse
 import json
@@ -161,9 +165,23 @@ def batch_of(stream, step, global_batch):
     return rows[:, :-1], rows[:, 1:]
 
 
-def train_losses(model, stream, steps, device, bf16_autocast):
+def train_losses(model, stream, steps, device, bf16_autocast, f64=False,
+                 nudge=0.0):
+    """PyTorch's losses over `steps` AdamW steps on dc-run's data order;
+    f64: model, loss and optimizer in float64; nudge: every weight scaled
+    by (1 + nudge) first. Both tell how far PyTorch's own f32 run is from
+    an equally right one: its rounding, amplified by training."""
     from dc_torch.trace import default_loss
     model = model.to(device)
+    if nudge:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1 + nudge)
+    if f64:
+        model = model.double()
+        default_loss = lambda logits, targets: torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).double(),
+            targets.reshape(-1).long(), ignore_index=-100)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                             weight_decay=0.0)
     losses = []
@@ -247,6 +265,10 @@ def export_all(args):
         # PyTorch's curves from the same weights (a fresh model, same seed).
         cpu = train_losses(build(name), stream, args.steps, "cpu", False)
         entry["torch-f32"] = cpu
+        entry["torch-f64"] = train_losses(build(name), stream, args.steps,
+                                          "cpu", False, f64=True)
+        entry["torch-f32-nudged"] = train_losses(
+            build(name), stream, args.steps, "cpu", False, nudge=1e-7)
         if torch.cuda.is_available():
             entry["torch-bf16-autocast"] = train_losses(
                 build(name), stream, args.steps, "cuda", True)
@@ -331,7 +353,18 @@ def compare(args):
             continue
         diff = max(abs(a - b) / abs(b) for a, b in zip(have, ref))
         if dtype == "f32":
-            bound = args.f32_tolerance
+            # Where PyTorch's own f32 run is further than 1e-4 from its f64
+            # run or from its run one rounding away (weights x (1 + 1e-7)),
+            # as for a model whose ReLU gates flip on rounding-sized
+            # changes (OPT), twice that: no f32 implementation can be held
+            # closer.
+            noise = 0
+            for key in ("torch-f64", "torch-f32-nudged"):
+                other = record["models"][name].get(key)
+                if other:
+                    noise = max(noise, max(abs(a - b) / abs(b)
+                                           for a, b in zip(ref, other)))
+            bound = max(2 * noise, args.f32_tolerance)
         else:
             noise = record["models"][name].get("torch-bf16-autocast")
             noise = max(abs(a - b) / abs(b) for a, b in zip(noise, ref)) if noise else 0
