@@ -13,7 +13,7 @@ import torch
 from . import lower
 from .errors import ExportError, where
 from .lower import DTYPES, Lowering, Value
-from .mlir import Module, location, tensor_type
+from .mlir import Module, float_literal, location, tensor_type
 from .trace import capture, default_loss
 
 
@@ -35,11 +35,9 @@ def _vocab_of(model):
 
 
 def _constant(m, node, tensor):
-    """A small constant tensor, computed in the step: a fill for one value
-    (a mask's 0.0), else each element picked by its flat index (a dense
-    literal would bufferize to a host global, which the GPU target cannot
-    read); a large one is an error: it would be a literal in the IR, not a
-    weight."""
+    """A small constant tensor as arith.constant (the GPU target makes it in
+    the step: dc-compute-constants); a large one is an error: it would be a
+    literal in the IR, not a weight."""
     numel = tensor.numel()
     if numel > lower.MAX_INLINE_CONSTANT:
         raise ExportError(
@@ -50,33 +48,21 @@ def _constant(m, node, tensor):
             "IR), or register it as a buffer (a non-trainable argument)")
     elt = lower.element_type(tensor.dtype, node)
     flat = tensor.reshape(-1).tolist()
-    value = (lambda v: float(v)) if elt in ("f32", "bf16", "f16") else \
-        (lambda v: bool(v)) if elt == "i1" else (lambda v: int(v))
-    flat = [value(v) for v in flat]
-    shape = tuple(tensor.shape)
-    if numel == 0:
-        return m.empty(shape, elt)
-    L = Lowering(m)
-    if all(v == flat[0] for v in flat):
-        return L.full(shape, elt, flat[0])
-    compute = lower.compute_type(elt)
-
-    def pick(b, s):
-        index = None  # the flat index, row-major
-        for d, size in enumerate(shape):
-            i = b(f"arith.index_cast {b.index(d)} : index to i64")
-            if index is None:
-                index = i
-            else:
-                scaled = b(f"arith.muli {index}, {b.const(size, 'i64')} : i64")
-                index = b(f"arith.addi {scaled}, {i} : i64")
-        picked = b.const(flat[-1], compute)
-        for k in range(numel - 2, -1, -1):
-            hit = b(f"arith.cmpi eq, {index}, {b.const(k, 'i64')} : i64")
-            picked = b(f"arith.select {hit}, {b.const(flat[k], compute)}, "
-                       f"{picked} : {compute}")
-        return picked, compute
-    return L.pointwise(shape, elt, [], pick, compute=compute, hint="const")
+    if elt in ("f32", "bf16", "f16"):
+        items = [float_literal(float(v), elt) for v in flat]
+    elif elt == "i1":
+        items = ["true" if v else "false" for v in flat]
+    else:
+        items = [str(int(v)) for v in flat]
+    body = items[0] if tensor.dim() == 0 else "[" + ", ".join(items) + "]"
+    v = Value(m.fresh("const"), tuple(tensor.shape), elt)
+    if tensor.dim() > 1:
+        flat_v = Value(m.fresh("const"), (numel,), elt)
+        m.emit(f"{flat_v.name} = arith.constant dense<{body}> : "
+               f"{flat_v.type}")
+        return m.reshape(flat_v, tensor.shape)
+    m.emit(f"{v.name} = arith.constant dense<{body}> : {v.type}")
+    return v
 
 
 def _lower_graph(graph_module, m, inputs, placeholders_named):
