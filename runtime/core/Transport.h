@@ -5,7 +5,7 @@
 //   - mpi: the job mpirun, mpiexec or srun --mpi started (MpiTransport.cpp);
 //   - tcp: a job torchrun, SLURM without MPI, or `dc-run --launcher tcp`
 //     started: a rendezvous at MASTER_ADDR:MASTER_PORT, then a full mesh of
-//     sockets (TcpTransport.cpp).
+//     sockets (TcpTransport.h and the Tcp*.cpp beside it).
 // Shared code describes a collective with neutral types (CommOp); only an
 // implementation knows MPI or sockets.
 //

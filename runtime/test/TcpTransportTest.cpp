@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TcpTransport.h"
 #include "Streams.h"
+#include "TcpRendezvous.h"
 #include "dcrt/error.hpp"
 
 #include <gtest/gtest.h>
