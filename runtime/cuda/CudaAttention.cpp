@@ -36,6 +36,7 @@
 #include "CudaBackend.h"
 
 #include "Attention.h"
+#include "CudaCheck.h"
 
 #include "dcrt/error.hpp"
 
@@ -678,7 +679,8 @@ AttentionPlan &CudaBackend::attentionPlan(const dcrt_attention_desc &d,
       fatal("%s: out of device memory: %lld bytes for the attention "
             "workspace of %s: %s",
             directionName(backward), static_cast<long long>(bytes),
-            describeAttention(d).c_str(), cudaGetErrorString(status));
+            describeAttention(d).c_str(),
+            cuda::describeCudaError(status).c_str());
   }
   plan->workspaceBytes = bytes;
   attentionWorkspaceBytes += bytes;

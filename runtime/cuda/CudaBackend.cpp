@@ -1,6 +1,7 @@
 //===- CudaBackend.cpp - the cuda backend: streams, events, NCCL ----------===//
 #include "CudaBackend.h"
 
+#include "CudaCheck.h"
 #include "Internal.h"
 #include "Kernels.h"
 
@@ -19,13 +20,6 @@ using namespace dcrt::detail;
 using Kind = dcrt_future_impl::Kind;
 
 namespace {
-
-/// Every CUDA call is checked: a failure ends the job naming the call.
-void checkCuda(cudaError_t status, const char *what) {
-  if (status != cudaSuccess)
-    fatal("CUDA failed in %s: %s (%s)", what, cudaGetErrorString(status),
-          cudaGetErrorName(status));
-}
 
 void checkNccl(ncclResult_t status, const char *what, ncclComm_t comm) {
   if (status == ncclSuccess || status == ncclInProgress)
@@ -62,7 +56,7 @@ void *allocateDevice(int64_t bytes, const char *what) {
     fatal("out of device memory: %lld bytes for %s (%zu of %zu bytes free): "
           "%s",
           static_cast<long long>(bytes), what, freeBytes, totalBytes,
-          cudaGetErrorString(status));
+          cuda::describeCudaError(status).c_str());
   }
   return pointer;
 }
@@ -75,7 +69,8 @@ void *allocatePinned(int64_t bytes, const char *what) {
                                      cudaHostAllocPortable);
   if (status != cudaSuccess)
     fatal("out of pinned host memory: %lld bytes for %s: %s",
-          static_cast<long long>(bytes), what, cudaGetErrorString(status));
+          static_cast<long long>(bytes), what,
+          cuda::describeCudaError(status).c_str());
   return pointer;
 }
 
@@ -95,7 +90,7 @@ void abortOnFatal() {
 /// The device of this rank: the launcher's local rank, else the rank.
 int pickDevice(int requested, int rank) {
   int count = 0;
-  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  DCRT_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (count == 0)
     fatal("the cuda backend found no CUDA device");
   if (requested >= 0) {
@@ -130,15 +125,14 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   // unless the user explicitly asked.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   device = pickDevice(config.device, job.rank());
-  checkCuda(cudaSetDevice(device), "cudaSetDevice");
+  DCRT_CUDA_CHECK(cudaSetDevice(device));
 
   int leastPriority = 0, greatestPriority = 0;
-  checkCuda(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority),
-            "cudaDeviceGetStreamPriorityRange");
+  DCRT_CUDA_CHECK(
+      cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
   auto makeStream = [](cudaStream_t &stream, int priority) {
-    checkCuda(
-        cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority),
-        "cudaStreamCreateWithPriority");
+    DCRT_CUDA_CHECK(
+        cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority));
   };
   makeStream(compute, leastPriority);
   makeStream(gatherStream, greatestPriority);
@@ -193,12 +187,12 @@ CudaBackend::CudaBackend(Job &job, const RuntimeConfig &config) : job(job) {
   if (stepArenaBytes > 0)
     stepArenaBase = allocateDevice(stepArenaBytes, "the step arena");
 
-  checkCuda(cudaEventCreateWithFlags(&lastReload, cudaEventDisableTiming),
-            "cudaEventCreate");
-  checkCuda(cudaEventRecord(lastReload, toDevice), "cudaEventRecord");
-  checkCuda(cudaEventCreate(&anchor), "cudaEventCreate");
-  checkCuda(cudaEventRecord(anchor, compute), "cudaEventRecord");
-  checkCuda(cudaEventSynchronize(anchor), "cudaEventSynchronize");
+  DCRT_CUDA_CHECK(
+      cudaEventCreateWithFlags(&lastReload, cudaEventDisableTiming));
+  DCRT_CUDA_CHECK(cudaEventRecord(lastReload, toDevice));
+  DCRT_CUDA_CHECK(cudaEventCreate(&anchor));
+  DCRT_CUDA_CHECK(cudaEventRecord(anchor, compute));
+  DCRT_CUDA_CHECK(cudaEventSynchronize(anchor));
   anchorNs = nowNs();
   setUpCompute();
   if (config.checkFinite) {
@@ -258,7 +252,7 @@ void CudaBackend::connectCommunicators() {
   // Bounded like any wait: a peer that never joins is a fatal error.
   for (cudaStream_t stream : {gatherStream, reduceStream}) {
     cudaEvent_t connected = takeEvent();
-    checkCuda(cudaEventRecord(connected, stream), "cudaEventRecord");
+    DCRT_CUDA_CHECK(cudaEventRecord(connected, stream));
     waitForEvent(connected, "connecting the NCCL communicators");
   }
   freeDevice(scratch);
@@ -280,7 +274,7 @@ void CudaBackend::abortCommunicators() {
 cudaEvent_t CudaBackend::takeEvent() {
   cudaEvent_t event;
   if (eventPool.empty()) {
-    checkCuda(cudaEventCreate(&event), "cudaEventCreate");
+    DCRT_CUDA_CHECK(cudaEventCreate(&event));
   } else {
     event = eventPool.back();
     eventPool.pop_back();
@@ -291,8 +285,8 @@ cudaEvent_t CudaBackend::takeEvent() {
 
 void CudaBackend::followCompute(cudaStream_t stream) {
   cudaEvent_t mark = takeEvent();
-  checkCuda(cudaEventRecord(mark, compute), "cudaEventRecord");
-  checkCuda(cudaStreamWaitEvent(stream, mark, 0), "cudaStreamWaitEvent");
+  DCRT_CUDA_CHECK(cudaEventRecord(mark, compute));
+  DCRT_CUDA_CHECK(cudaStreamWaitEvent(stream, mark, 0));
 }
 
 CudaFuture *CudaBackend::newFuture(Kind kind, cudaStream_t stream,
@@ -315,13 +309,13 @@ CudaFuture *CudaBackend::newFuture(Kind kind, cudaStream_t stream,
   followCompute(stream);
   future->start = takeEvent();
   future->done = takeEvent();
-  checkCuda(cudaEventRecord(future->start, stream), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(future->start, stream));
   ++outstanding_;
   return future;
 }
 
 void CudaBackend::finishStart(CudaFuture *future) {
-  checkCuda(cudaEventRecord(future->done, future->stream), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(future->done, future->stream));
   if (!capturing)
     transfers.push_back({future->start, future->done, future->track,
                          future->what(), future->bytes});
@@ -336,8 +330,7 @@ void *CudaBackend::stage(CudaFuture *future, Arena &arena, int64_t bytes,
 
 void CudaBackend::wait(dcrt_future handle) {
   auto *future = static_cast<CudaFuture *>(handle);
-  checkCuda(cudaStreamWaitEvent(compute, future->done, 0),
-            "cudaStreamWaitEvent");
+  DCRT_CUDA_CHECK(cudaStreamWaitEvent(compute, future->done, 0));
   // Later work on the future's stream is ordered after it: its staging
   // buffers can be handed out again.
   for (auto &[arena, pointer] : future->staging)
@@ -356,7 +349,7 @@ bool CudaBackend::isComplete(dcrt_future handle) {
   cudaError_t status = cudaEventQuery(future->done);
   if (status == cudaErrorNotReady)
     return false;
-  checkCuda(status, "cudaEventQuery");
+  DCRT_CUDA_CHECK_WHAT(status, "cudaEventQuery");
   return true;
 }
 
@@ -368,7 +361,7 @@ void CudaBackend::waitForEvent(cudaEvent_t event, const char *what) {
     if (status == cudaSuccess)
       return;
     if (status != cudaErrorNotReady)
-      checkCuda(status, what);
+      DCRT_CUDA_CHECK_WHAT(status, what);
     for (AxisComms &axisComms : comms)
       for (ncclComm_t comm : {axisComms.gather, axisComms.reduce}) {
         ncclResult_t asyncError = ncclSuccess;
@@ -392,19 +385,19 @@ void CudaBackend::waitForEvent(cudaEvent_t event, const char *what) {
 
 void CudaBackend::synchronize() {
   cudaEvent_t end = takeEvent();
-  checkCuda(cudaEventRecord(end, compute), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(end, compute));
   waitForEvent(end, "waiting for the step's work on the GPU");
   // Copies the artifact never waited for (none in a verified schedule) and
   // the host program's own work end here too.
   for (cudaStream_t stream : {gatherStream, reduceStream, toHost, toDevice})
-    checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    DCRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   resolveTimings();
 }
 
 void CudaBackend::resolveTimings() {
   auto toNs = [&](cudaEvent_t event) {
     float ms = 0;
-    checkCuda(cudaEventElapsedTime(&ms, anchor, event), "cudaEventElapsedTime");
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor, event));
     return anchorNs + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
   };
   for (const PendingTransfer &transfer : transfers)
@@ -418,8 +411,8 @@ void CudaBackend::resolveTimings() {
   // float milliseconds stay precise.
   eventPool.insert(eventPool.end(), eventsInUse.begin(), eventsInUse.end());
   eventsInUse.clear();
-  checkCuda(cudaEventRecord(anchor, compute), "cudaEventRecord");
-  checkCuda(cudaEventSynchronize(anchor), "cudaEventSynchronize");
+  DCRT_CUDA_CHECK(cudaEventRecord(anchor, compute));
+  DCRT_CUDA_CHECK(cudaEventSynchronize(anchor));
   anchorNs = nowNs();
 }
 
@@ -427,7 +420,7 @@ int64_t CudaBackend::opBegin() {
   if (capturing) // a replay has no timings to resolve
     return -1;
   cudaEvent_t event = takeEvent();
-  checkCuda(cudaEventRecord(event, compute), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(event, compute));
   profiled.push_back({nullptr, event, nullptr, apiCalls});
   return static_cast<int64_t>(profiled.size() - 1);
 }
@@ -449,7 +442,7 @@ void CudaBackend::opEnd(const char *key, int64_t begin) {
     return;
   }
   cudaEvent_t event = takeEvent();
-  checkCuda(cudaEventRecord(event, compute), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(event, compute));
   profiled[begin].end = event;
 }
 
@@ -463,8 +456,8 @@ void CudaBackend::beginCapture() {
   synchronize();
   // Relaxed: the runtime's host-side calls (event queries of unplanned
   // pools, NCCL's own) stay legal while the compute stream captures.
-  checkCuda(cudaStreamBeginCapture(compute, cudaStreamCaptureModeRelaxed),
-            "cudaStreamBeginCapture");
+  DCRT_CUDA_CHECK(
+      cudaStreamBeginCapture(compute, cudaStreamCaptureModeRelaxed));
   capturing = true;
   lastReloadCaptured = false;
 }
@@ -472,18 +465,19 @@ void CudaBackend::beginCapture() {
 void *CudaBackend::endCapture() {
   cudaGraph_t graph = nullptr;
   capturing = false;
-  checkCuda(cudaStreamEndCapture(compute, &graph),
-            "cudaStreamEndCapture (does every stream the step used join the "
-            "compute stream again, through dcrt_wait?)");
+  DCRT_CUDA_CHECK_WHAT(
+      cudaStreamEndCapture(compute, &graph),
+      "cudaStreamEndCapture (does every stream the step used join the "
+      "compute stream again, through dcrt_wait?)");
   cudaGraphExec_t exec = nullptr;
-  checkCuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  checkCuda(cudaGraphDestroy(graph), "cudaGraphDestroy");
+  DCRT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DCRT_CUDA_CHECK(cudaGraphDestroy(graph));
   return exec;
 }
 
 void CudaBackend::replay(void *graph) {
-  checkCuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), compute),
-            "cudaGraphLaunch");
+  DCRT_CUDA_CHECK(
+      cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), compute));
 }
 
 void CudaBackend::destroyGraph(void *graph) {
@@ -513,9 +507,10 @@ dcrt_future CudaBackend::gatherStart(int32_t axis, int32_t n,
       void *converted =
           stage(future, *gatherStaging, localNumel[i] * dtypeSize(dstDtype[i]),
                 "casting a shard before its gather");
-      checkCuda(cuda::convert(shards[i], srcDtype[i], converted, dstDtype[i],
-                              localNumel[i], gatherStream),
-                "casting a shard before its gather");
+      DCRT_CUDA_CHECK_WHAT(cuda::convert(shards[i], srcDtype[i], converted,
+                                         dstDtype[i], localNumel[i],
+                                         gatherStream),
+                           "casting a shard before its gather");
       sends[i] = converted;
     }
   }
@@ -575,13 +570,15 @@ dcrt_future CudaBackend::reduceScatterStart(
       auto *padded = static_cast<char *>(stage(future, *reduceStaging,
                                                world * localNumel[i] * size,
                                                "padding a gradient"));
-      checkCuda(cudaMemcpyAsync(padded, grads[i], fullNumel[i] * size,
-                                cudaMemcpyDeviceToDevice, reduceStream),
-                "padding a gradient");
-      checkCuda(cudaMemsetAsync(padded + fullNumel[i] * size, 0,
-                                (world * localNumel[i] - fullNumel[i]) * size,
-                                reduceStream),
-                "padding a gradient");
+      DCRT_CUDA_CHECK_WHAT(
+          cudaMemcpyAsync(padded, grads[i], fullNumel[i] * size,
+                          cudaMemcpyDeviceToDevice, reduceStream),
+          "padding a gradient");
+      DCRT_CUDA_CHECK_WHAT(
+          cudaMemsetAsync(padded + fullNumel[i] * size, 0,
+                          (world * localNumel[i] - fullNumel[i]) * size,
+                          reduceStream),
+          "padding a gradient");
       sends[i] = padded;
     }
     checkNccl(ncclGroupStart(), "ncclGroupStart", nullptr);
@@ -605,10 +602,10 @@ dcrt_future CudaBackend::reduceScatterStart(
     auto *packed = static_cast<float *>(stage(
         future, *reduceStaging, world * block * 4, "reduce-scatter packing"));
     for (int i = 0; i < n; ++i)
-      checkCuda(cuda::packSlots(grads[i], gradDtype[i], fullNumel[i],
-                                localNumel[i], world, block, segments[i],
-                                packed, reduceStream),
-                "packing a reduce-scatter bucket");
+      DCRT_CUDA_CHECK_WHAT(cuda::packSlots(grads[i], gradDtype[i], fullNumel[i],
+                                           localNumel[i], world, block,
+                                           segments[i], packed, reduceStream),
+                           "packing a reduce-scatter bucket");
     send = packed;
   }
   void *recv = recvDirect ? outShards[0]
@@ -620,10 +617,11 @@ dcrt_future CudaBackend::reduceScatterStart(
             "ncclReduceScatter", group.reduce);
   if (!recvDirect)
     for (int i = 0; i < n; ++i)
-      checkCuda(cuda::convert(static_cast<float *>(recv) + segments[i],
-                              DCRT_F32, outShards[i], shardDtype[i],
-                              localNumel[i], reduceStream),
-                "unpacking a reduce-scatter bucket");
+      DCRT_CUDA_CHECK_WHAT(
+          cuda::convert(static_cast<float *>(recv) + segments[i], DCRT_F32,
+                        outShards[i], shardDtype[i], localNumel[i],
+                        reduceStream),
+          "unpacking a reduce-scatter bucket");
   future->bytes = world * block * 4;
   finishStart(future);
   return future;
@@ -642,13 +640,15 @@ dcrt_future CudaBackend::allReduceStart(int32_t axis, int32_t op,
   if (dtype == DCRT_BF16 || dtype == DCRT_F16) {
     // Half types are reduced in fp32, like the host backend does.
     void *wide = stage(future, *reduceStaging, numel * 4, "all-reduce in fp32");
-    checkCuda(cuda::convert(input, dtype, wide, DCRT_F32, numel, reduceStream),
-              "widening an all-reduce");
+    DCRT_CUDA_CHECK_WHAT(
+        cuda::convert(input, dtype, wide, DCRT_F32, numel, reduceStream),
+        "widening an all-reduce");
     checkNccl(ncclAllReduce(wide, wide, static_cast<size_t>(numel), ncclFloat32,
                             reduction, group.reduce, reduceStream),
               "ncclAllReduce", group.reduce);
-    checkCuda(cuda::convert(wide, DCRT_F32, *out, dtype, numel, reduceStream),
-              "narrowing an all-reduce");
+    DCRT_CUDA_CHECK_WHAT(
+        cuda::convert(wide, DCRT_F32, *out, dtype, numel, reduceStream),
+        "narrowing an all-reduce");
   } else {
     checkNccl(ncclAllReduce(input, *out, static_cast<size_t>(numel),
                             ncclTypeOf(dtype), reduction, group.reduce,
@@ -673,12 +673,13 @@ dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
 
   // Pack and unpack as strided copies (AllToAllLayout).
   for (int64_t i = 0; i < world && pieceBytes > 0; ++i)
-    checkCuda(cudaMemcpy2DAsync(
-                  send + i * pieceBytes, layout.chunkBytes,
-                  static_cast<const char *>(input) + i * layout.chunkBytes,
-                  layout.splitRowBytes, layout.chunkBytes, layout.splitOuter,
-                  cudaMemcpyDeviceToDevice, reduceStream),
-              "packing an all-to-all");
+    DCRT_CUDA_CHECK_WHAT(
+        cudaMemcpy2DAsync(
+            send + i * pieceBytes, layout.chunkBytes,
+            static_cast<const char *>(input) + i * layout.chunkBytes,
+            layout.splitRowBytes, layout.chunkBytes, layout.splitOuter,
+            cudaMemcpyDeviceToDevice, reduceStream),
+        "packing an all-to-all");
   checkNccl(ncclGroupStart(), "ncclGroupStart", nullptr);
   for (int peer = 0; peer < world; ++peer) {
     checkNccl(ncclSend(send + peer * pieceBytes, pieceBytes, ncclInt8, peer,
@@ -690,7 +691,7 @@ dcrt_future CudaBackend::allToAllStart(int32_t axis, const void *input,
   }
   checkNccl(ncclGroupEnd(), "all-to-all (group end)", group.reduce);
   for (int64_t j = 0; j < world && pieceBytes > 0; ++j)
-    checkCuda(
+    DCRT_CUDA_CHECK_WHAT(
         cudaMemcpy2DAsync(static_cast<char *>(output) + j * layout.rowBytes,
                           world * layout.rowBytes, recv + j * pieceBytes,
                           layout.rowBytes, layout.rowBytes, layout.concatOuter,
@@ -713,9 +714,8 @@ dcrt_future CudaBackend::offloadStart(const void *device, int64_t bytes,
   // The pool buffer may have been a reload's source a moment ago. (In a
   // captured step, a reload of an earlier replay finished with it.)
   if (!capturing || lastReloadCaptured)
-    checkCuda(cudaStreamWaitEvent(toHost, lastReload, 0),
-              "cudaStreamWaitEvent");
-  checkCuda(
+    DCRT_CUDA_CHECK(cudaStreamWaitEvent(toHost, lastReload, 0));
+  DCRT_CUDA_CHECK_WHAT(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, toHost),
       "an offload copy");
   future->bytes = bytes;
@@ -737,10 +737,10 @@ dcrt_future CudaBackend::reloadInto(void *host, int64_t bytes, void *device) {
           static_cast<long long>(bytes),
           static_cast<long long>(hostPool->allocationSize(host)));
   CudaFuture *future = newFuture(Kind::Reload, toDevice, Track::CopyToDevice);
-  checkCuda(
+  DCRT_CUDA_CHECK_WHAT(
       cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
       "a reload copy");
-  checkCuda(cudaEventRecord(lastReload, toDevice), "cudaEventRecord");
+  DCRT_CUDA_CHECK(cudaEventRecord(lastReload, toDevice));
   lastReloadCaptured = capturing;
   // Back to the pool now; an offload reusing it waits for lastReload.
   hostPool->release(host, "returning a reloaded host copy");
@@ -756,7 +756,7 @@ dcrt_future CudaBackend::uploadInto(const void *host, int64_t bytes,
           "caller's buffer (dcrt_reload_into brings those back)",
           host);
   CudaFuture *future = newFuture(Kind::Upload, toDevice, Track::CopyToDevice);
-  checkCuda(
+  DCRT_CUDA_CHECK_WHAT(
       cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, toDevice),
       "an upload copy");
   future->bytes = bytes;
@@ -837,19 +837,20 @@ void CudaBackend::checkFinite(const void *data, int64_t numel, int32_t dtype,
           "dcrt_end_step?)",
           finiteChecks);
   unsigned sequence = finiteChecks++;
-  checkCuda(cuda::checkFinite(data, dtype, numel, flags & DCRT_FINITE_ALLOW_INF,
-                              sequence, site, finiteRecord, compute),
-            "dcrt_check_finite (launching the check)");
+  DCRT_CUDA_CHECK_WHAT(cuda::checkFinite(data, dtype, numel,
+                                         flags & DCRT_FINITE_ALLOW_INF,
+                                         sequence, site, finiteRecord, compute),
+                       "dcrt_check_finite (launching the check)");
 }
 
 const char *CudaBackend::firstNonFinite(const char *&what, int64_t &count) {
   if (capturing)
     fatal("dcrt_first_nonfinite inside a step capture: call it after the "
           "step");
-  checkCuda(cudaMemcpyAsync(finiteRecordHost, finiteRecord,
-                            sizeof(cuda::FiniteRecord), cudaMemcpyDeviceToHost,
-                            compute),
-            "reading the finite-value checks' record");
+  DCRT_CUDA_CHECK_WHAT(cudaMemcpyAsync(finiteRecordHost, finiteRecord,
+                                       sizeof(cuda::FiniteRecord),
+                                       cudaMemcpyDeviceToHost, compute),
+                       "reading the finite-value checks' record");
   // Bounded like every wait: a collective that never ends is a fatal error
   // after the timeout, not a hang here.
   synchronize();
@@ -866,12 +867,12 @@ const char *CudaBackend::firstNonFinite(const char *&what, int64_t &count) {
 void CudaBackend::resetFiniteRecord() {
   // On the compute stream, after the reads of the step just checked and
   // before the next step's checks.
-  checkCuda(
+  DCRT_CUDA_CHECK_WHAT(
       cudaMemsetAsync(finiteRecord, 0, sizeof(cuda::FiniteRecord), compute),
       "resetting the finite-value checks' record");
-  checkCuda(cudaMemsetAsync(&finiteRecord->first, 0xff,
-                            sizeof(finiteRecord->first), compute),
-            "resetting the finite-value checks' record");
+  DCRT_CUDA_CHECK_WHAT(cudaMemsetAsync(&finiteRecord->first, 0xff,
+                                       sizeof(finiteRecord->first), compute),
+                       "resetting the finite-value checks' record");
 }
 
 //===----------------------------------------------------------------------===//
@@ -888,8 +889,8 @@ void *CudaBackend::allocate(int64_t bytes, MemoryKind kind, const char *what) {
     // On the compute stream: cudaMemset would run on the legacy default
     // stream, which the (non-blocking) compute stream does not wait for,
     // so a copy or kernel enqueued next could run before the zeroing.
-    checkCuda(cudaMemsetAsync(pointer, 0, size, compute),
-              "zeroing a new buffer");
+    DCRT_CUDA_CHECK_WHAT(cudaMemsetAsync(pointer, 0, size, compute),
+                         "zeroing a new buffer");
   hostProgramBuffers.push_back({pointer, bytes, kind});
   if (kind == MemoryKind::Device)
     hostProgramDeviceBytes += bytes;
@@ -915,8 +916,9 @@ void CudaBackend::deallocate(void *pointer) {
 }
 
 void CudaBackend::copy(void *dst, const void *src, int64_t bytes) {
-  checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute),
-            "dcrt::copy");
+  DCRT_CUDA_CHECK_WHAT(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, compute),
+      "dcrt::copy");
   synchronize();
 }
 
@@ -949,7 +951,7 @@ MemoryStats CudaBackend::memoryStats() {
       attentionWorkspaceBytes;
   attention.systemAllocations = static_cast<int64_t>(attentionPlans.size());
   size_t freeBytes = 0, totalBytes = 0;
-  checkCuda(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+  DCRT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);
   return stats;
 }

@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
 
+#include "CudaCheck.h"
 #include "Matmul.h"
 
 #include "dcrt/error.hpp"
@@ -121,7 +122,7 @@ void CudaBackend::setUpCompute() {
   if (status != cudaSuccess)
     fatal("out of device memory: %lld bytes for the matmul workspace: %s",
           static_cast<long long>(matmulWorkspaceBytes),
-          cudaGetErrorString(status));
+          cuda::describeCudaError(status).c_str());
 }
 
 void CudaBackend::tearDownCompute() {
@@ -239,9 +240,9 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
                                              nullptr, 0, nullptr, nullptr, 0);
     if (status != cudaSuccess)
       fatal("dcrt_launch_kernel: cannot load the GPU binary of kernel %s "
-            "(%lld bytes at %p; a fatbin or cubin for this GPU?): %s (%s)",
+            "(%lld bytes at %p; a fatbin or cubin for this GPU?): %s",
             kernel, static_cast<long long>(binaryBytes), binary,
-            cudaGetErrorString(status), cudaGetErrorName(status));
+            cuda::describeCudaError(status).c_str());
     loaded = binaries.emplace(binary, std::move(fresh)).first;
   } else if (loaded->second.bytes != binaryBytes) {
     fatal("dcrt_launch_kernel: kernel %s: the binary at %p was loaded with "
@@ -257,9 +258,9 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
         cudaLibraryGetKernel(&fresh.handle, library.library, kernel);
     if (status != cudaSuccess)
       fatal("dcrt_launch_kernel: no kernel %s in the GPU binary at %p (%lld "
-            "bytes): %s (%s)",
+            "bytes): %s",
             kernel, binary, static_cast<long long>(binaryBytes),
-            cudaGetErrorString(status), cudaGetErrorName(status));
+            cuda::describeCudaError(status).c_str());
     entry = library.kernels.emplace(kernel, fresh).first;
   }
   LoadedBinary::Kernel &k = entry->second;
@@ -270,9 +271,8 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
         function, cudaFuncAttributeMaxDynamicSharedMemorySize, sharedBytes);
     if (status != cudaSuccess)
       fatal("dcrt_launch_kernel: kernel %s cannot have %d bytes of dynamic "
-            "shared memory: %s (%s)",
-            kernel, sharedBytes, cudaGetErrorString(status),
-            cudaGetErrorName(status));
+            "shared memory: %s",
+            kernel, sharedBytes, cuda::describeCudaError(status).c_str());
     k.sharedBytesAllowed = sharedBytes;
   }
   dim3 grid(static_cast<unsigned>(dims[0]), static_cast<unsigned>(dims[1]),
@@ -294,8 +294,8 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
                                         device);
       if (status != cudaSuccess)
         fatal("dcrt_launch_kernel_coresident: kernel %s: cannot ask how many "
-              "of its blocks fit at once: %s (%s)",
-              kernel, cudaGetErrorString(status), cudaGetErrorName(status));
+              "of its blocks fit at once: %s",
+              kernel, cuda::describeCudaError(status).c_str());
       k.residentBlocks = int64_t(perSM) * sms;
       k.residentThreads = threads;
       k.residentSharedBytes = sharedBytes;
@@ -315,7 +315,7 @@ void CudaBackend::launchKernel(const void *binary, int64_t binaryBytes,
       function, grid, block, args, static_cast<size_t>(sharedBytes), compute);
   if (status != cudaSuccess)
     fatal("dcrt_launch_kernel: launching kernel %s (grid {%u, %u, %u}, block "
-          "{%u, %u, %u}, %d bytes of shared memory) failed: %s (%s)",
+          "{%u, %u, %u}, %d bytes of shared memory) failed: %s",
           kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-          sharedBytes, cudaGetErrorString(status), cudaGetErrorName(status));
+          sharedBytes, cuda::describeCudaError(status).c_str());
 }
