@@ -10,6 +10,7 @@
 // median of the repetitions, each timed with CUDA events.
 //
 //===----------------------------------------------------------------------===//
+#include "CudaCheck.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
@@ -25,14 +26,6 @@
 #include <vector>
 
 namespace {
-#define CHECK_CUDA(call)                                                       \
-  do {                                                                         \
-    cudaError_t status_ = (call);                                              \
-    if (status_ != cudaSuccess) {                                              \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(status_));    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
 #define CHECK_NCCL(call)                                                       \
   do {                                                                         \
     ncclResult_t status_ = (call);                                             \
@@ -64,16 +57,16 @@ double median(std::vector<double> v) {
 /// Milliseconds of `body` on `stream`, median over repetitions.
 template <typename Body> double timeOn(cudaStream_t stream, Body body) {
   cudaEvent_t begin, end;
-  CHECK_CUDA(cudaEventCreate(&begin));
-  CHECK_CUDA(cudaEventCreate(&end));
+  DCRT_CUDA_CHECK(cudaEventCreate(&begin));
+  DCRT_CUDA_CHECK(cudaEventCreate(&end));
   std::vector<double> times;
   for (int i = 0; i < warmup + repetitions; ++i) {
-    CHECK_CUDA(cudaEventRecord(begin, stream));
+    DCRT_CUDA_CHECK(cudaEventRecord(begin, stream));
     body();
-    CHECK_CUDA(cudaEventRecord(end, stream));
-    CHECK_CUDA(cudaEventSynchronize(end));
+    DCRT_CUDA_CHECK(cudaEventRecord(end, stream));
+    DCRT_CUDA_CHECK(cudaEventSynchronize(end));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, begin, end));
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     if (i >= warmup)
       times.push_back(ms);
   }
@@ -88,7 +81,7 @@ int rank, world;
 void *rawSmall() {
   static void *buffer = nullptr;
   if (!buffer)
-    CHECK_CUDA(cudaMalloc(&buffer, 2048 * 2 * 64));
+    DCRT_CUDA_CHECK(cudaMalloc(&buffer, 2048 * 2 * 64));
   return buffer;
 }
 void row(const std::string &what, double bytes, double dcMs, double rawMs,
@@ -207,10 +200,10 @@ int main() {
     dcrt_wait(dcrt_reload_into(host, bytes, activation.data()));
   });
   double rawCopies = timeOn(stream, [&] {
-    CHECK_CUDA(cudaMemcpyAsync(pinned.data(), activation.data(), bytes,
-                               cudaMemcpyDeviceToHost, stream));
-    CHECK_CUDA(cudaMemcpyAsync(activation.data(), pinned.data(), bytes,
-                               cudaMemcpyHostToDevice, stream));
+    DCRT_CUDA_CHECK(cudaMemcpyAsync(pinned.data(), activation.data(), bytes,
+                                    cudaMemcpyDeviceToHost, stream));
+    DCRT_CUDA_CHECK(cudaMemcpyAsync(activation.data(), pinned.data(), bytes,
+                                    cudaMemcpyHostToDevice, stream));
   });
   row("offload + reload 256 MiB (pinned)", 2.0 * bytes, dcOffload, rawCopies,
       false);
@@ -263,17 +256,17 @@ int main() {
     // The raw NCCL calls captured the same way, on one stream: what NCCL
     // costs inside a graph, without dcrt's cross-stream events.
     cudaStream_t side = nullptr;
-    CHECK_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    DCRT_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     cudaGraph_t rawGraph = nullptr;
     cudaGraphExec_t rawExec = nullptr;
-    CHECK_CUDA(cudaStreamBeginCapture(side, cudaStreamCaptureModeRelaxed));
+    DCRT_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeRelaxed));
     for (int i = 0; i < count; ++i)
       CHECK_NCCL(ncclAllGather(shard, rawSmall(), smallLocal, ncclBfloat16, raw,
                                side));
-    CHECK_CUDA(cudaStreamEndCapture(side, &rawGraph));
-    CHECK_CUDA(cudaGraphInstantiate(&rawExec, rawGraph, 0));
+    DCRT_CUDA_CHECK(cudaStreamEndCapture(side, &rawGraph));
+    DCRT_CUDA_CHECK(cudaGraphInstantiate(&rawExec, rawGraph, 0));
     double rawGraphMs =
-        timeOn(side, [&] { CHECK_CUDA(cudaGraphLaunch(rawExec, side)); });
+        timeOn(side, [&] { DCRT_CUDA_CHECK(cudaGraphLaunch(rawExec, side)); });
     cudaGraphExecDestroy(rawExec);
     cudaGraphDestroy(rawGraph);
     cudaStreamDestroy(side);

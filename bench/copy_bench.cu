@@ -32,6 +32,11 @@
 // Run:   ./copy_bench [--quick] [--device N] [--reps N] [--gemm-n N] [--json
 // FILE] Prints a table, then one JSON object on the last line.
 
+// No libdcrt here: a failed CUDA call prints the check's message and exits.
+// Relative, so that the one nvcc line above builds it.
+#define DCRT_CUDA_CHECK_PROGRAM "copy_bench"
+#include "../runtime/cuda/CudaCheck.h"
+
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -56,13 +61,6 @@ void fail(const char *what, const char *detail, const char *file, int line) {
                detail, file, line);
   std::exit(1);
 }
-
-#define CUDA_CHECK(call)                                                       \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess)                                                   \
-      fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__);               \
-  } while (0)
 
 #define CUBLAS_CHECK(call)                                                     \
   do {                                                                         \
@@ -189,10 +187,10 @@ __global__ void tick(float *x) { x[threadIdx.x] += 1.0f; }
 void releaseTogether(cudaStream_t gate, cudaEvent_t go,
                      std::initializer_list<cudaStream_t> waiters) {
   spin<<<1, 1, 0, gate>>>(2000000ull);
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaEventRecord(go, gate));
+  DCRT_CUDA_CHECK(cudaGetLastError());
+  DCRT_CUDA_CHECK(cudaEventRecord(go, gate));
   for (cudaStream_t s : waiters)
-    CUDA_CHECK(cudaStreamWaitEvent(s, go, 0));
+    DCRT_CUDA_CHECK(cudaStreamWaitEvent(s, go, 0));
 }
 
 // One direction of copies: a dedicated stream, its buffers and events.
@@ -207,25 +205,25 @@ struct CopyStream {
     dst = d;
     src = s;
     kind = k;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
+    DCRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    DCRT_CUDA_CHECK(cudaEventCreate(&start));
+    DCRT_CUDA_CHECK(cudaEventCreate(&stop));
   }
   void destroy() {
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    CUDA_CHECK(cudaStreamDestroy(stream));
+    DCRT_CUDA_CHECK(cudaEventDestroy(start));
+    DCRT_CUDA_CHECK(cudaEventDestroy(stop));
+    DCRT_CUDA_CHECK(cudaStreamDestroy(stream));
   }
   // Queue `count` copies of `bytes` between the two events.
   void enqueue(size_t bytes, int count) {
-    CUDA_CHECK(cudaEventRecord(start, stream));
+    DCRT_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < count; ++i)
-      CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
+      DCRT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream));
+    DCRT_CUDA_CHECK(cudaEventRecord(stop, stream));
   }
   double elapsedMs() const {
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     return ms;
   }
 };
@@ -238,11 +236,11 @@ int copiesPerSample(size_t bytes) {
 // Median ms of `count` queued copies on one stream.
 double timeOneWay(CopyStream &s, size_t bytes, int count, int reps) {
   s.enqueue(bytes, count); // warm-up
-  CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
     s.enqueue(bytes, count);
-    CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    DCRT_CUDA_CHECK(cudaStreamSynchronize(s.stream));
     ms.push_back(s.elapsedMs());
   }
   return median(ms);
@@ -257,8 +255,8 @@ void timeBothWays(CopyStream &d2h, CopyStream &h2d, cudaStream_t gate,
     releaseTogether(gate, go, {d2h.stream, h2d.stream});
     d2h.enqueue(bytes, count);
     h2d.enqueue(bytes, count);
-    CUDA_CHECK(cudaStreamSynchronize(d2h.stream));
-    CUDA_CHECK(cudaStreamSynchronize(h2d.stream));
+    DCRT_CUDA_CHECK(cudaStreamSynchronize(d2h.stream));
+    DCRT_CUDA_CHECK(cudaStreamSynchronize(h2d.stream));
     if (r > 0) {
       a.push_back(d2h.elapsedMs());
       b.push_back(h2d.elapsedMs());
@@ -278,45 +276,45 @@ struct Gemm {
   void init(int size) {
     n = size;
     size_t elems = size_t(n) * n;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    CUDA_CHECK(cudaMalloc(&a, elems * sizeof(__nv_bfloat16)));
-    CUDA_CHECK(cudaMalloc(&b, elems * sizeof(__nv_bfloat16)));
-    CUDA_CHECK(cudaMalloc(&c, elems * sizeof(__nv_bfloat16)));
+    DCRT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    DCRT_CUDA_CHECK(cudaEventCreate(&start));
+    DCRT_CUDA_CHECK(cudaEventCreate(&stop));
+    DCRT_CUDA_CHECK(cudaMalloc(&a, elems * sizeof(__nv_bfloat16)));
+    DCRT_CUDA_CHECK(cudaMalloc(&b, elems * sizeof(__nv_bfloat16)));
+    DCRT_CUDA_CHECK(cudaMalloc(&c, elems * sizeof(__nv_bfloat16)));
     fillBf16<<<1024, 256, 0, stream>>>(a, elems, 1u);
-    CUDA_CHECK(cudaGetLastError());
+    DCRT_CUDA_CHECK(cudaGetLastError());
     fillBf16<<<1024, 256, 0, stream>>>(b, elems, 2u);
-    CUDA_CHECK(cudaGetLastError());
+    DCRT_CUDA_CHECK(cudaGetLastError());
     CUBLAS_CHECK(cublasCreate(&handle));
     CUBLAS_CHECK(cublasSetStream(handle, stream));
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    DCRT_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   void destroy() {
     CUBLAS_CHECK(cublasDestroy(handle));
-    CUDA_CHECK(cudaFree(a));
-    CUDA_CHECK(cudaFree(b));
-    CUDA_CHECK(cudaFree(c));
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    CUDA_CHECK(cudaStreamDestroy(stream));
+    DCRT_CUDA_CHECK(cudaFree(a));
+    DCRT_CUDA_CHECK(cudaFree(b));
+    DCRT_CUDA_CHECK(cudaFree(c));
+    DCRT_CUDA_CHECK(cudaEventDestroy(start));
+    DCRT_CUDA_CHECK(cudaEventDestroy(stop));
+    DCRT_CUDA_CHECK(cudaStreamDestroy(stream));
   }
   double flops() const { return 2.0 * n * double(n) * n; }
   // Queue `iters` GEMMs (bf16 in and out, fp32 accumulation) between the
   // events.
   void enqueue(int iters) {
     const float alpha = 1.0f, beta = 0.0f;
-    CUDA_CHECK(cudaEventRecord(start, stream));
+    DCRT_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < iters; ++i)
       CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n,
                                 &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
                                 &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
                                 CUBLAS_GEMM_DEFAULT));
-    CUDA_CHECK(cudaEventRecord(stop, stream));
+    DCRT_CUDA_CHECK(cudaEventRecord(stop, stream));
   }
   double elapsedMs() const {
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     return ms;
   }
 };
@@ -354,7 +352,8 @@ int main(int argc, char **argv) {
   cudaError_t err = cudaGetDeviceCount(&ndev);
   if (err != cudaSuccess || ndev == 0) {
     std::fprintf(stderr, "copy_bench: error: no CUDA device (%s)\n",
-                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+                 err != cudaSuccess ? dcrt::cuda::describeCudaError(err).c_str()
+                                    : "0 devices");
     return 1;
   }
   if (opt.device >= ndev) {
@@ -363,16 +362,16 @@ int main(int argc, char **argv) {
                  opt.device, ndev);
     return 1;
   }
-  CUDA_CHECK(cudaSetDevice(opt.device));
+  DCRT_CUDA_CHECK(cudaSetDevice(opt.device));
   cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
+  DCRT_CUDA_CHECK(cudaGetDeviceProperties(&prop, opt.device));
   int copyEngines = 0, driver = 0, runtime = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&copyEngines, cudaDevAttrAsyncEngineCount,
-                                    opt.device));
-  CUDA_CHECK(cudaDriverGetVersion(&driver));
-  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
+      &copyEngines, cudaDevAttrAsyncEngineCount, opt.device));
+  DCRT_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  DCRT_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
   char pci[32] = "";
-  CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, opt.device));
+  DCRT_CUDA_CHECK(cudaDeviceGetPCIBusId(pci, sizeof pci, opt.device));
 
   std::vector<size_t> sizes =
       opt.quick
@@ -396,25 +395,25 @@ int main(int argc, char **argv) {
   if (err != cudaSuccess) {
     std::fprintf(stderr,
                  "copy_bench: error: cannot pin %zu MiB of host memory (%s)\n",
-                 maxBytes / MiB, cudaGetErrorString(err));
+                 maxBytes / MiB, dcrt::cuda::describeCudaError(err).c_str());
     return 1;
   }
-  CUDA_CHECK(cudaHostAlloc(&hostDst, maxBytes, cudaHostAllocDefault));
+  DCRT_CUDA_CHECK(cudaHostAlloc(&hostDst, maxBytes, cudaHostAllocDefault));
   std::memset(hostSrc, 0x5a, maxBytes); // touch every page
   std::memset(hostDst, 0, maxBytes);
-  CUDA_CHECK(cudaMalloc(&devSrc, maxBytes));
-  CUDA_CHECK(cudaMalloc(&devDst, maxBytes));
-  CUDA_CHECK(cudaMemset(devSrc, 0x3c, maxBytes));
-  CUDA_CHECK(cudaMemset(devDst, 0, maxBytes));
-  CUDA_CHECK(cudaDeviceSynchronize());
+  DCRT_CUDA_CHECK(cudaMalloc(&devSrc, maxBytes));
+  DCRT_CUDA_CHECK(cudaMalloc(&devDst, maxBytes));
+  DCRT_CUDA_CHECK(cudaMemset(devSrc, 0x3c, maxBytes));
+  DCRT_CUDA_CHECK(cudaMemset(devDst, 0, maxBytes));
+  DCRT_CUDA_CHECK(cudaDeviceSynchronize());
 
   CopyStream d2h, h2d;
   d2h.init(hostDst, devSrc, cudaMemcpyDeviceToHost);
   h2d.init(devDst, hostSrc, cudaMemcpyHostToDevice);
   cudaStream_t gate;
   cudaEvent_t go;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreateWithFlags(&go, cudaEventDisableTiming));
+  DCRT_CUDA_CHECK(cudaStreamCreateWithFlags(&gate, cudaStreamNonBlocking));
+  DCRT_CUDA_CHECK(cudaEventCreateWithFlags(&go, cudaEventDisableTiming));
 
   // The fixed cost of one copy: queued 4 KiB copies, per copy.
   const int smallCount = 64;
@@ -455,15 +454,15 @@ int main(int argc, char **argv) {
   Gemm gemm;
   gemm.init(opt.gemmN);
   gemm.enqueue(3); // cuBLAS's heuristics and first launches
-  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
   gemm.enqueue(1);
-  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
   double oneGemmMs = std::max(gemm.elapsedMs(), 1e-3);
   // Half a second of GEMMs first, so the clocks have settled.
   gemm.enqueue(std::max(3, int(std::ceil(500.0 / oneGemmMs))));
-  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
   gemm.enqueue(1);
-  CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(gemm.stream));
   oneGemmMs = std::max(gemm.elapsedMs(), 1e-3);
   // About 60 ms of GEMMs per sample, at least 5.
   const int gemmIters = std::max(5, int(std::ceil(60.0 / oneGemmMs)));
@@ -482,21 +481,21 @@ int main(int argc, char **argv) {
   for (int r = 0; r <= opt.reps; ++r) { // r == 0 is the warm-up
     releaseTogether(gate, go, {gemm.stream});
     gemm.enqueue(gemmIters);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DCRT_CUDA_CHECK(cudaDeviceSynchronize());
     double alone = gemm.elapsedMs();
 
     releaseTogether(gate, go, {d2h.stream, h2d.stream, gemm.stream});
     d2h.enqueue(GiB, coverCopies);
     h2d.enqueue(GiB, coverCopies);
     gemm.enqueue(gemmIters);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DCRT_CUDA_CHECK(cudaDeviceSynchronize());
     double with = gemm.elapsedMs();
 
     releaseTogether(gate, go, {d2h.stream, h2d.stream, gemm.stream});
     gemm.enqueue(coverGemms);
     d2h.enqueue(GiB, loadCopies);
     h2d.enqueue(GiB, loadCopies);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DCRT_CUDA_CHECK(cudaDeviceSynchronize());
     if (r > 0) {
       aloneMs.push_back(alone);
       withMs.push_back(with);
@@ -529,23 +528,23 @@ int main(int argc, char **argv) {
   cudaStream_t launches;
   cudaEvent_t launchStart, launchStop;
   float *tickData = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&launches, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreate(&launchStart));
-  CUDA_CHECK(cudaEventCreate(&launchStop));
-  CUDA_CHECK(cudaMalloc(&tickData, 32 * sizeof(float)));
-  CUDA_CHECK(cudaMemset(tickData, 0, 32 * sizeof(float)));
+  DCRT_CUDA_CHECK(cudaStreamCreateWithFlags(&launches, cudaStreamNonBlocking));
+  DCRT_CUDA_CHECK(cudaEventCreate(&launchStart));
+  DCRT_CUDA_CHECK(cudaEventCreate(&launchStop));
+  DCRT_CUDA_CHECK(cudaMalloc(&tickData, 32 * sizeof(float)));
+  DCRT_CUDA_CHECK(cudaMemset(tickData, 0, 32 * sizeof(float)));
   // One loop: GPU us per kernel (events), host us per launch.
   auto launchLoop = [&](double &gpuUs, double &hostUs) {
-    CUDA_CHECK(cudaEventRecord(launchStart, launches));
+    DCRT_CUDA_CHECK(cudaEventRecord(launchStart, launches));
     auto begin = std::chrono::steady_clock::now();
     for (int i = 0; i < launchCount; ++i)
       tick<<<1, 32, 0, launches>>>(tickData);
     auto end = std::chrono::steady_clock::now();
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaEventRecord(launchStop, launches));
-    CUDA_CHECK(cudaEventSynchronize(launchStop));
+    DCRT_CUDA_CHECK(cudaGetLastError());
+    DCRT_CUDA_CHECK(cudaEventRecord(launchStop, launches));
+    DCRT_CUDA_CHECK(cudaEventSynchronize(launchStop));
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, launchStart, launchStop));
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, launchStart, launchStop));
     gpuUs = ms * 1e3 / launchCount;
     hostUs = std::chrono::duration<double, std::micro>(end - begin).count() /
              launchCount;
@@ -561,12 +560,12 @@ int main(int argc, char **argv) {
     hostAlone.push_back(hostUs);
     h2d.enqueue(GiB, launchCover);
     launchLoop(gpuUs, hostUs);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DCRT_CUDA_CHECK(cudaDeviceSynchronize());
     gpuH2d.push_back(gpuUs);
     hostH2d.push_back(hostUs);
     d2h.enqueue(GiB, launchCover);
     launchLoop(gpuUs, hostUs);
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DCRT_CUDA_CHECK(cudaDeviceSynchronize());
     gpuD2h.push_back(gpuUs);
     hostD2h.push_back(hostUs);
   }
@@ -579,10 +578,10 @@ int main(int argc, char **argv) {
               median(hostH2d));
   std::printf("  during D2H copies:   %6.2f us  (host %.2f)\n\n",
               median(gpuD2h), median(hostD2h));
-  CUDA_CHECK(cudaFree(tickData));
-  CUDA_CHECK(cudaEventDestroy(launchStart));
-  CUDA_CHECK(cudaEventDestroy(launchStop));
-  CUDA_CHECK(cudaStreamDestroy(launches));
+  DCRT_CUDA_CHECK(cudaFree(tickData));
+  DCRT_CUDA_CHECK(cudaEventDestroy(launchStart));
+  DCRT_CUDA_CHECK(cudaEventDestroy(launchStop));
+  DCRT_CUDA_CHECK(cudaStreamDestroy(launches));
 
   // (f) Memory-bound work alone and under copies: D2H only, H2D only, both.
   // Each kind of sample in turn within a repetition, like (d).
@@ -591,31 +590,32 @@ int main(int argc, char **argv) {
   float4 *axpyX = nullptr, *axpyY = nullptr;
   cudaStream_t axpyStream;
   cudaEvent_t axpyStart, axpyStop;
-  CUDA_CHECK(cudaMalloc(&axpyX, axpyBytes));
-  CUDA_CHECK(cudaMalloc(&axpyY, axpyBytes));
-  CUDA_CHECK(cudaMemset(axpyX, 0, axpyBytes));
-  CUDA_CHECK(cudaMemset(axpyY, 0, axpyBytes));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&axpyStream, cudaStreamNonBlocking));
-  CUDA_CHECK(cudaEventCreate(&axpyStart));
-  CUDA_CHECK(cudaEventCreate(&axpyStop));
+  DCRT_CUDA_CHECK(cudaMalloc(&axpyX, axpyBytes));
+  DCRT_CUDA_CHECK(cudaMalloc(&axpyY, axpyBytes));
+  DCRT_CUDA_CHECK(cudaMemset(axpyX, 0, axpyBytes));
+  DCRT_CUDA_CHECK(cudaMemset(axpyY, 0, axpyBytes));
+  DCRT_CUDA_CHECK(
+      cudaStreamCreateWithFlags(&axpyStream, cudaStreamNonBlocking));
+  DCRT_CUDA_CHECK(cudaEventCreate(&axpyStart));
+  DCRT_CUDA_CHECK(cudaEventCreate(&axpyStop));
   int axpyBlocks = 0;
-  CUDA_CHECK(
+  DCRT_CUDA_CHECK(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&axpyBlocks, axpy, 256, 0));
   axpyBlocks *= prop.multiProcessorCount;
   auto axpyLoop = [&](int iters) {
-    CUDA_CHECK(cudaEventRecord(axpyStart, axpyStream));
+    DCRT_CUDA_CHECK(cudaEventRecord(axpyStart, axpyStream));
     for (int i = 0; i < iters; ++i)
       axpy<<<axpyBlocks, 256, 0, axpyStream>>>(axpyX, axpyY, axpyN4, 0.5f);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaEventRecord(axpyStop, axpyStream));
+    DCRT_CUDA_CHECK(cudaGetLastError());
+    DCRT_CUDA_CHECK(cudaEventRecord(axpyStop, axpyStream));
   };
   auto axpyMs = [&] {
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, axpyStart, axpyStop));
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, axpyStart, axpyStop));
     return double(ms);
   };
   axpyLoop(20);
-  CUDA_CHECK(cudaStreamSynchronize(axpyStream));
+  DCRT_CUDA_CHECK(cudaStreamSynchronize(axpyStream));
   const double oneAxpyMs = std::max(axpyMs() / 20, 1e-3);
   // About 60 ms a sample; copies enough to outlast it.
   const int axpyIters = std::max(20, int(std::ceil(60.0 / oneAxpyMs)));
@@ -631,7 +631,7 @@ int main(int argc, char **argv) {
       if (kind == 2 || kind == 3)
         h2d.enqueue(GiB, axpyCover);
       axpyLoop(axpyIters);
-      CUDA_CHECK(cudaDeviceSynchronize());
+      DCRT_CUDA_CHECK(cudaDeviceSynchronize());
       sample[kind] = axpyMs();
     }
     if (r > 0) {
@@ -659,11 +659,11 @@ int main(int argc, char **argv) {
               median(axpyH2d), axpyH2dPct);
   std::printf("  with both:           %8.2f ms  slowdown %.2f%%\n\n",
               median(axpyBoth), axpyBothPct);
-  CUDA_CHECK(cudaFree(axpyX));
-  CUDA_CHECK(cudaFree(axpyY));
-  CUDA_CHECK(cudaEventDestroy(axpyStart));
-  CUDA_CHECK(cudaEventDestroy(axpyStop));
-  CUDA_CHECK(cudaStreamDestroy(axpyStream));
+  DCRT_CUDA_CHECK(cudaFree(axpyX));
+  DCRT_CUDA_CHECK(cudaFree(axpyY));
+  DCRT_CUDA_CHECK(cudaEventDestroy(axpyStart));
+  DCRT_CUDA_CHECK(cudaEventDestroy(axpyStop));
+  DCRT_CUDA_CHECK(cudaStreamDestroy(axpyStream));
 
   // What dc's target description would take (docs/cost-model.md): the
   // one-way bandwidth of the largest copy, and the fixed cost of a copy.
@@ -747,11 +747,11 @@ int main(int argc, char **argv) {
   gemm.destroy();
   d2h.destroy();
   h2d.destroy();
-  CUDA_CHECK(cudaEventDestroy(go));
-  CUDA_CHECK(cudaStreamDestroy(gate));
-  CUDA_CHECK(cudaFree(devSrc));
-  CUDA_CHECK(cudaFree(devDst));
-  CUDA_CHECK(cudaFreeHost(hostSrc));
-  CUDA_CHECK(cudaFreeHost(hostDst));
+  DCRT_CUDA_CHECK(cudaEventDestroy(go));
+  DCRT_CUDA_CHECK(cudaStreamDestroy(gate));
+  DCRT_CUDA_CHECK(cudaFree(devSrc));
+  DCRT_CUDA_CHECK(cudaFree(devDst));
+  DCRT_CUDA_CHECK(cudaFreeHost(hostSrc));
+  DCRT_CUDA_CHECK(cudaFreeHost(hostDst));
   return 0;
 }

@@ -1,16 +1,12 @@
 //===- GpuCheck.h - the GPU check programs' reporting -----------*- C++ -*-===//
 //
 // What matmul-check and attention-check share: one "ok"/"FAIL" line per
-// check, a count of failures for the exit status, and CUDA errors as fatal
-// errors naming the program.
+// check and a count of failures for the exit status (CUDA errors are
+// DCRT_CUDA_CHECK's, CudaCheck.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DCRT_TEST_GPUCHECK_H
 #define DCRT_TEST_GPUCHECK_H
-
-#include "dcrt/error.hpp"
-
-#include <cuda_runtime.h>
 
 #include <cstdio>
 #include <string>
@@ -30,13 +26,6 @@ inline void report(bool ok, const std::string &what,
               detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stdout);
   gpuCheckFailures() += ok ? 0 : 1;
-}
-
-/// `program: what: CUDA's message`, fatal.
-inline void checkCuda(const char *program, cudaError_t status,
-                      const char *what) {
-  if (status != cudaSuccess)
-    fatal("%s: %s: %s", program, what, cudaGetErrorString(status));
 }
 
 } // namespace dcrt::test

@@ -31,6 +31,7 @@
 // "attention-check: FAILED" (exit 1).
 //
 //===----------------------------------------------------------------------===//
+#include "CudaCheck.h"
 #include "GpuCheck.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
@@ -53,10 +54,6 @@ using namespace dcrt;
 using namespace dcrt::test;
 
 namespace {
-void checkCuda(cudaError_t status, const char *what) {
-  test::checkCuda("attention-check", status, what);
-}
-
 cudaStream_t stream() {
   return static_cast<cudaStream_t>(dcrt_compute_stream());
 }
@@ -299,7 +296,7 @@ struct Operands {
 
 void fill(Device &device, int32_t dtype, int64_t count, uint32_t seed) {
   fillRandom<<<1024, 256, 0, stream()>>>(device.data(), dtype, count, seed);
-  checkCuda(cudaGetLastError(), "filling an operand");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "filling an operand");
 }
 
 bool deterministicMode = false;
@@ -322,8 +319,9 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
   fill(x.v, dtype, nKV, seed + 2);
   fill(x.dO, dtype, n, seed + 3);
   for (Device *out : {&x.o, &x.lse, &x.dq, &x.dk, &x.dv})
-    checkCuda(cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
-              "poisoning an output");
+    DCRT_CUDA_CHECK_WHAT(
+        cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
+        "poisoning an output");
   dcrt_attention_fwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
                      static_cast<float *>(x.lse.data()));
   dcrt_attention_bwd(&desc, x.q.data(), x.k.data(), x.v.data(), x.o.data(),
@@ -354,12 +352,12 @@ void checkCase(const std::string &name, int32_t dtype, const Shape &s,
       static_cast<float *>(x.lse.data()), x.dO.data(), dtype, r, scale, causal,
       static_cast<float *>(lse.data()), static_cast<float *>(o.data()),
       static_cast<float *>(delta.data()), static_cast<float *>(dq.data()));
-  checkCuda(cudaGetLastError(), "referenceRows");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "referenceRows");
   referenceKeys<<<kvRows, 256, 2 * s.seq * 4, stream()>>>(
       x.q.data(), x.k.data(), x.v.data(), static_cast<float *>(x.lse.data()),
       static_cast<float *>(delta.data()), x.dO.data(), dtype, r, scale, causal,
       static_cast<float *>(dk.data()), static_cast<float *>(dv.data()));
-  checkCuda(cudaGetLastError(), "referenceKeys");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "referenceKeys");
   synchronize();
 
   auto got = [&](Device &d, int32_t type, int64_t count) {
@@ -468,7 +466,7 @@ struct FusedOperands {
         static_cast<const uint16_t *>(data),
         static_cast<uint16_t *>(dense.data()), B * H, H, S, D, strides[0],
         strides[1], strides[2]);
-    checkCuda(cudaGetLastError(), "gatherRows");
+    DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "gatherRows");
   }
 };
 
@@ -486,8 +484,9 @@ void checkStridedCase(const std::string &name, int32_t dtype, int64_t B,
   fill(x.qkv, dtype, B * S * x.W, seed);
   fill(x.dO, dtype, n, seed + 1);
   for (Device *out : {&x.o, &x.lse, &x.grads})
-    checkCuda(cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
-              "poisoning an output");
+    DCRT_CUDA_CHECK_WHAT(
+        cudaMemsetAsync(out->data(), 0xff, out->buffer.size(), stream()),
+        "poisoning an output");
   // The dense call on transposed copies.
   Shape shape{B * H, S, D};
   Operands dense(shape);
@@ -571,13 +570,13 @@ float timeMs(cudaEvent_t begin, cudaEvent_t end, int reps,
   synchronize();
   std::vector<float> times;
   for (int round = 0; round < 3; ++round) {
-    checkCuda(cudaEventRecord(begin, stream()), "cudaEventRecord");
+    DCRT_CUDA_CHECK(cudaEventRecord(begin, stream()));
     for (int r = 0; r < reps; ++r)
       body();
-    checkCuda(cudaEventRecord(end, stream()), "cudaEventRecord");
-    checkCuda(cudaEventSynchronize(end), "cudaEventSynchronize");
+    DCRT_CUDA_CHECK(cudaEventRecord(end, stream()));
+    DCRT_CUDA_CHECK(cudaEventSynchronize(end));
     float ms = 0;
-    checkCuda(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     times.push_back(ms / reps);
   }
   std::sort(times.begin(), times.end());
@@ -590,8 +589,8 @@ void benchLine(const std::string &name, const Shape &s, bool causal,
                const std::function<void()> &forward,
                const std::function<void()> &backward) {
   cudaEvent_t begin, end;
-  checkCuda(cudaEventCreate(&begin), "cudaEventCreate");
-  checkCuda(cudaEventCreate(&end), "cudaEventCreate");
+  DCRT_CUDA_CHECK(cudaEventCreate(&begin));
+  DCRT_CUDA_CHECK(cudaEventCreate(&end));
   const int reps = 10;
   float fwd = timeMs(begin, end, reps, forward);
   float bwd = timeMs(begin, end, reps, backward);

@@ -31,6 +31,7 @@
 // sites ("finite-check: all passed" or "finite-check: FAILED").
 //
 //===----------------------------------------------------------------------===//
+#include "CudaCheck.h"
 #include "GpuCheck.h"
 #include "MatmulReference.h"
 
@@ -58,10 +59,6 @@ using namespace dcrt;
 using namespace dcrt::test;
 
 namespace {
-void checkCuda(cudaError_t status, const char *what) {
-  test::checkCuda("matmul-check", status, what);
-}
-
 /// Host bytes in a device buffer `offset` bytes past a 256-aligned base
 /// (the buffer keeps the allocation alive).
 struct DeviceCopy {
@@ -214,7 +211,7 @@ void fill(void *data, int32_t dtype, int64_t count, uint32_t seed) {
   fillRandom<<<1024, 256, 0,
                static_cast<cudaStream_t>(dcrt_compute_stream())>>>(data, dtype,
                                                                    count, seed);
-  checkCuda(cudaGetLastError(), "filling an operand");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "filling an operand");
 }
 
 void bench() {
@@ -261,8 +258,8 @@ void bench() {
       c(maxC, MemoryKind::Device, "bench C");
   auto stream = static_cast<cudaStream_t>(dcrt_compute_stream());
   cudaEvent_t begin, end;
-  checkCuda(cudaEventCreate(&begin), "cudaEventCreate");
-  checkCuda(cudaEventCreate(&end), "cudaEventCreate");
+  DCRT_CUDA_CHECK(cudaEventCreate(&begin));
+  DCRT_CUDA_CHECK(cudaEventCreate(&end));
   int32_t filledAs = -1;
   for (const Gemm &g : gemms) {
     auto ab = static_cast<int32_t>(g.desc.a_dtype);
@@ -273,13 +270,13 @@ void bench() {
     }
     dcrt_matmul(&g.desc, a.data(), b.data(), c.data()); // plans, warms up
     const int reps = 5;
-    checkCuda(cudaEventRecord(begin, stream), "cudaEventRecord");
+    DCRT_CUDA_CHECK(cudaEventRecord(begin, stream));
     for (int r = 0; r < reps; ++r)
       dcrt_matmul(&g.desc, a.data(), b.data(), c.data());
-    checkCuda(cudaEventRecord(end, stream), "cudaEventRecord");
-    checkCuda(cudaEventSynchronize(end), "cudaEventSynchronize");
+    DCRT_CUDA_CHECK(cudaEventRecord(end, stream));
+    DCRT_CUDA_CHECK(cudaEventSynchronize(end));
     float ms = 0;
-    checkCuda(cudaEventElapsedTime(&ms, begin, end), "cudaEventElapsedTime");
+    DCRT_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     double seconds = ms * 1e-3 / reps;
     double flops = 2.0 * g.desc.batch * g.desc.m * g.desc.n * g.desc.k;
     std::printf("bench %-44s m %6lld n %6lld k %6lld: %8.3f ms %7.1f "

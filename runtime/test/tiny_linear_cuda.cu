@@ -10,6 +10,7 @@
 // print the losses the host artifact prints.
 //
 //===----------------------------------------------------------------------===//
+#include "CudaCheck.h"
 #include "dcrt/dcrt.h"
 
 #include <cuda_runtime.h>
@@ -37,14 +38,6 @@ constexpr int DbOffset = 512;
 constexpr int XBackOffset = 768;
 constexpr int StepArenaBytes = 1024;
 static_assert(XBytes <= StepArenaBytes - XBackOffset, "x fits its slot");
-
-void check(cudaError_t status, const char *what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "tiny_linear_cuda: %s: %s\n", what,
-                 cudaGetErrorString(status));
-    std::abort();
-  }
-}
 
 __global__ void forward(const float *x, const int32_t *labels, const float *w,
                         const float *b, float *probs, float *loss) {
@@ -148,7 +141,7 @@ void dc_entry_train_step(void **buffers) {
                                static_cast<const float *>(gathered[0]),
                                static_cast<const float *>(gathered[1]), probs,
                                static_cast<float *>(buffers[4]));
-  check(cudaGetLastError(), "forward");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "launching forward");
   dcrt_op_end("train_step:0", t);
   dcrt_release(gathered[0]);
   dcrt_release(gathered[1]);
@@ -159,19 +152,19 @@ void dc_entry_train_step(void **buffers) {
   t = dcrt_op_begin();
   backward<<<1, 1, 0, stream>>>(static_cast<const float *>(xBack), labels,
                                 probs, dw, db);
-  check(cudaGetLastError(), "backward");
+  DCRT_CUDA_CHECK_WHAT(cudaGetLastError(), "launching backward");
   dcrt_op_end("train_step:1", t);
 
   void *grads[2] = {dw, db};
   void *reduced[2];
   dcrt_wait(dcrt_reduce_scatter_start(0, 2, DCRT_AVG, grads, full, f32, local,
                                       f32, reduced));
-  check(cudaMemcpyAsync(buffers[5], reduced[0], WLocal * 4,
-                        cudaMemcpyDeviceToDevice, stream),
-        "copying dW");
-  check(cudaMemcpyAsync(buffers[6], reduced[1], BLocal * 4,
-                        cudaMemcpyDeviceToDevice, stream),
-        "copying db");
+  DCRT_CUDA_CHECK_WHAT(cudaMemcpyAsync(buffers[5], reduced[0], WLocal * 4,
+                                       cudaMemcpyDeviceToDevice, stream),
+                       "copying dW");
+  DCRT_CUDA_CHECK_WHAT(cudaMemcpyAsync(buffers[6], reduced[1], BLocal * 4,
+                                       cudaMemcpyDeviceToDevice, stream),
+                       "copying db");
   dcrt_end_step();
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AdamW.h"
+#include "CudaCheck.h"
 #include "Params.h"
 
 #include "dcrt/core.hpp"
@@ -64,16 +65,20 @@ public:
                           dcrt::MemoryKind::Device, "gradient norms");
       normWorkspace = dcrt::Buffer(cuda::normWorkspaceBytes(),
                                    dcrt::MemoryKind::Device, "gradient norms");
-      check(cudaMemsetAsync(sums.data(), 0, sums.size(), stream));
-      check(cudaMemsetAsync(normWorkspace.data(), 0, normWorkspace.size(),
-                            stream));
+      DCRT_CUDA_CHECK_WHAT(cudaMemsetAsync(sums.data(), 0, sums.size(), stream),
+                           "computing the gradient norm");
+      DCRT_CUDA_CHECK_WHAT(cudaMemsetAsync(normWorkspace.data(), 0,
+                                           normWorkspace.size(), stream),
+                           "computing the gradient norm");
     }
     size_t i = 0;
     for (Param &param : registry.params()) {
       if (param.spec.hasGrad)
-        check(cuda::sumOfSquares(gradientOf(param, i), gradientType(param),
-                                 param.validNumel, sums.as<double>() + i,
-                                 normWorkspace.data(), stream));
+        DCRT_CUDA_CHECK_WHAT(
+            cuda::sumOfSquares(gradientOf(param, i), gradientType(param),
+                               param.validNumel, sums.as<double>() + i,
+                               normWorkspace.data(), stream),
+            "computing the gradient norm");
       ++i;
     }
     // The step's one synchronization besides the loss read-back.
@@ -115,7 +120,8 @@ public:
           param.validNumel, overwrite, stream);
       if (status != cudaSuccess)
         dcrt::fatal("accumulating the gradient of '%s': %s",
-                    param.spec.name.c_str(), cudaGetErrorString(status));
+                    param.spec.name.c_str(),
+                    dcrt::cuda::describeCudaError(status).c_str());
     }
     meanScale = last ? 1.0 / static_cast<double>(count) : 0.0;
   }
@@ -146,7 +152,8 @@ public:
           kernelConfig, stream);
       if (status != cudaSuccess)
         dcrt::fatal("the AdamW kernel failed on '%s': %s",
-                    param.spec.name.c_str(), cudaGetErrorString(status));
+                    param.spec.name.c_str(),
+                    dcrt::cuda::describeCudaError(status).c_str());
     }
     meanScale = 0; // the next step writes (or sums) its own
   }
@@ -188,12 +195,6 @@ private:
     dcrt::copy(raw.data(), device, static_cast<int64_t>(raw.size()));
     dcrt::convert(raw.data(), dtype, host.data(), DCRT_F32,
                   static_cast<int64_t>(host.size()));
-  }
-
-  static void check(cudaError_t status) {
-    if (status != cudaSuccess)
-      dcrt::fatal("computing the gradient norm: %s",
-                  cudaGetErrorString(status));
   }
 
   dcrt_dtype masterType, momentType;

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "AdamW.h"
+#include "CudaCheck.h"
 #include "Params.h"
 
 #include "dcrt/dtype.hpp"
@@ -87,7 +88,7 @@ bool check(dcrt_dtype masterType, dcrt_dtype momentType) {
         nullptr);
     if (status != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
       std::printf("adamw-check: kernel failed: %s\n",
-                  cudaGetErrorString(cudaGetLastError()));
+                  dcrt::cuda::describeCudaError(cudaGetLastError()).c_str());
       return false;
     }
     dcrun::adamwUpdate(master.data(), gradFloat.data(), expAvg.data(),
