@@ -14,8 +14,8 @@ set(DC_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dc)
 
 # dc's C++ libraries, in link order (each may use those after it). Static:
 # embedders link them into their own executables or shared libraries.
-set(DC_INSTALL_MLIR_LIBS DCRegistration DCPipelines DCTarget DCConversion
-    DCTransforms DCAnalysis DCBufferization DCDialect DCSupport)
+set(DC_INSTALL_MLIR_LIBS DCRegistration DCPipelines DCTarget DCGPU
+    DCLowering DCSchedule DCRewrite DCAnalysis DCBufferization DCDialect DCSupport)
 
 if(NOT DC_RUNTIME_ONLY)
   # A host that is itself a shared library (a Python extension, a plugin),
@@ -57,9 +57,7 @@ if(NOT DC_RUNTIME_ONLY)
   # Headers (and ODS, for projects that extend the dialect) from the source
   # tree, the generated .inc files from the build tree: one include/dc/.
   foreach(dir ${PROJECT_SOURCE_DIR}/include/dc
-              ${PROJECT_SOURCE_DIR}/dialects/DC/include/dc
-              ${PROJECT_BINARY_DIR}/include/dc
-              ${PROJECT_BINARY_DIR}/dialects/DC/include/dc)
+              ${PROJECT_BINARY_DIR}/include/dc)
     install(DIRECTORY ${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
       FILES_MATCHING PATTERN "*.h" PATTERN "*.inc" PATTERN "*.td"
       PATTERN CMakeFiles EXCLUDE)

@@ -1,8 +1,10 @@
 //===- LowerToLLVMPipeline.cpp - a dc module to the LLVM dialect ----------===//
 #include "dc/Pipelines/Pipelines.h"
 
-#include "dc/Conversion/Passes.h"
-#include "dc/Transforms/Passes.h"
+#include "dc/GPU/Passes.h"
+#include "dc/Lowering/Passes.h"
+#include "dc/Rewrite/Passes.h"
+#include "dc/Schedule/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"

@@ -2,7 +2,8 @@
 #include "dc/Pipelines/Pipelines.h"
 
 #include "dc/Analysis/TargetDescription.h"
-#include "dc/Transforms/Passes.h"
+#include "dc/Rewrite/Passes.h"
+#include "dc/Schedule/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 

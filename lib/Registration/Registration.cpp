@@ -2,11 +2,13 @@
 //-------===//
 #include "dc/Registration/Registration.h"
 
-#include "dc/Conversion/Passes.h"
+#include "dc/GPU/Passes.h"
+#include "dc/Lowering/Passes.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
 #include "dc/Pipelines/Pipelines.h"
-#include "dc/Transforms/Passes.h"
+#include "dc/Rewrite/Passes.h"
+#include "dc/Schedule/Passes.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -99,8 +101,10 @@ void dc::registerDCDialects(mlir::DialectRegistry &registry) {
 }
 
 void dc::registerDCPassesAndPipelines() {
-  dc::registerDCPasses();
-  dc::registerDCConversionPasses();
+  dc::registerDCSchedulePasses();
+  dc::registerDCRewritePasses();
+  dc::registerDCLoweringPasses();
+  dc::registerDCGPUPasses();
   dc::registerZero3Pipeline();
   dc::registerLowerToLLVMPipeline();
   // Upstream passes the dc pipelines are built from.

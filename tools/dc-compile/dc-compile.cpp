@@ -31,7 +31,7 @@
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
 #include "dc/Target/Artifact.h"
-#include "dc/Transforms/Planning.h"
+#include "dc/Schedule/Planning.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"

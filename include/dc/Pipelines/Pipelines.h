@@ -9,7 +9,7 @@
 #ifndef DC_PIPELINES_PIPELINES_H
 #define DC_PIPELINES_PIPELINES_H
 
-#include "dc/Transforms/PassDefaults.h"
+#include "dc/Schedule/PassDefaults.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"

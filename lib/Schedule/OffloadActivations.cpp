@@ -1,0 +1,572 @@
+//===- OffloadActivations.cpp - host offload of long-idle activations -----===//
+//
+// The ActivationOffloader picks, while the memory timeline peaks over the
+// budget, the candidate spanning the peak with the most idle bytes, and
+// places its offload, the offload's wait, the reload and the reload's wait
+// by the stream simulator's times.
+//
+//===----------------------------------------------------------------------===//
+#include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/ByteSize.h"
+#include "dc/Schedule/OffloadFloor.h"
+#include "dc/Schedule/Passes.h"
+#include "dc/Schedule/Planning.h"
+#include "dc/Schedule/ReloadReleases.h"
+
+#include "dc/Analysis/BufferAliasing.h"
+#include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StreamSimulator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+
+namespace dc {
+#define GEN_PASS_DEF_DCOFFLOADACTIVATIONS
+#include "dc/Schedule/Passes.h.inc"
+} // namespace dc
+
+using namespace mlir;
+using namespace dc;
+
+namespace {
+
+/// Where each op is in `sim` (planning moves ops, so indices go stale).
+llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, op] : llvm::enumerate(sim.ops))
+    index[op.op] = i;
+  return index;
+}
+
+/// The timeline's op order and live device bytes while reloads move, kept
+/// up to date instead of recomputed after each move (a 70B step moved
+/// thousands): a reload's destination is live from the reload to its use,
+/// so moving the reload within that range shifts the ops it passes by one
+/// and adds (moved earlier) or removes (later) its bytes at them. The
+/// reload's own entry is left stale; the planner reads no op's bytes at or
+/// before the last reload it moved.
+class ReloadOrder {
+public:
+  explicit ReloadOrder(const MemoryTimeline &timeline)
+      : ops(timeline.getOps()), bytes(ops.size()) {
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      index[op] = i;
+      bytes[i] = timeline.deviceBytesAt(i);
+    }
+  }
+  size_t indexOf(Operation *op) const { return index.at(op); }
+  Operation *opAt(size_t i) const { return ops[i]; }
+  int64_t deviceBytesAt(size_t i) const { return bytes[i]; }
+
+  /// Moves the reload at `from` (a destination of `size` bytes) before the
+  /// op at `to`, in the order only (the caller moves the IR op).
+  void moveReload(size_t from, size_t to, int64_t size) {
+    Operation *reload = ops[from];
+    if (to < from) { // earlier: ops [to, from) shift up, the buffer is live
+      for (size_t i = from; i > to; --i) {
+        ops[i] = ops[i - 1];
+        bytes[i] = bytes[i - 1] + size;
+        index[ops[i]] = i;
+      }
+      ops[to] = reload;
+      index[reload] = to;
+      return;
+    }
+    // Later: ops (from, to) shift down, the buffer is not live yet there.
+    for (size_t i = from; i + 1 < to; ++i) {
+      ops[i] = ops[i + 1];
+      bytes[i] = bytes[i + 1] - size;
+      index[ops[i]] = i;
+    }
+    ops[to - 1] = reload;
+    index[reload] = to - 1;
+  }
+
+private:
+  std::vector<Operation *> ops;
+  std::vector<int64_t> bytes;
+  llvm::DenseMap<Operation *, size_t> index;
+};
+
+class ActivationOffloader {
+public:
+  ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
+                      int64_t budget, int64_t minBytes, int64_t keepLast)
+      : fn(fn), costModel(costModel), simulation(costModel, fn), budget(budget),
+        minBytes(minBytes), keepLast(keepLast) {}
+
+  LogicalResult run() {
+    collectPlaced();
+    FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+    if (failed(timeline))
+      return failure();
+    // Fits: offload nothing more. Offloads an earlier run placed are
+    // re-timed: passes since (prefetch, selective gather) changed when ops
+    // run and what memory is free.
+    if (timeline->getPeakDeviceBytes() <= budget)
+      return replan();
+    if (budget < timeline->getFloorBytes())
+      return fn.emitError()
+             << "memory budget " << formatBytes(budget)
+             << " is below this step's floor of "
+             << formatBytes(timeline->getFloorBytes())
+             << " (arguments, results and the largest single op); no "
+                "offload can reach it";
+    SimulationResult sim = simulation.run(*timeline);
+    std::vector<OffloadCandidate> candidates = collectOffloadCandidates(
+        fn, costModel, *timeline, sim, minBytes, keepLast);
+    if (std::optional<OffloadFloorAttr> floor =
+            computeOffloadFloor(costModel, *timeline, sim, candidates, budget))
+      fn->setAttr(kOffloadFloorAttrName, *floor);
+
+    // Each round offloads a tensor or moves a wait or a reload of one; the
+    // bound only keeps a planner bug from looping forever.
+    size_t rounds = 4 * timeline->getOps().size() + 16;
+    for (size_t round = 0;; ++round) {
+      if (round == rounds)
+        return fn.emitError() << "dc-offload-activations did not converge "
+                                 "after "
+                              << rounds << " rounds";
+      timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      if (timeline->getPeakDeviceBytes() <= budget)
+        return replan();
+      size_t peak = timeline->getPeakIndex();
+      if (tightenReloadAround(peak, *timeline))
+        continue;
+      sim = simulation.run(*timeline);
+      // A new offload whose copy is done before the peak costs nothing;
+      // waiting early for one in flight stalls compute, so it comes only
+      // after every stall-free candidate (then the least stall wins).
+      auto [best, stall] = pickCandidate(candidates, peak, *timeline, sim);
+      if ((best == candidates.end() || stall > 0) &&
+          tightenWaitAround(peak, *timeline))
+        continue;
+      if (best == candidates.end())
+        return timeline->getOps()[peak]->emitError()
+               << "device memory peaks here at "
+               << formatBytes(timeline->getPeakDeviceBytes())
+               << " and no activation idle across this point can be "
+                  "offloaded; the budget of "
+               << formatBytes(budget) << " is short by "
+               << formatBytes(timeline->getPeakDeviceBytes() - budget);
+      OffloadCandidate chosen = *best;
+      candidates.erase(best);
+      offload(chosen, *timeline, sim, peak);
+    }
+  }
+
+private:
+  /// The ops of one placed offload.
+  struct PlacedOffload {
+    OffloadStartOp start;
+    WaitOp hostWait;
+    ReloadStartOp reload;
+    int64_t bytes;
+  };
+
+  /// The candidate idle across `peak` to offload next, and the compute
+  /// stall its copy would cause there (queued behind the offloads before
+  /// it): the stall-free one with the most idle bytes, else the least
+  /// stall.
+  std::pair<std::vector<OffloadCandidate>::iterator, double>
+  pickCandidate(std::vector<OffloadCandidate> &candidates, size_t peak,
+                const MemoryTimeline &timeline, const SimulationResult &sim) {
+    std::vector<double> d2hFree =
+        streamFreeBefore(sim, StreamKind::DeviceToHost);
+    auto best = candidates.end();
+    double bestStall = 0, bestScore = -1;
+    for (auto it = candidates.begin(); it != candidates.end(); ++it) {
+      size_t begin = timeline.indexOf(it->lastBefore);
+      size_t end = timeline.indexOf(it->firstAfter);
+      if (begin >= peak || peak >= end)
+        continue;
+      double done = std::max(sim.ops[begin].end, d2hFree[begin + 1]) +
+                    costModel.copySeconds(it->bytes);
+      double stall = std::max(0.0, done - sim.ops[peak].issue);
+      double score = static_cast<double>(it->bytes) * it->idleSeconds;
+      if (best == candidates.end() || stall < bestStall ||
+          (stall == bestStall && score > bestScore)) {
+        best = it;
+        bestStall = stall;
+        bestScore = score;
+      }
+    }
+    return {best, bestStall};
+  }
+
+  /// When the peak falls while a placed offload's reload is already in
+  /// flight, starts the reload after the peak op.
+  bool tightenReloadAround(size_t peak, const MemoryTimeline &timeline) {
+    Operation *peakOp = timeline.getOps()[peak];
+    // Not around another reload: the peak would move to the one moved,
+    // with the same bytes, and the two would swap places forever.
+    if (isa<ReloadStartOp>(peakOp))
+      return false;
+    for (PlacedOffload &placed : placed) {
+      Operation *use = *placed.reload.getFuture().getUsers().begin();
+      size_t reload = timeline.indexOf(placed.reload);
+      if (reload <= peak && peak < timeline.indexOf(use) &&
+          placed.reload != peakOp && peakOp->isBeforeInBlock(use)) {
+        placed.reload->moveAfter(peakOp);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// When the peak falls while a placed offload's copy is still in flight,
+  /// waits for the copy before the peak op: compute may stall, memory fits.
+  bool tightenWaitAround(size_t peak, const MemoryTimeline &timeline) {
+    Operation *peakOp = timeline.getOps()[peak];
+    for (PlacedOffload &placed : placed) {
+      size_t start = timeline.indexOf(placed.start);
+      size_t waited = timeline.indexOf(placed.hostWait);
+      if (start < peak && peak <= waited && placed.hostWait != peakOp) {
+        placed.hostWait->moveBefore(peakOp);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// The offloads already in the step (from an earlier run of this pass):
+  /// offload, its one wait, the one reload of the host copy.
+  void collectPlaced() {
+    for (auto start : fn.getBody().front().getOps<OffloadStartOp>()) {
+      Value future = start.getFuture();
+      if (!future.hasOneUse())
+        continue;
+      auto hostWait = dyn_cast<WaitOp>(*future.getUsers().begin());
+      if (!hostWait || !hostWait.getResult().hasOneUse())
+        continue;
+      auto reload =
+          dyn_cast<ReloadStartOp>(*hostWait.getResult().getUsers().begin());
+      if (!reload || !reload.getFuture().hasOneUse() ||
+          reload->getBlock() != start->getBlock())
+        continue;
+      placed.push_back(
+          {start, hostWait, reload, getTypeBytes(start.getValue().getType())});
+    }
+  }
+
+  LogicalResult replan() {
+    if (placed.empty())
+      return success();
+    // Reloads first: one started too early holds memory a later wait
+    // needs; then the reloads again, for the waits' new times.
+    if (failed(replanReloads()) || failed(replanOffloadWaits()))
+      return failure();
+    return replanReloads();
+  }
+
+  /// Re-places the waits for the offloads once their set is final. Each
+  /// wait was placed when its copy was predicted done, but an offload
+  /// placed later can queue ahead of it on the FIFO stream and delay it:
+  /// such a wait moves down to the first op issued after its copy ends,
+  /// as far as the budget allows (the device buffer lives until the wait).
+  LogicalResult replanOffloadWaits() {
+    for (int round = 0; round < 4; ++round) {
+      // Times by op (moves shift indices); the timeline and the times are
+      // recomputed after each move only.
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      SimulationResult sim = simulation.run(*timeline);
+      llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
+      auto simOf = [&](Operation *op) -> const SimulatedOp & {
+        return sim.ops[simIndex.at(op)];
+      };
+      bool moved = false;
+      for (PlacedOffload &placed : placed) {
+        double stall = simOf(placed.hostWait).stall;
+        if (stall <= 0)
+          continue;
+        double ready = sim.futureReady.lookup(placed.start.getFuture());
+        size_t current = timeline->indexOf(placed.hostWait);
+        size_t limit = timeline->indexOf(placed.reload);
+        // Ops that would be issued before the copy ends (once this wait
+        // no longer stalls them) go before it; the buffer then stays live
+        // through them.
+        size_t target = current + 1;
+        while (target < limit &&
+               simOf(timeline->getOps()[target]).issue - stall < ready &&
+               timeline->deviceBytesAt(target) + placed.bytes <= budget)
+          ++target;
+        if (target > current + 1) {
+          placed.hostWait->moveBefore(timeline->getOps()[target]);
+          moved = true;
+          // Later waits see the times this move gives.
+          timeline = MemoryTimeline::compute(fn);
+          if (failed(timeline))
+            return failure();
+          sim = simulation.run(*timeline);
+          simIndex = indexByOp(sim);
+        }
+      }
+      if (!moved)
+        break;
+    }
+    return success();
+  }
+
+  /// Re-places every reload once the set of offloads is final. Each was
+  /// placed alone, just in time; together they queue on one FIFO stream,
+  /// so a reload placed early for itself can still start late behind
+  /// others. Walking the reloads from the last use back, each must finish
+  /// by its use and by the start of the reload queued after it: that gives
+  /// the latest start that stalls nothing. Then, in use order, each moves
+  /// to the op issued at that time, or to the earliest op the budget
+  /// allows if that is later (then the copy stalls compute, as little as
+  /// memory permits). A few rounds, since stalls shift the times.
+  LogicalResult replanReloads() {
+    for (int round = 0; round < 4; ++round) {
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        return failure();
+      SimulationResult sim = simulation.run(*timeline);
+      llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
+      auto useOf = [&](PlacedOffload &placed) {
+        return simIndex.lookup(*placed.reload.getFuture().getUsers().begin());
+      };
+      std::vector<PlacedOffload *> order;
+      for (PlacedOffload &placed : placed)
+        order.push_back(&placed);
+      llvm::sort(order, [&](PlacedOffload *a, PlacedOffload *b) {
+        return useOf(*a) < useOf(*b);
+      });
+      // When each op would be issued if no copy stalled compute: the
+      // deadlines a stall-free queue must meet (the simulated times
+      // include this round's stalls, which would excuse late reloads).
+      std::vector<double> stallFree(sim.ops.size());
+      double copyStalls = 0;
+      for (auto [i, op] : llvm::enumerate(sim.ops)) {
+        stallFree[i] = op.issue - copyStalls;
+        if (auto wait = dyn_cast<WaitOp>(op.op))
+          if (isa_and_nonnull<OffloadStartOp, ReloadStartOp>(
+                  wait->getOperand(0).getDefiningOp()))
+            copyStalls += op.stall;
+      }
+      // Latest start times, from the last use back.
+      std::vector<double> latestStart(order.size());
+      double nextStart = std::numeric_limits<double>::infinity();
+      for (size_t k = order.size(); k-- > 0;) {
+        double finish = std::min(stallFree[useOf(*order[k])], nextStart);
+        latestStart[k] = finish - costModel.copySeconds(order[k]->bytes);
+        nextStart = latestStart[k];
+      }
+      bool moved = false;
+      ReloadOrder now(*timeline);
+      size_t previous = 0; // keep the issue order = the use order (FIFO)
+      for (auto [k, placed] : llvm::enumerate(order)) {
+        size_t current = now.indexOf(placed->reload);
+        size_t use =
+            now.indexOf(*placed->reload.getFuture().getUsers().begin());
+        size_t lowest = std::max(now.indexOf(placed->hostWait) + 1, previous);
+        // The latest op issued by the latest start (sim indices are those
+        // of the round's first timeline: the ops' order only changes here,
+        // by moving reloads, so map through the ops themselves).
+        size_t target = lowest;
+        for (size_t i = lowest; i < use; ++i) {
+          Operation *op = now.opAt(i);
+          auto simIt = simIndex.find(op);
+          if (simIt == simIndex.end() ||
+              stallFree[simIt->second] <= latestStart[k])
+            target = i;
+          else
+            break;
+        }
+        // No earlier than the budget allows: the reloaded buffer is live
+        // from the reload to the use (scanned back from where it is now).
+        if (target < current) {
+          size_t earliest = current;
+          while (earliest > target &&
+                 now.deviceBytesAt(earliest - 1) + placed->bytes <= budget)
+            --earliest;
+          target = earliest;
+        }
+        if (target != current && target < use) {
+          placed->reload->moveBefore(now.opAt(target));
+          now.moveReload(current, target, placed->bytes);
+          moved = true;
+        }
+        previous = now.indexOf(placed->reload) + 1;
+      }
+      if (!moved)
+        break;
+#ifndef NDEBUG
+      // The kept order is the IR's, its bytes the timeline's (but at the
+      // reloads, left stale).
+      FailureOr<MemoryTimeline> fresh = MemoryTimeline::compute(fn);
+      if (failed(fresh))
+        return failure();
+      for (auto [i, op] : llvm::enumerate(fresh->getOps())) {
+        assert(now.opAt(i) == op && "reload order out of step with the IR");
+        assert((isa<ReloadStartOp>(op) ||
+                now.deviceBytesAt(i) == fresh->deviceBytesAt(i)) &&
+               "reload order's bytes out of step with the timeline");
+      }
+#endif
+    }
+    return success();
+  }
+
+  void offload(const OffloadCandidate &candidate,
+               const MemoryTimeline &timeline, const SimulationResult &sim,
+               size_t peak) {
+    const std::vector<Operation *> &ops = timeline.getOps();
+    size_t begin = timeline.indexOf(candidate.lastBefore);
+    size_t end = timeline.indexOf(candidate.firstAfter);
+    double copy = costModel.copySeconds(candidate.bytes);
+
+    // Copies queue FIFO on their stream: one can start only once the
+    // stream has finished what was issued before it.
+    std::vector<double> d2hFree =
+        streamFreeBefore(sim, StreamKind::DeviceToHost);
+    std::vector<double> h2dFree =
+        streamFreeBefore(sim, StreamKind::HostToDevice);
+
+    // The offload's wait: at the first op the copy is predicted done by.
+    double offloadDone =
+        std::max(sim.ops[begin].end, d2hFree[begin + 1]) + copy;
+    size_t waitAt = begin + 1;
+    while (waitAt < end && sim.ops[waitAt].issue < offloadDone)
+      ++waitAt;
+    // The reload: the latest op at which the copy, queued behind the
+    // reloads issued before it, still ends before the use.
+    double needBy = sim.ops[end].issue;
+    size_t reloadAt = end;
+    while (reloadAt > waitAt &&
+           std::max(sim.ops[reloadAt].issue, h2dFree[reloadAt]) + copy > needBy)
+      --reloadAt;
+    // The buffer must be off the device at the peak this offload is for:
+    // wait before it and reload after it, even if compute then stalls.
+    if (begin < peak && peak < waitAt)
+      waitAt = peak;
+    if (reloadAt <= peak && peak < end)
+      reloadAt = peak + 1;
+
+    Location loc = candidate.value.getLoc();
+    OpBuilder builder(fn.getContext());
+    builder.setInsertionPointAfter(candidate.lastBefore);
+    auto start = OffloadStartOp::create(builder, loc, candidate.value);
+    builder.setInsertionPoint(ops[waitAt]);
+    auto host = WaitOp::create(builder, loc, start.getFuture());
+    builder.setInsertionPoint(ops[reloadAt]);
+    auto reload = ReloadStartOp::create(builder, loc, host.getResult());
+    builder.setInsertionPoint(candidate.firstAfter);
+    auto back = WaitOp::create(builder, loc, reload.getFuture());
+    placed.push_back({start, host, reload, candidate.bytes});
+    Block &body = fn.getBody().front();
+    // Every read from the next use on, through views of the reload where
+    // it read views of the value.
+    redirectBufferUses(
+        candidate.value, back.getResult(),
+        [&](OpOperand &use) {
+          Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+          return top && top != start && !isa<OffloadStartOp>(top) &&
+                 timeline.indexOf(top) >= end;
+        },
+        builder);
+  }
+
+  func::FuncOp fn;
+  const CostModel &costModel;
+  // The offloader adds and moves schedule ops and erases none.
+  IncrementalSimulation simulation;
+  int64_t budget, minBytes, keepLast;
+  std::vector<PlacedOffload> placed;
+};
+
+} // namespace
+
+double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
+                               int64_t budget, int64_t minBytes,
+                               SmallVectorImpl<Value> *stalled) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  if (failed(timeline))
+    return kNever;
+  double before = StreamSimulator(costModel).run(fn, *timeline).stepSeconds;
+  // A copy beside `fn` (its own name: nothing may find it in its place),
+  // errors kept quiet: a placement that cannot fit is an answer here.
+  OpBuilder builder(fn);
+  IRMapping mapping;
+  auto copy = cast<func::FuncOp>(builder.clone(*fn, mapping));
+  copy.setName((fn.getName() + ".offload_trial").str());
+  double added = kNever;
+  {
+    ScopedDiagnosticHandler quiet(fn.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    // Placed, then re-timed as the pipeline does after prefetch.
+    auto place = [&] {
+      if (failed(ActivationOffloader(copy, costModel, budget, minBytes,
+                                     /*keepLast=*/0)
+                     .run()))
+        return false;
+      insertReloadReleases(copy);
+      return true;
+    };
+    if (place() && place())
+      if (FailureOr<MemoryTimeline> placed = MemoryTimeline::compute(copy);
+          succeeded(placed)) {
+        SimulationResult sim = StreamSimulator(costModel).run(copy, *placed);
+        added = sim.stepSeconds - before;
+        if (stalled) {
+          // The copy's offloaded values, back to fn's, by their stall.
+          llvm::DenseMap<Value, Value> original;
+          for (auto [from, to] : mapping.getValueMap())
+            original[to] = from;
+          SmallVector<std::pair<double, Value>> byStall;
+          for (auto offload : copy.getBody().front().getOps<OffloadStartOp>()) {
+            auto wait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
+            double stall = sim.ops[placed->indexOf(wait)].stall;
+            if (Value value = original.lookup(offload.getValue());
+                value && stall > 0)
+              byStall.push_back({stall, value});
+          }
+          llvm::stable_sort(byStall,
+                            [](auto &a, auto &b) { return a.first > b.first; });
+          for (auto &[stall, value] : byStall)
+            stalled->push_back(value);
+        }
+      }
+  }
+  copy.erase();
+  return added;
+}
+
+namespace {
+
+struct OffloadActivationsPass
+    : public dc::impl::DCOffloadActivationsBase<OffloadActivationsPass> {
+  using DCOffloadActivationsBase::DCOffloadActivationsBase;
+
+  void runOnOperation() override {
+    if (failed(checkOptionRange(getOperation(), getArgument(), "min-bytes",
+                                minBytes, 0)) ||
+        failed(checkOptionRange(getOperation(), getArgument(), "keep-last",
+                                keepLast, 0)))
+      return signalPassFailure();
+    auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
+                    const CostModel &costModel) {
+      if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
+                                     keepLast)
+                     .run()))
+        return failure();
+      // Each reloaded buffer is freed after its last use, as planned.
+      insertReloadReleases(fn);
+      return success();
+    };
+    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
+                            profile, optimizerStateBytes, plan,
+                            /*replacesReloadReleases=*/true)))
+      signalPassFailure();
+  }
+};
+
+} // namespace
