@@ -10,10 +10,11 @@ import operator
 
 import torch
 
+import dc_mlir
 from . import lower
 from .errors import ExportError, where
 from .lower import DTYPES, Lowering, Value
-from .mlir import Module, float_literal, location, tensor_type
+from .mlir import Module, location
 from .trace import capture, default_loss
 
 
@@ -49,7 +50,7 @@ def _constant(m, node, tensor):
     elt = lower.element_type(tensor.dtype, node)
     flat = tensor.reshape(-1).tolist()
     if elt in ("f32", "bf16", "f16"):
-        items = [float_literal(float(v), elt) for v in flat]
+        items = [dc_mlir.float_literal(float(v), elt) for v in flat]
     elif elt == "i1":
         items = ["true" if v else "false" for v in flat]
     else:
@@ -193,13 +194,11 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
         inputs.append(v)
         kind = "parameter" if i < len(params.trainable) else "buffer"
         named[f"args_{i}"] = f"{kind} '{pname}'"
-        signature.append(f"    {v.name}: {v.type} {{dc.param = #dc.param<"
-                         f"id = {i}, name = \"{pname}\">}}")
+        signature.append(dc_mlir.param_arg(v, i, pname))
     for data in ("tokens", "targets"):
         v = Value(m.fresh(data), (batch, seq), "i32")
         inputs.append(v)
-        signature.append(f"    {v.name}: {v.type} {{dc.vocab = {vocab} : "
-                         "i64}")
+        signature.append(dc_mlir.vocab_arg(v, vocab))
     placeholders = [n for n in graph_module.graph.nodes
                     if n.op == "placeholder"]
     named = {n.name: named.get(f"args_{i}", n.name)
@@ -207,15 +206,15 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
     outputs = _lower_graph(graph_module, m, inputs, named)
     m.loc = None
     loss, grads = outputs[0], outputs[1:]
-    results = ["tensor<f32> {dc.loss}"]
+    results = [dc_mlir.LOSS_RESULT]
     returned = [loss.name]
     L = Lowering(m)
     for i, ((pname, t), g) in enumerate(zip(params.trainable, grads)):
         g = L.cast(g, inputs[i].elt)
         returned.append(g.name)
-        results.append(f"{inputs[i].type} {{dc.grad = #dc.grad<param = {i}>}}")
-    types = [tensor_type((), "f32")] + [inputs[i].type
-                                       for i in range(len(grads))]
+        results.append(dc_mlir.grad_result(inputs[i].type, i))
+    types = [dc_mlir.tensor_type((), "f32")] + [
+        inputs[i].type for i in range(len(grads))]
     m.emit(f"return {', '.join(returned)} : {', '.join(types)}")
 
     count = sum(t.numel() for _, t in params.trainable)
@@ -223,11 +222,7 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
            f"seq {seq}, {dtype}, vocab {vocab}",
            f"// parameters: {count} in {len(params.trainable)} tensors"
            + (f", {len(params.frozen)} non-trainable" if params.frozen
-              else ""),
-           f"func.func @{name}(", ",\n".join(signature) + ")",
-           "    -> (" + ",\n        ".join(results) + ") {"]
-    out += [f"  {n} = {text}" for n, text in m.constants.values()]
-    out += m.lines
-    out.append("}")
+              else "")]
+    out += m.function(name, signature, results)
     weights = {pname: t.detach() for pname, t in tensors}
     return Exported("\n".join(out) + "\n", weights)

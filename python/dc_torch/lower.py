@@ -8,8 +8,8 @@ import math
 
 import torch
 
+from dc_mlir import FLOAT_TYPES, Value
 from .errors import ExportError, where
-from .mlir import FLOAT_TYPES, Value
 
 aten = torch.ops.aten
 
@@ -396,7 +396,7 @@ class Transposed:
 
     def materialize(self, m):
         if self.value is None:
-            self.value = m.transpose(self.source, self.perm)
+            self.value = m.transpose("transpose", self.source, self.perm)
         return self.value
 
 
@@ -409,13 +409,14 @@ def _matmul_operand(L, x):
 def mm(L, node, args, kwargs):
     (shape, elt), = result_info(node)
     (a, ta), (b, tb) = (_matmul_operand(L, x) for x in args[:2])
-    return L.m.matmul(a, b, L.full(shape, elt, 0.0), ta, tb)
+    return L.m.matmul("mm", a, b, L.full(shape, elt, 0.0), ta, tb)
 
 
 def bmm(L, node, args, kwargs):
     (shape, elt), = result_info(node)
     (a, ta), (b, tb) = (_matmul_operand(L, x) for x in args[:2])
-    return L.m.batch_matmul(a, b, L.full(shape, elt, 0.0), ta, tb)
+    return L.m.batch_matmul("bmm", a, b, L.full(shape, elt, 0.0), ta,
+                            tb)
 
 
 # -- shapes, views, slices -----------------------------------------------------------
@@ -438,7 +439,7 @@ def permute(L, node, args, kwargs):
         return x
     if perm in ([1, 0], [0, 2, 1]):
         return Transposed(x, perm)
-    return L.m.transpose(x, perm)
+    return L.m.transpose("transpose", x, perm)
 
 
 def expand(L, node, args, kwargs):
@@ -467,7 +468,7 @@ def slice_(L, node, args, kwargs):
     offsets[dim] = start
     strides = [1] * x.rank
     strides[dim] = step
-    return L.m.extract_slice(x, offsets, shape, strides)
+    return L.m.extract_slice("slice", x, offsets, shape, strides)
 
 
 def split_with_sizes(L, node, args, kwargs):
@@ -482,7 +483,8 @@ def split_with_sizes(L, node, args, kwargs):
         offsets = [0] * x.rank
         offsets[dim] = start
         parts.append(x if size == x.shape[dim] else
-                     L.m.extract_slice(x, offsets, shape, [1] * x.rank))
+                     L.m.extract_slice("slice", x, offsets, shape,
+                                       [1] * x.rank))
         start += size
     return parts
 
@@ -504,8 +506,8 @@ def select(L, node, args, kwargs):
     offsets = [0] * x.rank
     offsets[dim] = index
     (shape, _), = result_info(node)
-    return L.m.reshape(L.m.extract_slice(x, offsets, sizes, [1] * x.rank),
-                       shape)
+    return L.m.reshape(
+        L.m.extract_slice("slice", x, offsets, sizes, [1] * x.rank), shape)
 
 
 def slice_backward(L, node, args, kwargs):
@@ -517,7 +519,7 @@ def slice_backward(L, node, args, kwargs):
     offsets[dim] = start
     strides = [1] * len(sizes)
     strides[dim] = step
-    return L.m.insert_slice(grad, zeros, offsets, strides)
+    return L.m.insert_slice("inserted", grad, zeros, offsets, strides)
 
 
 def select_backward(L, node, args, kwargs):
@@ -529,7 +531,8 @@ def select_backward(L, node, args, kwargs):
     zeros = L.full(sizes, grad.elt, 0.0)
     offsets = [0] * len(sizes)
     offsets[dim] = index
-    return L.m.insert_slice(L.m.reshape(grad, shape), zeros, offsets)
+    return L.m.insert_slice("inserted", L.m.reshape(grad, shape), zeros,
+                            offsets)
 
 
 def cat(L, node, args, kwargs):
@@ -541,7 +544,7 @@ def cat(L, node, args, kwargs):
     for t in tensors:
         offsets = [0] * len(shape)
         offsets[dim] = offset
-        out = L.m.insert_slice(L.cast(t, elt), out, offsets)
+        out = L.m.insert_slice("inserted", L.cast(t, elt), out, offsets)
         offset += t.shape[dim]
     return out
 
@@ -684,41 +687,30 @@ def embedding_dense_backward(L, node, args, kwargs):
     flat_idx = m.reshape(indices, [n])
     rows = m.reshape(grad, [n, dim])
     table = L.full([num_weights, dim], "f32", 0.0)
-    i, acc = m.fresh("tok"), m.fresh("table")
-    out = Value(m.fresh("embedding_grad"), table.shape, "f32")
-    m.emit(f"{out.name} = scf.for {i} = {m.index_const(0)} to "
-           f"{m.index_const(n)} step {m.index_const(1)} iter_args({acc} = "
-           f"{table.name}) -> ({table.type}) {{")
-    m.depth += 1
-    tok = m.fresh("tok_id")
-    m.emit(f"{tok} = tensor.extract {flat_idx.name}[{i}] : {flat_idx.type}")
-    row = m.fresh("row")
-    m.emit(f"{row} = arith.index_cast {tok} : {flat_idx.elt} to index")
-    g = Value(m.fresh("grad_row"), [1, dim], rows.elt)
-    m.emit(f"{g.name} = tensor.extract_slice {rows.name}[{i}, 0] [1, {dim}] "
-           f"[1, 1] : {rows.type} to {g.type}")
-    a = Value(m.fresh("acc_row"), [1, dim], "f32")
-    m.emit(f"{a.name} = tensor.extract_slice {acc}[{row}, 0] [1, {dim}] "
-           f"[1, 1] : {table.type} to {a.type}")
-    skip = None
-    if padding_idx is not None and padding_idx >= 0:
-        skip = m.fresh("is_padding")
-        m.emit(f"{skip} = arith.cmpi eq, {tok}, "
-               f"{m.scalar_const(padding_idx, flat_idx.elt)} : {flat_idx.elt}")
 
-    def body(b):
-        v = b.convert(b.ins[0], rows.elt, "f32")
-        if skip:
-            v = b(f"arith.select {skip}, {b.const(0.0)}, {v} : f32")
-        return [b(f"arith.addf {b.outs[0]}, {v} : f32")]
-    s = m.generic("sum_row", [g], [["d0", "d1"]], [a], [["d0", "d1"]],
-                  ["parallel", "parallel"], body)
-    nxt = m.fresh("next")
-    m.emit(f"{nxt} = tensor.insert_slice {s.name} into {acc}[{row}, 0] "
-           f"[1, {dim}] [1, 1] : {s.type} into {table.type}")
-    m.emit(f"scf.yield {nxt} : {table.type}")
-    m.depth -= 1
-    m.emit("}")
+    def add_row(i, acc):
+        tok = m.scalar("tok_id", f"tensor.extract {flat_idx.name}[{i}] : "
+                       f"{flat_idx.type}")
+        row = m.scalar("row", f"arith.index_cast {tok} : {flat_idx.elt} to "
+                       "index")
+        g = m.extract_slice("grad_row", rows, [i, 0], [1, dim])
+        a = m.extract_slice("acc_row", acc, [row, 0], [1, dim])
+        skip = None
+        if padding_idx is not None and padding_idx >= 0:
+            skip = m.scalar("is_padding", f"arith.cmpi eq, {tok}, "
+                            f"{m.scalar_const(padding_idx, flat_idx.elt)} : "
+                            f"{flat_idx.elt}")
+
+        def body(b):
+            v = b.convert(b.ins[0], rows.elt, "f32")
+            if skip:
+                v = b(f"arith.select {skip}, {b.const(0.0)}, {v} : f32")
+            return [b(f"arith.addf {b.outs[0]}, {v} : f32")]
+        s = m.generic("sum_row", [g], [["d0", "d1"]], [a], [["d0", "d1"]],
+                      ["parallel", "parallel"], body)
+        return m.insert_slice("next", s, acc, [row, 0])
+
+    out = m.for_loop("embedding_grad", n, table, add_row, "tok", "table")
     return L.cast(out, elt)
 
 
@@ -798,28 +790,13 @@ def nll_loss_backward(L, node, args, kwargs):
 
 def attention(L, node, args, kwargs):
     q, k, v, causal, scale = args
-    m = L.m
-    o = Value(m.fresh("attn"), q.shape, q.elt)
-    lse = Value(m.fresh("attn_lse"), q.shape[:-1], "f32")
-    mask = " causal" if causal else ""
-    m.emit(f"{o.name}, {lse.name} = dc.attention {q.name}, {k.name}, "
-           f"{v.name}{mask} scale = {float(scale)!r} : {q.type}, {k.type}, "
-           f"{v.type} -> {o.type}, {lse.type}")
-    return o, lse
+    return L.m.attention("attn", q, k, v, scale, causal)
 
 
 def attention_grad(L, node, args, kwargs):
     q, k, v, o, lse, do, causal, scale = args
-    m = L.m
-    grads = [Value(m.fresh(f"attn_{g}"), x.shape, x.elt)
-             for g, x in (("dq", q), ("dk", k), ("dv", v))]
-    ins = (q, k, v, o, lse, do)
-    mask = " causal" if causal else ""
-    m.emit(f"{', '.join(g.name for g in grads)} = dc.attention_grad "
-           f"{', '.join(x.name for x in ins)}{mask} scale = "
-           f"{float(scale)!r} : {', '.join(x.type for x in ins)} -> "
-           f"{', '.join(g.type for g in grads)}")
-    return tuple(grads)
+    return tuple(L.m.attention_grad("attn", q, k, v, o, lse, do, scale,
+                                    causal))
 
 
 # -- the supported set ----------------------------------------------------------------
