@@ -6,7 +6,7 @@
 #
 # Included last by the top level (and by the runtime-only build, which
 # installs libdcrt, its headers and dc-run only). The layout is the usual
-# one: bin/, include/{dc,dc-c,dcrt}/, lib/ and lib/cmake/dc/.
+# one: bin/, include/{dc,dc-c,dcrt}/, lib/, lib/cmake/dc/ and share/dc/.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -54,6 +54,10 @@ install(FILES ${PROJECT_BINARY_DIR}/runtime/include/dcrt/assert-config.hpp
 if(NOT DC_RUNTIME_ONLY)
   install(PROGRAMS ${DC_TOOLS_DIR}/dc-gen-llama
     DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # dc-gen-llama imports dc_mlir from ../share/dc/python (the default
+  # bindir and datadir).
+  install(FILES ${PROJECT_BINARY_DIR}/share/dc/python/dc_mlir.py
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/dc/python)
   # Headers (and ODS, for projects that extend the dialect) from the source
   # tree, the generated .inc files from the build tree: one include/dc/.
   foreach(dir ${PROJECT_SOURCE_DIR}/include/dc

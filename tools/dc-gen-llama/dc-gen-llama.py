@@ -19,7 +19,16 @@ The output depends only on the options, byte for byte.
 
 import argparse
 import math
+import os
 import sys
+
+# dc_mlir, the MLIR writer this shares with dc_torch, is in share/dc/python
+# beside bin/ in the build tree and in an installed prefix (from the source
+# tree: PYTHONPATH=python).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)),
+                                os.pardir, "share", "dc", "python"))
+import dc_mlir  # noqa: E402
+from dc_mlir import Value  # noqa: E402
 
 PRESETS = {
     "tiny": dict(layers=2, dim=16, ffn=32, heads=2, vocab=32, batch=2, seq=8),
@@ -39,39 +48,13 @@ RMS_EPS = 1e-5
 STATS = "f32"  # element type of softmax / norm / loss statistics
 
 
-def tensor_type(shape, elt):
-    return "tensor<" + "".join(f"{d}x" for d in shape) + elt + ">"
-
-
-class Value:
-    """An SSA tensor value of the function body."""
-
-    def __init__(self, name, shape, elt):
-        self.name = name
-        self.shape = list(shape)
-        self.elt = elt
-
-    @property
-    def type(self):
-        return tensor_type(self.shape, self.elt)
-
-
-class Body:
+class Body(dc_mlir.Body):
     """Builds the scalar region of one linalg.generic. Arithmetic happens in
     f32: `load`/`acc` widen bf16 block arguments and `narrow` rounds the
     result, the way a GPU kernel keeps bf16 in memory and f32 in registers."""
 
-    def __init__(self, in_elts, out_elts):
-        self.lines = []
-        self.ins = [f"%a{i}" for i in range(len(in_elts))]
-        self.outs = [f"%o{i}" for i in range(len(out_elts))]
-        self.in_elts = in_elts
-        self.out_elts = out_elts
-
-    def __call__(self, rhs):
-        name = f"%e{len(self.lines)}"
-        self.lines.append(f"{name} = {rhs}")
-        return name
+    ARGS = ("a", "o")
+    OP = "e"
 
     def load(self, i):
         return self._widen(self.ins[i], self.in_elts[i])
@@ -104,133 +87,41 @@ class Body:
         minus_a = self(f"arith.negf {a} : f32")
         return self.div(one, self.add(one, self.exp(minus_a)))
 
-    def index(self, dim):
-        return self(f"linalg.index {dim} : index")
-
     def index_f32(self, dim):
         """Loop dim `dim`'s position as an f32."""
         i = self(f"arith.index_cast {self.index(dim)} : index to i32")
         return self(f"arith.sitofp {i} : i32 to f32")
 
 
-def affine_map(num_dims, results):
-    """Results are loop dims (ints) or affine expressions of them (strings,
-    e.g. "1 - d3")."""
-    dims = ", ".join(f"d{i}" for i in range(num_dims))
-    res = ", ".join(r if isinstance(r, str) else f"d{r}" for r in results)
-    return f"affine_map<({dims}) -> ({res})>"
+class Emitter(dc_mlir.Module):
+    """Writes the function body as text: readable SSA names, named scalar
+    constants, affine maps as named aliases."""
 
+    Body = Body
+    EMPTY = FILL = "init"
 
-class Emitter:
-    """Writes the function body as text: fresh readable SSA names, scalar
-    constants hoisted to the top, affine maps as named aliases."""
-
-    def __init__(self, elt):
-        self.elt = elt
-        self.lines = []
-        self.used_names = set()
+    def __init__(self):
+        super().__init__()
         self.map_aliases = {}
-        self.constants = {}
-        self.depth = 0  # nesting of the region being written (scf.for)
 
-    # -- names, constants, maps ---------------------------------------------
-
-    def fresh(self, hint):
-        name, n = hint, 1
-        while name in self.used_names:
-            n += 1
-            name = f"{hint}_{n}"
-        self.used_names.add(name)
-        return "%" + name
-
-    def emit(self, line):
-        self.lines.append("  " * (1 + self.depth) + line)
-
-    def const(self, value, elt, hint=None):
+    def scalar_const(self, value, elt, hint=None):
         """A scalar constant, emitted once per (hint, value, type) at the top
         of the function. Zero, one and -inf name themselves."""
         hint = hint or {0.0: "zero", 1.0: "one", -math.inf: "neg_inf"}[value]
-        key = (hint, repr(value), elt)
-        if key not in self.constants:
-            if value == -math.inf:
-                assert elt == "f32", "-inf only seeds f32 statistics"
-                text = "0xFF800000"
-            else:
-                # MLIR float literals need a '.' before any exponent.
-                text = repr(float(value))
-                if "." not in text:
-                    text = text.replace("e", ".0e")
-            name = hint if elt == "f32" else f"{hint}_{elt}"
-            self.constants[key] = (self.fresh(name),
-                                   f"arith.constant {text} : {elt}")
-        return self.constants[key][0]
+        return self.hoist((hint, repr(value), elt),
+                          hint if elt == "f32" else f"{hint}_{elt}",
+                          f"arith.constant "
+                          f"{dc_mlir.float_literal(value, elt)} : {elt}")
 
-    def index(self, value):
-        """An index constant, emitted once at the top of the function."""
-        key = ("c", str(value), "index")
-        if key not in self.constants:
-            self.constants[key] = (self.fresh(f"c{value}"),
-                                   f"arith.constant {value} : index")
-        return self.constants[key][0]
-
-    def map(self, num_dims, results):
+    def map_attr(self, num_dims, results):
         """Alias of a projection map, e.g. #m3_02 = (d0, d1, d2) -> (d0, d2);
         an expression result is spelled out (1 - d3: "_1md3_")."""
         alias = f"#m{num_dims}_" + "".join(
             str(r) if isinstance(r, int) else
             "_" + r.replace(" ", "").replace("-", "m").replace("+", "p") + "_"
             for r in results)
-        self.map_aliases[alias] = affine_map(num_dims, results)
+        self.map_aliases[alias] = dc_mlir.affine_map(num_dims, results)
         return alias
-
-    # -- tensor ops -----------------------------------------------------------
-
-    def empty(self, shape, elt, hint="init"):
-        v = Value(self.fresh(hint), shape, elt)
-        self.emit(f"{v.name} = tensor.empty() : {v.type}")
-        return v
-
-    def filled(self, shape, elt, value, hint="init"):
-        init = self.empty(shape, elt, hint)
-        v = Value(self.fresh(hint), shape, elt)
-        self.emit(f"{v.name} = linalg.fill ins({self.const(value, elt)} : "
-                  f"{elt}) outs({init.name} : {v.type}) -> {v.type}")
-        return v
-
-    def generic(self, hint, ins, inits, in_maps, out_maps, iterators, body):
-        """linalg.generic over `ins` into `inits` (Values). The maps are
-        result-dim lists over len(iterators) loop dims; `body(b)` returns the
-        yielded scalars. Returns one Value per init."""
-        n = len(iterators)
-        b = Body([v.elt for v in ins], [v.elt for v in inits])
-        yields = body(b)
-        base = self.fresh(hint)
-        if len(inits) == 1:
-            lhs, names = base, [base]
-        else:
-            lhs = f"{base}:{len(inits)}"
-            names = [f"{base}#{i}" for i in range(len(inits))]
-        results = [Value(name, v.shape, v.elt) for name, v in zip(names, inits)]
-        maps = ", ".join(self.map(n, m) for m in list(in_maps) + list(out_maps))
-        its = ", ".join(f'"{t}"' for t in iterators)
-        head = f"{lhs} = linalg.generic {{indexing_maps = [{maps}], " \
-               f"iterator_types = [{its}]}}"
-        if ins:
-            head += (" ins(" + ", ".join(v.name for v in ins) + " : " +
-                     ", ".join(v.type for v in ins) + ")")
-        head += (" outs(" + ", ".join(v.name for v in inits) + " : " +
-                 ", ".join(v.type for v in inits) + ") {")
-        self.emit(head)
-        args = [f"{a}: {v.elt}" for a, v in zip(b.ins, ins)]
-        args += [f"{a}: {v.elt}" for a, v in zip(b.outs, inits)]
-        self.emit(f"^bb0({', '.join(args)}):")
-        for line in b.lines:
-            self.emit("  " + line)
-        self.emit(f"  linalg.yield {', '.join(yields)} : "
-                  f"{', '.join(v.elt for v in inits)}")
-        types = ", ".join(v.type for v in inits)
-        self.emit("} -> " + (types if len(inits) == 1 else f"({types})"))
-        return results if len(results) > 1 else results[0]
 
     def elementwise(self, hint, ins, elt, body):
         """A parallel generic over the shape of ins[0]; broadcast inputs are
@@ -243,138 +134,11 @@ class Emitter:
             vals.append(v)
             maps.append(dims)
         init = self.empty(shape, elt)
-        return self.generic(hint, vals, [init], maps, [list(range(rank))],
+        return self.generic(hint, vals, maps, [init], [list(range(rank))],
                             ["parallel"] * rank, body)
-
-    def matmul(self, hint, a, b, transpose_a=False, transpose_b=False,
-               acc=None):
-        """a @ b with optional transposed operands (as indexing maps); adds
-        into `acc` when given (linalg.matmul accumulates into its init)."""
-        m = a.shape[1] if transpose_a else a.shape[0]
-        n = b.shape[0] if transpose_b else b.shape[1]
-        out = acc or self.filled([m, n], self.elt, 0.0)
-        v = Value(self.fresh(hint), [m, n], self.elt)
-        maps = ""
-        if transpose_a or transpose_b:
-            maps = "indexing_maps = [{}, {}, {}] ".format(
-                self.map(3, [2, 0] if transpose_a else [0, 2]),
-                self.map(3, [1, 2] if transpose_b else [2, 1]),
-                self.map(3, [0, 1]))
-        self.emit(f"{v.name} = linalg.matmul {maps}ins({a.name}, {b.name} : "
-                  f"{a.type}, {b.type}) outs({out.name} : {v.type}) -> "
-                  f"{v.type}")
-        return v
-
-    def batch_matmul(self, hint, a, b, transpose_a=False, transpose_b=False):
-        """Per-batch a @ b on [batch, rows, cols] tensors, transposes as in
-        matmul."""
-        batch = a.shape[0]
-        m = a.shape[2] if transpose_a else a.shape[1]
-        n = b.shape[1] if transpose_b else b.shape[2]
-        out = self.filled([batch, m, n], self.elt, 0.0)
-        v = Value(self.fresh(hint), [batch, m, n], self.elt)
-        maps = ""
-        if transpose_a or transpose_b:
-            maps = "indexing_maps = [{}, {}, {}] ".format(
-                self.map(4, [0, 3, 1] if transpose_a else [0, 1, 3]),
-                self.map(4, [0, 2, 3] if transpose_b else [0, 3, 2]),
-                self.map(4, [0, 1, 2]))
-        self.emit(f"{v.name} = linalg.batch_matmul {maps}ins({a.name}, "
-                  f"{b.name} : {a.type}, {b.type}) outs({out.name} : "
-                  f"{v.type}) -> {v.type}")
-        return v
-
-    def attention(self, hint, q, k, v, scale):
-        """Causal dc.attention on [B*H, S, Dh]; returns (o, lse)."""
-        o = Value(self.fresh(hint), q.shape, q.elt)
-        lse = Value(self.fresh(f"{hint}_lse"), q.shape[:-1], "f32")
-        self.emit(f"{o.name}, {lse.name} = dc.attention {q.name}, {k.name}, "
-                  f"{v.name} causal scale = {scale!r} : {q.type}, {k.type}, "
-                  f"{v.type} -> {o.type}, {lse.type}")
-        return o, lse
-
-    def attention_grad(self, hint, q, k, v, o, lse, do, scale):
-        """dc.attention_grad of a causal dc.attention; returns (dq, dk, dv)."""
-        grads = [Value(self.fresh(f"{hint}_{g}"), x.shape, x.elt)
-                 for g, x in (("dq", q), ("dk", k), ("dv", v))]
-        ins = (q, k, v, o, lse, do)
-        self.emit(f"{', '.join(g.name for g in grads)} = dc.attention_grad "
-                  f"{', '.join(x.name for x in ins)} causal scale = "
-                  f"{scale!r} : {', '.join(x.type for x in ins)} -> "
-                  f"{', '.join(g.type for g in grads)}")
-        return grads
-
-    def transpose(self, hint, x, perm):
-        init = self.empty([x.shape[p] for p in perm], x.elt)
-        v = Value(self.fresh(hint), init.shape, x.elt)
-        self.emit(f"{v.name} = linalg.transpose ins({x.name} : {x.type}) "
-                  f"outs({init.name} : {v.type}) permutation = "
-                  f"[{', '.join(map(str, perm))}]")
-        return v
-
-    @staticmethod
-    def _reassoc(groups):
-        return "[" + ", ".join(
-            "[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
-
-    def expand(self, hint, x, groups, shape):
-        v = Value(self.fresh(hint), shape, x.elt)
-        self.emit(f"{v.name} = tensor.expand_shape {x.name} "
-                  f"{self._reassoc(groups)} output_shape "
-                  f"[{', '.join(map(str, shape))}] : {x.type} into {v.type}")
-        return v
-
-    def collapse(self, hint, x, groups):
-        shape = [math.prod(x.shape[i] for i in g) for g in groups]
-        v = Value(self.fresh(hint), shape, x.elt)
-        self.emit(f"{v.name} = tensor.collapse_shape {x.name} "
-                  f"{self._reassoc(groups)} : {x.type} into {v.type}")
-        return v
-
-    def extract_slice(self, hint, x, offsets, sizes):
-        """Offsets are integers or SSA index values (strings)."""
-        v = Value(self.fresh(hint), sizes, x.elt)
-        ones = ", ".join("1" for _ in sizes)
-        self.emit(f"{v.name} = tensor.extract_slice {x.name}"
-                  f"[{', '.join(map(str, offsets))}] "
-                  f"[{', '.join(map(str, sizes))}] [{ones}] : {x.type} to "
-                  f"{v.type}")
-        return v
-
-    def insert_slice(self, hint, src, dst, offsets):
-        v = Value(self.fresh(hint), dst.shape, dst.elt)
-        ones = ", ".join("1" for _ in src.shape)
-        self.emit(f"{v.name} = tensor.insert_slice {src.name} into {dst.name}"
-                  f"[{', '.join(map(str, offsets))}] "
-                  f"[{', '.join(map(str, src.shape))}] [{ones}] : {src.type} "
-                  f"into {dst.type}")
-        return v
 
     def comment(self, text):
         self.emit("// " + text)
-
-    def scalar(self, hint, rhs):
-        """One scalar op `%name = rhs` in the current region."""
-        name = self.fresh(hint)
-        self.emit(f"{name} = {rhs}")
-        return name
-
-    def for_loop(self, hint, count, carried, body):
-        """scf.for %i = 0 to count carrying the tensor `carried`;
-        `body(i, acc)` emits the loop body and returns the next value of the
-        carried tensor (a Value). Returns the loop's result."""
-        i = self.fresh(f"{hint}_i")
-        acc = Value(self.fresh(f"{hint}_acc"), carried.shape, carried.elt)
-        v = Value(self.fresh(hint), carried.shape, carried.elt)
-        self.emit(f"{v.name} = scf.for {i} = {self.index(0)} to "
-                  f"{self.index(count)} step {self.index(1)} iter_args("
-                  f"{acc.name} = {carried.name}) -> ({v.type}) {{")
-        self.depth += 1
-        nxt = body(i, acc)
-        self.emit(f"scf.yield {nxt.name} : {nxt.type}")
-        self.depth -= 1
-        self.emit("}")
-        return v
 
 
 class LlamaStep:
@@ -382,7 +146,7 @@ class LlamaStep:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.e = Emitter(cfg.dtype)
+        self.e = Emitter()
         self.elt = cfg.dtype
         self.n_tok = cfg.batch * cfg.seq
         self.head_dim = cfg.dim // cfg.heads
@@ -412,7 +176,7 @@ class LlamaStep:
         leading dims' shape."""
         shape = ins[0].shape[:rank - 1]
         init = self.e.filled(shape, STATS, init_value)
-        return self.e.generic(hint, ins, [init], in_maps,
+        return self.e.generic(hint, ins, in_maps, [init],
                               [list(range(rank - 1))],
                               ["parallel"] * (rank - 1) + ["reduction"], body)
 
@@ -424,8 +188,8 @@ class LlamaStep:
         sumsq = self.row_reduce(
             f"{hint}_sumsq", [x], [[0, 1]], 2, 0.0,
             lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(0)))])
-        inv_d = e.const(1.0 / d, STATS, "inv_dim")
-        eps = e.const(RMS_EPS, STATS, "rms_eps")
+        inv_d = e.scalar_const(1.0 / d, STATS, "inv_dim")
+        eps = e.scalar_const(RMS_EPS, STATS, "rms_eps")
         rstd = e.elementwise(
             f"{hint}_rstd", [sumsq], STATS,
             lambda b: [b(f"math.rsqrt {b.add(b.mul(b.load(0), inv_d), eps)}"
@@ -441,7 +205,7 @@ class LlamaStep:
         dx = r (g - xhat mean(g xhat)),  dweight = sum_rows(dy xhat). The
         residual stream's gradient is added here to save a pass over it."""
         e = self.e
-        inv_d = e.const(1.0 / self.cfg.dim, STATS, "inv_dim")
+        inv_d = e.scalar_const(1.0 / self.cfg.dim, STATS, "inv_dim")
 
         def dot_body(b):
             g = b.mul(b.load(0), b.load(1))
@@ -466,7 +230,7 @@ class LlamaStep:
                            self.elt, dx_body)
         dw_init = e.filled([self.cfg.dim], STATS, 0.0)
         dw32 = e.generic(
-            f"{hint}_dw32", [dy, x, rstd], [dw_init], [[0, 1], [0, 1], [0]],
+            f"{hint}_dw32", [dy, x, rstd], [[0, 1], [0, 1], [0]], [dw_init],
             [[1]], ["reduction", "parallel"],
             lambda b: [b.add(b.acc(),
                              b.mul(b.load(0), b.mul(b.load(1), b.load(2))))])
@@ -499,8 +263,9 @@ class LlamaStep:
         per step in the graph (from the loop indices, no input)."""
         c, e = self.cfg, self.e
         half = self.head_dim // 2
-        log_step = e.const(-2.0 * math.log(c.rope_theta) / self.head_dim,
-                           STATS, "rope_log_step")
+        log_step = e.scalar_const(
+            -2.0 * math.log(c.rope_theta) / self.head_dim, STATS,
+            "rope_log_step")
 
         def angles(b):
             inv_freq = b.exp(b.mul(b.index_f32(1), log_step))
@@ -509,7 +274,7 @@ class LlamaStep:
                     b(f"math.sin {angle} : f32")]
 
         inits = [e.empty([c.seq, half], STATS), e.empty([c.seq, half], STATS)]
-        return e.generic("rope", [], inits, [], [[0, 1], [0, 1]],
+        return e.generic("rope", [], [], inits, [[0, 1], [0, 1]],
                          ["parallel"] * 2, angles)
 
     def rotate(self, hint, x, heads, inverse=False):
@@ -523,7 +288,7 @@ class LlamaStep:
         pairs = e.expand(f"{hint}_pairs", x, [[0, 1], [2, 3, 4]],
                          [c.batch, c.seq, heads, 2, half])
         cos, sin = self.tables
-        zero = e.index(0)
+        zero = e.index_const(0)
 
         def body(b):
             first = b(f"arith.cmpi eq, {b.index(3)}, {zero} : index")
@@ -535,9 +300,10 @@ class LlamaStep:
                              x.elt)]
 
         init = e.empty(pairs.shape, x.elt)
-        out = e.generic(hint, [pairs, pairs, cos, sin], [init],
+        out = e.generic(hint, [pairs, pairs, cos, sin],
                         [[0, 1, 2, 3, 4], [0, 1, 2, "1 - d3", 4], [1, 4],
-                         [1, 4]], [[0, 1, 2, 3, 4]], ["parallel"] * 5, body)
+                         [1, 4]], [init], [[0, 1, 2, 3, 4]], ["parallel"] * 5,
+                        body)
         return e.collapse(f"{hint}_2d", out, [[0, 1], [2, 3, 4]])
 
     def qkv_columns(self):
@@ -553,7 +319,7 @@ class LlamaStep:
         e = self.e
         rows, seq, dh = x.shape
         init = e.empty([rows, self.group, seq, dh], x.elt)
-        rep = e.generic(f"{hint}_rep", [x], [init], [[0, 2, 3]],
+        rep = e.generic(f"{hint}_rep", [x], [[0, 2, 3]], [init],
                         [[0, 1, 2, 3]], ["parallel"] * 4,
                         lambda b: [b.ins[0]])
         return e.collapse(hint, rep, [[0, 1], [2], [3]])
@@ -568,7 +334,7 @@ class LlamaStep:
         x4 = e.expand(f"{hint}_4d", x, [[0, 1], [2], [3]],
                       [rows // self.group, self.group, seq, dh])
         init = e.filled([rows // self.group, seq, dh], "f32", 0.0)
-        acc = e.generic(f"{hint}_acc", [x4], [init], [[0, 1, 2, 3]],
+        acc = e.generic(f"{hint}_acc", [x4], [[0, 1, 2, 3]], [init],
                         [[0, 2, 3]],
                         ["parallel", "reduction", "parallel", "parallel"],
                         lambda b: [b.add(b.acc(), b.load(0))])
@@ -594,7 +360,7 @@ class LlamaStep:
             v = self.repeat_kv(f"{p}_v_rep", v)
         if self.cfg.attention == "fused":
             heads_out, lse = e.attention(f"{p}_ctx", q, k, v,
-                                         self.attn_scale)
+                                         self.attn_scale, causal=True)
             saved = dict(q=q, k=k, v=v, o=heads_out, lse=lse)
         else:
             heads_out, saved = self.decomposed_attention(p, q, k, v)
@@ -607,8 +373,8 @@ class LlamaStep:
         matches; returns the heads' output and what backward needs."""
         e = self.e
         scores = e.batch_matmul(f"{p}_scores", q, k, transpose_b=True)
-        scale = e.const(self.attn_scale, STATS, "attn_scale")
-        neg_inf = e.const(-math.inf, STATS)
+        scale = e.scalar_const(self.attn_scale, STATS, "attn_scale")
+        neg_inf = e.scalar_const(-math.inf, STATS)
 
         def scale_mask(b):
             above_diagonal = b("arith.cmpi ugt, {}, {} : index".format(
@@ -640,7 +406,7 @@ class LlamaStep:
         if self.cfg.attention == "fused":
             dq, dk, dv = e.attention_grad(
                 p, saved["q"], saved["k"], saved["v"], saved["o"],
-                saved["lse"], dctx, self.attn_scale)
+                saved["lse"], dctx, self.attn_scale, causal=True)
         else:
             dq, dk, dv = self.decomposed_attention_backward(p, saved, dctx)
             dk = self.sum_groups(f"{p}_dk_sum", dk)
@@ -668,7 +434,7 @@ class LlamaStep:
         rowdot = self.row_reduce(
             f"{p}_rowdot", [dprobs, probs], [[0, 1, 2], [0, 1, 2]], 3, 0.0,
             lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
-        scale = e.const(self.attn_scale, STATS, "attn_scale")
+        scale = e.scalar_const(self.attn_scale, STATS, "attn_scale")
         dscores = e.elementwise(
             f"{p}_dscores", [dprobs, probs, (rowdot, [0, 1])], self.elt,
             lambda b: [b.narrow(b.mul(b.mul(b.load(1), b.sub(
@@ -684,7 +450,7 @@ class LlamaStep:
         gate = e.matmul(f"{p}_gate", x, w_gate)
         up = e.matmul(f"{p}_up", x, w_up)
 
-        one = e.const(1.0, STATS)
+        one = e.scalar_const(1.0, STATS)
 
         def swiglu(b):
             g = b.load(0)
@@ -700,7 +466,7 @@ class LlamaStep:
         e = self.e
         dw_down = e.matmul(f"{p}_dwdown", saved["act"], dout, transpose_a=True)
         dact = e.matmul(f"{p}_dact", dout, w_down, transpose_b=True)
-        one = e.const(1.0, STATS)
+        one = e.scalar_const(1.0, STATS)
 
         def swiglu_backward(b):
             # s = sigmoid(g), silu = g s, silu' = s (1 + g (1 - s))
@@ -713,9 +479,9 @@ class LlamaStep:
 
         shape = saved["gate"].shape
         dgate, dup = e.generic(
-            f"{p}_dgate", [dact, saved["gate"], saved["up"]],
+            f"{p}_dgate", [dact, saved["gate"], saved["up"]], [[0, 1]] * 3,
             [e.empty(shape, self.elt), e.empty(shape, self.elt)],
-            [[0, 1]] * 3, [[0, 1]] * 2, ["parallel"] * 2, swiglu_backward)
+            [[0, 1]] * 2, ["parallel"] * 2, swiglu_backward)
         dw_gate = e.matmul(f"{p}_dwgate", x, dgate, transpose_a=True)
         dw_up = e.matmul(f"{p}_dwup", x, dup, transpose_a=True)
         dx = e.matmul(f"{p}_dx", dup, w_up, transpose_b=True,
@@ -734,7 +500,7 @@ class LlamaStep:
             return [b(f"tensor.extract {table.name}[{row}, {b.index(1)}] : "
                       f"{table.type}")]
 
-        return e.generic("embed", [tokens], [out], [[0]], [[0, 1]],
+        return e.generic("embed", [tokens], [[0]], [out], [[0, 1]],
                          ["parallel", "parallel"], gather)
 
     def embed_backward(self, tokens, dx):
@@ -753,7 +519,7 @@ class LlamaStep:
             dx_row = e.extract_slice("d_embed_dx_row", dx, [n, 0], [1, d])
             acc_row = e.extract_slice("d_embed_acc_row", acc, [row, 0], [1, d])
             summed = e.generic(
-                "d_embed_sum", [dx_row], [acc_row], [[0, 1]], [[0, 1]],
+                "d_embed_sum", [dx_row], [[0, 1]], [acc_row], [[0, 1]],
                 ["parallel", "parallel"],
                 lambda b: [b.add(b.acc(), b.load(0))])
             return e.insert_slice("d_embed_next", summed, acc, [row, 0])
@@ -783,20 +549,20 @@ class LlamaStep:
                 picked = b(f"arith.extf {picked} : {self.elt} to f32")
             return [b.add(b.acc(), b.sub(b.load(1), picked))]
 
-        total = e.generic("nll_sum", [targets, lse],
-                          [e.filled([], STATS, 0.0)], [[0], [0]], [[]],
+        total = e.generic("nll_sum", [targets, lse], [[0], [0]],
+                          [e.filled([], STATS, 0.0)], [[]],
                           ["reduction"], nll)
-        inv_n = e.const(1.0 / self.n_tok, STATS, "inv_tokens")
-        loss = e.generic("loss", [total], [e.empty([], STATS)], [[]], [[]], [],
+        inv_n = e.scalar_const(1.0 / self.n_tok, STATS, "inv_tokens")
+        loss = e.generic("loss", [total], [[]], [e.empty([], STATS)], [[]], [],
                          lambda b: [b.mul(b.load(0), inv_n)])
         return loss, lse
 
     def cross_entropy_backward(self, logits, lse, targets):
         """dlogits = (softmax(logits) - onehot(target)) / N."""
         e = self.e
-        inv_n = e.const(1.0 / self.n_tok, STATS, "inv_tokens")
-        one = e.const(1.0, STATS)
-        zero = e.const(0.0, STATS)
+        inv_n = e.scalar_const(1.0 / self.n_tok, STATS, "inv_tokens")
+        one = e.scalar_const(1.0, STATS)
+        zero = e.scalar_const(0.0, STATS)
 
         def body(b):
             col = b(f"arith.index_cast {b.ins[2]} : i32 to index")
@@ -811,16 +577,17 @@ class LlamaStep:
     # -- the whole step -------------------------------------------------------
 
     def build(self, params):
+        """Emits the body; returns the function's arguments: the parameters'
+        Values (in `params` order) and the data's (tokens, targets)."""
         c, e = self.cfg, self.e
         arg = {name: Value("%" + name, shape, self.elt)
                for name, shape in params}
-        e.used_names.update(name for name, _ in params)
-        e.used_names.update(("tokens", "targets"))
-        tokens = e.collapse("tokens_flat",
-                            Value("%tokens", [c.batch, c.seq], "i32"), [[0, 1]])
-        targets = e.collapse("targets_flat",
-                             Value("%targets", [c.batch, c.seq], "i32"),
-                             [[0, 1]])
+        e.names.update(name for name, _ in params)
+        e.names.update(("tokens", "targets"))
+        data = [Value(f"%{name}", [c.batch, c.seq], "i32")
+                for name in ("tokens", "targets")]
+        tokens = e.collapse("tokens_flat", data[0], [[0, 1]])
+        targets = e.collapse("targets_flat", data[1], [[0, 1]])
 
         e.comment("---- forward ----")
         if c.rotary:
@@ -877,6 +644,7 @@ class LlamaStep:
         results = [loss] + [grads[name] for name, _ in params]
         e.emit(f"return {', '.join(v.name for v in results)} : "
                f"{', '.join(v.type for v in results)}")
+        return [arg[name] for name, _ in params], data
 
 
 # Per-layer parameters (suffixes of "layers.<i>."), in id order.
@@ -902,7 +670,7 @@ def parameter_specs(c):
 def generate(c):
     params = parameter_specs(c)
     step = LlamaStep(c)
-    step.build(params)
+    args, data = step.build(params)
     e = step.e
     count = sum(math.prod(shape) for _, shape in params)
     millions = f" ({count / 1e6:.1f}M)" if count >= 100000 else ""
@@ -920,22 +688,13 @@ def generate(c):
     ]
     out += [f"{alias} = {text}" for alias, text in e.map_aliases.items()]
     out.append("")
-    sig = [f"    {'%' + name}: {tensor_type(shape, c.dtype)} {{dc.param = "
-           f"#dc.param<id = {i}, name = \"{name}\">}}"
-           for i, (name, shape) in enumerate(params)]
+    sig = [dc_mlir.param_arg(v, i, name)
+           for i, (v, (name, _)) in enumerate(zip(args, params))]
     # Token ids lie in [0, vocab): the manifest tells dc-run.
-    sig += [f"    %tokens: {tensor_type([c.batch, c.seq], 'i32')} "
-            f"{{dc.vocab = {c.vocab} : i64}}",
-            f"    %targets: {tensor_type([c.batch, c.seq], 'i32')} "
-            f"{{dc.vocab = {c.vocab} : i64}}"]
-    res = ["tensor<f32> {dc.loss}"]
-    res += [f"{tensor_type(shape, c.dtype)} {{dc.grad = #dc.grad<param = {i}>}}"
-            for i, (_, shape) in enumerate(params)]
-    out.append("func.func @train_step(\n" + ",\n".join(sig) + ")\n    -> (" +
-               ",\n        ".join(res) + ") {")
-    out += [f"  {name} = {text}" for name, text in e.constants.values()]
-    out += e.lines
-    out.append("}")
+    sig += [dc_mlir.vocab_arg(v, c.vocab) for v in data]
+    res = [dc_mlir.LOSS_RESULT]
+    res += [dc_mlir.grad_result(v.type, i) for i, v in enumerate(args)]
+    out += e.function("train_step", sig, res)
     return "\n".join(out) + "\n"
 
 
