@@ -8,12 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Lowering/DCToDCRT.h"
+#include "dc/GPU/Passes.h"
 #include "dc/Lowering/Passes.h"
 
-#include "dc/Lowering/GemmForm.h"
 #include "RuntimeFunctions.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Lowering/GemmForm.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"

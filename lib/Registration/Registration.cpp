@@ -2,10 +2,10 @@
 //-------===//
 #include "dc/Registration/Registration.h"
 
-#include "dc/GPU/Passes.h"
-#include "dc/Lowering/Passes.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/Transforms/BufferizableOpInterfaceImpl.h"
+#include "dc/GPU/Passes.h"
+#include "dc/Lowering/Passes.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Rewrite/Passes.h"
 #include "dc/Schedule/Passes.h"

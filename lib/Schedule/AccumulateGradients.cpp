@@ -14,9 +14,9 @@
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Support/ByteSize.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

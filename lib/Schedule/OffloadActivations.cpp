@@ -7,11 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/OffloadFloor.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
 #include "dc/Schedule/ReloadReleases.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"

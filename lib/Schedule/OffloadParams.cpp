@@ -1,8 +1,8 @@
 //===- OffloadParams.cpp - parameter shards in host memory ----------------===//
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
 #include "dc/Schedule/ReloadReleases.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
 

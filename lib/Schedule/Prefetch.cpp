@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"

@@ -1,9 +1,9 @@
 //===- Report.cpp - print what the simulator predicts for a schedule ------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/OffloadFloor.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/Accumulators.h"
 #include "dc/Analysis/BufferAliasing.h"

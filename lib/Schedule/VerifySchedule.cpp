@@ -1,7 +1,7 @@
 //===- VerifySchedule.cpp - prove a dc schedule safe and within budget ----===//
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
 

@@ -30,8 +30,8 @@
 #include "dc/Analysis/TargetDescription.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
-#include "dc/Target/Artifact.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Target/Artifact.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/AsmParser/AsmParserState.h"
