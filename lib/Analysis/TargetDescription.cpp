@@ -86,8 +86,9 @@ static constexpr llvm::StringLiteral kPresetNames =
 static constexpr int64_t kMiB = int64_t(1) << 20;
 static constexpr int64_t kGiB = int64_t(1) << 30;
 
-/// 2x H200 (NVLink NV18), measured 2026-11-29; docs/cost-model.md explains
-/// each number.
+/// One HGX node of H200s (NVLink NV18); docs/cost-model.md explains each
+/// number (the h200 preset; "Where the presets' numbers come from" records
+/// the measurements).
 static TargetDescription makeH200() {
   TargetDescription target;
   target.name = "h200";
@@ -104,34 +105,33 @@ static TargetDescription makeH200() {
                            {16 * kMiB, 146e9},
                            {128 * kMiB, 227e9},
                            {1 * kGiB, 268e9}};
-  // nccl-tests measured reduce-scatter at about the all-gather numbers.
+  // Reduce-scatter runs at about the all-gather numbers (nccl-tests;
+  // docs/cost-model.md, the h200 preset).
   target.reduceScatterCurve = target.allGatherCurve;
   target.hostLinkBandwidth = 55e9;
   target.hostLinkLatency = 10e-6;
-  // bench/copy_bench.cu on 2 x H200, 2026-11-29: 1 GiB copies both ways at
-  // once ran at 51.2 (D2H) and 49.4 (H2D) GB/s; the slower one for both.
+  // Each way while the other direction copies too: the slower of the two
+  // directions, for both (bench/copy_bench.cu; docs/cost-model.md, the h200
+  // preset).
   target.hostLinkDuplexBandwidth = 49.4e9;
-  // Config A's joint plan at 40% under its peak on 1 x H200 (dc-run
-  // --trace, 2026-12-04): reloads ran at 55.2 GB/s median, single ones as
-  // slow as 34-45. Planned at 55 its back-to-back backward reloads stalled
-  // on some machine starts (+3.9% to +8.2% against +4.2% predicted);
-  // planned at 50 it measured +4.9% to +5.3% on three starts (+4.9%
-  // predicted), at 44 (the slowest rate for every copy) up to +5.7%: the
-  // margin, not the worst case.
+  // About 10% under the median reload rate (hostLinkBandwidth), single
+  // copies running slower: planned at the median, back-to-back backward
+  // reloads stall on some machine starts; planned at the slowest rate
+  // for every copy, the plan is worse again. The margin, not the worst
+  // case (docs/cost-model.md, the h200 preset).
   target.hostLinkPlanningBandwidth = 50e9;
-  // bench/copy_bench.cu on 2 x H200, 2026-11-29: a bf16 8192^3 GEMM ran
-  // at 714.7 TFLOP/s alone and 693.6 (3.0% longer) while 1 GiB copies ran
-  // both ways: 1.5% per direction. Config A's joint plans ran 0.3-0.9 ms
-  // over their prediction (1.021-1.029x) where the unbudgeted step ran
-  // 1.018x (2026-12-04), about what this adds for their 1.1-1.3 GiB.
+  // How much longer a kernel runs per direction of host copies running
+  // beside it: a matrix product runs about 3% longer while copies run both
+  // ways (bench/copy_bench.cu; docs/cost-model.md, the h200 preset).
   target.copyComputeSlowdown = 0.015;
   // dc-map-to-gpu folds a product's zero fill and a reduction's identity
-  // fill into the kernel after them (measured: A's 330 fills take 0.06 ms
-  // of a step, which priced as kernels of their own were 3.49 ms).
+  // fill into the kernel after them, so they take next to none of a step's
+  // time, far less than pricing them as kernels of their own would say
+  // (docs/cost-model.md, the h200 preset).
   target.foldsFills = true;
   // dc-fold-head-transposes: cuDNN's attention reads q/k/v and writes its
-  // output in the projections' [B, S, H, D] layout (config A: 128 head
-  // transposes, 2.65 ms a step measured, that the GPU never runs).
+  // output in the projections' [B, S, H, D] layout, so the GPU never runs
+  // the head transposes (docs/cost-model.md, the h200 preset).
   target.foldsHeadTransposes = true;
   target.deviceMemoryBytes = 139 * kGiB;
   // One HGX node; without a network a larger grid is costed as one NVLink
@@ -142,7 +142,7 @@ static TargetDescription makeH200() {
 
 /// The network of an HGX cluster: one 400 Gb/s NIC per GPU (50 GB/s line
 /// rate; NCCL's inter-node bus bandwidth reaches about 92% of it, an
-/// estimate, not measured here) and about 10 us per inter-node step
+/// estimate) and about 10 us per inter-node step
 /// (InfiniBand hop plus NCCL's proxy).
 static void addClusterNetwork(TargetDescription &target) {
   target.networkBandwidth = 46e9;
@@ -159,7 +159,8 @@ static TargetDescription makeH200Cluster() {
 
 /// Nodes of 8 H100 SXM 80 GB: the H200's compute and NVLink (the same
 /// GH100 chip and NV18 links), its memory bandwidth scaled by the data
-/// sheets' 3.35 / 4.8 TB/s, 80 GB of HBM3 (79 GiB usable). Not measured.
+/// sheets' 3.35 / 4.8 TB/s, 80 GB of HBM3 (79 GiB usable). Estimates
+/// (docs/cost-model.md, the h100-cluster preset).
 static TargetDescription makeH100Cluster() {
   TargetDescription target = makeH200Cluster();
   target.name = "h100-cluster";

@@ -5,7 +5,7 @@
 // lowering declares each buffer with its element's alignment, and ptxas
 // places them by it: a buffer after an 8-byte one started 8 bytes off and
 // a finishing pass's vector stores faulted (compute-sanitizer: misaligned
-// __shared__ write, 2026-12-05). Every shared global gets 16.
+// __shared__ write). Every shared global gets 16.
 //
 //===----------------------------------------------------------------------===//
 #include "dc/GPU/Passes.h"

@@ -5,8 +5,8 @@
 // agree on it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DC_LIB_CONVERSION_COLUMNREDUCTIONSHAPE_H
-#define DC_LIB_CONVERSION_COLUMNREDUCTIONSHAPE_H
+#ifndef DC_LIB_GPU_COLUMNREDUCTIONSHAPE_H
+#define DC_LIB_GPU_COLUMNREDUCTIONSHAPE_H
 
 #include <cstdint>
 
@@ -14,12 +14,12 @@ namespace dc {
 
 /// A column reduction's block: 64 neighbouring columns times 4 to 64 row
 /// lanes (256 threads). With 16-byte loads of bf16 columns a warp reads 4
-/// rows of 128 bytes (a whole cache line each); 16 columns had it read 16
-/// rows of 32 bytes, and config A's norm weight gradients ran at 43% of the
-/// copy bandwidth, stalled on loads (Nsight Compute). 32 columns per block
-/// without splitting the rows left half of an H200 idle (64 blocks: 0.15 ms
-/// for 8192 rows, measured), so dc-split-column-reductions splits the rows
-/// of narrow reductions into chunks.
+/// rows of 128 bytes (a whole cache line each); 16 columns have it read 16
+/// rows of 32 bytes, and a norm weight gradient stalls on loads. 32 columns
+/// per block without splitting the rows leave half of an H200 idle (64
+/// blocks), so dc-split-column-reductions splits the rows of narrow
+/// reductions into chunks (docs/lowering.md, "Why the GPU kernels'
+/// constants").
 constexpr int64_t kColumnsPerBlock = 64;
 
 /// The most rows of a chunk dc-map-to-gpu folds into a row group: longer
@@ -28,4 +28,4 @@ constexpr int64_t kMaxFoldedChunkRows = 64;
 
 } // namespace dc
 
-#endif // DC_LIB_CONVERSION_COLUMNREDUCTIONSHAPE_H
+#endif // DC_LIB_GPU_COLUMNREDUCTIONSHAPE_H

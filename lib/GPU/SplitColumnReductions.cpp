@@ -153,15 +153,15 @@ struct SplitColumnReductionsPass
     // backward) in chunks of folded-chunk-rows rows. Each block runs a
     // chunk's rows one after another, its threads keeping their columns'
     // partial sums in registers. The default,
-    // 32 rows, leaves config A's 8192 rows 256 blocks (about 2 per SM, each
+    // 32 rows, leaves 8192 rows 256 blocks (about 2 per SM, each
     // with two rows' loads in flight) and a 256-row second pass (run by the
     // same kernel's last 64 blocks: MapToGPU.cpp's FinishingPass). 16 rows
-    // (512 blocks, 3 per SM as registers allow) ran the layers' norm backward
-    // 7% slower (58.7 against 54.4 us, Nsight Compute, 1 x H100): a second
-    // wave for the blocks past 3 per SM, and twice the partial sums; 8 rows
-    // slower still. With registers capped so that all 512 fit at once
-    // (folded-blocks-per-sm=4, 128 registers) still 1.4-3.6 us slower than 32
-    // rows (2026-12-06, 1 x H100).
+    // (512 blocks, 3 per SM as registers allow) make the norm backward
+    // slower: a second wave for the blocks past 3 per SM, and twice the
+    // partial sums; 8 rows slower still. With registers capped so that all
+    // 512 fit at once (folded-blocks-per-sm=4, 128 registers) 16 rows are
+    // still slower than 32 (docs/lowering.md, "Why the GPU kernels'
+    // constants").
     if (Operation *partner = getRowGroupPlace(op, *loop);
         partner && rows % foldedChunkRows == 0 && rows / foldedChunkRows >= 2) {
       if (place)
@@ -211,7 +211,7 @@ struct SplitColumnReductionsPass
       if (failed(split) || !place)
         continue;
       // The second pass over the partial sums (a row per chunk: 256 for
-      // config A) stays where it is, one reduction: dc-map-to-gpu runs it
+      // 8192 rows) stays where it is, one reduction: dc-map-to-gpu runs it
       // at the end of the row group's kernel (FinishingPass), or as a
       // short column reduction of its own.
       hoistBefore(split->splitLinalgOp, place);

@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/TypeSizes.h"
-#include "dc/Support/ByteSize.h"
 #include "dc/Schedule/OffloadFloor.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
+#include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/MemoryTimeline.h"
@@ -428,8 +428,9 @@ private:
   /// until there, are gone. Where no input dies with the clones, the step
   /// still fits if the bytes on that span, plus its own, do; where one does
   /// (its last read is a clone), the undo is tried on a copy of the step.
-  /// Not with `leave-to-offload`: there each test is an offload placement
-  /// (config A: 4 s more compile time for 0.1 ms).
+  /// Not with `leave-to-offload`: there each test is an offload placement,
+  /// much compile time for little step time (docs/cost-model.md, "The
+  /// planners' numbers").
   LogicalResult giveBack() {
     if (leaveToOffload || kept.empty())
       return success();

@@ -13,8 +13,8 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     such as a norm's weight gradient: 8192 tokens x 2048 columns -> 2048)
     becomes, in `dc-map-to-gpu`, one block per 64 columns: 32 blocks for
     2048 columns, each walking all 8192 rows, far too few to fill an H200's
-    132 SMs with loads in flight (with 16-column blocks, 128 of them: 87 us
-    for 64 MiB, measured on config A). This
+    132 SMs with loads in flight (docs/lowering.md, "Why the GPU kernels'
+    constants"). This
     pass splits such a reduction with upstream `linalg::splitReduction`:
     the rows fall into `chunks` contiguous groups, a first op folds each
     group into a `chunks x columns` partial of the output's type (a parallel
@@ -364,9 +364,8 @@ def DCExpandRoundingDivisions : Pass<"dc-expand-rounding-divisions"> {
     two compares and two selects, where the NVVM lowering makes one
     instruction of each (`max.NaN.f32` for `maximumf`, the same NaN and
     signed-zero semantics). A softmax or cross-entropy row takes one
-    maximum per element: expanded, its kernel issued about a quarter more
-    instructions (config A's cross-entropy forward: 916 PTX instructions,
-    721 without the expansion).
+    maximum per element: expanded, its kernel issues about a quarter more
+    instructions (docs/lowering.md, "Why the GPU kernels' constants").
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }

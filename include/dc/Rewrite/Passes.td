@@ -36,7 +36,8 @@ def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
     transposes them to the [B, H, S, D] (or [B*H, S, D]) that
     `dc.attention` reads, then transposes the context back; the backward
     does the same for the output gradient and dq, dk, dv. On config A
-    those 128 transposes moved 4 GiB a step (2.65 ms on an H200). The
+    those 128 transposes move 4 GiB a step (docs/cost-model.md, the h200
+    preset's `foldsHeadTransposes`). The
     runtime's flash attention takes strided operands, so this pass rewrites
     a `dc.attention` / `dc.attention_grad` whose q, k, v (and o, do) are
     all such transposes into the op's `bshd` form on the untransposed

@@ -279,8 +279,8 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     the longest wait first) and the 4 made latest before the peak, each
     cheaper than that time, are recomputed on trial, and the one whose
     recomputation plus the placement after it adds least is kept if that
-    beats the placement alone; on config A at -40% this took the joint
-    plan's copy stall from 2.3 ms to none. The rest is
+    beats the placement alone (docs/cost-model.md, "The planners' numbers").
+    The rest is
     `dc-offload-activations`' job. Without it, a
     step that no recomputation makes fit is an error that says how much is
     missing.
@@ -294,8 +294,9 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     original is live from where it is made to where its clone was; the
     bytes there plus its own must fit, or, where an input dies with the
     clones (its last read is one), the undo is tried on a copy of the step.
-    With `leave-to-offload` each test would be an offload placement (on
-    config A, 4 s more compile time for 0.1 ms), so nothing is given back.
+    With `leave-to-offload` each test would be an offload placement, much
+    compile time for little step time (docs/cost-model.md, "The planners'
+    numbers"), so nothing is given back.
 
     With `merge-siblings` (the default), a tensor made by one all-parallel
     `linalg.generic` whose inputs an all-parallel generic over the same
@@ -306,8 +307,8 @@ def DCRematerialize : Pass<"dc-rematerialize", "::mlir::ModuleOp"> {
     between needed it. A SwiGLU's product, read by the down projection's
     weight gradient, is made by the SwiGLU's backward, which reads the
     gate and up projections already: the recomputation costs one more write
-    instead of a kernel that reads both again (config A: 23 us instead of
-    71 us a layer, predicted). Such a merge is not given back.
+    instead of a kernel that reads both again (docs/cost-model.md, "The
+    planners' numbers"). Such a merge is not given back.
 
     Every cloned op carries `dc.recompute = <id>` (one id per recomputed
     tensor; a merged op also `dc.recomputed_results = <first result that is

@@ -76,8 +76,8 @@ public:
   /// `afn`, which the NVVM lowering takes to the approximate hardware
   /// versions (__nv_fast_expf, div.approx.f32): the accurate ones made the
   /// step's exponential-heavy kernels (cross-entropy, SwiGLU)
-  /// instruction-bound, 75-79% of issue slots busy at 41-74% of the DRAM
-  /// bandwidth (Nsight Compute on config A). Deterministic all the same:
+  /// instruction-bound, well short of the DRAM bandwidth (docs/lowering.md,
+  /// "Why the GPU kernels' constants"). Deterministic all the same:
   /// every run, and a recomputed op, computes the same bits. Not sine and
   /// cosine: the hardware's are accurate only near [-pi, pi], and a rotary
   /// embedding's angles reach the sequence length (its tables are small).

@@ -14,9 +14,9 @@
 #define DC_LIB_CONVERSION_MAPTOGPU_MAPTOGPUINTERNALS_H
 
 #include "../ColumnReductionShape.h"
-#include "dc/Lowering/GemmForm.h"
-#include "dc/GPU/Passes.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
+#include "dc/GPU/Passes.h"
+#include "dc/Lowering/GemmForm.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -120,13 +120,13 @@ constexpr int64_t kBinPointsInFlight = 8;
 constexpr int64_t kColumnUnroll = 4;
 
 /// A short column reduction (the second pass over a split's partial sums:
-/// 256 rows for config A's norm weight gradients) whose 64-column blocks
-/// would leave SMs idle takes narrower blocks, down to 4 vector lanes (64
-/// bytes of a row per warp access), while there are fewer than this many:
-/// one per SM of an H200. Its rows are few, so its time is a load latency
-/// or two and a launch, not bandwidth; 32 blocks of 64 columns walking 512
-/// rows took 6.7 us, and splitting the rows again into a second launch was
-/// no faster (7.5 us for both, measured on config A).
+/// 256 rows for a norm weight gradient's 8192 rows in chunks of 32) whose
+/// 64-column blocks would leave SMs idle takes narrower blocks, down to 4
+/// vector lanes (64 bytes of a row per warp access), while there are fewer
+/// than this many: one per SM of an H200 (132 SMs). Its rows are few, so its
+/// time is a load latency or two and a launch, not bandwidth, and splitting
+/// the rows again into a second launch is no faster (docs/lowering.md, "Why
+/// the GPU kernels' constants").
 constexpr int64_t kMinColumnBlocks = 132;
 
 /// Rows at most of a short column reduction (one that may take narrower
@@ -142,12 +142,12 @@ constexpr int64_t kVectorBytes = 16;
 
 /// 16-byte loads an elementwise kernel's thread issues before its math (it
 /// takes that many groups of one vector operand, fewer of several): one
-/// load per thread left the step's one-input kernels (cross-entropy's
-/// backward) at 79% of the copy bandwidth. More groups per thread make
-/// fewer, longer blocks: with 4, SwiGLU's forward (two inputs, two groups a
-/// thread) ran 2% slower than with 2 (one group: as many blocks as the
-/// work has 256 x 16-byte groups), the rest the same (Nsight Compute, 1 x
-/// H100, 2026-12-05); 8 was slower again.
+/// load per thread leaves one-input kernels (cross-entropy's backward)
+/// short of the copy bandwidth. More groups per thread make fewer, longer
+/// blocks: 4 is slower than 2 for SwiGLU's forward (two inputs, two groups a
+/// thread; with 2, one group: as many blocks as the work has 256 x 16-byte
+/// groups), and 8 slower again (docs/lowering.md, "Why the GPU kernels'
+/// constants").
 constexpr int64_t kLoadsInFlight = 2;
 
 /// The most chunks of a row each thread of a row group keeps in registers
@@ -164,9 +164,9 @@ constexpr int64_t kRowChunksPerThread = 2;
 /// Rows a block of a row group with a folded column partial (a norm's
 /// backward with its weight gradient) takes per iteration of its chunk's
 /// loop, the loads of all of them issued before the first one's reduction:
-/// one row at a time left the folded kernel latency bound (44% of DRAM
-/// bandwidth, Nsight Compute), each row's loads waiting behind the row
-/// before's reductions and barriers.
+/// one row at a time leaves the folded kernel latency bound, each row's
+/// loads waiting behind the row before's reductions and barriers
+/// (docs/lowering.md, "Why the GPU kernels' constants").
 constexpr int64_t kFoldedRowsInFlight = 2;
 
 /// Bytes of workgroup memory a folded row group's copies ahead may take (2
@@ -179,8 +179,9 @@ constexpr int64_t kMaxRowCopyBytes = 40 * 1024;
 /// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
 /// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
 /// chunks): every lane keeps its chunks as f32, 80 registers for the
-/// forward and 160 for the backward (ptxas), so one block per SM; measured
-/// no faster forward and slower backward than a block per row.
+/// forward and 160 for the backward (ptxas), so one block per SM: no faster
+/// forward and slower backward than a block per row (docs/lowering.md, "Why
+/// the GPU kernels' constants").
 constexpr int32_t kWarpSize = 32;
 
 constexpr int64_t kMaxWarpRowChunks = 4;
@@ -223,11 +224,10 @@ struct ColumnPartial {
 /// computed the partials, instead of a launch of its own: each block, once
 /// done, takes a ticket from a counter of the kernel's; the last `blocks`
 /// blocks to take one wait until every block has, then share the pass's
-/// column blocks (emitColumnBlock). As a kernel of its own the pass cost
-/// config A's norm backwards 3.9 us of launch and ramp for 2 MiB read
-/// (Nsight Compute, 1 x H100), 7% of the layers' norm backward; finishing
-/// in the row group's kernel saves 1.0-1.5 us of it (41.1 -> 39.6 us, 54.2
-/// -> 53.2 us; the waiting and the partials' read from L2 cost the rest).
+/// column blocks (emitColumnBlock). As a kernel of its own the pass costs a
+/// launch and its ramp for little data read; finishing in the row group's
+/// kernel saves part of that (the waiting and the partials' read from L2
+/// cost the rest; docs/lowering.md, "Why the GPU kernels' constants").
 /// Still deterministic: each column block adds its rows in a fixed order,
 /// whichever block runs it. The counter is the kernel's own, so two
 /// launches of one kernel must not overlap: the artifact launches every

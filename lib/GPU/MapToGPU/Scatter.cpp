@@ -105,9 +105,9 @@ KernelMapper::getBinnedRow(scf::ForOp loop, linalg::GenericOp inner) {
 /// threads then run those iterations' op over the row's points, a few
 /// points per thread at once. Every (row, point) is still written by one
 /// thread, in loop order, so repeated rows add up as on the host; and
-/// each block runs its own iterations only, not all of them. (The 64
-/// groups that each ran every iteration took 0.85 ms of config A's step
-/// for its 8192 tokens.)
+/// each block runs its own iterations only, not all of them, where groups
+/// that each ran every iteration were slow (docs/lowering.md, "Why the GPU
+/// kernels' constants").
 void KernelMapper::mapBinnedColumnParallelLoop(IRRewriter &rewriter,
                                                scf::ForOp loop,
                                                linalg::GenericOp inner,
@@ -121,7 +121,7 @@ void KernelMapper::mapBinnedColumnParallelLoop(IRRewriter &rewriter,
   int64_t warps = threads / kWarpSize;
   int64_t window = threads * kBinScanPerThread;
   // A power of two: the bin is the row's low bits, one AND instead of a
-  // 64-bit remainder (measured no faster on A; cheaper all the same).
+  // 64-bit remainder (no faster in practice; cheaper all the same).
   int64_t bins = llvm::bit_floor(uint64_t(
       std::min({binned.rows, kMaxRowBins,
                 std::max<int64_t>(1, kMaxBinScans / binned.iterations)})));
