@@ -265,8 +265,14 @@ def export_all(args):
         # PyTorch's curves from the same weights (a fresh model, same seed).
         cpu = train_losses(build(name), stream, args.steps, "cpu", False)
         entry["torch-f32"] = cpu
-        entry["torch-f64"] = train_losses(build(name), stream, args.steps,
-                                          "cpu", False, f64=True)
+        # torch 1.13 cannot run the plain families' attention masks in f64
+        # (a where() against finfo(f64).min overflows its f32 scalars): no
+        # f64 record then, and the f32 bound rests on the nudged run.
+        try:
+            entry["torch-f64"] = train_losses(build(name), stream, args.steps,
+                                              "cpu", False, f64=True)
+        except RuntimeError as error:
+            print(f"{name}: no f64 reference run: {error}", file=sys.stderr)
         entry["torch-f32-nudged"] = train_losses(
             build(name), stream, args.steps, "cpu", False, nudge=1e-7)
         if torch.cuda.is_available():
