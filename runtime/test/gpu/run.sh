@@ -68,12 +68,14 @@ attention_checks() {
 }
 
 # ONLY=compiled runs just the compiled steps (after the build); ONLY=attention
-# just attention-check and the PyTorch SDPA bench.
+# just attention-check and the PyTorch SDPA bench; ONLY=sanitizers just the
+# compute-sanitizer runs (the whole script takes longer than one 10-minute
+# call on the device).
 if [ "${ONLY:-}" = attention ]; then
   attention_checks
   exit $status
 fi
-if [ "${ONLY:-}" != compiled ]; then
+if [ -z "${ONLY:-}" ]; then
 step "host tests (ctest)"
 ctest --test-dir "$BUILD" -j8 > "$OUT/ctest.log" 2>&1 || fail "ctest"
 tail -3 "$OUT/ctest.log"
@@ -146,7 +148,7 @@ fi # ONLY
 # the dtype's tolerance (f32: 1e-3 relative after 20 steps of different
 # summation orders; bf16: 5e-2, the host accumulates matmuls in bf16).
 ART=.gpu-artifacts
-if [ -d "$ART" ]; then
+if [ -d "$ART" ] && [ "${ONLY:-}" != sanitizers ]; then
   # COMPILED_NPROCS: the rank counts to run (default both).
   # COMPILED_MODELS: the models to run (default all).
   for model in ${COMPILED_MODELS:-tiny-f32 tiny-fused tiny-bf16 small-bf16 small-fused-bf16 tall-fused-bf16 wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16 tiny-rows4-f32 wide-vocab-rows4-bf16}; do
@@ -234,7 +236,7 @@ fi
 # The finite-value checks on the GPU: a step that makes a NaN, compiled
 # with --check-finite, stops at step 1 naming the op and the model's line.
 so=$ART/check-finite/planted-nan-h200-w1.so
-if [ -f "$so" ]; then
+if [ -f "$so" ] && [ "${ONLY:-}" != sanitizers ]; then
   step "finite-value checks: the first NaN's op and source line, on the GPU"
   if "$BIN/dc-run" "$so" --init "$ART/check-finite/planted-nan.safetensors" --steps 3 \
       --check-finite > "$OUT/check-finite.log" 2>&1; then
@@ -254,6 +256,7 @@ fi
 # transformers (exported on the GPU machine by bench/hf_frontend.py export,
 # compiled here into .gpu-artifacts/hf by bench/pack-hf-artifacts.sh).
 for suite in families hf; do
+  [ "${ONLY:-}" != sanitizers ] || break
   [ -d "$ART/$suite" ] || continue
   [ -z "${COMPILED_MODELS:-}" ] || [[ " $COMPILED_MODELS " == *" $suite "* ]] || continue
   step "model suite '$suite': every family 20 steps against PyTorch's losses"
@@ -261,7 +264,7 @@ for suite in families hf; do
     || fail "model suite '$suite'"
 done
 
-if [ "$GPUS" -ge 2 ] && [ "${ONLY:-}" != compiled ]; then
+if [ "$GPUS" -ge 2 ] && [ -z "${ONLY:-}" ]; then
   for fault in die bad-argument; do
     step "fault '$fault' on rank 1 of 2 ends the job with a message"
     start=$(date +%s)
