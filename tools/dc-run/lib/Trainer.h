@@ -51,7 +51,7 @@ public:
   /// Picks the step, registers its parameters and binds the entries'
   /// buffers. Fatal on options the artifact cannot run with (a step it does
   /// not have, --master-dtype bf16 over parameters that are not bf16).
-  /// `options` and `artifact` must outlive the trainer.
+  /// The trainer keeps a copy of `options`; `artifact` must outlive it.
   Trainer(const Options &options, const Artifact &artifact);
 
   /// Loads or initializes the parameters, trains options.steps steps and
@@ -93,7 +93,7 @@ private:
   double countTokens() const;
 
   double runtimeReady; // seconds since start when the Trainer began
-  const Options &options;
+  const Options options;
   const Artifact &artifact;
   const StepSpec &step;
   int rank, worldSize;
