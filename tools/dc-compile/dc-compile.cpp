@@ -94,7 +94,7 @@ cl::opt<bool> finishingPasses(
     "finishing-passes",
     cl::desc("--target=h200: a split weight gradient's second pass runs at "
              "the end of its row group's kernel, not as a launch of its own "
-             "(config A's norm backwards 2-4% faster on an H100; needs "
+             "(one launch fewer per norm backward; needs "
              "--finishing-blocks blocks resident at once, which the runtime "
              "checks)"),
     cl::cat(category));

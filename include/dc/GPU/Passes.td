@@ -245,8 +245,8 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
            "A split's second pass runs at the end of its row group's kernel "
            "(the last blocks to finish wait for the rest, so up to "
            "finishing-blocks blocks must fit on the GPU at once; the runtime "
-           "checks it before the launch). Config A's norm backwards 2-4% "
-           "faster on an H100">,
+           "checks it before the launch). Saves the second pass's launch "
+           "(docs/lowering.md, Why the GPU kernels' constants)">,
     Option<"finishingBlocks", "finishing-blocks", "int64_t", "64",
            "With finishing-passes: the most blocks of a kernel that wait for "
            "the rest and then share its second pass (at least 1). Each must "
