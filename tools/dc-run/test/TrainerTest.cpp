@@ -62,6 +62,15 @@ std::string tempPath(const std::string &name) {
          "-" + name;
 }
 
+/// The spec of the tiny model's parameter `id`, `name`, of `shape`.
+ParamSpec tinySpec(int32_t id, const char *name, std::vector<int64_t> shape) {
+  ParamSpec spec;
+  spec.id = id;
+  spec.name = name;
+  spec.shape = std::move(shape);
+  return spec;
+}
+
 /// The tiny model's mean cross-entropy over the rows of micro-batch `micro`
 /// of `microBatches` of step `step`, and its gradient (W's 12 elements,
 /// then b's 3), in double, at the initial values of `options`.
@@ -88,13 +97,8 @@ Reference tinyReference(const Options &options, int64_t step, int64_t micro,
   InitOptions init;
   init.seed = options.seed;
   init.std = options.initStd;
-  ParamSpec weight, bias;
-  weight.id = 0;
-  weight.name = "fc.weight";
-  weight.shape = {4, 3};
-  bias.id = 1;
-  bias.name = "fc.bias";
-  bias.shape = {3};
+  ParamSpec weight = tinySpec(0, "fc.weight", {4, 3});
+  ParamSpec bias = tinySpec(1, "fc.bias", {3});
   Reference reference;
   for (int r = 0; r < 6; ++r) {
     double logits[3], sum = 0;
@@ -119,13 +123,8 @@ Reference tinyReference(const Options &options, int64_t step, int64_t micro,
 /// A one-rank registry of the tiny model's parameters.
 ParamRegistry tinyRegistry() {
   ParamRegistry registry(0, 1);
-  ParamSpec weight, bias;
-  weight.id = 0;
-  weight.name = "fc.weight";
-  weight.shape = {4, 3};
-  bias.id = 1;
-  bias.name = "fc.bias";
-  bias.shape = {3};
+  ParamSpec weight = tinySpec(0, "fc.weight", {4, 3});
+  ParamSpec bias = tinySpec(1, "fc.bias", {3});
   registry.add(weight);
   registry.add(bias);
   return registry;
@@ -336,13 +335,8 @@ TEST(Trainer, RefusesOptionsTheArtifactCannotRunWith) {
 
 TEST(Trainer, RefusesTheCheckpointOfAnotherModel) {
   // The same parameter names, the weight transposed.
-  ParamSpec weight, bias;
-  weight.id = 0;
-  weight.name = "fc.weight";
-  weight.shape = {3, 4};
-  bias.id = 1;
-  bias.name = "fc.bias";
-  bias.shape = {3};
+  ParamSpec weight = tinySpec(0, "fc.weight", {3, 4});
+  ParamSpec bias = tinySpec(1, "fc.bias", {3});
   ParamRegistry other(0, 1);
   other.add(weight);
   other.add(bias);
