@@ -174,7 +174,7 @@ run_example() {
   echo "== dc-zero3-pipeline on examples/mlp_step.mlir (2 ranks, cpu target, 64 KiB budget)"
   "$BUILD_DIR/bin/dc-opt" examples/mlp_step.mlir \
     --dc-zero3-pipeline="world-size=2 target=cpu memory-budget=64KiB" \
-    --dc-report="target=cpu memory-budget=64KiB trace=$out/mlp_step.predicted.json" \
+    --dc-report="trace=$out/mlp_step.predicted.json" \
     -o "$out/mlp_step.scheduled.mlir"
   echo "== schedule: $out/mlp_step.scheduled.mlir; predicted streams: $out/mlp_step.predicted.json (ui.perfetto.dev)"
   echo "== dc-compile -> $out/mlp_step.so"

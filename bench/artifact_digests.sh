@@ -17,7 +17,7 @@ cd "$OUT"
 # The bundled example, as ./build.sh example runs it.
 "$BIN/dc-opt" "$ROOT/examples/mlp_step.mlir" \
   --dc-zero3-pipeline="world-size=2 target=cpu memory-budget=64KiB" \
-  --dc-report="target=cpu memory-budget=64KiB trace=mlp_step.predicted.json" \
+  --dc-report="trace=mlp_step.predicted.json" \
   -o "mlp_step.scheduled.mlir" > "mlp_step.report.txt"
 "$BIN/dc-compile" "$ROOT/examples/mlp_step.mlir" --world-size=2 --target=cpu \
   --memory-budget=64KiB -o "mlp_step-cpu-w2.so"
@@ -29,7 +29,7 @@ cd "$OUT"
 "$BIN/dc-gen-llama" --config B --dtype bf16 --attention fused -o "B.mlir"
 schedule() { # name input pipeline-options budget
   "$BIN/dc-opt" "$2.mlir" --dc-zero3-pipeline="$3 memory-budget=$4" \
-    --dc-report="memory-budget=$4 trace=$1.predicted.json" \
+    --dc-report="trace=$1.predicted.json" \
     -o "$1.scheduled.mlir" > "$1.report.txt"
 }
 schedule A-w2 A "world-size=2" 20GiB

@@ -59,7 +59,8 @@ compile() {
   local opt
   for opt in "$@"; do pipeline+=" ${opt#--}"; done
   local report=${pipeline/world-size=$WORLD /}
-  report=$(tr ' ' '\n' <<< "$report" | grep -E '^(target|memory-budget|profile|optimizer-state-bytes)=' | tr '\n' ' ')
+  # The pipeline attached the target and budget; the report reads them there.
+  report=$(tr ' ' '\n' <<< "$report" | grep -E '^(profile|optimizer-state-bytes)=' | tr '\n' ' ')
   # A budget the step cannot meet is a result too: dc-compile says why.
   /usr/bin/time -f "dc-compile $c $v: %e s, %M KB" \
     "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=$WORLD --target=h200 "$@" -o "$out.so" \

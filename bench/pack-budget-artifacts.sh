@@ -26,7 +26,8 @@ echo '{"base": "h200", "hostLinkPlanningBandwidth": 0}' > "$DEST/h200-typical-li
 report() { # NAME PIPELINE-OPTIONS [REPORT-OPTIONS [TARGET]]
   "$BIN/dc-opt" "$DEST/A16.mlir" \
     --dc-zero3-pipeline="world-size=1 target=${4:-h200} optimizer-state-bytes=12 $2" \
-    --dc-report="target=h200 optimizer-state-bytes=12 ${3:-}" -o /dev/null > "$DEST/$1-report.txt"
+    --dc-attach-target=target=h200 \
+    --dc-report="optimizer-state-bytes=12 ${3:-}" -o /dev/null > "$DEST/$1-report.txt"
 }
 # The device pools an artifact's manifest plans (gather arena + step arena +
 # step buffers + staging; the host pool apart), from the JSON in the .so, in

@@ -21,7 +21,7 @@ cp "$HF"/*-init.safetensors "$DEST"/ 2> /dev/null || true
 for step in "$HF"/*-f32-b2.mlir; do
   m=$(basename "$step" -f32-b2.mlir)
   "$BIN/dc-compile" "$HF/$m-f32-b2.mlir" --world-size=1 --target=h200 -o "$DEST/$m-f32-gpu-w1.so"
-  "$BIN/dc-compile" "$HF/$m-f32-b1.mlir" --world-size=2 -o "$DEST/$m-f32-host-w2.so"
+  "$BIN/dc-compile" "$HF/$m-f32-b1.mlir" --world-size=2 --lowering=host -o "$DEST/$m-f32-host-w2.so"
   "$BIN/dc-compile" "$HF/$m-bf16-b2.mlir" --world-size=1 --target=h200 -o "$DEST/$m-bf16-gpu-w1.so"
   echo "compiled $m"
 done

@@ -69,9 +69,11 @@ def compile_time(build, runs, tmp):
     print()
 
 
-def report(opt, path, pipeline, budget):
+def report(opt, path, pipeline):
+    """dc-report's JSON for the step the pipeline schedules (its budget: the
+    pipeline's, from the module's #dc.target)."""
     out = run([opt, path, f"--dc-zero3-pipeline={pipeline}",
-               f"--dc-report=json=true memory-budget={budget}", "-o", os.devnull])
+               "--dc-report=json=true", "-o", os.devnull])
     return json.loads(out)[0]
 
 
@@ -91,7 +93,7 @@ def schedule_quality(build, tmp):
         budget = f"{FSDP2_PEAK_GIB[config]}GiB"
         for name, flags in schedules:
             try:
-                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}", budget)
+                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}")
             except RuntimeError as error:
                 first = [l for l in str(error).splitlines() if "error:" in l][:1]
                 print(f"| {config} | {budget} | {name} | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | |")
@@ -114,7 +116,7 @@ def offload_overhead(build, tmp):
     attention = ["--attention", "fused"] if generator_supports_fused_attention(gen) else []
     path = os.path.join(tmp, "A-offload.mlir")
     run([gen, "--config", "A", "--dtype", "bf16", *attention, "-o", path])
-    base = report(opt, path, "world-size=2 selective-gather=false", "1.0")
+    base = report(opt, path, "world-size=2 selective-gather=false")
     peak = base["peakDeviceBytes"]
     step0 = base["stepSeconds"]
     print("| schedule | budget | step (ms) | overhead | exposed copies (ms) | floor (ms) | floor overhead | copies busy (ms) | peak (GiB) | host peak (GiB) |")
@@ -124,7 +126,7 @@ def offload_overhead(build, tmp):
         budget = int(peak * (100 - cut) / 100)
         label = f"{budget / 2**30:.2f} GiB (-{cut}%)"
         try:
-            r = report(opt, path, f"world-size=2 memory-budget={budget} offload-activations=true", str(budget))
+            r = report(opt, path, f"world-size=2 memory-budget={budget} offload-activations=true")
         except RuntimeError as error:
             first = [l for l in str(error).splitlines() if "error:" in l][:1]
             print(f"| offload | {label} | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | | | |")
@@ -146,7 +148,7 @@ def recompute_overhead(build, tmp):
     attention = ["--attention", "fused"] if generator_supports_fused_attention(gen) else []
     path = os.path.join(tmp, "A-recompute.mlir")
     run([gen, "--config", "A", "--dtype", "bf16", *attention, "-o", path])
-    base = report(opt, path, "world-size=2 selective-gather=false", "1.0")
+    base = report(opt, path, "world-size=2 selective-gather=false")
     peak, step0 = base["peakDeviceBytes"], base["stepSeconds"]
     print(f"no offload, no recomputation: {step0 * 1e3:.2f} ms, peak {peak / 2**30:.2f} GiB\n")
     print("| plan | budget | step (ms) | overhead | recomputed (GiB) | added compute (ms) | offloaded (GiB) | exposed copies (ms) | exposed comm (ms) | offload-alone floor (ms) | peak (GiB) |")
@@ -159,7 +161,7 @@ def recompute_overhead(build, tmp):
         label = f"{budget / 2**30:.2f} GiB (-{cut}%)"
         for name, flags in plans:
             try:
-                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}", str(budget))
+                r = report(opt, path, f"world-size=2 memory-budget={budget} {flags}")
             except RuntimeError as error:
                 first = [l for l in str(error).splitlines() if "error:" in l][:1]
                 print(f"| {name} | {label} | infeasible: {first[0].split('error: ')[-1] if first else error} | | | | | | | | |")

@@ -382,7 +382,8 @@ class DcRunEndToEndTest(unittest.TestCase):
         cls.dir = cls.tmp.name
         size_flags = [f"--{k}={v}" for k, v in TINY.items()]
         cls.tool("dc-gen-llama", *size_flags, "--dtype", "f32", "-o", "t.mlir")
-        cls.tool("dc-compile", "t.mlir", f"--world-size={cls.world}", "-o", "t.so")
+        cls.tool("dc-compile", "t.mlir", f"--world-size={cls.world}",
+                 "--lowering=host", "-o", "t.so")
         cls.tool("dc-run", "t.so", "--steps", "0", "--save", "ref.safetensors")
 
     @classmethod

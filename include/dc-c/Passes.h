@@ -31,8 +31,9 @@ dcAddZero3Pipeline(MlirOpPassManager passManager, MlirStringRef options,
                    MlirStringCallback errorCallback, void *userData);
 
 /* Adds dc-lower-to-llvm (dc::buildLowerToLLVMPipeline) to `passManager`,
- * with options as `--dc-lower-to-llvm="..."` takes them ("world-size=2
- * target=cpu"); errors as for dcAddZero3Pipeline. */
+ * with options as `--dc-lower-to-llvm="..."` takes them ("world-size=2");
+ * the compute is lowered for the module's #dc.target (dc-zero3-pipeline
+ * attaches it). Errors as for dcAddZero3Pipeline. */
 MLIR_CAPI_EXPORTED MlirLogicalResult
 dcAddLowerToLLVMPipeline(MlirOpPassManager passManager, MlirStringRef options,
                          MlirStringCallback errorCallback, void *userData);

@@ -49,5 +49,8 @@ MlirLogicalResult dcAddLowerToLLVMPipeline(MlirOpPassManager passManager,
                                            void *userData) {
   return addPipeline<dc::LowerToLLVMPipelineOptions>(
       passManager, options, errorCallback, userData,
-      dc::buildLowerToLLVMPipeline);
+      [](mlir::OpPassManager &pm,
+         const dc::LowerToLLVMPipelineOptions &options) {
+        dc::buildLowerToLLVMPipeline(pm, options);
+      });
 }

@@ -535,11 +535,6 @@ void ArtifactManifestPass::runOnOperation() {
           << "@" << name << " is exported by the artifact itself";
       return signalPassFailure();
     }
-  if (target != "cpu" && target != "h200") {
-    module.emitError() << "dc-artifact-manifest: unknown target '" << target
-                       << "' (cpu or h200)";
-    return signalPassFailure();
-  }
   if (failed(findWorld(module)))
     return signalPassFailure();
   for (auto fn : module.getOps<func::FuncOp>())
@@ -569,7 +564,9 @@ void ArtifactManifestPass::runOnOperation() {
 
   json.object([&] {
     json.attribute("abi", DCRT_ABI_VERSION);
-    json.attribute("target", target);
+    // The lowering, for the runtime to pick its backend.
+    json.attribute("target", stringifyLowering(
+                                 getModuleTarget(module).description.lowering));
     if (checkFinite)
       json.attribute("check_finite", true);
     json.attribute("world_size", world);

@@ -6,6 +6,8 @@
 #include "dc/Rewrite/Passes.h"
 #include "dc/Schedule/Passes.h"
 
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
@@ -16,6 +18,7 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -119,12 +122,13 @@ void buildCPUCompute(OpPassManager &pm,
 } // namespace
 
 void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
-                                  const LowerToLLVMPipelineOptions &options) {
+                                  const LowerToLLVMPipelineOptions &options,
+                                  Lowering lowering) {
+  bool cuda = lowering == Lowering::CudaSm90;
   // The manifest reads parameters, shards and gradients, which only the
   // tensor-level signature shows.
   DCArtifactManifestOptions manifest;
   manifest.worldSize = options.worldSize;
-  manifest.target = options.target;
   manifest.checkFinite = options.checkFinite;
   pm.addPass(createDCArtifactManifest(manifest));
   if (options.profileOps)
@@ -134,21 +138,21 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   // bufferize to dc.attention_into / dc.attention_grad_into and call the
   // runtime's flash attention.
   DCExpandAttentionOptions expandAttention;
-  expandAttention.keepFused = options.target == "h200";
+  expandAttention.keepFused = cuda;
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
   // Powers by constants as multiplications: exact for negative bases on
   // every target, where the GPU's fast power is not.
   pm.addPass(createDCSimplifyMath());
   // Constant tensors made on the device: the kernels cannot read globals.
-  if (options.target == "h200")
+  if (cuda)
     pm.addPass(createDCComputeConstants());
   // The fused ones read the q/k/v projections and write the context in
   // place, strided, instead of through head transposes.
-  if (options.target == "h200")
+  if (cuda)
     pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
   // Long reductions over rows in chunks that fill the GPU (still inside
   // the profile's hooks of the op they split).
-  if (options.target == "h200") {
+  if (cuda) {
     DCSplitColumnReductionsOptions split;
     split.foldedChunkRows = options.foldedChunkRows;
     pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions(split));
@@ -173,7 +177,7 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   // Attention (and rotary) gradients straight into the fused projection's
   // gradient, before their buffers are planned.
-  if (options.target == "h200")
+  if (cuda)
     pm.addNestedPass<func::FuncOp>(createDCWriteOutputsInPlace());
   // Every temporary at a planned offset in the step arena.
   pm.addPass(createDCAssignStepArena());
@@ -181,10 +185,14 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   // every wait, so no buffer an async transfer still reads is freed early.
   bufferization::buildBufferDeallocationPipeline(pm);
 
-  if (options.target == "h200")
+  switch (lowering) {
+  case Lowering::CudaSm90:
     buildGPUCompute(pm, options);
-  else
+    break;
+  case Lowering::Host:
     buildCPUCompute(pm, options);
+    break;
+  }
 
   // Host code (all of it on the CPU target; views and index math around
   // the runtime calls on the GPU target).
@@ -217,11 +225,67 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createDCArtifactEntries());
 }
 
+namespace {
+
+/// dc-lower-to-llvm: the module's own lowering pipeline. Which passes run
+/// depends on the #dc.target of the module the pass meets, so the pipeline
+/// is built there and run as a dynamic pipeline.
+class LowerToLLVMPass
+    : public PassWrapper<LowerToLLVMPass, OperationPass<ModuleOp>> {
+public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerToLLVMPass)
+
+  explicit LowerToLLVMPass(const LowerToLLVMPipelineOptions &options) {
+    this->options.copyOptionValuesFrom(options);
+  }
+  LowerToLLVMPass(const LowerToLLVMPass &other) : PassWrapper(other) {
+    options.copyOptionValuesFrom(other.options);
+  }
+
+  StringRef getArgument() const override { return "dc-lower-to-llvm"; }
+  StringRef getDescription() const override {
+    return "Lower a dc module to the LLVM dialect for its target";
+  }
+
+  /// Every dialect either lowering may create: the pipeline is built after
+  /// the context has stopped loading dialects.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    for (Lowering lowering : {Lowering::Host, Lowering::CudaSm90}) {
+      OpPassManager pm(ModuleOp::getOperationName());
+      buildLowerToLLVMPipeline(pm, options, lowering);
+      pm.getDependentDialects(registry);
+    }
+  }
+
+  void runOnOperation() override {
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildLowerToLLVMPipeline(
+        pm, options, getModuleTarget(getOperation()).description.lowering);
+    if (failed(runPipeline(pm, getOperation())))
+      return signalPassFailure();
+    // The target is spent: what is left is the LLVM dialect alone.
+    getOperation()->removeAttr(kTargetAttrName);
+  }
+
+private:
+  LowerToLLVMPipelineOptions options;
+};
+
+} // namespace
+
+void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
+                                  const LowerToLLVMPipelineOptions &options) {
+  pm.addPass(std::make_unique<LowerToLLVMPass>(options));
+}
+
 void dc::registerLowerToLLVMPipeline() {
   PassPipelineRegistration<LowerToLLVMPipelineOptions>(
       "dc-lower-to-llvm",
-      "Lower a dc module to the LLVM dialect: manifest, bufferization, step "
-      "arena, compute (cpu: host loops; h200: CUDA kernels and cuBLASLt), "
-      "dcrt runtime calls and the artifact's entries",
-      buildLowerToLLVMPipeline);
+      "Lower a dc module to the LLVM dialect for its #dc.target: manifest, "
+      "bufferization, step arena, compute (host: loops; cuda_sm90: CUDA "
+      "kernels, cuBLASLt and cuDNN), dcrt runtime calls and the artifact's "
+      "entries",
+      [](OpPassManager &pm, const LowerToLLVMPipelineOptions &options) {
+        buildLowerToLLVMPipeline(pm, options);
+      });
 }

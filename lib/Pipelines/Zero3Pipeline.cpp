@@ -1,9 +1,9 @@
 //===- Zero3Pipeline.cpp - shard, schedule and verify a training step -----===//
 #include "dc/Pipelines/Pipelines.h"
 
-#include "dc/Analysis/TargetDescription.h"
 #include "dc/Rewrite/Passes.h"
 #include "dc/Schedule/Passes.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -18,18 +18,23 @@ static int64_t trainerBytesPerElement(const dc::Zero3PipelineOptions &options) {
   return options.optimizerStateBytes + (options.microBatches > 1 ? 4 : 0);
 }
 
-/// Every planning pass plans against the same budget, target and profile.
+/// Every planning pass plans against the same profile (and the module's one
+/// target and budget).
 template <typename PassOptions>
 static void planWithSharedInputs(PassOptions &pass,
                                  const dc::Zero3PipelineOptions &options) {
-  pass.memoryBudget = options.memoryBudget;
-  pass.target = options.target;
   pass.profile = options.profile;
   pass.optimizerStateBytes = trainerBytesPerElement(options);
 }
 
 void dc::buildZero3Pipeline(OpPassManager &pm,
                             const Zero3PipelineOptions &options) {
+  // The target and its budget, once, for every pass after.
+  DCAttachTargetOptions attach;
+  attach.target = options.target;
+  attach.memoryBudget = options.memoryBudget;
+  attach.lowering = options.lowering;
+  pm.addPass(createDCAttachTarget(attach));
   DCZero3Options zero3;
   zero3.worldSize = options.worldSize;
   zero3.gridName = options.grid;
@@ -68,8 +73,8 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // it: on the GPU targets fused attention reads and writes the
   // projections' [B, S, H, D] tensors in place, so the head transposes
   // around it are neither priced nor kept live (after dc-ulysses, which
-  // splits heads-major attention). A target that does not load is the
-  // planning passes' error to report.
+  // splits heads-major attention). A target that does not load is
+  // dc-attach-target's error to report.
   if (llvm::Expected<TargetDescription> target =
           TargetDescription::load(options.target)) {
     if (target->foldsHeadTransposes)
@@ -171,10 +176,6 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     pm.addPass(createDCAccumulateGradients(accumulate));
   }
   DCVerifyScheduleOptions verify;
-  verify.memoryBudget = options.memoryBudget.empty()
-                            ? std::string("1.0")
-                            : std::string(options.memoryBudget);
-  verify.target = options.target;
   verify.optimizerStateBytes = trainerBytesPerElement(options);
   pm.addPass(createDCVerifySchedule(verify));
 }

@@ -341,8 +341,8 @@ struct AccumulateGradientsPass
         return success();
       return planStep(fn, setup, costModel, forced, seen);
     };
-    if (failed(planEachStep(module, getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan)))
+    if (failed(planEachStep(module, getArgument(), profile, optimizerStateBytes,
+                            plan)))
       return signalPassFailure();
     for (const auto &name : forced)
       if (!seen.contains(name.getKey())) {

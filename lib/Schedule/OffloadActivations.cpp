@@ -562,8 +562,8 @@ struct OffloadActivationsPass
       insertReloadReleases(fn);
       return success();
     };
-    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan,
+    if (failed(planEachStep(getOperation(), getArgument(), profile,
+                            optimizerStateBytes, plan,
                             /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }

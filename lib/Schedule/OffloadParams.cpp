@@ -90,8 +90,8 @@ struct OffloadParamsPass
       insertReloadReleases(fn);
       return success();
     };
-    if (failed(planEachStep(module, getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan,
+    if (failed(planEachStep(module, getArgument(), profile, optimizerStateBytes,
+                            plan,
                             /*replacesReloadReleases=*/true)))
       signalPassFailure();
   }

@@ -2,9 +2,9 @@
 #include "dc/Schedule/Planning.h"
 
 #include "dc/Analysis/BufferAliasing.h"
-#include "dc/Analysis/TargetDescription.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Support/ByteSize.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
@@ -14,7 +14,8 @@ using namespace mlir;
 using namespace dc;
 
 FailureOr<std::optional<int64_t>>
-dc::resolveMemoryBudget(Operation *errorAt, StringRef text, StringRef target) {
+dc::resolveMemoryBudget(Operation *errorAt, StringRef text,
+                        int64_t deviceMemoryBytes) {
   text = text.trim();
   if (text.empty())
     return std::optional<int64_t>();
@@ -47,12 +48,8 @@ dc::resolveMemoryBudget(Operation *errorAt, StringRef text, StringRef target) {
     if (!(*fraction > 0 && *fraction <= 1))
       return errorAt->emitError()
              << "memory budget fraction must be in (0, 1], got " << *fraction;
-    llvm::Expected<TargetDescription> desc = TargetDescription::load(target);
-    if (!desc)
-      return errorAt->emitError() << "cannot load target '" << target
-                                  << "': " << llvm::toString(desc.takeError());
     return std::optional<int64_t>(static_cast<int64_t>(
-        std::floor(*fraction * static_cast<double>(desc->deviceMemoryBytes))));
+        std::floor(*fraction * static_cast<double>(deviceMemoryBytes))));
   }
   std::optional<int64_t> bytes = parseByteSize(text);
   if (!bytes)
@@ -283,29 +280,19 @@ LogicalResult dc::checkOptionRange(Operation *errorAt, StringRef pass,
   return diag;
 }
 
-FailureOr<dc::PlanningSetup> dc::loadPlanningSetup(Operation *errorAt,
-                                                   StringRef budgetText,
-                                                   StringRef target,
+FailureOr<dc::PlanningSetup> dc::loadPlanningSetup(Operation *at,
                                                    StringRef profilePath) {
   PlanningSetup setup;
-  llvm::Expected<TargetDescription> desc = TargetDescription::load(target);
-  if (!desc)
-    return errorAt->emitError() << "cannot load target '" << target
-                                << "': " << llvm::toString(desc.takeError());
-  setup.target = std::move(*desc);
+  ModuleTarget target = getModuleTarget(at);
+  setup.target = std::move(target.description);
+  setup.budgetBytes = target.memoryBudget;
   if (!profilePath.empty()) {
     llvm::Expected<Profile> profile = Profile::load(profilePath);
     if (!profile)
-      return errorAt->emitError()
-             << "cannot load profile '" << profilePath
-             << "': " << llvm::toString(profile.takeError());
+      return at->emitError() << "cannot load profile '" << profilePath
+                             << "': " << llvm::toString(profile.takeError());
     setup.profile = std::move(*profile);
   }
-  FailureOr<std::optional<int64_t>> budget =
-      resolveMemoryBudget(errorAt, budgetText, target);
-  if (failed(budget))
-    return failure();
-  setup.budgetBytes = budget->value_or(setup.target.deviceMemoryBytes);
   return setup;
 }
 
@@ -377,15 +364,13 @@ FailureOr<int64_t> dc::stepBudget(func::FuncOp fn, int64_t budget,
 }
 
 LogicalResult
-dc::planEachStep(ModuleOp module, StringRef passName, StringRef budgetText,
-                 StringRef target, StringRef profilePath,
+dc::planEachStep(ModuleOp module, StringRef passName, StringRef profilePath,
                  int64_t optimizerStateBytes,
                  function_ref<LogicalResult(func::FuncOp, const PlanningSetup &,
                                             const CostModel &)>
                      plan,
                  bool replacesReloadReleases) {
-  FailureOr<PlanningSetup> setup =
-      loadPlanningSetup(module, budgetText, target, profilePath);
+  FailureOr<PlanningSetup> setup = loadPlanningSetup(module, profilePath);
   if (failed(setup))
     return failure();
   CostModel costModel = setup->makePlanningCostModel();

@@ -596,8 +596,8 @@ struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
                              maxFusedBytes)
           .run();
     };
-    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), profile,
+                            optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

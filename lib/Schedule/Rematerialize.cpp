@@ -1061,8 +1061,8 @@ struct RematerializePass
                             /*keepCosts=*/!setup.profile)
           .run();
     };
-    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), profile,
+                            optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

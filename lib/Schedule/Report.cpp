@@ -410,10 +410,10 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   if (state)
     os << " (step " << formatBytes(stepPeak) << " + optimizer state "
        << formatBytes(state) << ")";
-  // Without a budget the limit is the target's whole memory: say so.
+  // A budget of the target's whole memory is that memory: say so.
   int64_t targetMemory = *r.getInteger("targetMemoryBytes");
   int64_t budget = *r.getInteger("budgetBytes");
-  if (*r.getBoolean("budgetGiven"))
+  if (budget != targetMemory)
     os << " of budget " << formatBytes(budget);
   else
     os << " of " << *r.getString("target") << "'s memory "
@@ -547,8 +547,7 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<PlanningSetup> setup =
-        loadPlanningSetup(module, memoryBudget, target, profile);
+    FailureOr<PlanningSetup> setup = loadPlanningSetup(module, profile);
     if (failed(setup))
       return signalPassFailure();
     CostModel costModel = setup->makeCostModel();
@@ -580,7 +579,6 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
                              : 0.0);
       report["target"] = setup->target.name;
       report["targetMemoryBytes"] = setup->target.deviceMemoryBytes;
-      report["budgetGiven"] = !memoryBudget.empty();
       report["grids"] = reportGrids(module, setup->target);
       reports.push_back(std::move(report));
       if (!trace.empty() && traceText.empty())

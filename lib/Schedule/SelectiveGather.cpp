@@ -205,8 +205,8 @@ struct SelectiveGatherPass
         return success();
       return keepGathered(fn, costModel, setup.budgetBytes);
     };
-    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), profile,
+                            optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

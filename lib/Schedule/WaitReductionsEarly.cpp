@@ -104,8 +104,8 @@ struct WaitReductionsEarlyPass
                     const CostModel &costModel) {
       return waitEarly(fn, costModel, setup.budgetBytes, overBudgetOnly);
     };
-    if (failed(planEachStep(getOperation(), getArgument(), memoryBudget, target,
-                            profile, optimizerStateBytes, plan)))
+    if (failed(planEachStep(getOperation(), getArgument(), profile,
+                            optimizerStateBytes, plan)))
       signalPassFailure();
   }
 };

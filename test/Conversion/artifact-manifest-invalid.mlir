@@ -1,7 +1,5 @@
 // RUN: dc-opt %s --split-input-file --dc-artifact-manifest --verify-diagnostics
 // RUN: not dc-opt %s --split-input-file --dc-artifact-manifest="world-size=4" 2>&1 | FileCheck %s --check-prefix=WORLD
-// RUN: not dc-opt %s --split-input-file --dc-artifact-manifest="target=a100" 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: error: dc-artifact-manifest: unknown target 'a100' (cpu or h200)
 
 shard.grid @world(shape = 2)
 // expected-error @+1 {{a second grid; the dcrt runtime has one communicator, the world, so an artifact has one grid}}

@@ -1,10 +1,10 @@
-// RUN: dc-opt %s --split-input-file --dc-artifact-manifest | FileCheck %s
+// RUN: dc-opt %s --split-input-file --dc-attach-target=target=cpu --dc-artifact-manifest | FileCheck %s
 
 // A scheduled step on two ranks: one sharded parameter gathered (120 bytes
 // at the peak), one data argument named by its NameLoc, token ids with
 // their vocabulary (dc.vocab), the loss and the reduced gradient shard.
 
-// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22target\22:\22cpu\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:60,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22,\22vocab\22:50}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
+// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:60,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22,\22vocab\22:50}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
 // CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false}, %{{.*}}: tensor<4xi32> {bufferization.writable = false, dc.vocab = 50 : i64})
 // CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
 // CHECK: llvm.func @dc_artifact_abi_version() -> i32
@@ -32,7 +32,7 @@ func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
 
 // Unscheduled: one rank, replicated parameters (no "local"); the plan is
 // empty. A private function is no step.
-// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22cpu\22,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:0,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
+// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:0,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
 // CHECK: func.func private @helper(%{{.*}}: tensor<2xf16>) -> tensor<2xf16> {
 // CHECK: func.func @step({{.*}}) attributes {dc.entry = "dc_entry_step"}
 func.func private @helper(%p: tensor<2xf16>) -> tensor<2xf16> {
@@ -81,7 +81,7 @@ func.func @step(%a: !dc.shard<tensor<4xf32>, @world[0], local = 2> {dc.param = #
 // activation; the gathers of 16 bytes each overlap. The step buffers hold
 // only the 8-byte reduced shard (the upload and the reload copy into step
 // temporaries). The device-resident shard has no "memory".
-// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22cpu\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:32,\22host_pool_bytes\22:64,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:8,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22a\22,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2,\22memory\22:\22host\22},{\22kind\22:\22param\22,\22id\22:1,\22name\22:\22b\22,\22shape\22:[8],\22dtype\22:\22bf16\22,\22local\22:4},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[16],\22dtype\22:\22f32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2}]}]}\00")
+// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:32,\22host_pool_bytes\22:64,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:8,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22a\22,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2,\22memory\22:\22host\22},{\22kind\22:\22param\22,\22id\22:1,\22name\22:\22b\22,\22shape\22:[8],\22dtype\22:\22bf16\22,\22local\22:4},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[16],\22dtype\22:\22f32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2}]}]}\00")
 // CHECK: func.func @step(%{{.*}}: !dc.host<!dc.shard<tensor<4xf32>, @world[0], local = 2>> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "a">}
 shard.grid @world(shape = 2)
 !a = !dc.shard<tensor<4xf32>, @world[0], local = 2>
@@ -129,13 +129,15 @@ func.func @backward(%p: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %x: tensor
 
 // -----
 
-// The GPU target names itself, for dc-run to pick the cuda backend.
-// RUN: dc-opt %s --split-input-file --dc-artifact-manifest=target=h200 | FileCheck %s --check-prefix=H200
-// H200: @dc_manifest_json("{\22abi\22:4,\22target\22:\22h200\22,
+// The GPU target names its lowering, for dc-run to pick the cuda backend;
+// so does a module without a #dc.target (the h200 preset's).
+// RUN: dc-opt %s --split-input-file --dc-attach-target=target=h200 --dc-artifact-manifest | FileCheck %s --check-prefix=H200
+// RUN: dc-opt %s --split-input-file --dc-artifact-manifest | FileCheck %s --check-prefix=H200
+// H200: @dc_manifest_json("{\22abi\22:4,\22target\22:\22cuda_sm90\22,
 // A step compiled with finite-value checks says so, for dc-run
 // --check-finite; without them the key is absent.
-// RUN: dc-opt %s --split-input-file --dc-artifact-manifest="target=h200 check-finite=true" | FileCheck %s --check-prefix=CHECKED
-// CHECKED: @dc_manifest_json("{\22abi\22:4,\22target\22:\22h200\22,\22check_finite\22:true,\22world_size\22:1,
+// RUN: dc-opt %s --split-input-file --dc-attach-target=target=h200 --dc-artifact-manifest=check-finite=true | FileCheck %s --check-prefix=CHECKED
+// CHECKED: @dc_manifest_json("{\22abi\22:4,\22target\22:\22cuda_sm90\22,\22check_finite\22:true,\22world_size\22:1,
 // H200-NOT: check_finite
 func.func @gpu_step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
   %c = arith.constant dense<1.0> : tensor<f32>
@@ -149,7 +151,7 @@ func.func @gpu_step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
 // The reduce-scatter stages the padding of its group of 3 (6 x 3 floats of
 // 16), not of the world of 6.
 
-// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22cpu\22,\22world_size\22:6,\22grid\22:\22world\22,\22grid_shape\22:[2,3],\22plan\22:{{.*}}\22staging_bytes\22:72},
+// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:6,\22grid\22:\22world\22,\22grid_shape\22:[2,3],\22plan\22:{{.*}}\22staging_bytes\22:72},
 // CHECK-SAME: \22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}],
 // CHECK-SAME: {\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}]}]}\00")
 shard.grid @world(shape = 2x3)

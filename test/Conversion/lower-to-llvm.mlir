@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-lower-to-llvm | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target=target=cpu --dc-lower-to-llvm | FileCheck %s
 
 // A scheduled step, lowered whole: the step takes one pointer per argument
 // and result, keeps the schedule's order of runtime calls, computes with

@@ -1,5 +1,5 @@
 // RUN: dc-opt %s --dc-in-place-at-peak | FileCheck %s
-// RUN: not dc-opt %s --dc-in-place-at-peak --dc-verify-schedule=memory-budget=1MiB -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLANNER
+// RUN: not dc-opt %s --dc-in-place-at-peak --dc-attach-target=memory-budget=1MiB --dc-verify-schedule -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLANNER
 
 // A step of dynamic shape has no memory timeline: dc-in-place-at-peak
 // leaves it as it is, without an error of its own (the op keeps its

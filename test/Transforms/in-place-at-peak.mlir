@@ -2,9 +2,9 @@
 // The peak falls from 104.25 KiB (the logits l and their exponentials g
 // side by side) to 80 KiB (at the last product's fill, g and the returned dx
 // live): the memory timeline counts g in l's buffer.
-// RUN: not dc-opt %s --split-input-file --dc-verify-schedule="memory-budget=100KiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=BEFORE
-// RUN: dc-opt %s --split-input-file --dc-in-place-at-peak --dc-verify-schedule="memory-budget=100KiB" -o /dev/null
-// RUN: not dc-opt %s --split-input-file --dc-in-place-at-peak --dc-verify-schedule="memory-budget=70KiB" -o /dev/null 2>&1 | FileCheck %s --check-prefix=AFTER
+// RUN: not dc-opt %s --split-input-file --dc-attach-target=memory-budget=100KiB --dc-verify-schedule -o /dev/null 2>&1 | FileCheck %s --check-prefix=BEFORE
+// RUN: dc-opt %s --split-input-file --dc-in-place-at-peak --dc-attach-target=memory-budget=100KiB --dc-verify-schedule -o /dev/null
+// RUN: not dc-opt %s --split-input-file --dc-in-place-at-peak --dc-attach-target=memory-budget=70KiB --dc-verify-schedule -o /dev/null 2>&1 | FileCheck %s --check-prefix=AFTER
 
 // A softmax-style gradient at the peak: g reads l at the points it writes,
 // and nothing reads l after it, so l becomes g's init (the body reads the

@@ -1,8 +1,8 @@
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-slow-link-target.json memory-budget=80KiB min-bytes=1024" --dc-verify-schedule="memory-budget=80KiB" | FileCheck %s
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB json=true output=%t.json" -o /dev/null
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=80KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=80KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024" --dc-report="json=true output=%t.json" -o /dev/null
 // RUN: %python -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; f=r['offloadFloor']['stallSeconds']; print('floor>0', f > 0, 'exposed>=floor', r['exposedCopySeconds'] >= f)" %t.json | FileCheck %s --check-prefix=JSON
-// RUN: dc-opt %s --dc-report="target=%S/Inputs/toy-slow-link-target.json" -o /dev/null | FileCheck %s --check-prefix=NOFLOOR
+// RUN: dc-opt %s --dc-attach-target=target=%S/Inputs/toy-slow-link-target.json --dc-report -o /dev/null | FileCheck %s --check-prefix=NOFLOOR
 
 // A slow host link (15 MB/s: a 16 KiB copy takes 1.09 ms, two matmuls take
 // 1.05 ms): four 16 KiB activations, the step peaks at 112.25 KiB at the end

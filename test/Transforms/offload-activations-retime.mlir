@@ -1,6 +1,6 @@
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: dc-opt %s --dc-report="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB" -o /dev/null | FileCheck %s --check-prefix=BEFORE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=100KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB" --dc-offload-activations="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-slow-link-target.json memory-budget=100KiB" --dc-report -o /dev/null | FileCheck %s --check-prefix=BEFORE
 
 // The step already fits, with one offload placed badly (as after passes that
 // changed the timing: prefetch, selective gather): its wait right behind

@@ -1,6 +1,6 @@
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=84KiB min-bytes=1024" --dc-verify-schedule="memory-budget=84KiB" | FileCheck %s
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=84KiB min-bytes=1024" --dc-verify-schedule="memory-budget=84KiB" | FileCheck %s --check-prefix=RECOMPUTE
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=84KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=84KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 
 // A buffer read after its gap only through views (a fused projection read
 // as its slices: the q/k/v of attention once the GPU targets fold its head

@@ -1,12 +1,12 @@
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s --check-prefix=NONE
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SOME
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=ALL
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-copies-slow-compute-target.json memory-budget=70KiB" -o /dev/null | FileCheck %s --check-prefix=SLOWED
-// RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 keep-last=2" 2>&1 | FileCheck %s --check-prefix=KEEP
-// RUN: not dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=60KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB min-bytes=1024" --dc-verify-schedule="memory-budget=90KiB" | FileCheck %s --check-prefix=SLOW
-// RUN: dc-opt %s --dc-offload-activations="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB min-bytes=1024" --dc-report="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB" -o /dev/null | FileCheck %s --check-prefix=SLOW-REPORT
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=100KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=100KiB --dc-verify-schedule | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=90KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=90KiB --dc-verify-schedule | FileCheck %s --check-prefix=SOME
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=70KiB --dc-verify-schedule | FileCheck %s --check-prefix=ALL
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target="target=%S/Inputs/toy-copies-slow-compute-target.json memory-budget=70KiB" --dc-report -o /dev/null | FileCheck %s --check-prefix=SLOWED
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-offload-activations="min-bytes=1024 keep-last=2" 2>&1 | FileCheck %s --check-prefix=KEEP
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=60KiB" --dc-offload-activations="min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=90KiB --dc-verify-schedule | FileCheck %s --check-prefix=SLOW
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-planned-slower-target.json memory-budget=90KiB" --dc-offload-activations="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=SLOW-REPORT
 
 // Three 16 KiB activations a1, a2, a3 made in forward and read again in
 // backward. Just in time the step peaks at 96.25 KiB (at the g3 matmul, with

@@ -1,12 +1,12 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s --check-prefix=ALL
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-verify-schedule | FileCheck %s --check-prefix=JIT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=JIT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=6144 target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NONE
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=5120 target=%S/Inputs/toy-target.json" --dc-verify-schedule="memory-budget=5120" | FileCheck %s --check-prefix=TWO
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=all target=%S/Inputs/toy-target.json" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-report="target=%S/Inputs/toy-target.json" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=3072 target=%S/Inputs/toy-target.json" 2>&1 | FileCheck %s --check-prefix=SHORT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-offload-params="params=all" --dc-prefetch="max-fused-bytes=0" --dc-attach-target --dc-verify-schedule | FileCheck %s --check-prefix=ALL
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-offload-params="params=all" --dc-attach-target --dc-verify-schedule | FileCheck %s --check-prefix=JIT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-offload-params="params=all" --dc-offload-params="params=all" | FileCheck %s --check-prefix=JIT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="memory-budget=6144 target=%S/Inputs/toy-target.json" --dc-offload-params="params=budget" | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="memory-budget=5120 target=%S/Inputs/toy-target.json" --dc-offload-params="params=budget" --dc-attach-target=memory-budget=5120 --dc-verify-schedule | FileCheck %s --check-prefix=TWO
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-offload-params="params=all" --dc-prefetch="max-fused-bytes=0" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="memory-budget=3072 target=%S/Inputs/toy-target.json" --dc-offload-params="params=budget" 2>&1 | FileCheck %s --check-prefix=SHORT
 // RUN: not dc-opt %s --dc-offload-params="params=some" 2>&1 | FileCheck %s --check-prefix=BADOPT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-offload-params="params=budget memory-budget=3072 fail-over-budget=false target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=LATER
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="memory-budget=3072 target=%S/Inputs/toy-target.json" --dc-offload-params="params=budget fail-over-budget=false" | FileCheck %s --check-prefix=LATER
 
 // Four 1 KiB weights sharded over 2 ranks (512-byte shards); just in time
 // the step peaks at 6 KiB.

@@ -5,12 +5,12 @@
 // heap corruption in dc-prefetch on a future never waited, and a segfault
 // after dc-selective-gather erased an op a second wait still used.
 
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-prefetch="memory-budget=1GiB" -o /dev/null
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-selective-gather="memory-budget=1GiB" -o /dev/null
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-report="memory-budget=1GiB" -o /dev/null
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-offload-activations="memory-budget=1GiB" -o /dev/null
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-offload-params="memory-budget=1GiB" -o /dev/null
-// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-wait-reductions-early="memory-budget=1GiB" -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-prefetch -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-selective-gather -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-report -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-offload-activations -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-offload-params -o /dev/null
+// RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-attach-target=memory-budget=1GiB --dc-wait-reductions-early -o /dev/null
 // RUN: dc-opt %s -split-input-file -verify-diagnostics --dc-zero3-pipeline="world-size=2 memory-budget=1GiB" -o /dev/null
 
 // The error names the pass that refused to plan.

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-prefetch="max-fused-bytes=0" --dc-attach-target --dc-verify-schedule | FileCheck %s
 
 // A gather never overtakes, on the FIFO collective stream, an all-to-all
 // (dc-ulysses' exchange) that is waited before the gather is. On the toy

@@ -1,5 +1,5 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=5KiB" -verify-diagnostics -o /dev/null
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=6KiB" --dc-verify-schedule="memory-budget=6KiB" | FileCheck %s
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=5KiB" --dc-prefetch -verify-diagnostics -o /dev/null
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=6KiB" --dc-prefetch --dc-attach-target=memory-budget=6KiB --dc-verify-schedule | FileCheck %s
 
 // A budget at or above the step's floor that even just-in-time gathers
 // exceed. Live for the whole step: the two 512 B shards and x (1 KiB): 2

@@ -1,6 +1,6 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-slow-collective-target.json" --dc-verify-schedule | FileCheck %s
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-slow-collective-target.json" --dc-report="target=%S/Inputs/toy-slow-collective-target.json" -o /dev/null | FileCheck %s --check-prefix=FUSED
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-slow-collective-target.json max-fused-bytes=0" --dc-report="target=%S/Inputs/toy-slow-collective-target.json" -o /dev/null | FileCheck %s --check-prefix=APART
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-slow-collective-target.json --dc-prefetch --dc-attach-target --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-slow-collective-target.json --dc-prefetch --dc-report -o /dev/null | FileCheck %s --check-prefix=FUSED
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-slow-collective-target.json --dc-prefetch="max-fused-bytes=0" --dc-report -o /dev/null | FileCheck %s --check-prefix=APART
 
 // Eight 16 KiB weights used one per matmul (524 us each) on a target whose
 // collectives cost 500 us of latency each (583 us per gather): the one

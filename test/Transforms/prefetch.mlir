@@ -1,8 +1,8 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json max-fused-bytes=0" --dc-verify-schedule | FileCheck %s
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=6144 max-fused-bytes=0" --dc-verify-schedule="memory-budget=6144" | FileCheck %s --check-prefix=TIGHT
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-latency-target.json" --dc-verify-schedule | FileCheck %s --check-prefix=FUSE
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json" | FileCheck %s --check-prefix=NOFUSE
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-prefetch="target=%S/Inputs/toy-target.json memory-budget=5000" -verify-diagnostics -o /dev/null
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-prefetch="max-fused-bytes=0" --dc-attach-target --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=6144" --dc-prefetch="max-fused-bytes=0" --dc-attach-target=memory-budget=6144 --dc-verify-schedule | FileCheck %s --check-prefix=TIGHT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-latency-target.json --dc-prefetch --dc-attach-target --dc-verify-schedule | FileCheck %s --check-prefix=FUSE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-prefetch | FileCheck %s --check-prefix=NOFUSE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=5000" --dc-prefetch -verify-diagnostics -o /dev/null
 
 // Four chained 16x16 f32 matmuls. On the toy target a matmul takes 8.2 us
 // and gathering one 1 KiB weight over 2 ranks takes 1 + 5.12 us, so each

@@ -1,5 +1,5 @@
-// RUN: dc-opt %s --split-input-file --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=1MiB" --dc-verify-schedule | FileCheck %s
-// RUN: dc-opt %s --split-input-file --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=1MiB" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=1MiB" --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --split-input-file --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=1MiB" --dc-offload-activations --dc-attach-target --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --split-input-file --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=1MiB" --dc-offload-activations --dc-offload-activations --dc-attach-target --dc-verify-schedule | FileCheck %s
 
 // Where the offload passes release reloaded values (insertReloadReleases):
 // right after the top-level op of the last use of the value or of a view

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=100KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=100KiB --dc-verify-schedule | FileCheck %s
 
 // One round of dc-rematerialize takes, best first, the candidates of one
 // peak until they free half its excess, and checks them all on the next

@@ -1,6 +1,6 @@
-// RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" 2>&1 | FileCheck %s
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024" 2>&1 | FileCheck %s
 // The same step with the calls replaced by linalg.copy (deterministic) fits.
-// RUN: sed -e 's/func.call @draw(%%\([xd]\)) : (tensor<64x64xf32>)/linalg.copy ins(%%\1 : tensor<64x64xf32>) outs(%%e : tensor<64x64xf32>)/' %s | dc-opt --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" | FileCheck %s --check-prefix=COPY
+// RUN: sed -e 's/func.call @draw(%%\([xd]\)) : (tensor<64x64xf32>)/linalg.copy ins(%%\1 : tensor<64x64xf32>) outs(%%e : tensor<64x64xf32>)/' %s | dc-opt --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024" | FileCheck %s --check-prefix=COPY
 // COPY: linalg.copy {dc.recompute = 0 : i64}
 
 // Only ops that compute the same bits again are cloned. d and c come from

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=35KiB min-bytes=1024" --dc-verify-schedule="memory-budget=35KiB" | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=35KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=35KiB --dc-verify-schedule | FileCheck %s
 
 // y = x w is made in forward (w gathered, then released) and read again in
 // backward by g2, while the backward's own gathered copy of w is live. The

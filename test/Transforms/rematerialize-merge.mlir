@@ -1,8 +1,8 @@
-// RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024" --dc-verify-schedule="memory-budget=136KiB" | FileCheck %s
-// RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024 merge-siblings=false" | FileCheck %s --check-prefix=APART
-// RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024" --dc-report="target=cpu memory-budget=136KiB" -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: dc-opt %s --dc-rematerialize="target=cpu memory-budget=136KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=cpu memory-budget=136KiB min-bytes=1024" | FileCheck %s --check-prefix=LINK
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB min-bytes=1024" | FileCheck %s --check-prefix=SLOWED
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=136KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 merge-siblings=false" | FileCheck %s --check-prefix=APART
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" | FileCheck %s --check-prefix=LINK
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" | FileCheck %s --check-prefix=SLOWED
 
 // A SwiGLU-like block: a = g * u is read by the forward's product p and,
 // after the 144 KiB peak at `big`, by the weight gradient dw; the backward's

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-folds-fills-target.json memory-budget=70KiB min-bytes=1024" | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-folds-fills-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024" | FileCheck %s
 
 // A recomputed value is not recomputed again. n (cheap) and the product's
 // zero fill f (free on a target that folds fills into the product after

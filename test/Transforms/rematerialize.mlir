@@ -1,10 +1,10 @@
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=100KiB min-bytes=1024" --dc-verify-schedule="memory-budget=100KiB" | FileCheck %s --check-prefix=NONE
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=85KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=85KiB min-bytes=1024" --dc-verify-schedule="memory-budget=85KiB" | FileCheck %s --check-prefix=FREE
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 leave-to-offload=true" --dc-offload-activations="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=FREE
-// RUN: dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024" --dc-verify-schedule="memory-budget=70KiB" | FileCheck %s --check-prefix=ONLY
-// RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB min-bytes=1024 max-recompute-ops=1" 2>&1 | FileCheck %s --check-prefix=SHORT
-// RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=63.5KiB min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
-// RUN: not dc-opt %s --dc-rematerialize="target=%S/Inputs/toy-target.json memory-budget=70KiB max-recompute-ops=0" 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=100KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=100KiB --dc-verify-schedule | FileCheck %s --check-prefix=NONE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=85KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=85KiB --dc-verify-schedule | FileCheck %s --check-prefix=FREE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=70KiB --dc-verify-schedule | FileCheck %s --check-prefix=FREE
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=70KiB --dc-verify-schedule | FileCheck %s --check-prefix=ONLY
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="min-bytes=1024 max-recompute-ops=1" 2>&1 | FileCheck %s --check-prefix=SHORT
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=63.5KiB" --dc-rematerialize="min-bytes=1024" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=70KiB" --dc-rematerialize="max-recompute-ops=0" 2>&1 | FileCheck %s --check-prefix=OPTION
 
 // A cheap elementwise chain (n = exp(x), s = n * x: 8 us on the toy target,
 // 16 KiB saved, 2 GB/s) and an expensive matmul output m (524 us, 31 MB/s)

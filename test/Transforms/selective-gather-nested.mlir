@@ -1,5 +1,5 @@
-// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=36608" --dc-verify-schedule="memory-budget=36608" | FileCheck %s --check-prefix=KEEP
-// RUN: dc-opt %s --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=36607" --dc-verify-schedule="memory-budget=36607" | FileCheck %s --check-prefix=FOLD
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=36608" --dc-selective-gather --dc-attach-target=memory-budget=36608 --dc-verify-schedule | FileCheck %s --check-prefix=KEEP
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=36607" --dc-selective-gather --dc-attach-target=memory-budget=36607 --dc-verify-schedule | FileCheck %s --check-prefix=FOLD
 
 // A parameter gathered again inside the interval of another gathered copy
 // of it, as dc-rematerialize does when a recomputed forward op needs a

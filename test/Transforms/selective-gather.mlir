@@ -1,5 +1,5 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=268" --dc-verify-schedule="memory-budget=268" | FileCheck %s --check-prefix=KEEP
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-selective-gather="target=%S/Inputs/toy-target.json memory-budget=267" --dc-verify-schedule="memory-budget=267" | FileCheck %s --check-prefix=TIGHT
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=268" --dc-selective-gather --dc-attach-target=memory-budget=268 --dc-verify-schedule | FileCheck %s --check-prefix=KEEP
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=267" --dc-selective-gather --dc-attach-target=memory-budget=267 --dc-verify-schedule | FileCheck %s --check-prefix=TIGHT
 
 // The weight w (48 bytes gathered) is used in forward and in backward.
 // Between the two uses a 128-byte scratch tensor is made and summed into

@@ -1,9 +1,9 @@
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB" | FileCheck %s --check-prefix=FITS
-// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=50KiB" -verify-diagnostics -o /dev/null
-// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB optimizer-state-bytes=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATE
-// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-verify-schedule="memory-budget=56KiB optimizer-state-bytes=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=memory-budget=56KiB --dc-verify-schedule | FileCheck %s --check-prefix=FITS
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=memory-budget=50KiB --dc-verify-schedule -verify-diagnostics -o /dev/null
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=memory-budget=56KiB --dc-verify-schedule="optimizer-state-bytes=1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=STATE
+// RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=memory-budget=56KiB --dc-verify-schedule="optimizer-state-bytes=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-report="optimizer-state-bytes=-1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT-NEGATIVE
-// RUN: not dc-opt %s --dc-verify-schedule="memory-budget=lots" 2>&1 | FileCheck %s --check-prefix=BADTEXT
+// RUN: not dc-opt %s --dc-attach-target=memory-budget=lots --dc-verify-schedule 2>&1 | FileCheck %s --check-prefix=BADTEXT
 
 // Live while the weight is gathered: its 8 KiB shard, the 16 KiB input x,
 // the 16 KiB gathered weight and the 16 KiB result (a returned value lives

@@ -9,8 +9,8 @@
 #define DC_TEST_UNITTESTS_ANALYSISTESTUTILS_H
 
 #include "dc/Analysis/MemoryTimeline.h"
-#include "dc/Analysis/TargetDescription.h"
 #include "dc/Registration/Registration.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"

@@ -3,8 +3,8 @@
 
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
-#include "dc/Analysis/TargetDescription.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"

@@ -2,7 +2,7 @@
 #include "AnalysisTestUtils.h"
 
 #include "dc/Analysis/CostModel.h"
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Target/TargetDescription.h"
 
 #include <gtest/gtest.h>
 

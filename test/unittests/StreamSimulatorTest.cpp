@@ -4,7 +4,7 @@
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"

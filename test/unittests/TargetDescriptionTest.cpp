@@ -1,7 +1,7 @@
 //===- TargetDescriptionTest.cpp - presets, JSON targets ------------------===//
 #include "AnalysisTestUtils.h"
 
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -37,6 +37,8 @@ void expectSameTarget(const TargetDescription &a, const TargetDescription &b) {
   EXPECT_EQ(a.hostLinkLatency, b.hostLinkLatency);
   EXPECT_EQ(a.deviceMemoryBytes, b.deviceMemoryBytes);
   EXPECT_EQ(a.gpusPerNode, b.gpusPerNode);
+  EXPECT_EQ(a.multiprocessors, b.multiprocessors);
+  EXPECT_EQ(a.sharedMemoryPerBlock, b.sharedMemoryPerBlock);
   EXPECT_EQ(a.foldsFills, b.foldsFills);
   EXPECT_EQ(a.foldsHeadTransposes, b.foldsHeadTransposes);
   EXPECT_EQ(a.networkBandwidth, b.networkBandwidth);
@@ -73,9 +75,12 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   // cuDNN's attention reads and writes [B, S, H, D] in place; the CPU
   // backend expands attention over [B, H, S, D].
   EXPECT_TRUE(h200.foldsHeadTransposes);
-  EXPECT_EQ(h200.lowering, "h200");
+  EXPECT_EQ(h200.lowering, Lowering::CudaSm90);
+  EXPECT_EQ(h200.multiprocessors, 132);
+  EXPECT_EQ(h200.sharedMemoryPerBlock, 48 * 1024);
   TargetDescription cpu = cantFail(TargetDescription::getPreset("cpu"));
-  EXPECT_EQ(cpu.lowering, "cpu");
+  EXPECT_EQ(cpu.lowering, Lowering::Host);
+  EXPECT_EQ(cpu.multiprocessors, 0);
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_TRUE(cpu.allGatherCurve.empty());
   EXPECT_EQ(cpu.gpusPerNode, 0);
@@ -95,9 +100,18 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   EXPECT_EQ(h100.memoryBandwidth, 2.8e12);
   EXPECT_EQ(h100.deviceMemoryBytes, 79 * kGiB);
   EXPECT_EQ(h100.networkBandwidth, 46e9);
+  // One node of H100s: the cluster's GPU without the network.
+  TargetDescription h100Node = cantFail(TargetDescription::getPreset("h100"));
+  EXPECT_EQ(h100Node.name, "h100");
+  EXPECT_EQ(h100Node.memoryBandwidth, 2.8e12);
+  EXPECT_EQ(h100Node.deviceMemoryBytes, 79 * kGiB);
+  EXPECT_EQ(h100Node.gpusPerNode, 8);
+  EXPECT_EQ(h100Node.networkBandwidth, 0.0);
   // The same sm_90 GPU in nodes of 8.
-  EXPECT_EQ(h200Cluster.lowering, "h200");
-  EXPECT_EQ(h100.lowering, "h200");
+  EXPECT_EQ(h200Cluster.lowering, Lowering::CudaSm90);
+  EXPECT_EQ(h100.lowering, Lowering::CudaSm90);
+  EXPECT_EQ(h100Node.lowering, Lowering::CudaSm90);
+  EXPECT_EQ(h100Node.multiprocessors, 132);
 
   // Members of a group per node: a 4 x 8 grid on 8-GPU nodes.
   EXPECT_EQ(h200Cluster.membersPerNode(8, 1), 8);  // axis 1: one node
@@ -107,13 +121,13 @@ TEST(TargetDescriptionTest, PresetsHoldTheMeasuredNumbers) {
   EXPECT_EQ(cpu.membersPerNode(64, 1), 64);
 
   EXPECT_EQ(errorText(TargetDescription::getPreset("tpu").takeError()),
-            "unknown target preset 'tpu' (presets: h200, h200-cluster, "
-            "h100-cluster, cpu)");
+            "unknown target preset 'tpu' (presets: h100, h200, h100-cluster, "
+            "h200-cluster, cpu)");
 }
 
 TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   for (llvm::StringRef preset :
-       {"h200", "h200-cluster", "h100-cluster", "cpu"}) {
+       {"h100", "h200", "h200-cluster", "h100-cluster", "cpu"}) {
     TargetDescription original = cantFail(TargetDescription::getPreset(preset));
     llvm::Expected<TargetDescription> parsed =
         TargetDescription::fromJSON(original.toJSON());
@@ -141,7 +155,7 @@ TEST(TargetDescriptionTest, JSONRoundTripsAndStartsFromABase) {
   EXPECT_EQ(cluster->networkBandwidth, 25e9);
   EXPECT_EQ(cluster->networkLatency, 5e-6);
   EXPECT_TRUE(cluster->foldsFills); // from the base
-  EXPECT_EQ(cluster->lowering, "h200");
+  EXPECT_EQ(cluster->lowering, Lowering::CudaSm90);
   EXPECT_TRUE(cluster->foldsHeadTransposes);
 
   llvm::Expected<TargetDescription> unfolded =
@@ -206,8 +220,8 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
   EXPECT_EQ(errorOf(R"({"base": "h200", "matmulFlop16": 1, "zzz": 2})"),
             "unknown fields \"matmulFlop16\", \"zzz\" in target description");
   EXPECT_EQ(errorOf(R"({"base": "gpu"})"),
-            "unknown target preset 'gpu' (presets: h200, h200-cluster, "
-            "h100-cluster, cpu)");
+            "unknown target preset 'gpu' (presets: h100, h200, h100-cluster, "
+            "h200-cluster, cpu)");
   std::string missing = errorOf(R"({"name": "x", "matmulFlops16": 1e12})");
   EXPECT_NE(missing.find("missing fields \"matmulFlops32\", \"vectorFlops\""),
             std::string::npos)
@@ -239,7 +253,10 @@ TEST(TargetDescriptionTest, JSONErrorsSayWhatIsWrong) {
             "field \"gpusPerNode\" must be a non-negative integer (0: one "
             "node)");
   EXPECT_EQ(errorOf(R"({"base": "h200", "lowering": "tpu"})"),
-            "field \"lowering\" must be \"cpu\" or \"h200\"");
+            "field \"lowering\" must be \"host\" or \"cuda_sm90\"");
+  EXPECT_EQ(errorOf(R"({"base": "h200", "multiprocessors": -1})"),
+            "field \"multiprocessors\" must be a non-negative integer (0: no "
+            "GPU)");
   EXPECT_EQ(errorOf(R"({"base": "h200", "hostLinkPlanningBandwidth": -1})"),
             "field \"hostLinkPlanningBandwidth\" must be non-negative");
   EXPECT_EQ(errorOf(R"({"base": "h200", "networkBandwidth": -1})"),
@@ -258,8 +275,8 @@ TEST(TargetDescriptionTest, LoadTakesAPresetOrAFile) {
   std::string missing =
       errorText(TargetDescription::load("/no/such/target.json").takeError());
   EXPECT_EQ(missing, "unknown target '/no/such/target.json': neither a "
-                     "preset (h200, h200-cluster, h100-cluster, cpu) nor an "
-                     "existing file");
+                     "preset (h100, h200, h100-cluster, h200-cluster, cpu) "
+                     "nor an existing file");
 
   llvm::SmallString<128> path;
   ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("dc-target", "json", path));

@@ -1,14 +1,18 @@
 //===- dc-compile.cpp - a training step to a dcrt artifact ----------------===//
 //
-//   dc-compile step.mlir -o step.so [--world-size=N] [--target=h200|cpu]
-//              [other options of dc-zero3-pipeline] [--no-schedule]
-//              [--emit=mlir|llvm|obj|so] [--compare-layouts]
-//              [--choose-row-chunks]
+//   dc-compile step.mlir -o step.so [--world-size=N] [--target=h200|cpu|...]
+//              [--lowering=host|cuda_sm90] [other options of
+//              dc-zero3-pipeline] [--no-schedule] [--emit=mlir|llvm|obj|so]
+//              [--compare-layouts] [--choose-row-chunks]
 //
-// --target=h200 plans for an H200 and compiles the compute for it (CUDA
-// kernels and cuBLASLt calls, run by libdcrt's cuda backend), as does a
-// JSON target based on it ("lowering": "h200"); without --target, or with
-// --target=cpu, the compute runs on the host.
+// The target (default h200) is what the step is planned for and what its
+// compute becomes: the GPU presets, and JSON targets based on them, compile
+// it for sm_90 (CUDA kernels, cuBLASLt and cuDNN, run by libdcrt's cuda
+// backend), cpu for the host. --lowering=host keeps a GPU target's schedule
+// and compiles its compute for the host (to run a GPU plan on the host
+// backend). dc-compile attaches the target to the module (dc-attach-target)
+// and everything after it reads it there; with --no-schedule, a module that
+// has one keeps it unless --target or --memory-budget is given.
 //
 // --compare-layouts (a target of several nodes): schedules the step both
 // sharded over every rank and sharded inside each node (hierarchical=GPUs
@@ -27,9 +31,10 @@
 //===----------------------------------------------------------------------===//
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Analysis/StreamSimulator.h"
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Pipelines/Pipelines.h"
 #include "dc/Registration/Registration.h"
+#include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
 #include "dc/Target/Artifact.h"
 
@@ -87,12 +92,12 @@ cl::opt<bool> checkFinite(
     cl::cat(category));
 cl::opt<bool> preciseMath(
     "precise-math",
-    cl::desc("--target=h200: accurate exp, log and f32 division in the "
+    cl::desc("cuda_sm90: accurate exp, log and f32 division in the "
              "kernels (libdevice) instead of the hardware's approximate ones"),
     cl::cat(category));
 cl::opt<bool> finishingPasses(
     "finishing-passes",
-    cl::desc("--target=h200: a split weight gradient's second pass runs at "
+    cl::desc("cuda_sm90: a split weight gradient's second pass runs at "
              "the end of its row group's kernel, not as a launch of its own "
              "(one launch fewer per norm backward; needs "
              "--finishing-blocks blocks resident at once, which the runtime "
@@ -106,19 +111,19 @@ cl::opt<int64_t> finishingBlocks(
     cl::init(64), cl::cat(category));
 cl::opt<int64_t> foldedChunkRows(
     "folded-chunk-rows",
-    cl::desc("--target=h200: rows of a norm weight gradient's chunk folded "
+    cl::desc("cuda_sm90: rows of a norm weight gradient's chunk folded "
              "into its backward's kernel, one block a chunk (default 32, "
              "at most 64)"),
     cl::init(32), cl::cat(category));
 cl::opt<int64_t> foldedBlocksPerSM(
     "folded-blocks-per-sm",
-    cl::desc("--target=h200: blocks of a folded norm backward's kernel that "
+    cl::desc("cuda_sm90: blocks of a folded norm backward's kernel that "
              "should fit on an SM, capping its registers (default 0: as "
              "ptxas allocates)"),
     cl::init(0), cl::cat(category));
 cl::opt<bool> singleBarrierReductions(
     "single-barrier-reductions",
-    cl::desc("--target=h200: a block-per-row kernel's reductions (norms, "
+    cl::desc("cuda_sm90: a block-per-row kernel's reductions (norms, "
              "softmax, cross-entropy) take one barrier each instead of two"),
     cl::cat(category));
 cl::opt<bool> noSchedule("no-schedule",
@@ -180,9 +185,8 @@ public:
   }
 };
 
-/// True when --target was given: the artifact's compute then runs on that
-/// target (h200: the GPU). Without it, the schedule is planned for the
-/// default preset and the compute runs on the host.
+/// Whether --target or --memory-budget was given: a scheduled module
+/// (--no-schedule) keeps its own #dc.target otherwise.
 bool targetGiven = false;
 /// Whether --optimizer-state-bytes was given; else dc-run's AdamW's.
 bool optimizerStateGiven = false;
@@ -206,7 +210,7 @@ splitScheduleOptions(int argc, char **argv,
       rest.push_back(argv[i]);
       continue;
     }
-    targetGiven |= name == "target";
+    targetGiven |= name == "target" || name == "memory-budget";
     optimizerStateGiven |= name == "optimizer-state-bytes";
     schedule += arg.ltrim('-').str();
     if (!arg.contains('=') && pipelineOptions.takesValue(name) && i + 1 < argc)
@@ -221,6 +225,37 @@ splitScheduleOptions(int argc, char **argv,
   if (options && !optimizerStateGiven)
     options->optimizerStateBytes = kDcRunOptimizerStateBytes;
   return options;
+}
+
+/// Attaches the target the step is planned and lowered for (before anything
+/// reads it: the layout choices, the pipelines). A module that is only
+/// lowered keeps the #dc.target it has unless --target or --memory-budget
+/// says otherwise; --lowering applies either way.
+LogicalResult attachTarget(ModuleOp module,
+                           const dc::Zero3PipelineOptions &options,
+                           bool schedule) {
+  dc::TargetAttr existing = dc::findTargetAttr(module);
+  if (schedule || targetGiven || !existing) {
+    PassManager pm(module.getContext());
+    dc::DCAttachTargetOptions attach;
+    attach.target = options.target;
+    attach.memoryBudget = options.memoryBudget;
+    attach.lowering = options.lowering;
+    pm.addPass(dc::createDCAttachTarget(attach));
+    return pm.run(module);
+  }
+  if (options.lowering.empty())
+    return success();
+  std::optional<dc::Lowering> lowering =
+      dc::symbolizeLowering(options.lowering);
+  if (!lowering)
+    return emitError(module.getLoc())
+           << "unknown lowering '" << options.lowering << "' (host, cuda_sm90)";
+  module->setAttr(dc::kTargetAttrName,
+                  dc::TargetAttr::get(module.getContext(), existing.getName(),
+                                      *lowering, existing.getMemoryBudget(),
+                                      existing.getNumbers()));
+  return success();
 }
 
 LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
@@ -240,16 +275,7 @@ LogicalResult compile(ModuleOp module, const dc::Zero3PipelineOptions &options,
   lowering.foldedChunkRows = foldedChunkRows;
   lowering.foldedBlocksPerSM = foldedBlocksPerSM;
   lowering.singleBarrierReductions = singleBarrierReductions;
-  // The description says what runs its compute: the GPU presets, and JSON
-  // targets based on them, "h200" (the cluster presets are the same sm_90
-  // GPU in nodes of 8). One that does not load is the pipeline's error.
-  if (targetGiven) {
-    if (llvm::Expected<dc::TargetDescription> target =
-            dc::TargetDescription::load(options.target))
-      lowering.target = target->lowering;
-    else
-      llvm::consumeError(target.takeError());
-  }
+  // The compute as the module's #dc.target says.
   dc::buildLowerToLLVMPipeline(pm, lowering);
   return pm.run(module);
 }
@@ -349,8 +375,8 @@ FailureOr<bool> pickFaster(OwningOpRef<ModuleOp> &module, Layout &first,
 /// leaves the fastest one's scheduled module in `module`.
 LogicalResult chooseRowChunks(OwningOpRef<ModuleOp> &module,
                               dc::Zero3PipelineOptions &options) {
-  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
-      *module, options.memoryBudget, options.target, options.profile);
+  FailureOr<dc::PlanningSetup> setup =
+      dc::loadPlanningSetup(*module, options.profile);
   if (failed(setup))
     return failure();
   const int64_t candidates[] = {0, 4, 8};
@@ -404,8 +430,8 @@ LogicalResult chooseSequenceLayout(OwningOpRef<ModuleOp> &module,
 /// faster one's scheduled module in `module` (its options in `options`).
 LogicalResult chooseLayout(OwningOpRef<ModuleOp> &module,
                            dc::Zero3PipelineOptions &options) {
-  FailureOr<dc::PlanningSetup> setup = dc::loadPlanningSetup(
-      *module, options.memoryBudget, options.target, options.profile);
+  FailureOr<dc::PlanningSetup> setup =
+      dc::loadPlanningSetup(*module, options.profile);
   if (failed(setup))
     return failure();
   if (options.sequenceParallel > 1)
@@ -539,6 +565,8 @@ int main(int argc, char **argv) {
         << "--compare-layouts and --choose-row-chunks: choose one";
     return 1;
   }
+  if (failed(attachTarget(*module, *options, schedule)))
+    return 1;
   if (compareLayouts && !noSchedule) {
     if (failed(chooseLayout(module, *options)))
       return 1;

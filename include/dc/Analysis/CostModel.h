@@ -12,7 +12,7 @@
 #ifndef DC_ANALYSIS_COSTMODEL_H
 #define DC_ANALYSIS_COSTMODEL_H
 
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"

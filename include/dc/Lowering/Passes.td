@@ -14,7 +14,9 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
 
     - `dc_artifact_abi_version()`, returning `DCRT_ABI_VERSION`;
     - `dc_artifact_manifest()`, returning the JSON that `dcrt.h` describes:
-      world size and grid, per step its entry and its arguments (parameters
+      the lowering of the module's `#dc.target` (`target`: host or
+      cuda_sm90, which picks the runtime's backend), world size and grid,
+      per step its entry and its arguments (parameters
       with id, name, shape, dtype and, when sharded, `local`; data) and
       results (loss, gradients), and the plan. The plan's
       `gather_arena_bytes` is the peak bytes of gathered tensors live at once
@@ -39,9 +41,6 @@ def DCArtifactManifest : Pass<"dc-artifact-manifest", "::mlir::ModuleOp"> {
   let options = [
     Option<"worldSize", "world-size", "int64_t", "0",
            "Expected world size; 0 takes it from the grid (1 without one)">,
-    Option<"target", "target", "std::string", "\"cpu\"",
-           "What the artifact's compute runs on, for the runtime to pick its "
-           "backend: cpu (host) or h200 (cuda)">,
     Option<"checkFinite", "check-finite", "bool", "false",
            "The step checks its ops' outputs (dc-check-finite): the manifest "
            "says \"check_finite\": true, which dc-run --check-finite needs">,

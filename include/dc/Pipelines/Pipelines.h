@@ -55,9 +55,14 @@ struct Zero3PipelineOptions
       llvm::cl::init(kDefaultMemoryBudget)};
   Option<std::string> target{
       *this, "target",
-      llvm::cl::desc("Target preset (h200, h200-cluster, h100-cluster, cpu) or "
-                     "target JSON file"),
+      llvm::cl::desc("Target preset (h100, h200, h100-cluster, h200-cluster, "
+                     "cpu) or target JSON file (dc-attach-target)"),
       llvm::cl::init(kDefaultTarget)};
+  Option<std::string> lowering{
+      *this, "lowering",
+      llvm::cl::desc("What the compute becomes, host or cuda_sm90; empty: the "
+                     "target's own (dc-attach-target)"),
+      llvm::cl::init("")};
   Option<std::string> profile{
       *this, "profile",
       llvm::cl::desc("Measured per-op times (JSON from dc-run)"),
@@ -180,20 +185,15 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("Check each compute op's outputs for NaN and infinity "
                      "(dc-check-finite), for dc-run --check-finite"),
       llvm::cl::init(false)};
-  Option<std::string> target{
-      *this, "target",
-      llvm::cl::desc("What the compute runs on: cpu (loops on the host) or "
-                     "h200 (CUDA kernels and cuBLASLt on an H200)"),
-      llvm::cl::init("cpu")};
   Option<bool> preciseMath{
       *this, "precise-math",
-      llvm::cl::desc("h200: kernels use libdevice's accurate exp, log and "
+      llvm::cl::desc("cuda_sm90: kernels use libdevice's accurate exp, log and "
                      "f32 division instead of the hardware's approximate "
                      "ones (dc-map-to-gpu approximate-math=false)"),
       llvm::cl::init(false)};
   Option<bool> finishingPasses{
       *this, "finishing-passes",
-      llvm::cl::desc("h200: a split weight gradient's second pass runs at "
+      llvm::cl::desc("cuda_sm90: a split weight gradient's second pass runs at "
                      "the end of its row group's kernel (dc-map-to-gpu "
                      "finishing-passes; needs finishing-blocks blocks "
                      "resident at once)"),
@@ -206,34 +206,43 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::init(64)};
   Option<bool> singleBarrierReductions{
       *this, "single-barrier-reductions",
-      llvm::cl::desc("h200: a block-per-row group's f32 reductions take one "
-                     "barrier instead of gpu.all_reduce's two (dc-map-to-gpu "
-                     "single-barrier-reductions)"),
+      llvm::cl::desc(
+          "cuda_sm90: a block-per-row group's f32 reductions take one "
+          "barrier instead of gpu.all_reduce's two (dc-map-to-gpu "
+          "single-barrier-reductions)"),
       llvm::cl::init(false)};
   Option<int64_t> foldedChunkRows{
       *this, "folded-chunk-rows",
-      llvm::cl::desc("h200: rows of a weight gradient's chunk folded into "
+      llvm::cl::desc("cuda_sm90: rows of a weight gradient's chunk folded into "
                      "its norm backward's kernel, one block a chunk "
                      "(dc-split-column-reductions folded-chunk-rows)"),
       llvm::cl::init(32)};
   Option<int64_t> foldedBlocksPerSM{
       *this, "folded-blocks-per-sm",
-      llvm::cl::desc("h200: blocks of a folded norm backward's kernel that "
-                     "should fit on an SM, capping its registers; 0 leaves "
-                     "them to ptxas (dc-map-to-gpu folded-blocks-per-sm)"),
+      llvm::cl::desc(
+          "cuda_sm90: blocks of a folded norm backward's kernel that "
+          "should fit on an SM, capping its registers; 0 leaves "
+          "them to ptxas (dc-map-to-gpu folded-blocks-per-sm)"),
       llvm::cl::init(0)};
 };
 
-/// Lowers a dc module (scheduled or not) to the LLVM dialect, ready for
-/// translation: dc-artifact-manifest (and dc-profile-ops when asked for);
-/// One-Shot Bufferize (function boundaries, identity layouts) with results
-/// as out-parameters; dc-assign-step-arena (every temporary at a planned
-/// offset) and buffer deallocation of what is left; then the compute: for
-/// `cpu`, linalg to loops and the host's CPU lowering; for `h200`,
-/// dc-map-to-gpu (kernels and library calls), kernel outlining and NVVM
-/// lowering to one sm_90 fatbin; dc-to-dcrt (runtime calls, kernel launches,
-/// matrix products); everything to LLVM with the bare-pointer calling
-/// convention; then dc-artifact-entries.
+/// Lowers a dc module (scheduled or not) to the LLVM dialect for `lowering`,
+/// ready for translation: dc-artifact-manifest (and dc-profile-ops when
+/// asked for); One-Shot Bufferize (function boundaries, identity layouts)
+/// with results as out-parameters; dc-assign-step-arena (every temporary at
+/// a planned offset) and buffer deallocation of what is left; then the
+/// compute: for `host`, linalg to loops and the host's CPU lowering; for
+/// `cuda_sm90`, dc-map-to-gpu (kernels and library calls), kernel outlining
+/// and NVVM lowering to one sm_90 fatbin; dc-to-dcrt (runtime calls, kernel
+/// launches, matrix products); everything to LLVM with the bare-pointer
+/// calling convention; then dc-artifact-entries.
+void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
+                              const LowerToLLVMPipelineOptions &options,
+                              Lowering lowering);
+
+/// Adds `dc-lower-to-llvm`: one pass that runs the pipeline above for the
+/// lowering of the module's #dc.target (a dynamic pipeline: which passes
+/// run depends on the module it meets).
 void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
                               const LowerToLLVMPipelineOptions &options);
 

@@ -7,6 +7,8 @@
 #ifndef DC_SCHEDULE_PASSDEFAULTS_H
 #define DC_SCHEDULE_PASSDEFAULTS_H
 
+#include "dc/Target/TargetDescription.h"
+
 #include <cstdint>
 
 namespace dc {
@@ -20,7 +22,7 @@ constexpr int64_t kDefaultWorldSize = 0;
 constexpr const char kDefaultGrid[] = "world";
 /// Empty: the target's whole device memory.
 constexpr const char kDefaultMemoryBudget[] = "";
-constexpr const char kDefaultTarget[] = "h200";
+constexpr const char *kDefaultTarget = kDefaultTargetPreset;
 /// Empty: no measured profile.
 constexpr const char kDefaultProfile[] = "";
 constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;

@@ -159,15 +159,44 @@ def DCUlysses : Pass<"dc-ulysses", "::mlir::ModuleOp"> {
   ];
 }
 
-// Options every planning pass shares: they all plan against ONE budget with
-// ONE cost model.
+def DCAttachTarget : Pass<"dc-attach-target", "::mlir::ModuleOp"> {
+  let summary = "Attach the machine to plan and lower for, with its budget "
+                "in bytes, as the module's #dc.target";
+  let description = [{
+    Loads the target once (a preset, or a JSON description: docs/cost-model.md
+    lists the fields), resolves the memory budget to bytes and attaches both,
+    with the lowering, under `dc.target`. Everything after it reads that
+    attribute: the planning passes, `dc-verify-schedule`, `dc-report`, the
+    lowering pipeline and the artifact's manifest. A module already
+    targeted gets the new target. Errors (an unknown target, a file that
+    does not parse, a budget that is neither bytes nor a share of the
+    device's memory) are reported on the module.
+
+    ```mlir
+    // dc-opt --dc-attach-target="target=cpu memory-budget=50%"
+    module attributes {dc.target = #dc.target<name = "cpu", lowering = host,
+        memory_budget = 8589934592, numbers = {...}>} {...}
+    ```
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = [
+    Option<"target", "target", "std::string", "::dc::kDefaultTarget",
+           "A preset (h100, h200, h100-cluster, h200-cluster, cpu) or a "
+           "target JSON file">,
+    Option<"memoryBudget", "memory-budget", "std::string",
+           "::dc::kDefaultMemoryBudget",
+           "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction of "
+           "the target's memory (e.g. 0.9 or 90%); empty: all of it">,
+    Option<"lowering", "lowering", "std::string", "\"\"",
+           "What the compute becomes, host or cuda_sm90; empty: the "
+           "target's own (host to run a GPU target's schedule on the host "
+           "backend)">,
+  ];
+}
+
+// Options every planning pass shares. They all plan against ONE budget with
+// ONE cost model: the module's #dc.target (dc-attach-target).
 defvar DCPlanningOptions = [
-  Option<"memoryBudget", "memory-budget", "std::string",
-         "::dc::kDefaultMemoryBudget",
-         "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction of "
-         "the target's memory (e.g. 0.9 or 90%); empty: all of it">,
-  Option<"target", "target", "std::string", "::dc::kDefaultTarget",
-         "Target preset (h200, h200-cluster, h100-cluster, cpu) or a target JSON file">,
   Option<"profile", "profile", "std::string", "::dc::kDefaultProfile",
          "Measured per-op times (JSON written by dc-run) replacing the "
          "cost model's compute estimates">,
@@ -559,17 +588,12 @@ def DCVerifySchedule : Pass<"dc-verify-schedule", "::mlir::ModuleOp"> {
     or persistent (a reloaded value may go unreleased: it then lives until
     the step ends); in buffer form, nothing touches the output of a
     `dc.all_to_all_start` (or writes its input) between the start and its
-    wait; and, when a budget is given, the memory timeline's peak fits it.
+    wait; and, when the module has a `#dc.target`, the memory timeline's
+    peak fits its budget.
     Each error names the op.
   }];
   let dependentDialects = ["::dc::DCDialect"];
   let options = [
-    Option<"memoryBudget", "memory-budget", "std::string",
-           "::dc::kDefaultMemoryBudget",
-           "Device memory budget: bytes (e.g. 16GiB, 2.5e9) or a fraction "
-           "of the target's memory (e.g. 0.9 or 90%); empty: not checked">,
-    Option<"target", "target", "std::string", "::dc::kDefaultTarget",
-           "Target preset (h200, h200-cluster, h100-cluster, cpu) or a target JSON file">,
     Option<"optimizerStateBytes", "optimizer-state-bytes", "int64_t", "0",
            "Device bytes the trainer keeps per element of each parameter's "
            "local shard (its optimizer state; dc-run's AdamW: 12, an fp32 "

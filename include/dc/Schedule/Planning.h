@@ -1,5 +1,4 @@
-//===- Planning.h - what every planning pass loads ---------------*- C++
-//-*-===//
+//===- Planning.h - what every planning pass loads --------------*- C++ -*-===//
 #ifndef DC_SCHEDULE_PLANNING_H
 #define DC_SCHEDULE_PLANNING_H
 
@@ -15,12 +14,12 @@
 
 namespace dc {
 
-/// The budget a pass option names: bytes ("16GiB") or a fraction of the
-/// target's device memory ("0.9", "90%"). Empty text: no budget (nullopt).
-/// Errors (bad text, unknown target) are reported on `errorAt`.
+/// The budget a user names: bytes ("16GiB") or a fraction of the target's
+/// `deviceMemoryBytes` ("0.9", "90%"). Empty text: no budget (nullopt).
+/// Errors are reported on `errorAt`.
 mlir::FailureOr<std::optional<int64_t>>
 resolveMemoryBudget(mlir::Operation *errorAt, llvm::StringRef text,
-                    llvm::StringRef target);
+                    int64_t deviceMemoryBytes);
 
 /// The inputs every planning pass shares: one target, an optional measured
 /// profile, and the one device-memory budget.
@@ -40,11 +39,10 @@ struct PlanningSetup {
   }
 };
 
-/// Loads the target and profile and resolves the budget (empty text: the
-/// target's whole device memory). Errors are reported on `errorAt`.
-mlir::FailureOr<PlanningSetup> loadPlanningSetup(mlir::Operation *errorAt,
-                                                 llvm::StringRef budgetText,
-                                                 llvm::StringRef target,
+/// The target and budget of the module around `at` (its #dc.target, see
+/// getModuleTarget) and the profile at `profilePath` (none when empty).
+/// Errors are reported on `at`.
+mlir::FailureOr<PlanningSetup> loadPlanningSetup(mlir::Operation *at,
                                                  llvm::StringRef profilePath);
 
 /// The invariants of a schedule that dc-verify-schedule proves and every
@@ -110,7 +108,8 @@ mlir::FailureOr<int64_t> stepBudget(mlir::func::FuncOp fn, int64_t budget,
                                     int64_t bytesPerElement,
                                     llvm::StringRef who);
 
-/// Loads the setup once, checks every step function with a body
+/// Loads the setup once (the module's target and budget), checks every step
+/// function with a body
 /// (checkPlanningPreconditions, naming `passName`), then plans each in turn,
 /// stopping at the first failure: what each planning pass's runOnOperation
 /// does around its own planner. `replacesReloadReleases`: the pass places
@@ -120,7 +119,6 @@ mlir::FailureOr<int64_t> stepBudget(mlir::func::FuncOp fn, int64_t budget,
 /// trainer's state (stepBudget with `optimizerStateBytes`).
 mlir::LogicalResult
 planEachStep(mlir::ModuleOp module, llvm::StringRef passName,
-             llvm::StringRef budgetText, llvm::StringRef target,
              llvm::StringRef profilePath, int64_t optimizerStateBytes,
              llvm::function_ref<mlir::LogicalResult(
                  mlir::func::FuncOp, const PlanningSetup &, const CostModel &)>

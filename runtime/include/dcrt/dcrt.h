@@ -372,7 +372,7 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * memory dc plans), and must read it before the next entry call.
  *
  * Manifest JSON:
- *   {"abi": 4, "target": "cpu", "world_size": 2, "grid": "world",
+ *   {"abi": 4, "target": "host", "world_size": 2, "grid": "world",
  *    "grid_shape": [2],
  *    "plan": {"gather_arena_bytes": N, "host_pool_bytes": N,
  *             "step_arena_bytes": N, "step_buffer_bytes": N,
@@ -387,7 +387,8 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *                   "arena_offset": 512},
  *                  {"kind": "grad", "param": 0, "shape": [16, 32],
  *                   "dtype": "f32", "local": 256, "arena_offset": 0}]}]}
- * "target" picks the backend ("cpu": host, "h200": cuda) unless
+ * "target" picks the backend ("host": host, "cuda_sm90": cuda; "cpu" and
+ * "h200", their spellings before, likewise) unless
  * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is
  * present for sharded tensors (the buffer holds `local` elements); a
  * replicated parameter or gradient has no "local"; "shard_axes" (optional,

@@ -50,7 +50,7 @@ models
 for model in ${PACK_MODELS:-tiny-f32 tiny-bf16 tiny-fused small-bf16 small-fused-bf16 tall-fused-bf16 \
              wide-vocab-bf16 wide-dim-bf16 tiny-rotary small-rotary-bf16}; do
   for w in ${PACK_RANKS:-1 2}; do
-    "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w -o "$DEST/$model-cpu-w$w.so"
+    "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --lowering=host -o "$DEST/$model-cpu-w$w.so"
     "$BIN/dc-compile" "$DEST/$model.mlir" --world-size=$w --target=h200 -o "$DEST/$model-h200-w$w.so"
   done
 done
@@ -162,7 +162,7 @@ if [ "${BENCH:-0}" = 1 ]; then
     # dc-report's predicted step and per-op trace, for bench/calibrate.py.
     "$BIN/dc-opt" "$DEST/$c.mlir" \
       --dc-zero3-pipeline="world-size=1 target=h200 optimizer-state-bytes=12" \
-      --dc-report="target=h200 optimizer-state-bytes=12 trace=$DEST/bench/$c-predicted.json" \
+      --dc-report="optimizer-state-bytes=12 trace=$DEST/bench/$c-predicted.json" \
       -o /dev/null > "$DEST/bench/$c-report.txt"
   done
 fi

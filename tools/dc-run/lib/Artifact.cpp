@@ -56,12 +56,14 @@ int32_t dcrun::backendFor(const std::string &target) {
   const char *forced = std::getenv("DCRT_BACKEND");
   if (forced && *forced)
     return DCRT_BACKEND_AUTO;
-  if (target.empty() || target == "cpu")
+  // "cpu" and "h200": the same lowerings, as dc spelt them before the
+  // lowering kinds had names of their own (the same ABI).
+  if (target.empty() || target == "host" || target == "cpu")
     return DCRT_BACKEND_HOST;
-  if (target == "h200")
+  if (target == "cuda_sm90" || target == "h200")
     return DCRT_BACKEND_CUDA;
   dcrt::fatal("the artifact targets '%s', which no backend of this libdcrt "
-              "runs (cpu: host, h200: cuda)",
+              "runs (host: host, cuda_sm90: cuda)",
               target.c_str());
 }
 

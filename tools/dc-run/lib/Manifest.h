@@ -73,7 +73,8 @@ struct StepSpec {
 struct Manifest {
   int32_t abi = 0;
   int32_t worldSize = 1;
-  /// "cpu" (host backend) or a GPU ("h200": cuda backend); empty: host.
+  /// The compute's lowering: "host" (host backend) or "cuda_sm90" (cuda
+  /// backend); empty: host.
   std::string target;
   std::string grid;
   /// The grid's axis sizes (product = world size); empty: one axis.

@@ -150,11 +150,14 @@ TEST(Artifact, RuntimeOptionsFollowTheManifestAndTheOptions) {
 TEST(Artifact, TheTargetPicksTheBackend) {
   WithoutBackendVariable unset;
   EXPECT_EQ(backendFor(""), DCRT_BACKEND_HOST);
+  EXPECT_EQ(backendFor("host"), DCRT_BACKEND_HOST);
+  EXPECT_EQ(backendFor("cuda_sm90"), DCRT_BACKEND_CUDA);
+  // The same lowerings' earlier spellings (artifacts of the same ABI).
   EXPECT_EQ(backendFor("cpu"), DCRT_BACKEND_HOST);
   EXPECT_EQ(backendFor("h200"), DCRT_BACKEND_CUDA);
   EXPECT_EXIT(backendFor("tpu"), testing::ExitedWithCode(1),
               "the artifact targets 'tpu', which no backend of this libdcrt "
-              "runs \\(cpu: host, h200: cuda\\)");
+              "runs \\(host: host, cuda_sm90: cuda\\)");
   // DCRT_BACKEND overrides the target (dcrt_init reads it).
   setenv("DCRT_BACKEND", "host", 1);
   EXPECT_EQ(backendFor("h200"), DCRT_BACKEND_AUTO);

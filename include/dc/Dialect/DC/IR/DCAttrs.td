@@ -82,4 +82,60 @@ def DC_OffloadFloorAttr : DC_Attr<"OffloadFloor", "offload_floor"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+// A lowering kind as a bare keyword: `host`, `cuda_sm90`.
+def DC_LoweringParameter : AttrParameter<"::dc::Lowering",
+                                         "what the step's compute becomes"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::dc::Lowering> {
+    ::llvm::SMLoc loc = $_parser.getCurrentLocation();
+    ::llvm::StringRef keyword;
+    if ($_parser.parseKeyword(&keyword))
+      return ::mlir::failure();
+    if (std::optional<::dc::Lowering> lowering = ::dc::symbolizeLowering(keyword))
+      return *lowering;
+    return $_parser.emitError(loc, "unknown lowering '")
+           << keyword << "' (host, cuda_sm90)";
+  }() }];
+  let printer = [{ $_printer << ::dc::stringifyLowering($_self) }];
+}
+
+def DC_TargetAttr : DC_Attr<"Target", "target"> {
+  let summary = "the machine a module is planned and lowered for";
+  let description = [{
+    Attached to the module under `dc.target` by `dc-attach-target`, once,
+    before anything that plans or lowers: every planning pass, `dc-report`,
+    `dc-verify-schedule`, the lowering and the artifact's manifest read it
+    from here. `name` is the preset or description it came from;
+    `lowering` what the compute becomes (`host`: loops on the host,
+    `cuda_sm90`: CUDA kernels, cuBLASLt and cuDNN on sm_90);
+    `memory_budget` the device-memory budget in bytes, resolved from the
+    budget the user gave (bytes or a share of the device's memory);
+    `numbers` the cost model's machine numbers, in the fields of the
+    target's JSON form (docs/cost-model.md).
+
+    A module without `dc.target` is planned and lowered for the `h200`
+    preset with all of its memory.
+
+    ```mlir
+    module attributes {dc.target = #dc.target<name = "cpu", lowering = host,
+        memory_budget = 65536, numbers = {deviceMemoryBytes = 17179869184 : i64,
+        matmulFlops16 = 1.000000e+11 : f64, ...}>}
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"preset or file">:$name,
+                        DC_LoweringParameter:$lowering,
+                        "int64_t":$memory_budget,
+                        "::mlir::DictionaryAttr":$numbers);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The attribute of `description` with `memoryBudget` bytes.
+    static TargetAttr get(::mlir::MLIRContext *context,
+                          const ::dc::TargetDescription &description,
+                          int64_t memoryBudget);
+    /// The description the attribute holds (its name, lowering and
+    /// numbers; the verifier made sure they load).
+    ::dc::TargetDescription getDescription() const;
+  }];
+}
+
 #endif // DC_ATTRS_TD

@@ -34,6 +34,8 @@ def DC_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // dc.target: a #dc.target, on a module.
+  let hasOperationAttrVerify = 1;
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 

@@ -7,6 +7,8 @@
 #ifndef DC_DIALECT_DC_IR_DCDIALECT_H
 #define DC_DIALECT_DC_IR_DCDIALECT_H
 
+#include "dc/Target/TargetDescription.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -73,6 +75,8 @@ constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
 /// both to dc-run, which gives each rank its part of the sequence.
 constexpr llvm::StringLiteral kSeqDimAttrName = "dc.seq_dim";
 constexpr llvm::StringLiteral kSeqAxisAttrName = "dc.seq_axis";
+/// On the module: the #dc.target every pass that plans or lowers reads.
+constexpr llvm::StringLiteral kTargetAttrName = "dc.target";
 
 /// Checks that `type`'s grid exists, is a static `shard.grid` with the axes,
 /// that the axes are one or all of the grid's (the runtime's groups), and
@@ -160,5 +164,20 @@ inline int64_t shardLocalSize(int64_t numel, int64_t parts) {
 
 #define GET_OP_CLASSES
 #include "dc/Dialect/DC/IR/DCOps.h.inc"
+
+namespace dc {
+
+/// What a module is planned and lowered for: its #dc.target's description
+/// and budget, or, without one, the default preset with all its memory.
+struct ModuleTarget {
+  TargetDescription description;
+  int64_t memoryBudget = 0;
+};
+/// The #dc.target on `module` (the nearest module around `op`), or null.
+TargetAttr findTargetAttr(mlir::Operation *op);
+/// The target of the module around `op` (see ModuleTarget).
+ModuleTarget getModuleTarget(mlir::Operation *op);
+
+} // namespace dc
 
 #endif // DC_DIALECT_DC_IR_DCDIALECT_H

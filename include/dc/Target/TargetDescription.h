@@ -2,23 +2,41 @@
 //
 // The numbers the cost model turns FLOPs and bytes into seconds with: compute
 // rates, memory and link bandwidths, collective latency and bus bandwidth.
-// Built-in presets ("h200", "h200-cluster", "h100-cluster", "cpu") or a JSON
-// file with the same fields. Two link levels: the collective fields describe
-// the links inside a node (NVLink), the network fields those between nodes.
+// Built-in presets name hardware ("h100", "h200", "h100-cluster",
+// "h200-cluster", "cpu"); a JSON file gives the same fields. Two link levels:
+// the collective fields describe the links inside a node (NVLink), the network
+// fields those between nodes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef DC_ANALYSIS_TARGETDESCRIPTION_H
-#define DC_ANALYSIS_TARGETDESCRIPTION_H
+#ifndef DC_TARGET_TARGETDESCRIPTION_H
+#define DC_TARGET_TARGETDESCRIPTION_H
 
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace dc {
+
+/// The preset a module without a #dc.target is planned and lowered for.
+constexpr const char kDefaultTargetPreset[] = "h200";
+
+/// What dc-compile makes of a step's compute.
+enum class Lowering {
+  /// Loops on the host (the runtime's host backend, MPI between ranks).
+  Host,
+  /// CUDA kernels for sm_90 in one fatbin, cuBLASLt and cuDNN (the runtime's
+  /// cuda backend).
+  CudaSm90,
+};
+/// "host", "cuda_sm90": the spelling of the JSON form, the #dc.target
+/// attribute, dc-compile's --lowering and the artifact's manifest.
+llvm::StringRef stringifyLowering(Lowering lowering);
+std::optional<Lowering> symbolizeLowering(llvm::StringRef text);
 
 /// One point of a measured bandwidth curve: at `bytes` per rank-group call
 /// the collective reached `busBandwidth` bytes/s (nccl-tests "busbw").
@@ -29,11 +47,10 @@ struct BandwidthPoint {
 
 struct TargetDescription {
   std::string name;
-  /// The code dc-compile makes for the step's compute: "h200" (CUDA
-  /// kernels for sm_90 and cuBLASLt, the GPU presets) or "cpu" (loops on
-  /// the host). A JSON description inherits its base's; without a base,
-  /// "cpu".
-  std::string lowering = "cpu";
+  /// What the step's compute becomes: the GPU presets' cuda_sm90, the
+  /// cpu preset's host. A JSON description inherits its base's; without a
+  /// base, host.
+  Lowering lowering = Lowering::Host;
   /// Dense matrix-multiply rate (FLOP/s) for 16-bit floats and for f32.
   double matmulFlops16 = 0;
   double matmulFlops32 = 0;
@@ -88,6 +105,11 @@ struct TargetDescription {
   bool foldsHeadTransposes = false;
   /// Device memory capacity (bytes): the default memory budget.
   int64_t deviceMemoryBytes = 0;
+  /// The GPU's streaming multiprocessors: a grid of this many blocks fills
+  /// it (dc-map-to-gpu sizes its grid-stride kernels by it); 0 on the host.
+  int64_t multiprocessors = 0;
+  /// Static shared memory one block may use (bytes); 0 on the host.
+  int64_t sharedMemoryPerBlock = 0;
   /// Ranks per node (rank r sits on node r / gpusPerNode); 0: every rank
   /// of any grid shares one node.
   int64_t gpusPerNode = 0;
@@ -104,8 +126,8 @@ struct TargetDescription {
   int64_t membersPerNode(int64_t groupSize, int64_t rankStride) const;
 
   /// Built-in presets: "h200" (one node of 8 H200s, measured numbers),
-  /// "h200-cluster" and "h100-cluster" (nodes of 8 GPUs, 400 Gb/s per GPU
-  /// between them) and "cpu".
+  /// "h100" (one node of 8 H100 SXMs), "h200-cluster" and "h100-cluster"
+  /// (nodes of 8 GPUs, 400 Gb/s per GPU between them) and "cpu".
   static llvm::Expected<TargetDescription> getPreset(llvm::StringRef name);
   /// Parses the JSON form (the field names above); missing fields fall
   /// back to the "base" preset named in the file, or error.
@@ -114,6 +136,9 @@ struct TargetDescription {
   static llvm::Expected<TargetDescription> load(llvm::StringRef presetOrPath);
   /// The JSON form (round-trips through fromJSON).
   std::string toJSON() const;
+  /// Fields of the JSON form whose numbers are integers (bytes, counts); the
+  /// others are real numbers.
+  static bool isIntegerField(llvm::StringRef name);
   /// The description the planners cost copies with: both host-link rates
   /// scaled down to hostLinkPlanningBandwidth (itself unset in the copy);
   /// this one where that is no slower.
@@ -122,4 +147,4 @@ struct TargetDescription {
 
 } // namespace dc
 
-#endif // DC_ANALYSIS_TARGETDESCRIPTION_H
+#endif // DC_TARGET_TARGETDESCRIPTION_H

@@ -1,5 +1,5 @@
 //===- TargetDescription.cpp - presets and the JSON form ------------------===//
-#include "dc/Analysis/TargetDescription.h"
+#include "dc/Target/TargetDescription.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -69,8 +69,20 @@ static const CurveField kCurveFields[] = {
     {"reduceScatterCurve", &TargetDescription::reduceScatterCurve},
 };
 static constexpr llvm::StringLiteral kDeviceMemoryField = "deviceMemoryBytes";
-static constexpr llvm::StringLiteral kGpusPerNodeField = "gpusPerNode";
 static constexpr llvm::StringLiteral kLoweringField = "lowering";
+/// The GPU's shape: optional, 0 on the host.
+struct CountField {
+  llvm::StringLiteral name;
+  int64_t TargetDescription::*member;
+  /// What 0 means.
+  llvm::StringLiteral zero;
+};
+static const CountField kCountFields[] = {
+    {"gpusPerNode", &TargetDescription::gpusPerNode, "one node"},
+    {"multiprocessors", &TargetDescription::multiprocessors, "no GPU"},
+    {"sharedMemoryPerBlock", &TargetDescription::sharedMemoryPerBlock,
+     "no GPU"},
+};
 /// What the target's lowering folds away: true or false in JSON.
 struct BoolField {
   llvm::StringLiteral name;
@@ -81,7 +93,25 @@ static const BoolField kBoolFields[] = {
     {"foldsHeadTransposes", &TargetDescription::foldsHeadTransposes},
 };
 static constexpr llvm::StringLiteral kPresetNames =
-    "h200, h200-cluster, h100-cluster, cpu";
+    "h100, h200, h100-cluster, h200-cluster, cpu";
+
+StringRef dc::stringifyLowering(Lowering lowering) {
+  switch (lowering) {
+  case Lowering::Host:
+    return "host";
+  case Lowering::CudaSm90:
+    return "cuda_sm90";
+  }
+  llvm_unreachable("a Lowering without a spelling");
+}
+
+std::optional<Lowering> dc::symbolizeLowering(StringRef text) {
+  if (text == "host")
+    return Lowering::Host;
+  if (text == "cuda_sm90")
+    return Lowering::CudaSm90;
+  return std::nullopt;
+}
 
 static constexpr int64_t kMiB = int64_t(1) << 20;
 static constexpr int64_t kGiB = int64_t(1) << 30;
@@ -92,7 +122,7 @@ static constexpr int64_t kGiB = int64_t(1) << 30;
 static TargetDescription makeH200() {
   TargetDescription target;
   target.name = "h200";
-  target.lowering = "h200";
+  target.lowering = Lowering::CudaSm90;
   target.matmulFlops16 = 750e12;
   target.matmulFlops32 = 60e12;
   target.attentionFlops16 = 350e12;
@@ -134,6 +164,10 @@ static TargetDescription makeH200() {
   // the head transposes (docs/cost-model.md, the h200 preset).
   target.foldsHeadTransposes = true;
   target.deviceMemoryBytes = 139 * kGiB;
+  // GH100 as sold in the SXM parts: 132 SMs, 48 KiB of static shared memory
+  // a block (more only through dynamic shared memory).
+  target.multiprocessors = 132;
+  target.sharedMemoryPerBlock = 48 * 1024;
   // One HGX node; without a network a larger grid is costed as one NVLink
   // domain (use h200-cluster for more than 8 ranks).
   target.gpusPerNode = 8;
@@ -157,15 +191,23 @@ static TargetDescription makeH200Cluster() {
   return target;
 }
 
-/// Nodes of 8 H100 SXM 80 GB: the H200's compute and NVLink (the same
+/// One HGX node of H100 SXM 80 GB: the H200's compute and NVLink (the same
 /// GH100 chip and NV18 links), its memory bandwidth scaled by the data
 /// sheets' 3.35 / 4.8 TB/s, 80 GB of HBM3 (79 GiB usable). Estimates
-/// (docs/cost-model.md, the h100-cluster preset).
-static TargetDescription makeH100Cluster() {
-  TargetDescription target = makeH200Cluster();
-  target.name = "h100-cluster";
+/// (docs/cost-model.md, the h100 presets).
+static TargetDescription makeH100() {
+  TargetDescription target = makeH200();
+  target.name = "h100";
   target.memoryBandwidth = 2.8e12;
   target.deviceMemoryBytes = 79 * kGiB;
+  return target;
+}
+
+/// Nodes of 8 H100s joined by 400 Gb/s per GPU.
+static TargetDescription makeH100Cluster() {
+  TargetDescription target = makeH100();
+  target.name = "h100-cluster";
+  addClusterNetwork(target);
   return target;
 }
 
@@ -173,7 +215,7 @@ static TargetDescription makeH100Cluster() {
 static TargetDescription makeCPU() {
   TargetDescription target;
   target.name = "cpu";
-  target.lowering = "cpu";
+  target.lowering = Lowering::Host;
   target.matmulFlops16 = 100e9;
   target.matmulFlops32 = 100e9;
   target.vectorFlops = 20e9;
@@ -188,6 +230,8 @@ static TargetDescription makeCPU() {
 }
 
 Expected<TargetDescription> TargetDescription::getPreset(StringRef name) {
+  if (name == "h100")
+    return makeH100();
   if (name == "h200")
     return makeH200();
   if (name == "h200-cluster")
@@ -246,7 +290,8 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     StringRef name = key;
     bool known =
         name == "base" || name == "name" || name == kDeviceMemoryField ||
-        name == kGpusPerNodeField || name == kLoweringField ||
+        name == kLoweringField ||
+        llvm::any_of(kCountFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kBoolFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kNumberFields, [&](auto &f) { return f.name == name; }) ||
         llvm::any_of(kCurveFields, [&](auto &f) { return f.name == name; });
@@ -305,18 +350,23 @@ Expected<TargetDescription> TargetDescription::fromJSON(StringRef text) {
     missing.push_back(kDeviceMemoryField);
   }
   if (const json::Value *value = object->get(kLoweringField)) {
-    std::optional<StringRef> lowering = value->getAsString();
-    if (!lowering || (*lowering != "cpu" && *lowering != "h200"))
+    std::optional<StringRef> text = value->getAsString();
+    std::optional<Lowering> lowering =
+        text ? symbolizeLowering(*text) : std::nullopt;
+    if (!lowering)
       return makeError("field \"" + kLoweringField +
-                       "\" must be \"cpu\" or \"h200\"");
-    target.lowering = lowering->str();
+                       "\" must be \"host\" or \"cuda_sm90\"");
+    target.lowering = *lowering;
   }
-  if (const json::Value *value = object->get(kGpusPerNodeField)) {
-    std::optional<int64_t> gpus = value->getAsInteger();
-    if (!gpus || *gpus < 0)
-      return makeError("field \"" + kGpusPerNodeField +
-                       "\" must be a non-negative integer (0: one node)");
-    target.gpusPerNode = *gpus;
+  for (const CountField &field : kCountFields) {
+    if (const json::Value *value = object->get(field.name)) {
+      std::optional<int64_t> count = value->getAsInteger();
+      if (!count || *count < 0)
+        return makeError("field \"" + field.name +
+                         "\" must be a non-negative integer (0: " + field.zero +
+                         ")");
+      target.*field.member = *count;
+    }
   }
   for (const BoolField &field : kBoolFields) {
     if (const json::Value *value = object->get(field.name)) {
@@ -378,8 +428,9 @@ std::string TargetDescription::toJSON() const {
   for (const NumberField &field : kNumberFields)
     object[field.name] = this->*field.member;
   object[kDeviceMemoryField] = deviceMemoryBytes;
-  object[kGpusPerNodeField] = gpusPerNode;
-  object[kLoweringField] = lowering;
+  for (const CountField &field : kCountFields)
+    object[field.name] = this->*field.member;
+  object[kLoweringField] = stringifyLowering(lowering);
   for (const BoolField &field : kBoolFields)
     object[field.name] = this->*field.member;
   for (const CurveField &field : kCurveFields) {
@@ -390,6 +441,13 @@ std::string TargetDescription::toJSON() const {
     object[field.name] = std::move(points);
   }
   return llvm::formatv("{0:2}", json::Value(std::move(object))).str();
+}
+
+bool TargetDescription::isIntegerField(StringRef name) {
+  return name == kDeviceMemoryField || name == "bytes" ||
+         llvm::any_of(kCountFields, [&](const CountField &field) {
+           return field.name == name;
+         });
 }
 
 TargetDescription TargetDescription::forPlanning() const {
