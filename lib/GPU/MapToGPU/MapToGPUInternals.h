@@ -553,6 +553,56 @@ private:
     int64_t lower, step, iterations;
   };
 
+  /// What fuseRowGroup decides before it emits a row group's kernel.
+  struct RowGroupPlan {
+    /// The row loops' trips (the reduction's loops but its last), and
+    /// their number.
+    SmallVector<int64_t> rowTrips;
+    unsigned rows = 0;
+    /// The members in order, the last of them, and whether any op after
+    /// the reduction joined it.
+    SmallVector<RowMember> members;
+    Operation *last = nullptr;
+    bool hasNeighbours = false;
+    /// The longest row of the members that go along it, the elements of a
+    /// vector access (0: element by element), and the rows.
+    int64_t length = 0, width = 0, rowCount = 0;
+    /// A warp per row, else a block per row; threads per row; the chunks
+    /// of every row each thread keeps in registers (0: the threads loop
+    /// along the row).
+    bool perWarp = false;
+    int64_t threads = 0, chunks = 0;
+    /// Rows per block (more than 1 only with a warp per row) and blocks.
+    int64_t rowsPerBlock = 1, blocks = 0;
+    /// A column reduction's partial sums the kernel computes, and the fill
+    /// of their output, folded in.
+    std::optional<ColumnPartial> partial;
+    linalg::FillOp partialFill;
+    /// Online softmax pairs, by their max's and by their sum's member.
+    DenseMap<size_t, OnlineSoftmax> onlineByMax, onlineBySum;
+    /// The second pass over the partial sums at the kernel's end.
+    std::optional<FinishingPass> finishing;
+  };
+
+  /// A row group's launch and what every member's code in it uses: the
+  /// thread's row, its thread within the row (`tid`) and whether it is the
+  /// first, the row's point of the row loops (`ivs`), and whether the
+  /// rows are aligned for vectors (i1; null: no vectors).
+  struct RowGroupKernel {
+    gpu::LaunchOp launch;
+    Location loc;
+    Value tid, row, isFirst, aligned;
+    SmallVector<Value> ivs;
+  };
+
+  /// One of the rows of an iteration of a folded row group's loop over
+  /// its chunk of rows: its offset in the chunk (`iv`), the row, and what
+  /// the thread keeps of it.
+  struct FoldedRow {
+    Value iv, row;
+    KeptRowValues kept;
+  };
+
   // Classify.cpp
   static FailureOr<linalg::GenericOp>
   putParallelDimsFirst(IRRewriter &rewriter, linalg::GenericOp op);
@@ -575,6 +625,70 @@ private:
   static bool hoistPureDefsBefore(Value value, Operation *point);
   void fuseRowGroup(IRRewriter &rewriter, linalg::GenericOp reduction,
                     DenseSet<Operation *> &fused);
+  bool collectRowMembers(IRRewriter &rewriter, linalg::GenericOp reduction,
+                         RowGroupPlan &plan);
+  static void sizeRowGroup(RowGroupPlan &plan);
+  static void pairOnlineSoftmaxes(RowGroupPlan &plan);
+  static void countRowGroupBlocks(RowGroupPlan &plan);
+  static RowGroupKernel beginRowGroupKernel(IRRewriter &rewriter, Location loc,
+                                            const RowGroupPlan &plan,
+                                            gpu::LaunchOp launch);
+  static Value rowGroupAligned(IRRewriter &rewriter, Location loc,
+                               const RowGroupPlan &plan);
+  void emitRowMembers(IRRewriter &rewriter, const RowGroupPlan &plan,
+                      const RowGroupKernel &kernel, ArrayRef<Value> ivs,
+                      bool vectors, KeptRowValues *kept);
+  static void emitPerRowMember(IRRewriter &rewriter, Location loc,
+                               linalg::GenericOp op, ArrayRef<Value> ivs,
+                               Value isFirst, KeptRowValues *kept);
+  std::pair<Value, Value>
+  emitOnlineSoftmaxPartial(IRRewriter &rewriter, const RowGroupPlan &plan,
+                           const RowGroupKernel &kernel, const RowMember &max,
+                           const OnlineSoftmax &online, ArrayRef<Value> ivs,
+                           bool vectors, KeptRowValues *kept);
+  std::pair<Value, Value>
+  reduceOnlineSoftmax(IRRewriter &rewriter, const RowGroupPlan &plan,
+                      const RowGroupKernel &kernel, const RowMember &max,
+                      const OnlineSoftmax &online, ArrayRef<Value> ivs,
+                      bool vectors, KeptRowValues *kept);
+  void storeOnlineSoftmaxSum(IRRewriter &rewriter, const RowGroupKernel &kernel,
+                             const RowMember &sum, unsigned shift,
+                             std::pair<Value, Value> totals,
+                             ArrayRef<Value> ivs, KeptRowValues *kept);
+  Value reduceRowAcross(IRRewriter &rewriter, const RowGroupPlan &plan,
+                        const RowGroupKernel &kernel, const ReductionForm &form,
+                        Value value);
+  void storeRowTotal(IRRewriter &rewriter, const RowGroupKernel &kernel,
+                     linalg::GenericOp op, const ReductionForm &form,
+                     ArrayRef<Value> ivs, Value total, KeptRowValues *kept);
+  void emitKeptRowGroup(IRRewriter &rewriter, const RowGroupPlan &plan,
+                        const RowGroupKernel &kernel);
+  void emitKeptRowShare(IRRewriter &rewriter, const RowGroupPlan &plan,
+                        const RowGroupKernel &kernel, bool vectors);
+  void emitFoldedRows(IRRewriter &rewriter, const RowGroupPlan &plan,
+                      const RowGroupKernel &kernel, bool vectors,
+                      const KeptRowValues &kept);
+  void emitFoldedIteration(IRRewriter &rewriter, const RowGroupPlan &plan,
+                           const RowGroupKernel &kernel, scf::ForOp loop,
+                           Value first, ArrayRef<RowCopy> copies,
+                           int64_t inFlight, bool vectors,
+                           const KeptRowValues &kept);
+  static Value issueNextRowCopies(IRRewriter &rewriter, Location loc,
+                                  ArrayRef<RowCopy> copies,
+                                  int64_t rowsPerChunk, Value first, Value iv,
+                                  int64_t inFlight, ArrayRef<Value> chunks,
+                                  Value tid);
+  static SmallVector<FoldedRow>
+  loadFoldedRows(IRRewriter &rewriter, const RowGroupPlan &plan,
+                 const RowGroupKernel &kernel, ArrayRef<RowCopy> copies,
+                 Value first, Value iv, Value stage, int64_t inFlight,
+                 bool vectors, const KeptRowValues &kept);
+  static void keepCopiedRow(IRRewriter &rewriter, Location loc,
+                            ArrayRef<RowCopy> copies, Value stage, int64_t r,
+                            Value tid, int64_t width, Value row,
+                            KeptRowValues &kept);
+  static void eraseFusedOps(IRRewriter &rewriter, RowGroupPlan &plan,
+                            DenseSet<Operation *> &fused);
 
   // RowKernels.cpp
   static SmallVector<RowCopy> planRowCopies(IRRewriter &rewriter, Location loc,
