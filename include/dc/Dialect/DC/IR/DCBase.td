@@ -34,6 +34,8 @@ def DC_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
+  // dc.name on a step's arguments (see kNameAttrName).
+  let hasRegionArgAttrVerify = 1;
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
