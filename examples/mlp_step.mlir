@@ -1,8 +1,9 @@
 // A hand-written training step in dc's input form: a 2-layer MLP
 //   y = relu(x W1 + b1) W2 + b2,   loss = mean((y - target)^2)
 // with forward and hand-derived backward in one function. Parameters are the
-// arguments marked #dc.param (ids in argument order), then the data; results
-// are the loss, then one gradient per parameter in parameter order.
+// arguments marked #dc.param (ids in argument order), then the data, named
+// by dc.name for the artifact manifest; results are the loss, then one
+// gradient per parameter in parameter order.
 //
 // Backward (N = 8 * 4 loss terms):
 //   dy  = 2 (y - target) / N        dW2 = h^T dy     db2 = sum_rows(dy)
@@ -22,7 +23,8 @@ func.func @train_step(
     %b1: tensor<32xf32> {dc.param = #dc.param<id = 1, name = "fc1.bias">},
     %w2: tensor<32x4xf32> {dc.param = #dc.param<id = 2, name = "fc2.weight">},
     %b2: tensor<4xf32> {dc.param = #dc.param<id = 3, name = "fc2.bias">},
-    %x: tensor<8x16xf32>, %target: tensor<8x4xf32>)
+    %x: tensor<8x16xf32> {dc.name = "x"},
+    %target: tensor<8x4xf32> {dc.name = "target"})
     -> (tensor<f32> {dc.loss},
         tensor<16x32xf32> {dc.grad = #dc.grad<param = 0>},
         tensor<32xf32> {dc.grad = #dc.grad<param = 1>},

@@ -4,9 +4,10 @@ dc-gen-llama (a hand-derived Llama step). Stdlib only: dc-gen-llama runs
 without torch, from the build tree and from an installed prefix.
 
 It spells what both write: tensor types and float literals, the step's
-signature (#dc.param arguments, the dc.loss and #dc.grad results), and
-statically shaped linalg / tensor / scf / dc ops with fresh SSA names and
-scalar constants hoisted to the top of the function. What to emit, and the
+signature (#dc.param arguments, data arguments named by dc.name, the
+dc.loss and #dc.grad results), and statically shaped linalg / tensor / scf /
+dc ops with fresh SSA names and scalar constants hoisted to the top of the
+function. What to emit, and the
 naming of intermediate values, is each writer's."""
 
 import math
@@ -57,9 +58,11 @@ def param_arg(value, param_id, name):
             f"id = {param_id}, name = \"{name}\">}}")
 
 
-def vocab_arg(value, vocab):
-    """A data argument of token ids in [0, vocab)."""
-    return f"    {value.name}: {value.type} {{dc.vocab = {vocab} : i64}}"
+def vocab_arg(value, vocab, name):
+    """A data argument of token ids in [0, vocab), named `name` (dc.name:
+    the artifact manifest's name for it, whatever its SSA name)."""
+    return (f"    {value.name}: {value.type} {{dc.name = \"{name}\", "
+            f"dc.vocab = {vocab} : i64}}")
 
 
 def grad_result(param_type, param_id):

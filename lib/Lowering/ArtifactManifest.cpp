@@ -49,12 +49,14 @@ std::optional<StringRef> getDTypeName(Type type) {
   return std::nullopt;
 }
 
-/// The source name of an argument: its NameLoc (dc-compile keeps the
-/// parsed SSA names there), else "arg<N>".
-std::string getArgName(BlockArgument arg) {
-  if (auto name = dyn_cast<NameLoc>(arg.getLoc()))
-    return name.getName().str();
-  return "arg" + std::to_string(arg.getArgNumber());
+/// The name of argument `i` of `fn`: its dc.name attribute (data, or a
+/// gradient accumulator), else "arg<N>". It comes from the IR alone,
+/// whichever tool parsed it. A parameter carries no dc.name: the caller
+/// names it by its #dc.param, where that has a name.
+std::string getArgName(func::FuncOp fn, unsigned i) {
+  if (auto name = fn.getArgAttrOfType<StringAttr>(i, kNameAttrName))
+    return name.str();
+  return "arg" + std::to_string(i);
 }
 
 /// The runtime memory a step needs at once, from its memory timeline: what
@@ -397,7 +399,7 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
         fn.setArgAttr(i, bufferization::BufferizationDialect::kWritableAttrName,
                       BoolAttr::get(&getContext(), false));
         json.object([&] {
-          std::string name = getArgName(arg);
+          std::string name = getArgName(fn, i);
           if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName)) {
             json.attribute("kind", "param");
             json.attribute("id", param.getId());

@@ -3,8 +3,8 @@
 graph, lower.py maps each ATen op; this file walks the graph and writes the
 function's signature: trainable parameters (#dc.param with their names),
 then non-trainable tensors (buffers, frozen parameters: #dc.param without a
-gradient), then the token ids and targets (dc.vocab); results: the loss,
-then one gradient per trainable parameter."""
+gradient), then the token ids and targets (dc.name, dc.vocab); results:
+the loss, then one gradient per trainable parameter."""
 
 import operator
 
@@ -198,7 +198,7 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
     for data in ("tokens", "targets"):
         v = Value(m.fresh(data), (batch, seq), "i32")
         inputs.append(v)
-        signature.append(dc_mlir.vocab_arg(v, vocab))
+        signature.append(dc_mlir.vocab_arg(v, vocab, data))
     placeholders = [n for n in graph_module.graph.nodes
                     if n.op == "placeholder"]
     named = {n.name: named.get(f"args_{i}", n.name)

@@ -1,11 +1,12 @@
 // RUN: dc-opt %s --split-input-file --dc-attach-target=target=cpu --dc-artifact-manifest | FileCheck %s
 
 // A scheduled step on two ranks: one sharded parameter gathered (120 bytes
-// at the peak), one data argument named by its NameLoc, token ids with
-// their vocabulary (dc.vocab), the loss and the reduced gradient shard.
+// at the peak), one data argument named by its dc.name, token ids with
+// their vocabulary (dc.vocab) and no dc.name (arg<N>), the loss and the
+// reduced gradient shard.
 
 // CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:60,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22,\22vocab\22:50}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
-// CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false}, %{{.*}}: tensor<4xi32> {bufferization.writable = false, dc.vocab = 50 : i64})
+// CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false, dc.name = "x"}, %{{.*}}: tensor<4xi32> {bufferization.writable = false, dc.vocab = 50 : i64})
 // CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
 // CHECK: llvm.func @dc_artifact_abi_version() -> i32
 // CHECK-NEXT: %[[V:.*]] = llvm.mlir.constant(4 : i32) : i32
@@ -15,7 +16,7 @@
 shard.grid @world(shape = 2)
 !w = !dc.shard<tensor<6x5xf32>, @world[0], local = 15>
 func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
-                      %x: tensor<3x6xbf16> loc("x"("file":1:1)),
+                      %x: tensor<3x6xbf16> {dc.name = "x"},
                       %t: tensor<4xi32> {dc.vocab = 50 : i64})
     -> (tensor<f32> {dc.loss}, !w {dc.grad = #dc.grad<param = 0>}) {
   %f = dc.gather_start %w : !w -> !dc.future<tensor<6x5xf32>>

@@ -181,3 +181,23 @@ func.func @shard_over_all_axes(%w: !dc.shard<tensor<16xf32>, @grid2d[0, 1], loca
   %b = dc.wait %fb : !dc.future<memref<16xf32>>
   return %full, %s, %b : tensor<16xf32>, !dc.shard<tensor<16xf32>, @grid2d[0, 1], local = 2>, memref<16xf32>
 }
+
+// Data arguments named for the artifact manifest (dc.name) beside a
+// parameter (named by its #dc.param) and an unnamed data argument; the
+// name is unique within each function only.
+// CHECK-LABEL: func.func @named_data(
+// CHECK-SAME: %arg0: tensor<4xf32> {dc.param = #dc.param<id = 0, name = "w">}
+// CHECK-SAME: %arg1: tensor<2x4xi32> {dc.name = "tokens", dc.vocab = 32 : i64}
+// CHECK-SAME: %arg2: tensor<2x4xi32> {dc.name = "targets"}
+// CHECK-SAME: %arg3: tensor<4xf32>)
+// CHECK-LABEL: func.func @named_data_again(
+// CHECK-SAME: %arg0: tensor<2x4xi32> {dc.name = "tokens"})
+func.func @named_data(%w: tensor<4xf32> {dc.param = #dc.param<id = 0, name = "w">},
+                      %tokens: tensor<2x4xi32> {dc.vocab = 32 : i64, dc.name = "tokens"},
+                      %targets: tensor<2x4xi32> {dc.name = "targets"},
+                      %x: tensor<4xf32>) -> tensor<4xf32> {
+  return %w : tensor<4xf32>
+}
+func.func @named_data_again(%tokens: tensor<2x4xi32> {dc.name = "tokens"}) -> tensor<2x4xi32> {
+  return %tokens : tensor<2x4xi32>
+}

@@ -38,9 +38,6 @@
 #include "dc/Schedule/Planning.h"
 #include "dc/Target/Artifact.h"
 
-#include "mlir/AsmParser/AsmParser.h"
-#include "mlir/AsmParser/AsmParserState.h"
-#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -146,33 +143,6 @@ cl::opt<bool> chooseRowChunksFlag(
              "whole and in 4 and 8 chunks of rows (row-chunks), print each "
              "prediction and compile the fastest"),
     cl::cat(category));
-
-/// Parses `sourceMgr`'s buffer, keeping each step argument's SSA name as a
-/// NameLoc: the manifest names data arguments by them.
-OwningOpRef<ModuleOp> parseWithArgNames(llvm::SourceMgr &sourceMgr,
-                                        MLIRContext &context) {
-  Block block;
-  AsmParserState asmState;
-  ParserConfig config(&context);
-  if (failed(parseAsmSourceFile(sourceMgr, &block, config, &asmState)))
-    return {};
-  for (const AsmParserState::BlockDefinition &def : asmState.getBlockDefs())
-    for (auto [arg, argDef] :
-         llvm::zip(def.block->getArguments(), def.arguments)) {
-      StringRef name(argDef.loc.Start.getPointer(),
-                     argDef.loc.End.getPointer() -
-                         argDef.loc.Start.getPointer());
-      arg.setLoc(NameLoc::get(StringAttr::get(&context, name.drop_front()),
-                              arg.getLoc()));
-    }
-  auto fileLoc =
-      FileLineColLoc::get(&context,
-                          sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
-                              ->getBufferIdentifier(),
-                          0, 0);
-  return detail::constructContainerOpForParserIfNecessary<ModuleOp>(
-      &block, &context, fileLoc);
-}
 
 /// dc-zero3-pipeline's own option table, asked which options take a value.
 class PipelineOptionTable : public dc::Zero3PipelineOptions {
@@ -556,7 +526,7 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
-  OwningOpRef<ModuleOp> module = parseWithArgNames(sourceMgr, context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
   bool schedule = !noSchedule;

@@ -8,7 +8,7 @@ forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
              order of `parameter_specs`, then `%tokens`, `%targets`
-             (tensor<BxSxi32>);
+             (tensor<BxSxi32>, named by `dc.name`);
   results:   the mean cross-entropy `tensor<f32> {dc.loss}`, then the
              gradient of every parameter in parameter order
              (`{dc.grad = #dc.grad<param = id>}`, the parameter's type).
@@ -43,6 +43,10 @@ PRESETS = {
     "70b": dict(layers=80, dim=8192, ffn=28672, heads=64, kv_heads=8,
                 vocab=128256, batch=1, seq=4096),
 }
+
+# The data arguments after the parameters, by their SSA and manifest
+# (dc.name) names: token ids and next-token targets.
+DATA = ("tokens", "targets")
 
 RMS_EPS = 1e-5
 STATS = "f32"  # element type of softmax / norm / loss statistics
@@ -583,9 +587,8 @@ class LlamaStep:
         arg = {name: Value("%" + name, shape, self.elt)
                for name, shape in params}
         e.names.update(name for name, _ in params)
-        e.names.update(("tokens", "targets"))
-        data = [Value(f"%{name}", [c.batch, c.seq], "i32")
-                for name in ("tokens", "targets")]
+        e.names.update(DATA)
+        data = [Value(f"%{name}", [c.batch, c.seq], "i32") for name in DATA]
         tokens = e.collapse("tokens_flat", data[0], [[0, 1]])
         targets = e.collapse("targets_flat", data[1], [[0, 1]])
 
@@ -690,8 +693,8 @@ def generate(c):
     out.append("")
     sig = [dc_mlir.param_arg(v, i, name)
            for i, (v, (name, _)) in enumerate(zip(args, params))]
-    # Token ids lie in [0, vocab): the manifest tells dc-run.
-    sig += [dc_mlir.vocab_arg(v, c.vocab) for v in data]
+    # Token ids lie in [0, vocab): the manifest tells dc-run, naming them.
+    sig += [dc_mlir.vocab_arg(v, c.vocab, name) for v, name in zip(data, DATA)]
     res = [dc_mlir.LOSS_RESULT]
     res += [dc_mlir.grad_result(v.type, i) for i, v in enumerate(args)]
     out += e.function("train_step", sig, res)

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -167,6 +168,37 @@ LogicalResult GradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "gradient must name a non-negative parameter id, "
                           "got "
                        << param;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Argument attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult DCDialect::verifyRegionArgAttribute(Operation *op,
+                                                  unsigned regionIndex,
+                                                  unsigned argIndex,
+                                                  NamedAttribute attribute) {
+  if (attribute.getName() != kNameAttrName)
+    return success();
+  auto name = dyn_cast<StringAttr>(attribute.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitOpError()
+           << "argument #" << argIndex << ": " << kNameAttrName
+           << " must be a non-empty string, got " << attribute.getValue();
+  // The other arguments' attributes are the function's.
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function || regionIndex != 0)
+    return success();
+  if (function.getArgAttr(argIndex, kParamAttrName))
+    return op->emitOpError()
+           << "argument #" << argIndex << ": " << kNameAttrName
+           << " on a parameter; a parameter is named by its #dc.param";
+  for (unsigned other = 0; other < argIndex; ++other)
+    if (function.getArgAttr(other, kNameAttrName) == name)
+      return op->emitOpError()
+             << "arguments #" << other << " and #" << argIndex
+             << " have the same " << kNameAttrName << " " << name;
   return success();
 }
 

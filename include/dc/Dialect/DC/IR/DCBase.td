@@ -36,6 +36,8 @@ def DC_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   // dc.target: a #dc.target, on a module.
   let hasOperationAttrVerify = 1;
+  // dc.name on a step's arguments (see kNameAttrName).
+  let hasRegionArgAttrVerify = 1;
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 

@@ -47,6 +47,12 @@ constexpr int64_t kAllGridAxes = -1;
 constexpr llvm::StringLiteral kParamAttrName = "dc.param";
 constexpr llvm::StringLiteral kGradAttrName = "dc.grad";
 constexpr llvm::StringLiteral kLossAttrName = "dc.loss";
+/// On a step argument that is no parameter (the data): its name, a
+/// non-empty string, unique among the function's arguments. The artifact
+/// manifest names the argument by it (else "arg<N>"); a parameter is named
+/// by its #dc.param instead, and carries no dc.name. The dialect verifies
+/// it (DCDialect::verifyRegionArgAttribute).
+constexpr llvm::StringLiteral kNameAttrName = "dc.name";
 /// On an integer data argument (token ids): its values lie in [0, vocab).
 /// The artifact manifest passes it to dc-run, which draws or checks data in
 /// that range.
