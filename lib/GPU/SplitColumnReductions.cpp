@@ -131,6 +131,10 @@ struct SplitColumnReductionsPass
     : public dc::impl::DCSplitColumnReductionsBase<SplitColumnReductionsPass> {
   using DCSplitColumnReductionsBase::DCSplitColumnReductionsBase;
 
+  /// Blocks of 64 columns below which a reduction is split: min-blocks, or
+  /// two per multiprocessor of the module's target.
+  int64_t fewestBlocks = 0;
+
   /// How many chunks to split `op`'s rows into (1: leave it whole), and
   /// in `place` where its partial sums go to share a row group's loads.
   int64_t getChunks(linalg::LinalgOp op, Operation **place = nullptr) const {
@@ -146,7 +150,7 @@ struct SplitColumnReductionsPass
       if (i != *loop)
         points *= trip;
     if (points == 0 ||
-        llvm::divideCeilSigned(points, kColumnsPerBlock) >= minBlocks)
+        llvm::divideCeilSigned(points, kColumnsPerBlock) >= fewestBlocks)
       return 1;
     // A reduction that dc-map-to-gpu folds into the block-per-row kernel of
     // a row reduction over the same rows (a norm's weight gradient into its
@@ -182,6 +186,16 @@ struct SplitColumnReductionsPass
           << dc::kMaxFoldedChunkRows << ", got " << foldedChunkRows.getValue();
       return signalPassFailure();
     }
+    if (minBlocks < 0) {
+      getOperation()->emitError()
+          << "dc-split-column-reductions: min-blocks must be at least 0, got "
+          << minBlocks.getValue();
+      return signalPassFailure();
+    }
+    fewestBlocks =
+        minBlocks > 0
+            ? minBlocks
+            : 2 * dc::getModuleTarget(getOperation()).description.multiprocessors;
     SmallVector<linalg::LinalgOp> candidates;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (getChunks(op) > 1)

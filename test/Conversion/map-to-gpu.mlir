@@ -3,7 +3,7 @@
 // RUN: not dc-opt %s --split-input-file --dc-map-to-gpu 2>&1 | FileCheck %s --check-prefix=NO-TOOLKIT
 // RUN: dc-opt %s --split-input-file --dc-map-to-gpu="cuda-toolkit=/cuda single-barrier-reductions=1" | FileCheck %s --check-prefix=SINGLE
 
-// NO-TOOLKIT: error: the GPU target (h200) compiles kernels with the CUDA toolkit's ptxas, and this dc was configured without a CUDA toolkit
+// NO-TOOLKIT: error: the GPU lowering (cuda_sm90) compiles kernels with the CUDA toolkit's ptxas, and this dc was configured without a CUDA toolkit
 
 // One step, each kind of dispatch:
 // - the zero fill of a matrix product's output folds into it (overwrite);

@@ -2,6 +2,12 @@
 // RUN: dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{max-chunks=4}))' | FileCheck %s --check-prefix=FOUR
 // RUN: dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{folded-chunk-rows=16}))' | FileCheck %s --check-prefix=ROWS16
 // RUN: not dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{folded-chunk-rows=65}))' 2>&1 | FileCheck %s --check-prefix=ROWS65
+// The default min-blocks is two per multiprocessor of the module's target:
+// 16 for a GPU of 8.
+// RUN: echo '{"base": "h200", "name": "gpu-of-8", "multiprocessors": 8}' > %t.json
+// RUN: dc-opt %s --pass-pipeline='builtin.module(dc-attach-target{target=%t.json},func.func(dc-split-column-reductions))' | FileCheck %s --check-prefix=FEW
+// RUN: not dc-opt %s --pass-pipeline='builtin.module(func.func(dc-split-column-reductions{min-blocks=-1}))' 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// NEGATIVE: dc-split-column-reductions: min-blocks must be at least 0, got -1
 
 #rows = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -29,6 +35,12 @@
 // CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[PART]] : tensor<32x2048xf32>) outs(%[[OUT]] : tensor<2048xf32>)
 // CHECK: arith.addf
 // CHECK: return %[[SUM]]
+// On a GPU of 8 multiprocessors its 32 blocks are enough: it stays whole.
+// FEW-LABEL: func.func @norm_weight_grad
+// FEW-NOT: tensor.expand_shape
+// FEW: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%arg0, %arg1, %arg2 : {{.*}}) outs(%{{.*}} : tensor<2048xf32>)
+// FEW-NOT: linalg.generic
+// FEW: return
 // At most 4 chunks (of 2048 rows) with max-chunks=4.
 // FOUR-LABEL: func.func @norm_weight_grad
 // FOUR: tensor.expand_shape {{.*}} output_shape [4, 2048, 2048]
@@ -53,6 +65,9 @@ func.func @norm_weight_grad(%dy: tensor<8192x2048xbf16>, %x: tensor<8192x2048xbf
 // A maximum splits too: the partial starts from the combiner's identity
 // (-inf), not zero.
 // CHECK-LABEL: func.func @column_max
+// One block of 64 columns is too few there too.
+// FEW-LABEL: func.func @column_max
+// FEW: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<16x64xf32>)
 // CHECK: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
 // CHECK: linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<16x64xf32>)
 // CHECK: arith.maximumf

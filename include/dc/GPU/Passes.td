@@ -8,14 +8,13 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
   let summary = "Split a long reduction over rows into chunks that fill the "
                 "GPU, then a short one over the chunks";
   let description = [{
-    For `--target=h200`, on tensors before bufferization. A column
+    For the cuda_sm90 lowering, on tensors before bufferization. A column
     reduction (one reduction loop that some input reads across its rows,
     such as a norm's weight gradient: 8192 tokens x 2048 columns -> 2048)
     becomes, in `dc-map-to-gpu`, one block per 64 columns: 32 blocks for
-    2048 columns, each walking all 8192 rows, far too few to fill an H200's
-    132 SMs with loads in flight (docs/lowering.md, "Why the GPU kernels'
-    constants"). This
-    pass splits such a reduction with upstream `linalg::splitReduction`:
+    2048 columns, each walking all 8192 rows, far too few to fill an H100's
+    or H200's 132 multiprocessors with loads in flight (docs/lowering.md,
+    "Why the GPU kernels' constants"). This pass splits such a reduction with upstream `linalg::splitReduction`:
     the rows fall into `chunks` contiguous groups, a first op folds each
     group into a `chunks x columns` partial of the output's type (a parallel
     dim more: `chunks` times the blocks), a second folds the partials. The
@@ -43,9 +42,10 @@ def DCSplitColumnReductions : Pass<"dc-split-column-reductions"> {
     blocks, so that it too fills the GPU in one launch.
   }];
   let options = [
-    Option<"minBlocks", "min-blocks", "int64_t", "264",
+    Option<"minBlocks", "min-blocks", "int64_t", "0",
            "Blocks (64 columns each) below which a column reduction is "
-           "split (264: two per SM of an H200)">,
+           "split (0: two per multiprocessor of the module's target, 264 "
+           "on an H100 or H200)">,
     Option<"rowsPerChunk", "rows-per-chunk", "int64_t", "256",
            "Fewest rows of a chunk (8 rows for each of a block's 32 row "
            "lanes when it reads 16-byte vectors of bf16 columns)">,
@@ -86,8 +86,12 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Make the compute of a bufferized step GPU kernels and "
                 "library calls, leaving the host only to enqueue";
   let description = [{
-    Dispatch formation for `--target=h200`, on the bufferized module after
-    `dc-assign-step-arena`. Each top-level op of a step becomes one of:
+    Dispatch formation for the cuda_sm90 lowering, on the bufferized module
+    after `dc-assign-step-arena`. The kernels are sized for the module's
+    `#dc.target` (the default preset without one): its `multiprocessors`
+    (the blocks that fill the GPU) and `sharedMemoryPerBlock` (the static
+    shared memory a block may take). Each top-level op of a step becomes
+    one of:
 
     - a library call: a `linalg.matmul` / `linalg.batch_matmul`, or a
       `linalg.generic` computing `out + a * b` (inputs of one type widened
@@ -179,9 +183,9 @@ def DCMapToGPU : Pass<"dc-map-to-gpu", "::mlir::ModuleOp"> {
       adds nothing); a buffer not 16-byte aligned at run
       time takes the same points one element at a time (the same sums).
       A short one (at most 1024 rows: a split's second pass) that would
-      have fewer than 132 blocks takes narrower blocks, down to 4 vector
-      lanes (16 f32 columns x 64 row lanes), each row lane loading up to
-      8 rows before adding them;
+      have fewer blocks than the target has multiprocessors takes narrower
+      blocks, down to 4 vector lanes (16 f32 columns x 64 row lanes), each
+      row lane loading up to 8 rows before adding them;
     - for a row or column reduction with a kernel of its own (not in a row
       group, not a library call): a fill of its output with the combiner's
       identity just before it (past ops that cannot touch that output, such

@@ -231,15 +231,21 @@ int64_t KernelMapper::getColumnVectorWidth(linalg::GenericOp op,
 }
 
 /// Columns per block of a vectorized column reduction: kColumnsPerBlock,
-/// or half as many while a short one (kMaxShortColumnRows) has fewer than
-/// kMinColumnBlocks blocks, at least 4 vector lanes, and rows for every
-/// row lane.
+/// or half as many while a short one (kMaxShortColumnRows: the second pass
+/// over a split's partial sums, 256 rows for a norm weight gradient's 8192
+/// rows in chunks of 32) has fewer blocks than the GPU has
+/// multiprocessors, at least 4 vector lanes (64 bytes of a row per warp
+/// access), and rows for every row lane. Its rows are few, so its time is a
+/// load latency or two and a launch, not bandwidth, and splitting the rows
+/// again into a second launch is no faster (docs/lowering.md, "Why the GPU
+/// kernels' constants").
 int64_t KernelMapper::getColumnsPerBlock(int64_t outer, int64_t columns,
-                                         int64_t length, int64_t width) {
+                                         int64_t length, int64_t width) const {
   int64_t perBlock = kColumnsPerBlock;
   if (length > kMaxShortColumnRows)
     return perBlock;
-  while (outer * llvm::divideCeil(columns, perBlock) < kMinColumnBlocks &&
+  while (outer * llvm::divideCeilSigned(columns, perBlock) <
+             gpuShape.multiprocessors &&
          perBlock / 2 >= 4 * width &&
          kBlockSize / (perBlock / 2 / width) <= length)
     perBlock /= 2;

@@ -46,7 +46,8 @@ public:
   void runOnOperation() override {
     if (cudaToolkit.empty()) {
       getOperation().emitError()
-          << "the GPU target (h200) compiles kernels with the CUDA toolkit's "
+          << "the GPU lowering (cuda_sm90) compiles kernels with the CUDA "
+             "toolkit's "
              "ptxas, and this dc was configured without a CUDA toolkit "
              "(reconfigure with CUDAToolkit_ROOT set)";
       return signalPassFailure();
@@ -63,8 +64,22 @@ public:
           << foldedBlocksPerSM.getValue();
       return signalPassFailure();
     }
-    map_to_gpu::KernelMapper mapper(finishingPasses, finishingBlocks,
-                                    singleBarrierReductions, foldedBlocksPerSM);
+    // The kernels are sized for the module's target (its #dc.target, else
+    // the default preset).
+    TargetDescription target = getModuleTarget(getOperation()).description;
+    if (target.multiprocessors < 1 ||
+        target.sharedMemoryPerBlock <= map_to_gpu::kReductionSharedBytes) {
+      getOperation().emitError()
+          << "dc-map-to-gpu: target '" << target.name
+          << "' describes no GPU to size kernels for (multiprocessors "
+          << target.multiprocessors << ", sharedMemoryPerBlock "
+          << target.sharedMemoryPerBlock << "; needed: at least 1, and more "
+          << "than " << map_to_gpu::kReductionSharedBytes << " bytes)";
+      return signalPassFailure();
+    }
+    map_to_gpu::KernelMapper mapper(
+        {target.multiprocessors, target.sharedMemoryPerBlock}, finishingPasses,
+        finishingBlocks, singleBarrierReductions, foldedBlocksPerSM);
     for (auto fn : getOperation().getOps<func::FuncOp>())
       if (!fn.isExternal() && failed(mapper.mapFunction(fn)))
         return signalPassFailure();

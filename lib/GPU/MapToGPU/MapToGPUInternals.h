@@ -119,16 +119,6 @@ constexpr int64_t kBinPointsInFlight = 8;
 /// (mapColumnReductionVectorized).
 constexpr int64_t kColumnUnroll = 4;
 
-/// A short column reduction (the second pass over a split's partial sums:
-/// 256 rows for a norm weight gradient's 8192 rows in chunks of 32) whose
-/// 64-column blocks would leave SMs idle takes narrower blocks, down to 4
-/// vector lanes (64 bytes of a row per warp access), while there are fewer
-/// than this many: one per SM of an H200 (132 SMs). Its rows are few, so its
-/// time is a load latency or two and a launch, not bandwidth, and splitting
-/// the rows again into a second launch is no faster (docs/lowering.md, "Why
-/// the GPU kernels' constants").
-constexpr int64_t kMinColumnBlocks = 132;
-
 /// Rows at most of a short column reduction (one that may take narrower
 /// blocks): longer ones are dc-split-column-reductions' to split.
 constexpr int64_t kMaxShortColumnRows = 1024;
@@ -169,16 +159,16 @@ constexpr int64_t kRowChunksPerThread = 2;
 /// (docs/lowering.md, "Why the GPU kernels' constants").
 constexpr int64_t kFoldedRowsInFlight = 2;
 
-/// Bytes of workgroup memory a folded row group's copies ahead may take (2
-/// stages), leaving room for its reductions' in a block's 48 KiB of static
-/// shared memory: A's norm backward takes 34 KiB (x and dy, 2 stages of 2
-/// rows of 2 chunks of 128 threads: 32 KiB; rstd 2 KiB).
-constexpr int64_t kMaxRowCopyBytes = 40 * 1024;
+/// Bytes of a block's static shared memory (the target's
+/// sharedMemoryPerBlock) that a folded row group's copies ahead (2 stages)
+/// leave to its reductions: A's norm backward takes 34 KiB of 48 (x and dy,
+/// 2 stages of 2 rows of 2 chunks of 128 threads: 32 KiB; rstd 2 KiB).
+constexpr int64_t kReductionSharedBytes = 8 * 1024;
 
-/// Threads of a warp; a row group whose rows a warp covers in at most
-/// kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a warp per row,
-/// kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16 norms (8
-/// chunks): every lane keeps its chunks as f32, 80 registers for the
+/// Threads of a warp (CUDA's, on every GPU it runs); a row group whose rows a
+/// warp covers in at most kMaxWarpRowChunks chunks per lane (1024 bf16s) runs a
+/// warp per row, kBlockSize / kWarpSize rows per block. Not A's 2048-wide bf16
+/// norms (8 chunks): every lane keeps its chunks as f32, 80 registers for the
 /// forward and 160 for the backward (ptxas), so one block per SM: no faster
 /// forward and slower backward than a block per row (docs/lowering.md, "Why
 /// the GPU kernels' constants").
@@ -489,12 +479,23 @@ Value loadVector(OpBuilder &builder, Location loc, Value buffer,
 SmallVector<Value> cloneBodyWith(OpBuilder &builder, linalg::GenericOp op,
                                  ArrayRef<Value> args, ArrayRef<Value> ivs);
 
+/// The GPU the kernels are sized for: the numbers of the module's target
+/// description (TargetDescription) that dc-map-to-gpu reads.
+struct GPUShape {
+  /// Blocks that fill the GPU, one per multiprocessor.
+  int64_t multiprocessors;
+  /// Static shared memory a block may use (bytes).
+  int64_t sharedMemoryPerBlock;
+};
+
 /// One run of the pass over a module: the state its rooms share.
 class KernelMapper {
 public:
-  KernelMapper(bool finishingPasses, int64_t finishingBlocks,
-               bool singleBarrierReductions, int64_t foldedBlocksPerSM)
-      : finishingPasses(finishingPasses), finishingBlocks(finishingBlocks),
+  KernelMapper(const GPUShape &gpuShape, bool finishingPasses,
+               int64_t finishingBlocks, bool singleBarrierReductions,
+               int64_t foldedBlocksPerSM)
+      : gpuShape(gpuShape), finishingPasses(finishingPasses),
+        finishingBlocks(finishingBlocks),
         singleBarrierReductions(singleBarrierReductions),
         foldedBlocksPerSM(foldedBlocksPerSM) {}
 
@@ -503,6 +504,8 @@ public:
   LogicalResult mapFunction(func::FuncOp fn);
 
 private:
+  /// The target's GPU (the module's #dc.target).
+  const GPUShape gpuShape;
   // The pass's options (Passes.td).
   const bool finishingPasses;
   /// The most blocks of a kernel that wait for the rest before a finishing
@@ -691,12 +694,12 @@ private:
                             DenseSet<Operation *> &fused);
 
   // RowKernels.cpp
-  static SmallVector<RowCopy> planRowCopies(IRRewriter &rewriter, Location loc,
-                                            gpu::LaunchOp launch,
-                                            ArrayRef<RowMember> members,
-                                            const ColumnPartial &partial,
-                                            int64_t width, int64_t inFlight,
-                                            int64_t chunks, int64_t threads);
+  SmallVector<RowCopy> planRowCopies(IRRewriter &rewriter, Location loc,
+                                     gpu::LaunchOp launch,
+                                     ArrayRef<RowMember> members,
+                                     const ColumnPartial &partial,
+                                     int64_t width, int64_t inFlight,
+                                     int64_t chunks, int64_t threads) const;
   static Value issueRowCopies(IRRewriter &rewriter, Location loc,
                               ArrayRef<RowCopy> copies, Value first,
                               Value stage, ArrayRef<Value> chunks, Value tid,
@@ -710,6 +713,9 @@ private:
   static int64_t getKeptChunks(ArrayRef<RowMember> members, int64_t threads,
                                int64_t width, int64_t maxChunks);
   static int64_t getWarpRowChunks(ArrayRef<RowMember> members, int64_t width);
+  static void emitOnFirstThread(IRRewriter &rewriter, Location loc,
+                                linalg::GenericOp op, ArrayRef<Value> ivs,
+                                Value isFirst);
   static void emitKeptPerRow(IRRewriter &rewriter, Location loc,
                              linalg::GenericOp op, ArrayRef<Value> ivs,
                              Value isFirst, KeptRowValues &kept);
@@ -773,8 +779,8 @@ private:
   static int64_t getColumnVectorWidth(linalg::GenericOp op,
                                       const ReductionForm &form,
                                       ArrayRef<int64_t> trips);
-  static int64_t getColumnsPerBlock(int64_t outer, int64_t columns,
-                                    int64_t length, int64_t width);
+  int64_t getColumnsPerBlock(int64_t outer, int64_t columns, int64_t length,
+                             int64_t width) const;
   void mapColumnReductionVectorized(IRRewriter &rewriter, linalg::GenericOp op,
                                     const ReductionForm &form,
                                     ArrayRef<int64_t> trips, int64_t width);

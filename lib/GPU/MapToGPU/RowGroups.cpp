@@ -604,17 +604,10 @@ void KernelMapper::emitRowMembers(IRRewriter &rewriter,
 void KernelMapper::emitPerRowMember(IRRewriter &rewriter, Location loc,
                                     linalg::GenericOp op, ArrayRef<Value> ivs,
                                     Value isFirst, KeptRowValues *kept) {
-  if (kept) {
+  if (kept)
     emitKeptPerRow(rewriter, loc, op, ivs, isFirst, *kept);
-    return;
-  }
-  OpBuilder::InsertionGuard inIf(rewriter);
-  auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
-                                   /*withElseRegion=*/false);
-  rewriter.setInsertionPointToStart(ifFirst.thenBlock());
-  IRMapping mapping;
-  cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
-  storeYields(rewriter, loc, op, ivs, mapping);
+  else
+    emitOnFirstThread(rewriter, loc, op, ivs, isFirst);
 }
 
 /// Each thread's running max and sum of an online softmax pair (`max` and

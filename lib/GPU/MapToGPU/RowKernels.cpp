@@ -13,11 +13,10 @@ namespace dc::map_to_gpu {
 /// per-row value) and the partial's per-row reads, each with its slots in
 /// `launch`'s workgroup memory. None when the slots would not fit beside
 /// the group's reductions.
-SmallVector<KernelMapper::RowCopy>
-KernelMapper::planRowCopies(IRRewriter &rewriter, Location loc,
-                            gpu::LaunchOp launch, ArrayRef<RowMember> members,
-                            const ColumnPartial &partial, int64_t width,
-                            int64_t inFlight, int64_t chunks, int64_t threads) {
+SmallVector<KernelMapper::RowCopy> KernelMapper::planRowCopies(
+    IRRewriter &rewriter, Location loc, gpu::LaunchOp launch,
+    ArrayRef<RowMember> members, const ColumnPartial &partial, int64_t width,
+    int64_t inFlight, int64_t chunks, int64_t threads) const {
   MLIRContext *context = rewriter.getContext();
   SmallVector<RowCopy> copies;
   int64_t bytes = 0;
@@ -51,7 +50,8 @@ KernelMapper::planRowCopies(IRRewriter &rewriter, Location loc,
   for (const ColumnPartial::Read &read : partial.reads)
     if (read.kind == ColumnPartial::Read::Row)
       add(read.buffer, AffineMap::get(2, 0, getAffineDimExpr(0, context)));
-  if (copies.empty() || bytes > kMaxRowCopyBytes)
+  if (copies.empty() ||
+      bytes > gpuShape.sharedMemoryPerBlock - kReductionSharedBytes)
     return {};
   // As NVVM numbers it: convert-nvgpu-to-nvvm does not map the GPU
   // dialect's address spaces.
@@ -194,6 +194,20 @@ int64_t KernelMapper::getWarpRowChunks(ArrayRef<RowMember> members,
   return getKeptChunks(members, kWarpSize, width, kMaxWarpRowChunks);
 }
 
+/// `op` at `ivs` computed and stored by the thread where `isFirst` holds
+/// alone (a per-row member, whose one point per row needs one thread).
+void KernelMapper::emitOnFirstThread(IRRewriter &rewriter, Location loc,
+                                     linalg::GenericOp op, ArrayRef<Value> ivs,
+                                     Value isFirst) {
+  OpBuilder::InsertionGuard inIf(rewriter);
+  auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
+                                   /*withElseRegion=*/false);
+  rewriter.setInsertionPointToStart(ifFirst.thenBlock());
+  IRMapping mapping;
+  cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
+  storeYields(rewriter, loc, op, ivs, mapping);
+}
+
 /// A per-row member (a norm's rsqrt, a fill) in a group that keeps
 /// values: every thread computes it from kept values (or loads), thread
 /// 0 alone stores it, and every thread keeps the result for the members
@@ -215,15 +229,7 @@ void KernelMapper::emitKeptPerRow(IRRewriter &rewriter, Location loc,
       for (Value output : op.getDpsInits())
         inPlace = inPlace || mayAlias(operand.get(), output);
   if (inPlace) {
-    {
-      OpBuilder::InsertionGuard inIf(rewriter);
-      auto ifFirst = scf::IfOp::create(rewriter, loc, isFirst,
-                                       /*withElseRegion=*/false);
-      rewriter.setInsertionPointToStart(ifFirst.thenBlock());
-      IRMapping mapping;
-      cloneBodyAt(rewriter, loc, op, ivs, nullptr, mapping);
-      storeYields(rewriter, loc, op, ivs, mapping);
-    }
+    emitOnFirstThread(rewriter, loc, op, ivs, isFirst);
     for (Value output : op.getDpsInits())
       kept.forget(output);
     return;
