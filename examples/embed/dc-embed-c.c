@@ -1,6 +1,10 @@
 /*===- dc-embed-c.c - dc's pipelines through the C API --------------------===*\
 |*                                                                            *|
 |* Usage: dc-embed-c INPUT.mlir [ZERO3-OPTIONS [LOWERING-OPTIONS]]           *|
+|*        dc-embed-c INPUT.mlir --compile COMPILE-OPTIONS                     *|
+|*                                                                            *|
+|* The second form adds both pipelines at once (dcAddCompilePipeline), with *|
+|* their options in one string as dc-compile takes them.                     *|
 |*                                                                            *|
 |* dc-embed (the C++ example) in C: MLIR's C API for the context, parser,    *|
 |* pass manager and printer; dc's C API for the dialects and pipelines.      *|
@@ -15,6 +19,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void printTo(MlirStringRef text, void *file) {
   fwrite(text.data, 1, text.length, (FILE *)file);
@@ -47,6 +52,20 @@ static char *readFile(const char *path, size_t *length) {
   return text;
 }
 
+/* Adds the pipelines: dc-zero3-pipeline with `zero3` and dc-lower-to-llvm
+ * with `lowering`, or (`lowering` NULL) dc-compile-pipeline with `zero3`. */
+static MlirLogicalResult addPipelines(MlirOpPassManager pm, const char *zero3,
+                                      const char *lowering) {
+  if (!lowering)
+    return dcAddCompilePipeline(pm, mlirStringRefCreateFromCString(zero3),
+                                printTo, stderr);
+  if (mlirLogicalResultIsFailure(dcAddZero3Pipeline(
+          pm, mlirStringRefCreateFromCString(zero3), printTo, stderr)))
+    return mlirLogicalResultFailure();
+  return dcAddLowerToLLVMPipeline(pm, mlirStringRefCreateFromCString(lowering),
+                                  printTo, stderr);
+}
+
 /* Schedules and lowers `module`'s text and prints the result; 0 on success.
  * Errors (parser, options, passes) are printed to stderr. */
 static int compile(MlirContext context, MlirStringRef source, const char *zero3,
@@ -58,11 +77,7 @@ static int compile(MlirContext context, MlirStringRef source, const char *zero3,
   MlirOpPassManager modulePm = mlirPassManagerGetAsOpPassManager(pm);
   MlirOperation op = mlirModuleGetOperation(module);
   int status = 1;
-  if (mlirLogicalResultIsFailure(dcAddZero3Pipeline(
-          modulePm, mlirStringRefCreateFromCString(zero3), printTo, stderr)) ||
-      mlirLogicalResultIsFailure(dcAddLowerToLLVMPipeline(
-          modulePm, mlirStringRefCreateFromCString(lowering), printTo,
-          stderr))) {
+  if (mlirLogicalResultIsFailure(addPipelines(modulePm, zero3, lowering))) {
     fprintf(stderr, "\nbad pipeline options\n");
   } else if (mlirLogicalResultIsSuccess(mlirPassManagerRunOnOp(pm, op))) {
     mlirOperationPrint(op, printTo, stdout);
@@ -76,8 +91,10 @@ static int compile(MlirContext context, MlirStringRef source, const char *zero3,
 
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 4) {
-    fprintf(stderr, "usage: %s INPUT.mlir [ZERO3-OPTIONS [LOWERING-OPTIONS]]\n",
-            argv[0]);
+    fprintf(stderr,
+            "usage: %s INPUT.mlir [ZERO3-OPTIONS [LOWERING-OPTIONS]]\n"
+            "       %s INPUT.mlir --compile COMPILE-OPTIONS\n",
+            argv[0], argv[0]);
     return 2;
   }
   size_t length = 0;
@@ -95,8 +112,15 @@ int main(int argc, char **argv) {
   mlirDialectRegistryDestroy(registry);
   mlirDialectHandleLoadDialect(mlirGetDialectHandle__dc__(), context);
 
-  int status = compile(context, mlirStringRefCreate(source, length),
-                       argc > 2 ? argv[2] : "", argc > 3 ? argv[3] : "");
+  /* --compile: one string of both pipelines' options. */
+  const char *zero3 = argc > 2 ? argv[2] : "";
+  const char *lowering = argc > 3 ? argv[3] : "";
+  if (argc == 4 && strcmp(argv[2], "--compile") == 0) {
+    zero3 = argv[3];
+    lowering = NULL;
+  }
+  int status =
+      compile(context, mlirStringRefCreate(source, length), zero3, lowering);
   mlirContextDestroy(context);
   free(source);
   return status;

@@ -38,6 +38,15 @@ MLIR_CAPI_EXPORTED MlirLogicalResult
 dcAddLowerToLLVMPipeline(MlirOpPassManager passManager, MlirStringRef options,
                          MlirStringCallback errorCallback, void *userData);
 
+/* Adds dc-compile-pipeline (dc::buildCompilePipeline: dc-zero3-pipeline,
+ * then dc-lower-to-llvm) to `passManager`, with the options of both in one
+ * string as dc-compile takes them ("world-size=2 target=h100
+ * finishing-passes"; "no-schedule" to only lower a scheduled step). Errors
+ * as for dcAddZero3Pipeline. */
+MLIR_CAPI_EXPORTED MlirLogicalResult
+dcAddCompilePipeline(MlirOpPassManager passManager, MlirStringRef options,
+                     MlirStringCallback errorCallback, void *userData);
+
 #ifdef __cplusplus
 }
 #endif

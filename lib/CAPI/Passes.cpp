@@ -54,3 +54,21 @@ MlirLogicalResult dcAddLowerToLLVMPipeline(MlirOpPassManager passManager,
         dc::buildLowerToLLVMPipeline(pm, options);
       });
 }
+
+MlirLogicalResult dcAddCompilePipeline(MlirOpPassManager passManager,
+                                       MlirStringRef options,
+                                       MlirStringCallback errorCallback,
+                                       void *userData) {
+  dc::CompileOptions parsed;
+  mlir::LogicalResult result = mlir::success();
+  if (errorCallback) {
+    mlir::detail::CallbackOstream stream(errorCallback, userData);
+    result = parsed.parseFromString(unwrap(options), stream);
+  } else {
+    result = parsed.parseFromString(unwrap(options), llvm::errs());
+  }
+  if (mlir::failed(result))
+    return wrap(result);
+  dc::buildCompilePipeline(*unwrap(passManager), parsed);
+  return wrap(mlir::success());
+}

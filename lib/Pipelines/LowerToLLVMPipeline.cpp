@@ -46,7 +46,6 @@ void buildGPUCompute(OpPassManager &pm,
   map.approximateMath = !options.preciseMath;
   map.finishingPasses = options.finishingPasses;
   map.finishingBlocks = options.finishingBlocks;
-  map.foldedBlocksPerSM = options.foldedBlocksPerSM;
   map.singleBarrierReductions = options.singleBarrierReductions;
   pm.addPass(createDCMapToGPU(map));
   // After the kernels are formed: the checked step runs the same kernels.
@@ -58,7 +57,8 @@ void buildGPUCompute(OpPassManager &pm,
   // A kernel whose blocks wait for each other: its launches say how many
   // must be resident at once, for the runtime to check.
   pm.addPass(createDCMarkCoresidentLaunches());
-  // A kernel's blocks-per-SM request (folded-blocks-per-sm) onto it.
+  // A kernel's blocks-per-SM request (dc-map-to-gpu's folded-blocks-per-sm,
+  // an experiment) onto it.
   pm.addPass(createDCSetKernelOccupancy());
   // Outlining copies the device globals a kernel reads (a finishing pass's
   // ticket counter) into its module; the host's own copies go.
@@ -152,11 +152,8 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
   // Long reductions over rows in chunks that fill the GPU (still inside
   // the profile's hooks of the op they split).
-  if (cuda) {
-    DCSplitColumnReductionsOptions split;
-    split.foldedChunkRows = options.foldedChunkRows;
-    pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions(split));
-  }
+  if (cuda)
+    pm.addNestedPass<func::FuncOp>(createDCSplitColumnReductions());
 
   // Tensors to buffers. The runtime exchanges dense row-major buffers, so
   // every function boundary has the identity layout, and results become

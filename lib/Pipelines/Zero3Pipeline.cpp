@@ -1,9 +1,10 @@
 //===- Zero3Pipeline.cpp - shard, schedule and verify a training step -----===//
 #include "dc/Pipelines/Pipelines.h"
 
+#include "ChooseSchedule.h"
+
 #include "dc/Rewrite/Passes.h"
 #include "dc/Schedule/Passes.h"
-#include "dc/Target/TargetDescription.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -35,6 +36,11 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   attach.memoryBudget = options.memoryBudget;
   attach.lowering = options.lowering;
   pm.addPass(createDCAttachTarget(attach));
+  // The candidates each run this pipeline (without the choice) on a copy.
+  if (options.choose != ScheduleChoice::None) {
+    pm.addPass(createChooseSchedulePass(options));
+    return;
+  }
   DCZero3Options zero3;
   zero3.worldSize = options.worldSize;
   zero3.gridName = options.grid;
@@ -73,15 +79,10 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
   // it: on the GPU targets fused attention reads and writes the
   // projections' [B, S, H, D] tensors in place, so the head transposes
   // around it are neither priced nor kept live (after dc-ulysses, which
-  // splits heads-major attention). A target that does not load is
-  // dc-attach-target's error to report.
-  if (llvm::Expected<TargetDescription> target =
-          TargetDescription::load(options.target)) {
-    if (target->foldsHeadTransposes)
-      pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes());
-  } else {
-    llvm::consumeError(target.takeError());
-  }
+  // splits heads-major attention).
+  DCFoldHeadTransposesOptions fold;
+  fold.ifTargetFolds = true;
+  pm.addNestedPass<func::FuncOp>(createDCFoldHeadTransposes(fold));
   // The logits and their gradient a chunk of rows at a time, before
   // anything is sharded or planned: the planners then see the smaller
   // transients.

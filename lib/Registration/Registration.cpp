@@ -107,6 +107,7 @@ void dc::registerDCPassesAndPipelines() {
   dc::registerDCGPUPasses();
   dc::registerZero3Pipeline();
   dc::registerLowerToLLVMPipeline();
+  dc::registerCompilePipeline();
   // Upstream passes the dc pipelines are built from.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

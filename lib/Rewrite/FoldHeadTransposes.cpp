@@ -174,7 +174,12 @@ struct CancelTransposes : public OpRewritePattern<linalg::TransposeOp> {
 
 struct FoldHeadTransposesPass
     : public dc::impl::DCFoldHeadTransposesBase<FoldHeadTransposesPass> {
+  using DCFoldHeadTransposesBase::DCFoldHeadTransposesBase;
+
   void runOnOperation() override {
+    if (ifTargetFolds &&
+        !getModuleTarget(getOperation()).description.foldsHeadTransposes)
+      return;
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
     patterns.add<FoldForward, FoldBackward, CancelTransposes>(context);

@@ -27,6 +27,24 @@ struct AttachTargetPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    std::optional<Lowering> kind;
+    if (!lowering.empty()) {
+      kind = symbolizeLowering(lowering);
+      if (!kind) {
+        module.emitError() << "dc-attach-target: unknown lowering '" << lowering
+                           << "' (host, cuda_sm90)";
+        return signalPassFailure();
+      }
+    }
+    if (TargetAttr existing = findTargetAttr(module);
+        existing && keepExisting) {
+      if (kind)
+        module->setAttr(kTargetAttrName,
+                        TargetAttr::get(&getContext(), existing.getName(),
+                                        *kind, existing.getMemoryBudget(),
+                                        existing.getNumbers()));
+      return;
+    }
     llvm::Expected<TargetDescription> description =
         TargetDescription::load(target);
     if (!description) {
@@ -34,15 +52,8 @@ struct AttachTargetPass
                          << "': " << llvm::toString(description.takeError());
       return signalPassFailure();
     }
-    if (!lowering.empty()) {
-      std::optional<Lowering> kind = symbolizeLowering(lowering);
-      if (!kind) {
-        module.emitError() << "dc-attach-target: unknown lowering '" << lowering
-                           << "' (host, cuda_sm90)";
-        return signalPassFailure();
-      }
+    if (kind)
       description->lowering = *kind;
-    }
     FailureOr<std::optional<int64_t>> budget = resolveMemoryBudget(
         module, memoryBudget, description->deviceMemoryBytes);
     if (failed(budget))

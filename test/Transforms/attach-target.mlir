@@ -35,6 +35,14 @@
 // RUN: dc-opt %s --dc-attach-target=target=h200 --dc-attach-target="target=cpu memory-budget=64KiB" | FileCheck %s --check-prefix=AGAIN
 // AGAIN: #dc.target<name = "cpu", lowering = host, memory_budget = 65536,
 // AGAIN-NOT: h200
+// With keep-existing, a targeted module keeps its target and budget; only
+// a given lowering changes. A module without one gets the given target.
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=64KiB" --dc-attach-target="target=h200 keep-existing=1" | FileCheck %s --check-prefix=KEEP
+// KEEP: #dc.target<name = "cpu", lowering = host, memory_budget = 65536,
+// RUN: dc-opt %s --dc-attach-target="target=h100 memory-budget=1GiB" --dc-attach-target="keep-existing=1 lowering=host" | FileCheck %s --check-prefix=KEEP-LOWERING
+// KEEP-LOWERING: #dc.target<name = "h100", lowering = host, memory_budget = 1073741824,
+// RUN: dc-opt %s --dc-attach-target="target=cpu keep-existing=1" | FileCheck %s --check-prefix=KEEP-NONE
+// KEEP-NONE: #dc.target<name = "cpu", lowering = host,
 // RUN: dc-opt %s --dc-attach-target=target=h200 > %t.once.mlir
 // RUN: dc-opt %t.once.mlir > %t.twice.mlir
 // RUN: diff %t.once.mlir %t.twice.mlir

@@ -1,4 +1,11 @@
 // RUN: dc-opt %s --split-input-file --dc-fold-head-transposes | FileCheck %s
+// With if-target-folds, only where the module's target folds them: h200
+// does, cpu does not (its attention is expanded over [B, H, S, D]).
+// RUN: dc-opt %s --split-input-file --dc-attach-target=target=h200 --dc-fold-head-transposes=if-target-folds=1 | FileCheck %s
+// RUN: dc-opt %s --split-input-file --dc-attach-target=target=cpu --dc-fold-head-transposes=if-target-folds=1 | FileCheck %s --check-prefix=CPU
+// CPU-LABEL: func.func @layer
+// CPU: linalg.transpose
+// CPU: dc.attention %{{.*}}, %{{.*}}, %{{.*}} causal scale
 
 // A layer's attention as the generator writes it: q, k, v column slices of
 // the fused projection, split into heads and transposed to [B*H, S, D]; the

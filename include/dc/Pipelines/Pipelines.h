@@ -1,20 +1,25 @@
-//===- Pipelines.h - dc's pipelines as public functions -----------*- C++
-//-*-===//
+//===- Pipelines.h - dc's pipelines as public functions ---------*- C++ -*-===//
 //
-// What `dc-opt --dc-zero3-pipeline` and `--dc-lower-to-llvm` run, callable
-// by any compiler that links dc: build the pass pipeline into your own
-// OpPassManager.
+// What `dc-opt --dc-zero3-pipeline`, `--dc-lower-to-llvm` and
+// `--dc-compile-pipeline` (both, as dc-compile runs them) run, callable by
+// any compiler that links dc: build the pass pipeline into your own
+// OpPassManager. Each option is declared once, in the table of the
+// pipeline it belongs to; its default is the pass's where a pass has it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DC_PIPELINES_PIPELINES_H
 #define DC_PIPELINES_PIPELINES_H
 
+#include "dc/GPU/Passes.h"
 #include "dc/Schedule/PassDefaults.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace dc {
+
+/// What dc-zero3-pipeline chooses between (its `choose` option).
+enum class ScheduleChoice { None, Layouts, RowChunks };
 
 struct Zero3PipelineOptions
     : public mlir::PassPipelineOptions<Zero3PipelineOptions> {
@@ -157,11 +162,28 @@ struct Zero3PipelineOptions
       *this, "local-accumulation",
       llvm::cl::desc("Parameters (by name) whose gradients the step always "
                      "sums itself over the micro-batches")};
+  Option<ScheduleChoice> choose{
+      *this, "choose",
+      llvm::cl::desc("Schedule the step several ways, print what the cost "
+                     "model predicts for each (stderr) and keep the fastest"),
+      llvm::cl::values(
+          clEnumValN(ScheduleChoice::None, "none", "schedule it once"),
+          clEnumValN(ScheduleChoice::Layouts, "layouts",
+                     "sharded over all ranks or inside each node "
+                     "(hierarchical: a target of several nodes); with "
+                     "sequence-parallel and data-parallel ranks, over the "
+                     "data axis or over both (shard-over-sequence)"),
+          clEnumValN(ScheduleChoice::RowChunks, "row-chunks",
+                     "the wide matrix products (the logits) whole and in 4 "
+                     "and 8 chunks of rows (row-chunks)")),
+      llvm::cl::init(ScheduleChoice::None)};
 };
 
-/// dc-zero3, then dc-rematerialize, dc-offload-activations, dc-prefetch and
-/// dc-selective-gather (as enabled), then dc-verify-schedule against the same
-/// budget.
+/// dc-attach-target, dc-zero3, then dc-rematerialize,
+/// dc-offload-activations, dc-prefetch and dc-selective-gather (as enabled),
+/// then dc-verify-schedule against the same budget. With `choose`, that
+/// pipeline runs on a copy of the module for each candidate, and the module
+/// becomes the copy the cost model predicts fastest.
 void buildZero3Pipeline(mlir::OpPassManager &pm,
                         const Zero3PipelineOptions &options);
 
@@ -190,40 +212,28 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("cuda_sm90: kernels use libdevice's accurate exp, log and "
                      "f32 division instead of the hardware's approximate "
                      "ones (dc-map-to-gpu approximate-math=false)"),
-      llvm::cl::init(false)};
+      llvm::cl::init(!DCMapToGPUOptions().approximateMath)};
   Option<bool> finishingPasses{
       *this, "finishing-passes",
       llvm::cl::desc("cuda_sm90: a split weight gradient's second pass runs at "
                      "the end of its row group's kernel (dc-map-to-gpu "
                      "finishing-passes; needs finishing-blocks blocks "
                      "resident at once)"),
-      llvm::cl::init(false)};
+      llvm::cl::init(DCMapToGPUOptions().finishingPasses)};
   Option<int64_t> finishingBlocks{
       *this, "finishing-blocks",
-      llvm::cl::desc("h200, with finishing-passes: the most blocks of a "
-                     "kernel that wait for the rest (dc-map-to-gpu "
-                     "finishing-blocks)"),
-      llvm::cl::init(64)};
+      llvm::cl::desc("cuda_sm90, with finishing-passes: the most blocks of a "
+                     "kernel that wait for the rest, all resident at once "
+                     "(dc-map-to-gpu finishing-blocks; lower it for a GPU "
+                     "that holds fewer, such as a small MIG slice)"),
+      llvm::cl::init(DCMapToGPUOptions().finishingBlocks)};
   Option<bool> singleBarrierReductions{
       *this, "single-barrier-reductions",
       llvm::cl::desc(
           "cuda_sm90: a block-per-row group's f32 reductions take one "
           "barrier instead of gpu.all_reduce's two (dc-map-to-gpu "
           "single-barrier-reductions)"),
-      llvm::cl::init(false)};
-  Option<int64_t> foldedChunkRows{
-      *this, "folded-chunk-rows",
-      llvm::cl::desc("cuda_sm90: rows of a weight gradient's chunk folded into "
-                     "its norm backward's kernel, one block a chunk "
-                     "(dc-split-column-reductions folded-chunk-rows)"),
-      llvm::cl::init(32)};
-  Option<int64_t> foldedBlocksPerSM{
-      *this, "folded-blocks-per-sm",
-      llvm::cl::desc(
-          "cuda_sm90: blocks of a folded norm backward's kernel that "
-          "should fit on an SM, capping its registers; 0 leaves "
-          "them to ptxas (dc-map-to-gpu folded-blocks-per-sm)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(DCMapToGPUOptions().singleBarrierReductions)};
 };
 
 /// Lowers a dc module (scheduled or not) to the LLVM dialect for `lowering`,
@@ -248,6 +258,46 @@ void buildLowerToLLVMPipeline(mlir::OpPassManager &pm,
 
 /// Registers `dc-lower-to-llvm` with the pass pipeline registry.
 void registerLowerToLLVMPipeline();
+
+/// What one compile takes, from a training step to the LLVM dialect: the
+/// schedule's options and the lowering's, each declared once in its
+/// pipeline's table above, parsed from one string of `name=value` and
+/// `flag` words. A name goes to the table that declares it, `world-size`
+/// to both (the step is planned for the ranks it runs on). dc-compile's
+/// command line, `--dc-compile-pipeline="..."` and dcAddCompilePipeline
+/// all parse it here.
+struct CompileOptions {
+  Zero3PipelineOptions schedule;
+  LowerToLLVMPipelineOptions lowering;
+  /// The step is scheduled already (`no-schedule`): it is only lowered.
+  bool noSchedule = false;
+  /// Whether `target` or `memory-budget` was given: with `no-schedule`, a
+  /// module keeps its own #dc.target otherwise.
+  bool targetGiven = false;
+
+  /// Device bytes per parameter element of dc-run's AdamW (an fp32 master
+  /// and two fp32 moments), what the budget holds for the trainer unless
+  /// `optimizer-state-bytes` says otherwise: the artifact is dc-run's.
+  static constexpr int64_t kDcRunOptimizerStateBytes = 12;
+
+  CompileOptions();
+  /// Parses `text`; on an error, says which word and why on `errors`.
+  mlir::LogicalResult parseFromString(llvm::StringRef text,
+                                      llvm::raw_ostream &errors = llvm::errs());
+  /// Whether option `name` (of either table) takes a value (`name value`
+  /// on a command line), not a flag.
+  bool takesValue(llvm::StringRef name) const;
+  /// Whether either table declares `name` (or it is `no-schedule`).
+  bool declares(llvm::StringRef name) const;
+};
+
+/// dc-zero3-pipeline (unless `no-schedule`; then dc-attach-target, keeping
+/// a module's own target unless one was given), then dc-lower-to-llvm.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
+
+/// Registers `dc-compile-pipeline` with the pass pipeline registry.
+void registerCompilePipeline();
 
 } // namespace dc
 

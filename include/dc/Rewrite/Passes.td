@@ -49,14 +49,19 @@ def DCFoldHeadTransposes : Pass<"dc-fold-head-transposes"> {
     Only 16-bit attention without grouping is rewritten (f32 attention is
     expanded to linalg; the runtime's cuDNN path has no strided grouped
     form), and only where every operand matches; anything else stays as it
-    was. `dc-zero3-pipeline` runs it before planning on targets whose
-    description says `foldsHeadTransposes` (the GPU presets), so the
-    planners see the step the GPU runs; `dc-lower-to-llvm` runs it again
-    for steps planned otherwise.
+    was. `dc-zero3-pipeline` runs it before planning (`if-target-folds`:
+    where the module's `#dc.target` says `foldsHeadTransposes`, as the GPU
+    presets do), so the planners see the step the GPU runs;
+    `dc-lower-to-llvm` runs it again for steps planned otherwise.
   }];
   let dependentDialects = ["::dc::DCDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"ifTargetFolds", "if-target-folds", "bool", "false",
+           "Fold only where the module's target says foldsHeadTransposes "
+           "(#dc.target; the default preset without one)">,
+  ];
 }
 
 def DCChunkRows : Pass<"dc-chunk-rows", "::mlir::func::FuncOp"> {

@@ -168,7 +168,8 @@ def DCAttachTarget : Pass<"dc-attach-target", "::mlir::ModuleOp"> {
     with the lowering, under `dc.target`. Everything after it reads that
     attribute: the planning passes, `dc-verify-schedule`, `dc-report`, the
     lowering pipeline and the artifact's manifest. A module already
-    targeted gets the new target. Errors (an unknown target, a file that
+    targeted gets the new target (with `keep-existing`, it keeps its own).
+    Errors (an unknown target, a file that
     does not parse, a budget that is neither bytes nor a share of the
     device's memory) are reported on the module.
 
@@ -191,6 +192,9 @@ def DCAttachTarget : Pass<"dc-attach-target", "::mlir::ModuleOp"> {
            "What the compute becomes, host or cuda_sm90; empty: the "
            "target's own (host to run a GPU target's schedule on the host "
            "backend)">,
+    Option<"keepExisting", "keep-existing", "bool", "false",
+           "A module that has a #dc.target keeps it (a step scheduled "
+           "already); only `lowering`, when given, changes">,
   ];
 }
 

@@ -129,16 +129,12 @@ if [ "${BENCH:-0}" = 1 ]; then
   # The same with --finishing-passes, the last 64 (default), 128, 32 or 16
   # blocks sharing the second pass: VARIANTS="finishing finishing128
   # finishing32 finishing16" in bench/gpu_inductor_ncu.sh.
-  # And chunks of 16 rows with the folded kernels' registers capped so 4
-  # blocks share an SM (512 blocks in one wave): VARIANTS="chunk16
-  # chunk16-finishing"; and block reductions with one barrier:
-  # VARIANTS="single single-finishing".
+  # And block reductions with one barrier: VARIANTS="single
+  # single-finishing".
   for variant in "finishing:--finishing-passes --finishing-blocks=64" \
     "finishing128:--finishing-passes --finishing-blocks=128" \
     "finishing32:--finishing-passes --finishing-blocks=32" \
     "finishing16:--finishing-passes --finishing-blocks=16" \
-    "chunk16:--folded-chunk-rows=16 --folded-blocks-per-sm=4" \
-    "chunk16-finishing:--folded-chunk-rows=16 --folded-blocks-per-sm=4 --finishing-passes" \
     "single:--single-barrier-reductions" \
     "single-finishing:--single-barrier-reductions --finishing-passes"; do
     name=${variant%%:*}
