@@ -120,7 +120,11 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
   // walk of a large step is a cache miss per op): index the ops and name
   // the buffers, every value that allocates, in definition order.
   MemoryTimeline timeline;
+  size_t bodySize = body.getOperations().size();
+  timeline.ops.reserve(bodySize);
+  timeline.index.reserve(bodySize);
   llvm::DenseMap<Value, unsigned> bufferOf;
+  bufferOf.reserve(bodySize + body.getNumArguments());
   std::vector<bool> wholeFunction;
   std::vector<bool> isUnreleasedGather;
   auto addBuffer = [&](Value value, size_t begin, bool gather) {

@@ -140,7 +140,7 @@ public:
   GatherScheduler(func::FuncOp fn, const CostModel &costModel, int64_t budget,
                   int64_t maxInFlight, int64_t maxFused)
       : fn(fn), costModel(costModel), budget(budget), maxInFlight(maxInFlight),
-        maxFused(maxFused) {}
+        maxFused(maxFused), simulation(costModel, fn) {}
 
   LogicalResult run() {
     FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
@@ -188,7 +188,7 @@ private:
       FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
       if (failed(timeline))
         return;
-      SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+      SimulationResult sim = simulation.run(*timeline);
       // Converged: the last round gained (almost) nothing.
       if (sim.stepSeconds > previousStep * (1 - kMinRoundGain))
         return;
@@ -320,7 +320,7 @@ private:
     FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
     if (failed(timeline))
       return;
-    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    SimulationResult sim = simulation.run(*timeline);
     const std::vector<Operation *> &ops = timeline->getOps();
     std::vector<double> h2dFree =
         streamFreeBefore(sim, StreamKind::HostToDevice);
@@ -357,7 +357,7 @@ private:
     FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
     if (failed(timeline))
       return false;
-    SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
+    SimulationResult sim = simulation.run(*timeline);
     const std::vector<Operation *> &ops = timeline->getOps();
     std::vector<int64_t> bytes(ops.size());
     // Which shard each op releases and where each exchange is waited:
@@ -432,6 +432,8 @@ private:
       }
       for (size_t i = groupAt; i < p; ++i)
         bytes[i] += moving;
+      simulation.forget(group);
+      simulation.forget(gather);
       group = mergeGroups(group, gather);
       groupBytes += size;
       fused = true;
@@ -451,12 +453,7 @@ private:
     FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
     if (failed(timeline))
       return false;
-    // Trials change only gathers: every other op keeps its cost.
-    IncrementalSimulation simulation(costModel, fn);
-    auto simulate = [&](const MemoryTimeline &timeline) {
-      return simulation.run(timeline);
-    };
-    SimulationResult sim = simulate(*timeline);
+    SimulationResult sim = simulation.run(*timeline);
     double best = sim.stepSeconds;
     int64_t simulated = 0;
     bool fused = false;
@@ -498,7 +495,7 @@ private:
       SimulationResult trialSim;
       bool better = succeeded(trial) && trial->getPeakDeviceBytes() <= budget;
       if (better) {
-        trialSim = simulate(*trial);
+        trialSim = simulation.run(*trial);
         better = trialSim.stepSeconds < best - kStallEpsilon;
       }
       if (better) {
@@ -577,6 +574,10 @@ private:
   func::FuncOp fn;
   const CostModel &costModel;
   int64_t budget, maxInFlight, maxFused;
+  /// Every simulation of the run: the scheduler only moves, merges and
+  /// splits gathers (and moves reloads), so every other op keeps the cost
+  /// estimated once; an erased gather is forgotten before it goes.
+  IncrementalSimulation simulation;
 };
 
 struct PrefetchPass : public dc::impl::DCPrefetchBase<PrefetchPass> {
