@@ -192,10 +192,9 @@ struct SplitColumnReductionsPass
           << minBlocks.getValue();
       return signalPassFailure();
     }
-    fewestBlocks =
-        minBlocks > 0
-            ? minBlocks
-            : 2 * dc::getModuleTarget(getOperation()).description.multiprocessors;
+    fewestBlocks = minBlocks > 0 ? minBlocks
+                                 : 2 * dc::getModuleTarget(getOperation())
+                                           .description.multiprocessors;
     SmallVector<linalg::LinalgOp> candidates;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (getChunks(op) > 1)
