@@ -82,7 +82,7 @@ cl::opt<bool> chooseRowChunksFlag(
 cl::opt<bool> verifyEach(
     "verify-each",
     cl::desc("Verify the IR after every pass (as dc-opt does; slower), not "
-             "only after scheduling and at the end"),
+             "only when parsed and at the end"),
     cl::cat(category));
 
 /// Splits the command line: the options dc-compile does not know (as
@@ -122,8 +122,8 @@ splitCompileOptions(int argc, char **argv,
 }
 
 /// Schedules (unless the options say it is scheduled) and lowers `module`.
-/// The IR is verified after scheduling and at the end; after every pass
-/// too with --verify-each.
+/// The pass manager verifies nothing unless --verify-each: the IR is
+/// verified when parsed and, by main, at the end.
 LogicalResult compile(ModuleOp module, const dc::CompileOptions &options) {
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
@@ -203,8 +203,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       args.size(), args.data(),
       "dc-compile: a training step to an artifact for the dcrt runtime\n\n"
-      "Options of dc-compile-pipeline, dc-zero3-pipeline's and "
-      "dc-lower-to-llvm's (see `dc-opt --help`), are given as --name=value, "
+      "The options of dc-compile-pipeline (dc-zero3-pipeline's and "
+      "dc-lower-to-llvm's; see `dc-opt --help`) are given as --name=value, "
       "--name value or --flag, e.g. --world-size=2 --memory-budget 16GiB "
       "--finishing-passes.\n");
   if (compareLayouts && chooseRowChunksFlag) {
