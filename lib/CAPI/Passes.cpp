@@ -13,8 +13,9 @@
 void dcRegisterPasses(void) { dc::registerDCPassesAndPipelines(); }
 
 namespace {
-// Parses `options` into a pipeline's option struct and builds the pipeline
-// into `passManager`; a parse error goes to the callback (or stderr).
+// Parses `options` into a pipeline's option struct (or dc::CompileOptions,
+// which parses the same way) and builds the pipeline into `passManager`; a
+// parse error goes to the callback (or stderr).
 template <typename Options>
 MlirLogicalResult
 addPipeline(MlirOpPassManager passManager, MlirStringRef options,
@@ -59,16 +60,6 @@ MlirLogicalResult dcAddCompilePipeline(MlirOpPassManager passManager,
                                        MlirStringRef options,
                                        MlirStringCallback errorCallback,
                                        void *userData) {
-  dc::CompileOptions parsed;
-  mlir::LogicalResult result = mlir::success();
-  if (errorCallback) {
-    mlir::detail::CallbackOstream stream(errorCallback, userData);
-    result = parsed.parseFromString(unwrap(options), stream);
-  } else {
-    result = parsed.parseFromString(unwrap(options), llvm::errs());
-  }
-  if (mlir::failed(result))
-    return wrap(result);
-  dc::buildCompilePipeline(*unwrap(passManager), parsed);
-  return wrap(mlir::success());
+  return addPipeline<dc::CompileOptions>(passManager, options, errorCallback,
+                                         userData, dc::buildCompilePipeline);
 }

@@ -91,11 +91,6 @@ bool CompileOptions::takesValue(StringRef name) const {
   return false;
 }
 
-bool CompileOptions::declares(StringRef name) const {
-  return name == kNoSchedule || scheduleTable().find(name) ||
-         loweringTable().find(name);
-}
-
 LogicalResult CompileOptions::parseFromString(StringRef text,
                                               llvm::raw_ostream &errors) {
   std::string scheduleText, loweringText;
@@ -120,7 +115,6 @@ LogicalResult CompileOptions::parseFromString(StringRef text,
              << kNoSchedule << "\n";
       return failure();
     }
-    targetGiven |= name == "target" || name == "memory-budget";
     (toSchedule ? scheduleText : loweringText) += (word + " ").str();
     // The one option both declare: the ranks the step is planned for are
     // the ranks the artifact runs on.
@@ -140,7 +134,9 @@ void dc::buildCompilePipeline(OpPassManager &pm,
     attach.target = options.schedule.target;
     attach.memoryBudget = options.schedule.memoryBudget;
     attach.lowering = options.schedule.lowering;
-    attach.keepExisting = !options.targetGiven;
+    // An option has a value once parsed or assigned.
+    attach.keepExisting = !options.schedule.target.hasValue() &&
+                          !options.schedule.memoryBudget.hasValue();
     pm.addPass(createDCAttachTarget(attach));
   } else {
     buildZero3Pipeline(pm, options.schedule);

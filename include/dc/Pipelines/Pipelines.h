@@ -269,11 +269,10 @@ void registerLowerToLLVMPipeline();
 struct CompileOptions {
   Zero3PipelineOptions schedule;
   LowerToLLVMPipelineOptions lowering;
-  /// The step is scheduled already (`no-schedule`): it is only lowered.
+  /// The step is scheduled already (`no-schedule`): it is only lowered,
+  /// and keeps its own #dc.target unless `target` or `memory-budget` is
+  /// given (parsed or assigned).
   bool noSchedule = false;
-  /// Whether `target` or `memory-budget` was given: with `no-schedule`, a
-  /// module keeps its own #dc.target otherwise.
-  bool targetGiven = false;
 
   /// Device bytes per parameter element of dc-run's AdamW (an fp32 master
   /// and two fp32 moments), what the budget holds for the trainer unless
@@ -287,8 +286,6 @@ struct CompileOptions {
   /// Whether option `name` (of either table) takes a value (`name value`
   /// on a command line), not a flag.
   bool takesValue(llvm::StringRef name) const;
-  /// Whether either table declares `name` (or it is `no-schedule`).
-  bool declares(llvm::StringRef name) const;
 };
 
 /// dc-zero3-pipeline (unless `no-schedule`; then dc-attach-target, keeping
