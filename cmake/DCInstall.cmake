@@ -14,8 +14,8 @@ set(DC_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/dc)
 
 # dc's C++ libraries, in link order (each may use those after it). Static:
 # embedders link them into their own executables or shared libraries.
-set(DC_INSTALL_MLIR_LIBS DCRegistration DCPipelines DCTarget DCGPU
-    DCLowering DCSchedule DCRewrite DCAnalysis DCBufferization DCDialect
+set(DC_INSTALL_MLIR_LIBS DCRegistration DCPipelines DCZero3Pipeline DCTarget
+    DCGPU DCLowering DCSchedule DCRewrite DCAnalysis DCBufferization DCDialect
     DCTargetDescription DCSupport)
 
 if(NOT DC_RUNTIME_ONLY)

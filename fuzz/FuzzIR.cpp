@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Dialect/DC/IR/DCDialect.h"
-#include "dc/Pipelines/Pipelines.h"
+#include "dc/Pipelines/Zero3Pipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

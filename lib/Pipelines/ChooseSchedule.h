@@ -2,7 +2,7 @@
 #ifndef DC_PIPELINES_CHOOSESCHEDULE_H
 #define DC_PIPELINES_CHOOSESCHEDULE_H
 
-#include "dc/Pipelines/Pipelines.h"
+#include "dc/Pipelines/Zero3Pipeline.h"
 
 #include "mlir/Pass/Pass.h"
 

@@ -1,5 +1,5 @@
 //===- Zero3Pipeline.cpp - shard, schedule and verify a training step -----===//
-#include "dc/Pipelines/Pipelines.h"
+#include "dc/Pipelines/Zero3Pipeline.h"
 
 #include "ChooseSchedule.h"
 
