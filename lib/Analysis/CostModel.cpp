@@ -25,16 +25,17 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// dc's compute ops: they belong to the step like the linalg ops they fuse.
+/// Fused attention: its own rate on targets that measured one.
 static bool isAttentionOp(Operation *op) {
   return isa<AttentionOp, AttentionGradOp>(op);
 }
 
 /// The ops a dc schedule adds and moves: transfers and their bookkeeping.
+/// dc's compute ops belong to the step like the linalg ops beside them.
 static bool isScheduleOp(Operation *op) {
   return op->getName().getDialectNamespace() ==
              DCDialect::getDialectNamespace() &&
-         !isAttentionOp(op);
+         !isa<ComputeOpInterface>(op);
 }
 
 /// Ops that only view, name or allocate a tensor: no kernel runs for them.
@@ -121,17 +122,6 @@ static bool isContraction(Operation *op) {
   return linalgOp && linalg::isaContractionOpInterface(linalgOp);
 }
 
-/// Matmul FLOPs of flash-attention forward: q k^T and p v, each
-/// 2 Sq Sk D per batch index; a causal mask skips half of them.
-static double attentionFlops(Value q, Value k, bool causal, bool bshd) {
-  auto qType = cast<RankedTensorType>(q.getType());
-  auto kType = cast<RankedTensorType>(k.getType());
-  int64_t seqDim = getAttentionSeqDim(kType.getRank(), bshd);
-  double flops = 4 * static_cast<double>(qType.getNumElements()) *
-                 static_cast<double>(kType.getDimSize(seqDim));
-  return causal ? flops / 2 : flops;
-}
-
 /// The trip count of a loop whose bounds and step are constants. A loop
 /// of unknown trip count is counted as one iteration.
 static double getTripCount(scf::ForOp loop) {
@@ -147,14 +137,8 @@ static auto getBodyWork(scf::ForOp loop) {
 }
 
 double CostModel::countFlops(Operation *op) {
-  if (auto attention = dyn_cast<AttentionOp>(op))
-    return attentionFlops(attention.getQ(), attention.getK(),
-                          attention.getCausal(), attention.getBshd());
-  // The backward recomputes q k^T and adds the products for dv, dp, dq and
-  // dk: 5 matmuls against the forward's 2.
-  if (auto grad = dyn_cast<AttentionGradOp>(op))
-    return 2.5 * attentionFlops(grad.getQ(), grad.getK(), grad.getCausal(),
-                                grad.getBshd());
+  if (auto compute = dyn_cast<ComputeOpInterface>(op))
+    return compute.getFlops();
   if (auto loop = dyn_cast<scf::ForOp>(op)) {
     double perIteration = 0;
     for (Operation &bodyOp : getBodyWork(loop))
@@ -213,13 +197,14 @@ int64_t CostModel::countBytes(Operation *op) {
 }
 
 /// The element type of the matrix products of an op that runs on the matrix
-/// units (a contraction's output, attention's operands); null for others.
+/// units (a contraction's output, a dc compute op's products); null for
+/// others.
 static Type getMatmulElementType(Operation *op) {
   if (isContraction(op))
     return getElementTypeOrSelf(
         cast<linalg::LinalgOp>(op).getDpsInits()[0].getType());
-  if (isAttentionOp(op))
-    return getElementTypeOrSelf(op->getOperand(0).getType());
+  if (auto compute = dyn_cast<ComputeOpInterface>(op))
+    return compute.getMatmulElementType();
   return {};
 }
 

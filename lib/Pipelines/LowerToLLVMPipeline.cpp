@@ -140,6 +140,9 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCExpandAttentionOptions expandAttention;
   expandAttention.keepFused = cuda;
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
+  // No target has routing kernels yet: the mixture-of-experts ops run as
+  // their linalg reference.
+  pm.addNestedPass<func::FuncOp>(createDCExpandExperts());
   // Powers by constants as multiplications: exact for negative bases on
   // every target, where the GPU's fast power is not.
   pm.addPass(createDCSimplifyMath());

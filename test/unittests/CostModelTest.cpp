@@ -520,6 +520,65 @@ func.func @cross(%q: tensor<2x3x5x8xf32>, %kv: tensor<2x3x7x8xf32>) -> tensor<2x
   EXPECT_EQ(timeline->deviceBytesAt(2), 7 * 1024);
 }
 
+//===----------------------------------------------------------------------===//
+// Mixture-of-experts routing
+//===----------------------------------------------------------------------===//
+
+// The routing ops are compute ops of the step: priced at their kernels'
+// work whatever the routing, the grouped products on the matrix units,
+// timed by a profile under their own keys, and sized by the timeline.
+TEST_F(AnalysisTest, RoutingOpsCostTheirKernels) {
+  auto module = parse(R"mlir(
+func.func @moe(%probs: tensor<16x4xf32>, %x: tensor<16x8xbf16>,
+               %w: tensor<4x12x8xbf16>) -> (tensor<16x8xbf16>, tensor<4x12x8xbf16>) {
+  %v, %i = dc.topk %probs k = 2 : tensor<16x4xf32> -> tensor<16x2xf32>, tensor<16x2xi64>
+  %order, %ends = dc.group_by_expert %i experts = 4 : tensor<16x2xi64> -> tensor<32xi64>, tensor<4xi64>
+  %rows = dc.gather_rows %x[%order] : tensor<16x8xbf16>, tensor<32xi64> -> tensor<32x8xbf16>
+  %h = dc.grouped_matmul %rows, %w, %ends transpose_rhs : tensor<32x8xbf16>, tensor<4x12x8xbf16>, tensor<4xi64> -> tensor<32x12xbf16>
+  %dw = dc.grouped_weight_grad %h, %rows, %ends : tensor<32x12xbf16>, tensor<32x8xbf16>, tensor<4xi64> -> tensor<4x12x8xbf16>
+  %y = dc.grouped_matmul %h, %w, %ends : tensor<32x12xbf16>, tensor<4x12x8xbf16>, tensor<4xi64> -> tensor<32x8xbf16>
+  %out = dc.scatter_add_rows %y[%order] : tensor<32x8xbf16>, tensor<32xi64> -> tensor<16x8xbf16>
+  return %out, %dw : tensor<16x8xbf16>, tensor<4x12x8xbf16>
+}
+)mlir");
+  func::FuncOp fn = getFunc(*module, "moe");
+  Operation *topk = opAt(fn, 0), *group = opAt(fn, 1), *gather = opAt(fn, 2),
+            *up = opAt(fn, 3), *weightGrad = opAt(fn, 4), *down = opAt(fn, 5),
+            *scatter = opAt(fn, 6);
+
+  EXPECT_EQ(CostModel::countFlops(topk), 16.0 * 4 * 2);
+  EXPECT_EQ(CostModel::countFlops(group), 3.0 * 32 + 4);
+  EXPECT_EQ(CostModel::countFlops(gather), 0.0);
+  EXPECT_EQ(CostModel::countFlops(up), 2.0 * 32 * 8 * 12);
+  EXPECT_EQ(CostModel::countFlops(down), 2.0 * 32 * 12 * 8);
+  EXPECT_EQ(CostModel::countFlops(weightGrad), 2.0 * 32 * 12 * 8);
+  EXPECT_EQ(CostModel::countFlops(scatter), 32.0 * 8);
+  // Operands and results: x (256 B), the order (256 B), the rows (512 B).
+  EXPECT_EQ(CostModel::countBytes(gather), 256 + 256 + 512);
+
+  TargetDescription target;
+  target.matmulFlops16 = 1e11;
+  target.matmulFlops32 = 1e10;
+  target.vectorFlops = 1e9;
+  target.memoryBandwidth = 1e15;
+  target.opLaunchLatency = 1e-6;
+  CostModel model(target);
+  // The grouped products at the bf16 matrix rate, top-k at the vector rate.
+  OpCost cost = model.estimate(up);
+  EXPECT_EQ(cost.stream, StreamKind::Compute);
+  EXPECT_DOUBLE_EQ(cost.seconds, 1e-6 + 6144 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(weightGrad).seconds, 1e-6 + 6144 / 1e11);
+  EXPECT_DOUBLE_EQ(model.estimate(topk).seconds, 1e-6 + 128 / 1e9);
+  EXPECT_EQ(getProfileKey(up), "moe:3");
+  EXPECT_EQ(getProfileKey(scatter), "moe:6");
+
+  // The timeline sizes the routing's tensors like any other: the peak
+  // holds at least the arguments, the rows and the hidden rows.
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+  ASSERT_TRUE(succeeded(timeline));
+  EXPECT_GE(timeline->getPeakDeviceBytes(), 256 + 256 + 768 + 512 + 768);
+}
+
 TEST_F(AnalysisTest, GroupedQueryAttentionCountsQueryHeadsAndKVBytes) {
   // 8 query heads over 2 key/value heads: the products run once per query
   // head (as many FLOPs as with 8 key/value heads), but k, v, dk and dv

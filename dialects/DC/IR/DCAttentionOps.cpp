@@ -190,6 +190,25 @@ void AttentionOp::build(OpBuilder &builder, OperationState &state, Value q,
 
 LogicalResult AttentionOp::verify() { return verifyAttentionForward(*this); }
 
+/// Matmul FLOPs of flash-attention forward: q k^T and p v, each
+/// 2 Sq Sk D per batch index; a causal mask skips half of them.
+static double attentionFlops(Value q, Value k, bool causal, bool bshd) {
+  auto qType = cast<ShapedType>(q.getType());
+  auto kType = cast<ShapedType>(k.getType());
+  int64_t seqDim = getAttentionSeqDim(kType.getRank(), bshd);
+  double flops = 4 * static_cast<double>(qType.getNumElements()) *
+                 static_cast<double>(kType.getDimSize(seqDim));
+  return causal ? flops / 2 : flops;
+}
+
+double AttentionOp::getFlops() {
+  return attentionFlops(getQ(), getK(), getCausal(), getBshd());
+}
+
+Type AttentionOp::getMatmulElementType() {
+  return getQ().getType().getElementType();
+}
+
 //===----------------------------------------------------------------------===//
 // AttentionGradOp
 //===----------------------------------------------------------------------===//
@@ -203,6 +222,16 @@ void AttentionGradOp::build(OpBuilder &builder, OperationState &state, Value q,
 
 LogicalResult AttentionGradOp::verify() {
   return verifyAttentionBackward(*this);
+}
+
+/// The backward recomputes q k^T and adds the products for dv, dp, dq and
+/// dk: 5 matmuls against the forward's 2.
+double AttentionGradOp::getFlops() {
+  return 2.5 * attentionFlops(getQ(), getK(), getCausal(), getBshd());
+}
+
+Type AttentionGradOp::getMatmulElementType() {
+  return getQ().getType().getElementType();
 }
 
 //===----------------------------------------------------------------------===//

@@ -157,6 +157,33 @@ def DCExpandAttention : Pass<"dc-expand-attention", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def DCExpandExperts : Pass<"dc-expand-experts", "::mlir::func::FuncOp"> {
+  let summary = "Expand the mixture-of-experts routing ops into linalg";
+  let description = [{
+    Rewrites `dc.topk`, `dc.group_by_expert`, `dc.gather_rows`,
+    `dc.scatter_add_rows`, `dc.grouped_matmul` and `dc.grouped_weight_grad`
+    into `linalg.generic`s on tensors with static shapes: their reference
+    semantics, for targets without routing kernels (the CPU loop lowering).
+
+    - top-k ranks each score among its row (how many scores beat it, ties
+      to the lower position) and picks the entries of ranks 0 to k - 1;
+    - the grouping counts each expert's assignments, sums the counts into
+      ends, and places each assignment at its expert's start plus the
+      number of earlier assignments to the same expert (quadratic in the
+      assignments: fine for the host's test sizes);
+    - gathers read rows with `tensor.extract` (as an embedding lookup
+      does); scatter-adds sum the source rows whose index names each
+      result row;
+    - the grouped products find each row's expert (the number of `ends` at
+      or before the row) and read that expert's matrix; rows past the last
+      end get zeros. Products and sums accumulate in f32 (or the element
+      type, if wider) and are rounded once to the result type.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def DCSimplifyMath : Pass<"dc-simplify-math"> {
   let summary = "Powers by constant exponents as multiplications, square "
                 "roots and divisions (upstream's algebraic simplification)";

@@ -3,13 +3,15 @@
 #define DC_ATTENTION_OPS_TD
 
 include "dc/Dialect/DC/IR/DCBase.td"
+include "dc/Dialect/DC/IR/DCInterfaces.td"
 
 // Attention operands: [batch..., seq, head_dim], at least one batch dim.
 def DC_AttentionTensor : StaticShapeTensorOf<[AnyFloat]>;
 // The per-row log-sum-exp: [batch..., seq], always f32.
 def DC_AttentionLSE : StaticShapeTensorOf<[F32]>;
 
-def DC_AttentionOp : DC_Op<"attention", [Pure]> {
+def DC_AttentionOp : DC_Op<"attention", [Pure,
+    DeclareOpInterfaceMethods<DC_ComputeOpInterface, ["getMatmulElementType"]>]> {
   let summary = "fused scaled-dot-product attention (flash-attention forward)";
   let description = [{
     Per batch index (any number of leading dims, e.g. `[B*H]` or `[B, H]`):
@@ -69,7 +71,8 @@ def DC_AttentionOp : DC_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure]> {
+def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure,
+    DeclareOpInterfaceMethods<DC_ComputeOpInterface, ["getMatmulElementType"]>]> {
   let summary = "backward of dc.attention (flash-attention backward)";
   let description = [{
     The gradients `dq`, `dk`, `dv` of a loss with respect to the operands of

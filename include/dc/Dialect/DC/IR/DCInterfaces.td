@@ -20,4 +20,24 @@ def DC_AsyncStartOpInterface : OpInterface<"AsyncStartOpInterface"> {
   ];
 }
 
+def DC_ComputeOpInterface : OpInterface<"ComputeOpInterface"> {
+  let cppNamespace = "::dc";
+  let description = [{
+    A dc op on tensors that computes, as a kernel or a library call of the
+    step (fused attention, the routing of a mixture of experts), where
+    every other dc op moves or accounts for data. The cost model prices it
+    like the linalg ops beside it: from its FLOPs, on the matrix units when
+    it has a matrix-product element type, and from the bytes of its
+    operands and results; a measured profile times it under its own key.
+  }];
+  let methods = [
+    InterfaceMethod<"The floating-point operations the op performs.",
+      "double", "getFlops", (ins)>,
+    InterfaceMethod<[{The element type of the op's matrix products, which
+      run on the matrix units; null when the op has none.}],
+      "::mlir::Type", "getMatmulElementType", (ins), [{}],
+      [{ return {}; }]>,
+  ];
+}
+
 #endif // DC_INTERFACES_TD

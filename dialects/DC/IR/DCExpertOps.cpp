@@ -1,0 +1,201 @@
+//===- DCExpertOps.cpp - mixture-of-experts routing ops -------------------===//
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace dc;
+
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, ", ");
+  os << "]";
+  return text;
+}
+
+/// `value` is `[expected...]` with element type `element`; `what` names it
+/// in the error.
+static LogicalResult verifyShaped(Operation *op, Value value,
+                                  ArrayRef<int64_t> expected, Type element,
+                                  StringRef what) {
+  auto type = cast<ShapedType>(value.getType());
+  if (type.getShape() != expected)
+    return op->emitOpError() << what << " must be " << shapeString(expected)
+                             << ", got " << shapeString(type.getShape());
+  if (element && type.getElementType() != element)
+    return op->emitOpError() << what << " must have element type " << element
+                             << ", got " << type.getElementType();
+  return success();
+}
+
+static ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<ShapedType>(value.getType()).getShape();
+}
+
+static Type elementOf(Value value) {
+  return cast<ShapedType>(value.getType()).getElementType();
+}
+
+static LogicalResult verifyRank(Operation *op, Value value, int64_t rank,
+                                StringRef what) {
+  int64_t actual = cast<ShapedType>(value.getType()).getRank();
+  if (actual != rank)
+    return op->emitOpError()
+           << what << " must have rank " << rank << ", got " << actual;
+  return success();
+}
+
+LogicalResult TopKOp::verify() {
+  ArrayRef<int64_t> shape = shapeOf(getScores());
+  if (shape.empty())
+    return emitOpError("scores must have rank >= 1 (top-k runs along the "
+                       "last dim)");
+  int64_t k = getK();
+  if (k < 1 || k > shape.back())
+    return emitOpError() << "k = " << k << " must be in [1, " << shape.back()
+                         << "] (the size of the scores' last dim)";
+  SmallVector<int64_t> expected(shape);
+  expected.back() = k;
+  if (failed(verifyShaped(*this, getValues(), expected, elementOf(getScores()),
+                          "values (the scores' shape with k last)")))
+    return failure();
+  return verifyShaped(*this, getIndices(), expected, Type(),
+                      "indices (the shape of values)");
+}
+
+LogicalResult GroupByExpertOp::verify() {
+  int64_t experts = getExperts();
+  if (experts < 1)
+    return emitOpError() << "experts = " << experts << " must be >= 1";
+  int64_t assignments = cast<ShapedType>(getIds().getType()).getNumElements();
+  if (failed(verifyShaped(*this, getOrder(), {assignments}, Type(),
+                          "order (one entry per id)")))
+    return failure();
+  return verifyShaped(*this, getEnds(), {experts}, Type(),
+                      "ends (one entry per expert)");
+}
+
+/// The shared shape rule of dc.gather_rows and dc.scatter_add_rows: `rows`
+/// rows of `from` become rows of `to`, the rest of the shape unchanged.
+static LogicalResult verifyRowMap(Operation *op, Value from, Value index,
+                                  Value to, StringRef indexRule) {
+  if (failed(verifyRank(op, index, 1, "index")))
+    return failure();
+  ArrayRef<int64_t> fromShape = shapeOf(from), toShape = shapeOf(to);
+  if (fromShape.empty())
+    return op->emitOpError("source must have rank >= 1 (rows first)");
+  if (elementOf(from) != elementOf(to))
+    return op->emitOpError() << "result must have the source's element type "
+                             << elementOf(from) << ", got " << elementOf(to);
+  if (toShape.size() != fromShape.size() ||
+      toShape.drop_front() != fromShape.drop_front())
+    return op->emitOpError()
+           << "result must be [rows, " << shapeString(fromShape.drop_front())
+           << "...] like the source, got " << shapeString(toShape);
+  int64_t indexed = shapeOf(index).front();
+  if (indexed != (indexRule == "result" ? toShape : fromShape).front())
+    return op->emitOpError()
+           << "index has " << indexed << " entries; it must have one per "
+           << indexRule << " row";
+  return success();
+}
+
+LogicalResult GatherRowsOp::verify() {
+  return verifyRowMap(*this, getSource(), getIndex(), getResult(), "result");
+}
+
+LogicalResult ScatterAddRowsOp::verify() {
+  return verifyRowMap(*this, getSource(), getIndex(), getResult(), "source");
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  if (failed(verifyRank(*this, getLhs(), 2, "lhs")) ||
+      failed(verifyRank(*this, getRhs(), 3, "rhs")) ||
+      failed(verifyRank(*this, getEnds(), 1, "ends")))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  Type element = elementOf(getLhs());
+  if (elementOf(getRhs()) != element)
+    return emitOpError() << "rhs must have lhs's element type " << element
+                         << ", got " << elementOf(getRhs());
+  if (shapeOf(getEnds()).front() != rhs[0])
+    return emitOpError() << "ends has " << shapeOf(getEnds()).front()
+                         << " entries; it must have one per expert of rhs ("
+                         << rhs[0] << ")";
+  int64_t reduced = getTransposeRhs() ? rhs[2] : rhs[1];
+  int64_t columns = getTransposeRhs() ? rhs[1] : rhs[2];
+  if (reduced != lhs[1])
+    return emitOpError() << "rhs's " << (getTransposeRhs() ? "last" : "middle")
+                         << " dim (" << reduced << ") must equal lhs's "
+                         << "columns (" << lhs[1] << ")";
+  return verifyShaped(*this, getResult(), {lhs[0], columns}, element,
+                      "result ([lhs rows, rhs columns])");
+}
+
+LogicalResult GroupedWeightGradOp::verify() {
+  if (failed(verifyRank(*this, getLhs(), 2, "lhs")) ||
+      failed(verifyRank(*this, getRhs(), 2, "rhs")) ||
+      failed(verifyRank(*this, getEnds(), 1, "ends")))
+    return failure();
+  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
+  Type element = elementOf(getLhs());
+  if (elementOf(getRhs()) != element)
+    return emitOpError() << "rhs must have lhs's element type " << element
+                         << ", got " << elementOf(getRhs());
+  if (lhs[0] != rhs[0])
+    return emitOpError() << "lhs and rhs must have the same rows, got "
+                         << lhs[0] << " and " << rhs[0];
+  return verifyShaped(*this, getResult(),
+                      {shapeOf(getEnds()).front(), lhs[1], rhs[1]}, element,
+                      "result ([experts, lhs columns, rhs columns])");
+}
+
+//===----------------------------------------------------------------------===//
+// Work, for the cost model: what a kernel of each op does, whatever the
+// routing (the reference expansion into linalg does more).
+//===----------------------------------------------------------------------===//
+
+static double elementsOf(Value value) {
+  return static_cast<double>(cast<ShapedType>(value.getType()).getNumElements());
+}
+
+/// k passes over each row, one comparison per entry.
+double TopKOp::getFlops() {
+  return elementsOf(getScores()) * static_cast<double>(getK());
+}
+
+/// A counting sort: count, sum the counts, place.
+double GroupByExpertOp::getFlops() {
+  return 3 * elementsOf(getIds()) + static_cast<double>(getExperts());
+}
+
+/// Copies: no arithmetic.
+double GatherRowsOp::getFlops() { return 0; }
+
+/// One addition per source element.
+double ScatterAddRowsOp::getFlops() { return elementsOf(getSource()); }
+
+/// One [N, K] x [K, P] product, split among the experts.
+double GroupedMatmulOp::getFlops() {
+  return 2 * elementsOf(getLhs()) *
+         static_cast<double>(cast<ShapedType>(getResult().getType())
+                                 .getShape()
+                                 .back());
+}
+
+Type GroupedMatmulOp::getMatmulElementType() {
+  return getLhs().getType().getElementType();
+}
+
+/// [K, N] x [N, P] over all rows, split among the experts.
+double GroupedWeightGradOp::getFlops() {
+  return 2 * elementsOf(getLhs()) *
+         static_cast<double>(cast<ShapedType>(getRhs().getType())
+                                 .getShape()
+                                 .back());
+}
+
+Type GroupedWeightGradOp::getMatmulElementType() {
+  return getLhs().getType().getElementType();
+}
