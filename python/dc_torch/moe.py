@@ -75,11 +75,17 @@ def _gather_rows_impl(src, index):
     return out
 
 
+def _accumulator(dtype):
+    """f32 for half-precision operands (summed in f32, rounded once), f64
+    for f64 ones (gradcheck)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def _scatter_add_rows_impl(src, index, rows):
     valid = _valid_rows(index, rows)
-    # Summed in f32, rounded once: a half-precision row gathers many terms.
-    out = torch.zeros((rows,) + tuple(src.shape[1:]), dtype=torch.float32)
-    out.index_add_(0, index[valid], src[valid].float())
+    acc = _accumulator(src.dtype)
+    out = torch.zeros((rows,) + tuple(src.shape[1:]), dtype=acc)
+    out.index_add_(0, index[valid], src[valid].to(acc))
     return out.to(src.dtype)
 
 
@@ -94,19 +100,20 @@ def _groups(ends, rows):
 
 def _grouped_mm_impl(x, w, ends, transpose_rhs):
     cols = w.shape[1] if transpose_rhs else w.shape[2]
-    out = torch.zeros(x.shape[0], cols, dtype=torch.float32)
+    acc = _accumulator(x.dtype)
+    out = torch.zeros(x.shape[0], cols, dtype=acc)
     for e, start, end in _groups(ends, x.shape[0]):
-        rhs = w[e].float()
-        out[start:end] = x[start:end].float() @ (rhs.t() if transpose_rhs
+        rhs = w[e].to(acc)
+        out[start:end] = x[start:end].to(acc) @ (rhs.t() if transpose_rhs
                                                   else rhs)
     return out.to(x.dtype)
 
 
 def _grouped_weight_grad_impl(a, b, ends):
-    out = torch.zeros(ends.shape[0], a.shape[1], b.shape[1],
-                      dtype=torch.float32)
+    acc = _accumulator(a.dtype)
+    out = torch.zeros(ends.shape[0], a.shape[1], b.shape[1], dtype=acc)
     for e, start, end in _groups(ends, a.shape[0]):
-        out[e] = a[start:end].float().t() @ b[start:end].float()
+        out[e] = a[start:end].to(acc).t() @ b[start:end].to(acc)
     return out.to(a.dtype)
 
 
