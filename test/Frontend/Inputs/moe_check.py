@@ -3,12 +3,14 @@
   ops      the dc:: reference kernels against their definitions written
            out (ids out of range, empty experts, out-of-range rows), and
            their backwards by torch.autograd.gradcheck in f64;
-  blocks   each recognised block (families.py's Mixtral 4.x, Qwen2-MoE,
-           5.x stacked experts; examples/torch/moe.py's) through
+  blocks   each recognised block (families.py's Mixtral 4.x, Qwen2-MoE
+           with and without renormalisation, 5.x stacked experts;
+           examples/torch/moe.py's) through
            moe.static_forward against its own forward: the output, the
            router logits and the gradients of the input and of every
            parameter, under ordinary and skewed routing (every token to
-           one expert, an expert with no token, all ties, k = E);
+           one expert, an expert with no token, all ties, k = E); the
+           output in bf16 too (within 1e-2 relative);
   steps    each MoE family's traced joint graph (trace.capture), run by
            PyTorch, against the eager step: the loss and every gradient;
   refuse   blocks that look like MoE blocks and are not recognised, or
@@ -116,9 +118,16 @@ def block_config(top_k):
     return dict(dim=32, experts=4, top_k=top_k, moe_ffn=24, shared_ffn=40)
 
 
+def renormalised(block):
+    block.norm_topk_prob = True  # Qwen3-MoE, OLMoE
+    return block
+
+
 BLOCKS = {
     "mixtral": lambda k: families.MixtralSparseMoe(block_config(k)),
     "qwen2_moe": lambda k: families.Qwen2SparseMoe(block_config(k)),
+    "qwen2_moe renormalised": lambda k: renormalised(
+        families.Qwen2SparseMoe(block_config(k))),
     "mixtral_stacked": lambda k: families.StackedSparseMoe(block_config(k)),
     "example": lambda k: example.MoE(32, 24, experts=4, top_k=k),
 }
@@ -190,6 +199,26 @@ def check_block(family, case):
     report(f"block {family}, {case} (tokens per expert "
            f"{loads(block, spec, x)}): output, logits, {len(grads)} grads",
            err)
+
+
+def check_bf16(family):
+    """The static form in bf16 against the block's own bf16 forward: the
+    same math rounded differently (the routing weights applied in f32)."""
+    torch.manual_seed(0)
+    block = BLOCKS[family](2).to(torch.bfloat16)
+    spec = moe.recognise(family, block)
+    x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = block(x)
+        spec.returns_logits = isinstance(want, tuple)
+        have = moe.static_forward(block, spec, x)
+    want, have = (t[0] if isinstance(t, tuple) else t for t in (want, have))
+    err = moe._relative_error(have, want)
+    ok = err <= 1e-2
+    print(f"bf16 block {family}: {'ok' if ok else 'FAILED'} (relative "
+          f"error {err:.2g})")
+    if not ok:
+        failures.append(f"bf16 {family}")
 
 
 # -- whole steps -------------------------------------------------------------------
@@ -272,6 +301,8 @@ def main():
                      "expert 3 gets no token", "all ties (zero router)",
                      "k = E"):
             check_block(family, case)
+    for family in BLOCKS:
+        check_bf16(family)
     for family in ("mixtral", "qwen2_moe", "mixtral_stacked"):
         check_step(family)
     check_refusal("a router the recogniser does not know",
