@@ -524,6 +524,19 @@ def _check(model, blocks, tokens):
         raise errors[0]
 
 
+def _static_method(name, spec):
+    """The forward a recognised block has while tracing."""
+    def forward(self, hidden_states, *args, **kwargs):
+        if args or kwargs:
+            raise ExportError(
+                f"module '{name}' ({type(self).__name__}, forward at "
+                f"{defined_at(self)}) is a mixture-of-experts block called "
+                "with other arguments than the hidden states; dc_torch's "
+                "static-shape form of it takes the hidden states only")
+        return static_forward(self, spec, hidden_states)
+    return forward
+
+
 @contextlib.contextmanager
 def static_moe(model, tokens=None):
     """Within: every recognised MoE block of `model` runs static_forward
@@ -542,9 +555,7 @@ def static_moe(model, tokens=None):
             spec.returns_logits = spec.layout == "modules"
         saved.append((block, block.__dict__.get("forward")))
 
-        def forward(self, hidden_states, spec=spec):
-            return static_forward(self, spec, hidden_states)
-        block.forward = types.MethodType(forward, block)
+        block.forward = types.MethodType(_static_method(name, spec), block)
     try:
         yield blocks
     finally:
