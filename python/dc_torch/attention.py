@@ -16,7 +16,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-_library = None
+from .library import dc_library
+
+_defined = False
 
 
 def _repeat_heads(x, groups):
@@ -77,9 +79,10 @@ def _attention_grad_impl(q, k, v, o, lse, do, causal, scale):
 
 def _ops():
     """Defines dc::attention and dc::attention_grad once per process."""
-    global _library
-    if _library is None:
-        _library = torch.library.Library("dc", "DEF")
+    global _defined
+    if not _defined:
+        _defined = True
+        _library = dc_library()
         _library.define("attention(Tensor q, Tensor k, Tensor v, bool causal, "
                         "float scale) -> (Tensor, Tensor)")
         _library.define("attention_grad(Tensor q, Tensor k, Tensor v, "

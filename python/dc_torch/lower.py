@@ -786,6 +786,160 @@ def nll_loss_backward(L, node, args, kwargs):
                      ["parallel", "parallel"], body)
 
 
+# -- indexing along a dim: gather, scatter, top-k --------------------------------------
+
+def _dim_arg(args, kwargs, pos, rank, default=None):
+    d = args[pos] if len(args) > pos else kwargs.get("dim", default)
+    return d % rank
+
+
+def gather(L, node, args, kwargs):
+    """out[.., i, ..] = x[.., index[.., i, ..], ..] along `dim`: one
+    tensor.extract per element, the other coordinates the output's."""
+    x, index = args[0], args[2]
+    dim = _dim_arg(args, kwargs, 1, x.rank)
+    (shape, elt), = result_info(node)
+    r = index.rank
+
+    def body(b):
+        coords = [_index(b, b.ins[0], index.elt) if i == dim else b.index(i)
+                  for i in range(r)]
+        return [b(f"tensor.extract {x.name}[{', '.join(coords)}] : "
+                  f"{x.type}")]
+    return L.m.generic("gather", [index], [[f"d{i}" for i in range(r)]],
+                       [L.m.empty(shape, elt)], [[f"d{i}" for i in range(r)]],
+                       ["parallel"] * r, body)
+
+
+def scatter(reduce):
+    """x.scatter(dim, index, src or value), and scatter_add: out = x, then
+    out[.., index[.., j, ..], ..] = (or +=) src[.., j, ..]. A generic over
+    the output's elements and j (a reduction): element e along `dim` takes
+    the sources whose index is e (the last one where several are, which
+    torch leaves unspecified; all of them summed for scatter_add). The
+    index spans x in every other dim (topk's backward, one_hot)."""
+    def lower(L, node, args, kwargs):
+        x, index, src = args[0], args[2], args[3]
+        dim = _dim_arg(args, kwargs, 1, x.rank)
+        (shape, elt), = result_info(node)
+        r = x.rank
+        if index.rank != r or any(index.shape[i] != x.shape[i]
+                                  for i in range(r) if i != dim):
+            L.fail(f"an index {list(index.shape)} that does not span "
+                   f"{list(x.shape)} outside dim {dim}")
+        compute = compute_type(elt)
+        at_j = [f"d{r}" if i == dim else f"d{i}" for i in range(r)]
+        ins, maps = [index], [at_j]
+        if isinstance(src, Value):
+            ins.append(src)
+            maps.append(at_j)
+
+        def body(b):
+            here = b(f"arith.index_cast {b.index(dim)} : index to "
+                     f"{index.elt}")
+            hit = b(f"arith.cmpi eq, {b.ins[0]}, {here} : {index.elt}")
+            v = b.convert(b.ins[1], src.elt, compute) if isinstance(
+                src, Value) else b.const(src, compute)
+            acc = b.convert(b.outs[0], elt, compute)
+            if reduce == "add":
+                v = b(f"{_arith(compute, 'add')} {acc}, {v} : {compute}")
+            v = b(f"arith.select {hit}, {v}, {acc} : {compute}")
+            return [b.convert(v, compute, elt)]
+        init = x if x.elt == elt else L.cast(x, elt)
+        return L.m.generic("scatter", ins, maps, [init],
+                           [[f"d{i}" for i in range(r)]],
+                           ["parallel"] * r + ["reduction"], body)
+    return lower
+
+
+def topk(L, node, args, kwargs):
+    """The k largest along the last dim, descending (dc.topk; ties: the
+    lower index first); torch's indices are i64."""
+    x, k = args[0], args[1]
+    dim = _dim_arg(args, kwargs, 2, x.rank, -1)
+    largest = args[3] if len(args) > 3 else kwargs.get("largest", True)
+    if dim != x.rank - 1 or not largest:
+        L.fail("topk of the smallest or along a dim other than the last")
+    # (A tuple result carries no tensor metadata on torch 1.13.)
+    return L.m.topk("topk", x, k, "i64")
+
+
+def stack(L, node, args, kwargs):
+    (shape, elt), = result_info(node)
+    dim = _dim_arg(args, kwargs, 1, len(shape), 0)
+    out = L.m.empty(shape, elt)
+    for i, t in enumerate(args[0]):
+        piece = list(t.shape)
+        piece.insert(dim, 1)
+        offsets = [0] * len(shape)
+        offsets[dim] = i
+        out = L.m.insert_slice("stacked", L.m.reshape(L.cast(t, elt), piece),
+                               out, offsets)
+    return out
+
+
+def div_rounding(L, node, args, kwargs):
+    """div(a, b, rounding_mode='floor' / 'trunc' / None) and floor_divide.
+    Integer floor division as divsi with its correction (the quotient
+    rounded toward -inf where the remainder's sign differs from b's), which
+    lowers everywhere arith.floordivsi may not."""
+    (shape, elt), = result_info(node)
+    key = op_key(node.target)
+    mode = "floor" if key.startswith("floor_divide") else kwargs.get(
+        "rounding_mode", args[2] if len(args) > 2 else None)
+    compute = compute_type(elt)
+    floats = compute in FLOAT_TYPES
+
+    def fn(b, s):
+        a, d = s
+        if floats:
+            q = b(f"arith.divf {a}, {d} : f32")
+            if mode == "floor":
+                q = b(f"math.floor {q} : f32")
+            elif mode == "trunc":
+                q = b(f"arith.select {b(f'arith.cmpf olt, {q}, {b.const(0.0)} : f32')}, "
+                      f"{b(f'math.ceil {q} : f32')}, {b(f'math.floor {q} : f32')} : f32")
+            return q, "f32"
+        q = b(f"arith.divsi {a}, {d} : {compute}")
+        if mode != "floor":
+            return q, compute
+        zero = b.const(0, compute)
+        rem = b(f"arith.remsi {a}, {d} : {compute}")
+        inexact = b(f"arith.cmpi ne, {rem}, {zero} : {compute}")
+        rem_neg = b(f"arith.cmpi slt, {rem}, {zero} : {compute}")
+        d_neg = b(f"arith.cmpi slt, {d}, {zero} : {compute}")
+        signs = b(f"arith.xori {rem_neg}, {d_neg} : i1")
+        down = b(f"arith.andi {inexact}, {signs} : i1")
+        one = b(f"arith.select {down}, {b.const(1, compute)}, {zero} : "
+                f"{compute}")
+        return b(f"arith.subi {q}, {one} : {compute}"), compute
+    return L.pointwise(shape, elt, [args[0], args[1]], fn, hint="div")
+
+
+# -- mixture of experts (moe.py's dc:: ops) --------------------------------------------
+
+def group_by_expert(L, node, args, kwargs):
+    ids, experts = args[0], args[1]
+    return L.m.group_by_expert("grouped", ids, experts)
+
+
+def gather_rows(L, node, args, kwargs):
+    return L.m.gather_rows("rows", args[0], args[1])
+
+
+def scatter_add_rows(L, node, args, kwargs):
+    return L.m.scatter_add_rows("row_sums", args[0], args[1], args[2])
+
+
+def grouped_mm(L, node, args, kwargs):
+    x, w, ends, transpose_rhs = args
+    return L.m.grouped_matmul("grouped_mm", x, w, ends, bool(transpose_rhs))
+
+
+def grouped_weight_grad(L, node, args, kwargs):
+    return L.m.grouped_weight_grad("grouped_dw", *args[:3])
+
+
 # -- attention ----------------------------------------------------------------------
 
 def attention(L, node, args, kwargs):
@@ -855,6 +1009,16 @@ OPS = {
     "nll_loss_forward.default": nll_loss_forward,
     "nll_loss_backward.default": nll_loss_backward,
     "attention.default": attention, "attention_grad.default": attention_grad,
+    "gather.default": gather, "scatter.src": scatter(None),
+    "scatter.value": scatter(None), "scatter_add.default": scatter("add"),
+    "topk.default": topk, "stack.default": stack,
+    "div.Tensor_mode": div_rounding, "div.Scalar_mode": div_rounding,
+    "floor_divide.default": div_rounding, "floor_divide.Scalar": div_rounding,
+    "group_by_expert.default": group_by_expert,
+    "gather_rows.default": gather_rows,
+    "scatter_add_rows.default": scatter_add_rows,
+    "grouped_mm.default": grouped_mm,
+    "grouped_weight_grad.default": grouped_weight_grad,
 }
 for _name, _expr in UNARY.items():
     OPS[f"{_name}.default"] = unary(_expr)

@@ -16,6 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from .attention import fused_attention
 from .errors import ExportError
+from .moe import static_moe
 
 aten = torch.ops.aten
 
@@ -187,7 +188,10 @@ def capture(model, tokens, targets, loss_fn=default_loss):
     options = {}
     if "_error_on_data_dependent_ops" in inspect.signature(make_fx).parameters:
         options["_error_on_data_dependent_ops"] = False
-    with fused_attention(), recorder.installed():
+    # Mixture-of-experts blocks route tokens by their values: each
+    # recognised block runs a static-shape form of itself (moe.py), first
+    # checked against its own forward on these tokens.
+    with fused_attention(), static_moe(model, tokens), recorder.installed():
         try:
             graph = make_fx(step, decomposition_table=decompositions(),
                             **options)(*inputs)

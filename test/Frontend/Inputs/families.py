@@ -22,6 +22,14 @@ two-layer model.
 |         | head), fused per-head qkv with biases, multi-head, GELU          |
 | opt     | positions from cumsum of the attention mask, learned position    |
 |         | embeddings offset by 2, ReLU, LayerNorm with biases              |
+| mixtral | mixture of experts as transformers 4.x writes it: a gate Linear, |
+|         | softmax in f32, top-2 renormalised, per-expert w1/w2/w3 run on   |
+|         | the tokens torch.where picks, index_add_ back; (hidden, logits)  |
+| qwen2_moe | Qwen2-MoE 4.x: gate_proj/up_proj/down_proj experts, no         |
+|         | renormalisation, a shared expert times sigmoid(shared gate)      |
+| mixtral_stacked | transformers 5.x: a TopKRouter with a [E, d] weight,     |
+|         | experts stacked as gate_up_proj [E, 2f, d] and down_proj         |
+|         | [E, d, f], a loop over the experts hit; the hidden states only   |
 
 `FAMILIES` maps each name to its factory; `make(name, size)` builds one at
 "test" size (tiny, for CI) or "gpu" size (rows of 128 to 512, for the GPU
@@ -34,9 +42,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SIZES = {
-    # dim, heads, kv_heads, ffn, vocab, window
-    "test": dict(dim=32, heads=4, kv_heads=2, ffn=40, vocab=13, window=3),
-    "gpu": dict(dim=128, heads=4, kv_heads=2, ffn=256, vocab=512, window=16),
+    # dim, heads, kv_heads, ffn, vocab, window; experts, top_k, moe_ffn
+    # (each expert's), shared_ffn (Qwen2-MoE's shared expert)
+    "test": dict(dim=32, heads=4, kv_heads=2, ffn=40, vocab=13, window=3,
+                 experts=4, top_k=2, moe_ffn=24, shared_ffn=40),
+    "gpu": dict(dim=128, heads=4, kv_heads=2, ffn=256, vocab=512, window=16,
+                experts=8, top_k=2, moe_ffn=128, shared_ffn=256),
 }
 
 
@@ -210,13 +221,173 @@ class MLP(nn.Module):
         return self.fc2(act(self.fc1(x)))
 
 
+# -- mixtures of experts ----------------------------------------------------------
+
+
+class ExpertMLP(nn.Module):
+    """One SwiGLU expert under the names its family gives the three
+    projections: (gate, up, down) = Mixtral's (w1, w3, w2) or Qwen's
+    (gate_proj, up_proj, down_proj)."""
+
+    def __init__(self, dim, ffn, names):
+        super().__init__()
+        self.names = names
+        gate, up, down = names
+        setattr(self, gate, nn.Linear(dim, ffn, bias=False))
+        setattr(self, up, nn.Linear(dim, ffn, bias=False))
+        setattr(self, down, nn.Linear(ffn, dim, bias=False))
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        gate, up, down = (getattr(self, n) for n in self.names)
+        return down(self.act_fn(gate(x)) * up(x))
+
+
+class MixtralSparseMoe(nn.Module):
+    """transformers 4.x MixtralSparseMoeBlock: each expert runs on the
+    tokens torch.where finds in its one-hot mask, index_add_ sums them
+    back; returns (hidden, router logits)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.hidden_dim, self.num_experts, self.top_k = c["dim"], c["experts"], c["top_k"]
+        self.gate = nn.Linear(self.hidden_dim, self.num_experts, bias=False)
+        self.experts = nn.ModuleList(
+            ExpertMLP(self.hidden_dim, c["moe_ffn"], ("w1", "w3", "w2"))
+            for _ in range(self.num_experts))
+        self.jitter_noise = 0.0
+
+    def forward(self, hidden_states):
+        b, s, d = hidden_states.shape
+        x = hidden_states.view(-1, d)
+        router_logits = self.gate(x)
+        probs = F.softmax(router_logits, dim=1, dtype=torch.float)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)
+        weights /= weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        out = torch.zeros((b * s, d), dtype=x.dtype, device=x.device)
+        # [experts, top_k, tokens]: which (slot, token) pairs chose each expert
+        mask = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)
+        for e in range(self.num_experts):
+            slot, token = torch.where(mask[e])
+            picked = x[None, token].reshape(-1, d)
+            y = self.experts[e](picked) * weights[token, slot, None]
+            out.index_add_(0, token, y.to(x.dtype))
+        return out.reshape(b, s, d), router_logits
+
+
+class Qwen2SparseMoe(nn.Module):
+    """transformers 4.x Qwen2MoeSparseMoeBlock: the experts hit (a Python
+    list from nonzero), top-k weights not renormalised (norm_topk_prob
+    False), plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
+
+    def __init__(self, c):
+        super().__init__()
+        d = c["dim"]
+        self.num_experts, self.top_k, self.norm_topk_prob = c["experts"], c["top_k"], False
+        self.gate = nn.Linear(d, self.num_experts, bias=False)
+        names = ("gate_proj", "up_proj", "down_proj")
+        self.experts = nn.ModuleList(ExpertMLP(d, c["moe_ffn"], names)
+                                     for _ in range(self.num_experts))
+        self.shared_expert = ExpertMLP(d, c["shared_ffn"], names)
+        self.shared_expert_gate = nn.Linear(d, 1, bias=False)
+
+    def forward(self, hidden_states):
+        b, s, d = hidden_states.shape
+        x = hidden_states.view(-1, d)
+        router_logits = self.gate(x)
+        probs = F.softmax(router_logits, dim=1, dtype=torch.float)
+        weights, chosen = torch.topk(probs, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            weights /= weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(x.dtype)
+        out = torch.zeros((b * s, d), dtype=x.dtype, device=x.device)
+        mask = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)
+        hit = (mask.sum(dim=(-1, -2)) > 0).nonzero(as_tuple=True)[0].tolist()
+        for e in hit:
+            slot, token = torch.where(mask[e])
+            y = self.experts[e](x[None, token].reshape(-1, d)) * weights[token, slot, None]
+            out.index_add_(0, token, y.to(x.dtype))
+        shared = torch.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+        return (out + shared).reshape(b, s, d), router_logits
+
+
+class TopKRouter(nn.Module):
+    """transformers 5.x router: a bare [E, d] weight; returns the logits,
+    the renormalised top-k probabilities (f32) and their experts."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.top_k, self.num_experts, self.hidden_dim = c["top_k"], c["experts"], c["dim"]
+        self.weight = nn.Parameter(torch.randn(self.num_experts, self.hidden_dim)
+                                   * self.hidden_dim ** -0.5)
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        logits = F.linear(hidden_states, self.weight)
+        probs = F.softmax(logits.float(), dim=-1)
+        top, chosen = torch.topk(probs, self.top_k, dim=-1)
+        top /= top.sum(dim=-1, keepdim=True)
+        return logits, top, chosen
+
+
+class StackedExperts(nn.Module):
+    """transformers 5.x experts: every expert's weights in one tensor,
+    gate_up_proj [E, 2f, d] and down_proj [E, d, f]; a loop over the
+    experts that got tokens."""
+
+    def __init__(self, c):
+        super().__init__()
+        e, d, f = c["experts"], c["dim"], c["moe_ffn"]
+        self.num_experts = e
+        self.gate_up_proj = nn.Parameter(torch.randn(e, 2 * f, d) * d ** -0.5)
+        self.down_proj = nn.Parameter(torch.randn(e, d, f) * f ** -0.5)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            mask = F.one_hot(top_k_index, num_classes=self.num_experts).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        for e in hit:
+            e = e[0]
+            slot, token = torch.where(mask[e])
+            gate, up = F.linear(hidden_states[token], self.gate_up_proj[e]).chunk(2, dim=-1)
+            y = F.linear(self.act_fn(gate) * up, self.down_proj[e])
+            y = y * top_k_weights[token, slot, None]
+            out.index_add_(0, token, y.to(out.dtype))
+        return out
+
+
+class StackedSparseMoe(nn.Module):
+    """transformers 5.x MixtralSparseMoeBlock: router and stacked experts;
+    returns the hidden states only (5.x records router logits by hooks)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.top_k, self.jitter_noise = c["top_k"], 0.0
+        self.gate = TopKRouter(c)
+        self.experts = StackedExperts(c)
+
+    def forward(self, hidden_states):
+        b, s, d = hidden_states.shape
+        x = hidden_states.view(-1, d)
+        _, weights, chosen = self.gate(x)
+        return self.experts(x, chosen, weights).reshape(b, s, d)
+
+
+MOE_BLOCKS = {"mixtral": MixtralSparseMoe, "qwen2_moe": Qwen2SparseMoe,
+              "stacked": StackedSparseMoe}
+
+
 class Layer(nn.Module):
     def __init__(self, c, f):
         super().__init__()
         self.f = f
         norm = (lambda: nn.LayerNorm(c["dim"])) if f.get("layer_norm") else \
             (lambda: RMSNorm(c["dim"], offset=f.get("norm_offset", False)))
-        self.self_attn, self.mlp = Attention(c, f), MLP(c, f)
+        self.self_attn = Attention(c, f)
+        self.mlp = MOE_BLOCKS[f["moe"]](c) if f.get("moe") else MLP(c, f)
         placement = f.get("norms", "pre")
         if placement in ("pre", "both"):
             self.input_layernorm = norm()
@@ -242,7 +413,10 @@ class Layer(nn.Module):
             x = x + self.post_attn_norm(a)
             return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))
         x = x + a * r
-        return x + self.mlp(self.post_attention_layernorm(x)) * r
+        m = self.mlp(self.post_attention_layernorm(x))
+        if isinstance(m, tuple):  # an MoE block's (hidden, router logits)
+            m = m[0]
+        return x + m * r
 
 
 class Decoder(nn.Module):
@@ -322,6 +496,9 @@ FEATURES = {
     "opt": {"layer_norm": True, "learned_positions": True, "mlp": "relu",
             "qkv_bias": True, "o_bias": True, "kv_heads": "heads",
             "padding_idx": 1},
+    "mixtral": {"moe": "mixtral"},
+    "qwen2_moe": {"moe": "qwen2_moe", "qkv_bias": True},
+    "mixtral_stacked": {"moe": "stacked"},
 }
 
 

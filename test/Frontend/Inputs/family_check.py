@@ -5,7 +5,9 @@ unscheduled on 1 rank and under ZeRO-3 on 2 ranks (the same global batch),
 the loss and every gradient compared (torch_step.py compare, 1e-5).
 Prints one line per family and run; exits 1 if any differs.
 
-  family_check.py --work DIR FAMILY...   (dc-compile, dc-run on PATH)"""
+  family_check.py --work DIR FAMILY...   (dc-compile, dc-run on PATH)
+
+A FAMILY with a colon is a MODULE:FACTORY of any module on PYTHONPATH."""
 
 import argparse
 import os
@@ -26,18 +28,20 @@ def run(cmd, log=None):
 
 
 def check(family, args):
-    work = os.path.join(args.work, family)
+    # A family of families.py, or any MODULE:FACTORY on PYTHONPATH.
+    factory = family if ":" in family else f"families:{family}"
+    work = os.path.join(args.work, family.replace(":", "_"))
     os.makedirs(work, exist_ok=True)
     py = [sys.executable]
     path = lambda name: os.path.join(work, name)
     step = lambda b, out, *extra: py + [
-        "-m", "dc_torch", "export", f"families:{family}", "--batch", str(b),
+        "-m", "dc_torch", "export", factory, "--batch", str(b),
         "--seq", str(SEQ), "-o", out, *extra]
     r = run(step(BATCH, path("step.mlir"), "--weights", path("init.safetensors")))
     if r.returncode:
         return [f"{family}: export FAILED: {r.stderr.strip().splitlines()[-1]}"]
     r = run(py + [os.path.join(HERE, "torch_step.py"), "reference",
-                  f"families:{family}", "--batch", str(BATCH), "--seq", str(SEQ),
+                  factory, "--batch", str(BATCH), "--seq", str(SEQ),
                   "--tokens", path("tokens.bin"), "-o", path("ref.safetensors")])
     if r.returncode:
         return [f"{family}: PyTorch reference FAILED: {r.stderr.strip()[-300:]}"]

@@ -1,0 +1,320 @@
+"""dc_torch's mixture-of-experts form in PyTorch alone (no dc tools):
+
+  ops      the dc:: reference kernels against their definitions written
+           out (ids out of range, empty experts, out-of-range rows), and
+           their backwards by torch.autograd.gradcheck in f64;
+  blocks   each recognised block (families.py's Mixtral 4.x, Qwen2-MoE
+           with and without renormalisation, 5.x stacked experts;
+           examples/torch/moe.py's) through
+           moe.static_forward against its own forward: the output, the
+           router logits and the gradients of the input and of every
+           parameter, under ordinary and skewed routing (every token to
+           one expert, an expert with no token, all ties, k = E); the
+           output in bf16 too (within 1e-2 relative);
+  steps    each MoE family's traced joint graph (trace.capture), run by
+           PyTorch, against the eager step: the loss and every gradient;
+  refuse   blocks that look like MoE blocks and are not recognised, or
+           compute other math, are ExportErrors naming the module.
+
+Prints one line per case; exits 1 if any fails."""
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import families
+from dc_torch import ExportError, moe
+from dc_torch.trace import capture, default_loss
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "examples", "torch"))
+import moe as example  # noqa: E402  examples/torch/moe.py
+
+TOL = 1e-5
+failures = []
+
+
+def report(name, err):
+    ok = err <= TOL
+    print(f"{name}: {'ok' if ok else 'FAILED'} (max error {err:.2g})")
+    if not ok:
+        failures.append(name)
+
+
+def max_error(have, want):
+    return float((have.double() - want.double()).abs().max()) \
+        if have.numel() else 0.0
+
+
+# -- the kernels ------------------------------------------------------------------
+
+
+def check_ops():
+    ops = moe._ops()
+    ids = torch.tensor([[2, 0], [5, 2], [0, -1], [2, 3]])  # 5 and -1 out of range
+    order, ends = ops.group_by_expert(ids, 4)
+    flat = ids.reshape(-1).tolist()
+    want = [i for e in range(4) for i, x in enumerate(flat) if x == e]
+    want += [i for i, x in enumerate(flat) if not 0 <= x < 4]
+    want_ends, n = [], 0
+    for e in range(4):
+        n += flat.count(e)
+        want_ends.append(n)
+    report("ops: group_by_expert (stable, out-of-range ids last)",
+           float(order.tolist() != want or ends.tolist() != want_ends))
+
+    src = torch.randn(5, 3)
+    index = torch.tensor([4, -1, 0, 7, 4, 2])
+    got = ops.gather_rows(src, index)
+    want = torch.stack([src[i] if 0 <= i < 5 else torch.zeros(3)
+                        for i in index.tolist()])
+    report("ops: gather_rows (out-of-range rows zero)", max_error(got, want))
+
+    rows = torch.randn(6, 3)
+    got = ops.scatter_add_rows(rows, index, 5)
+    want = torch.zeros(5, 3)
+    for r, i in zip(rows, index.tolist()):
+        if 0 <= i < 5:
+            want[i] += r
+    report("ops: scatter_add_rows (out-of-range dropped)", max_error(got, want))
+
+    x, w = torch.randn(7, 4), torch.randn(3, 4, 5)
+    ends = torch.tensor([2, 2, 5])  # expert 1 empty, rows 5..6 past the end
+    got = ops.grouped_mm(x, w, ends, False)
+    got_t = ops.grouped_mm(x, w.transpose(1, 2).contiguous(), ends, True)
+    want = torch.zeros(7, 5)
+    want[0:2], want[2:5] = x[0:2] @ w[0], x[2:5] @ w[2]
+    report("ops: grouped_mm (empty group, rows past the end zero)",
+           max(max_error(got, want), max_error(got_t, want)))
+    b = torch.randn(7, 5)
+    got = ops.grouped_weight_grad(x, b, ends)
+    want = torch.stack([x[0:2].t() @ b[0:2], torch.zeros(4, 5),
+                        x[2:5].t() @ b[2:5]])
+    report("ops: grouped_weight_grad", max_error(got, want))
+
+    d = torch.float64
+    src = torch.randn(5, 3, dtype=d, requires_grad=True)
+    ok = torch.autograd.gradcheck(lambda s: moe.gather_rows(s, index), (src,))
+    rows = torch.randn(6, 3, dtype=d, requires_grad=True)
+    ok &= torch.autograd.gradcheck(
+        lambda s: moe.scatter_add_rows(s, index, 5), (rows,))
+    x = torch.randn(7, 4, dtype=d, requires_grad=True)
+    for transpose in (False, True):
+        w = torch.randn(3, 5, 4, dtype=d) if transpose else \
+            torch.randn(3, 4, 5, dtype=d)
+        w.requires_grad_()
+        ok &= torch.autograd.gradcheck(
+            lambda a, b: moe.grouped_mm(a, b, ends, transpose), (x, w))
+    report("ops: backwards (gradcheck, f64)", 0.0 if ok else 1.0)
+
+
+# -- blocks ----------------------------------------------------------------------------
+
+
+def block_config(top_k):
+    return dict(dim=32, experts=4, top_k=top_k, moe_ffn=24, shared_ffn=40)
+
+
+def renormalised(block):
+    block.norm_topk_prob = True  # Qwen3-MoE, OLMoE
+    return block
+
+
+BLOCKS = {
+    "mixtral": lambda k: families.MixtralSparseMoe(block_config(k)),
+    "qwen2_moe": lambda k: families.Qwen2SparseMoe(block_config(k)),
+    "qwen2_moe renormalised": lambda k: renormalised(
+        families.Qwen2SparseMoe(block_config(k))),
+    "mixtral_stacked": lambda k: families.StackedSparseMoe(block_config(k)),
+    "example": lambda k: example.MoE(32, 24, experts=4, top_k=k),
+}
+
+
+def router_weight(block):
+    return block.gate.weight
+
+
+def routing(name):
+    """(top_k, input, how to set the router) of a routing case."""
+    torch.manual_seed(1)
+    u = F.normalize(torch.randn(32), dim=0)
+    # Tokens sharing a direction u: a router row along u wins (or loses)
+    # for every token.
+    x = torch.randn(2, 7, 32) * 0.3 + 2.0 * u
+
+    def toward(row, scale):
+        def set_router(w):
+            w[row] = scale * u
+        return set_router
+    return {
+        "random routing": (2, torch.randn(2, 7, 32), None),
+        "every token to expert 0 (k = 1)": (1, x, toward(0, 8.0)),
+        "expert 3 gets no token": (2, x, toward(3, -8.0)),
+        "all ties (zero router)": (2, x, lambda w: w.zero_()),
+        "k = E": (4, torch.randn(2, 7, 32), None),
+    }[name]
+
+
+def loads(block, spec, x):
+    ids = torch.topk(F.softmax(moe._router_logits(block, x.reshape(-1, 32)),
+                               -1), spec.top_k).indices
+    return torch.bincount(ids.reshape(-1), minlength=4).tolist()
+
+
+def check_block(family, case):
+    k, x, set_router = routing(case)
+    torch.manual_seed(0)
+    block = BLOCKS[family](k)
+    if set_router:
+        with torch.no_grad():
+            set_router(router_weight(block))
+    spec = moe.recognise(family, block)
+    params = [p for p in block.parameters()]
+
+    def run(forward):
+        xi = x.clone().requires_grad_()
+        out = forward(xi)
+        out, logits = out if isinstance(out, tuple) else (out, None)
+        # A loss that weighs every output element differently.
+        probe = torch.linspace(-1, 1, out.numel()).reshape(out.shape)
+        loss = (out * probe).sum()
+        if logits is not None:
+            loss = loss + (logits * 0.1).sum()
+        grads = torch.autograd.grad(loss, [xi] + params, allow_unused=True)
+        return out, logits, grads
+
+    want_out, want_logits, want_grads = run(block)
+    spec.returns_logits = want_logits is not None
+    out, logits, grads = run(lambda xi: moe.static_forward(block, spec, xi))
+    err = max_error(out, want_out)
+    if want_logits is not None:
+        err = max(err, max_error(logits, want_logits))
+    for g, w in zip(grads, want_grads):
+        w = torch.zeros_like(g) if w is None else w
+        g = torch.zeros_like(w) if g is None else g
+        err = max(err, max_error(g, w))
+    report(f"block {family}, {case} (tokens per expert "
+           f"{loads(block, spec, x)}): output, logits, {len(grads)} grads",
+           err)
+
+
+def check_bf16(family):
+    """The static form in bf16 against the block's own bf16 forward: the
+    same math rounded differently (the routing weights applied in f32)."""
+    torch.manual_seed(0)
+    block = BLOCKS[family](2).to(torch.bfloat16)
+    spec = moe.recognise(family, block)
+    x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = block(x)
+        spec.returns_logits = isinstance(want, tuple)
+        have = moe.static_forward(block, spec, x)
+    want, have = (t[0] if isinstance(t, tuple) else t for t in (want, have))
+    err = moe._relative_error(have, want)
+    ok = err <= 1e-2
+    print(f"bf16 block {family}: {'ok' if ok else 'FAILED'} (relative "
+          f"error {err:.2g})")
+    if not ok:
+        failures.append(f"bf16 {family}")
+
+
+# -- whole steps -------------------------------------------------------------------
+
+
+def check_step(family):
+    torch.manual_seed(0)
+    model = families.make(family)
+    g = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, 13, (4, 7), generator=g)
+    targets = torch.randint(0, 13, (4, 7), generator=g)
+    graph, params = capture(model, tokens, targets)
+    inputs = [t for _, t in params.trainable] + [t for _, t in params.frozen]
+    traced = graph(*inputs, tokens, targets)
+    loss = default_loss(model(tokens), targets)
+    want = torch.autograd.grad(loss, [t for _, t in params.trainable])
+    err = max_error(traced[0], loss.detach())
+    for have, w in zip(traced[1:], want):
+        err = max(err, max_error(have, w))
+    report(f"step {family}: the traced graph's loss and {len(want)} "
+           "gradients against eager PyTorch", err)
+
+
+# -- refusals ------------------------------------------------------------------------
+
+
+class RouterNamedDifferently(nn.Module):
+    """Experts and top_k, but the router is `router` with no weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.top_k = 2
+        self.router = nn.Sequential(nn.Linear(32, 4))
+        self.experts = nn.ModuleList(nn.Linear(32, 32) for _ in range(4))
+
+    def forward(self, x):
+        return x
+
+
+class GeluExperts(families.MixtralSparseMoe):
+    """Mixtral's structure with a GELU computed inline: recognised by
+    structure, refused by the check on the export's data."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        for e in self.experts:
+            del e.act_fn
+            e.forward = (lambda x, e=e: e.w2(F.gelu(e.w1(x)) * e.w3(x)))
+
+
+class WithMoE(nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.embed = nn.Embedding(13, 32)
+        self.block = block
+        self.head = nn.Linear(32, 13)
+
+    def forward(self, tokens):
+        h = self.block(self.embed(tokens))
+        return self.head(h[0] if isinstance(h, tuple) else h)
+
+
+def check_refusal(name, model, expect):
+    tokens = torch.randint(0, 13, (2, 7))
+    try:
+        capture(model, tokens, tokens)
+        print(f"refuse {name}: FAILED (exported)")
+        failures.append(name)
+    except ExportError as e:
+        ok = all(s in str(e) for s in expect)
+        print(f"refuse {name}: {'ok' if ok else 'FAILED'}: {e}")
+        if not ok:
+            failures.append(name)
+
+
+def main():
+    check_ops()
+    for family in BLOCKS:
+        for case in ("random routing", "every token to expert 0 (k = 1)",
+                     "expert 3 gets no token", "all ties (zero router)",
+                     "k = E"):
+            check_block(family, case)
+    for family in BLOCKS:
+        check_bf16(family)
+    for family in ("mixtral", "qwen2_moe", "mixtral_stacked"):
+        check_step(family)
+    check_refusal("a router the recogniser does not know",
+                  WithMoE(RouterNamedDifferently()),
+                  ["module 'block'", "RouterNamedDifferently",
+                   "moe_check.py:"])
+    check_refusal("experts computing other math",
+                  WithMoE(GeluExperts(block_config(2))),
+                  ["module 'block'", "GeluExperts", "relative error"])
+    print(f"{'all ok' if not failures else f'{len(failures)} FAILED'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
