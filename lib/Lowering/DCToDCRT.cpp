@@ -22,6 +22,7 @@
 #include "mlir/Conversion/LLVMCommon/TypeConverter.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/AttrTypeSubElements.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringExtras.h"
@@ -891,6 +892,18 @@ struct DCToDCRTPass : public dc::impl::DCToDCRTBase<DCToDCRTPass> {
         return signalPassFailure();
       }
     }
+    // The runtime calls take the buffers' aligned pointers: each dc op must
+    // hold the dense buffers its verifier demands (a strided view here would
+    // lose its offset). dc-compile verifies only at the end, so the dc ops
+    // are checked here, where it matters (they are few).
+    WalkResult invalid = module.walk([](Operation *op) {
+      if (!isa<DCDialect>(op->getDialect()) ||
+          succeeded(mlir::verify(op, /*verifyRecursively=*/false)))
+        return WalkResult::advance();
+      return WalkResult::interrupt();
+    });
+    if (invalid.wasInterrupted())
+      return signalPassFailure();
     FailureOr<FirstWaits> firstWaits = findFirstWaits(module);
     if (failed(firstWaits) || failed(lowerProcessIndices(module)))
       return signalPassFailure();

@@ -119,6 +119,32 @@ func.func @gradient_written_after_start(%x: tensor<8xf32>) -> (!dc.shard<tensor<
 
 shard.grid @world(shape = 2)
 
+// The runtime moves dense buffers: slices of one tensor (each expert's
+// gradient in the stacked gradient of all experts) are reduced from dense
+// copies, the first slice as well as the last, never as strided views
+// (whose offset the runtime call would not see).
+// CHECK-LABEL: func.func @slices_reduced
+// CHECK-SAME: (%[[ALL:.*]]: memref<4x3xf32>)
+// CHECK: %[[FIRST:.*]] = memref.subview %[[ALL]][0, 0] [1, 3] [1, 1]
+// CHECK: %[[C0:.*]] = memref.alloc() {{.*}} : memref<1x3xf32>
+// CHECK: memref.copy %[[FIRST]], %[[C0]]
+// CHECK: %[[LAST:.*]] = memref.subview %[[ALL]][3, 0] [1, 3] [1, 1] : memref<4x3xf32> to memref<1x3xf32, strided<[3, 1], offset: 9>>
+// CHECK: %[[C3:.*]] = memref.alloc() {{.*}} : memref<1x3xf32>
+// CHECK: memref.copy %[[LAST]], %[[C3]]
+// CHECK: dc.reduce_scatter_start average %[[C0]], %[[C3]] : memref<1x3xf32>, memref<1x3xf32>
+func.func @slices_reduced(%all: tensor<4x3xf32>) -> (!dc.shard<tensor<1x3xf32>, @world[0], local = 2>, !dc.shard<tensor<1x3xf32>, @world[0], local = 2>) {
+  %first = tensor.extract_slice %all[0, 0] [1, 3] [1, 1] : tensor<4x3xf32> to tensor<1x3xf32>
+  %last = tensor.extract_slice %all[3, 0] [1, 3] [1, 1] : tensor<4x3xf32> to tensor<1x3xf32>
+  %f:2 = dc.reduce_scatter_start average %first, %last : tensor<1x3xf32>, tensor<1x3xf32> -> !dc.future<!dc.shard<tensor<1x3xf32>, @world[0], local = 2>>, !dc.future<!dc.shard<tensor<1x3xf32>, @world[0], local = 2>>
+  %s0 = dc.wait %f#0 : !dc.future<!dc.shard<tensor<1x3xf32>, @world[0], local = 2>>
+  %s3 = dc.wait %f#1 : !dc.future<!dc.shard<tensor<1x3xf32>, @world[0], local = 2>>
+  return %s0, %s3 : !dc.shard<tensor<1x3xf32>, @world[0], local = 2>, !dc.shard<tensor<1x3xf32>, @world[0], local = 2>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
 // CHECK-LABEL: func.func @all_reduce
 // CHECK-SAME: (%[[G:.*]]: memref<16xf32>) -> memref<16xf32>
 // CHECK-NOT: memref.copy

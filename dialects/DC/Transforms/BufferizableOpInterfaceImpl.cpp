@@ -114,6 +114,22 @@ struct DCOpModel
         FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
         if (failed(buffer))
           return failure();
+        // The runtime moves dense row-major buffers: a strided view (a
+        // slice of a larger tensor, such as one expert's gradient in the
+        // stacked gradient of all experts) goes through a dense copy.
+        // (A released or invalidated value is the gathered buffer itself.)
+        constexpr bool movesData =
+            !llvm::is_one_of<OpTy, ReleaseOp, InvalidateGatheredOp>::value;
+        auto dense = dyn_cast<MemRefType>(getBufferFormType(type));
+        if (movesData && dense && buffer->getType() != dense) {
+          rewriter.setInsertionPoint(op);
+          FailureOr<Value> copy =
+              options.createAlloc(rewriter, op->getLoc(), dense, {});
+          if (failed(copy) || failed(options.createMemCpy(
+                                  rewriter, op->getLoc(), *buffer, *copy)))
+            return failure();
+          buffer = *copy;
+        }
         operands.push_back(*buffer);
         continue;
       }
