@@ -3,7 +3,8 @@
 
 The step is one `func.func @train_step` on tensors (upstream linalg, tensor,
 arith, math, and one scf.for for the embedding gradient's scatter-add; with
-`--attention fused` also dc.attention and dc.attention_grad) holding the
+`--attention fused` also dc.attention and dc.attention_grad; with
+`--experts` dc's routing ops, dc.topk to dc.grouped_weight_grad) holding the
 forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
