@@ -362,3 +362,61 @@ class Module:
                   f"{float(scale)!r} : {', '.join(x.type for x in ins)} -> "
                   f"{', '.join(g.type for g in grads)}")
         return grads
+
+    # -- mixture-of-experts routing (DCExpertOps.td) --------------------------
+
+    def topk(self, hint, scores, k, index_elt="i64"):
+        """dc.topk along the last dim; returns (values, indices)."""
+        shape = list(scores.shape[:-1]) + [k]
+        values = Value(self.fresh(hint), shape, scores.elt)
+        indices = Value(self.fresh(f"{hint}_idx"), shape, index_elt)
+        self.emit(f"{values.name}, {indices.name} = dc.topk {scores.name} "
+                  f"k = {k} : {scores.type} -> {values.type}, "
+                  f"{indices.type}")
+        return values, indices
+
+    def group_by_expert(self, hint, ids, experts):
+        """dc.group_by_expert; returns (order, ends)."""
+        order = Value(self.fresh(f"{hint}_order"), [math.prod(ids.shape)],
+                      ids.elt)
+        ends = Value(self.fresh(f"{hint}_ends"), [experts], ids.elt)
+        self.emit(f"{order.name}, {ends.name} = dc.group_by_expert "
+                  f"{ids.name} experts = {experts} : {ids.type} -> "
+                  f"{order.type}, {ends.type}")
+        return order, ends
+
+    def _rows_op(self, op, hint, source, index, rows):
+        v = Value(self.fresh(hint), [rows] + list(source.shape[1:]),
+                  source.elt)
+        self.emit(f"{v.name} = dc.{op} {source.name}[{index.name}] : "
+                  f"{source.type}, {index.type} -> {v.type}")
+        return v
+
+    def gather_rows(self, hint, source, index):
+        """result[i] = source[index[i]]."""
+        return self._rows_op("gather_rows", hint, source, index,
+                             index.shape[0])
+
+    def scatter_add_rows(self, hint, source, index, rows):
+        """result[m] = sum of source[i] with index[i] == m, `rows` rows."""
+        return self._rows_op("scatter_add_rows", hint, source, index, rows)
+
+    def grouped_matmul(self, hint, lhs, rhs, ends, transpose_rhs=False):
+        """Each expert's rows of lhs [N, K] times its matrix of the stacked
+        rhs ([E, K, P], or [E, P, K] used transposed)."""
+        cols = rhs.shape[1] if transpose_rhs else rhs.shape[2]
+        v = Value(self.fresh(hint), [lhs.shape[0], cols], lhs.elt)
+        flag = " transpose_rhs" if transpose_rhs else ""
+        self.emit(f"{v.name} = dc.grouped_matmul {lhs.name}, {rhs.name}, "
+                  f"{ends.name}{flag} : {lhs.type}, {rhs.type}, {ends.type} "
+                  f"-> {v.type}")
+        return v
+
+    def grouped_weight_grad(self, hint, lhs, rhs, ends):
+        """Per expert e: lhs[rows of e]^T rhs[rows of e], [E, K, P]."""
+        v = Value(self.fresh(hint),
+                  [ends.shape[0], lhs.shape[1], rhs.shape[1]], lhs.elt)
+        self.emit(f"{v.name} = dc.grouped_weight_grad {lhs.name}, "
+                  f"{rhs.name}, {ends.name} : {lhs.type}, {rhs.type}, "
+                  f"{ends.type} -> {v.type}")
+        return v

@@ -3,7 +3,8 @@
 
 The step is one `func.func @train_step` on tensors (upstream linalg, tensor,
 arith, math, and one scf.for for the embedding gradient's scatter-add; with
-`--attention fused` also dc.attention and dc.attention_grad) holding the
+`--attention fused` also dc.attention and dc.attention_grad; with
+`--experts` dc's routing ops, dc.topk to dc.grouped_weight_grad) holding the
 forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
@@ -42,7 +43,49 @@ PRESETS = {
                vocab=128256, batch=1, seq=4096),
     "70b": dict(layers=80, dim=8192, ffn=28672, heads=64, kv_heads=8,
                 vocab=128256, batch=1, seq=4096),
+    # Mixture-of-experts shapes, one sequence of 4096 tokens. Every layer's
+    # MLP is a token-choice MoE (ffn, the dense MLP's width, is unused).
+    # Mixtral-8x7B: huggingface/transformers
+    # models/mixtral/configuration_mixtral.py (its defaults are the
+    # checkpoint's) and MixtralTopKRouter (softmax, top-2, the two weights
+    # always renormalised).
+    "mixtral-8x7b": dict(layers=32, dim=4096, ffn=14336, heads=32,
+                         kv_heads=8, vocab=32000, batch=1, seq=4096,
+                         experts=8, top_k=2, expert_ffn=14336,
+                         router="softmax", norm_topk=True),
+    # Qwen3-30B-A3B: its config.json on the Hub (Qwen/Qwen3-30B-A3B;
+    # model_type qwen3_moe, decoder_sparse_step 1, mlp_only_layers []:
+    # every layer MoE) and transformers' Qwen3MoeTopKRouter (softmax,
+    # norm_topk_prob). Its head_dim is 128 (queries 4096 wide on d 2048);
+    # this generator ties head_dim to dim / heads = 64, so attention here
+    # has half of Qwen3's q/k/v/o width. No q/k norms.
+    "qwen3-30b-a3b": dict(layers=48, dim=2048, ffn=6144, heads=32,
+                          kv_heads=4, vocab=151936, batch=1, seq=4096,
+                          experts=128, top_k=8, expert_ffn=768,
+                          router="softmax", norm_topk=True),
+    # DeepSeek-V3's MoE shape (deepseek-ai/DeepSeek-V3 config.json: hidden
+    # 7168, 61 layers, 128 heads, vocab 129280; n_routed_experts 256,
+    # num_experts_per_tok 8, n_shared_experts 1, moe_intermediate_size
+    # 2048, scoring_func sigmoid, norm_topk_prob, routed_scaling_factor
+    # 2.5). Simplified: multi-head attention of head_dim 56 instead of
+    # multi-head latent attention (q/kv LoRA ranks 1536/512, 192-wide q/k
+    # heads), every layer MoE (DeepSeek-V3's first 3 are dense, 18432
+    # wide), top-8 over all experts (no group-limited routing: n_group 8,
+    # topk_group 4), no score-correction bias (noaux_tc), no multi-token
+    # prediction.
+    "deepseek-v3-like": dict(layers=61, dim=7168, ffn=18432, heads=128,
+                             vocab=129280, batch=1, seq=4096, experts=256,
+                             top_k=8, shared_experts=1, expert_ffn=2048,
+                             router="sigmoid", norm_topk=True,
+                             routed_scale=2.5),
 }
+
+# Sizes every preset has (positive integers).
+SIZE_KEYS = ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq")
+# Mixture-of-experts options and their defaults (experts = 0: dense MLPs;
+# the others are read only with experts > 0; expert_ffn defaults to ffn).
+MOE_DEFAULTS = dict(experts=0, top_k=2, shared_experts=0, expert_ffn=None,
+                    router="softmax", norm_topk=False, routed_scale=1.0)
 
 # The data arguments after the parameters, by their SSA and manifest
 # (dc.name) names: token ids and next-token targets.
@@ -449,30 +492,23 @@ class LlamaStep:
 
     # -- SwiGLU MLP -----------------------------------------------------------
 
-    def mlp(self, p, x, w_gate, w_up, w_down):
-        e = self.e
-        gate = e.matmul(f"{p}_gate", x, w_gate)
-        up = e.matmul(f"{p}_up", x, w_up)
+    def swiglu(self, hint, gate, up):
+        """silu(gate) * up, elementwise."""
+        one = self.e.scalar_const(1.0, STATS)
 
-        one = e.scalar_const(1.0, STATS)
-
-        def swiglu(b):
+        def body(b):
             g = b.load(0)
             silu = b.mul(g, b.sigmoid(g, one))
             return [b.narrow(b.mul(silu, b.load(1)), self.elt)]
 
-        act = e.elementwise(f"{p}_act", [gate, up], self.elt, swiglu)
-        out = e.matmul(f"{p}_out", act, w_down)
-        return out, dict(gate=gate, up=up, act=act)
+        return self.e.elementwise(hint, [gate, up], self.elt, body)
 
-    def mlp_backward(self, p, x, w_gate, w_up, w_down, saved, dout):
-        """Returns (dx, dw_gate, dw_up, dw_down)."""
+    def swiglu_backward(self, hint, dact, gate, up):
+        """(dgate, dup) of act = silu(gate) * up."""
         e = self.e
-        dw_down = e.matmul(f"{p}_dwdown", saved["act"], dout, transpose_a=True)
-        dact = e.matmul(f"{p}_dact", dout, w_down, transpose_b=True)
         one = e.scalar_const(1.0, STATS)
 
-        def swiglu_backward(b):
+        def body(b):
             # s = sigmoid(g), silu = g s, silu' = s (1 + g (1 - s))
             da, g, up = b.load(0), b.load(1), b.load(2)
             s = b.sigmoid(g, one)
@@ -481,17 +517,206 @@ class LlamaStep:
             dup = b.mul(da, b.mul(g, s))
             return [b.narrow(dgate, self.elt), b.narrow(dup, self.elt)]
 
-        shape = saved["gate"].shape
-        dgate, dup = e.generic(
-            f"{p}_dgate", [dact, saved["gate"], saved["up"]], [[0, 1]] * 3,
-            [e.empty(shape, self.elt), e.empty(shape, self.elt)],
-            [[0, 1]] * 2, ["parallel"] * 2, swiglu_backward)
+        shape = gate.shape
+        return e.generic(hint, [dact, gate, up], [[0, 1]] * 3,
+                         [e.empty(shape, self.elt), e.empty(shape, self.elt)],
+                         [[0, 1]] * 2, ["parallel"] * 2, body)
+
+    def mlp(self, p, x, w_gate, w_up, w_down):
+        e = self.e
+        gate = e.matmul(f"{p}_gate", x, w_gate)
+        up = e.matmul(f"{p}_up", x, w_up)
+        act = self.swiglu(f"{p}_act", gate, up)
+        out = e.matmul(f"{p}_out", act, w_down)
+        return out, dict(gate=gate, up=up, act=act)
+
+    def mlp_backward(self, p, x, w_gate, w_up, w_down, saved, dout):
+        """Returns (dx, dw_gate, dw_up, dw_down)."""
+        e = self.e
+        dw_down = e.matmul(f"{p}_dwdown", saved["act"], dout, transpose_a=True)
+        dact = e.matmul(f"{p}_dact", dout, w_down, transpose_b=True)
+        dgate, dup = self.swiglu_backward(f"{p}_dgate", dact, saved["gate"],
+                                          saved["up"])
         dw_gate = e.matmul(f"{p}_dwgate", x, dgate, transpose_a=True)
         dw_up = e.matmul(f"{p}_dwup", x, dup, transpose_a=True)
         dx = e.matmul(f"{p}_dx", dup, w_up, transpose_b=True,
                       acc=e.matmul(f"{p}_dx_gate", dgate, w_gate,
                                    transpose_b=True))
         return dx, dw_gate, dw_up, dw_down
+
+    # -- mixture of experts -----------------------------------------------------
+
+    def router(self, p, x, w_router):
+        """Scores [T, E] in f32 of the logits x Wg^T: a softmax over the
+        experts (Mixtral, Qwen) or each expert's sigmoid (DeepSeek-V3)."""
+        e, c = self.e, self.cfg
+        logits = e.matmul(f"{p}_logits", x, w_router, transpose_b=True)
+        if c.router == "sigmoid":
+            one = e.scalar_const(1.0, STATS)
+            return e.elementwise(f"{p}_scores", [logits], STATS,
+                                 lambda b: [b.sigmoid(b.load(0), one)])
+        rowmax = self.row_reduce(
+            f"{p}_logits_max", [logits], [[0, 1]], 2, -math.inf,
+            lambda b: [b(f"arith.maximumf {b.acc()}, {b.load(0)} : f32")])
+        denom = self.row_reduce(
+            f"{p}_logits_sumexp", [logits, rowmax], [[0, 1], [0]], 2, 0.0,
+            lambda b: [b.add(b.acc(), b.exp(b.sub(b.load(0), b.load(1))))])
+        return e.elementwise(
+            f"{p}_scores", [logits, (rowmax, [0]), (denom, [0])], STATS,
+            lambda b: [b.div(b.exp(b.sub(b.load(0), b.load(1))),
+                             b.load(2))])
+
+    def moe(self, p, x, w):
+        """Token-choice mixture of experts on normed x [T, d]: each token's
+        top-k experts by score, their SwiGLU outputs weighted by the
+        (optionally renormalised) scores and summed, plus the shared
+        experts' dense SwiGLU. Every shape is static: the T k assignments
+        are sorted by expert (dc.group_by_expert), so expert e's rows of
+        the sorted [T k, ...] tensors are [ends[e - 1], ends[e])."""
+        e, c = self.e, self.cfg
+        n_assign = self.n_tok * c.top_k
+        scores = self.router(p, x, w["moe.router"])
+        top, choice = e.topk(f"{p}_top", scores, c.top_k)
+        saved = dict(scores=scores, choice=choice)
+        weights = top
+        if c.norm_topk:
+            top_sum = self.row_reduce(
+                f"{p}_top_sum", [top], [[0, 1]], 2, 0.0,
+                lambda b: [b.add(b.acc(), b.load(0))])
+            weights = e.elementwise(
+                f"{p}_top_normed", [top, (top_sum, [0])], STATS,
+                lambda b: [b.div(b.load(0), b.load(1))])
+            saved.update(top_sum=top_sum, top_normed=weights)
+        if c.routed_scale != 1.0:
+            scale = e.scalar_const(c.routed_scale, STATS, "routed_scale")
+            weights = e.elementwise(f"{p}_weights", [weights], STATS,
+                                    lambda b: [b.mul(b.load(0), scale)])
+        order, ends = e.group_by_expert(f"{p}_group", choice, c.experts)
+        # Assignment p of the flat [T, k] choices belongs to token p / k.
+        k = e.hoist(("i64", c.top_k), "top_k", f"arith.constant {c.top_k} : i64")
+        token = e.elementwise(
+            f"{p}_token", [order], order.elt,
+            lambda b: [b(f"arith.divui {b.ins[0]}, {k} : i64")])
+        row_weight = e.gather_rows(
+            f"{p}_row_weight", e.collapse(f"{p}_weights_flat", weights,
+                                          [[0, 1]]), order)
+        rows = e.gather_rows(f"{p}_rows", x, token)
+        # Stacked [E, out, in] weights (torch's per-expert nn.Linear
+        # layout), read transposed.
+        h1 = e.grouped_matmul(f"{p}_h1", rows, w["moe.w1"], ends,
+                              transpose_rhs=True)
+        h3 = e.grouped_matmul(f"{p}_h3", rows, w["moe.w3"], ends,
+                              transpose_rhs=True)
+        act = self.swiglu(f"{p}_act", h1, h3)
+        y = e.grouped_matmul(f"{p}_y", act, w["moe.w2"], ends,
+                             transpose_rhs=True)
+        weighted = e.elementwise(
+            f"{p}_weighted", [y, (row_weight, [0])], self.elt,
+            lambda b: [b.narrow(b.mul(b.load(0), b.load(1)), self.elt)])
+        out = e.scatter_add_rows(f"{p}_combined", weighted, token, self.n_tok)
+        assert weighted.shape[0] == n_assign
+        saved.update(order=order, ends=ends, token=token,
+                     row_weight=row_weight, rows=rows, h1=h1, h3=h3, act=act,
+                     y=y)
+        if c.shared_experts:
+            shared, saved["shared"] = self.mlp(
+                f"{p}_shared", x, w["moe.shared.w_gate"],
+                w["moe.shared.w_up"], w["moe.shared.w_down"])
+            out = self.add(f"{p}_out", out, shared)
+        return out, saved
+
+    def moe_backward(self, p, x, w, saved, dout):
+        """Returns (dx, gradients by parameter suffix). The choice of experts
+        is piecewise constant: gradients flow through the chosen experts'
+        outputs and their weights (into the router's scores), not through
+        the selection."""
+        e, c, s = self.e, self.cfg, saved
+        n_assign = self.n_tok * c.top_k
+        g = {}
+        # Combine: out[t] = sum of weighted rows of token t.
+        dweighted = e.gather_rows(f"{p}_dweighted", dout, s["token"])
+        dy = e.elementwise(
+            f"{p}_dy", [dweighted, (s["row_weight"], [0])], self.elt,
+            lambda b: [b.narrow(b.mul(b.load(0), b.load(1)), self.elt)])
+        drow_weight = self.row_reduce(
+            f"{p}_drow_weight", [dweighted, s["y"]], [[0, 1], [0, 1]], 2,
+            0.0, lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
+        # Experts: y = act w2[e]^T, act = silu(h1) h3, h = rows w[e]^T.
+        g["moe.w2"] = e.grouped_weight_grad(f"{p}_dw2", dy, s["act"],
+                                            s["ends"])
+        dact = e.grouped_matmul(f"{p}_dact", dy, w["moe.w2"], s["ends"])
+        dh1, dh3 = self.swiglu_backward(f"{p}_dh", dact, s["h1"], s["h3"])
+        g["moe.w1"] = e.grouped_weight_grad(f"{p}_dw1", dh1, s["rows"],
+                                            s["ends"])
+        g["moe.w3"] = e.grouped_weight_grad(f"{p}_dw3", dh3, s["rows"],
+                                            s["ends"])
+        drows = self.add(
+            f"{p}_drows",
+            e.grouped_matmul(f"{p}_drows1", dh1, w["moe.w1"], s["ends"]),
+            e.grouped_matmul(f"{p}_drows3", dh3, w["moe.w3"], s["ends"]))
+        dx = e.scatter_add_rows(f"{p}_dx_experts", drows, s["token"],
+                                self.n_tok)
+        # Routing weights: back from sorted rows to [T, k] (order is a
+        # permutation), through the scale and the renormalisation
+        # w = v / sum(v): dv_j = (dw_j - sum_i dw_i w_i) / sum(v).
+        dweights = e.expand(
+            f"{p}_dweights",
+            e.scatter_add_rows(f"{p}_dweights_flat", drow_weight, s["order"],
+                               n_assign), [[0, 1]], [self.n_tok, c.top_k])
+        if c.routed_scale != 1.0:
+            scale = e.scalar_const(c.routed_scale, STATS, "routed_scale")
+            dweights = e.elementwise(f"{p}_dnormed", [dweights], STATS,
+                                     lambda b: [b.mul(b.load(0), scale)])
+        dtop = dweights
+        if c.norm_topk:
+            dot = self.row_reduce(
+                f"{p}_dtop_dot", [dweights, s["top_normed"]],
+                [[0, 1], [0, 1]], 2, 0.0,
+                lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
+            dtop = e.elementwise(
+                f"{p}_dtop", [dweights, (dot, [0]), (s["top_sum"], [0])],
+                STATS, lambda b: [b.div(b.sub(b.load(0), b.load(1)),
+                                        b.load(2))])
+        # Top-k: each value's gradient back at its expert, zero elsewhere.
+        zero = e.scalar_const(0.0, STATS)
+
+        def put_back(b):
+            expert = b(f"arith.index_cast {b.index(1)} : index to i64")
+            chosen = b(f"arith.cmpi eq, {b.ins[1]}, {expert} : i64")
+            picked = b(f"arith.select {chosen}, {b.ins[0]}, {zero} : f32")
+            return [b.add(b.acc(), picked)]
+
+        dscores = e.generic(
+            f"{p}_dscores", [dtop, s["choice"]], [[0, 2], [0, 2]],
+            [e.filled([self.n_tok, c.experts], STATS, 0.0)], [[0, 1]],
+            ["parallel", "parallel", "reduction"], put_back)
+        scores = s["scores"]
+        if c.router == "sigmoid":
+            one = e.scalar_const(1.0, STATS)
+            dlogits = e.elementwise(
+                f"{p}_dlogits", [dscores, scores], self.elt,
+                lambda b: [b.narrow(b.mul(b.load(0), b.mul(
+                    b.load(1), b.sub(one, b.load(1)))), self.elt)])
+        else:
+            # Softmax: dz = p (dp - sum_e dp p).
+            rowdot = self.row_reduce(
+                f"{p}_dscores_dot", [dscores, scores], [[0, 1], [0, 1]], 2,
+                0.0, lambda b: [b.add(b.acc(), b.mul(b.load(0), b.load(1)))])
+            dlogits = e.elementwise(
+                f"{p}_dlogits", [dscores, scores, (rowdot, [0])], self.elt,
+                lambda b: [b.narrow(b.mul(b.load(1), b.sub(
+                    b.load(0), b.load(2))), self.elt)])
+        g["moe.router"] = e.matmul(f"{p}_drouter", dlogits, x,
+                                   transpose_a=True)
+        dx = e.matmul(f"{p}_dx", dlogits, w["moe.router"], acc=dx)
+        if c.shared_experts:
+            dx_shared, g["moe.shared.w_gate"], g["moe.shared.w_up"], \
+                g["moe.shared.w_down"] = self.mlp_backward(
+                    f"{p}_shared", x, w["moe.shared.w_gate"],
+                    w["moe.shared.w_up"], w["moe.shared.w_down"],
+                    s["shared"], dout)
+            dx = self.add(f"{p}_dx_all", dx, dx_shared)
+        return dx, g
 
     # -- embedding and loss ---------------------------------------------------
 
@@ -598,16 +823,21 @@ class LlamaStep:
         h = self.embed(arg["tok_embeddings"], tokens)
         saved = []
         for i in range(c.layers):
-            w = {s: arg[f"layers.{i}.{s}"] for s in LAYER_PARAMS}
+            w = {s: arg[f"layers.{i}.{s}"] for s in layer_params(c)}
             e.comment(f"layer {i}: attention")
             xa, ra = self.rmsnorm(f"l{i}_attn_norm", h, w["attn_norm"])
             att, att_saved = self.attention(f"l{i}_attn", xa, w["attn.wqkv"],
                                             w["attn.wo"])
             h_mid = self.add(f"l{i}_h_attn", h, att)
-            e.comment(f"layer {i}: SwiGLU MLP")
+            e.comment(f"layer {i}: " + ("mixture of experts" if c.experts
+                                        else "SwiGLU MLP"))
             xm, rm = self.rmsnorm(f"l{i}_mlp_norm", h_mid, w["mlp_norm"])
-            mlp_out, mlp_saved = self.mlp(f"l{i}_mlp", xm, w["mlp.w_gate"],
-                                          w["mlp.w_up"], w["mlp.w_down"])
+            if c.experts:
+                mlp_out, mlp_saved = self.moe(f"l{i}_moe", xm, w)
+            else:
+                mlp_out, mlp_saved = self.mlp(
+                    f"l{i}_mlp", xm, w["mlp.w_gate"], w["mlp.w_up"],
+                    w["mlp.w_down"])
             saved.append(dict(h=h, xa=xa, ra=ra, att=att_saved, h_mid=h_mid,
                               xm=xm, rm=rm, mlp=mlp_saved))
             h = self.add(f"l{i}_h_out", h_mid, mlp_out)
@@ -625,13 +855,19 @@ class LlamaStep:
         dh, grads["norm"] = self.rmsnorm_backward("d_final_norm", h, rf,
                                                   arg["norm"], dhf)
         for i in reversed(range(c.layers)):
-            w = {s: arg[f"layers.{i}.{s}"] for s in LAYER_PARAMS}
+            w = {s: arg[f"layers.{i}.{s}"] for s in layer_params(c)}
             g = {}
             s = saved[i]
-            e.comment(f"layer {i} backward: SwiGLU MLP")
-            dxm, g["mlp.w_gate"], g["mlp.w_up"], g["mlp.w_down"] = \
-                self.mlp_backward(f"d_l{i}_mlp", s["xm"], w["mlp.w_gate"],
-                                  w["mlp.w_up"], w["mlp.w_down"], s["mlp"], dh)
+            if c.experts:
+                e.comment(f"layer {i} backward: mixture of experts")
+                dxm, g = self.moe_backward(f"d_l{i}_moe", s["xm"], w,
+                                           s["mlp"], dh)
+            else:
+                e.comment(f"layer {i} backward: SwiGLU MLP")
+                dxm, g["mlp.w_gate"], g["mlp.w_up"], g["mlp.w_down"] = \
+                    self.mlp_backward(f"d_l{i}_mlp", s["xm"], w["mlp.w_gate"],
+                                      w["mlp.w_up"], w["mlp.w_down"],
+                                      s["mlp"], dh)
             dh, g["mlp_norm"] = self.rmsnorm_backward(
                 f"d_l{i}_mlp_norm", s["h_mid"], s["rm"], w["mlp_norm"], dxm,
                 dh)
@@ -650,22 +886,37 @@ class LlamaStep:
         return [arg[name] for name, _ in params], data
 
 
-# Per-layer parameters (suffixes of "layers.<i>."), in id order.
-LAYER_PARAMS = ("attn_norm", "attn.wqkv", "attn.wo", "mlp_norm", "mlp.w_gate",
-                "mlp.w_up", "mlp.w_down")
+def layer_params(c):
+    """Per-layer parameters (suffixes of "layers.<i>.") and their shapes, in
+    id order. A mixture-of-experts layer replaces the dense MLP by the
+    router [E, d], the experts' stacked weights in torch's per-expert
+    [out, in] layout (w1 and w3 [E, F, d], w2 [E, d, F]) and, with shared
+    experts, one dense SwiGLU of S F columns (S experts of width F side by
+    side: the sum of their outputs is one MLP's)."""
+    kv_dim = c.kv_heads * (c.dim // c.heads)
+    shapes = {"attn_norm": [c.dim], "attn.wqkv": [c.dim, c.dim + 2 * kv_dim],
+              "attn.wo": [c.dim, c.dim], "mlp_norm": [c.dim]}
+    if not c.experts:
+        shapes.update({"mlp.w_gate": [c.dim, c.ffn], "mlp.w_up": [c.dim, c.ffn],
+                       "mlp.w_down": [c.ffn, c.dim]})
+        return shapes
+    e, f = c.experts, c.expert_ffn
+    shapes.update({"moe.router": [e, c.dim], "moe.w1": [e, f, c.dim],
+                   "moe.w2": [e, c.dim, f], "moe.w3": [e, f, c.dim]})
+    if c.shared_experts:
+        shared = c.shared_experts * f
+        shapes.update({"moe.shared.w_gate": [c.dim, shared],
+                       "moe.shared.w_up": [c.dim, shared],
+                       "moe.shared.w_down": [shared, c.dim]})
+    return shapes
 
 
 def parameter_specs(c):
     """(name, shape) of every parameter, in #dc.param id order."""
-    kv_dim = c.kv_heads * (c.dim // c.heads)
-    layer_shapes = {"attn_norm": [c.dim],
-                    "attn.wqkv": [c.dim, c.dim + 2 * kv_dim],
-                    "attn.wo": [c.dim, c.dim], "mlp_norm": [c.dim],
-                    "mlp.w_gate": [c.dim, c.ffn], "mlp.w_up": [c.dim, c.ffn],
-                    "mlp.w_down": [c.ffn, c.dim]}
     specs = [("tok_embeddings", [c.vocab, c.dim])]
     for i in range(c.layers):
-        specs += [(f"layers.{i}.{s}", layer_shapes[s]) for s in LAYER_PARAMS]
+        specs += [(f"layers.{i}.{s}", shape)
+                  for s, shape in layer_params(c).items()]
     specs += [("norm", [c.dim]), ("lm_head", [c.dim, c.vocab])]
     return specs
 
@@ -685,7 +936,13 @@ def generate(c):
         f" vocab={c.vocab} batch={c.batch} seq={c.seq} "
         f"dtype={c.dtype}" +
         (" attention=fused" if c.attention == "fused" else "") +
-        (f" rotary theta={c.rope_theta:g}" if c.rotary else ""),
+        (f" rotary theta={c.rope_theta:g}" if c.rotary else "") +
+        (f" experts={c.experts} top_k={c.top_k} expert_ffn={c.expert_ffn}"
+         f" router={c.router}" +
+         (f" shared_experts={c.shared_experts}" if c.shared_experts else "") +
+         (" norm_topk" if c.norm_topk else "") +
+         (f" routed_scale={c.routed_scale:g}" if c.routed_scale != 1.0
+          else "") if c.experts else ""),
         f"// parameters: {count}{millions} in {len(params)} tensors",
         "",
     ]
@@ -708,7 +965,7 @@ def parse_args(argv):
         "backward) as MLIR in dc's input form.")
     ap.add_argument("--config", choices=sorted(PRESETS), default="tiny",
                     help="preset sizes; the options below override them")
-    for key in ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq"):
+    for key in SIZE_KEYS:
         ap.add_argument(f"--{key}", type=int)
     ap.add_argument("--kv-heads", type=int,
                     help="key/value heads (grouped-query attention: each is "
@@ -727,6 +984,28 @@ def parse_args(argv):
     ap.add_argument("--rope-theta", type=float, default=10000.0,
                     help="rotary base: frequency i of a head is "
                     "theta^(-2i/head_dim) (default 10000)")
+    moe = ap.add_argument_group(
+        "mixture of experts",
+        "replace each layer's SwiGLU MLP by a token-choice MoE (the options "
+        "after --experts apply only with it)")
+    moe.add_argument("--experts", type=int,
+                     help="routed experts E per layer (0: a dense MLP)")
+    moe.add_argument("--top-k", type=int,
+                     help="experts each token chooses (default 2)")
+    moe.add_argument("--shared-experts", type=int,
+                     help="experts every token goes through (a dense SwiGLU "
+                     "of shared-experts x expert-ffn columns; default 0)")
+    moe.add_argument("--expert-ffn", type=int,
+                     help="hidden width of each expert (default: --ffn)")
+    moe.add_argument("--router", choices=["softmax", "sigmoid"],
+                     help="scores of the router's logits: a softmax over "
+                     "the experts (Mixtral, Qwen) or each one's sigmoid "
+                     "(DeepSeek-V3); default softmax")
+    moe.add_argument("--norm-topk", action=argparse.BooleanOptionalAction,
+                     help="renormalise each token's k weights to sum 1")
+    moe.add_argument("--routed-scale", type=float,
+                     help="factor on the routed experts' weights "
+                     "(DeepSeek-V3's routed_scaling_factor; default 1)")
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
@@ -734,8 +1013,24 @@ def parse_args(argv):
     for key, value in preset.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-        if getattr(args, key) <= 0:
+        if key in SIZE_KEYS + ("kv_heads",) and getattr(args, key) <= 0:
             ap.error(f"--{key.replace('_', '-')} must be positive")
+    for key, value in MOE_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.expert_ffn is None:
+        args.expert_ffn = args.ffn
+    if args.experts < 0:
+        ap.error("--experts must be positive (or 0: a dense MLP)")
+    if args.experts and not 1 <= args.top_k <= args.experts:
+        ap.error(f"--top-k must be in [1, --experts ({args.experts})], not "
+                 f"{args.top_k}")
+    if args.experts and args.expert_ffn <= 0:
+        ap.error("--expert-ffn must be positive")
+    if args.experts and args.shared_experts < 0:
+        ap.error("--shared-experts must not be negative")
+    if args.experts and args.routed_scale <= 0:
+        ap.error("--routed-scale must be positive")
     if args.kv_heads is None:  # a multi-head preset
         args.kv_heads = args.heads
     if args.kv_heads <= 0:
