@@ -169,9 +169,18 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
 
 
 def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
-           vocab=None, name="train_step"):
+           vocab=None, name="train_step", aux_loss_coef=None,
+           moe_capacity_factor=None):
     """Traces one training step of `model` (tokens [batch, seq] -> logits;
-    `loss_fn(logits, targets)` -> scalar loss) and returns an Exported."""
+    `loss_fn(logits, targets)` -> scalar loss) and returns an Exported.
+
+    Where the model's output has an `aux_loss` (a Hugging Face MoE model
+    with output_router_logits on), the step's loss adds `aux_loss_coef *
+    aux_loss`, as the model's own forward does with labels; None takes
+    the model's router_aux_loss_coef, 0 leaves it out (trace.step_loss).
+    `moe_capacity_factor` C: every MoE block keeps at most ceil(C T k / E)
+    of its T k assignments per expert (moe.drop_over_capacity); None (the
+    default) is dropless, the model's own routing."""
     if batch <= 0 or seq <= 0:
         raise ExportError(f"batch {batch} and seq {seq} must be positive "
                           "(dc needs static shapes)")
@@ -181,7 +190,8 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (batch, seq), generator=g)
     targets = torch.randint(0, vocab, (batch, seq), generator=g)
-    graph_module, params = capture(model, tokens, targets, loss_fn)
+    graph_module, params = capture(model, tokens, targets, loss_fn,
+                                   aux_loss_coef, moe_capacity_factor)
 
     m = Module()
     inputs, signature, named = [], [], {}
