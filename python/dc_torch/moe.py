@@ -386,6 +386,16 @@ def _router_logits(block, x):
     gate = block.gate
     if isinstance(gate, nn.Linear):
         return gate(x)
+    # A router module is called, not only its weight read: transformers
+    # 5.x collects the router logits for the auxiliary loss by a forward
+    # hook on the router (its first result), which must see this call. Its
+    # other results (its own top-k) are not used.
+    routed = gate(x)
+    logits = routed[0] if isinstance(routed, (tuple, list)) else routed
+    experts = gate.weight.shape[0]
+    if isinstance(logits, torch.Tensor) and \
+            tuple(logits.shape) == (x.shape[0], experts):
+        return logits
     return F.linear(x, gate.weight, getattr(gate, "bias", None))
 
 

@@ -30,11 +30,13 @@ two-layer model.
 | mixtral_stacked | transformers 5.x: a TopKRouter with a [E, d] weight,     |
 |         | experts stacked as gate_up_proj [E, 2f, d] and down_proj         |
 |         | [E, d, f], a loop over the experts hit; the hidden states only   |
-| mixtral_aux, qwen2_moe_aux | with output_router_logits on: the router    |
-|         | logits of every layer, load_balancing_loss_func as 4.x and 5.x   |
-|         | write it (cat, softmax, topk, one_hot, means), returned as       |
-|         | .aux_loss in an output object beside .logits; the step adds      |
-|         | router_aux_loss_coef * aux_loss (0.1 here, to weigh in)          |
+| mixtral_aux, qwen2_moe_aux, mixtral_stacked_aux | output_router_logits |
+|         | on: the router logits of every layer (returned by each layer in  |
+|         | 4.x, recorded by a forward hook on each router in 5.x),          |
+|         | load_balancing_loss_func as 4.x and 5.x write it (cat, softmax,  |
+|         | topk, one_hot, means), returned as .aux_loss in an output object |
+|         | beside .logits; the step adds router_aux_loss_coef * aux_loss    |
+|         | (0.1 here, to weigh in)                                          |
 
 The MoE blocks of mixtral and qwen2_moe take a `capacity_factor` (None:
 dropless, as in Hugging Face): set, each expert keeps at most
@@ -484,7 +486,8 @@ class Layer(nn.Module):
         if isinstance(m, tuple):  # an MoE block's (hidden, router logits)
             m, router_logits = m
         x = x + m * r
-        if f.get("aux_loss"):  # output_router_logits: the layer returns them
+        if f.get("aux_loss") and router_logits is not None:
+            # output_router_logits (4.x): the layer returns them too.
             return x, router_logits
         return x
 
@@ -537,14 +540,25 @@ class Decoder(nn.Module):
             cos, sin = self.rotary(x, position_ids)
         window = f.get("sliding_window")
         all_router_logits = ()
+        recorders = []
+        if f.get("aux_loss") and f["moe"] == "stacked":
+            # transformers 5.x: an OutputRecorder hook on each router
+            # keeps the first of its results, the logits.
+            def record(router, args, output):
+                nonlocal all_router_logits
+                all_router_logits += (output[0],)
+            recorders = [m.register_forward_hook(record)
+                         for m in self.modules() if isinstance(m, TopKRouter)]
         for i, layer in enumerate(self.layers):
             # Gemma 2: the first layer local, the second global.
             local = window and (f.get("alternate_window") is None or i % 2 == 0)
             mask = sliding_window_mask(s, c["window"]) if local else None
             x = layer(x, cos, sin, mask)
-            if f.get("aux_loss"):
+            if f.get("aux_loss") and not recorders:
                 x, router_logits = x
                 all_router_logits += (router_logits,)
+        for recorder in recorders:
+            recorder.remove()
         logits = self.lm_head(self.norm(x))
         if f.get("logits_scaling"):
             logits = logits / f["logits_scaling"]
@@ -585,6 +599,7 @@ FEATURES = {
     "mixtral_stacked": {"moe": "stacked"},
     "mixtral_aux": {"moe": "mixtral", "aux_loss": True},
     "qwen2_moe_aux": {"moe": "qwen2_moe", "qkv_bias": True, "aux_loss": True},
+    "mixtral_stacked_aux": {"moe": "stacked", "aux_loss": True},
 }
 
 

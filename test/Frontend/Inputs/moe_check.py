@@ -371,7 +371,7 @@ def main():
         check_capacity(family, "random routing", 2.0,
                        dropless_reference=True)
     for family in ("mixtral", "qwen2_moe", "mixtral_stacked", "mixtral_aux",
-                   "qwen2_moe_aux"):
+                   "qwen2_moe_aux", "mixtral_stacked_aux"):
         check_step(family)
     check_step("mixtral", capacity_factor=0.5)
     check_step("qwen2_moe_aux", capacity_factor=0.75)
