@@ -67,6 +67,8 @@ def main(argv=None):
         print(f"dc_torch: error: {e}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - start
+    for note in exported.notes:
+        print(f"dc_torch: note: {note}", file=sys.stderr)
     if args.output == "-":
         sys.stdout.write(exported.mlir)
     else:

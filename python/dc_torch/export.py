@@ -22,9 +22,11 @@ class Exported:
     """The step's MLIR text and the weights (name -> tensor) it starts
     from, in argument order."""
 
-    def __init__(self, mlir, weights):
+    def __init__(self, mlir, weights, notes=()):
         self.mlir = mlir
         self.weights = weights
+        # Lines for the user about choices the export made (a capacity).
+        self.notes = list(notes)
 
 
 def _vocab_of(model):
@@ -234,5 +236,22 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
            + (f", {len(params.frozen)} non-trainable" if params.frozen
               else "")]
     out += m.function(name, signature, results)
+    notes = []
+    capacities = getattr(graph_module, "dc_moe_capacities", [])
+    if capacities:
+        capacity, assignments = capacities[0][1]
+        same = all(c == capacities[0][1] for _, c in capacities)
+        notes.append(
+            f"MoE capacity factor {moe_capacity_factor}: each expert keeps "
+            + (f"at most {capacity} of the {assignments} assignments of "
+               f"each of the {len(capacities)} MoE blocks" if same else
+               "at most " + ", ".join(f"{c} of {a} ('{n}')"
+                                      for n, (c, a) in capacities))
+            + ", in token order then choice order; the others are dropped "
+            "(the model's own forward drops none)")
+        out.insert(2, "// " + notes[-1])
+    elif moe_capacity_factor is not None:
+        notes.append(f"MoE capacity factor {moe_capacity_factor}: the model "
+                     "has no mixture-of-experts block, nothing to drop")
     weights = {pname: t.detach() for pname, t in tensors}
-    return Exported("\n".join(out) + "\n", weights)
+    return Exported("\n".join(out) + "\n", weights, notes)

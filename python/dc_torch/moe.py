@@ -328,7 +328,7 @@ def recognise(name, block):
                    normalize=True if normalize is None else bool(normalize),
                    experts=num_router, returns_logits=None,
                    # Dropless: set for tracing only (static_moe).
-                   capacity_factor=None)
+                   capacity_factor=None, traced_capacity=None)
     if isinstance(experts, (nn.ModuleList, list, tuple)):
         layout = next((names for names in _LIST_LAYOUTS
                        if all(isinstance(getattr(experts[0], n, None),
@@ -449,8 +449,10 @@ def static_forward(block, spec, hidden_states):
     if spec.normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     if spec.capacity_factor is not None:
-        ids = drop_over_capacity(ids, spec.num_experts, expert_capacity(
-            spec.capacity_factor, tokens, k, spec.num_experts))
+        capacity = expert_capacity(spec.capacity_factor, tokens, k,
+                                   spec.num_experts)
+        spec.traced_capacity = (capacity, tokens * k)  # for the export's note
+        ids = drop_over_capacity(ids, spec.num_experts, capacity)
     order, ends = group_by_expert(ids, spec.num_experts)
     token = torch.div(order, k, rounding_mode="floor")
     rows = gather_rows(x, token)

@@ -181,7 +181,8 @@ def step_loss(output, targets, loss_fn=default_loss, aux_loss_coef=None,
             raise ExportError(
                 "the model's output has an aux_loss but the model names no "
                 "router_aux_loss_coef (on itself or its config): pass "
-                "aux_loss_coef= to export (0 leaves the auxiliary loss out)")
+                "aux_loss_coef= to export or --aux-loss-coef to the command "
+                "line (0 leaves the auxiliary loss out)")
         if coef:
             loss = loss + coef * aux.to(loss.dtype)
     return loss
@@ -254,7 +255,7 @@ def capture(model, tokens, targets, loss_fn=default_loss, aux_loss_coef=None,
     # recognised block runs a static-shape form of itself (moe.py), first
     # checked against its own forward on these tokens.
     with fused_attention(), static_one_hot(), \
-            static_moe(model, tokens, moe_capacity_factor), \
+            static_moe(model, tokens, moe_capacity_factor) as moe_blocks, \
             recorder.installed():
         try:
             graph = make_fx(step, decomposition_table=decompositions(),
@@ -270,6 +271,11 @@ def capture(model, tokens, targets, loss_fn=default_loss, aux_loss_coef=None,
                 "of the step): compute it with tensor ops (torch.where)") \
                 from None
     _host_reads(graph, params, n_train)
+    # (block name, (capacity, assignments)) of each MoE block traced with a
+    # capacity: what the export says it dropped from.
+    graph.dc_moe_capacities = [(name, spec.traced_capacity)
+                               for name, _, spec in moe_blocks
+                               if spec.traced_capacity]
     return graph, params
 
 
