@@ -1,8 +1,11 @@
 """python3 -m dc_torch export MODULE:FACTORY --batch B --seq S [--dtype
 {f32,bf16}] [-o step.mlir] [--weights init.safetensors]
+[--aux-loss-coef A] [--moe-capacity-factor C]
 
-FACTORY() returns the nn.Module (tokens [B, S] -> logits [B, S, V]); the
-step's loss is next-token cross-entropy (targets with -100 ignored)."""
+FACTORY() returns the nn.Module (tokens [B, S] -> logits [B, S, V], or an
+output object with .logits); the step's loss is next-token cross-entropy
+(targets with -100 ignored), plus A * aux_loss where the output has an
+aux_loss (A: the model's router_aux_loss_coef by default)."""
 
 import argparse
 import importlib
@@ -30,6 +33,15 @@ def main(argv=None):
                     "first nn.Embedding)")
     ex.add_argument("--seed", type=int, default=0,
                     help="torch.manual_seed before FACTORY() (default 0)")
+    ex.add_argument("--aux-loss-coef", type=float,
+                    help="weight of the model's auxiliary loss (an output's "
+                    ".aux_loss) in the step's loss (default: the model's "
+                    "router_aux_loss_coef; 0 leaves it out)")
+    ex.add_argument("--moe-capacity-factor", type=float, metavar="C",
+                    help="each MoE expert keeps at most ceil(C T k / E) of a "
+                    "block's T k assignments, in token order then choice "
+                    "order; the rest are dropped (default: dropless, the "
+                    "model's own routing)")
     ex.add_argument("-o", dest="output", default="-",
                     help="the MLIR file (default: stdout)")
     ex.add_argument("--weights", help="write the initial parameters here "
@@ -49,11 +61,14 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         exported = export(factory(), args.batch, args.seq, dtype=args.dtype,
-                          vocab=args.vocab)
+                          vocab=args.vocab, aux_loss_coef=args.aux_loss_coef,
+                          moe_capacity_factor=args.moe_capacity_factor)
     except ExportError as e:
         print(f"dc_torch: error: {e}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - start
+    for note in exported.notes:
+        print(f"dc_torch: note: {note}", file=sys.stderr)
     if args.output == "-":
         sys.stdout.write(exported.mlir)
     else:

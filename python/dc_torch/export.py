@@ -22,9 +22,11 @@ class Exported:
     """The step's MLIR text and the weights (name -> tensor) it starts
     from, in argument order."""
 
-    def __init__(self, mlir, weights):
+    def __init__(self, mlir, weights, notes=()):
         self.mlir = mlir
         self.weights = weights
+        # Lines for the user about choices the export made (a capacity).
+        self.notes = list(notes)
 
 
 def _vocab_of(model):
@@ -169,9 +171,18 @@ def _lower_graph(graph_module, m, inputs, placeholders_named):
 
 
 def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
-           vocab=None, name="train_step"):
+           vocab=None, name="train_step", aux_loss_coef=None,
+           moe_capacity_factor=None):
     """Traces one training step of `model` (tokens [batch, seq] -> logits;
-    `loss_fn(logits, targets)` -> scalar loss) and returns an Exported."""
+    `loss_fn(logits, targets)` -> scalar loss) and returns an Exported.
+
+    Where the model's output has an `aux_loss` (a Hugging Face MoE model
+    with output_router_logits on), the step's loss adds `aux_loss_coef *
+    aux_loss`, as the model's own forward does with labels; None takes
+    the model's router_aux_loss_coef, 0 leaves it out (trace.step_loss).
+    `moe_capacity_factor` C: every MoE block keeps at most ceil(C T k / E)
+    of its T k assignments per expert (moe.drop_over_capacity); None (the
+    default) is dropless, the model's own routing."""
     if batch <= 0 or seq <= 0:
         raise ExportError(f"batch {batch} and seq {seq} must be positive "
                           "(dc needs static shapes)")
@@ -181,7 +192,8 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (batch, seq), generator=g)
     targets = torch.randint(0, vocab, (batch, seq), generator=g)
-    graph_module, params = capture(model, tokens, targets, loss_fn)
+    graph_module, params = capture(model, tokens, targets, loss_fn,
+                                   aux_loss_coef, moe_capacity_factor)
 
     m = Module()
     inputs, signature, named = [], [], {}
@@ -224,5 +236,22 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
            + (f", {len(params.frozen)} non-trainable" if params.frozen
               else "")]
     out += m.function(name, signature, results)
+    notes = []
+    capacities = getattr(graph_module, "dc_moe_capacities", [])
+    if capacities:
+        capacity, assignments = capacities[0][1]
+        same = all(c == capacities[0][1] for _, c in capacities)
+        notes.append(
+            f"MoE capacity factor {moe_capacity_factor}: each expert keeps "
+            + (f"at most {capacity} of the {assignments} assignments of "
+               f"each of the {len(capacities)} MoE blocks" if same else
+               "at most " + ", ".join(f"{c} of {a} ('{n}')"
+                                      for n, (c, a) in capacities))
+            + ", in token order then choice order; the others are dropped "
+            "(the model's own forward drops none)")
+        out.insert(2, "// " + notes[-1])
+    elif moe_capacity_factor is not None:
+        notes.append(f"MoE capacity factor {moe_capacity_factor}: the model "
+                     "has no mixture-of-experts block, nothing to drop")
     weights = {pname: t.detach() for pname, t in tensors}
-    return Exported("\n".join(out) + "\n", weights)
+    return Exported("\n".join(out) + "\n", weights, notes)

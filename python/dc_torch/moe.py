@@ -39,6 +39,7 @@ an ExportError naming the module and where its forward is defined."""
 
 import contextlib
 import inspect
+import math
 import types
 
 import torch
@@ -325,7 +326,9 @@ def recognise(name, block):
     spec = MoESpec(top_k=top_k, scoring=scoring,
                    # Mixtral renormalises the top-k weights and has no flag.
                    normalize=True if normalize is None else bool(normalize),
-                   experts=num_router, returns_logits=None)
+                   experts=num_router, returns_logits=None,
+                   # Dropless: set for tracing only (static_moe).
+                   capacity_factor=None, traced_capacity=None)
     if isinstance(experts, (nn.ModuleList, list, tuple)):
         layout = next((names for names in _LIST_LAYOUTS
                        if all(isinstance(getattr(experts[0], n, None),
@@ -383,6 +386,16 @@ def _router_logits(block, x):
     gate = block.gate
     if isinstance(gate, nn.Linear):
         return gate(x)
+    # A router module is called, not only its weight read: transformers
+    # 5.x collects the router logits for the auxiliary loss by a forward
+    # hook on the router (its first result), which must see this call. Its
+    # other results (its own top-k) are not used.
+    routed = gate(x)
+    logits = routed[0] if isinstance(routed, (tuple, list)) else routed
+    experts = gate.weight.shape[0]
+    if isinstance(logits, torch.Tensor) and \
+            tuple(logits.shape) == (x.shape[0], experts):
+        return logits
     return F.linear(x, gate.weight, getattr(gate, "bias", None))
 
 
@@ -394,6 +407,31 @@ def _expert_weights(block, spec):
     stack = lambda n: torch.stack([getattr(e, n).weight
                                    for e in block.experts])
     return tuple(stack(n) for n in spec.names)
+
+
+def expert_capacity(capacity_factor, tokens, top_k, experts):
+    """How many of a block call's tokens * top_k assignments one expert
+    keeps: ceil(C T k / E)."""
+    return math.ceil(capacity_factor * tokens * top_k / experts)
+
+
+def drop_over_capacity(ids, experts, capacity):
+    """ids [T, k] with every assignment past its expert's first `capacity`
+    replaced by -1. An expert keeps its assignments in token order, then
+    choice order (the row-major order of ids, which dc.group_by_expert
+    keeps within an expert). -1 sorts after every expert in
+    dc.group_by_expert, so a dropped assignment lies past ends[E - 1]: the
+    grouped matmuls give its row zeros and its routing weight multiplies
+    zero, forward and backward; the token keeps its residual (and the
+    shared expert's output)."""
+    flat = ids.reshape(-1)
+    hits = flat.unsqueeze(-1) == torch.arange(experts, device=ids.device)
+    # The assignment's place among its expert's, counting from 0: the
+    # running count of the expert's assignments up to and including it.
+    place = (hits.long().cumsum(0) * hits.long()).sum(-1) - 1
+    kept = place < capacity
+    return torch.where(kept, flat, torch.full_like(flat, -1)).reshape(
+        ids.shape)
 
 
 def static_forward(block, spec, hidden_states):
@@ -410,6 +448,11 @@ def static_forward(block, spec, hidden_states):
     weights, ids = torch.topk(scores, k, dim=-1)
     if spec.normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
+    if spec.capacity_factor is not None:
+        capacity = expert_capacity(spec.capacity_factor, tokens, k,
+                                   spec.num_experts)
+        spec.traced_capacity = (capacity, tokens * k)  # for the export's note
+        ids = drop_over_capacity(ids, spec.num_experts, capacity)
     order, ends = group_by_expert(ids, spec.num_experts)
     token = torch.div(order, k, rounding_mode="floor")
     rows = gather_rows(x, token)
@@ -538,10 +581,16 @@ def _static_method(name, spec):
 
 
 @contextlib.contextmanager
-def static_moe(model, tokens=None):
+def static_moe(model, tokens=None, capacity_factor=None):
     """Within: every recognised MoE block of `model` runs static_forward
     (see module doc). With `tokens`, each block is first checked against
-    its own forward on the input these tokens give it."""
+    its own forward on the input these tokens give it (dropless: the
+    blocks recognised are). With `capacity_factor` C, each block then
+    keeps at most ceil(C T k / E) assignments per expert
+    (drop_over_capacity) while tracing."""
+    if capacity_factor is not None and not capacity_factor > 0:
+        raise ExportError(f"the MoE capacity factor must be positive, got "
+                          f"{capacity_factor}")
     blocks = find_blocks(model)
     if not blocks:
         yield []
@@ -551,6 +600,7 @@ def static_moe(model, tokens=None):
         _check(model, blocks, tokens)
     saved = []
     for name, block, spec in blocks:
+        spec.capacity_factor = capacity_factor
         if spec.returns_logits is None:  # not called by the check
             spec.returns_logits = spec.layout == "modules"
         saved.append((block, block.__dict__.get("forward")))
@@ -559,6 +609,8 @@ def static_moe(model, tokens=None):
     try:
         yield blocks
     finally:
+        for _, _, spec in blocks:
+            spec.capacity_factor = None
         for block, previous in saved:
             if previous is None:
                 del block.forward

@@ -12,6 +12,7 @@ import sys
 
 import torch
 import torch.fx
+import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .attention import fused_attention
@@ -146,9 +147,76 @@ def default_loss(logits, targets):
         ignore_index=-100)
 
 
-def capture(model, tokens, targets, loss_fn=default_loss):
+def aux_loss_coefficient(model):
+    """The weight of the auxiliary (load-balancing) loss where the model
+    names one as Hugging Face's MoE models do: `router_aux_loss_coef` on
+    the model or its config; None where it names none."""
+    for owner in (model, getattr(model, "config", None)):
+        coef = getattr(owner, "router_aux_loss_coef", None)
+        if coef is not None:
+            return coef
+    return None
+
+
+def step_loss(output, targets, loss_fn=default_loss, aux_loss_coef=None,
+              model=None):
+    """The step's loss from the model's output, the way Hugging Face's
+    *ForCausalLM forward makes its `loss` from labels: loss_fn(logits,
+    targets), plus `coef * output.aux_loss` where the output has an
+    aux_loss (an MoE model returns one when its config's
+    output_router_logits is on). `aux_loss_coef` None: the model's
+    router_aux_loss_coef."""
+    logits, aux = output, None
+    # Hugging Face models return an output object, others a tuple.
+    if hasattr(output, "logits"):
+        logits, aux = output.logits, getattr(output, "aux_loss", None)
+    elif isinstance(output, (tuple, list)):
+        logits = output[0]
+    loss = loss_fn(logits, targets)
+    if isinstance(aux, torch.Tensor):
+        coef = aux_loss_coef
+        if coef is None and model is not None:
+            coef = aux_loss_coefficient(model)
+        if coef is None:
+            raise ExportError(
+                "the model's output has an aux_loss but the model names no "
+                "router_aux_loss_coef (on itself or its config): pass "
+                "aux_loss_coef= to export or --aux-loss-coef to the command "
+                "line (0 leaves the auxiliary loss out)")
+        if coef:
+            loss = loss + coef * aux.to(loss.dtype)
+    return loss
+
+
+@contextlib.contextmanager
+def static_one_hot():
+    """Within: F.one_hot(x, num_classes) is `x[..., None] == arange(C)` as
+    int64. ATen's one_hot reads min and max of its input on the host to
+    check the classes (data-dependent, refused by make_fx); the comparison
+    has the same values for classes in [0, C) and static shapes. An id
+    outside [0, C) gives a row of zeros here where torch raises."""
+    original = F.one_hot
+
+    def one_hot(input, num_classes=-1):
+        if num_classes is None or num_classes < 0:
+            raise ExportError(
+                "F.one_hot without num_classes takes its class count from "
+                "the largest value in the data (a dynamic shape); pass "
+                "num_classes")
+        classes = torch.arange(num_classes, device=input.device)
+        return (input.unsqueeze(-1) == classes).long()
+    F.one_hot = one_hot
+    try:
+        yield
+    finally:
+        F.one_hot = original
+
+
+def capture(model, tokens, targets, loss_fn=default_loss, aux_loss_coef=None,
+            moe_capacity_factor=None):
     """The joint graph of one step: placeholders (trainable..., frozen...,
-    tokens, targets), outputs (loss, grad of each trainable)."""
+    tokens, targets), outputs (loss, grad of each trainable). The loss is
+    step_loss's; moe_capacity_factor: see moe.static_moe."""
     params = StepParameters(model)
     if not params.trainable:
         raise ExportError("the model has no trainable parameters")
@@ -159,14 +227,9 @@ def capture(model, tokens, targets, loss_fn=default_loss):
         trainable = list(inputs[:n_train])
         frozen = list(inputs[n_train:-2])
         tok, tgt = inputs[-2:]
-        logits = _functional_call(model, params.mapping(trainable, frozen),
+        output = _functional_call(model, params.mapping(trainable, frozen),
                                   (tok,))
-        # Hugging Face models return an output object, others a tuple.
-        if hasattr(logits, "logits"):
-            logits = logits.logits
-        elif isinstance(logits, (tuple, list)):
-            logits = logits[0]
-        loss = loss_fn(logits, tgt)
+        loss = step_loss(output, tgt, loss_fn, aux_loss_coef, model)
         if loss.dim() != 0:
             raise ExportError(f"the loss must be a scalar, got shape "
                               f"{list(loss.shape)}")
@@ -191,7 +254,9 @@ def capture(model, tokens, targets, loss_fn=default_loss):
     # Mixture-of-experts blocks route tokens by their values: each
     # recognised block runs a static-shape form of itself (moe.py), first
     # checked against its own forward on these tokens.
-    with fused_attention(), static_moe(model, tokens), recorder.installed():
+    with fused_attention(), static_one_hot(), \
+            static_moe(model, tokens, moe_capacity_factor) as moe_blocks, \
+            recorder.installed():
         try:
             graph = make_fx(step, decomposition_table=decompositions(),
                             **options)(*inputs)
@@ -206,6 +271,11 @@ def capture(model, tokens, targets, loss_fn=default_loss):
                 "of the step): compute it with tensor ops (torch.where)") \
                 from None
     _host_reads(graph, params, n_train)
+    # (block name, (capacity, assignments)) of each MoE block traced with a
+    # capacity: what the export says it dropped from.
+    graph.dc_moe_capacities = [(name, spec.traced_capacity)
+                               for name, _, spec in moe_blocks
+                               if spec.traced_capacity]
     return graph, params
 
 

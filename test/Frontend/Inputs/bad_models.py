@@ -118,3 +118,32 @@ class PlantedNaN(Base):
 
 
 planted_nan = PlantedNaN
+
+
+class OneHotWithoutClasses(Base):
+    """F.one_hot without num_classes: as many classes as the largest
+    token id says (a dynamic shape)."""
+
+    def forward(self, tokens):
+        hot = torch.nn.functional.one_hot(tokens).float()
+        return self.head(self.embed(tokens)) + hot.sum(-1, keepdim=True)
+
+
+one_hot_without_classes = OneHotWithoutClasses
+
+
+class AuxLossOutput:
+    def __init__(self, logits, aux_loss):
+        self.logits, self.aux_loss = logits, aux_loss
+
+
+class AuxLossWithoutCoefficient(Base):
+    """An output with an aux_loss, and no router_aux_loss_coef to weigh it
+    by (on the model or a config)."""
+
+    def forward(self, tokens):
+        logits = self.head(self.embed(tokens))
+        return AuxLossOutput(logits, logits.pow(2).mean())
+
+
+aux_loss_without_coefficient = AuxLossWithoutCoefficient

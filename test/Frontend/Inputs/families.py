@@ -30,12 +30,26 @@ two-layer model.
 | mixtral_stacked | transformers 5.x: a TopKRouter with a [E, d] weight,     |
 |         | experts stacked as gate_up_proj [E, 2f, d] and down_proj         |
 |         | [E, d, f], a loop over the experts hit; the hidden states only   |
+| mixtral_aux, qwen2_moe_aux, mixtral_stacked_aux | output_router_logits |
+|         | on: the router logits of every layer (returned by each layer in  |
+|         | 4.x, recorded by a forward hook on each router in 5.x),          |
+|         | load_balancing_loss_func as 4.x and 5.x write it (cat, softmax,  |
+|         | topk, one_hot, means), returned as .aux_loss in an output object |
+|         | beside .logits; the step adds router_aux_loss_coef * aux_loss    |
+|         | (0.1 here, to weigh in)                                          |
+
+The MoE blocks of mixtral and qwen2_moe take a `capacity_factor` (None:
+dropless, as in Hugging Face): set, each expert keeps at most
+ceil(C T k / E) assignments, in token order then choice order; the test's
+PyTorch reference of `dc_torch export --moe-capacity-factor C`
+(torch_step.py), written here apart from dc_torch's static form.
 
 `FAMILIES` maps each name to its factory; `make(name, size)` builds one at
 "test" size (tiny, for CI) or "gpu" size (rows of 128 to 512, for the GPU
 test script: bench/hf_frontend.py export --plain)."""
 
 import math
+import types
 
 import torch
 import torch.nn as nn
@@ -243,6 +257,33 @@ class ExpertMLP(nn.Module):
         return down(self.act_fn(gate(x)) * up(x))
 
 
+def within_capacity(chosen, num_experts, capacity_factor):
+    """[T, k] bool: which assignments their expert keeps when each expert
+    takes at most ceil(C T k / E), first come first served in token order,
+    then choice order (a Python loop: the reference, not a fast form)."""
+    tokens, k = chosen.shape
+    capacity = math.ceil(capacity_factor * tokens * k / num_experts)
+    taken = [0] * num_experts
+    kept = torch.zeros(tokens, k, dtype=torch.bool)
+    for t in range(tokens):
+        for j in range(k):
+            e = int(chosen[t, j])
+            if taken[e] < capacity:
+                taken[e] += 1
+                kept[t, j] = True
+    return kept
+
+
+def expert_mask(chosen, num_experts, capacity_factor):
+    """[experts, top_k, tokens] one-hot of each token's choices, the
+    choices past their expert's capacity removed where there is one."""
+    mask = F.one_hot(chosen, num_classes=num_experts)
+    if capacity_factor is not None:
+        mask = mask * within_capacity(chosen, num_experts,
+                                      capacity_factor)[..., None]
+    return mask.permute(2, 1, 0)
+
+
 class MixtralSparseMoe(nn.Module):
     """transformers 4.x MixtralSparseMoeBlock: each expert runs on the
     tokens torch.where finds in its one-hot mask, index_add_ sums them
@@ -256,6 +297,7 @@ class MixtralSparseMoe(nn.Module):
             ExpertMLP(self.hidden_dim, c["moe_ffn"], ("w1", "w3", "w2"))
             for _ in range(self.num_experts))
         self.jitter_noise = 0.0
+        self.capacity_factor = None
 
     def forward(self, hidden_states):
         b, s, d = hidden_states.shape
@@ -267,7 +309,7 @@ class MixtralSparseMoe(nn.Module):
         weights = weights.to(x.dtype)
         out = torch.zeros((b * s, d), dtype=x.dtype, device=x.device)
         # [experts, top_k, tokens]: which (slot, token) pairs chose each expert
-        mask = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)
+        mask = expert_mask(chosen, self.num_experts, self.capacity_factor)
         for e in range(self.num_experts):
             slot, token = torch.where(mask[e])
             picked = x[None, token].reshape(-1, d)
@@ -291,6 +333,7 @@ class Qwen2SparseMoe(nn.Module):
                                      for _ in range(self.num_experts))
         self.shared_expert = ExpertMLP(d, c["shared_ffn"], names)
         self.shared_expert_gate = nn.Linear(d, 1, bias=False)
+        self.capacity_factor = None
 
     def forward(self, hidden_states):
         b, s, d = hidden_states.shape
@@ -302,7 +345,7 @@ class Qwen2SparseMoe(nn.Module):
             weights /= weights.sum(dim=-1, keepdim=True)
         weights = weights.to(x.dtype)
         out = torch.zeros((b * s, d), dtype=x.dtype, device=x.device)
-        mask = F.one_hot(chosen, num_classes=self.num_experts).permute(2, 1, 0)
+        mask = expert_mask(chosen, self.num_experts, self.capacity_factor)
         hit = (mask.sum(dim=(-1, -2)) > 0).nonzero(as_tuple=True)[0].tolist()
         for e in hit:
             slot, token = torch.where(mask[e])
@@ -380,6 +423,31 @@ MOE_BLOCKS = {"mixtral": MixtralSparseMoe, "qwen2_moe": Qwen2SparseMoe,
               "stacked": StackedSparseMoe}
 
 
+def load_balancing_loss_func(gate_logits, num_experts, top_k):
+    """The Switch Transformer load-balancing loss as transformers 4.x and
+    5.x compute it without an attention mask: every layer's router logits
+    [T, E] concatenated, softmax, each token's top-k experts one-hot; the
+    fraction of tokens sent to each expert (per choice) times the mean
+    router probability of the expert, summed, times E."""
+    concatenated = torch.cat(list(gate_logits), dim=0)
+    routing_weights = F.softmax(concatenated, dim=-1)
+    _, selected_experts = torch.topk(routing_weights, top_k, dim=-1)
+    expert_mask = F.one_hot(selected_experts, num_experts)
+    tokens_per_expert = torch.mean(expert_mask.float(), dim=0)
+    router_prob_per_expert = torch.mean(routing_weights, dim=0)
+    overall_loss = torch.sum(tokens_per_expert *
+                             router_prob_per_expert.unsqueeze(0))
+    return overall_loss * num_experts
+
+
+class MoeCausalLMOutput:
+    """The fields of transformers' MoeCausalLMOutputWithPast a step reads."""
+
+    def __init__(self, logits, aux_loss, router_logits):
+        self.logits, self.aux_loss, self.router_logits = \
+            logits, aux_loss, router_logits
+
+
 class Layer(nn.Module):
     def __init__(self, c, f):
         super().__init__()
@@ -414,9 +482,14 @@ class Layer(nn.Module):
             return x + self.post_mlp_norm(self.mlp(self.pre_mlp_norm(x)))
         x = x + a * r
         m = self.mlp(self.post_attention_layernorm(x))
+        router_logits = None
         if isinstance(m, tuple):  # an MoE block's (hidden, router logits)
-            m = m[0]
-        return x + m * r
+            m, router_logits = m
+        x = x + m * r
+        if f.get("aux_loss") and router_logits is not None:
+            # output_router_logits (4.x): the layer returns them too.
+            return x, router_logits
+        return x
 
 
 class Decoder(nn.Module):
@@ -438,6 +511,11 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(c["dim"]) if f.get("layer_norm") else \
             RMSNorm(c["dim"], offset=f.get("norm_offset", False))
         self.lm_head = nn.Linear(c["dim"], c["vocab"], bias=False)
+        if f.get("aux_loss"):
+            # What MixtralForCausalLM reads from its config: 0.1, not the
+            # usual 0.001 or 0.02, so the auxiliary loss weighs in the test.
+            self.config = types.SimpleNamespace(
+                output_router_logits=True, router_aux_loss_coef=0.1)
         if f.get("tied"):
             # Rows of norm about 1, as trained tied embeddings have: with
             # N(0, 1) rows of norm sqrt(d) the first logits are in the
@@ -461,17 +539,37 @@ class Decoder(nn.Module):
             position_ids = torch.arange(s)[None, :].expand(b, s)
             cos, sin = self.rotary(x, position_ids)
         window = f.get("sliding_window")
+        all_router_logits = ()
+        recorders = []
+        if f.get("aux_loss") and f["moe"] == "stacked":
+            # transformers 5.x: an OutputRecorder hook on each router
+            # keeps the first of its results, the logits.
+            def record(router, args, output):
+                nonlocal all_router_logits
+                all_router_logits += (output[0],)
+            recorders = [m.register_forward_hook(record)
+                         for m in self.modules() if isinstance(m, TopKRouter)]
         for i, layer in enumerate(self.layers):
             # Gemma 2: the first layer local, the second global.
             local = window and (f.get("alternate_window") is None or i % 2 == 0)
             mask = sliding_window_mask(s, c["window"]) if local else None
             x = layer(x, cos, sin, mask)
+            if f.get("aux_loss") and not recorders:
+                x, router_logits = x
+                all_router_logits += (router_logits,)
+        for recorder in recorders:
+            recorder.remove()
         logits = self.lm_head(self.norm(x))
         if f.get("logits_scaling"):
             logits = logits / f["logits_scaling"]
         cap = f.get("final_softcap")
         if cap:
             logits = torch.tanh(logits / cap) * cap
+        if f.get("aux_loss"):
+            # *ForCausalLM without labels: the aux loss, not yet weighted.
+            aux_loss = load_balancing_loss_func(
+                all_router_logits, c["experts"], c["top_k"])
+            return MoeCausalLMOutput(logits, aux_loss, all_router_logits)
         return logits
 
 
@@ -499,6 +597,9 @@ FEATURES = {
     "mixtral": {"moe": "mixtral"},
     "qwen2_moe": {"moe": "qwen2_moe", "qkv_bias": True},
     "mixtral_stacked": {"moe": "stacked"},
+    "mixtral_aux": {"moe": "mixtral", "aux_loss": True},
+    "qwen2_moe_aux": {"moe": "qwen2_moe", "qkv_bias": True, "aux_loss": True},
+    "mixtral_stacked_aux": {"moe": "stacked", "aux_loss": True},
 }
 
 

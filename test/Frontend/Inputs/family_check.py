@@ -2,12 +2,16 @@
 against PyTorch: exported by dc_torch, PyTorch's loss and gradients of
 step 1 on dc-run's data (torch_step.py reference), then compiled and run
 unscheduled on 1 rank and under ZeRO-3 on 2 ranks (the same global batch),
-the loss and every gradient compared (torch_step.py compare, 1e-5).
+the loss and every gradient compared (torch_step.py compare, 1e-5) with
+PyTorch's step of as many ranks (the mean of the ranks' losses and
+gradients, each rank on its half of the batch).
 Prints one line per family and run; exits 1 if any differs.
 
   family_check.py --work DIR FAMILY...   (dc-compile, dc-run on PATH)
 
-A FAMILY with a colon is a MODULE:FACTORY of any module on PYTHONPATH."""
+A FAMILY with a colon is a MODULE:FACTORY of any module on PYTHONPATH.
+FAMILY@capacity=C exports with --moe-capacity-factor C and gives the
+reference's MoE blocks that capacity (families.py's own dropping rule)."""
 
 import argparse
 import os
@@ -29,22 +33,33 @@ def run(cmd, log=None):
 
 def check(family, args):
     # A family of families.py, or any MODULE:FACTORY on PYTHONPATH.
-    factory = family if ":" in family else f"families:{family}"
-    work = os.path.join(args.work, family.replace(":", "_"))
+    name, _, option = family.partition("@")
+    factory = name if ":" in name else f"families:{name}"
+    export_flags, reference_flags = [], []
+    if option:
+        key, _, value = option.partition("=")
+        if key != "capacity":
+            return [f"{family}: unknown option '{option}' FAILED"]
+        export_flags = reference_flags = ["--moe-capacity-factor", value]
+    work = os.path.join(args.work, family.replace(":", "_").replace(
+        "@", "_").replace("=", "_"))
     os.makedirs(work, exist_ok=True)
     py = [sys.executable]
     path = lambda name: os.path.join(work, name)
     step = lambda b, out, *extra: py + [
         "-m", "dc_torch", "export", factory, "--batch", str(b),
-        "--seq", str(SEQ), "-o", out, *extra]
+        "--seq", str(SEQ), "-o", out, *export_flags, *extra]
     r = run(step(BATCH, path("step.mlir"), "--weights", path("init.safetensors")))
     if r.returncode:
         return [f"{family}: export FAILED: {r.stderr.strip().splitlines()[-1]}"]
-    r = run(py + [os.path.join(HERE, "torch_step.py"), "reference",
-                  factory, "--batch", str(BATCH), "--seq", str(SEQ),
-                  "--tokens", path("tokens.bin"), "-o", path("ref.safetensors")])
-    if r.returncode:
-        return [f"{family}: PyTorch reference FAILED: {r.stderr.strip()[-300:]}"]
+    for ranks in (1, 2):
+        r = run(py + [os.path.join(HERE, "torch_step.py"), "reference",
+                      factory, "--batch", str(BATCH), "--seq", str(SEQ),
+                      "--ranks", str(ranks), *reference_flags,
+                      "--tokens", path("tokens.bin"),
+                      "-o", path(f"ref{ranks}.safetensors")])
+        if r.returncode:
+            return [f"{family}: PyTorch reference FAILED: {r.stderr.strip()[-300:]}"]
     r = run(step(BATCH // 2, path("step2.mlir")))
     if r.returncode:
         return [f"{family}: export (2 ranks) FAILED: {r.stderr.strip()[-300:]}"]
@@ -67,7 +82,7 @@ def check(family, args):
             lines.append(f"{what}: dc-run FAILED: {(r.stdout + r.stderr).strip()[-400:]}")
             continue
         r = run(py + [os.path.join(HERE, "torch_step.py"), "compare",
-                      path("ref.safetensors"), grads, log])
+                      path(f"ref{ranks}.safetensors"), grads, log])
         verdict = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
         lines.append(f"{what}: {'ok' if r.returncode == 0 else 'FAILED'}: {verdict}")
         if r.returncode:

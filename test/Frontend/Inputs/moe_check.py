@@ -11,8 +11,15 @@
            parameter, under ordinary and skewed routing (every token to
            one expert, an expert with no token, all ties, k = E); the
            output in bf16 too (within 1e-2 relative);
+  capacity each block with a capacity factor (moe.drop_over_capacity)
+           against the block's own forward with families.py's loop-written
+           dropping rule, under skewed and random routing where
+           assignments are dropped, and with a capacity of every token
+           (nothing dropped) against the dropless forward;
   steps    each MoE family's traced joint graph (trace.capture), run by
-           PyTorch, against the eager step: the loss and every gradient;
+           PyTorch, against the eager step: the loss and every gradient
+           (the families with an auxiliary loss, and with a capacity,
+           too);
   refuse   blocks that look like MoE blocks and are not recognised, or
            compute other math, are ExportErrors naming the module.
 
@@ -152,6 +159,7 @@ def routing(name):
     return {
         "random routing": (2, torch.randn(2, 7, 32), None),
         "every token to expert 0 (k = 1)": (1, x, toward(0, 8.0)),
+        "expert 0 first for every token (k = 2)": (2, x, toward(0, 8.0)),
         "expert 3 gets no token": (2, x, toward(3, -8.0)),
         "all ties (zero router)": (2, x, lambda w: w.zero_()),
         "k = E": (4, torch.randn(2, 7, 32), None),
@@ -201,6 +209,44 @@ def check_block(family, case):
            err)
 
 
+def check_capacity(family, case, factor, dropless_reference=False):
+    """The static form with a capacity factor against the block's own
+    forward dropping by families.within_capacity (or, for a capacity no
+    expert can exceed, the block's dropless forward)."""
+    k, x, set_router = routing(case)
+    torch.manual_seed(0)
+    block = BLOCKS[family](k)
+    if set_router:
+        with torch.no_grad():
+            set_router(router_weight(block))
+    spec = moe.recognise(family, block)
+    spec.returns_logits = True
+    params = list(block.parameters())
+    ids = torch.topk(F.softmax(moe._router_logits(block, x.reshape(-1, 32)),
+                               -1), k).indices
+    dropped = int((~families.within_capacity(ids, 4, factor)).sum())
+
+    def run(forward):
+        xi = x.clone().requires_grad_()
+        out, logits = forward(xi)
+        probe = torch.linspace(-1, 1, out.numel()).reshape(out.shape)
+        loss = (out * probe).sum() + (logits * 0.1).sum()
+        return (out,) + torch.autograd.grad(loss, [xi] + params,
+                                            allow_unused=True)
+    block.capacity_factor = None if dropless_reference else factor
+    want = run(block)
+    spec.capacity_factor = factor
+    have = run(lambda xi: moe.static_forward(block, spec, xi))
+    err = max(max_error(h if h is not None else torch.zeros_like(w),
+                        w if w is not None else torch.zeros_like(h))
+              for h, w in zip(have, want))
+    against = "the dropless forward" if dropless_reference else \
+        "the loop-written rule"
+    report(f"capacity {family}, {case}, factor {factor} ({dropped} of "
+           f"{ids.numel()} assignments dropped) against {against}: output, "
+           f"{len(have) - 1} grads", err)
+
+
 def check_bf16(family):
     """The static form in bf16 against the block's own bf16 forward: the
     same math rounded differently (the routing weights applied in f32)."""
@@ -224,16 +270,29 @@ def check_bf16(family):
 # -- whole steps -------------------------------------------------------------------
 
 
-def check_step(family):
+def check_step(family, capacity_factor=None):
     torch.manual_seed(0)
     model = families.make(family)
     g = torch.Generator().manual_seed(5)
     tokens = torch.randint(0, 13, (4, 7), generator=g)
     targets = torch.randint(0, 13, (4, 7), generator=g)
-    graph, params = capture(model, tokens, targets)
+    graph, params = capture(model, tokens, targets,
+                            moe_capacity_factor=capacity_factor)
     inputs = [t for _, t in params.trainable] + [t for _, t in params.frozen]
     traced = graph(*inputs, tokens, targets)
-    loss = default_loss(model(tokens), targets)
+    for block in model.modules():
+        if hasattr(block, "capacity_factor"):
+            block.capacity_factor = capacity_factor
+    output = model(tokens)
+    if hasattr(output, "aux_loss"):  # Hugging Face's loss with labels
+        loss = default_loss(output.logits, targets) + \
+            model.config.router_aux_loss_coef * output.aux_loss
+        family += f" (+ {model.config.router_aux_loss_coef} aux loss " \
+            f"{float(output.aux_loss):.4f})"
+    else:
+        loss = default_loss(output, targets)
+    if capacity_factor is not None:
+        family += f", capacity factor {capacity_factor}"
     want = torch.autograd.grad(loss, [t for _, t in params.trainable])
     err = max_error(traced[0], loss.detach())
     for have, w in zip(traced[1:], want):
@@ -303,8 +362,19 @@ def main():
             check_block(family, case)
     for family in BLOCKS:
         check_bf16(family)
-    for family in ("mixtral", "qwen2_moe", "mixtral_stacked"):
+    for family in ("mixtral", "qwen2_moe"):
+        # Every token's first choice expert 0 (k = 2): expert 0 keeps 7
+        # of its 14 at factor 1; random routing at factor 0.5; factor
+        # E / k = 2: a capacity of every token, nothing to drop.
+        check_capacity(family, "expert 0 first for every token (k = 2)", 1.0)
+        check_capacity(family, "random routing", 0.5)
+        check_capacity(family, "random routing", 2.0,
+                       dropless_reference=True)
+    for family in ("mixtral", "qwen2_moe", "mixtral_stacked", "mixtral_aux",
+                   "qwen2_moe_aux", "mixtral_stacked_aux"):
         check_step(family)
+    check_step("mixtral", capacity_factor=0.5)
+    check_step("qwen2_moe_aux", capacity_factor=0.75)
     check_refusal("a router the recogniser does not know",
                   WithMoE(RouterNamedDifferently()),
                   ["module 'block'", "RouterNamedDifferently",

@@ -5,7 +5,17 @@
       safetensors file with PyTorch's loss ("loss") and gradients of step 1
       of dc-run's data (row g of the global batch: tokens [g S, g S + S),
       targets shifted by one), from the weights `python3 -m dc_torch export`
-      writes for the same factory and seed.
+      writes for the same factory and seed. The loss is next-token
+      cross-entropy, plus config.router_aux_loss_coef * aux_loss where the
+      model's output has an aux_loss (Hugging Face's MoE loss).
+      --ranks N: the data-parallel step of N ranks, each on B / N rows:
+      the mean of their losses and gradients, what dc-run reports. For a
+      loss that is not a mean over tokens (the auxiliary loss) or routing
+      that depends on the batch (a capacity) it differs from one step on
+      B rows. --moe-capacity-factor C: every MoE block with a
+      capacity_factor (families.py) drops the assignments past
+      ceil(C T k / E) per expert: the test's own reference of the rule
+      dc_torch implements.
   compare REF GRADS LOG [--rtol R --atol A]
       compares the loss of LOG's step 1 (dc-run's output) and every gradient
       in GRADS (dc-run --save-grads) with REF; prints the worst errors.
@@ -38,12 +48,37 @@ def reference(args):
     rows = [stream[i * s:i * s + s + 1].long() for i in range(args.batch)]
     tokens = torch.stack([r[:-1] for r in rows])
     targets = torch.stack([r[1:] for r in rows])
-    loss = default_loss(model(tokens), targets)
+    if args.moe_capacity_factor is not None:
+        blocks = [m for m in model.modules() if hasattr(m, "capacity_factor")]
+        if not blocks:
+            sys.exit(f"{args.factory} has no MoE block with a capacity_factor")
+        for block in blocks:
+            block.capacity_factor = args.moe_capacity_factor
     params = StepParameters(model).trainable
-    grads = torch.autograd.grad(loss, [p for _, p in params])
-    out = {"loss": loss.detach().reshape(1)}
+    if args.batch % args.ranks:
+        sys.exit(f"--batch {args.batch} is not a multiple of --ranks")
+    rows_per_rank = args.batch // args.ranks
+    loss, grads = 0.0, [0.0] * len(params)
+    for r in range(args.ranks):
+        shard = slice(r * rows_per_rank, (r + 1) * rows_per_rank)
+        rank_loss = hf_loss(model, model(tokens[shard]), targets[shard])
+        rank_grads = torch.autograd.grad(rank_loss, [p for _, p in params])
+        loss = loss + rank_loss.detach() / args.ranks
+        grads = [g + rg / args.ranks for g, rg in zip(grads, rank_grads)]
+    out = {"loss": loss.reshape(1)}
     out.update({name: g for (name, _), g in zip(params, grads)})
     write_safetensors(args.output, out)
+
+
+def hf_loss(model, output, targets):
+    """A Hugging Face *ForCausalLM's loss with labels: cross-entropy, plus
+    router_aux_loss_coef * aux_loss where the model returns an aux_loss."""
+    if not hasattr(output, "logits"):
+        return default_loss(output, targets)
+    loss = default_loss(output.logits, targets)
+    if getattr(output, "aux_loss", None) is not None:
+        loss = loss + model.config.router_aux_loss_coef * output.aux_loss
+    return loss
 
 
 def compare(args):
@@ -99,6 +134,8 @@ def main():
     r.add_argument("--batch", type=int, required=True)
     r.add_argument("--seq", type=int, required=True)
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--ranks", type=int, default=1)
+    r.add_argument("--moe-capacity-factor", type=float)
     r.add_argument("--tokens", required=True)
     r.add_argument("-o", dest="output", required=True)
     c = sub.add_parser("compare")
