@@ -44,12 +44,13 @@ namespace {
 
 /// True if cloning `op` computes bit-identical results from the same
 /// inputs: upstream tensor compute without memory effects (so no random
-/// number generator, no call, no transfer), or dc's fused attention. Ops
-/// nested in its regions must be such ops too.
+/// number generator, no call, no transfer), or one of dc's compute ops
+/// that says it is reproducible (fused attention's forward, the routing of
+/// a mixture of experts). Ops nested in its regions must be such ops too.
 bool isExactlyRecomputable(Operation *op) {
   auto allowed = [](Operation *inner) {
-    if (isa<AttentionOp>(inner))
-      return true;
+    if (auto compute = dyn_cast<ComputeOpInterface>(inner))
+      return compute.isReproducible();
     Dialect *dialect = inner->getDialect();
     return dialect && isa<linalg::LinalgDialect, tensor::TensorDialect,
                           arith::ArithDialect, math::MathDialect>(dialect);

@@ -234,6 +234,9 @@ Type AttentionGradOp::getMatmulElementType() {
   return getQ().getType().getElementType();
 }
 
+/// cuDNN's flash-attention backward may sum dq across blocks with atomics.
+bool AttentionGradOp::isReproducible() { return false; }
+
 //===----------------------------------------------------------------------===//
 // AttentionIntoOp and AttentionGradIntoOp (buffer forms)
 //===----------------------------------------------------------------------===//

@@ -72,7 +72,8 @@ def DC_AttentionOp : DC_Op<"attention", [Pure,
 }
 
 def DC_AttentionGradOp : DC_Op<"attention_grad", [Pure,
-    DeclareOpInterfaceMethods<DC_ComputeOpInterface, ["getMatmulElementType"]>]> {
+    DeclareOpInterfaceMethods<DC_ComputeOpInterface,
+                              ["getMatmulElementType", "isReproducible"]>]> {
   let summary = "backward of dc.attention (flash-attention backward)";
   let description = [{
     The gradients `dq`, `dk`, `dv` of a loss with respect to the operands of

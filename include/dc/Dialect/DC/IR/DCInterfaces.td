@@ -29,6 +29,10 @@ def DC_ComputeOpInterface : OpInterface<"ComputeOpInterface"> {
     like the linalg ops beside it: from its FLOPs, on the matrix units when
     it has a matrix-product element type, and from the bytes of its
     operands and results; a measured profile times it under its own key.
+
+    An op whose results are a function of its operands, bit for bit, on
+    every lowering (`isReproducible`) may be computed again by
+    `dc-rematerialize` instead of keeping its results.
   }];
   let methods = [
     InterfaceMethod<"The floating-point operations the op performs.",
@@ -37,6 +41,11 @@ def DC_ComputeOpInterface : OpInterface<"ComputeOpInterface"> {
       run on the matrix units; null when the op has none.}],
       "::mlir::Type", "getMatmulElementType", (ins), [{}],
       [{ return {}; }]>,
+    InterfaceMethod<[{True if running the op again on the same operands
+      gives bit-identical results on every lowering (no sum whose order
+      depends on timing, such as one made with atomics).}],
+      "bool", "isReproducible", (ins), [{}],
+      [{ return true; }]>,
   ];
 }
 
