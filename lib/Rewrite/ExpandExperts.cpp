@@ -134,10 +134,8 @@ public:
     return toInt(b, l, linalg::IndexOp::create(b, l, dim), type);
   }
 
-  static Value constantInt(OpBuilder &b, Location l, int64_t value,
-                           Type type) {
-    return arith::ConstantOp::create(b, l, type,
-                                     b.getIntegerAttr(type, value));
+  static Value constantInt(OpBuilder &b, Location l, int64_t value, Type type) {
+    return arith::ConstantOp::create(b, l, type, b.getIntegerAttr(type, value));
   }
 
   /// `acc + (cond ? 1 : 0)` in acc's integer type.
@@ -155,8 +153,8 @@ public:
     Dims dims;
     for (unsigned d = 0; d < type.getRank(); ++d)
       dims.push_back(d);
-    Value init = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
-                                         element);
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, type.getShape(), element);
     return generic1(type.getShape(), 0, {{accumulator, dims}}, {init, dims},
                     [&](OpBuilder &b, Location l, ValueRange args) {
                       return toFloat(b, l, args[0], element);
@@ -216,13 +214,14 @@ void expand(RewriterBase &rewriter, TopKOp op) {
       {x.zeros(rankShape, i64), with(batch, {first})},
       [&](OpBuilder &b, Location l, ValueRange args) {
         Value other = args[0], self = args[1];
-        Value larger = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT,
-                                             other, self);
-        Value equal = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
-                                            other, self);
-        Value lower = arith::CmpIOp::create(
-            b, l, arith::CmpIPredicate::ult, linalg::IndexOp::create(b, l, second),
-            linalg::IndexOp::create(b, l, first));
+        Value larger =
+            arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, other, self);
+        Value equal =
+            arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, other, self);
+        Value lower =
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult,
+                                  linalg::IndexOp::create(b, l, second),
+                                  linalg::IndexOp::create(b, l, first));
         Value before = arith::OrIOp::create(
             b, l, larger, arith::AndIOp::create(b, l, equal, lower));
         return Expander::count(b, l, before, args[2]);
@@ -281,50 +280,52 @@ void expand(RewriterBase &rewriter, GroupByExpertOp op) {
         return Expander::count(b, l, mine, args[1]);
       });
   // ends[e] = sum of counts[0..e]. Loops: (e, other).
-  Value ends = x.generic1(
-      {experts, experts}, 1, {{counts, {1}}}, {x.zeros({experts}, endElement), {0}},
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        Value upTo = arith::CmpIOp::create(
-            b, l, arith::CmpIPredicate::ule, linalg::IndexOp::create(b, l, 1),
-            linalg::IndexOp::create(b, l, 0));
-        Value sum = arith::AddIOp::create(b, l, args[1], args[0]);
-        return arith::SelectOp::create(b, l, upTo, sum, args[1]);
-      });
+  Value ends =
+      x.generic1({experts, experts}, 1, {{counts, {1}}},
+                 {x.zeros({experts}, endElement), {0}},
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   Value upTo =
+                       arith::CmpIOp::create(b, l, arith::CmpIPredicate::ule,
+                                             linalg::IndexOp::create(b, l, 1),
+                                             linalg::IndexOp::create(b, l, 0));
+                   Value sum = arith::AddIOp::create(b, l, args[1], args[0]);
+                   return arith::SelectOp::create(b, l, upTo, sum, args[1]);
+                 });
   // start[a]: the rows of the experts before a's (all experts' for an
   // invalid id). Loops: (a, e).
-  Value start = x.generic1(
-      {n, experts}, 1, {{ids, {0}}, {counts, {1}}},
-      {x.zeros({n}, orderElement), {0}},
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        Value id = args[0];
-        Value e = Expander::loopIndex(b, l, 1, idElement);
-        Value earlier =
-            arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, e, id);
-        Value isValid = valid(b, l, id);
-        Value before = arith::SelectOp::create(
-            b, l, isValid, earlier,
-            Expander::constantInt(b, l, 1, b.getI1Type()));
-        Value rows = Expander::toInt(b, l, args[1], orderElement);
-        Value sum = arith::AddIOp::create(b, l, args[2], rows);
-        return arith::SelectOp::create(b, l, before, sum, args[2]);
-      });
+  Value start =
+      x.generic1({n, experts}, 1, {{ids, {0}}, {counts, {1}}},
+                 {x.zeros({n}, orderElement), {0}},
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   Value id = args[0];
+                   Value e = Expander::loopIndex(b, l, 1, idElement);
+                   Value earlier = arith::CmpIOp::create(
+                       b, l, arith::CmpIPredicate::slt, e, id);
+                   Value isValid = valid(b, l, id);
+                   Value before = arith::SelectOp::create(
+                       b, l, isValid, earlier,
+                       Expander::constantInt(b, l, 1, b.getI1Type()));
+                   Value rows = Expander::toInt(b, l, args[1], orderElement);
+                   Value sum = arith::AddIOp::create(b, l, args[2], rows);
+                   return arith::SelectOp::create(b, l, before, sum, args[2]);
+                 });
   // position[a] = start[a] + the earlier assignments of the same group.
   // Loops: (a, other).
   Value position = x.generic1(
       {n, n}, 1, {{ids, {1}}, {ids, {0}}}, {start, {0}},
       [&](OpBuilder &b, Location l, ValueRange args) {
         Value other = args[0], self = args[1];
-        Value sameExpert = arith::CmpIOp::create(
-            b, l, arith::CmpIPredicate::eq, other, self);
+        Value sameExpert =
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, other, self);
         Value selfValid = valid(b, l, self);
         Value otherInvalid = arith::XOrIOp::create(
             b, l, valid(b, l, other),
             Expander::constantInt(b, l, 1, b.getI1Type()));
         Value sameGroup =
             arith::SelectOp::create(b, l, selfValid, sameExpert, otherInvalid);
-        Value earlier = arith::CmpIOp::create(
-            b, l, arith::CmpIPredicate::ult, linalg::IndexOp::create(b, l, 1),
-            linalg::IndexOp::create(b, l, 0));
+        Value earlier = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult,
+                                              linalg::IndexOp::create(b, l, 1),
+                                              linalg::IndexOp::create(b, l, 0));
         return Expander::count(
             b, l, arith::AndIOp::create(b, l, sameGroup, earlier), args[2]);
       });
@@ -370,15 +371,14 @@ void expand(RewriterBase &rewriter, GatherRowsOp op) {
         Value inside = arith::AndIOp::create(
             b, l,
             arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, row, zero),
-            arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, row,
-                                  limit));
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, row, limit));
         SmallVector<Value> at = {
             arith::SelectOp::create(b, l, inside, row, zero)};
         for (int64_t d = 1; d < rank; ++d)
           at.push_back(linalg::IndexOp::create(b, l, d));
         Value read = tensor::ExtractOp::create(b, l, source, at);
-        Value none = arith::ConstantOp::create(b, l, element,
-                                               b.getZeroAttr(element));
+        Value none =
+            arith::ConstantOp::create(b, l, element, b.getZeroAttr(element));
         return arith::SelectOp::create(b, l, inside, read, none);
       });
   rewriter.replaceOp(op, result);
@@ -463,19 +463,19 @@ void expand(RewriterBase &rewriter, GroupedWeightGradOp op) {
   SmallVector<int64_t> sizes(resultType.getShape());
   sizes.push_back(rows);
   // Loops: (e, k, p, i row).
-  Value product = x.generic1(
-      sizes, 1, {{group, {3}}, {lhs, {3, 1}}, {rhs, {3, 2}}},
-      {x.zeros(resultType.getShape(), accumulator), {0, 1, 2}},
-      [&](OpBuilder &b, Location l, ValueRange args) {
-        Value e = Expander::loopIndex(b, l, 0, groupElement);
-        Value mine =
-            arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, args[0], e);
-        Value term = arith::MulFOp::create(
-            b, l, Expander::toFloat(b, l, args[1], accumulator),
-            Expander::toFloat(b, l, args[2], accumulator));
-        Value added = arith::AddFOp::create(b, l, args[3], term);
-        return arith::SelectOp::create(b, l, mine, added, args[3]);
-      });
+  Value product =
+      x.generic1(sizes, 1, {{group, {3}}, {lhs, {3, 1}}, {rhs, {3, 2}}},
+                 {x.zeros(resultType.getShape(), accumulator), {0, 1, 2}},
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   Value e = Expander::loopIndex(b, l, 0, groupElement);
+                   Value mine = arith::CmpIOp::create(
+                       b, l, arith::CmpIPredicate::eq, args[0], e);
+                   Value term = arith::MulFOp::create(
+                       b, l, Expander::toFloat(b, l, args[1], accumulator),
+                       Expander::toFloat(b, l, args[2], accumulator));
+                   Value added = arith::AddFOp::create(b, l, args[3], term);
+                   return arith::SelectOp::create(b, l, mine, added, args[3]);
+                 });
   rewriter.replaceOp(op, x.roundTo(product, element));
 }
 

@@ -157,7 +157,8 @@ LogicalResult GroupedWeightGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 static double elementsOf(Value value) {
-  return static_cast<double>(cast<ShapedType>(value.getType()).getNumElements());
+  return static_cast<double>(
+      cast<ShapedType>(value.getType()).getNumElements());
 }
 
 /// k passes over each row, one comparison per entry.
@@ -179,9 +180,8 @@ double ScatterAddRowsOp::getFlops() { return elementsOf(getSource()); }
 /// One [N, K] x [K, P] product, split among the experts.
 double GroupedMatmulOp::getFlops() {
   return 2 * elementsOf(getLhs()) *
-         static_cast<double>(cast<ShapedType>(getResult().getType())
-                                 .getShape()
-                                 .back());
+         static_cast<double>(
+             cast<ShapedType>(getResult().getType()).getShape().back());
 }
 
 Type GroupedMatmulOp::getMatmulElementType() {
@@ -191,9 +191,8 @@ Type GroupedMatmulOp::getMatmulElementType() {
 /// [K, N] x [N, P] over all rows, split among the experts.
 double GroupedWeightGradOp::getFlops() {
   return 2 * elementsOf(getLhs()) *
-         static_cast<double>(cast<ShapedType>(getRhs().getType())
-                                 .getShape()
-                                 .back());
+         static_cast<double>(
+             cast<ShapedType>(getRhs().getType()).getShape().back());
 }
 
 Type GroupedWeightGradOp::getMatmulElementType() {
