@@ -369,7 +369,7 @@ class Module:
         """dc.topk along the last dim; returns (values, indices)."""
         shape = list(scores.shape[:-1]) + [k]
         values = Value(self.fresh(hint), shape, scores.elt)
-        indices = Value(self.fresh(f"{hint}_idx"), shape, index_elt)
+        indices = Value(self.fresh(f"{hint}_indices"), shape, index_elt)
         self.emit(f"{values.name}, {indices.name} = dc.topk {scores.name} "
                   f"k = {k} : {scores.type} -> {values.type}, "
                   f"{indices.type}")

@@ -3,7 +3,6 @@ node and the model's source line), scalar conversions in generic bodies and
 row-major reshapes. It knows nothing about torch; lower.py decides what to
 emit."""
 
-import math
 
 import dc_mlir
 from dc_mlir import FLOAT_TYPES
@@ -103,58 +102,3 @@ class Module(dc_mlir.Module):
         if not shape:
             return self.collapse("view", flat, [])
         return self.expand("view", flat, [list(range(len(shape)))], shape)
-
-    # -- dc's mixture-of-experts ops (docs/frontend.md, 'Mixture of
-    # experts'); indices i64 as torch's -------------------------------------
-
-    def topk(self, hint, scores, k, index_elt="i64"):
-        """The k largest along the last dim, descending: (values, indices)."""
-        shape = scores.shape[:-1] + (k,)
-        values = dc_mlir.Value(self.fresh(hint), shape, scores.elt)
-        indices = dc_mlir.Value(self.fresh(f"{hint}_indices"), shape,
-                                index_elt)
-        self.emit(f"{values.name}, {indices.name} = dc.topk {scores.name} "
-                  f"k = {k} : {scores.type} -> {values.type}, "
-                  f"{indices.type}")
-        return values, indices
-
-    def group_by_expert(self, hint, ids, experts):
-        """(order [numel(ids)], ends [experts]) in ids' element type."""
-        order = dc_mlir.Value(self.fresh(f"{hint}_order"),
-                              (math.prod(ids.shape),), ids.elt)
-        ends = dc_mlir.Value(self.fresh(f"{hint}_ends"), (experts,), ids.elt)
-        self.emit(f"{order.name}, {ends.name} = dc.group_by_expert "
-                  f"{ids.name} experts = {experts} : {ids.type} -> "
-                  f"{order.type}, {ends.type}")
-        return order, ends
-
-    def gather_rows(self, hint, src, index):
-        out = dc_mlir.Value(self.fresh(hint), index.shape + src.shape[1:],
-                            src.elt)
-        self.emit(f"{out.name} = dc.gather_rows {src.name}[{index.name}] : "
-                  f"{src.type}, {index.type} -> {out.type}")
-        return out
-
-    def scatter_add_rows(self, hint, src, index, rows):
-        out = dc_mlir.Value(self.fresh(hint), (rows,) + src.shape[1:],
-                            src.elt)
-        self.emit(f"{out.name} = dc.scatter_add_rows {src.name}[{index.name}]"
-                  f" : {src.type}, {index.type} -> {out.type}")
-        return out
-
-    def grouped_matmul(self, hint, x, w, ends, transpose_rhs):
-        cols = w.shape[1] if transpose_rhs else w.shape[2]
-        out = dc_mlir.Value(self.fresh(hint), (x.shape[0], cols), x.elt)
-        flag = " transpose_rhs" if transpose_rhs else ""
-        self.emit(f"{out.name} = dc.grouped_matmul {x.name}, {w.name}, "
-                  f"{ends.name}{flag} : {x.type}, {w.type}, {ends.type} -> "
-                  f"{out.type}")
-        return out
-
-    def grouped_weight_grad(self, hint, a, b, ends):
-        out = dc_mlir.Value(self.fresh(hint),
-                            (ends.shape[0], a.shape[1], b.shape[1]), a.elt)
-        self.emit(f"{out.name} = dc.grouped_weight_grad {a.name}, {b.name}, "
-                  f"{ends.name} : {a.type}, {b.type}, {ends.type} -> "
-                  f"{out.type}")
-        return out
