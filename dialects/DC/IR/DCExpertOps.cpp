@@ -109,16 +109,26 @@ LogicalResult ScatterAddRowsOp::verify() {
   return verifyRowMap(*this, getSource(), getIndex(), getResult(), "source");
 }
 
+/// The ranks and element types both grouped products share: `lhs` rows
+/// [N, K], `rhs` of `rhsRank` with lhs's element type, one `ends` per
+/// expert.
+static LogicalResult verifyGroupedOperands(Operation *op, Value lhs, Value rhs,
+                                           Value ends, int64_t rhsRank) {
+  if (failed(verifyRank(op, lhs, 2, "lhs")) ||
+      failed(verifyRank(op, rhs, rhsRank, "rhs")) ||
+      failed(verifyRank(op, ends, 1, "ends")))
+    return failure();
+  if (elementOf(rhs) != elementOf(lhs))
+    return op->emitOpError() << "rhs must have lhs's element type "
+                             << elementOf(lhs) << ", got " << elementOf(rhs);
+  return success();
+}
+
 LogicalResult GroupedMatmulOp::verify() {
-  if (failed(verifyRank(*this, getLhs(), 2, "lhs")) ||
-      failed(verifyRank(*this, getRhs(), 3, "rhs")) ||
-      failed(verifyRank(*this, getEnds(), 1, "ends")))
+  if (failed(verifyGroupedOperands(*this, getLhs(), getRhs(), getEnds(), 3)))
     return failure();
   ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
   Type element = elementOf(getLhs());
-  if (elementOf(getRhs()) != element)
-    return emitOpError() << "rhs must have lhs's element type " << element
-                         << ", got " << elementOf(getRhs());
   if (shapeOf(getEnds()).front() != rhs[0])
     return emitOpError() << "ends has " << shapeOf(getEnds()).front()
                          << " entries; it must have one per expert of rhs ("
@@ -134,15 +144,10 @@ LogicalResult GroupedMatmulOp::verify() {
 }
 
 LogicalResult GroupedWeightGradOp::verify() {
-  if (failed(verifyRank(*this, getLhs(), 2, "lhs")) ||
-      failed(verifyRank(*this, getRhs(), 2, "rhs")) ||
-      failed(verifyRank(*this, getEnds(), 1, "ends")))
+  if (failed(verifyGroupedOperands(*this, getLhs(), getRhs(), getEnds(), 2)))
     return failure();
   ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
   Type element = elementOf(getLhs());
-  if (elementOf(getRhs()) != element)
-    return emitOpError() << "rhs must have lhs's element type " << element
-                         << ", got " << elementOf(getRhs());
   if (lhs[0] != rhs[0])
     return emitOpError() << "lhs and rhs must have the same rows, got "
                          << lhs[0] << " and " << rhs[0];
