@@ -279,7 +279,8 @@ struct ArtifactManifestPass
 private:
   LogicalResult findWorld(ModuleOp module);
   LogicalResult writeTensor(llvm::json::OStream &json, Location loc, Type type,
-                            const Twine &what);
+                            const Twine &what,
+                            std::optional<int64_t> expertAxis = std::nullopt);
   LogicalResult writeStep(llvm::json::OStream &json, func::FuncOp fn);
   void exportFunctions(ModuleOp module, StringRef manifest);
 
@@ -316,10 +317,15 @@ LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
   return success();
 }
 
-/// Writes "shape", "dtype" and, for a shard, "local" of `type`.
-LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
-                                                Location loc, Type type,
-                                                const Twine &what) {
+/// Writes "shape", "dtype" and, for a shard, "local" of `type`. A block of
+/// experts (`expertAxis`, dc-expert-parallel) is written as the full
+/// tensor, sharded over its axis first (which block) and then the axes the
+/// block is sharded over (which slot of it): dc-run then finds the rank's
+/// elements, and checkpoints hold full tensors.
+LogicalResult
+ArtifactManifestPass::writeTensor(llvm::json::OStream &json, Location loc,
+                                  Type type, const Twine &what,
+                                  std::optional<int64_t> expertAxis) {
   if (isa<HostType>(type))
     return emitError(loc) << what << " is " << type
                           << ", in host memory; an artifact keeps only "
@@ -345,6 +351,26 @@ LogicalResult ArtifactManifestPass::writeTensor(llvm::json::OStream &json,
                           << tensor.getElementType()
                           << ", which the dcrt runtime has no dtype for "
                              "(f32, bf16, f16, i32, i64)";
+  if (expertAxis) {
+    if (*expertAxis < 0 || *expertAxis >= int64_t(gridShape.size()))
+      return emitError(loc)
+             << what << " is a block of experts on grid axis " << *expertAxis
+             << ", which the grid @" << gridName << " does not have";
+    SmallVector<int64_t> shape(tensor.getShape());
+    shape[0] *= gridShape[*expertAxis];
+    json.attributeArray("shape", [&] {
+      for (int64_t dim : shape)
+        json.value(dim);
+    });
+    json.attribute("dtype", *dtype);
+    json.attribute("local", local ? *local : tensor.getNumElements());
+    json.attributeArray("shard_axes", [&] {
+      json.value(*expertAxis);
+      for (int64_t axis : shardAxes)
+        json.value(axis);
+    });
+    return success();
+  }
   json.attributeArray("shape", [&] {
     for (int64_t dim : tensor.getShape())
       json.value(dim);
@@ -390,6 +416,7 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
     if (auto micro = fn->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName))
       json.attribute("micro_batches", micro.getInt());
     llvm::DenseSet<int64_t> paramIds;
+    llvm::DenseMap<int64_t, int64_t> expertAxisOfParam;
     json.attributeArray("args", [&] {
       // The first error of a step is enough (one per argument repeats).
       for (BlockArgument arg : fn.getArguments()) {
@@ -423,8 +450,16 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                            fn.getArgAttr(i, kParamAttrName);
           if (hostShard)
             type = host.getValue();
+          std::optional<int64_t> expertAxis;
+          auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName);
+          if (auto axis =
+                  fn.getArgAttrOfType<IntegerAttr>(i, kExpertAxisAttrName);
+              axis && param) {
+            expertAxis = axis.getInt();
+            expertAxisOfParam[param.getId()] = axis.getInt();
+          }
           if (failed(writeTensor(json, arg.getLoc(), type,
-                                 "argument #" + Twine(i))))
+                                 "argument #" + Twine(i), expertAxis)))
             result = failure();
           if (hostShard)
             json.attribute("memory", "host");
@@ -484,8 +519,13 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                               "other results";
             result = failure();
           }
-          if (failed(
-                  writeTensor(json, fn.getLoc(), type, "result #" + Twine(i))))
+          std::optional<int64_t> expertAxis;
+          if (auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName))
+            if (auto it = expertAxisOfParam.find(grad.getParam());
+                it != expertAxisOfParam.end())
+              expertAxis = it->second;
+          if (failed(writeTensor(json, fn.getLoc(), type, "result #" + Twine(i),
+                                 expertAxis)))
             result = failure();
         });
       }

@@ -75,6 +75,16 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     if (!dataParallel)
       zero3.reduceKind = shard::ReductionKind::Sum;
   }
+  if (options.expertParallel > 1) {
+    // Experts on the last grid axis; every rank keeps its own tokens, so
+    // dc-zero3 shards over every axis (the expert blocks over the others).
+    DCExpertParallelOptions experts;
+    experts.gridName = options.grid;
+    experts.expertParallel = options.expertParallel;
+    experts.worldSize = options.worldSize;
+    pm.addPass(createDCExpertParallel(experts));
+    zero3.shardAllAxes = options.worldSize > options.expertParallel;
+  }
   // The step as the target runs it, before anything is planned against
   // it: on the GPU targets fused attention reads and writes the
   // projections' [B, S, H, D] tensors in place, so the head transposes

@@ -64,14 +64,20 @@ SmallVector<Candidate> findCandidates(func::FuncOp fn) {
   SmallVector<Candidate> found;
   Operation *terminator = fn.getBody().front().getTerminator();
   llvm::DenseMap<int64_t, std::string> names;
+  // A block of experts (dc-expert-parallel) is not the parameter's full
+  // shape, which an accumulator has: dc-run sums its shard instead.
+  llvm::DenseSet<int64_t> expertBlocks;
   for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
-    if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName))
+    if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName)) {
       names[param.getId()] = param.getName()
                                  ? param.getName().str()
                                  : "param" + std::to_string(param.getId());
+      if (fn.getArgAttr(i, kExpertAxisAttrName))
+        expertBlocks.insert(param.getId());
+    }
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i) {
     auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName);
-    if (!grad)
+    if (!grad || expertBlocks.contains(grad.getParam()))
       continue;
     Value value = terminator->getOperand(i);
     Candidate candidate;

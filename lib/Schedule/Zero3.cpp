@@ -87,7 +87,21 @@ private:
                                  SmallVectorImpl<UseInterval> &intervals);
   LogicalResult shardParam(BlockArgument param);
   void planReductions();
-  Value scaleGradient(OpBuilder &builder, Location loc, Value grad);
+  Value scaleGradient(OpBuilder &builder, Location loc, Value grad,
+                      double factor);
+  /// The grid axis a block of experts was chosen by (dc.expert_axis).
+  std::optional<int64_t> getExpertAxis(BlockArgument param) {
+    auto attr = fn.getArgAttrOfType<IntegerAttr>(param.getArgNumber(),
+                                                 kExpertAxisAttrName);
+    return attr ? std::optional<int64_t>(attr.getInt()) : std::nullopt;
+  }
+  /// What an expert block's gradient is scaled by before its reduction: it
+  /// sums the rows of every rank of its axis, whose mean `avg` takes.
+  double expertScale(int64_t expertAxis) {
+    return options.reduceKind == shard::ReductionKind::Average
+               ? 1.0 / static_cast<double>(grid.getShape()[expertAxis])
+               : 1.0;
+  }
   LogicalResult reduceGradients();
   size_t indexOf(Operation *op) const { return opIndex.lookup(op); }
 
@@ -217,13 +231,28 @@ LogicalResult Zero3Sharder::shardParam(BlockArgument param) {
     gatherType = casts.front()->getResult(0).getType();
   }
 
+  // A block of experts (dc-expert-parallel) is sharded over the other axes
+  // only: the rank's coordinate on its own axis chose the block. dc-run
+  // finds a shard at the block's offset plus its index times the local
+  // size, so a block that does not divide evenly stays replicated.
+  SmallVector<int64_t> paramAxes(axes);
+  int64_t ranks = worldSize;
+  if (std::optional<int64_t> expertAxis = getExpertAxis(param)) {
+    llvm::erase(paramAxes, *expertAxis);
+    ranks = 1;
+    for (int64_t axis : paramAxes)
+      ranks *= grid.getShape()[axis];
+    if (ranks == 1 || logical.getNumElements() % ranks != 0)
+      return success();
+  }
+
   SmallVector<UseInterval> intervals;
   if (failed(collectIntervals(param, values, intervals)))
     return failure();
 
   auto shardType = ShardType::get(
       fn.getContext(), logical, FlatSymbolRefAttr::get(grid.getSymNameAttr()),
-      axes, shardLocalSize(logical.getNumElements(), worldSize));
+      paramAxes, shardLocalSize(logical.getNumElements(), ranks));
   param.setType(shardType);
   auto futureType = FutureType::get(gatherType);
   for (UseInterval &interval : intervals) {
@@ -288,10 +317,10 @@ void Zero3Sharder::planReductions() {
   }
 }
 
-/// `grad * gradScale`, elementwise in its own type, written in place (its
+/// `grad * factor`, elementwise in its own type, written in place (its
 /// only remaining reader is the reduce-scatter).
-Value Zero3Sharder::scaleGradient(OpBuilder &builder, Location loc,
-                                  Value grad) {
+Value Zero3Sharder::scaleGradient(OpBuilder &builder, Location loc, Value grad,
+                                  double factor) {
   auto type = cast<RankedTensorType>(grad.getType());
   int64_t rank = type.getRank();
   SmallVector<AffineMap> maps(1, builder.getMultiDimIdentityMap(rank));
@@ -302,7 +331,7 @@ Value Zero3Sharder::scaleGradient(OpBuilder &builder, Location loc,
       iterators, [&](OpBuilder &body, Location at, ValueRange args) {
         Type element = type.getElementType();
         Value scale = arith::ConstantOp::create(
-            body, at, body.getFloatAttr(element, gradScale));
+            body, at, body.getFloatAttr(element, factor));
         Value scaled = arith::MulFOp::create(body, at, args[0], scale);
         linalg::YieldOp::create(body, at, scaled);
       });
@@ -319,6 +348,8 @@ LogicalResult Zero3Sharder::reduceGradients() {
     unsigned result;
     Value value;
     size_t readyAt;
+    /// A block of experts' gradient: the axis that chose the block.
+    std::optional<int64_t> expertAxis;
   };
   SmallVector<Grad> sharded, replicated;
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i) {
@@ -343,7 +374,8 @@ LogicalResult Zero3Sharder::reduceGradients() {
              << "gradient result #" << i << " has type " << value.getType()
              << " but parameter id " << attr.getParam() << " is " << paramType;
     (shard ? sharded : replicated)
-        .push_back({i, value, indexOf(body.findAncestorOpInBlock(*def))});
+        .push_back({i, value, indexOf(body.findAncestorOpInBlock(*def)),
+                    getExpertAxis(param->second)});
   }
   auto byReadiness = [](const Grad &a, const Grad &b) {
     return std::tie(a.readyAt, a.result) < std::tie(b.readyAt, b.result);
@@ -383,13 +415,16 @@ LogicalResult Zero3Sharder::reduceGradients() {
       auto attr = fn.getResultAttrOfType<GradAttr>(grad.result, kGradAttrName);
       futureTypes.push_back(
           FutureType::get(shardedParams.lookup(attr.getParam())));
-      grads.push_back(
-          gradScale == 1
-              ? grad.value
-              : scaleGradient(builder, grad.value.getLoc(), grad.value));
+      double scale =
+          grad.expertAxis ? expertScale(*grad.expertAxis) : gradScale;
+      grads.push_back(scale == 1 ? grad.value
+                                 : scaleGradient(builder, grad.value.getLoc(),
+                                                 grad.value, scale));
     }
+    shard::ReductionKind bucketKind =
+        bucket.front().expertAxis ? kind : shardedKind;
     auto start = ReduceScatterStartOp::create(builder, readyOp->getLoc(),
-                                              futureTypes, shardedKind, grads);
+                                              futureTypes, bucketKind, grads);
     for (auto [grad, future] : llvm::zip(bucket, start.getFutures()))
       futureOfResult[grad.result] = future;
     // Hierarchical: the previous bucket has had this bucket's backward to
@@ -403,14 +438,25 @@ LogicalResult Zero3Sharder::reduceGradients() {
     bucket.clear();
     bucketBytes = 0;
   };
-  for (const Grad &grad : sharded) {
-    int64_t bytes = getTypeBytes(grad.value.getType());
-    if (!bucket.empty() && bucketBytes + bytes > options.bucketBytes)
-      flush();
-    bucket.push_back(grad);
-    bucketBytes += bytes;
+  // A bucket is one reduce-scatter over one group: expert blocks' shards
+  // (over the axes other than their own) are bucketed apart, by axis.
+  auto groupOf = [](const Grad &grad) { return grad.expertAxis; };
+  SmallVector<std::optional<int64_t>> groups;
+  for (const Grad &grad : sharded)
+    if (!llvm::is_contained(groups, groupOf(grad)))
+      groups.push_back(groupOf(grad));
+  for (std::optional<int64_t> group : groups) {
+    for (const Grad &grad : sharded) {
+      if (groupOf(grad) != group)
+        continue;
+      int64_t bytes = getTypeBytes(grad.value.getType());
+      if (!bucket.empty() && bucketBytes + bytes > options.bucketBytes)
+        flush();
+      bucket.push_back(grad);
+      bucketBytes += bytes;
+    }
+    flush();
   }
-  flush();
   OpBuilder builder(returnOp);
   if (replicaAxis >= 0)
     allReduceAcrossNodes(builder, previousBucket);
@@ -421,22 +467,36 @@ LogicalResult Zero3Sharder::reduceGradients() {
   llvm::DenseMap<unsigned, Value> allReduced;
   for (const Grad &grad : replicated) {
     Value future;
-    for (auto [i, reduction] : llvm::enumerate(replicatedReductions)) {
-      if (i == 0 && !firstAtReturn) {
-        Operation *readyOp =
-            body.findAncestorOpInBlock(*grad.value.getDefiningOp());
+    SmallVector<AxisReduction> reductions(replicatedReductions);
+    Value value = grad.value;
+    if (grad.expertAxis) {
+      llvm::erase_if(reductions, [&](const AxisReduction &reduction) {
+        return reduction.axis == *grad.expertAxis;
+      });
+      if (double scale = expertScale(*grad.expertAxis); scale != 1) {
+        Operation *readyOp = body.findAncestorOpInBlock(*value.getDefiningOp());
         OpBuilder after(readyOp->getContext());
         after.setInsertionPointAfter(readyOp);
-        future = AllReduceStartOp::create(after, readyOp->getLoc(),
-                                          reduction.kind, grad.value,
-                                          grid.getSymName(), reduction.axis)
-                     .getFuture();
+        value = scaleGradient(after, value.getLoc(), value, scale);
+        if (reductions.empty())
+          returnOp.setOperand(grad.result, value);
+      }
+    }
+    for (auto [i, reduction] : llvm::enumerate(reductions)) {
+      if (i == 0 && !firstAtReturn) {
+        Operation *readyOp = body.findAncestorOpInBlock(*value.getDefiningOp());
+        OpBuilder after(readyOp->getContext());
+        after.setInsertionPointAfter(readyOp);
+        future =
+            AllReduceStartOp::create(after, readyOp->getLoc(), reduction.kind,
+                                     value, grid.getSymName(), reduction.axis)
+                .getFuture();
         continue;
       }
       Value partial =
           future
               ? WaitOp::create(builder, returnOp.getLoc(), future).getResult()
-              : grad.value;
+              : value;
       future =
           AllReduceStartOp::create(builder, returnOp.getLoc(), reduction.kind,
                                    partial, grid.getSymName(), reduction.axis)
@@ -529,6 +589,24 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
         steps.push_back(fn);
     if (steps.empty())
       return;
+    // Expert parallelism (dc-expert-parallel) gives every rank its own
+    // tokens: the dense gradients are reduced over the whole grid, and the
+    // expert blocks over the axes other than theirs.
+    for (func::FuncOp fn : steps)
+      for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i) {
+        if (!fn.getArgAttr(i, kExpertAxisAttrName))
+          continue;
+        auto grid = module.lookupSymbol<shard::GridOp>(gridName);
+        if (hierarchical > 0 ||
+            (grid && grid.getShape().size() > 1 && !shardAllAxes)) {
+          emitError(fn.getArgument(i).getLoc())
+              << "dc-zero3: an expert-parallel step (dc-expert-parallel) is "
+                 "sharded over every axis of its grid (shard-all-axes), not "
+              << (hierarchical > 0 ? "hierarchically" : "over one axis");
+          return signalPassFailure();
+        }
+        break;
+      }
     if (hierarchical > 0 && shardAllAxes) {
       getOperation().emitError()
           << "dc-zero3: hierarchical and shard-all-axes are two layouts; "

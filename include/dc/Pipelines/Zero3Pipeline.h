@@ -33,6 +33,15 @@ struct Zero3PipelineOptions
                      "data-parallel axis, or over the sequence axis when it "
                      "is the only one"),
       llvm::cl::init(1)};
+  Option<int64_t> expertParallel{
+      *this, "expert-parallel",
+      llvm::cl::desc("Ranks each mixture-of-experts routing's experts are "
+                     "divided over (dc-expert-parallel; 1: none). The world "
+                     "is then (world-size / N) x N ranks, every rank with its "
+                     "own tokens; ZeRO-3 shards the dense parameters over "
+                     "all ranks and each rank's block of experts over the "
+                     "first axis"),
+      llvm::cl::init(1)};
   Option<bool> shardOverSequence{
       *this, "shard-over-sequence",
       llvm::cl::desc("With sequence-parallel and data-parallel ranks: shard "

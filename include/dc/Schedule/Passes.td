@@ -159,6 +159,69 @@ def DCUlysses : Pass<"dc-ulysses", "::mlir::ModuleOp"> {
   ];
 }
 
+def DCExpertParallel : Pass<"dc-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Divide the experts of each mixture-of-experts routing over a "
+                "grid axis; dispatch and combine rows by all-to-all";
+  let description = [{
+    Expert parallelism over axis `grid-axis` of the grid `grid` (W ranks;
+    created with `expert-parallel` ranks, or `world-size / expert-parallel`
+    x `expert-parallel` with the experts on axis 1, when the module has
+    none). Every rank keeps its own tokens (data parallelism over the whole
+    grid) and holds E/W of each routing's E experts: rank c of the axis the
+    experts [c E/W, (c + 1) E/W).
+
+    For each `dc.group_by_expert` whose `ends` feed grouped products, the
+    rows move in the sorted space, with static shapes: each rank's N sorted
+    assignments are at most N rows for any one peer, so a dispatch sends a
+    `[W, N, ...]` tensor (slot s: the rows for rank s's experts, a prefix of
+    the slot) by `dc.all_to_all_start` (split = concat = the slot dim) and
+    receives `[W, N, ...]` (slot s: what rank s sent). The per-expert counts
+    go first (a `[W, E/W]` all-to-all); the receiver re-groups the real rows
+    by its local expert with a `dc.group_by_expert` over ids computed from
+    them (padding rows get id E/W: they sort last and compute nothing). A
+    combine is the same exchange back. The worst case (every assignment of
+    every rank to one rank's experts) is the static size, which the memory
+    timeline charges like any tensor.
+
+    The grouped products of the routing, and every row-parallel
+    `linalg.generic` that reads a value they produced (the SwiGLU between
+    them, the routing weights' scaling, and their backward), run on the
+    experts' ranks: their row operands in the routing's sorted order are
+    dispatched, their results combined where an op that is not row-parallel
+    reads them. Each exchange starts right after its input is produced and
+    is waited right before its first use.
+
+    The stacked expert weights `[E, ...]` (the grouped products' right-hand
+    sides, `#dc.param` arguments, possibly cast elementwise) become the
+    rank's `[E/W, ...]` block and carry `dc.expert_axis`; their gradients,
+    sums over every peer's rows, are the block's. dc-zero3 shards such a
+    block over the other grid axes only, and the manifest tells dc-run
+    which block of the full tensor the rank holds, so checkpoints stay full
+    tensors.
+
+    Located errors: W not dividing a routing's experts, grouped products
+    whose right-hand side is not a stacked parameter, a row-parallel op
+    that mixes the experts' rows with rows in another order or with values
+    that differ between ranks, a step without routing.
+  }];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"gridName", "grid", "std::string", "::dc::kDefaultGrid",
+           "Name of the shard.grid (created if missing)">,
+    Option<"gridAxis", "grid-axis", "int64_t", "-1",
+           "Grid axis the experts are divided over (-1: the last)">,
+    Option<"expertParallel", "expert-parallel", "int64_t", "0",
+           "Ranks on the expert axis; 0 takes it from an existing grid">,
+    Option<"worldSize", "world-size", "int64_t", "0",
+           "All ranks; a new grid is (world-size / expert-parallel) x "
+           "expert-parallel with the experts on axis 1 when that is more "
+           "than one rank on axis 0 (0: expert-parallel ranks)">,
+  ];
+}
+
 def DCAttachTarget : Pass<"dc-attach-target", "::mlir::ModuleOp"> {
   let summary = "Attach the machine to plan and lower for, with its budget "
                 "in bytes, as the module's #dc.target";

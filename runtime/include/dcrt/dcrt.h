@@ -394,7 +394,10 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  * replicated parameter or gradient has no "local"; "shard_axes" (optional,
  * beside "local", e.g. [0]) lists the grid axes a shard is split over
  * (absent: all of them), so `local` = ceil(numel / product of their sizes)
- * and ranks differing only on other axes hold the same slot. "flops" (optional)
+ * and ranks differing only on other axes hold the same slot; slots are
+ * numbered over the listed axes in their order, the first varying slowest (a
+ * block of experts, dc-expert-parallel, lists its expert axis first: the
+ * block, then its shard). "flops" (optional)
  * is one rank's floating-point work per step as the compiler counts it. A
  * parameter argument may carry "memory": "host": the step keeps it in host
  * memory and brings it to the device with dcrt_upload_into, so the caller

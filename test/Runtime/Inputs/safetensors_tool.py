@@ -10,6 +10,10 @@
   reshape IN OUT NAME DIMS  OUT is IN with NAME's shape set to DIMS (a,b,..)
   header IN OUT TEXT        OUT has IN's length field and data, TEXT as header
   flip IN OUT NAME          OUT is IN with the last byte of tensor NAME flipped
+  absmax FILE NAME          the largest magnitude in each slice NAME[i] of
+                            dim 0, a line each
+  zero IN OUT NAME...       OUT is IN with tensors NAME... all zeros (their
+                            checksums recomputed: a valid file)
 
 "show" prints the metadata without the per-tensor checksums
 ("fnv1a64:<tensor>"), then how many checksums match the data (computed here
@@ -129,6 +133,22 @@ def main():
         metadata, tensors = read(args[0])
         dtype, shape, data = tensors[args[2]]
         tensors[args[2]] = (dtype, shape, data[:-1] + bytes([data[-1] ^ 1]))
+        write(args[1], metadata, tensors)
+    elif command == "absmax":
+        _, tensors = read(args[0])
+        dtype, shape, data = tensors[args[1]]
+        elements = values(dtype, data)
+        step = len(elements) // shape[0] if shape else len(elements)
+        for i in range(shape[0] if shape else 1):
+            print("%s[%d]: %.6g" % (args[1], i, max(
+                abs(x) for x in elements[i * step:(i + 1) * step])))
+    elif command == "zero":
+        metadata, tensors = read(args[0])
+        for name in args[2:]:
+            dtype, shape, data = tensors[name]
+            tensors[name] = (dtype, shape, bytes(len(data)))
+            if "fnv1a64:" + name in metadata:
+                metadata["fnv1a64:" + name] = fnv1a64(bytes(len(data)))
         write(args[1], metadata, tensors)
     elif command == "header":
         with open(args[0], "rb") as f:

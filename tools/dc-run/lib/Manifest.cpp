@@ -6,6 +6,7 @@
 
 #include "dcrt/dtype.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -234,10 +235,11 @@ int64_t checkShardAxes(TensorSpec &spec, const std::vector<int64_t> &gridShape,
   int64_t ranks = 1;
   for (size_t i = 0; i < spec.shardAxes.size(); ++i) {
     int64_t axis = spec.shardAxes[i];
-    if (axis >= int64_t(shape.size()) || (i && axis <= spec.shardAxes[i - 1])) {
+    if (axis < 0 || axis >= int64_t(shape.size()) ||
+        std::count(spec.shardAxes.begin(), spec.shardAxes.begin() + i, axis)) {
       reader.fail(where, "'" + spec.name + "' has \"shard_axes\" " +
                              shapeText(spec.shardAxes) +
-                             ", which are not increasing axes of the " +
+                             ", which are not distinct axes of the " +
                              std::to_string(shape.size()) + "-axis grid");
       return 1;
     }

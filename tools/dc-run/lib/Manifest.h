@@ -28,9 +28,11 @@ struct TensorSpec {
   dcrt_dtype dtype = DCRT_F32;
   /// Elements per rank of a sharded tensor; absent when replicated.
   std::optional<int64_t> local;
-  /// The grid axes a sharded tensor is split over ("shard_axes", in
-  /// increasing order; absent in the manifest: every axis, the world).
-  /// Ranks that differ only on the other axes hold the same slot.
+  /// The grid axes a sharded tensor is split over ("shard_axes", distinct;
+  /// absent in the manifest: every axis, the world). The slots are numbered
+  /// over them in that order, the first varying slowest (a block of
+  /// experts lists its expert axis first). Ranks that differ only on the
+  /// other axes hold the same slot.
   std::vector<int64_t> shardAxes;
   /// Integer data values lie in [0, vocab).
   std::optional<int64_t> vocab;

@@ -134,22 +134,28 @@ Param &ParamRegistry::add(ParamSpec spec) {
     for (size_t i = 0; i < spec.shardAxes.size(); ++i)
       if (spec.shardAxes[i] < 0 ||
           spec.shardAxes[i] >= int64_t(gridShape_.size()) ||
-          (i && spec.shardAxes[i] <= spec.shardAxes[i - 1]))
-        fatal("parameter '%s': shard axes are not increasing axes of the "
+          std::count(spec.shardAxes.begin(), spec.shardAxes.begin() + i,
+                     spec.shardAxes[i]))
+        fatal("parameter '%s': shard axes are not distinct axes of the "
               "%zu-axis grid",
               spec.name.c_str(), gridShape_.size());
-    // The slot is the rank's index over the shard axes (row-major); it
-    // owns the slot where its coordinates on the other axes are 0.
+    // The slot is the rank's index over the shard axes in their order (the
+    // first varying slowest); it owns the slot where its coordinates on
+    // the other axes are 0.
+    auto coordinateOn = [&](int64_t axis) {
+      return rank_ / strideOf(gridShape_, axis) % gridShape_[axis];
+    };
+    for (int64_t axis : spec.shardAxes) {
+      param.shardIndex =
+          param.shardIndex * gridShape_[axis] + coordinateOn(axis);
+      param.shardRanks *= gridShape_[axis];
+    }
     for (size_t axis = 0; axis < gridShape_.size(); ++axis) {
-      int64_t coordinate =
-          rank_ / strideOf(gridShape_, axis) % gridShape_[axis];
-      if (std::find(spec.shardAxes.begin(), spec.shardAxes.end(),
-                    static_cast<int64_t>(axis)) != spec.shardAxes.end()) {
-        param.shardIndex = param.shardIndex * gridShape_[axis] + coordinate;
-        param.shardRanks *= gridShape_[axis];
-      } else if (coordinate != 0) {
+      bool sharded =
+          std::find(spec.shardAxes.begin(), spec.shardAxes.end(),
+                    static_cast<int64_t>(axis)) != spec.shardAxes.end();
+      if (!sharded && coordinateOn(axis) != 0)
         param.owner = false;
-      }
     }
     param.localNumel = shardNumel(param.fullNumel, param.shardRanks);
     param.offset = param.shardIndex * param.localNumel;

@@ -200,7 +200,7 @@ TEST(Manifest, ShardAxesNameEachShardGroup) {
   EXPECT_EQ(error, "step 'train_step': the gradient of 'w' has shape [3, 5] "
                    "(sharded over axes [1]), the parameter [3, 5] (sharded "
                    "over axes [0])");
-  for (const char *axes : {"[2]", "[1, 0]", "[]"}) {
+  for (const char *axes : {"[2]", "[0, 0]", "[1, 0]", "[]"}) {
     std::string bad = text;
     bad.replace(bad.find("[0]"), 3, axes);
     EXPECT_FALSE(parseManifest(bad, error)) << axes;
@@ -209,7 +209,7 @@ TEST(Manifest, ShardAxesNameEachShardGroup) {
   badAxis.replace(badAxis.find("[0]"), 3, "[2]");
   parseManifest(badAxis, error);
   EXPECT_EQ(error, "step 'train_step': 'w' has \"shard_axes\" [2], which are "
-                   "not increasing axes of the 2-axis grid");
+                   "not distinct axes of the 2-axis grid");
 }
 
 namespace {

@@ -117,8 +117,27 @@ TEST(ParamRegistry, ShardGroupsFollowTheShardAxes) {
   ParamSpec bad = spec(3, "bad", {9});
   bad.shardAxes = {2};
   EXPECT_EXIT(transposed.add(bad), testing::ExitedWithCode(1),
-              "parameter 'bad': shard axes are not increasing axes of the "
+              "parameter 'bad': shard axes are not distinct axes of the "
               "2-axis grid");
+  bad.shardAxes = {1, 1};
+  EXPECT_EXIT(transposed.add(bad), testing::ExitedWithCode(1),
+              "parameter 'bad': shard axes are not distinct axes of the "
+              "2-axis grid");
+  // A block of experts (dc-expert-parallel) lists its expert axis first:
+  // on a 3x2 grid with the experts on axis 1, rank = 2 d + e holds slot
+  // 3 e + d, block e's shard d, a contiguous range of the full tensor.
+  for (int32_t rank = 0; rank < 6; ++rank) {
+    ParamRegistry grid(rank, 6, {3, 2});
+    ParamSpec experts = spec(0, "experts", {2, 9});
+    experts.shardAxes = {1, 0};
+    const Param &block = grid.add(experts);
+    int64_t d = rank / 2, e = rank % 2;
+    EXPECT_EQ(block.shardIndex, 3 * e + d) << rank;
+    EXPECT_EQ(block.offset, 9 * e + 3 * d) << rank;
+    EXPECT_EQ(block.validNumel, 3) << rank;
+    EXPECT_TRUE(block.owner) << rank;
+    EXPECT_EQ(grid.ownerOfSlot(block, 3 * e + d), rank);
+  }
   EXPECT_EXIT(ParamRegistry(0, 6, {2, 2}), testing::ExitedWithCode(1),
               "a grid of 4 ranks for a world of 6");
 }

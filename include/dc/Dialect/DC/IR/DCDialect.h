@@ -81,6 +81,12 @@ constexpr llvm::StringLiteral kOffloadAloneFloorAttrName =
 /// both to dc-run, which gives each rank its part of the sequence.
 constexpr llvm::StringLiteral kSeqDimAttrName = "dc.seq_dim";
 constexpr llvm::StringLiteral kSeqAxisAttrName = "dc.seq_axis";
+/// On a stacked expert parameter argument (`[E/W, ...]`, set by
+/// dc-expert-parallel): the grid axis its experts are divided over. The
+/// argument is the block of experts of the rank's coordinate on that axis;
+/// dc-zero3 shards it over the other axes only, and the manifest gives
+/// dc-run the full tensor's shape and the block.
+constexpr llvm::StringLiteral kExpertAxisAttrName = "dc.expert_axis";
 /// On the module: the #dc.target every pass that plans or lowers reads.
 constexpr llvm::StringLiteral kTargetAttrName = "dc.target";
 
