@@ -375,6 +375,24 @@ class Module:
                   f"{indices.type}")
         return values, indices
 
+    def gather(self, hint, source, index, dim):
+        """torch.gather: out[.., i, ..] = source[.., index[.., i, ..], ..]
+        along `dim`, of index's shape, one tensor.extract per element (the
+        other coordinates the output's). A router's chosen experts' scores
+        (dim 1 of [T, E] at the [T, k] indices)."""
+        r = index.rank
+
+        def body(b):
+            coords = [b(f"arith.index_cast {b.ins[0]} : {index.elt} to "
+                        "index") if i == dim else b.index(i)
+                      for i in range(r)]
+            return [b(f"tensor.extract {source.name}[{', '.join(coords)}] : "
+                      f"{source.type}")]
+        loops = list(range(r))
+        return self.generic(hint, [index], [loops],
+                            [self.empty(index.shape, source.elt)], [loops],
+                            ["parallel"] * r, body)
+
     def group_by_expert(self, hint, ids, experts):
         """dc.group_by_expert; returns (order, ends)."""
         order = Value(self.fresh(f"{hint}_order"), [math.prod(ids.shape)],
