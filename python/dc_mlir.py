@@ -375,6 +375,48 @@ class Module:
                   f"{indices.type}")
         return values, indices
 
+    def gather(self, hint, source, index, dim):
+        """torch.gather: out[.., i, ..] = source[.., index[.., i, ..], ..]
+        along `dim`, of index's shape, one tensor.extract per element (the
+        other coordinates the output's). A router's chosen experts' scores
+        (dim 1 of [T, E] at the [T, k] indices)."""
+        r = index.rank
+
+        def body(b):
+            coords = [b(f"arith.index_cast {b.ins[0]} : {index.elt} to "
+                        "index") if i == dim else b.index(i)
+                      for i in range(r)]
+            return [b(f"tensor.extract {source.name}[{', '.join(coords)}] : "
+                      f"{source.type}")]
+        loops = list(range(r))
+        return self.generic(hint, [index], [loops],
+                            [self.empty(index.shape, source.elt)], [loops],
+                            ["parallel"] * r, body)
+
+    def keep_groups(self, hint, scores, groups, group_size, fill):
+        """Group-limited routing's mask: scores [T, E] where expert e's
+        group (e / group_size) is one of the row's `groups` ([T, g], each
+        group once: a dc.topk's indices), else `fill` (a scalar SSA value of
+        the scores' type). A generic over (t, e, j), j a reduction over the
+        chosen groups."""
+        elt = groups.elt
+        size = self.hoist(("group_size", elt, group_size), "group_size",
+                          f"arith.constant {group_size} : {elt}")
+
+        def body(b):
+            expert = b(f"arith.index_cast {b.index(1)} : index to {elt}")
+            group = b(f"arith.divui {expert}, {size} : {elt}")
+            hit = b(f"arith.cmpi eq, {b.ins[1]}, {group} : {elt}")
+            return [b(f"arith.select {hit}, {b.ins[0]}, {b.outs[0]} : "
+                      f"{scores.elt}")]
+        init = self.empty(scores.shape, scores.elt)
+        filled = Value(self.fresh(self.FILL), scores.shape, scores.elt)
+        self.emit(f"{filled.name} = linalg.fill ins({fill} : {scores.elt}) "
+                  f"outs({init.name} : {filled.type}) -> {filled.type}")
+        return self.generic(hint, [scores, groups], [[0, 1], [0, 2]],
+                            [filled], [[0, 1]],
+                            ["parallel", "parallel", "reduction"], body)
+
     def group_by_expert(self, hint, ids, experts):
         """dc.group_by_expert; returns (order, ends)."""
         order = Value(self.fresh(f"{hint}_order"), [math.prod(ids.shape)],

@@ -797,18 +797,7 @@ def gather(L, node, args, kwargs):
     """out[.., i, ..] = x[.., index[.., i, ..], ..] along `dim`: one
     tensor.extract per element, the other coordinates the output's."""
     x, index = args[0], args[2]
-    dim = _dim_arg(args, kwargs, 1, x.rank)
-    (shape, elt), = result_info(node)
-    r = index.rank
-
-    def body(b):
-        coords = [_index(b, b.ins[0], index.elt) if i == dim else b.index(i)
-                  for i in range(r)]
-        return [b(f"tensor.extract {x.name}[{', '.join(coords)}] : "
-                  f"{x.type}")]
-    return L.m.generic("gather", [index], [[f"d{i}" for i in range(r)]],
-                       [L.m.empty(shape, elt)], [[f"d{i}" for i in range(r)]],
-                       ["parallel"] * r, body)
+    return L.m.gather("gather", x, index, _dim_arg(args, kwargs, 1, x.rank))
 
 
 def scatter(reduce):

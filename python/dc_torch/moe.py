@@ -19,11 +19,15 @@ whose shapes depend on sizes only:
     out     = dc::scatter_add_rows(y * w[order], token, T)    [T, d]
 
 plus a shared expert where the block has one (Qwen2-MoE: its MLP times
-sigmoid(shared_expert_gate(x)), computed for every token). The parameters
-stay the block's own: the router is its gate, per-expert Linear weights are
-stacked by torch.stack inside the traced step (their gradients flow back to
-each expert's weight), stacked [E, ...] expert parameters (transformers
-5.x) are used as they are.
+sigmoid(shared_expert_gate(x)), computed for every token). DeepSeek's
+routing chooses the experts otherwise (_route): by the scores plus a
+correction bias, among the experts of each token's best groups (each
+group's score from a top-2 or a max, the groups by a second top-k, the
+others' experts masked to 0), its weights the unbiased scores there. The
+parameters stay the block's own: the router is its gate, per-expert Linear
+weights are stacked by torch.stack inside the traced step (their gradients
+flow back to each expert's weight), stacked [E, ...] expert parameters
+(transformers 5.x) are used as they are.
 
 Every op has a CPU reference kernel with the semantics of the dc dialect's
 op (dc.group_by_expert, dc.gather_rows, dc.scatter_add_rows,
@@ -313,9 +317,25 @@ def recognise(name, block):
     if not isinstance(top_k, int) or top_k <= 0:
         _refuse(name, block, "it has no top_k (or num_experts_per_tok)")
     normalize = _first_attr([block, gate], ("norm_topk_prob",))
-    scoring = _first_attr([block, gate], ("scoring_func",)) or "softmax"
+    # DeepSeek-V3's score-correction bias [E]: added to the scores for the
+    # choice of experts only (its auxiliary-loss-free balancing updates it
+    # outside the gradient), on the router (transformers) or the block.
+    bias_owner = next((o for o in (gate, block) if isinstance(
+        getattr(o, "e_score_correction_bias", None), torch.Tensor)), None)
+    # A sigmoid router where the block says so, or where it has a
+    # correction bias (DeepSeek-V3 in transformers names no scoring_func).
+    scoring = _first_attr([block, gate], ("scoring_func",)) or (
+        "sigmoid" if bias_owner is not None else "softmax")
     if scoring not in ("softmax", "sigmoid"):
         _refuse(name, block, f"scoring function '{scoring}'")
+    method = _first_attr([block, gate], ("topk_method",))
+    if method not in (None, "greedy", "group_limited_greedy", "noaux_tc"):
+        _refuse(name, block, f"top-k method '{method}' (known: greedy, "
+                "group_limited_greedy, noaux_tc)")
+    scale = _first_attr([block, gate], ("routed_scaling_factor",))
+    scale = 1.0 if scale is None else scale
+    if not isinstance(scale, (int, float)) or not scale > 0:
+        _refuse(name, block, f"routed_scaling_factor {scale!r}")
     if getattr(block, "jitter_noise", 0) and block.training:
         raise ExportError(
             f"module '{name}' ({type(block).__name__}) multiplies its input "
@@ -323,10 +343,14 @@ def recognise(name, block):
             f"{block.jitter_noise}); dc exports steps without random numbers:"
             " set router_jitter_noise = 0")
 
-    spec = MoESpec(top_k=top_k, scoring=scoring,
-                   # Mixtral renormalises the top-k weights and has no flag.
-                   normalize=True if normalize is None else bool(normalize),
+    if normalize is None:
+        # Mixtral renormalises the top-k weights and has no flag; DeepSeek-
+        # V2 (a topk_method) has none either and does not.
+        normalize = method is None
+    spec = MoESpec(top_k=top_k, scoring=scoring, normalize=bool(normalize),
                    experts=num_router, returns_logits=None,
+                   routed_scale=float(scale), bias_owner=bias_owner,
+                   router_logits=None,  # whether calling the router gives them
                    # Dropless: set for tracing only (static_moe).
                    capacity_factor=None, traced_capacity=None)
     if isinstance(experts, (nn.ModuleList, list, tuple)):
@@ -374,29 +398,109 @@ def recognise(name, block):
                 f"block has {spec.num_experts}")
     if top_k > spec.num_experts:
         _refuse(name, block, f"top_k {top_k} > {spec.num_experts} experts")
+    _recognise_groups(name, block, spec, method)
     spec.shared = _first_attr([block], ("shared_expert", "shared_experts"))
     spec.shared_gate = getattr(block, "shared_expert_gate", None)
     return spec
 
 
+def _recognise_groups(name, block, spec, method):
+    """Group-limited routing (DeepSeek): the E experts in n_group groups of
+    E / n_group, each token choosing its top-k experts among the topk_group
+    groups of the highest group scores. The group score is the sum of the
+    group's two highest scores (DeepSeek-V3, noaux_tc; where there is no
+    topk_method) or its highest (DeepSeek-V2's group_limited_greedy);
+    topk_method greedy is plain top-k."""
+    gate = block.gate
+    groups = _first_attr([block, gate], ("n_group", "num_group"))
+    spec.groups, spec.topk_groups, spec.group_score = None, None, None
+    # Normalised with an epsilon where DeepSeek's code adds one.
+    spec.norm_eps = 1e-20 if spec.bias_owner is not None or (
+        method is not None) or groups is not None else 0.0
+    if groups is None or method == "greedy":
+        return
+    topk_groups = _first_attr([block, gate], ("topk_group",))
+    e = spec.num_experts
+    if not isinstance(groups, int) or groups <= 0 or e % groups:
+        _refuse(name, block, f"n_group {groups!r} does not divide the "
+                f"{e} experts into groups")
+    if groups == 1:
+        return
+    if not isinstance(topk_groups, int) or not 1 <= topk_groups <= groups:
+        _refuse(name, block, f"topk_group {topk_groups!r} is not in [1, "
+                f"n_group ({groups})]")
+    rule = "max" if method == "group_limited_greedy" else "top2"
+    if rule == "top2" and e // groups < 2:
+        _refuse(name, block, f"groups of {e // groups} expert: a group's "
+                "score is the sum of its two highest")
+    if spec.top_k > topk_groups * (e // groups):
+        # The experts masked to 0 would be chosen, by ties the eager top-k
+        # and dc.topk break differently.
+        _refuse(name, block, f"top_k {spec.top_k} > the "
+                f"{topk_groups * (e // groups)} experts of topk_group "
+                f"({topk_groups}) groups")
+    spec.groups, spec.topk_groups, spec.group_score = groups, topk_groups, rule
+
+
 # -- the static-shape forward ----------------------------------------------------
 
 
-def _router_logits(block, x):
+def _router_logits(block, spec, hidden_states, x):
+    """The router logits [T, E] of x, the block's input hidden_states
+    flattened to [T, d]."""
     gate = block.gate
     if isinstance(gate, nn.Linear):
         return gate(x)
     # A router module is called, not only its weight read: transformers
     # 5.x collects the router logits for the auxiliary loss by a forward
     # hook on the router (its first result), which must see this call. Its
-    # other results (its own top-k) are not used.
-    routed = gate(x)
-    logits = routed[0] if isinstance(routed, (tuple, list)) else routed
+    # other results (its own top-k) are not used. It gets the block's input
+    # as the block has it (DeepSeek-V2's gate unpacks [B, S, d]).
     experts = gate.weight.shape[0]
-    if isinstance(logits, torch.Tensor) and \
-            tuple(logits.shape) == (x.shape[0], experts):
-        return logits
-    return F.linear(x, gate.weight, getattr(gate, "bias", None))
+    if spec.router_logits is not False:
+        routed = gate(hidden_states)
+        logits = routed[0] if isinstance(routed, (tuple, list)) else routed
+        spec.router_logits = isinstance(logits, torch.Tensor) and \
+            logits.shape[-1] == experts and \
+            logits.numel() == x.shape[0] * experts
+        if spec.router_logits:
+            return logits.reshape(x.shape[0], experts)
+    # A router returning its own choice (transformers 4.x DeepSeek: the
+    # indices and weights) is called once, on the check's data: its
+    # routing would be traced and unused. Its logits, in f32 as it computes
+    # them.
+    bias = getattr(gate, "bias", None)
+    return F.linear(x.float(), gate.weight.float(),
+                    None if bias is None else bias.float())
+
+
+def _route(spec, scores):
+    """(weights [T, k] before renormalisation, chosen experts [T, k]) of the
+    f32 scores [T, E]: their top-k, or with a correction bias and groups
+    (DeepSeek) the top-k of the biased scores within the best groups and
+    the unbiased scores there."""
+    k = spec.top_k
+    if spec.bias_owner is None and spec.groups is None:
+        return torch.topk(scores, k, dim=-1)
+    choice = scores
+    if spec.bias_owner is not None:
+        bias = getattr(spec.bias_owner, "e_score_correction_bias")
+        choice = scores + bias.float()
+    if spec.groups is not None:
+        tokens, e, g = scores.shape[0], spec.num_experts, spec.groups
+        grouped = choice.reshape(tokens, g, e // g)
+        if spec.group_score == "top2":
+            group_scores = torch.topk(grouped, 2, dim=-1)[0].sum(dim=-1)
+        else:
+            group_scores = grouped.amax(dim=-1)
+        group_idx = torch.topk(group_scores, spec.topk_groups, dim=-1)[1]
+        group_mask = torch.zeros_like(group_scores).scatter(1, group_idx, 1.0)
+        score_mask = group_mask.unsqueeze(-1).expand(tokens, g, e // g) \
+            .reshape(tokens, e)
+        # The other groups' experts score 0, as DeepSeek's masked_fill.
+        choice = choice.masked_fill(~score_mask.bool(), 0.0)
+    ids = torch.topk(choice, k, dim=-1)[1]
+    return scores.gather(1, ids), ids
 
 
 def _expert_weights(block, spec):
@@ -440,14 +544,19 @@ def static_forward(block, spec, hidden_states):
     shape = hidden_states.shape
     x = hidden_states.reshape(-1, shape[-1])
     tokens, k = x.shape[0], spec.top_k
-    logits = _router_logits(block, x)
+    logits = _router_logits(block, spec, hidden_states, x)
     if spec.scoring == "softmax":
         scores = F.softmax(logits, dim=-1, dtype=torch.float32)
     else:
         scores = torch.sigmoid(logits.float())
-    weights, ids = torch.topk(scores, k, dim=-1)
+    weights, ids = _route(spec, scores)
     if spec.normalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        total = weights.sum(dim=-1, keepdim=True)
+        if spec.norm_eps:
+            total = total + spec.norm_eps
+        weights = weights / total
+    if spec.routed_scale != 1.0:
+        weights = weights * spec.routed_scale
     if spec.capacity_factor is not None:
         capacity = expert_capacity(spec.capacity_factor, tokens, k,
                                    spec.num_experts)
@@ -510,7 +619,7 @@ def _check_block(name, block, spec, args, kwargs, original):
             f"{defined_at(block)}) is recognised as a mixture-of-experts "
             f"block, but {why}; dc_torch's static-shape form of it would "
             "compute something else (its routing or expert MLP differs from "
-            "the recognised Mixtral / Qwen-MoE math)")
+            "the recognised Mixtral / Qwen-MoE / DeepSeek math)")
     if len(args) != 1 or kwargs or not isinstance(args[0], torch.Tensor):
         refuse("it is called with other arguments than the hidden states")
     if isinstance(original, (tuple, list)):

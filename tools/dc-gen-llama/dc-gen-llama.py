@@ -8,10 +8,11 @@ arith, math, and one scf.for for the embedding gradient's scatter-add; with
 forward pass and a hand-derived backward pass:
 
   arguments: every parameter with `{dc.param = #dc.param<id, name>}`, in the
-             order of `parameter_specs`, then `%tokens`, `%targets`
-             (tensor<BxSxi32>, named by `dc.name`);
+             order of `parameter_specs` (the trainable ones, then those
+             without a gradient: --router-bias's biases), then `%tokens`,
+             `%targets` (tensor<BxSxi32>, named by `dc.name`);
   results:   the mean cross-entropy `tensor<f32> {dc.loss}`, then the
-             gradient of every parameter in parameter order
+             gradient of every trainable parameter in parameter order
              (`{dc.grad = #dc.grad<param = id>}`, the parameter's type).
 
 docs/models.md lists the layouts and derives every backward formula used here.
@@ -67,17 +68,17 @@ PRESETS = {
     # 7168, 61 layers, 128 heads, vocab 129280; n_routed_experts 256,
     # num_experts_per_tok 8, n_shared_experts 1, moe_intermediate_size
     # 2048, scoring_func sigmoid, norm_topk_prob, routed_scaling_factor
-    # 2.5). Simplified: multi-head attention of head_dim 56 instead of
-    # multi-head latent attention (q/kv LoRA ranks 1536/512, 192-wide q/k
-    # heads), every layer MoE (DeepSeek-V3's first 3 are dense, 18432
-    # wide), top-8 over all experts (no group-limited routing: n_group 8,
-    # topk_group 4), no score-correction bias (noaux_tc), no multi-token
-    # prediction.
+    # 2.5; topk_method noaux_tc: the score-correction bias, n_group 8,
+    # topk_group 4). Simplified: multi-head attention of head_dim 56
+    # instead of multi-head latent attention (q/kv LoRA ranks 1536/512,
+    # 192-wide q/k heads), every layer MoE (DeepSeek-V3's first 3 are
+    # dense, 18432 wide), no multi-token prediction.
     "deepseek-v3-like": dict(layers=61, dim=7168, ffn=18432, heads=128,
                              vocab=129280, batch=1, seq=4096, experts=256,
                              top_k=8, shared_experts=1, expert_ffn=2048,
                              router="sigmoid", norm_topk=True,
-                             routed_scale=2.5),
+                             routed_scale=2.5, router_bias=True,
+                             expert_groups=8, topk_groups=4),
 }
 
 # Sizes every preset has (positive integers).
@@ -85,7 +86,8 @@ SIZE_KEYS = ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq")
 # Mixture-of-experts options and their defaults (experts = 0: dense MLPs;
 # the others are read only with experts > 0; expert_ffn defaults to ffn).
 MOE_DEFAULTS = dict(experts=0, top_k=2, shared_experts=0, expert_ffn=None,
-                    router="softmax", norm_topk=False, routed_scale=1.0)
+                    router="softmax", norm_topk=False, routed_scale=1.0,
+                    router_bias=False, expert_groups=1, topk_groups=None)
 
 # The data arguments after the parameters, by their SSA and manifest
 # (dc.name) names: token ids and next-token targets.
@@ -566,6 +568,38 @@ class LlamaStep:
             lambda b: [b.div(b.exp(b.sub(b.load(0), b.load(1))),
                              b.load(2))])
 
+    def choose(self, p, scores, w):
+        """(the chosen experts' scores [T, K], the chosen experts [T, K]):
+        the top-k of the scores; with DeepSeek-V3's routing, the top-k of
+        the scores plus the correction bias (--router-bias) among the
+        experts of each token's --topk-groups best groups
+        (--expert-groups, a group's score the sum of its two best), and the
+        unbiased scores there (a gather)."""
+        e, c = self.e, self.cfg
+        if not c.router_bias and c.expert_groups == 1:
+            return e.topk(f"{p}_top", scores, c.top_k)
+        biased = scores
+        if c.router_bias:
+            bias = w["moe.router_bias"]
+            biased = e.elementwise(
+                f"{p}_biased", [scores, (bias, [1])], STATS,
+                lambda b: [b.add(b.load(0), b.load(1))])
+        if c.expert_groups > 1:
+            t, g = self.n_tok, c.expert_groups
+            size = c.experts // g
+            grouped = e.expand(f"{p}_grouped", biased, [[0], [1, 2]],
+                               [t, g, size])
+            best2, _ = e.topk(f"{p}_group_best2", grouped, 2)
+            group_scores = self.row_reduce(
+                f"{p}_group_scores", [best2], [[0, 1, 2]], 3, 0.0,
+                lambda b: [b.add(b.acc(), b.load(0))])
+            _, groups = e.topk(f"{p}_groups", group_scores, c.topk_groups)
+            # The other groups' experts score 0 (DeepSeek's masked_fill).
+            biased = e.keep_groups(f"{p}_masked", biased, groups, size,
+                                   e.scalar_const(0.0, STATS))
+        _, choice = e.topk(f"{p}_top", biased, c.top_k)
+        return e.gather(f"{p}_top_scores", scores, choice, 1), choice
+
     def moe(self, p, x, w):
         """Token-choice mixture of experts on normed x [T, d]: each token's
         top-k experts by score, their SwiGLU outputs weighted by the
@@ -576,7 +610,7 @@ class LlamaStep:
         e, c = self.e, self.cfg
         n_assign = self.n_tok * c.top_k
         scores = self.router(p, x, w["moe.router"])
-        top, choice = e.topk(f"{p}_top", scores, c.top_k)
+        top, choice = self.choose(p, scores, w)
         saved = dict(scores=scores, choice=choice)
         weights = top
         if c.norm_topk:
@@ -677,7 +711,9 @@ class LlamaStep:
                 f"{p}_dtop", [dweights, (dot, [0]), (s["top_sum"], [0])],
                 STATS, lambda b: [b.div(b.sub(b.load(0), b.load(1)),
                                         b.load(2))])
-        # Top-k: each value's gradient back at its expert, zero elsewhere.
+        # Top-k (or the gather of the chosen experts' scores): each value's
+        # gradient back at its expert, zero elsewhere. The choice (the
+        # bias, the groups) is piecewise constant and has none.
         zero = e.scalar_const(0.0, STATS)
 
         def put_back(b):
@@ -823,7 +859,8 @@ class LlamaStep:
         h = self.embed(arg["tok_embeddings"], tokens)
         saved = []
         for i in range(c.layers):
-            w = {s: arg[f"layers.{i}.{s}"] for s in layer_params(c)}
+            w = {s: arg[f"layers.{i}.{s}"]
+                 for s in list(layer_params(c)) + list(layer_frozen(c))}
             e.comment(f"layer {i}: attention")
             xa, ra = self.rmsnorm(f"l{i}_attn_norm", h, w["attn_norm"])
             att, att_saved = self.attention(f"l{i}_attn", xa, w["attn.wqkv"],
@@ -880,7 +917,9 @@ class LlamaStep:
             grads.update((f"layers.{i}.{k}", v) for k, v in g.items())
         grads["tok_embeddings"] = self.embed_backward(tokens, dh)
 
-        results = [loss] + [grads[name] for name, _ in params]
+        frozen = frozen_names(c)
+        results = [loss] + [grads[name] for name, _ in params
+                            if name not in frozen]
         e.emit(f"return {', '.join(v.name for v in results)} : "
                f"{', '.join(v.type for v in results)}")
         return [arg[name] for name, _ in params], data
@@ -911,14 +950,32 @@ def layer_params(c):
     return shapes
 
 
+def layer_frozen(c):
+    """Per-layer parameters without a gradient, after every trainable one
+    (as dc_torch's buffers): with --router-bias the router's score-
+    correction bias [E] (DeepSeek-V3's e_score_correction_bias, which its
+    auxiliary-loss-free balancing moves outside the gradient)."""
+    return {"moe.router_bias": [c.experts]} if c.experts and \
+        c.router_bias else {}
+
+
 def parameter_specs(c):
-    """(name, shape) of every parameter, in #dc.param id order."""
+    """(name, shape) of every parameter, in #dc.param id order: the
+    trainable ones, then the frozen ones (frozen_names)."""
     specs = [("tok_embeddings", [c.vocab, c.dim])]
     for i in range(c.layers):
         specs += [(f"layers.{i}.{s}", shape)
                   for s, shape in layer_params(c).items()]
     specs += [("norm", [c.dim]), ("lm_head", [c.dim, c.vocab])]
+    for i in range(c.layers):
+        specs += [(f"layers.{i}.{s}", shape)
+                  for s, shape in layer_frozen(c).items()]
     return specs
+
+
+def frozen_names(c):
+    return {f"layers.{i}.{s}" for i in range(c.layers)
+            for s in layer_frozen(c)}
 
 
 def generate(c):
@@ -926,7 +983,9 @@ def generate(c):
     step = LlamaStep(c)
     args, data = step.build(params)
     e = step.e
-    count = sum(math.prod(shape) for _, shape in params)
+    frozen = frozen_names(c)
+    count = sum(math.prod(shape) for name, shape in params
+                if name not in frozen)
     millions = f" ({count / 1e6:.1f}M)" if count >= 100000 else ""
     out = [
         "// Llama-style decoder training step, generated by dc-gen-llama.",
@@ -942,8 +1001,12 @@ def generate(c):
          (f" shared_experts={c.shared_experts}" if c.shared_experts else "") +
          (" norm_topk" if c.norm_topk else "") +
          (f" routed_scale={c.routed_scale:g}" if c.routed_scale != 1.0
-          else "") if c.experts else ""),
-        f"// parameters: {count}{millions} in {len(params)} tensors",
+          else "") +
+         (" router_bias" if c.router_bias else "") +
+         (f" expert_groups={c.expert_groups} topk_groups={c.topk_groups}"
+          if c.expert_groups > 1 else "") if c.experts else ""),
+        f"// parameters: {count}{millions} in {len(params) - len(frozen)} "
+        "tensors" + (f", {len(frozen)} non-trainable" if frozen else ""),
         "",
     ]
     out += [f"{alias} = {text}" for alias, text in e.map_aliases.items()]
@@ -953,7 +1016,9 @@ def generate(c):
     # Token ids lie in [0, vocab): the manifest tells dc-run, naming them.
     sig += [dc_mlir.vocab_arg(v, c.vocab, name) for v, name in zip(data, DATA)]
     res = [dc_mlir.LOSS_RESULT]
-    res += [dc_mlir.grad_result(v.type, i) for i, v in enumerate(args)]
+    res += [dc_mlir.grad_result(v.type, i)
+            for i, (v, (name, _)) in enumerate(zip(args, params))
+            if name not in frozen]
     out += e.function("train_step", sig, res)
     return "\n".join(out) + "\n"
 
@@ -1006,9 +1071,23 @@ def parse_args(argv):
     moe.add_argument("--routed-scale", type=float,
                      help="factor on the routed experts' weights "
                      "(DeepSeek-V3's routed_scaling_factor; default 1)")
+    moe.add_argument("--router-bias", action=argparse.BooleanOptionalAction,
+                     help="a score-correction bias per expert, added to the "
+                     "scores for the choice only, the weights the unbiased "
+                     "scores (DeepSeek-V3's e_score_correction_bias; a "
+                     "parameter without a gradient)")
+    moe.add_argument("--expert-groups", type=int,
+                     help="group-limited routing: the experts in G groups of "
+                     "E / G, each token choosing among the experts of its "
+                     "--topk-groups best groups, a group's score the sum of "
+                     "its two best (DeepSeek-V3's n_group; default 1: none)")
+    moe.add_argument("--topk-groups", type=int,
+                     help="groups each token chooses its experts from "
+                     "(DeepSeek-V3's topk_group)")
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
+    given_topk_groups = args.topk_groups is not None
     preset = PRESETS[args.config]
     for key, value in preset.items():
         if getattr(args, key) is None:
@@ -1031,6 +1110,8 @@ def parse_args(argv):
         ap.error("--shared-experts must not be negative")
     if args.experts and args.routed_scale <= 0:
         ap.error("--routed-scale must be positive")
+    if args.experts:
+        check_groups(ap, args, given_topk_groups)
     if args.kv_heads is None:  # a multi-head preset
         args.kv_heads = args.heads
     if args.kv_heads <= 0:
@@ -1047,6 +1128,36 @@ def parse_args(argv):
     if args.rope_theta <= 1:
         ap.error("--rope-theta must be greater than 1")
     return args
+
+
+def check_groups(ap, args, given_topk_groups):
+    """Group-limited routing's options: G groups of E / G experts (at least
+    two: a group's score is the sum of its two best), g of them per token,
+    holding at least the k experts chosen. --expert-groups 1 (no groups)
+    drops a preset's --topk-groups."""
+    e, g, k = args.experts, args.expert_groups, args.top_k
+    if g <= 0:
+        ap.error("--expert-groups must be positive (1: no groups)")
+    if g == 1:
+        if given_topk_groups and args.topk_groups != 1:
+            ap.error(f"--topk-groups {args.topk_groups} needs --expert-groups")
+        args.topk_groups = 1
+        return
+    if e % g:
+        ap.error(f"--expert-groups ({g}) must divide --experts ({e})")
+    if e // g < 2:
+        ap.error(f"--expert-groups ({g}) must leave at least 2 experts per "
+                 f"group (a group's score is the sum of its two best), not "
+                 f"{e // g}")
+    if args.topk_groups is None:
+        ap.error(f"--expert-groups ({g}) needs --topk-groups")
+    if not 1 <= args.topk_groups <= g:
+        ap.error(f"--topk-groups must be in [1, --expert-groups ({g})], not "
+                 f"{args.topk_groups}")
+    kept = args.topk_groups * (e // g)
+    if k > kept:
+        ap.error(f"--top-k ({k}) must be at most the {kept} experts of "
+                 f"--topk-groups ({args.topk_groups}) groups of {e // g}")
 
 
 def main(argv):

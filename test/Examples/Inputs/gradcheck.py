@@ -3,7 +3,8 @@
 
 Takes a module whose `@train_step` follows dc's input contract (parameters
 marked #dc.param, then data; results: loss, then one gradient per
-parameter), lowers it with upstream mlir-opt, and runs it with mlir-runner
+parameter; a parameter without a #dc.grad result, frozen, is an input that
+is not perturbed), lowers it with upstream mlir-opt, and runs it with mlir-runner
 from a generated `@main` that evaluates, for every parameter, the loss at
 p + delta and p - delta for a few perturbations delta (random directions over
 the whole tensor and single entries). Central differences
@@ -28,6 +29,8 @@ import tempfile
 
 ARG_RE = re.compile(r"%([\w.$-]+)\s*:\s*(tensor<[^>]*>)\s*(\{dc\.param = [^}]*\})?")
 PARAM_NAME_RE = re.compile(r'name = "([^"]*)"')
+PARAM_ID_RE = re.compile(r"id = (\d+)")
+GRAD_ID_RE = re.compile(r"#dc\.grad<param = (\d+)>")
 ATTR_RE = re.compile(r"\s*\{dc\.(?:param|grad) = #dc\.\w+<[^>]*>\}|\s*\{dc\.loss\}")
 MODULE_RE = re.compile(r"^module \{\n(.*)^\}\s*\Z", re.S | re.M)
 FLOAT_RE = re.compile(r"[-+]?(?:nan|inf|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
@@ -87,6 +90,24 @@ def signature(text):
     return args, result_types
 
 
+def gradient_results(text, args):
+    """{arg index: the index among the gradient results of its gradient}:
+    by #dc.grad where the results are marked (a parameter without one, a
+    frozen buffer, is an input and is not checked), else every parameter's
+    in order."""
+    start = text.index("func.func @train_step(")
+    body = text.index("{\n", text.index("->", start))
+    head, results = text[start:body].split("->", 1)
+    ids = [int(PARAM_ID_RE.search(m.group(3)).group(1)) if m.group(3)
+           else None for m in ARG_RE.finditer(head)]
+    grad_ids = [int(g) for g in GRAD_ID_RE.findall(results)]
+    if grad_ids:
+        return {a: grad_ids.index(ids[a]) for a in range(len(args))
+                if ids[a] in grad_ids}
+    return {a: n for n, a in enumerate(
+        a for a in range(len(args)) if args[a][3])}
+
+
 def initial_values(args, rng, int_max):
     values = []
     for name, shape, elt, is_param in args:
@@ -104,12 +125,13 @@ def initial_values(args, rng, int_max):
     return values
 
 
-def make_checks(args, values, rng, step, directions, entries):
-    """Per parameter: `directions` random whole-tensor perturbations and
-    `entries` single-entry ones. Each check is (arg index, plus, minus)."""
+def make_checks(args, values, rng, step, directions, entries, trainable):
+    """Per parameter with a gradient (the arg indices `trainable`):
+    `directions` random whole-tensor perturbations and `entries`
+    single-entry ones. Each check is (arg index, plus, minus)."""
     checks = []
     for a, (name, shape, elt, is_param) in enumerate(args):
-        if not is_param:
+        if a not in trainable:
             continue
         base = values[a]
         for _ in range(directions):
@@ -155,7 +177,10 @@ def main_function(args, result_types, values, checks):
         prev = "%diffs" if c == 0 else f"%diffs{c - 1}"
         lines.append(f"  %diffs{c} = tensor.insert %d{c} into {prev}[%i{c}] : "
                      f"tensor<{len(checks)}xf32>")
-    printed = [(f"%diffs{len(checks) - 1}", f"tensor<{len(checks)}xf32>")]
+    # (With no checks, --directions 0 --entries 0: the loss and gradients
+    # at p alone.)
+    printed = [(f"%diffs{len(checks) - 1}" if checks else "%diffs",
+                f"tensor<{len(checks)}xf32>")]
     printed += [(f"%base#{i}", t) for i, t in enumerate(result_types)]
     lines += print_tensors(printed)
     lines += ["  return", "}"]
@@ -241,19 +266,19 @@ def main(argv):
     with open(opts.input) as f:
         text = f.read()
     args, result_types = signature(text)
-    params = [a for a in args if a[3]]
-    if len(result_types) != 1 + len(params):
-        sys.exit("gradcheck: expected the loss and one gradient per parameter")
+    grad_result = gradient_results(text, args)
+    if len(result_types) != 1 + len(grad_result):
+        sys.exit("gradcheck: expected the loss and one gradient per "
+                 "parameter (per #dc.grad)")
     rng = random.Random(opts.seed)
     values = initial_values(args, rng, opts.int_max)
     checks = make_checks(args, values, rng, opts.step, opts.directions,
-                         opts.entries)
+                         opts.entries, grad_result)
     module = step_source(text) + main_function(args, result_types, values,
                                                    checks)
     out = lower_and_run(module, opts.keep)
     diffs, loss, grads = out[0], out[1][0], out[2:]
-    grad_of = {a: g for a, g in zip([i for i, a in enumerate(args) if a[3]],
-                                    grads)}
+    grad_of = {a: grads[r] for a, r in grad_result.items()}
     print(f"loss {loss:.6g}")
     failures, max_rel = 0, 0.0
     for c, (a, plus, minus) in enumerate(checks):

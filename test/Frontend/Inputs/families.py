@@ -37,6 +37,15 @@ two-layer model.
 |         | topk, one_hot, means), returned as .aux_loss in an output object |
 |         | beside .logits; the step adds router_aux_loss_coef * aux_loss    |
 |         | (0.1 here, to weigh in)                                          |
+| deepseek_v3 | transformers 5.x DeepSeek-V3: a router returning f32 logits, |
+|         | an e_score_correction_bias buffer; sigmoid, group-limited top-k  |
+|         | (group score: the sum of a group's best two biased scores; the   |
+|         | other groups' experts masked to 0), weights the unbiased scores, |
+|         | renormalised (+1e-20), x routed_scaling_factor; stacked experts, |
+|         | shared experts                                                   |
+| deepseek_v2 | transformers 4.x DeepSeek-V2: a gate returning its choice    |
+|         | (softmax, group_limited_greedy: a group's score its best), x     |
+|         | routed_scaling_factor, per-expert MLPs, shared experts           |
 
 The MoE blocks of mixtral and qwen2_moe take a `capacity_factor` (None:
 dropless, as in Hugging Face): set, each expert keeps at most
@@ -419,8 +428,144 @@ class StackedSparseMoe(nn.Module):
         return self.experts(x, chosen, weights).reshape(b, s, d)
 
 
+def group_limited_mask(group_scores, topk_group, experts):
+    """[T, E] bool: the experts of each token's topk_group best groups
+    (group_scores [T, G]), as DeepSeek's routers build it: the groups'
+    indices by an unsorted topk, ones scattered into zeros_like, spread
+    over each group's E / G experts."""
+    tokens, groups = group_scores.shape
+    best = torch.topk(group_scores, k=topk_group, dim=-1, sorted=False)[1]
+    mask = torch.zeros_like(group_scores)
+    mask.scatter_(1, best, 1)
+    mask = mask.unsqueeze(-1).expand(-1, groups, experts // groups)
+    return mask.reshape(tokens, experts).bool()
+
+
+class DeepseekV3TopkRouter(nn.Module):
+    """transformers 5.x DeepseekV3TopkRouter: a bare [E, d] weight and the
+    score-correction bias buffer [E] (zeros in a new model; DeepSeek-V3's
+    auxiliary-loss-free balancing moves it outside the gradient, so a
+    trained one is not: random here); returns the logits, in f32."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.hidden_size, self.n_routed_experts = c["dim"], c["experts"]
+        self.weight = nn.Parameter(torch.randn(c["experts"], c["dim"])
+                                   * c["dim"] ** -0.5)
+        self.register_buffer("e_score_correction_bias",
+                             0.05 * torch.randn(c["experts"]))
+
+    def forward(self, hidden_states):
+        x = hidden_states.view(-1, self.hidden_size).float()
+        return F.linear(x, self.weight.float())
+
+
+class DeepseekV3Moe(nn.Module):
+    """transformers 5.x DeepseekV3MoE: sigmoid scores; for the choice the
+    scores plus the router's correction bias, each group's score the sum
+    of its two best, the experts outside the topk_group best groups
+    masked_fill'ed to 0, an unsorted top-k; the weights the unbiased
+    scores of the chosen experts (gather), renormalised with +1e-20 in the
+    denominator and times routed_scaling_factor; stacked experts (as
+    Mixtral's 5.x) plus shared experts of n_shared_experts x
+    moe_intermediate_size (hidden states only)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.experts = StackedExperts(c)
+        self.gate = DeepseekV3TopkRouter(c)
+        self.shared_experts = ExpertMLP(
+            c["dim"], c["moe_ffn"] * c["n_shared"],
+            ("gate_proj", "up_proj", "down_proj"))
+        self.n_routed_experts, self.top_k = c["experts"], c["top_k"]
+        self.n_group, self.topk_group = c["n_group"], c["topk_group"]
+        self.norm_topk_prob, self.routed_scaling_factor = True, 2.5
+
+    def route_tokens_to_experts(self, router_logits):
+        e, g = self.n_routed_experts, self.n_group
+        scores = router_logits.sigmoid()
+        for_choice = scores + self.gate.e_score_correction_bias
+        best_two = for_choice.view(-1, g, e // g).topk(2, dim=-1)[0]
+        keep = group_limited_mask(best_two.sum(dim=-1), self.topk_group, e)
+        for_choice = for_choice.masked_fill(~keep, 0.0)
+        chosen = torch.topk(for_choice, k=self.top_k, dim=-1,
+                            sorted=False)[1]
+        weights = scores.gather(1, chosen)
+        if self.norm_topk_prob:
+            weights /= weights.sum(dim=-1, keepdim=True) + 1e-20
+        return chosen, weights * self.routed_scaling_factor
+
+    def forward(self, hidden_states):
+        shape = hidden_states.shape
+        chosen, weights = self.route_tokens_to_experts(
+            self.gate(hidden_states))
+        routed = self.experts(hidden_states.view(-1, shape[-1]), chosen,
+                              weights)
+        return routed.view(*shape) + self.shared_experts(hidden_states)
+
+
+class DeepseekV2Gate(nn.Module):
+    """transformers 4.x DeepseekV2MoEGate: an [E, d] weight, [B, S, d]
+    input; logits in f32, softmax, topk_method group_limited_greedy (each
+    group's score its best expert's, the experts outside the topk_group
+    best groups masked_fill'ed to 0), an unsorted top-k times
+    routed_scaling_factor, no renormalisation; returns the chosen experts
+    and their weights."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.top_k, self.num_experts = c["top_k"], c["experts"]
+        self.routed_scaling_factor = 2.0
+        self.topk_method = "group_limited_greedy"
+        self.num_group, self.topk_group = c["n_group"], c["topk_group"]
+        self.weight = nn.Parameter(torch.randn(c["experts"], c["dim"])
+                                   * c["dim"] ** -0.5)
+
+    def forward(self, hidden_states):
+        b, s, d = hidden_states.shape
+        logits = F.linear(hidden_states.view(b * s, d).float(),
+                          self.weight.float())
+        scores = logits.softmax(dim=-1, dtype=torch.float32)
+        group_best = scores.view(b * s, self.num_group, -1).max(dim=-1).values
+        keep = group_limited_mask(group_best, self.topk_group,
+                                  self.num_experts)
+        weights, chosen = torch.topk(scores.masked_fill(~keep, 0.0),
+                                     k=self.top_k, dim=-1, sorted=False)
+        return chosen, weights * self.routed_scaling_factor
+
+
+class DeepseekV2Moe(nn.Module):
+    """transformers 4.x DeepseekV2MoE: the gate's choice, per-expert
+    gate_proj/up_proj/down_proj MLPs run on the tokens torch.where picks,
+    index_add_ back, plus shared experts (hidden states only)."""
+
+    def __init__(self, c):
+        super().__init__()
+        d = c["dim"]
+        names = ("gate_proj", "up_proj", "down_proj")
+        self.experts = nn.ModuleList(ExpertMLP(d, c["moe_ffn"], names)
+                                     for _ in range(c["experts"]))
+        self.gate = DeepseekV2Gate(c)
+        self.shared_experts = ExpertMLP(d, c["moe_ffn"] * c["n_shared"],
+                                        names)
+
+    def forward(self, hidden_states):
+        shape = hidden_states.shape
+        chosen, weights = self.gate(hidden_states)
+        x = hidden_states.view(-1, shape[-1])
+        out = torch.zeros_like(x)
+        mask = F.one_hot(chosen, num_classes=len(self.experts))
+        mask = mask.permute(2, 1, 0)
+        for e, expert in enumerate(self.experts):
+            slot, token = torch.where(mask[e])
+            y = expert(x[token]) * weights[token, slot, None]
+            out.index_add_(0, token, y.to(out.dtype))
+        return out.view(*shape) + self.shared_experts(hidden_states)
+
+
 MOE_BLOCKS = {"mixtral": MixtralSparseMoe, "qwen2_moe": Qwen2SparseMoe,
-              "stacked": StackedSparseMoe}
+              "stacked": StackedSparseMoe, "deepseek_v3": DeepseekV3Moe,
+              "deepseek_v2": DeepseekV2Moe}
 
 
 def load_balancing_loss_func(gate_logits, num_experts, top_k):
@@ -573,6 +718,13 @@ class Decoder(nn.Module):
         return logits
 
 
+# The DeepSeek families' group-limited routing, at both sizes: 8 experts
+# in 2 groups of 4, top-2 experts within the best group (the top-2 of all 8
+# often spans both groups: the group mask changes the choice), one shared
+# expert.
+GROUPED = {"experts": 8, "top_k": 2, "n_group": 2, "topk_group": 1,
+           "n_shared": 1}
+
 FEATURES = {
     "llama": {},
     "mistral": {"sliding_window": True},
@@ -600,6 +752,8 @@ FEATURES = {
     "mixtral_aux": {"moe": "mixtral", "aux_loss": True},
     "qwen2_moe_aux": {"moe": "qwen2_moe", "qkv_bias": True, "aux_loss": True},
     "mixtral_stacked_aux": {"moe": "stacked", "aux_loss": True},
+    "deepseek_v3": {"moe": "deepseek_v3", **GROUPED},
+    "deepseek_v2": {"moe": "deepseek_v2", **GROUPED},
 }
 
 
@@ -607,6 +761,9 @@ def make(name, size="test", seq=None):
     c = dict(SIZES[size])
     c["seq"] = seq or (7 if size == "test" else 128)
     f = dict(FEATURES[name])
+    for key in GROUPED:  # sizes a family sets itself
+        if key in f:
+            c[key] = f.pop(key)
     kv = f.pop("kv_heads", None)
     if kv == "heads":
         c["kv_heads"] = c["heads"]

@@ -167,8 +167,8 @@ def routing(name):
 
 
 def loads(block, spec, x):
-    ids = torch.topk(F.softmax(moe._router_logits(block, x.reshape(-1, 32)),
-                               -1), spec.top_k).indices
+    logits = moe._router_logits(block, spec, x, x.reshape(-1, 32))
+    ids = torch.topk(F.softmax(logits, -1), spec.top_k).indices
     return torch.bincount(ids.reshape(-1), minlength=4).tolist()
 
 
@@ -222,8 +222,8 @@ def check_capacity(family, case, factor, dropless_reference=False):
     spec = moe.recognise(family, block)
     spec.returns_logits = True
     params = list(block.parameters())
-    ids = torch.topk(F.softmax(moe._router_logits(block, x.reshape(-1, 32)),
-                               -1), k).indices
+    logits = moe._router_logits(block, spec, x, x.reshape(-1, 32))
+    ids = torch.topk(F.softmax(logits, -1), k).indices
     dropped = int((~families.within_capacity(ids, 4, factor)).sum())
 
     def run(forward):
@@ -247,11 +247,92 @@ def check_capacity(family, case, factor, dropless_reference=False):
            f"{len(have) - 1} grads", err)
 
 
+# -- group-limited routing (DeepSeek) ----------------------------------------------
+
+
+def grouped_config(**changes):
+    """families.GROUPED's routing on the blocks' test sizes: 8 experts in
+    2 groups of 4, the best group kept, top-2."""
+    c = dict(dim=32, moe_ffn=24, shared_ffn=40, **families.GROUPED)
+    c.update(changes)
+    return c
+
+
+GROUPED_BLOCKS = {
+    "deepseek_v3": lambda **c: families.DeepseekV3Moe(grouped_config(**c)),
+    "deepseek_v2": lambda **c: families.DeepseekV2Moe(grouped_config(**c)),
+}
+
+
+def router_scores(block, spec, x):
+    """The router's softmax or sigmoid scores [T, E] of x."""
+    logits = moe._router_logits(block, spec, x, x.reshape(-1, 32))
+    return F.softmax(logits, -1) if spec.scoring == "softmax" else \
+        torch.sigmoid(logits)
+
+
+def check_grouped(family, case):
+    """The static form of a group-limited block against its own forward
+    (output and every gradient), and that the group mask matters: the
+    tokens whose experts differ from the plain top-k of the same scores,
+    and the output of the plain top-k (the block's groups ignored), which
+    must differ."""
+    torch.manual_seed(1)
+    u = F.normalize(torch.randn(32), dim=0)
+    x = torch.randn(2, 7, 32)
+    torch.manual_seed(0)
+    block = GROUPED_BLOCKS[family]()
+    if case == "every token to group 1":
+        x = x * 0.3 + 2.0 * u
+        with torch.no_grad():
+            block.gate.weight[4:] = 8.0 * u
+    spec = moe.recognise(family, block)
+    spec.returns_logits = False
+    params = list(block.parameters())
+
+    def run(forward):
+        xi = x.clone().requires_grad_()
+        out = forward(xi)
+        probe = torch.linspace(-1, 1, out.numel()).reshape(out.shape)
+        return (out,) + torch.autograd.grad((out * probe).sum(), [xi] + params,
+                                            allow_unused=True)
+    want = run(block)
+    have = run(lambda xi: moe.static_forward(block, spec, xi))
+    err = max(max_error(h if h is not None else torch.zeros_like(w),
+                        w if w is not None else torch.zeros_like(h))
+              for h, w in zip(have, want))
+    with torch.no_grad():
+        scores = router_scores(block, spec, x)
+        _, grouped = moe._route(spec, scores)
+        # Plain top-k of the scores the experts are chosen by (with the
+        # correction bias where there is one), without the group mask.
+        if spec.bias_owner is not None:
+            scores = scores + spec.bias_owner.e_score_correction_bias
+        plain = torch.topk(scores, spec.top_k).indices.sort(-1).values
+        changed = int((grouped.sort(-1).values != plain).any(-1).sum())
+        groups = spec.groups
+        spec.groups = None
+        ungrouped = moe.static_forward(block, spec, x)
+        spec.groups = groups
+    differs = max_error(ungrouped, want[0])
+    loads = torch.bincount(grouped.reshape(-1), minlength=8).tolist()
+    ok = err <= TOL and (changed > 0) == (case == "random routing") and \
+        (differs > 1e-3) == (changed > 0)
+    print(f"grouped {family}, {case} (tokens per expert {loads}; the group "
+          f"mask changes the experts of {changed} of {scores.shape[0]} "
+          f"tokens, the output by up to {differs:.2g}): output, "
+          f"{len(have) - 1} grads: {'ok' if ok else 'FAILED'} (max error "
+          f"{err:.2g})")
+    if not ok:
+        failures.append(f"grouped {family} {case}")
+
+
 def check_bf16(family):
     """The static form in bf16 against the block's own bf16 forward: the
     same math rounded differently (the routing weights applied in f32)."""
     torch.manual_seed(0)
-    block = BLOCKS[family](2).to(torch.bfloat16)
+    block = (BLOCKS[family](2) if family in BLOCKS
+             else GROUPED_BLOCKS[family]()).to(torch.bfloat16)
     spec = moe.recognise(family, block)
     x = torch.randn(2, 7, 32, dtype=torch.bfloat16)
     with torch.no_grad():
@@ -340,6 +421,11 @@ class WithMoE(nn.Module):
         return self.head(h[0] if isinstance(h, tuple) else h)
 
 
+def unknown_method(block):
+    block.gate.topk_method = "sinkhorn"
+    return block
+
+
 def check_refusal(name, model, expect):
     tokens = torch.randint(0, 13, (2, 7))
     try:
@@ -360,7 +446,10 @@ def main():
                      "expert 3 gets no token", "all ties (zero router)",
                      "k = E"):
             check_block(family, case)
-    for family in BLOCKS:
+    for family in GROUPED_BLOCKS:
+        check_grouped(family, "random routing")
+        check_grouped(family, "every token to group 1")
+    for family in list(BLOCKS) + list(GROUPED_BLOCKS):
         check_bf16(family)
     for family in ("mixtral", "qwen2_moe"):
         # Every token's first choice expert 0 (k = 2): expert 0 keeps 7
@@ -371,7 +460,8 @@ def main():
         check_capacity(family, "random routing", 2.0,
                        dropless_reference=True)
     for family in ("mixtral", "qwen2_moe", "mixtral_stacked", "mixtral_aux",
-                   "qwen2_moe_aux", "mixtral_stacked_aux"):
+                   "qwen2_moe_aux", "mixtral_stacked_aux", "deepseek_v3",
+                   "deepseek_v2"):
         check_step(family)
     check_step("mixtral", capacity_factor=0.5)
     check_step("qwen2_moe_aux", capacity_factor=0.75)
@@ -382,6 +472,19 @@ def main():
     check_refusal("experts computing other math",
                   WithMoE(GeluExperts(block_config(2))),
                   ["module 'block'", "GeluExperts", "relative error"])
+    for why, block, expect in (
+            ("groups that do not divide the experts",
+             GROUPED_BLOCKS["deepseek_v3"](n_group=3),
+             ["n_group 3 does not divide the 8 experts"]),
+            ("more experts than the groups kept hold",
+             GROUPED_BLOCKS["deepseek_v3"](top_k=5),
+             ["top_k 5 > the 4 experts of topk_group (1) groups"]),
+            ("an unknown top-k method",
+             unknown_method(GROUPED_BLOCKS["deepseek_v2"]()),
+             ["top-k method 'sinkhorn'"])):
+        check_refusal(why, WithMoE(block),
+                      ["module 'block'", type(block).__name__,
+                       "families.py:"] + expect)
     print(f"{'all ok' if not failures else f'{len(failures)} FAILED'}")
     return 1 if failures else 0
 
