@@ -931,7 +931,8 @@ MemoryStats CudaBackend::memoryStats() {
                     hostProgramDeviceBytes,
                     0,   // deviceUsedBytes
                     {},  // matmulWorkspace
-                    {}}; // attentionWorkspace
+                    {},  // attentionWorkspace
+                    {}}; // moeWorkspace
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;

@@ -171,6 +171,18 @@ public:
                          const void *k, const void *v, const void *o,
                          const float *lse, const void *dO, void *dq, void *dk,
                          void *dv) override;
+  void topk(const dcrt_topk_desc &desc, const void *scores, void *values,
+            void *indices) override;
+  void groupByExpert(const dcrt_group_by_expert_desc &desc, const void *ids,
+                     void *order, void *ends) override;
+  void gatherRows(const dcrt_row_map_desc &desc, const void *source,
+                  const void *index, void *result) override;
+  void scatterAddRows(const dcrt_row_map_desc &desc, const void *source,
+                      const void *index, void *result) override;
+  void groupedMatmul(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                     const void *rhs, const void *ends, void *out) override;
+  void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                         const void *rhs, const void *ends, void *out) override;
   void checkFinite(const void *data, int64_t numel, int32_t dtype,
                    int32_t flags, const char *site) override;
   const char *firstNonFinite(const char *&what, int64_t &count) override;
