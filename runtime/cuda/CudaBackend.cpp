@@ -951,6 +951,7 @@ MemoryStats CudaBackend::memoryStats() {
   attention.live = attention.highWater = attention.reserved =
       attentionWorkspaceBytes;
   attention.systemAllocations = static_cast<int64_t>(attentionPlans.size());
+  stats.moeWorkspace = moeStats();
   size_t freeBytes = 0, totalBytes = 0;
   DCRT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);

@@ -78,6 +78,12 @@ struct AttentionPlanDeleter {
   void operator()(AttentionPlan *plan) const;
 };
 
+/// The mixture-of-experts calls' workspaces (CudaMoe.cpp).
+struct MoeWorkspaces;
+struct MoeWorkspacesDeleter {
+  void operator()(MoeWorkspaces *workspaces) const;
+};
+
 /// A dcrt_matmul descriptor as cuBLASLt objects, with the algorithm its
 /// heuristic chose (row-major C = A B computed as column-major
 /// C^T = B^T A^T: cuBLASLt's first operand is B's memory).
@@ -253,6 +259,13 @@ private:
   /// Destroys the attention plans (freeing their workspaces) and the cuDNN
   /// handle.
   void tearDownAttention();
+  /// The mixture-of-experts workspaces, made on first use
+  /// (CudaMoe.cpp); a zeroed device allocation counted in them; their
+  /// release (after the last synchronize); their statistics.
+  MoeWorkspaces &moeWorkspaces();
+  void *moeAllocate(int64_t bytes, const char *caller, const std::string &what);
+  void tearDownMoe();
+  PoolStats moeStats() const;
   /// Enqueues the reset of finiteRecord for the next step.
   void resetFiniteRecord();
 
@@ -315,6 +328,7 @@ private:
                      PlanKeyHash>
       attentionPlans;
   int64_t attentionWorkspaceBytes = 0;
+  std::unique_ptr<MoeWorkspaces, MoeWorkspacesDeleter> moeState;
 
   // dcrt_check_finite (DCRT_INIT_CHECK_FINITE only): what the step's check
   // kernels found, in device memory allocated at dcrt_init (the kernels of

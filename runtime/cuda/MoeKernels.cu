@@ -1,0 +1,1322 @@
+//===- MoeKernels.cu - the cuda backend's mixture-of-experts kernels ------===//
+//
+// Routing (all bandwidth-bound, no floating-point atomics):
+//  - top-k: a segment of L lanes per row (L = experts rounded up to a
+//    power of two, at most 32); k rounds, each lane's best entry after the
+//    previous pick, then a butterfly over the segment in topkBefore's order.
+//  - group_by_expert: a counting sort in two kernels. The first counts each
+//    chunk's ids per bin (experts + 1, the last for dropped ids) in shared
+//    memory, stores the counts bin-major, and its last block to finish (an
+//    atomic ticket, reset for the next call) scans all of them: offset of
+//    (bin, chunk) = the ids of lower bins plus those of this bin in earlier
+//    chunks; ends[e] = the offset of (e + 1, chunk 0). The second places
+//    each id stably: tiles of 256 in order, within a warp by
+//    __match_any_sync ranks, across warps by their per-bin counts.
+//  - gather: threads per row over 16-, 4- or 2-byte units.
+//  - scatter_add: the index, as (key, row) pairs with out-of-range keys
+//    mapped past every row, sorted stably by CUB's radix sort; each result
+//    row finds its sorted range by binary search and sums its source rows
+//    in that (increasing) order in f32.
+//
+// Grouped products, the grid the worst case for any routing:
+//  - forward: 1-D, (ceil(rows / BM) + experts + 1) row tiles x
+//    ceil(p / BN) column tiles, grouped by 8 row tiles for L2 reuse. Warp 0
+//    maps a row tile to its expert by a warp scan over the experts' tile
+//    counts (expertRowRanges' clamped ends, running maximum); tiles past
+//    the last return. Group `experts` is the rows past the last end: zeros.
+//  - weight gradient: (k tiles x p tiles, experts, slices); each block
+//    loops over its slice of its expert's rows (the reduction dimension).
+//    With one slice it writes out; with more, f32 partial sums go to the
+//    workspace and a second kernel adds them in slice order.
+// Two kernels compute a tile:
+//  - tensor cores (bf16, f16): 128 x 128 tiles, 64 deep, 4 warps of 64 x 64,
+//    mma.sync m16n8k16 with f32 accumulators, a 3-stage cp.async pipeline
+//    (rows and columns past the operand's end zero-filled), shared memory
+//    in rows of 16-byte chunks XOR-swizzled by row so that ldmatrix reads
+//    are conflict-free; ldmatrix.trans for operands stored along M or N
+//    (the transposed reads of the weight gradient, an untransposed [k, p]
+//    weight);
+//  - CUDA cores (f32 always, any stride or alignment): 64 x 64 tiles, 16
+//    deep, each thread 4 x 4 outputs by FMA.
+// Both accumulate each output in a fixed order: deterministic.
+//
+//===----------------------------------------------------------------------===//
+#include "MoeKernels.h"
+#include "MoeTile.h"
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+namespace dcrt::cuda::moe {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned kFull = 0xffffffffu;
+
+//===----------------------------------------------------------------------===//
+// Element access
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ int64_t loadIndex(const void *data, bool i64,
+                                             int64_t i) {
+  return i64 ? static_cast<const int64_t *>(data)[i]
+             : static_cast<const int32_t *>(data)[i];
+}
+
+__device__ __forceinline__ void storeIndex(void *data, bool i64, int64_t i,
+                                           int64_t value) {
+  if (i64)
+    static_cast<int64_t *>(data)[i] = value;
+  else
+    static_cast<int32_t *>(data)[i] = static_cast<int32_t>(value);
+}
+
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float toFloat(__half x) { return __half2float(x); }
+
+template <typename T> __device__ __forceinline__ T fromFloat(float x);
+template <> __device__ __forceinline__ float fromFloat<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half fromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+unsigned gridFor(int64_t blocks) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(blocks, int64_t(1) << 20)));
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The smallest power of two >= x (x <= 2^30).
+int pow2AtLeast(int64_t x) {
+  int p = 1;
+  while (p < x)
+    p *= 2;
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// Top-k
+//===----------------------------------------------------------------------===//
+
+/// Moe.h's topkBefore on the device.
+__device__ __forceinline__ bool before(float a, int ai, float b, int bi) {
+  bool aNaN = a != a, bNaN = b != b;
+  if (aNaN || bNaN)
+    return aNaN && (!bNaN || ai < bi);
+  return a > b || (a == b && ai < bi);
+}
+
+template <typename T>
+__global__ void topkKernel(const T *scores, T *values, void *indices, bool i64,
+                           int64_t rows, int experts, int k, int64_t scoresLd,
+                           int64_t valuesLd, int64_t indicesLd, int lanes) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int64_t row = warp * (32 / lanes) + lane / lanes;
+  const int sub = lane % lanes;
+  const bool valid = row < rows;
+  const T *scoreRow = scores + (valid ? row : 0) * scoresLd;
+  float lastValue = 0.0f;
+  int last = -1; // none picked yet
+  for (int j = 0; j < k; ++j) {
+    float bestValue = 0.0f;
+    int best = -1;
+    for (int e = sub; valid && e < experts; e += lanes) {
+      float x = toFloat(scoreRow[e]);
+      if (last >= 0 && !before(lastValue, last, x, e))
+        continue; // picked already
+      if (best < 0 || before(x, e, bestValue, best)) {
+        bestValue = x;
+        best = e;
+      }
+    }
+    // Offsets below `lanes` stay inside the row's segment.
+    for (int offset = lanes / 2; offset > 0; offset /= 2) {
+      float otherValue = __shfl_xor_sync(kFull, bestValue, offset);
+      int other = __shfl_xor_sync(kFull, best, offset);
+      if (other >= 0 &&
+          (best < 0 || before(otherValue, other, bestValue, best))) {
+        bestValue = otherValue;
+        best = other;
+      }
+    }
+    if (valid && sub == 0) {
+      values[row * valuesLd + j] = scoreRow[best]; // the bits, not a rounding
+      storeIndex(indices, i64, row * indicesLd + j, best);
+    }
+    lastValue = bestValue;
+    last = best;
+  }
+}
+
+template <typename T>
+cudaError_t launchTopk(const dcrt_topk_desc &d, const void *scores,
+                       void *values, void *indices, cudaStream_t stream) {
+  int lanes = std::min(32, pow2AtLeast(d.experts));
+  int64_t warps = ceilDiv(d.rows, 32 / lanes);
+  int64_t blocks = ceilDiv(warps * 32, kThreads);
+  if (blocks > INT_MAX)
+    return cudaErrorInvalidConfiguration;
+  topkKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      static_cast<const T *>(scores), static_cast<T *>(values), indices,
+      d.index_dtype == DCRT_I64, d.rows, static_cast<int>(d.experts),
+      static_cast<int>(d.k), d.scores_ld, d.values_ld, d.indices_ld, lanes);
+  return cudaGetLastError();
+}
+
+//===----------------------------------------------------------------------===//
+// Group by expert
+//===----------------------------------------------------------------------===//
+
+/// At most this many (bin, chunk) counts: the last block scans them alone.
+constexpr int64_t kMaxGroupCounts = 16384;
+
+struct GroupArgs {
+  const void *ids;
+  void *order, *ends;
+  unsigned *ticket;
+  int *counts; // [bins][chunks]
+  int64_t n;
+  int experts;
+  int chunks, tilesPerChunk;
+  bool idsI64, orderI64, endsI64;
+};
+
+__device__ __forceinline__ int binOf(const GroupArgs &a, int64_t i) {
+  int64_t id = loadIndex(a.ids, a.idsI64, i);
+  return id >= 0 && id < a.experts ? static_cast<int>(id) : a.experts;
+}
+
+/// An exclusive scan of one value per thread over the block; `total` gets
+/// the block's sum. `shared` holds 32 ints.
+__device__ int blockExclusiveScan(int value, int *shared, int &total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warps = blockDim.x / 32;
+  int inclusive = value;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    int other = __shfl_up_sync(kFull, inclusive, offset);
+    if (lane >= offset)
+      inclusive += other;
+  }
+  if (lane == 31)
+    shared[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int sum = lane < warps ? shared[lane] : 0;
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int other = __shfl_up_sync(kFull, sum, offset);
+      if (lane >= offset)
+        sum += other;
+    }
+    if (lane < warps)
+      shared[lane] = sum; // inclusive over warps
+  }
+  __syncthreads();
+  int before = (warp > 0 ? shared[warp - 1] : 0) + inclusive - value;
+  total = shared[warps - 1];
+  __syncthreads(); // `shared` is reused by the next call
+  return before;
+}
+
+__global__ void __launch_bounds__(kThreads) groupCountKernel(GroupArgs a) {
+  extern __shared__ int histogram[]; // [experts + 1]
+  __shared__ int scratch[32];
+  __shared__ bool lastBlock;
+  const int bins = a.experts + 1;
+  for (int b = threadIdx.x; b < bins; b += blockDim.x)
+    histogram[b] = 0;
+  __syncthreads();
+  const int64_t begin = int64_t(blockIdx.x) * a.tilesPerChunk * kThreads;
+  const int64_t end = min(a.n, begin + int64_t(a.tilesPerChunk) * kThreads);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    atomicAdd(&histogram[binOf(a, i)], 1);
+  __syncthreads();
+  for (int b = threadIdx.x; b < bins; b += blockDim.x)
+    a.counts[int64_t(b) * a.chunks + blockIdx.x] = histogram[b];
+  // The counts before the ticket (threadFenceReduction's pattern).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    lastBlock = atomicAdd(a.ticket, 1u) == static_cast<unsigned>(a.chunks) - 1;
+  __syncthreads();
+  if (!lastBlock)
+    return;
+  // The last block: an exclusive scan of every count, bin-major, in place
+  // (4 consecutive counts per thread per round; __ldcg: other blocks' writes
+  // bypass this SM's L1).
+  const int64_t total = int64_t(bins) * a.chunks;
+  int carry = 0;
+  for (int64_t base = 0; base < total; base += 4 * kThreads) {
+    int64_t first = base + 4 * threadIdx.x;
+    int v[4], sum = 0;
+    for (int q = 0; q < 4; ++q) {
+      v[q] = first + q < total ? __ldcg(&a.counts[first + q]) : 0;
+      sum += v[q];
+    }
+    int roundTotal;
+    int offset = carry + blockExclusiveScan(sum, scratch, roundTotal);
+    for (int q = 0; q < 4; ++q)
+      if (first + q < total) {
+        a.counts[first + q] = offset;
+        offset += v[q];
+      }
+    carry += roundTotal;
+  }
+  __syncthreads();
+  // ends[e]: the offset of bin e + 1's first chunk (ids <= e).
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x)
+    storeIndex(a.ends, a.endsI64, e, a.counts[int64_t(e + 1) * a.chunks]);
+  if (threadIdx.x == 0)
+    *a.ticket = 0; // for the next call (graph replays too)
+}
+
+__global__ void __launch_bounds__(kThreads) groupPlaceKernel(GroupArgs a) {
+  extern __shared__ int shared[];
+  const int bins = a.experts + 1;
+  const int warps = kThreads / 32;
+  int *next = shared;              // [bins]: the next position of each bin
+  int *warpCounts = shared + bins; // [warps][bins]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int b = threadIdx.x; b < bins; b += blockDim.x) {
+    next[b] = a.counts[int64_t(b) * a.chunks + blockIdx.x];
+    for (int w = 0; w < warps; ++w)
+      warpCounts[w * bins + b] = 0;
+  }
+  __syncthreads();
+  const int64_t begin = int64_t(blockIdx.x) * a.tilesPerChunk * kThreads;
+  const int64_t end = min(a.n, begin + int64_t(a.tilesPerChunk) * kThreads);
+  const unsigned lanesBefore = (1u << lane) - 1;
+  for (int64_t tile = begin; tile < end; tile += kThreads) {
+    const int64_t i = tile + threadIdx.x;
+    const bool active = i < end;
+    const int bin = active ? binOf(a, i) : -1;
+    const unsigned peers = __match_any_sync(kFull, bin);
+    const int rank = __popc(peers & lanesBefore);
+    const int count = __popc(peers);
+    const bool leader = rank == 0;
+    if (active && leader)
+      warpCounts[warp * bins + bin] = count;
+    __syncthreads();
+    if (active) {
+      int position = next[bin] + rank;
+      for (int w = 0; w < warp; ++w)
+        position += warpCounts[w * bins + bin];
+      storeIndex(a.order, a.orderI64, position, i);
+    }
+    __syncthreads();
+    if (active && leader) {
+      atomicAdd(&next[bin], count); // integers: any order, one result
+      warpCounts[warp * bins + bin] = 0;
+    }
+    __syncthreads();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Gather
+//===----------------------------------------------------------------------===//
+
+/// `units` units of U per row; `lanes` threads per row (a power of two
+/// dividing the block).
+template <typename U>
+__global__ void gatherKernel(const char *source, const void *index, bool i64,
+                             char *result, int64_t rows, int64_t tableRows,
+                             int64_t units, int64_t sourceLdBytes,
+                             int64_t resultLdBytes, int lanes) {
+  const int rowsPerBlock = blockDim.x / lanes;
+  const int sub = threadIdx.x % lanes;
+  for (int64_t row = blockIdx.x * int64_t(rowsPerBlock) + threadIdx.x / lanes;
+       row < rows; row += int64_t(gridDim.x) * rowsPerBlock) {
+    int64_t from = loadIndex(index, i64, row);
+    bool inside = from >= 0 && from < tableRows;
+    const U *src = reinterpret_cast<const U *>(source + (inside ? from : 0) *
+                                                            sourceLdBytes);
+    U *dst = reinterpret_cast<U *>(result + row * resultLdBytes);
+    for (int64_t c = sub; c < units; c += lanes)
+      dst[c] = inside ? src[c] : U{};
+  }
+}
+
+/// The widest unit (16, 4 or 2 bytes) that divides every row's bytes,
+/// stride and base address.
+int unitBytes(int64_t rowBytes, int64_t ld1, int64_t ld2, const void *p1,
+              const void *p2) {
+  for (int unit : {16, 4}) {
+    if (rowBytes % unit == 0 && ld1 % unit == 0 && ld2 % unit == 0 &&
+        reinterpret_cast<uintptr_t>(p1) % unit == 0 &&
+        reinterpret_cast<uintptr_t>(p2) % unit == 0)
+      return unit;
+  }
+  return 2;
+}
+
+template <typename U>
+cudaError_t launchGather(const dcrt_row_map_desc &d, int64_t size,
+                         const void *source, const void *index, void *result,
+                         cudaStream_t stream) {
+  int64_t units = d.width * size / int64_t(sizeof(U));
+  int lanes = std::min(kThreads, pow2AtLeast(units));
+  int64_t blocks = ceilDiv(d.indexed_rows, kThreads / lanes);
+  gatherKernel<U><<<gridFor(blocks), kThreads, 0, stream>>>(
+      static_cast<const char *>(source), index, d.index_dtype == DCRT_I64,
+      static_cast<char *>(result), d.indexed_rows, d.table_rows, units,
+      d.source_ld * size, d.result_ld * size, lanes);
+  return cudaGetLastError();
+}
+
+//===----------------------------------------------------------------------===//
+// Scatter-add
+//===----------------------------------------------------------------------===//
+
+/// The workspace's arrays, 256-byte aligned.
+struct ScatterWorkspace {
+  uint32_t *keysIn, *keysOut, *rowsIn, *rowsOut;
+  int *starts; // [table_rows + 1]
+  void *sortTemp;
+  size_t sortBytes;
+  int endBit;
+};
+
+int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// Bits of the largest key (table_rows, the out-of-range key).
+int keyBits(int64_t tableRows) {
+  int bits = 1;
+  while ((int64_t(1) << bits) <= tableRows)
+    ++bits;
+  return bits;
+}
+
+ScatterWorkspace scatterLayout(const dcrt_row_map_desc &d, void *base) {
+  ScatterWorkspace w{};
+  w.endBit = keyBits(d.table_rows);
+  int n = static_cast<int>(d.indexed_rows);
+  cub::DeviceRadixSort::SortPairs(
+      nullptr, w.sortBytes, static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), n, 0, w.endBit);
+  auto *at = static_cast<char *>(base);
+  int64_t array = align256(d.indexed_rows * 4);
+  w.keysIn = reinterpret_cast<uint32_t *>(at);
+  w.keysOut = reinterpret_cast<uint32_t *>(at + array);
+  w.rowsIn = reinterpret_cast<uint32_t *>(at + 2 * array);
+  w.rowsOut = reinterpret_cast<uint32_t *>(at + 3 * array);
+  w.starts = reinterpret_cast<int *>(at + 4 * array);
+  w.sortTemp = at + 4 * array + align256((d.table_rows + 1) * 4);
+  return w;
+}
+
+__global__ void scatterKeysKernel(const void *index, bool i64, int64_t n,
+                                  int64_t tableRows, uint32_t *keys,
+                                  uint32_t *rows) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t m = loadIndex(index, i64, i);
+    keys[i] = static_cast<uint32_t>(m >= 0 && m < tableRows ? m : tableRows);
+    rows[i] = static_cast<uint32_t>(i);
+  }
+}
+
+/// starts[m] = the first sorted position with key >= m, m in [0, tableRows].
+__global__ void scatterStartsKernel(const uint32_t *keys, int64_t n,
+                                    int64_t tableRows, int *starts) {
+  for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       m <= tableRows; m += int64_t(gridDim.x) * blockDim.x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+      int64_t mid = (lo + hi) / 2;
+      if (int64_t(keys[mid]) < m)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    starts[m] = static_cast<int>(lo);
+  }
+}
+
+/// Result row m = the sum of its sorted source rows, in order; `vector`
+/// elements per thread and step (8 for 16-bit types and 4 for f32 on
+/// 16-byte aligned rows, else 1).
+template <typename T, int V>
+__global__ void
+scatterSumKernel(const T *source, T *result, const uint32_t *rows,
+                 const int *starts, int64_t tableRows, int64_t groups,
+                 int64_t sourceLd, int64_t resultLd, int lanes) {
+  const int rowsPerBlock = blockDim.x / lanes;
+  const int sub = threadIdx.x % lanes;
+  for (int64_t m = blockIdx.x * int64_t(rowsPerBlock) + threadIdx.x / lanes;
+       m < tableRows; m += int64_t(gridDim.x) * rowsPerBlock) {
+    const int first = starts[m], last = starts[m + 1];
+    for (int64_t g = sub; g < groups; g += lanes) {
+      float sum[V];
+      for (int v = 0; v < V; ++v)
+        sum[v] = 0.0f;
+      for (int j = first; j < last; ++j) {
+        const T *src = source + int64_t(rows[j]) * sourceLd + g * V;
+        if constexpr (V > 1) {
+          alignas(16) T x[V];
+          *reinterpret_cast<uint4 *>(x) = *reinterpret_cast<const uint4 *>(src);
+          for (int v = 0; v < V; ++v)
+            sum[v] += toFloat(x[v]);
+        } else {
+          sum[0] += toFloat(src[0]);
+        }
+      }
+      T *dst = result + m * resultLd + g * V;
+      if constexpr (V > 1) {
+        alignas(16) T y[V];
+        for (int v = 0; v < V; ++v)
+          y[v] = fromFloat<T>(sum[v]);
+        *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(y);
+      } else {
+        dst[0] = fromFloat<T>(sum[0]);
+      }
+    }
+  }
+}
+
+template <typename T>
+cudaError_t launchScatterSum(const dcrt_row_map_desc &d, const void *source,
+                             void *result, const ScatterWorkspace &w,
+                             cudaStream_t stream) {
+  constexpr int wide = 16 / sizeof(T);
+  bool vectors =
+      unitBytes(d.width * int64_t(sizeof(T)), d.source_ld * int64_t(sizeof(T)),
+                d.result_ld * int64_t(sizeof(T)), source, result) == 16;
+  int64_t groups = vectors ? d.width / wide : d.width;
+  int lanes = std::min(kThreads, pow2AtLeast(groups));
+  int64_t blocks = ceilDiv(d.table_rows, kThreads / lanes);
+  if (vectors)
+    scatterSumKernel<T, wide><<<gridFor(blocks), kThreads, 0, stream>>>(
+        static_cast<const T *>(source), static_cast<T *>(result), w.rowsOut,
+        w.starts, d.table_rows, groups, d.source_ld, d.result_ld, lanes);
+  else
+    scatterSumKernel<T, 1><<<gridFor(blocks), kThreads, 0, stream>>>(
+        static_cast<const T *>(source), static_cast<T *>(result), w.rowsOut,
+        w.starts, d.table_rows, groups, d.source_ld, d.result_ld, lanes);
+  return cudaGetLastError();
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped products: shared pieces
+//===----------------------------------------------------------------------===//
+
+struct GroupedArgs {
+  const void *lhs, *rhs, *ends;
+  void *out;
+  float *partial; // [slices][experts][k][p] when slices > 1
+  int64_t rows, k, p;
+  int experts, slices;
+  bool endsI64, accumulate;
+  int64_t lhsLd, rhsLd, outLd, rhsExpertStride, outExpertStride;
+  int64_t rowTiles, colTiles; // forward: rows' tiles (worst case), p's
+  int64_t kTiles;             // weight gradient: k's tiles
+};
+
+/// Clamped end e (expertRowRanges).
+__device__ __forceinline__ int64_t clampedEnd(const GroupedArgs &a, int e) {
+  return min(max(loadIndex(a.ends, a.endsI64, e), int64_t(0)), a.rows);
+}
+
+/// Warp 0's part of the forward's schedule: the group (expert, or
+/// `experts` for the rows past the last end) of row tile `tile`, the tile's
+/// first row and its group's end. False past the last tile.
+struct RowTile {
+  int group;
+  int64_t first, end;
+};
+__device__ bool findRowTile(const GroupedArgs &a, int64_t tile, int tileRows,
+                            RowTile &found) {
+  const int lane = threadIdx.x % 32;
+  int64_t hiBefore = 0, tilesBefore = 0;
+  for (int base = 0; base <= a.experts; base += 32) {
+    const int g = base + lane;
+    int64_t hi = g < a.experts ? clampedEnd(a, g) : a.rows;
+    hi = max(hi, hiBefore);
+    for (int offset = 1; offset < 32; offset *= 2) { // running maximum
+      int64_t other = __shfl_up_sync(kFull, hi, offset);
+      if (lane >= offset)
+        hi = max(hi, other);
+    }
+    int64_t lo = __shfl_up_sync(kFull, hi, 1);
+    if (lane == 0)
+      lo = hiBefore;
+    const int64_t tiles =
+        g <= a.experts ? (hi - lo + tileRows - 1) / tileRows : 0;
+    int64_t inclusive = tiles;
+    for (int offset = 1; offset < 32; offset *= 2) {
+      int64_t other = __shfl_up_sync(kFull, inclusive, offset);
+      if (lane >= offset)
+        inclusive += other;
+    }
+    const int64_t start = tilesBefore + inclusive - tiles;
+    const unsigned hit =
+        __ballot_sync(kFull, tile >= start && tile < start + tiles);
+    if (hit) {
+      const int owner = __ffs(hit) - 1;
+      found.group = __shfl_sync(kFull, g, owner);
+      found.first = __shfl_sync(kFull, lo + (tile - start) * tileRows, owner);
+      found.end = __shfl_sync(kFull, hi, owner);
+      return true;
+    }
+    hiBefore = __shfl_sync(kFull, hi, 31);
+    tilesBefore += __shfl_sync(kFull, inclusive, 31);
+  }
+  return false;
+}
+
+/// Warp 0's part of the weight gradient's schedule: expert e's slice
+/// `slice` of its rows.
+__device__ void findSlice(const GroupedArgs &a, int e, int slice,
+                          int64_t &first, int64_t &end) {
+  const int lane = threadIdx.x % 32;
+  int64_t hiBefore = 0, hi = 0; // max of clamped ends [0, e) and [0, e]
+  for (int j = lane; j <= e; j += 32) {
+    int64_t v = clampedEnd(a, j);
+    hi = max(hi, v);
+    if (j < e)
+      hiBefore = max(hiBefore, v);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    hi = max(hi, __shfl_xor_sync(kFull, hi, offset));
+    hiBefore = max(hiBefore, __shfl_xor_sync(kFull, hiBefore, offset));
+  }
+  const int64_t length = hi - hiBefore;
+  first = hiBefore + length * slice / a.slices;
+  end = hiBefore + length * (slice + 1) / a.slices;
+}
+
+/// The forward's block order: row tiles in groups of 8, column tiles
+/// inside a group (each group's weight tiles and rows stay in L2).
+__device__ __forceinline__ void
+forwardTile(const GroupedArgs &a, int64_t &rowTile, int64_t &colTile) {
+  constexpr int64_t group = 8;
+  const int64_t pid = blockIdx.x;
+  const int64_t perGroup = group * a.colTiles;
+  const int64_t firstRow = pid / perGroup * group;
+  const int64_t size = min(a.rowTiles - firstRow, group);
+  rowTile = firstRow + pid % perGroup % size;
+  colTile = pid % perGroup / size;
+}
+
+/// What a block computes: for the forward, out rows [first, end) (relative
+/// row r of the tile is first + r) and columns from col0; for the weight
+/// gradient, out[e] rows (k) from row0 and columns from col0, reducing
+/// over data rows [first, end). `skip`: nothing to multiply (zeros).
+struct BlockWork {
+  int group;
+  int64_t first, end; // the data rows
+  int64_t row0, col0; // the output tile's origin (forward: row0 = first)
+  bool found;
+};
+
+template <int TILE_M, int TILE_N>
+__device__ BlockWork findWork(const GroupedArgs &a, bool weightGrad) {
+  __shared__ BlockWork work;
+  if (threadIdx.x < 32) {
+    BlockWork w{};
+    if (!weightGrad) {
+      int64_t rowTile, colTile;
+      forwardTile(a, rowTile, colTile);
+      RowTile t{};
+      w.found = findRowTile(a, rowTile, TILE_M, t);
+      w.group = t.group;
+      w.first = w.row0 = t.first;
+      w.end = min(t.end, t.first + TILE_M);
+      w.col0 = colTile * TILE_N;
+    } else {
+      w.found = true;
+      w.group = blockIdx.y;
+      findSlice(a, blockIdx.y, blockIdx.z, w.first, w.end);
+      w.row0 = blockIdx.x % a.kTiles * TILE_M;
+      w.col0 = blockIdx.x / a.kTiles * TILE_N;
+    }
+    if (threadIdx.x == 0)
+      work = w;
+  }
+  __syncthreads();
+  return work;
+}
+
+/// Stores two adjacent outputs (f32 partials, or out's dtype with
+/// accumulation) at element `at` of `base`.
+template <typename T>
+__device__ __forceinline__ void storePair(T *base, int64_t at, float x, float y,
+                                          bool accumulate) {
+  if (accumulate) {
+    x += toFloat(base[at]);
+    y += toFloat(base[at + 1]);
+  }
+  if constexpr (sizeof(T) == 2) {
+    T pair[2] = {fromFloat<T>(x), fromFloat<T>(y)};
+    *reinterpret_cast<uint32_t *>(base + at) =
+        *reinterpret_cast<const uint32_t *>(pair);
+  } else {
+    base[at] = fromFloat<T>(x);
+    base[at + 1] = fromFloat<T>(y);
+  }
+}
+
+/// Where a block's outputs go: out (in `T`) or, for sliced weight
+/// gradients, the f32 partials; element (r, c) of the tile at
+/// base[r * ld + c]; rows < rowsLeft and columns < colsLeft exist.
+/// `write` is false where nothing may be written (rows past the last end
+/// while accumulating).
+struct OutTile {
+  void *base;
+  int64_t ld, rowsLeft, colsLeft;
+  bool partial, write, accumulate;
+};
+
+template <typename T>
+__device__ OutTile outTile(const GroupedArgs &a, const BlockWork &w,
+                           bool weightGrad) {
+  OutTile o{};
+  o.colsLeft = a.p - w.col0;
+  if (!weightGrad) {
+    o.base = static_cast<T *>(a.out) + w.first * a.outLd + w.col0;
+    o.ld = a.outLd;
+    o.rowsLeft = w.end - w.first;
+    o.write = !(w.group == a.experts && a.accumulate);
+    o.accumulate = a.accumulate;
+  } else if (a.slices == 1) {
+    o.base = static_cast<T *>(a.out) + w.group * a.outExpertStride +
+             w.row0 * a.outLd + w.col0;
+    o.ld = a.outLd;
+    o.rowsLeft = a.k - w.row0;
+    o.write = true;
+    o.accumulate = a.accumulate;
+  } else {
+    o.base =
+        a.partial +
+        ((int64_t(blockIdx.z) * a.experts + w.group) * a.k + w.row0) * a.p +
+        w.col0;
+    o.ld = a.p;
+    o.rowsLeft = a.k - w.row0;
+    o.partial = true;
+    o.write = true;
+  }
+  return o;
+}
+
+/// Writes the pair (x, y) at tile element (r, c), c even.
+template <typename T>
+__device__ __forceinline__ void emit(const OutTile &o, int r, int c, float x,
+                                     float y) {
+  if (!o.write || r >= o.rowsLeft || c >= o.colsLeft)
+    return;
+  int64_t at = r * o.ld + c;
+  if (o.partial) {
+    float *p = static_cast<float *>(o.base);
+    p[at] = x;
+    if (c + 1 < o.colsLeft)
+      p[at + 1] = y;
+    return;
+  }
+  T *out = static_cast<T *>(o.base);
+  if (c + 1 < o.colsLeft && sizeof(T) == 2) {
+    storePair(out, at, x, y, o.accumulate);
+    return;
+  }
+  out[at] = fromFloat<T>(o.accumulate ? toFloat(out[at]) + x : x);
+  if (c + 1 < o.colsLeft)
+    out[at + 1] = fromFloat<T>(o.accumulate ? toFloat(out[at + 1]) + y : y);
+}
+
+/// Sliced weight gradients: out[e] = (accumulate ? out[e] : 0) + the
+/// slices' partial sums added in slice order.
+template <typename T> __global__ void addSlicesKernel(GroupedArgs a) {
+  const int64_t perExpert = a.k * a.p, total = perExpert * a.experts;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = 0.0f;
+    for (int s = 0; s < a.slices; ++s)
+      sum += a.partial[s * total + i];
+    int64_t e = i / perExpert, kk = i % perExpert / a.p, j = i % a.p;
+    T *out = static_cast<T *>(a.out) + e * a.outExpertStride + kk * a.outLd + j;
+    *out = fromFloat<T>(a.accumulate ? toFloat(*out) + sum : sum);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped products: the tensor-core kernel
+//===----------------------------------------------------------------------===//
+
+using tile::kTileElements;
+using tile::kTileK;
+using tile::kTileM;
+using tile::kTileN;
+using tile::swizzled;
+constexpr int kStages = 3;
+constexpr int kMmaThreads = tile::kThreads;
+constexpr int kMmaSharedBytes = kStages * 2 * kTileElements * 2;
+
+__device__ __forceinline__ uint32_t sharedAddress(const void *pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+/// 16 bytes from global `src` into shared `dst`, or zeros when !valid.
+__device__ __forceinline__ void copyAsync(void *dst, const void *src,
+                                          bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commitAsync() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void waitAsync() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void loadMatrices(uint32_t (&r)[4],
+                                             const void *address) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(sharedAddress(address)));
+}
+__device__ __forceinline__ void loadMatricesTransposed(uint32_t (&r)[4],
+                                                       const void *address) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+      "[%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(sharedAddress(address)));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4],
+                                    uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+}
+
+/// One operand's tiles in global memory: tile t is ROWS x COLS elements
+/// from `origin` (row stride `ld`); it moves by kTileK along its rows
+/// (`alongRows`: an operand stored along the reduction, rows = the
+/// reduction) or along its columns. `rowsValid` and `colsValid` count from
+/// the origin.
+template <typename T> struct TileSource {
+  const T *origin;
+  const T *fallback; // a valid address for zero-filled chunks
+  int64_t ld, rowsValid, colsValid;
+  bool alongRows;
+};
+
+template <typename T, int ROWS, int COLS>
+__device__ __forceinline__ void loadTile(T *tile, const TileSource<T> &s,
+                                         int64_t t) {
+  constexpr int chunksPerRow = COLS / 8;
+  const int64_t rowShift = s.alongRows ? t * kTileK : 0;
+  const int64_t colShift = s.alongRows ? 0 : t * kTileK;
+  for (int i = threadIdx.x; i < ROWS * chunksPerRow; i += kMmaThreads) {
+    const auto [r, c] = tile::chunkCell<COLS>(i);
+    const bool valid = r + rowShift < s.rowsValid && c + colShift < s.colsValid;
+    const T *src =
+        valid ? s.origin + (r + rowShift) * s.ld + c + colShift : s.fallback;
+    copyAsync(tile + swizzled<COLS>(r, c), src, valid);
+  }
+}
+
+/// The block's output tile with tensor cores. A is the M x K operand, B
+/// the K x N one; A_ALONG_M: A's shared tile is [k][m] (the weight
+/// gradient's lhs^T), else [m][k]; B_ALONG_N: B's is [k][n] (an
+/// untransposed weight, the weight gradient's rhs), else [n][k].
+template <typename T, bool WEIGHT_GRAD, bool TRANSPOSE_RHS>
+__global__ void __launch_bounds__(kMmaThreads, 2)
+    groupedMmaKernel(GroupedArgs a) {
+  constexpr bool aAlongM = WEIGHT_GRAD;
+  constexpr bool bAlongN = WEIGHT_GRAD || !TRANSPOSE_RHS;
+  extern __shared__ __align__(128) unsigned char sharedBytes[];
+  T *tiles = reinterpret_cast<T *>(sharedBytes);
+
+  const BlockWork w = findWork<kTileM, kTileN>(a, WEIGHT_GRAD);
+  if (!w.found)
+    return;
+  const bool empty = !WEIGHT_GRAD && w.group == a.experts;
+  const T *lhs = static_cast<const T *>(a.lhs);
+  const T *rhs = static_cast<const T *>(a.rhs);
+  TileSource<T> sa{}, sb{};
+  int64_t steps;
+  if constexpr (!WEIGHT_GRAD) {
+    // A: lhs rows [first, end) x k. B: expert `group`'s [k, p] or [p, k].
+    sa = {lhs + w.first * a.lhsLd, lhs, a.lhsLd, w.end - w.first, a.k, false};
+    const T *matrix = rhs + int64_t(empty ? 0 : w.group) * a.rhsExpertStride;
+    if constexpr (TRANSPOSE_RHS)
+      sb = {matrix + w.col0 * a.rhsLd, rhs, a.rhsLd, a.p - w.col0, a.k, false};
+    else
+      sb = {matrix + w.col0, rhs, a.rhsLd, a.k, a.p - w.col0, true};
+    steps = empty ? 0 : (a.k + kTileK - 1) / kTileK;
+  } else {
+    // A^T: lhs rows [first, end) x k columns from row0. B: rhs rows x p.
+    sa = {lhs + w.first * a.lhsLd + w.row0,
+          lhs,
+          a.lhsLd,
+          w.end - w.first,
+          a.k - w.row0,
+          true};
+    sb = {rhs + w.first * a.rhsLd + w.col0,
+          rhs,
+          a.rhsLd,
+          w.end - w.first,
+          a.p - w.col0,
+          true};
+    steps = (w.end - w.first + kTileK - 1) / kTileK;
+  }
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int warpRow = tile::warpRow(warp), warpCol = tile::warpCol(warp);
+  float acc[4][8][4] = {};
+
+  auto tileA = [&](int stage) { return tiles + stage * 2 * kTileElements; };
+  auto tileB = [&](int stage) { return tileA(stage) + kTileElements; };
+  auto load = [&](int stage, int64_t t) {
+    if constexpr (aAlongM)
+      loadTile<T, kTileK, kTileM>(tileA(stage), sa, t);
+    else
+      loadTile<T, kTileM, kTileK>(tileA(stage), sa, t);
+    if constexpr (bAlongN)
+      loadTile<T, kTileK, kTileN>(tileB(stage), sb, t);
+    else
+      loadTile<T, kTileN, kTileK>(tileB(stage), sb, t);
+  };
+
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps)
+      load(s, s);
+    commitAsync();
+  }
+  for (int64_t t = 0; t < steps; ++t) {
+    waitAsync<kStages - 2>();
+    __syncthreads();
+    if (t + kStages - 1 < steps)
+      load(int((t + kStages - 1) % kStages), t + kStages - 1);
+    commitAsync();
+    const T *sA = tileA(int(t % kStages));
+    const T *sB = tileB(int(t % kStages));
+#pragma unroll
+    for (int kk = 0; kk < kTileK; kk += 16) {
+      uint32_t fa[4][4], fb[8][2];
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        const auto [r, c] = tile::aFragmentCell<aAlongM>(lane, warpRow, mi, kk);
+        if constexpr (aAlongM)
+          loadMatricesTransposed(fa[mi], sA + swizzled<kTileM>(r, c));
+        else
+          loadMatrices(fa[mi], sA + swizzled<kTileK>(r, c));
+      }
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        uint32_t r[4];
+        const auto [row, col] =
+            tile::bFragmentCell<bAlongN>(lane, warpCol, nj, kk);
+        if constexpr (bAlongN)
+          loadMatricesTransposed(r, sB + swizzled<kTileN>(row, col));
+        else
+          loadMatrices(r, sB + swizzled<kTileK>(row, col));
+        fb[2 * nj][0] = r[0];
+        fb[2 * nj][1] = r[1];
+        fb[2 * nj + 1][0] = r[2];
+        fb[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni)
+          mma<T>(acc[mi][ni], fa[mi], fb[ni][0], fb[ni][1]);
+    }
+  }
+  waitAsync<0>();
+
+  const OutTile o = outTile<T>(a, w, WEIGHT_GRAD);
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const auto [r, c] =
+            tile::accumulatorCell(lane, warpRow, warpCol, mi, ni, half);
+        emit<T>(o, r, c, acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]);
+      }
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped products: the CUDA-core kernel
+//===----------------------------------------------------------------------===//
+
+constexpr int kSimtTile = 64, kSimtDepth = 16;
+
+template <typename T, bool WEIGHT_GRAD, bool TRANSPOSE_RHS>
+__global__ void __launch_bounds__(kThreads) groupedSimtKernel(GroupedArgs a) {
+  __shared__ float sA[kSimtDepth][kSimtTile + 1];
+  __shared__ float sB[kSimtDepth][kSimtTile + 1];
+  const BlockWork w = findWork<kSimtTile, kSimtTile>(a, WEIGHT_GRAD);
+  if (!w.found)
+    return;
+  const bool empty = !WEIGHT_GRAD && w.group == a.experts;
+  const T *lhs = static_cast<const T *>(a.lhs);
+  const T *rhs = static_cast<const T *>(a.rhs);
+  const T *matrix =
+      rhs + (WEIGHT_GRAD || empty ? 0 : int64_t(w.group) * a.rhsExpertStride);
+  const int64_t depth = empty         ? 0
+                        : WEIGHT_GRAD ? w.end - w.first
+                                      : a.k; // the reduction
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < depth; k0 += kSimtDepth) {
+    for (int q = threadIdx.x; q < kSimtDepth * kSimtTile; q += kThreads) {
+      // Consecutive threads read consecutive addresses of each operand.
+      float x = 0.0f, y = 0.0f;
+      if constexpr (!WEIGHT_GRAD) {
+        int m = q / kSimtDepth, kk = q % kSimtDepth; // lhs along k
+        if (w.first + m < w.end && k0 + kk < a.k)
+          x = toFloat(lhs[(w.first + m) * a.lhsLd + k0 + kk]);
+        sA[kk][m] = x;
+        if constexpr (TRANSPOSE_RHS) { // [p, k]: along k
+          int n = q / kSimtDepth, kb = q % kSimtDepth;
+          if (w.col0 + n < a.p && k0 + kb < a.k)
+            y = toFloat(matrix[(w.col0 + n) * a.rhsLd + k0 + kb]);
+          sB[kb][n] = y;
+        } else { // [k, p]: along p
+          int n = q % kSimtTile, kb = q / kSimtTile;
+          if (w.col0 + n < a.p && k0 + kb < a.k)
+            y = toFloat(matrix[(k0 + kb) * a.rhsLd + w.col0 + n]);
+          sB[kb][n] = y;
+        }
+      } else { // both along their columns, rows = the reduction
+        int m = q % kSimtTile, kk = q / kSimtTile;
+        int64_t row = w.first + k0 + kk;
+        if (row < w.end && w.row0 + m < a.k)
+          x = toFloat(lhs[row * a.lhsLd + w.row0 + m]);
+        if (row < w.end && w.col0 + m < a.p)
+          y = toFloat(rhs[row * a.rhsLd + w.col0 + m]);
+        sA[kk][m] = x;
+        sB[kk][m] = y;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kSimtDepth; ++kk) {
+      float av[4], bv[4];
+      for (int i = 0; i < 4; ++i) {
+        av[i] = sA[kk][ty + 16 * i];
+        bv[i] = sB[kk][tx + 16 * i];
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  const OutTile o = outTile<T>(a, w, WEIGHT_GRAD);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      int r = ty + 16 * i, c = tx + 16 * j;
+      if (!o.write || r >= o.rowsLeft || c >= o.colsLeft)
+        continue;
+      int64_t at = r * o.ld + c;
+      if (o.partial) {
+        static_cast<float *>(o.base)[at] = acc[i][j];
+      } else {
+        T *out = static_cast<T *>(o.base);
+        out[at] = fromFloat<T>(o.accumulate ? toFloat(out[at]) + acc[i][j]
+                                            : acc[i][j]);
+      }
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Grouped products: launches
+//===----------------------------------------------------------------------===//
+
+GroupedArgs groupedArgs(const dcrt_grouped_matmul_desc &d,
+                        const GroupedPlan &plan, void *workspace,
+                        const void *lhs, const void *rhs, const void *ends,
+                        void *out, int tile) {
+  GroupedArgs a{};
+  a.lhs = lhs;
+  a.rhs = rhs;
+  a.ends = ends;
+  a.out = out;
+  a.partial = static_cast<float *>(workspace);
+  a.rows = d.rows;
+  a.k = d.k;
+  a.p = d.p;
+  a.experts = static_cast<int>(d.experts);
+  a.slices = static_cast<int>(plan.slices);
+  a.endsI64 = d.ends_dtype == DCRT_I64;
+  a.accumulate = d.accumulate != 0;
+  a.lhsLd = d.lhs_ld;
+  a.rhsLd = d.rhs_ld;
+  a.outLd = d.out_ld;
+  a.rhsExpertStride = d.rhs_expert_stride;
+  a.outExpertStride = d.out_expert_stride;
+  // Every expert's rows can start a partial tile, and the rows past the
+  // last end are one more group.
+  a.rowTiles = ceilDiv(d.rows, tile) + d.experts + 1;
+  a.colTiles = ceilDiv(d.p, tile);
+  a.kTiles = ceilDiv(d.k, tile);
+  return a;
+}
+
+template <typename T, bool WEIGHT_GRAD, bool TRANSPOSE_RHS>
+cudaError_t launchGrouped(const GroupedArgs &a, bool tensorCores,
+                          cudaStream_t stream) {
+  dim3 grid;
+  if (WEIGHT_GRAD)
+    grid =
+        dim3(static_cast<unsigned>(a.kTiles * a.colTiles),
+             static_cast<unsigned>(a.experts), static_cast<unsigned>(a.slices));
+  else
+    grid = dim3(static_cast<unsigned>(a.rowTiles * a.colTiles));
+  if constexpr (!std::is_same_v<T, float>) {
+    if (tensorCores) {
+      auto kernel = groupedMmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>;
+      static bool sharedSet = false; // once per kernel (host only)
+      if (!sharedSet) {
+        cudaError_t status = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            kMmaSharedBytes);
+        if (status != cudaSuccess)
+          return status;
+        sharedSet = true;
+      }
+      kernel<<<grid, kMmaThreads, kMmaSharedBytes, stream>>>(a);
+      return cudaGetLastError();
+    }
+  }
+  groupedSimtKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>
+      <<<grid, kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t
+runGrouped(const dcrt_grouped_matmul_desc &d, const GroupedPlan &plan,
+           void *workspace, bool tensorCores, bool weightGrad, const void *lhs,
+           const void *rhs, const void *ends, void *out, cudaStream_t stream) {
+  GroupedArgs a = groupedArgs(d, plan, workspace, lhs, rhs, ends, out,
+                              tensorCores ? kTileM : kSimtTile);
+  cudaError_t status;
+  if (weightGrad)
+    status = launchGrouped<T, true, false>(a, tensorCores, stream);
+  else if (d.transpose_rhs)
+    status = launchGrouped<T, false, true>(a, tensorCores, stream);
+  else
+    status = launchGrouped<T, false, false>(a, tensorCores, stream);
+  if (status != cudaSuccess || !weightGrad || plan.slices == 1)
+    return status;
+  addSlicesKernel<T><<<gridFor(ceilDiv(d.experts * d.k * d.p, kThreads)),
+                       kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t dispatchGrouped(const dcrt_grouped_matmul_desc &d,
+                            const GroupedPlan &plan, void *workspace,
+                            bool forceSimt, bool weightGrad, const void *lhs,
+                            const void *rhs, const void *ends, void *out,
+                            cudaStream_t stream) {
+  bool tensorCores =
+      !forceSimt && groupedUsesTensorCores(d, weightGrad, lhs, rhs, out);
+  switch (d.dtype) {
+  case DCRT_BF16:
+    return runGrouped<__nv_bfloat16>(d, plan, workspace, tensorCores,
+                                     weightGrad, lhs, rhs, ends, out, stream);
+  case DCRT_F16:
+    return runGrouped<__half>(d, plan, workspace, tensorCores, weightGrad, lhs,
+                              rhs, ends, out, stream);
+  default:
+    return runGrouped<float>(d, plan, workspace, false, weightGrad, lhs, rhs,
+                             ends, out, stream);
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+cudaError_t topk(const dcrt_topk_desc &d, const void *scores, void *values,
+                 void *indices, cudaStream_t stream) {
+  switch (d.dtype) {
+  case DCRT_BF16:
+    return launchTopk<__nv_bfloat16>(d, scores, values, indices, stream);
+  case DCRT_F16:
+    return launchTopk<__half>(d, scores, values, indices, stream);
+  default:
+    return launchTopk<float>(d, scores, values, indices, stream);
+  }
+}
+
+GroupByExpertLayout groupByExpertLayout(const dcrt_group_by_expert_desc &d) {
+  GroupByExpertLayout layout;
+  const int64_t bins = d.experts + 1, tiles = ceilDiv(d.assignments, kThreads);
+  const int64_t maxChunks = std::max<int64_t>(1, kMaxGroupCounts / bins);
+  layout.tilesPerChunk = ceilDiv(tiles, maxChunks);
+  layout.chunks = ceilDiv(tiles, layout.tilesPerChunk);
+  layout.workspaceBytes = 256 + bins * layout.chunks * 4;
+  return layout;
+}
+
+cudaError_t groupByExpert(const dcrt_group_by_expert_desc &d,
+                          const GroupByExpertLayout &layout, void *workspace,
+                          const void *ids, void *order, void *ends,
+                          cudaStream_t stream) {
+  if (d.experts > kMaxGroupExperts || d.assignments > INT_MAX)
+    return cudaErrorInvalidValue;
+  GroupArgs a{};
+  a.ids = ids;
+  a.order = order;
+  a.ends = ends;
+  a.ticket = static_cast<unsigned *>(workspace);
+  a.counts = reinterpret_cast<int *>(static_cast<char *>(workspace) + 256);
+  a.n = d.assignments;
+  a.experts = static_cast<int>(d.experts);
+  a.chunks = static_cast<int>(layout.chunks);
+  a.tilesPerChunk = static_cast<int>(layout.tilesPerChunk);
+  a.idsI64 = d.ids_dtype == DCRT_I64;
+  a.orderI64 = d.order_dtype == DCRT_I64;
+  a.endsI64 = d.ends_dtype == DCRT_I64;
+  const int bins = a.experts + 1;
+  groupCountKernel<<<a.chunks, kThreads, bins * sizeof(int), stream>>>(a);
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    return status;
+  groupPlaceKernel<<<a.chunks, kThreads,
+                     (1 + kThreads / 32) * bins * sizeof(int), stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t gatherRows(const dcrt_row_map_desc &d, const void *source,
+                       const void *index, void *result, cudaStream_t stream) {
+  int64_t size = d.dtype == DCRT_F32 ? 4 : 2;
+  switch (unitBytes(d.width * size, d.source_ld * size, d.result_ld * size,
+                    source, result)) {
+  case 16:
+    return launchGather<uint4>(d, size, source, index, result, stream);
+  case 4:
+    return launchGather<uint32_t>(d, size, source, index, result, stream);
+  default:
+    return launchGather<uint16_t>(d, size, source, index, result, stream);
+  }
+}
+
+int64_t scatterAddWorkspaceBytes(const dcrt_row_map_desc &d) {
+  ScatterWorkspace w = scatterLayout(d, nullptr);
+  return 4 * align256(d.indexed_rows * 4) + align256((d.table_rows + 1) * 4) +
+         align256(static_cast<int64_t>(w.sortBytes));
+}
+
+cudaError_t scatterAddRows(const dcrt_row_map_desc &d, void *workspace,
+                           const void *source, const void *index, void *result,
+                           cudaStream_t stream) {
+  if (d.indexed_rows > INT_MAX || d.table_rows >= INT_MAX)
+    return cudaErrorInvalidValue;
+  ScatterWorkspace w = scatterLayout(d, workspace);
+  scatterKeysKernel<<<gridFor(ceilDiv(d.indexed_rows, kThreads)), kThreads, 0,
+                      stream>>>(index, d.index_dtype == DCRT_I64,
+                                d.indexed_rows, d.table_rows, w.keysIn,
+                                w.rowsIn);
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    return status;
+  status = cub::DeviceRadixSort::SortPairs(
+      w.sortTemp, w.sortBytes, w.keysIn, w.keysOut, w.rowsIn, w.rowsOut,
+      static_cast<int>(d.indexed_rows), 0, w.endBit, stream);
+  if (status != cudaSuccess)
+    return status;
+  scatterStartsKernel<<<gridFor(ceilDiv(d.table_rows + 1, kThreads)), kThreads,
+                        0, stream>>>(w.keysOut, d.indexed_rows, d.table_rows,
+                                     w.starts);
+  status = cudaGetLastError();
+  if (status != cudaSuccess)
+    return status;
+  switch (d.dtype) {
+  case DCRT_BF16:
+    return launchScatterSum<__nv_bfloat16>(d, source, result, w, stream);
+  case DCRT_F16:
+    return launchScatterSum<__half>(d, source, result, w, stream);
+  default:
+    return launchScatterSum<float>(d, source, result, w, stream);
+  }
+}
+
+GroupedPlan planGrouped(const dcrt_grouped_matmul_desc &d, bool weightGrad,
+                        int multiprocessors) {
+  GroupedPlan plan;
+  if (!weightGrad)
+    return plan;
+  // Enough blocks for two per SM when one expert has every row; slices of
+  // at least 256 of the worst case's rows; at most 256 MiB of partials.
+  const int64_t tiles = ceilDiv(d.k, kTileM) * ceilDiv(d.p, kTileN);
+  int64_t slices = ceilDiv(2 * int64_t(multiprocessors), tiles);
+  slices = std::min<int64_t>({slices, 16, std::max<int64_t>(1, d.rows / 256)});
+  const int64_t partialBytes = d.experts * d.k * d.p * 4;
+  while (slices > 1 && slices * partialBytes > (int64_t(256) << 20))
+    --slices;
+  plan.slices = std::max<int64_t>(1, slices);
+  plan.workspaceBytes = plan.slices > 1 ? plan.slices * partialBytes : 0;
+  return plan;
+}
+
+bool groupedUsesTensorCores(const dcrt_grouped_matmul_desc &d, bool weightGrad,
+                            const void *lhs, const void *rhs, const void *out) {
+  if (d.dtype != DCRT_BF16 && d.dtype != DCRT_F16)
+    return false;
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  return d.k % 8 == 0 && d.p % 8 == 0 && d.lhs_ld % 8 == 0 &&
+         d.rhs_ld % 8 == 0 && d.out_ld % 8 == 0 &&
+         (weightGrad ? d.out_expert_stride : d.rhs_expert_stride) % 8 == 0 &&
+         aligned(lhs) && aligned(rhs) && aligned(out);
+}
+
+cudaError_t groupedMatmul(const dcrt_grouped_matmul_desc &d,
+                          const GroupedPlan &plan, void *workspace,
+                          bool forceSimt, const void *lhs, const void *rhs,
+                          const void *ends, void *out, cudaStream_t stream) {
+  return dispatchGrouped(d, plan, workspace, forceSimt, false, lhs, rhs, ends,
+                         out, stream);
+}
+
+cudaError_t groupedWeightGrad(const dcrt_grouped_matmul_desc &d,
+                              const GroupedPlan &plan, void *workspace,
+                              bool forceSimt, const void *lhs, const void *rhs,
+                              const void *ends, void *out,
+                              cudaStream_t stream) {
+  return dispatchGrouped(d, plan, workspace, forceSimt, true, lhs, rhs, ends,
+                         out, stream);
+}
+
+} // namespace dcrt::cuda::moe
