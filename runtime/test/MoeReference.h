@@ -210,6 +210,106 @@ inline std::vector<int64_t> referenceTopk(const Bytes &scores, int32_t dtype,
   return out;
 }
 
+inline dcrt_topk_desc makeTopk(int32_t dtype, int32_t indexType, int64_t rows,
+                               int64_t experts, int64_t k, int64_t pad) {
+  dcrt_topk_desc d{};
+  d.struct_size = sizeof(d);
+  d.dtype = dtype;
+  d.index_dtype = indexType;
+  d.rows = rows;
+  d.experts = experts;
+  d.k = k;
+  d.scores_ld = experts + pad;
+  d.values_ld = k + pad;
+  d.indices_ld = k + 2 * pad;
+  return d;
+}
+
+/// Scores for top-k: uniform, or (`ties`) from 4 values only, or
+/// (`special`) uniform with NaNs, infinities and signed zeros sprinkled in.
+enum class Scores { Uniform, Ties, Special };
+inline Bytes topkScores(const dcrt_topk_desc &d, Scores kind,
+                        std::mt19937 &rng) {
+  auto dtype = static_cast<int32_t>(d.dtype);
+  int64_t count = d.rows * d.scores_ld;
+  std::vector<float> values(static_cast<size_t>(count));
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::uniform_int_distribution<int> pick(0, 15);
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f};
+  for (float &v : values) {
+    v = uniform(rng);
+    if (kind == Scores::Ties)
+      v = 0.5f * static_cast<float>(pick(rng) % 4);
+    else if (kind == Scores::Special && pick(rng) < 5)
+      v = specials[pick(rng) % 5];
+  }
+  Bytes out(static_cast<size_t>(count * dtypeSize(dtype)));
+  convert(values.data(), DCRT_F32, out.data(), dtype, count);
+  return out;
+}
+
+/// "" when `indices` and `values` are top-k's of `scores` (positions as
+/// referenceTopk's, values the scores' bits there) and their padding is as
+/// in `indicesBefore` and `valuesBefore`; else the first mismatch.
+inline std::string checkTopkResult(const dcrt_topk_desc &d, const Bytes &scores,
+                                   const Bytes &valuesBefore,
+                                   const Bytes &values,
+                                   const Bytes &indicesBefore,
+                                   const Bytes &indices) {
+  auto dtype = static_cast<int32_t>(d.dtype);
+  auto indexType = static_cast<int32_t>(d.index_dtype);
+  size_t size = static_cast<size_t>(dtypeSize(dtype));
+  std::vector<int64_t> want =
+      referenceTopk(scores, dtype, d.rows, d.experts, d.scores_ld, d.k);
+  std::vector<int64_t> got = indexValues(indices, indexType);
+  std::vector<int64_t> gotBefore = indexValues(indicesBefore, indexType);
+  char text[160];
+  for (int64_t r = 0; r < d.rows; ++r) {
+    for (int64_t j = 0; j < d.indices_ld; ++j) {
+      size_t at = static_cast<size_t>(r * d.indices_ld + j);
+      int64_t expected =
+          j < d.k ? want[static_cast<size_t>(r * d.k + j)] : gotBefore[at];
+      if (got[at] != expected) {
+        std::snprintf(
+            text, sizeof(text), "row %lld: indices[%lld] = %lld, want %lld%s",
+            static_cast<long long>(r), static_cast<long long>(j),
+            static_cast<long long>(got[at]), static_cast<long long>(expected),
+            j < d.k ? "" : " (padding)");
+        return text;
+      }
+    }
+    for (int64_t j = 0; j < d.values_ld; ++j) {
+      size_t at = static_cast<size_t>(r * d.values_ld + j) * size;
+      const unsigned char *expected =
+          j < d.k
+              ? scores.data() + static_cast<size_t>(
+                                    r * d.scores_ld +
+                                    want[static_cast<size_t>(r * d.k + j)]) *
+                                    size
+              : valuesBefore.data() + at;
+      if (std::memcmp(values.data() + at, expected, size) != 0) {
+        std::snprintf(text, sizeof(text), "row %lld: values[%lld] differs%s",
+                      static_cast<long long>(r), static_cast<long long>(j),
+                      j < d.k ? "" : " (padding)");
+        return text;
+      }
+    }
+  }
+  return "";
+}
+
+/// The first differing byte of two buffers as "element i", or "".
+inline std::string firstDifference(const Bytes &got, const Bytes &want,
+                                   int64_t elementSize) {
+  if (got.size() != want.size())
+    return "sizes differ";
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i])
+      return "element " + std::to_string(i / static_cast<size_t>(elementSize)) +
+             " differs";
+  return "";
+}
+
 //===----------------------------------------------------------------------===//
 // Grouped products
 //===----------------------------------------------------------------------===//
@@ -360,7 +460,8 @@ inline double roundingOf(int32_t dtype) {
 /// "" when every element of `got` is within `tolerance` x scale (f32
 /// accumulation; plus the output's rounding of |want|) of the reference and
 /// every element outside the matrices is as it was in `before`; else the
-/// first mismatch. `worst` gets the largest error over the scale.
+/// first mismatch. `worst` gets the largest error over its allowance (<= 1
+/// when "").
 inline std::string checkGrouped(const dcrt_grouped_matmul_desc &d,
                                 bool weightGrad, const GroupedReference &r,
                                 const Bytes &before, const Bytes &got,
@@ -387,7 +488,7 @@ inline std::string checkGrouped(const dcrt_grouped_matmul_desc &d,
     double allowed = tolerance * (r.scale[at] + 1e-30) +
                      rounding * std::fabs(r.want[at]) +
                      (d.accumulate ? rounding * 2 : 0) * std::fabs(r.want[at]);
-    largest = std::max(largest, error / (r.scale[at] + rounding + 1e-30));
+    largest = std::max(largest, error / allowed);
     if (!(error <= allowed)) {
       std::snprintf(text, sizeof(text),
                     "element %zu: got %.9g, want %.9g (error %.3g, allowed "
