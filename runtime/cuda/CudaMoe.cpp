@@ -7,8 +7,8 @@
 // replays them as they are.
 //
 // Workspaces (device memory, counted in MemoryStats::moeWorkspace): the
-// group-by counts and ticket per (assignments, experts), the scatter's sort
-// buffers per (indexed_rows, table_rows), and the sliced weight gradient's
+// group-by counts and ticket per (assignments, experts), the scatter's
+// per-row source lists per table_rows, and the sliced weight gradient's
 // f32 partial sums per (rows, experts, k, p). Each is allocated by the
 // first call that needs it (zeroed on the compute stream) and kept until
 // dcrt_finalize: graphs captured later hold its address. Calls with the
@@ -45,7 +45,7 @@ struct dcrt::detail::MoeWorkspaces {
   std::unordered_map<PlanKey<2>, std::pair<moe::GroupByExpertLayout, Memory>,
                      PlanKeyHash>
       groups;
-  std::unordered_map<PlanKey<2>, Memory, PlanKeyHash> scatters;
+  std::unordered_map<PlanKey<1>, Memory, PlanKeyHash> scatters;
   std::unordered_map<PlanKey<4>, std::pair<moe::GroupedPlan, Memory>,
                      PlanKeyHash>
       gradients;
@@ -158,11 +158,11 @@ void CudaBackend::gatherRows(const dcrt_row_map_desc &d, const void *source,
 void CudaBackend::scatterAddRows(const dcrt_row_map_desc &d, const void *source,
                                  const void *index, void *result) {
   const char *caller = "dcrt_scatter_add_rows";
-  if (d.indexed_rows > INT_MAX || d.table_rows >= INT_MAX)
-    fatal("%s: the cuda backend sorts fewer than 2^31 rows (%s)", caller,
-          describeRowMap(d).c_str());
+  if (d.indexed_rows > INT_MAX)
+    fatal("%s: the cuda backend takes at most 2^31 - 1 source rows (%s)",
+          caller, describeRowMap(d).c_str());
   MoeWorkspaces &w = moeWorkspaces();
-  PlanKey<2> key{{d.indexed_rows, d.table_rows}};
+  PlanKey<1> key{{d.table_rows}};
   auto entry = w.scatters.find(key);
   if (entry == w.scatters.end()) {
     int64_t bytes = moe::scatterAddWorkspaceBytes(d);

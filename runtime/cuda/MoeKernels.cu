@@ -13,10 +13,12 @@
 //    each id stably: tiles of 256 in order, within a warp by
 //    __match_any_sync ranks, across warps by their per-bin counts.
 //  - gather: threads per row over 16-, 4- or 2-byte units.
-//  - scatter_add: the index, as (key, row) pairs with out-of-range keys
-//    mapped past every row, sorted stably by CUB's radix sort; each result
-//    row finds its sorted range by binary search and sums its source rows
-//    in that (increasing) order in f32.
+//  - scatter_add: each result row's sources listed by an atomic count into
+//    16 slots per row (integers: the list is the same whatever the order of
+//    the atomics); each result row sorts its list and sums the source rows
+//    in increasing order in f32. A row named more than 16 times scans the
+//    whole index in order instead (slow, the same sum; dc's combine names
+//    each token k times).
 //
 // Grouped products, the grid the worst case for any routing:
 //  - forward: 1-D, (ceil(rows / BM) + experts + 1) row tiles x
@@ -44,7 +46,6 @@
 #include "MoeKernels.h"
 #include "MoeTile.h"
 
-#include <cub/device/device_radix_sort.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -383,91 +384,57 @@ cudaError_t launchGather(const dcrt_row_map_desc &d, int64_t size,
 // Scatter-add
 //===----------------------------------------------------------------------===//
 
-/// The workspace's arrays, 256-byte aligned.
-struct ScatterWorkspace {
-  uint32_t *keysIn, *keysOut, *rowsIn, *rowsOut;
-  int *starts; // [table_rows + 1]
-  void *sortTemp;
-  size_t sortBytes;
-  int endBit;
-};
+/// Each result row's sources are listed in `slots` (up to kScatterSlots
+/// per row, in any order) by an atomic count; the sum kernel sorts a row's
+/// list and adds its sources in increasing row. A row named more often
+/// (not dc's combine, where each token has k <= kScatterSlots choices)
+/// scans the whole index instead, in order: slower, the same sum.
+constexpr int kScatterSlots = 16;
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-/// Bits of the largest key (table_rows, the out-of-range key).
-int keyBits(int64_t tableRows) {
-  int bits = 1;
-  while ((int64_t(1) << bits) <= tableRows)
-    ++bits;
-  return bits;
-}
-
-ScatterWorkspace scatterLayout(const dcrt_row_map_desc &d, void *base) {
-  ScatterWorkspace w{};
-  w.endBit = keyBits(d.table_rows);
-  int n = static_cast<int>(d.indexed_rows);
-  cub::DeviceRadixSort::SortPairs(
-      nullptr, w.sortBytes, static_cast<const uint32_t *>(nullptr),
-      static_cast<uint32_t *>(nullptr), static_cast<const uint32_t *>(nullptr),
-      static_cast<uint32_t *>(nullptr), n, 0, w.endBit);
-  auto *at = static_cast<char *>(base);
-  int64_t array = align256(d.indexed_rows * 4);
-  w.keysIn = reinterpret_cast<uint32_t *>(at);
-  w.keysOut = reinterpret_cast<uint32_t *>(at + array);
-  w.rowsIn = reinterpret_cast<uint32_t *>(at + 2 * array);
-  w.rowsOut = reinterpret_cast<uint32_t *>(at + 3 * array);
-  w.starts = reinterpret_cast<int *>(at + 4 * array);
-  w.sortTemp = at + 4 * array + align256((d.table_rows + 1) * 4);
-  return w;
-}
-
-__global__ void scatterKeysKernel(const void *index, bool i64, int64_t n,
-                                  int64_t tableRows, uint32_t *keys,
-                                  uint32_t *rows) {
+__global__ void scatterSlotsKernel(const void *index, bool i64, int64_t n,
+                                   int64_t tableRows, int *counts, int *slots) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t m = loadIndex(index, i64, i);
-    keys[i] = static_cast<uint32_t>(m >= 0 && m < tableRows ? m : tableRows);
-    rows[i] = static_cast<uint32_t>(i);
+    if (m < 0 || m >= tableRows)
+      continue;
+    int slot = atomicAdd(&counts[m], 1);
+    if (slot < kScatterSlots)
+      slots[m * kScatterSlots + slot] = static_cast<int>(i);
   }
 }
 
-/// starts[m] = the first sorted position with key >= m, m in [0, tableRows].
-__global__ void scatterStartsKernel(const uint32_t *keys, int64_t n,
-                                    int64_t tableRows, int *starts) {
-  for (int64_t m = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-       m <= tableRows; m += int64_t(gridDim.x) * blockDim.x) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-      int64_t mid = (lo + hi) / 2;
-      if (int64_t(keys[mid]) < m)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    starts[m] = static_cast<int>(lo);
-  }
-}
-
-/// Result row m = the sum of its sorted source rows, in order; `vector`
+/// Result row m = the sum of its source rows in increasing order; V
 /// elements per thread and step (8 for 16-bit types and 4 for f32 on
 /// 16-byte aligned rows, else 1).
 template <typename T, int V>
-__global__ void
-scatterSumKernel(const T *source, T *result, const uint32_t *rows,
-                 const int *starts, int64_t tableRows, int64_t groups,
-                 int64_t sourceLd, int64_t resultLd, int lanes) {
+__global__ void scatterSumKernel(const T *source, T *result, const int *counts,
+                                 const int *slots, const void *index, bool i64,
+                                 int64_t n, int64_t tableRows, int64_t groups,
+                                 int64_t sourceLd, int64_t resultLd,
+                                 int lanes) {
   const int rowsPerBlock = blockDim.x / lanes;
   const int sub = threadIdx.x % lanes;
   for (int64_t m = blockIdx.x * int64_t(rowsPerBlock) + threadIdx.x / lanes;
        m < tableRows; m += int64_t(gridDim.x) * rowsPerBlock) {
-    const int first = starts[m], last = starts[m + 1];
+    const int count = counts[m];
+    int list[kScatterSlots];
+    if (count <= kScatterSlots) { // the row's sources, sorted
+      for (int j = 0; j < count; ++j) {
+        int value = slots[m * kScatterSlots + j], at = j;
+        for (; at > 0 && list[at - 1] > value; --at)
+          list[at] = list[at - 1];
+        list[at] = value;
+      }
+    }
     for (int64_t g = sub; g < groups; g += lanes) {
       float sum[V];
       for (int v = 0; v < V; ++v)
         sum[v] = 0.0f;
-      for (int j = first; j < last; ++j) {
-        const T *src = source + int64_t(rows[j]) * sourceLd + g * V;
+      auto add = [&](int64_t row) {
+        const T *src = source + row * sourceLd + g * V;
         if constexpr (V > 1) {
           alignas(16) T x[V];
           *reinterpret_cast<uint4 *>(x) = *reinterpret_cast<const uint4 *>(src);
@@ -476,6 +443,14 @@ scatterSumKernel(const T *source, T *result, const uint32_t *rows,
         } else {
           sum[0] += toFloat(src[0]);
         }
+      };
+      if (count <= kScatterSlots) {
+        for (int j = 0; j < count; ++j)
+          add(list[j]);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          if (loadIndex(index, i64, i) == m)
+            add(i);
       }
       T *dst = result + m * resultLd + g * V;
       if constexpr (V > 1) {
@@ -492,8 +467,8 @@ scatterSumKernel(const T *source, T *result, const uint32_t *rows,
 
 template <typename T>
 cudaError_t launchScatterSum(const dcrt_row_map_desc &d, const void *source,
-                             void *result, const ScatterWorkspace &w,
-                             cudaStream_t stream) {
+                             const void *index, void *result, const int *counts,
+                             const int *slots, cudaStream_t stream) {
   constexpr int wide = 16 / sizeof(T);
   bool vectors =
       unitBytes(d.width * int64_t(sizeof(T)), d.source_ld * int64_t(sizeof(T)),
@@ -501,14 +476,17 @@ cudaError_t launchScatterSum(const dcrt_row_map_desc &d, const void *source,
   int64_t groups = vectors ? d.width / wide : d.width;
   int lanes = std::min(kThreads, pow2AtLeast(groups));
   int64_t blocks = ceilDiv(d.table_rows, kThreads / lanes);
+  bool i64 = d.index_dtype == DCRT_I64;
   if (vectors)
     scatterSumKernel<T, wide><<<gridFor(blocks), kThreads, 0, stream>>>(
-        static_cast<const T *>(source), static_cast<T *>(result), w.rowsOut,
-        w.starts, d.table_rows, groups, d.source_ld, d.result_ld, lanes);
+        static_cast<const T *>(source), static_cast<T *>(result), counts, slots,
+        index, i64, d.indexed_rows, d.table_rows, groups, d.source_ld,
+        d.result_ld, lanes);
   else
     scatterSumKernel<T, 1><<<gridFor(blocks), kThreads, 0, stream>>>(
-        static_cast<const T *>(source), static_cast<T *>(result), w.rowsOut,
-        w.starts, d.table_rows, groups, d.source_ld, d.result_ld, lanes);
+        static_cast<const T *>(source), static_cast<T *>(result), counts, slots,
+        index, i64, d.indexed_rows, d.table_rows, groups, d.source_ld,
+        d.result_ld, lanes);
   return cudaGetLastError();
 }
 
@@ -1232,42 +1210,37 @@ cudaError_t gatherRows(const dcrt_row_map_desc &d, const void *source,
 }
 
 int64_t scatterAddWorkspaceBytes(const dcrt_row_map_desc &d) {
-  ScatterWorkspace w = scatterLayout(d, nullptr);
-  return 4 * align256(d.indexed_rows * 4) + align256((d.table_rows + 1) * 4) +
-         align256(static_cast<int64_t>(w.sortBytes));
+  return align256(d.table_rows * 4) + d.table_rows * kScatterSlots * 4;
 }
 
 cudaError_t scatterAddRows(const dcrt_row_map_desc &d, void *workspace,
                            const void *source, const void *index, void *result,
                            cudaStream_t stream) {
-  if (d.indexed_rows > INT_MAX || d.table_rows >= INT_MAX)
+  if (d.indexed_rows > INT_MAX)
     return cudaErrorInvalidValue;
-  ScatterWorkspace w = scatterLayout(d, workspace);
-  scatterKeysKernel<<<gridFor(ceilDiv(d.indexed_rows, kThreads)), kThreads, 0,
-                      stream>>>(index, d.index_dtype == DCRT_I64,
-                                d.indexed_rows, d.table_rows, w.keysIn,
-                                w.rowsIn);
-  cudaError_t status = cudaGetLastError();
+  int *counts = static_cast<int *>(workspace);
+  int *slots = reinterpret_cast<int *>(static_cast<char *>(workspace) +
+                                       align256(d.table_rows * 4));
+  cudaError_t status =
+      cudaMemsetAsync(counts, 0, static_cast<size_t>(d.table_rows) * 4, stream);
   if (status != cudaSuccess)
     return status;
-  status = cub::DeviceRadixSort::SortPairs(
-      w.sortTemp, w.sortBytes, w.keysIn, w.keysOut, w.rowsIn, w.rowsOut,
-      static_cast<int>(d.indexed_rows), 0, w.endBit, stream);
-  if (status != cudaSuccess)
-    return status;
-  scatterStartsKernel<<<gridFor(ceilDiv(d.table_rows + 1, kThreads)), kThreads,
-                        0, stream>>>(w.keysOut, d.indexed_rows, d.table_rows,
-                                     w.starts);
+  scatterSlotsKernel<<<gridFor(ceilDiv(d.indexed_rows, kThreads)), kThreads, 0,
+                       stream>>>(index, d.index_dtype == DCRT_I64,
+                                 d.indexed_rows, d.table_rows, counts, slots);
   status = cudaGetLastError();
   if (status != cudaSuccess)
     return status;
   switch (d.dtype) {
   case DCRT_BF16:
-    return launchScatterSum<__nv_bfloat16>(d, source, result, w, stream);
+    return launchScatterSum<__nv_bfloat16>(d, source, index, result, counts,
+                                           slots, stream);
   case DCRT_F16:
-    return launchScatterSum<__half>(d, source, result, w, stream);
+    return launchScatterSum<__half>(d, source, index, result, counts, slots,
+                                    stream);
   default:
-    return launchScatterSum<float>(d, source, result, w, stream);
+    return launchScatterSum<float>(d, source, index, result, counts, slots,
+                                   stream);
   }
 }
 

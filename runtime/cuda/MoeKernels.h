@@ -41,9 +41,8 @@ cudaError_t groupByExpert(const dcrt_group_by_expert_desc &desc,
 cudaError_t gatherRows(const dcrt_row_map_desc &desc, const void *source,
                        const void *index, void *result, cudaStream_t stream);
 
-/// The scatter's workspace: the index as sort keys and source rows as
-/// values (in and out), each result row's first sorted position, and the
-/// radix sort's temporary storage.
+/// The scatter's workspace: each result row's count of sources and up to
+/// 16 of them.
 int64_t scatterAddWorkspaceBytes(const dcrt_row_map_desc &desc);
 cudaError_t scatterAddRows(const dcrt_row_map_desc &desc, void *workspace,
                            const void *source, const void *index, void *result,

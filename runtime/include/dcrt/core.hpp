@@ -133,7 +133,7 @@ struct MemoryStats {
   /// its first call by the cuda backend; empty on the host backend).
   PoolStats attentionWorkspace;
   /// The mixture-of-experts calls' workspaces (the cuda backend's group
-  /// counts, the scatter's sort buffers, the weight gradient's partial
+  /// counts, the scatter's source lists, the weight gradient's partial
   /// sums: one per descriptor that needs one, made on its first call;
   /// empty on the host backend).
   PoolStats moeWorkspace;

@@ -362,8 +362,9 @@ void dcrt_group_by_expert(const dcrt_group_by_expert_desc *desc,
  *               accumulated in f32 in increasing i and rounded once (zeros
  *               where no index names m; an index outside [0, table_rows)
  *               adds nowhere). Deterministic for any index, repeats
- *               included: no atomics on values (the cuda backend sorts the
- *               index stably and sums each row's sources in order).
+ *               included: no atomics on values (the cuda backend lists each
+ *               result row's sources and sums them in order; a row named
+ *               more than 16 times is slower, not different).
  * source_ld and result_ld are the row strides of source and result. */
 typedef struct dcrt_row_map_desc {
   int64_t struct_size; /* 64 */
