@@ -16,9 +16,11 @@
 // As with matmul plans, make each descriptor's first call outside a CUDA
 // graph capture.
 //
-// DCRT_MOE_SIMT=1 in the environment runs every grouped product on the
-// CUDA-core kernel (a fallback should the tensor-core kernel misbehave on
-// some GPU, and a reference for it).
+// The grouped products' tensor-core kernel is the wgmma one on sm_90 GPUs
+// (H100, H200), else the mma.sync one. DCRT_MOE_WGMMA=0 in the environment
+// picks the mma.sync kernel on sm_90 too, DCRT_MOE_SIMT=1 the CUDA-core
+// kernel for every shape: fallbacks should a tensor-core kernel misbehave
+// on some GPU, and references for them.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
@@ -51,7 +53,7 @@ struct dcrt::detail::MoeWorkspaces {
       gradients;
   int64_t bytes = 0, allocations = 0;
   int multiprocessors = 0;
-  bool forceSimt = false;
+  moe::GroupedKernels kernels;
 };
 
 void MoeWorkspacesDeleter::operator()(MoeWorkspaces *workspaces) const {
@@ -75,8 +77,17 @@ MoeWorkspaces &CudaBackend::moeWorkspaces() {
     moeState.reset(new MoeWorkspaces);
     DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
         &moeState->multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    // wgmma runs on sm_90 alone (its kernel is compiled for sm_90a).
+    int major = 0, minor = 0;
+    DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
+        &major, cudaDevAttrComputeCapabilityMajor, device));
+    DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
+        &minor, cudaDevAttrComputeCapabilityMinor, device));
     const char *simt = std::getenv("DCRT_MOE_SIMT");
-    moeState->forceSimt = simt && std::strcmp(simt, "1") == 0;
+    const char *wgmma = std::getenv("DCRT_MOE_WGMMA");
+    moeState->kernels.tensorCores = !(simt && std::strcmp(simt, "1") == 0);
+    moeState->kernels.wgmma =
+        major == 9 && minor == 0 && !(wgmma && std::strcmp(wgmma, "0") == 0);
   }
   return *moeState;
 }
@@ -183,7 +194,7 @@ void CudaBackend::groupedMatmul(const dcrt_grouped_matmul_desc &d,
                                 const void *ends, void *out) {
   MoeWorkspaces &w = moeWorkspaces();
   moe::GroupedPlan plan = moe::planGrouped(d, false, w.multiprocessors);
-  checkLaunch(moe::groupedMatmul(d, plan, nullptr, w.forceSimt, lhs, rhs, ends,
+  checkLaunch(moe::groupedMatmul(d, plan, nullptr, w.kernels, lhs, rhs, ends,
                                  out, compute),
               "dcrt_grouped_matmul", describeGroupedMatmul(d));
 }
@@ -208,7 +219,7 @@ void CudaBackend::groupedWeightGrad(const dcrt_grouped_matmul_desc &d,
     entry = w.gradients.emplace(key, std::make_pair(plan, memory)).first;
   }
   checkLaunch(moe::groupedWeightGrad(d, entry->second.first,
-                                     entry->second.second.pointer, w.forceSimt,
+                                     entry->second.second.pointer, w.kernels,
                                      lhs, rhs, ends, out, compute),
               caller, describeGroupedMatmul(d));
 }

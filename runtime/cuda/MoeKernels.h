@@ -58,21 +58,29 @@ struct GroupedPlan {
 };
 GroupedPlan planGrouped(const dcrt_grouped_matmul_desc &desc, bool weightGrad,
                         int multiprocessors);
-/// Whether the tensor-core kernel takes `desc` with these pointers (bf16 or
+/// Whether a tensor-core kernel takes `desc` with these pointers (bf16 or
 /// f16, 16-byte aligned rows); else the CUDA-core kernel runs.
 bool groupedUsesTensorCores(const dcrt_grouped_matmul_desc &desc,
                             bool weightGrad, const void *lhs, const void *rhs,
                             const void *out);
-/// `forceSimt` runs the CUDA-core kernel whatever the shape
-/// (DCRT_MOE_SIMT=1).
+/// The kernels a grouped product may run on: with tensorCores false the
+/// CUDA-core kernel whatever the shape (DCRT_MOE_SIMT=1); else, where
+/// groupedUsesTensorCores, Hopper's wgmma kernel (MoeWgmma.cu, sm_90a: an
+/// sm_90 GPU only) when `wgmma`, or the mma.sync one.
+struct GroupedKernels {
+  bool tensorCores = true;
+  bool wgmma = false;
+};
 cudaError_t groupedMatmul(const dcrt_grouped_matmul_desc &desc,
                           const GroupedPlan &plan, void *workspace,
-                          bool forceSimt, const void *lhs, const void *rhs,
-                          const void *ends, void *out, cudaStream_t stream);
+                          const GroupedKernels &kernels, const void *lhs,
+                          const void *rhs, const void *ends, void *out,
+                          cudaStream_t stream);
 cudaError_t groupedWeightGrad(const dcrt_grouped_matmul_desc &desc,
                               const GroupedPlan &plan, void *workspace,
-                              bool forceSimt, const void *lhs, const void *rhs,
-                              const void *ends, void *out, cudaStream_t stream);
+                              const GroupedKernels &kernels, const void *lhs,
+                              const void *rhs, const void *ends, void *out,
+                              cudaStream_t stream);
 
 } // namespace dcrt::cuda::moe
 

@@ -85,6 +85,70 @@ DCRT_TILE_FN Cell accumulatorCell(int lane, int mRow0, int nCol0, int mi,
   return {mRow0 + mi * 16 + lane / 4 + 8 * half, nCol0 + ni * 8 + lane % 4 * 2};
 }
 
+/// The Hopper kernel (MoeWgmma.cu, wgmma.mma_async): a block computes a
+/// 128 x 256 output tile, 64 deep per stage, with 2 warpgroups of 64 x 256
+/// (m64n256k16 instructions reading both operands from shared memory by
+/// descriptor). Shared tiles are PTX's canonical 128-byte-swizzled layouts
+/// (Swizzle<3,4,3>: the 16-byte chunk bits 4-6 of an address XOR its bits
+/// 7-9; tiles 1024-byte aligned):
+///  - K-major (an operand stored along the reduction: the forward's lhs,
+///    a transposed weight): rows of 64 elements (128 bytes), row r at
+///    r * 128 bytes, swizzled<64>; 8-row groups 1024 bytes apart (the
+///    descriptor's stride byte offset); a k16 step moves the start
+///    address 32 bytes;
+///  - MN-major (stored along M or N: an untransposed weight, the weight
+///    gradient's operands): blocks of 64 M/N elements, each 64 k-rows of
+///    128 bytes (8 KiB, the leading byte offset between blocks), rows
+///    swizzled<64>; 8-k-row groups 1024 bytes apart (the stride byte
+///    offset); a k16 step moves the start 16 rows (2048 bytes).
+namespace wgmma {
+
+constexpr int kTileM = 128, kTileN = 256, kTileK = 64;
+constexpr int kThreads = 256; // 2 warpgroups
+constexpr int kATileElements = kTileM * kTileK;
+constexpr int kBTileElements = kTileN * kTileK;
+constexpr int kGroupBytes = 1024;       // 8 rows of 128 bytes
+constexpr int kBlockElements = 64 * 64; // an MN-major block
+constexpr int kBlockBytes = kBlockElements * 2;
+
+/// The element offset of (k, mn) in an MN-major tile; of (r, c) in a
+/// K-major one is swizzled<64>(r, c).
+DCRT_TILE_FN int mnMajorOffset(int k, int mn) {
+  return mn / 64 * kBlockElements + swizzled<64>(k, mn % 64);
+}
+
+/// The copy order of a tile stored in global memory as ROWS x COLS
+/// (COLS contiguous): chunk i is (row, first column); its shared offset is
+/// mnMajorOffset(row, column) for an MN-major tile (rows are k), else
+/// swizzled<64>(row, column).
+template <int COLS> DCRT_TILE_FN Cell chunkCell(int i) {
+  return {i / (COLS / 8), i % (COLS / 8) * 8};
+}
+
+/// A descriptor's fields for warpgroup `group`'s A (or, group 0, B) at k16
+/// step `step`: the start (elements from the tile's base), the leading and
+/// stride byte offsets.
+struct Descriptor {
+  int start, leadingBytes, strideBytes;
+};
+DCRT_TILE_FN Descriptor kMajorDescriptor(int firstRow, int step) {
+  // The leading byte offset is unused for swizzled K-major layouts.
+  return {firstRow * 64 + step * 16, 16, kGroupBytes};
+}
+DCRT_TILE_FN Descriptor mnMajorDescriptor(int firstBlock, int step) {
+  return {firstBlock * kBlockElements + step * 16 * 64, kBlockBytes,
+          kGroupBytes};
+}
+
+/// The output cell of accumulators d[4 j + 2 half] and d[4 j + 2 half + 1]
+/// of thread `thread` (the second one column further).
+DCRT_TILE_FN Cell accumulatorCell(int thread, int j, int half) {
+  const int warp = thread / 32, lane = thread % 32;
+  return {warp * 16 + lane / 4 + 8 * half, j * 8 + lane % 4 * 2};
+}
+
+} // namespace wgmma
+
 } // namespace dcrt::cuda::moe::tile
 
 #endif // DCRT_CUDA_MOETILE_H

@@ -206,3 +206,102 @@ TEST(MoeTile, CopiesCoverEachTileOnce) {
       ASSERT_EQ(h, 1);
   }
 }
+
+//===----------------------------------------------------------------------===//
+// The Hopper kernel's shared tiles, read as wgmma's descriptors say
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+namespace wg = dcrt::cuda::moe::tile::wgmma;
+
+/// The shared byte wgmma reads for element (mn, k) of an operand described
+/// by `d` (16-bit elements: T = 8), by PTX's canonical layouts with
+/// 128-byte swizzling: K-major ((8,m),(T,2k)):((8T,SBO),(1,T)), MN-major
+/// ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)), in elements, then Swizzle<3,4,3>
+/// on the byte address (the tile 1024-byte aligned).
+int canonicalByte(bool mnMajor, const wg::Descriptor &d, int mn, int k) {
+  int offset =
+      mnMajor ? mn % 8 + mn / 8 % 8 * 8 + mn / 64 * (d.leadingBytes / 2) +
+                    k % 8 * 64 + k / 8 * (d.strideBytes / 2)
+              : mn % 8 * 64 + mn / 8 * (d.strideBytes / 2) + k % 8 + k / 8 * 8;
+  int address = 2 * (d.start + offset);
+  return address ^ (((address >> 7) & 7) << 4);
+}
+
+/// A tile of `mn` x 64 (k) elements value(mn, k) filled as the kernel's
+/// copies fill it: K-major from rows of k, MN-major from rows of mn.
+template <int MN, typename Value>
+std::vector<float> fillHopperTile(bool mnMajor, Value value) {
+  std::vector<float> shared(MN * 64, 1000);
+  std::vector<int> writes(MN * 64, 0);
+  for (int i = 0; i < MN * 64 / 8; ++i) {
+    Cell cell = mnMajor ? wg::chunkCell<MN>(i) : wg::chunkCell<64>(i);
+    for (int e = 0; e < 8; ++e) {
+      int at = mnMajor ? wg::mnMajorOffset(cell.r, cell.c + e)
+                       : swizzled<64>(cell.r, cell.c + e);
+      shared.at(static_cast<size_t>(at)) =
+          mnMajor ? value(cell.c + e, cell.r) : value(cell.r, cell.c + e);
+      ++writes[static_cast<size_t>(at)];
+    }
+  }
+  for (int w : writes)
+    EXPECT_EQ(w, 1) << "a shared element written " << w << " times";
+  return shared;
+}
+
+void checkHopperLayouts(bool aMnMajor, bool bMnMajor) {
+  auto A = [](int m, int k) { return static_cast<float>(m * 64 + k); };
+  auto B = [](int n, int k) { return static_cast<float>(n * 64 + k); };
+  std::vector<float> tileA = fillHopperTile<wg::kTileM>(aMnMajor, A);
+  std::vector<float> tileB = fillHopperTile<wg::kTileN>(bMnMajor, B);
+  for (int step = 0; step < wg::kTileK / 16; ++step) {
+    for (int group = 0; group < 2; ++group) {
+      wg::Descriptor d = aMnMajor ? wg::mnMajorDescriptor(group, step)
+                                  : wg::kMajorDescriptor(group * 64, step);
+      ASSERT_EQ(d.start % 8, 0)
+          << "a descriptor's start must be 16-byte aligned";
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          ASSERT_EQ(
+              tileA[static_cast<size_t>(canonicalByte(aMnMajor, d, m, k) / 2)],
+              A(group * 64 + m, step * 16 + k))
+              << "A (m " << group * 64 + m << ", k " << step * 16 + k << ")";
+    }
+    wg::Descriptor d = bMnMajor ? wg::mnMajorDescriptor(0, step)
+                                : wg::kMajorDescriptor(0, step);
+    for (int n = 0; n < wg::kTileN; ++n)
+      for (int k = 0; k < 16; ++k)
+        ASSERT_EQ(
+            tileB[static_cast<size_t>(canonicalByte(bMnMajor, d, n, k) / 2)],
+            B(n, step * 16 + k))
+            << "B (n " << n << ", k " << step * 16 + k << ")";
+  }
+}
+
+} // namespace
+
+TEST(MoeTile, HopperTilesOfATransposedWeight) {
+  checkHopperLayouts(false, false);
+}
+TEST(MoeTile, HopperTilesOfAnUntransposedWeight) {
+  checkHopperLayouts(false, true);
+}
+TEST(MoeTile, HopperTilesOfTheWeightGradient) {
+  checkHopperLayouts(true, true);
+}
+
+TEST(MoeTile, HopperAccumulatorsCoverTheTileOnce) {
+  std::vector<int> hits(wg::kTileM * wg::kTileN, 0);
+  for (int thread = 0; thread < wg::kThreads; ++thread)
+    for (int j = 0; j < wg::kTileN / 8; ++j)
+      for (int half = 0; half < 2; ++half) {
+        Cell cell = wg::accumulatorCell(thread, j, half);
+        ASSERT_LT(cell.r, wg::kTileM);
+        ASSERT_LT(cell.c + 1, wg::kTileN);
+        ++hits[static_cast<size_t>(cell.r * wg::kTileN + cell.c)];
+        ++hits[static_cast<size_t>(cell.r * wg::kTileN + cell.c + 1)];
+      }
+  for (int h : hits)
+    ASSERT_EQ(h, 1);
+}

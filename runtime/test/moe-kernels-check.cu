@@ -1026,9 +1026,27 @@ int main(int argc, char **argv) {
               onHost  ? " (checks only, smaller shapes)"
               : quick ? " (--quick: smaller shapes)"
                       : "");
-  if (!onHost && std::getenv("DCRT_MOE_SIMT"))
-    std::printf("DCRT_MOE_SIMT=%s: grouped products on CUDA cores\n",
-                std::getenv("DCRT_MOE_SIMT"));
+  if (!onHost) {
+    // The runtime's choice (CudaMoe.cpp): wgmma on sm_90 unless
+    // DCRT_MOE_WGMMA=0, CUDA cores everywhere with DCRT_MOE_SIMT=1.
+    int device = 0, major = 0, minor = 0;
+    DCRT_CUDA_CHECK(cudaGetDevice(&device));
+    DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
+        &major, cudaDevAttrComputeCapabilityMajor, device));
+    DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
+        &minor, cudaDevAttrComputeCapabilityMinor, device));
+    const char *simt = std::getenv("DCRT_MOE_SIMT");
+    const char *wgmma = std::getenv("DCRT_MOE_WGMMA");
+    bool cudaCores = simt && std::string(simt) == "1";
+    bool hopper =
+        major == 9 && minor == 0 && !(wgmma && std::string(wgmma) == "0");
+    std::printf("grouped products' tensor-core kernel: %s (sm_%d%d%s%s)\n",
+                cudaCores ? "none, CUDA cores (DCRT_MOE_SIMT=1)"
+                : hopper  ? "wgmma"
+                          : "mma.sync",
+                major, minor, wgmma ? ", DCRT_MOE_WGMMA=" : "",
+                wgmma ? wgmma : "");
+  }
   checkTopk();
   checkGroupByExpert();
   checkGatherAndScatter(false);

@@ -400,11 +400,12 @@ void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
  *    and rhs swapped.)
  * The cuda backend runs bf16 and f16 with 16-byte aligned operands (k, p,
  * row strides and expert strides multiples of 8 elements) on tensor cores
- * (mma.sync, a 128 x 128 x 64 tile per block, a multi-stage cp.async
- * pipeline), f32 and other layouts on a CUDA-core kernel. The grid is the
- * worst case for any routing: the forward's blocks cover ceil(rows / 128)
- * + experts row tiles, each block finds its expert from `ends` on the
- * device; the weight gradient's cover every (k, p) tile of every expert,
+ * (on sm_90 GPUs wgmma, 128 x 256 tiles; elsewhere mma.sync, 128 x 128;
+ * multi-stage cp.async pipelines), f32 and other layouts on a CUDA-core
+ * kernel. The grid is the worst case for any routing: the forward's blocks
+ * cover ceil(rows / 128) + experts + 1 row tiles, each block finds its
+ * expert from `ends` on the device; the weight gradient's cover every
+ * (k, p) tile of every expert,
  * each looping over its expert's rows, and when an expert's tiles are few
  * for the GPU the rows are also split into a fixed number of slices (by
  * the descriptor and the GPU's SM count only) whose f32 partial sums are

@@ -75,9 +75,14 @@ moe_checks() {
   step "mixture-of-experts calls (top-k, grouping, gather, scatter-add, grouped products) against references and in a CUDA graph; grouped TFLOP/s vs cuBLASLt dense, routing GB/s vs cudaMemcpy"
   DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" > "$OUT/moe-kernels-check.log" 2>&1 \
     || fail "moe-kernels-check"
-  grep -E "^FAIL|^ok|^bench|error|moe-kernels-check|moe workspaces" "$OUT/moe-kernels-check.log"
-  # Every grouped product on the CUDA-core kernel: tells a tensor-core
-  # kernel fault from one elsewhere.
+  grep -E "^FAIL|^ok|^bench|error|moe-kernels-check|moe workspaces|kernel:" "$OUT/moe-kernels-check.log"
+  # The other kernels: mma.sync (what GPUs other than sm_90 run) with its
+  # TFLOP/s, and every grouped product on CUDA cores: tells a tensor-core
+  # kernel's fault from one elsewhere.
+  step "the same with the mma.sync kernel in place of wgmma (DCRT_MOE_WGMMA=0)"
+  DCRT_MOE_WGMMA=0 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" \
+    > "$OUT/moe-kernels-check-mma.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_WGMMA=0)"
+  grep -E "^FAIL|^bench grouped|error|moe-kernels-check:|kernel:" "$OUT/moe-kernels-check-mma.log"
   step "the same checks with the grouped products on CUDA cores (DCRT_MOE_SIMT=1)"
   DCRT_MOE_SIMT=1 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" --no-bench \
     > "$OUT/moe-kernels-check-simt.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_SIMT=1)"
