@@ -212,6 +212,7 @@ __global__ void __launch_bounds__(kThreads) groupCountKernel(GroupArgs a) {
   __syncthreads();
   const int64_t begin = int64_t(blockIdx.x) * a.tilesPerChunk * kThreads;
   const int64_t end = min(a.n, begin + int64_t(a.tilesPerChunk) * kThreads);
+#pragma unroll 8
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     atomicAdd(&histogram[binOf(a, i)], 1);
   __syncthreads();
@@ -270,10 +271,13 @@ __global__ void __launch_bounds__(kThreads) groupPlaceKernel(GroupArgs a) {
   const int64_t begin = int64_t(blockIdx.x) * a.tilesPerChunk * kThreads;
   const int64_t end = min(a.n, begin + int64_t(a.tilesPerChunk) * kThreads);
   const unsigned lanesBefore = (1u << lane) - 1;
+  // Each tile's ids are loaded while the tile before is placed.
+  int64_t i = begin + threadIdx.x;
+  int bin = i < end ? binOf(a, i) : -1;
   for (int64_t tile = begin; tile < end; tile += kThreads) {
-    const int64_t i = tile + threadIdx.x;
+    const int64_t nextI = i + kThreads;
+    const int nextBin = nextI < end ? binOf(a, nextI) : -1;
     const bool active = i < end;
-    const int bin = active ? binOf(a, i) : -1;
     const unsigned peers = __match_any_sync(kFull, bin);
     const int rank = __popc(peers & lanesBefore);
     const int count = __popc(peers);
@@ -293,6 +297,8 @@ __global__ void __launch_bounds__(kThreads) groupPlaceKernel(GroupArgs a) {
       warpCounts[warp * bins + bin] = 0;
     }
     __syncthreads();
+    i = nextI;
+    bin = nextBin;
   }
 }
 
@@ -316,6 +322,7 @@ __global__ void gatherKernel(const char *source, const void *index, bool i64,
     const U *src = reinterpret_cast<const U *>(source + (inside ? from : 0) *
                                                             sourceLdBytes);
     U *dst = reinterpret_cast<U *>(result + row * resultLdBytes);
+#pragma unroll 4
     for (int64_t c = sub; c < units; c += lanes)
       dst[c] = inside ? src[c] : U{};
   }

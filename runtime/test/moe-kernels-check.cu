@@ -946,7 +946,7 @@ void benchRouting() {
                   static_cast<long long>(k));
     benchLine(what, T * E * 4 + T * k * 12, ms, peak);
   }
-  for (auto [N, E] : {std::pair<int64_t, int64_t>{16384, 8}, {1 << 22, 64}}) {
+  for (auto [N, E] : {std::pair<int64_t, int64_t>{16384, 8}, {1 << 20, 64}}) {
     dcrt_group_by_expert_desc d{};
     d.struct_size = sizeof(d);
     d.ids_dtype = d.order_dtype = d.ends_dtype = DCRT_I64;
