@@ -397,7 +397,13 @@ void checkGrouped() {
       continue;
     Verdict v;
     double worst = 0;
+    int tried = 0;
     for (Routing routing : routings) {
+      // The large shapes' double references are the slow part: 3 routings.
+      if (c.big && routing != Routing::Balanced &&
+          routing != Routing::OneExpert && routing != Routing::Dropped)
+        continue;
+      ++tried;
       std::mt19937 rng(seed++);
       const GroupedShape &s = c.shape;
       dcrt_grouped_matmul_desc d =
@@ -438,7 +444,8 @@ void checkGrouped() {
                   "and the output's rounding)",
                   100 * worst);
     report(v.failure.empty(),
-           "grouped " + c.what + ", 6 routings, twice bit-identical",
+           "grouped " + c.what + ", " + std::to_string(tried) +
+               " routings, twice bit-identical",
            v.failure.empty() ? detail : v.failure);
   }
 }
