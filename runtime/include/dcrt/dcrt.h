@@ -405,12 +405,11 @@ void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
  * kernel. The grid is the worst case for any routing: the forward's blocks
  * cover ceil(rows / 128) + experts + 1 row tiles, each block finds its
  * expert from `ends` on the device; the weight gradient's cover every
- * (k, p) tile of every expert,
- * each looping over its expert's rows, and when an expert's tiles are few
- * for the GPU the rows are also split into a fixed number of slices (by
- * the descriptor and the GPU's SM count only) whose f32 partial sums are
- * added in slice order: one expert taking every row still fills the GPU,
- * and the result stays deterministic. */
+ * (k, p) tile of every expert, each looping over its expert's rows, and
+ * when an expert's tiles are few for the GPU the rows are also split into
+ * a fixed number of slices (by the descriptor and the GPU's SM count only)
+ * whose f32 partial sums are added in slice order: one expert taking every
+ * row still fills the GPU, and the result stays deterministic. */
 typedef struct dcrt_grouped_matmul_desc {
   int64_t struct_size; /* 112 */
   int64_t dtype, ends_dtype;
