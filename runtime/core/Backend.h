@@ -133,6 +133,22 @@ public:
                                  const void *k, const void *v, const void *o,
                                  const float *lse, const void *dO, void *dq,
                                  void *dk, void *dv) = 0;
+  /// The mixture-of-experts calls: descriptors and buffers were checked
+  /// (core/Moe.h), the descriptors returned by the checks.
+  virtual void topk(const dcrt_topk_desc &desc, const void *scores,
+                    void *values, void *indices) = 0;
+  virtual void groupByExpert(const dcrt_group_by_expert_desc &desc,
+                             const void *ids, void *order, void *ends) = 0;
+  virtual void gatherRows(const dcrt_row_map_desc &desc, const void *source,
+                          const void *index, void *result) = 0;
+  virtual void scatterAddRows(const dcrt_row_map_desc &desc, const void *source,
+                              const void *index, void *result) = 0;
+  virtual void groupedMatmul(const dcrt_grouped_matmul_desc &desc,
+                             const void *lhs, const void *rhs, const void *ends,
+                             void *out) = 0;
+  virtual void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc,
+                                 const void *lhs, const void *rhs,
+                                 const void *ends, void *out) = 0;
   /// dcrt_launch_kernel and dcrt_launch_kernel_coresident: binary, kernel
   /// and dims checked (non-null, positive sizes); `coresidentBlocks` is 0
   /// for a kernel whose blocks never wait for each other, else at least 1

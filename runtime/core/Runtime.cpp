@@ -10,6 +10,7 @@
 #include "Internal.h"
 #include "Job.h"
 #include "Matmul.h"
+#include "Moe.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
@@ -476,6 +477,57 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
   bk.attentionBackward(d, q, k, v, o, lse, dO, dq, dk, dv);
 }
 
+void dcrt_topk(const dcrt_topk_desc *desc, const void *scores, void *values,
+               void *indices) {
+  const char *caller = "dcrt_topk";
+  Backend &bk = backend(caller);
+  bk.topk(checkTopk(desc, scores, values, indices, caller), scores, values,
+          indices);
+}
+
+void dcrt_group_by_expert(const dcrt_group_by_expert_desc *desc,
+                          const void *ids, void *order, void *ends) {
+  const char *caller = "dcrt_group_by_expert";
+  Backend &bk = backend(caller);
+  bk.groupByExpert(checkGroupByExpert(desc, ids, order, ends, caller), ids,
+                   order, ends);
+}
+
+void dcrt_gather_rows(const dcrt_row_map_desc *desc, const void *source,
+                      const void *index, void *result) {
+  const char *caller = "dcrt_gather_rows";
+  Backend &bk = backend(caller);
+  bk.gatherRows(checkRowMap(desc, source, index, result, caller), source, index,
+                result);
+}
+
+void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
+                           const void *index, void *result) {
+  const char *caller = "dcrt_scatter_add_rows";
+  Backend &bk = backend(caller);
+  bk.scatterAddRows(checkRowMap(desc, source, index, result, caller), source,
+                    index, result);
+}
+
+void dcrt_grouped_matmul(const dcrt_grouped_matmul_desc *desc, const void *lhs,
+                         const void *rhs, const void *ends, void *out) {
+  const char *caller = "dcrt_grouped_matmul";
+  Backend &bk = backend(caller);
+  bk.groupedMatmul(checkGroupedMatmul(desc, GroupedProduct::Forward, lhs, rhs,
+                                      ends, out, caller),
+                   lhs, rhs, ends, out);
+}
+
+void dcrt_grouped_weight_grad(const dcrt_grouped_matmul_desc *desc,
+                              const void *lhs, const void *rhs,
+                              const void *ends, void *out) {
+  const char *caller = "dcrt_grouped_weight_grad";
+  Backend &bk = backend(caller);
+  bk.groupedWeightGrad(checkGroupedMatmul(desc, GroupedProduct::WeightGrad, lhs,
+                                          rhs, ends, out, caller),
+                       lhs, rhs, ends, out);
+}
+
 namespace {
 
 /// dcrt_launch_kernel and dcrt_launch_kernel_coresident: the arguments
@@ -598,7 +650,7 @@ void dcrt_op_end(const char *op_key, int64_t begin) {
 int64_t MemoryStats::peakBytes() const {
   return gatherArena.highWater + stepBuffers.highWater + staging.highWater +
          stepArena.highWater + matmulWorkspace.highWater +
-         attentionWorkspace.highWater;
+         attentionWorkspace.highWater + moeWorkspace.highWater;
 }
 
 MemoryStats dcrt::memoryStats() {

@@ -931,7 +931,8 @@ MemoryStats CudaBackend::memoryStats() {
                     hostProgramDeviceBytes,
                     0,   // deviceUsedBytes
                     {},  // matmulWorkspace
-                    {}}; // attentionWorkspace
+                    {},  // attentionWorkspace
+                    {}}; // moeWorkspace
   PoolStats reduce = reduceStaging->stats();
   stats.staging.plan += reduce.plan;
   stats.staging.live += reduce.live;
@@ -950,6 +951,7 @@ MemoryStats CudaBackend::memoryStats() {
   attention.live = attention.highWater = attention.reserved =
       attentionWorkspaceBytes;
   attention.systemAllocations = static_cast<int64_t>(attentionPlans.size());
+  stats.moeWorkspace = moeStats();
   size_t freeBytes = 0, totalBytes = 0;
   DCRT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
   stats.deviceUsedBytes = static_cast<int64_t>(totalBytes - freeBytes);

@@ -78,6 +78,12 @@ struct AttentionPlanDeleter {
   void operator()(AttentionPlan *plan) const;
 };
 
+/// The mixture-of-experts calls' workspaces (CudaMoe.cpp).
+struct MoeWorkspaces;
+struct MoeWorkspacesDeleter {
+  void operator()(MoeWorkspaces *workspaces) const;
+};
+
 /// A dcrt_matmul descriptor as cuBLASLt objects, with the algorithm its
 /// heuristic chose (row-major C = A B computed as column-major
 /// C^T = B^T A^T: cuBLASLt's first operand is B's memory).
@@ -171,6 +177,18 @@ public:
                          const void *k, const void *v, const void *o,
                          const float *lse, const void *dO, void *dq, void *dk,
                          void *dv) override;
+  void topk(const dcrt_topk_desc &desc, const void *scores, void *values,
+            void *indices) override;
+  void groupByExpert(const dcrt_group_by_expert_desc &desc, const void *ids,
+                     void *order, void *ends) override;
+  void gatherRows(const dcrt_row_map_desc &desc, const void *source,
+                  const void *index, void *result) override;
+  void scatterAddRows(const dcrt_row_map_desc &desc, const void *source,
+                      const void *index, void *result) override;
+  void groupedMatmul(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                     const void *rhs, const void *ends, void *out) override;
+  void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                         const void *rhs, const void *ends, void *out) override;
   void checkFinite(const void *data, int64_t numel, int32_t dtype,
                    int32_t flags, const char *site) override;
   const char *firstNonFinite(const char *&what, int64_t &count) override;
@@ -241,6 +259,13 @@ private:
   /// Destroys the attention plans (freeing their workspaces) and the cuDNN
   /// handle.
   void tearDownAttention();
+  /// The mixture-of-experts workspaces, made on first use
+  /// (CudaMoe.cpp); a zeroed device allocation counted in them; their
+  /// release (after the last synchronize); their statistics.
+  MoeWorkspaces &moeWorkspaces();
+  void *moeAllocate(int64_t bytes, const char *caller, const std::string &what);
+  void tearDownMoe();
+  PoolStats moeStats() const;
   /// Enqueues the reset of finiteRecord for the next step.
   void resetFiniteRecord();
 
@@ -303,6 +328,7 @@ private:
                      PlanKeyHash>
       attentionPlans;
   int64_t attentionWorkspaceBytes = 0;
+  std::unique_ptr<MoeWorkspaces, MoeWorkspacesDeleter> moeState;
 
   // dcrt_check_finite (DCRT_INIT_CHECK_FINITE only): what the step's check
   // kernels found, in device memory allocated at dcrt_init (the kernels of

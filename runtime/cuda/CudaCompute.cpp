@@ -127,6 +127,7 @@ void CudaBackend::setUpCompute() {
 
 void CudaBackend::tearDownCompute() {
   tearDownAttention();
+  tearDownMoe();
   for (auto &[key, plan] : matmulPlans) {
     cublasLtMatrixLayoutDestroy(plan.first);
     cublasLtMatrixLayoutDestroy(plan.second);

@@ -3,6 +3,7 @@
 #include "Attention.h"
 #include "Finite.h"
 #include "Matmul.h"
+#include "Moe.h"
 
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
@@ -118,6 +119,39 @@ void HostBackend::matmul(const dcrt_matmul_desc &desc, const void *a,
   hostMatmul(desc, a, b, c);
 }
 
+void HostBackend::topk(const dcrt_topk_desc &desc, const void *scores,
+                       void *values, void *indices) {
+  hostTopk(desc, scores, values, indices);
+}
+
+void HostBackend::groupByExpert(const dcrt_group_by_expert_desc &desc,
+                                const void *ids, void *order, void *ends) {
+  hostGroupByExpert(desc, ids, order, ends);
+}
+
+void HostBackend::gatherRows(const dcrt_row_map_desc &desc, const void *source,
+                             const void *index, void *result) {
+  hostGatherRows(desc, source, index, result);
+}
+
+void HostBackend::scatterAddRows(const dcrt_row_map_desc &desc,
+                                 const void *source, const void *index,
+                                 void *result) {
+  hostScatterAddRows(desc, source, index, result);
+}
+
+void HostBackend::groupedMatmul(const dcrt_grouped_matmul_desc &desc,
+                                const void *lhs, const void *rhs,
+                                const void *ends, void *out) {
+  hostGroupedMatmul(desc, lhs, rhs, ends, out);
+}
+
+void HostBackend::groupedWeightGrad(const dcrt_grouped_matmul_desc &desc,
+                                    const void *lhs, const void *rhs,
+                                    const void *ends, void *out) {
+  hostGroupedWeightGrad(desc, lhs, rhs, ends, out);
+}
+
 void HostBackend::launchKernel(const void *, int64_t, const char *kernel,
                                const int64_t *, int32_t, void **, int64_t) {
   fatal("artifact compiled for a GPU (dc-compile --target=h200): kernel %s "
@@ -194,7 +228,8 @@ MemoryStats HostBackend::memoryStats() {
                     hostProgramBytes,
                     0,   // deviceUsedBytes
                     {},  // matmulWorkspace
-                    {}}; // attentionWorkspace
+                    {},  // attentionWorkspace
+                    {}}; // moeWorkspace
   stats.stepArena.plan = stats.stepArena.reserved = stats.stepArena.highWater =
       stepArenaMemory.size();
   return stats;

@@ -102,6 +102,18 @@ public:
                          void *dv) override;
   void matmul(const dcrt_matmul_desc &desc, const void *a, const void *b,
               void *c) override;
+  void topk(const dcrt_topk_desc &desc, const void *scores, void *values,
+            void *indices) override;
+  void groupByExpert(const dcrt_group_by_expert_desc &desc, const void *ids,
+                     void *order, void *ends) override;
+  void gatherRows(const dcrt_row_map_desc &desc, const void *source,
+                  const void *index, void *result) override;
+  void scatterAddRows(const dcrt_row_map_desc &desc, const void *source,
+                      const void *index, void *result) override;
+  void groupedMatmul(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                     const void *rhs, const void *ends, void *out) override;
+  void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc, const void *lhs,
+                         const void *rhs, const void *ends, void *out) override;
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
                     const int64_t *dims, int32_t sharedBytes, void **args,
                     int64_t coresidentBlocks) override;

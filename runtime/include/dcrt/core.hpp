@@ -132,6 +132,11 @@ struct MemoryStats {
   /// cuDNN's workspaces for dcrt_attention_* (one per cached graph, made on
   /// its first call by the cuda backend; empty on the host backend).
   PoolStats attentionWorkspace;
+  /// The mixture-of-experts calls' workspaces (the cuda backend's group
+  /// counts, the scatter's source lists, the weight gradient's partial
+  /// sums: one per descriptor that needs one, made on its first call;
+  /// empty on the host backend).
+  PoolStats moeWorkspace;
   /// Sum of the high-water marks of the runtime's device pools (the host
   /// pool is host memory: not counted): the peak dc-run reports beside the
   /// plan.

@@ -292,6 +292,138 @@ void dcrt_attention_bwd(const dcrt_attention_desc *desc, const void *q,
                         const float *lse, const void *dO, void *dq, void *dk,
                         void *dv);
 
+/*--- Mixture of experts (additions: the routing ops of dc's DCExpertOps.td,
+ * called by artifacts in place of their linalg expansion) -----------------
+ *
+ * Every call enqueues on the compute stream and never reads device memory on
+ * the host: the routing (ids, indices, ends) stays on the device, the launch
+ * configuration depends only on the descriptor (the worst case: blocks that
+ * find no work return), so a step that calls them can be captured in a CUDA
+ * graph. As for dcrt_matmul, a descriptor's first call on the cuda backend
+ * does host-side setup and may allocate a workspace kept for the process
+ * (counted in MemoryStats::moeWorkspace): make it outside a capture.
+ * All fields are int64_t so compiled code builds the structs as arrays;
+ * struct_size is sizeof the struct as the caller was compiled (fields are
+ * only ever appended; the runtime reads none past struct_size). Float
+ * operands are f32, bf16 or f16, one dtype per call; index operands i32 or
+ * i64, each with its own dtype field. Row strides (`*_ld`, in elements, at
+ * least the row's length) let an operand be a column slice of a wider
+ * tensor; index operands are dense. Outputs must not overlap inputs.
+ * Results are reproducible: the same descriptor and inputs give
+ * bit-identical outputs run to run, replayed in a graph or not (no
+ * floating-point atomics; on the cuda backend for the same GPU model and
+ * the same 16-byte alignment of the pointers, which may pick another
+ * kernel). gather, scatter_add, top-k and group_by_expert give the same
+ * bits on the host and cuda backends; the grouped products agree within
+ * f32 accumulation of different orders. */
+
+/* dc.topk: for each of `rows` rows of `experts` scores, the k largest and
+ * their positions, in order: values[r, j] is the j-th largest score of row
+ * r (its bits copied), indices[r, j] its position in [0, experts). Ties go
+ * to the lower position. A NaN counts as larger than every number (as
+ * torch.topk; NaNs among themselves by position). scores [rows, experts]
+ * (row stride scores_ld), values [rows, k] (values_ld) of `dtype`; indices
+ * [rows, k] (indices_ld) of index_dtype. 1 <= k <= experts. */
+typedef struct dcrt_topk_desc {
+  int64_t struct_size; /* 72 */
+  int64_t dtype, index_dtype;
+  int64_t rows, experts, k;
+  int64_t scores_ld, values_ld, indices_ld;
+} dcrt_topk_desc;
+void dcrt_topk(const dcrt_topk_desc *desc, const void *scores, void *values,
+               void *indices);
+
+/* dc.group_by_expert: a stable counting sort of `assignments` expert ids
+ * (ids, [assignments], ids_dtype; a multi-dim ids tensor read flat) by id.
+ * order [assignments] (order_dtype): order[p] is the position in ids of the
+ * assignment at sorted position p; ends [experts] (ends_dtype): ends[e] is
+ * the end of expert e's rows, the inclusive cumulative count of ids <= e
+ * (torch._grouped_mm's offsets): expert e's rows are [e == 0 ? 0 :
+ * ends[e - 1], ends[e]). Within an expert, rows keep the order of ids. An
+ * id outside [0, experts) (a dropped assignment) sorts after every expert,
+ * at [ends[experts - 1], assignments), in its original order. On the cuda
+ * backend experts <= 1024. */
+typedef struct dcrt_group_by_expert_desc {
+  int64_t struct_size; /* 48 */
+  int64_t ids_dtype, order_dtype, ends_dtype;
+  int64_t assignments, experts;
+} dcrt_group_by_expert_desc;
+void dcrt_group_by_expert(const dcrt_group_by_expert_desc *desc,
+                          const void *ids, void *order, void *ends);
+
+/* dc.gather_rows and dc.scatter_add_rows: rows of `width` elements (the
+ * product of every dim after the first) of `dtype`; index [indexed_rows]
+ * (index_dtype).
+ *  gather:      source [table_rows, width], result [indexed_rows, width]:
+ *               result[i] = source[index[i]], a row of zeros where index[i]
+ *               is outside [0, table_rows).
+ *  scatter_add: source [indexed_rows, width], result [table_rows, width]:
+ *               result[m] = the sum of source[i] over i with index[i] == m,
+ *               accumulated in f32 in increasing i and rounded once (zeros
+ *               where no index names m; an index outside [0, table_rows)
+ *               adds nowhere). Deterministic for any index, repeats
+ *               included: no atomics on values (the cuda backend lists each
+ *               result row's sources and sums them in order; a row named
+ *               more than 16 times is slower, not different).
+ * source_ld and result_ld are the row strides of source and result. */
+typedef struct dcrt_row_map_desc {
+  int64_t struct_size; /* 64 */
+  int64_t dtype, index_dtype;
+  int64_t indexed_rows, table_rows, width;
+  int64_t source_ld, result_ld;
+} dcrt_row_map_desc;
+void dcrt_gather_rows(const dcrt_row_map_desc *desc, const void *source,
+                      const void *index, void *result);
+void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
+                           const void *index, void *result);
+
+/* dc.grouped_matmul and dc.grouped_weight_grad, f32 accumulation. `ends`
+ * ([experts], ends_dtype) is dc.group_by_expert's: expert e owns rows
+ * [e == 0 ? 0 : ends[e - 1], ends[e]) of the `rows` rows; it must be
+ * nondecreasing with ends[experts - 1] <= rows (otherwise every access
+ * still stays inside the buffers, each end clamped to [its predecessor,
+ * rows], and the results are unspecified). lhs, rhs and out are of
+ * `dtype`; accumulate = 1 adds the product to out (out += ...), 0
+ * overwrites it.
+ *  dcrt_grouped_matmul: lhs [rows, k] (lhs_ld); rhs [experts, k, p], or
+ *    with transpose_rhs = 1 [experts, p, k] used transposed (row stride
+ *    rhs_ld, rhs_expert_stride elements between experts' matrices); out
+ *    [rows, p] (out_ld): out[i] = lhs[i] rhs[e] for each row i of expert
+ *    e, and 0 for the rows past ends[experts - 1]. out_expert_stride is
+ *    ignored.
+ *  dcrt_grouped_weight_grad: lhs [rows, k] (lhs_ld), rhs [rows, p]
+ *    (rhs_ld); out [experts, k, p] (row stride out_ld, out_expert_stride
+ *    between experts): out[e] = lhs[rows of e]^T rhs[rows of e] (0 for an
+ *    expert without rows); rows past ends[experts - 1] count nowhere.
+ *    transpose_rhs must be 0 and rhs_expert_stride is ignored. (The
+ *    gradient of a transposed [experts, p, k] weight is this call with lhs
+ *    and rhs swapped.)
+ * The cuda backend runs bf16 and f16 with 16-byte aligned operands (k, p,
+ * row strides and expert strides multiples of 8 elements) on tensor cores
+ * (on sm_90 GPUs wgmma, 128 x 256 tiles; elsewhere mma.sync, 128 x 128;
+ * multi-stage cp.async pipelines), f32 and other layouts on a CUDA-core
+ * kernel. The grid is the worst case for any routing: the forward's blocks
+ * cover ceil(rows / 128) + experts + 1 row tiles, each block finds its
+ * expert from `ends` on the device; the weight gradient's cover every
+ * (k, p) tile of every expert, each looping over its expert's rows, and
+ * when an expert's tiles are few for the GPU the rows are also split into
+ * a fixed number of slices (by the descriptor and the GPU's SM count only)
+ * whose f32 partial sums are added in slice order: one expert taking every
+ * row still fills the GPU, and the result stays deterministic. */
+typedef struct dcrt_grouped_matmul_desc {
+  int64_t struct_size; /* 112 */
+  int64_t dtype, ends_dtype;
+  int64_t rows, experts, k, p;
+  int64_t transpose_rhs, accumulate;
+  int64_t lhs_ld, rhs_ld, out_ld;
+  int64_t rhs_expert_stride, out_expert_stride;
+} dcrt_grouped_matmul_desc;
+void dcrt_grouped_matmul(const dcrt_grouped_matmul_desc *desc, const void *lhs,
+                         const void *rhs, const void *ends, void *out);
+void dcrt_grouped_weight_grad(const dcrt_grouped_matmul_desc *desc,
+                              const void *lhs, const void *rhs,
+                              const void *ends, void *out);
+
 /* Launches GPU kernel `kernel` of the fatbin/cubin `binary` (binary_bytes
  * long, embedded in the artifact; loaded on first use and cached by its
  * address) on the compute stream: dims = {grid x, y, z, block x, y, z},

@@ -14,7 +14,10 @@
 # dcrt_attention_fwd/bwd (cuDNN) against a naive GPU
 # reference, and strided (q/k/v slices of a fused projection) against dense,
 # with TFLOP/s beside PyTorch's flash SDPA on the same shapes
-# (attention-check, bench/attention_bench.py); the hand-written GPU artifact trained 5 steps on
+# (attention-check, bench/attention_bench.py); the mixture-of-experts calls
+# against references, in a CUDA graph, with grouped-GEMM TFLOP/s beside
+# cuBLASLt and routing GB/s beside cudaMemcpy (moe-kernels-check; ONLY=moe
+# runs just it); the hand-written GPU artifact trained 5 steps on
 # 1 and 2 GPUs against the host artifact's losses; a rank that dies and a
 # NCCL error each end every rank with a message inside the timeout;
 # compute-sanitizer memcheck on the collectives, the GPU artifact and
@@ -43,8 +46,9 @@ cmake -G Ninja -S . -B "$BUILD" -DDC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release 
   -DCMAKE_PREFIX_PATH="$PWD/.gpu-deps" > "$OUT/cmake.log" 2>&1 \
   || { cat "$OUT/cmake.log"; exit 1; }
 grep "dcrt:" "$OUT/cmake.log"
-# ONLY=attention builds its check, ONLY=compiled dc-run alone.
-targets=$(case ${ONLY:-} in attention) echo attention-check;; compiled) echo dc-run;; esac)
+# ONLY=attention builds its check, ONLY=moe its, ONLY=compiled dc-run alone.
+targets=$(case ${ONLY:-} in attention) echo attention-check;; moe) echo moe-kernels-check;;
+  compiled) echo dc-run;; esac)
 ninja -C "$BUILD" $targets > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 BIN=$BUILD/bin LIB=$BUILD/lib
 mpi() { mpirun -n "$1" --bind-to none "${@:2}"; }
@@ -67,12 +71,54 @@ attention_checks() {
   fi
 }
 
+moe_checks() {
+  step "mixture-of-experts calls (top-k, grouping, gather, scatter-add, grouped products) against references and in a CUDA graph; grouped TFLOP/s vs cuBLASLt dense, routing GB/s vs cudaMemcpy"
+  DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" > "$OUT/moe-kernels-check.log" 2>&1 \
+    || fail "moe-kernels-check"
+  grep -E "^FAIL|^ok|^bench|error|moe-kernels-check|moe workspaces|kernel:" "$OUT/moe-kernels-check.log"
+  # The other kernels: mma.sync (what GPUs other than sm_90 run) with its
+  # TFLOP/s, and every grouped product on CUDA cores: tells a tensor-core
+  # kernel's fault from one elsewhere.
+  step "the same with the mma.sync kernel in place of wgmma (DCRT_MOE_WGMMA=0)"
+  DCRT_MOE_WGMMA=0 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" \
+    > "$OUT/moe-kernels-check-mma.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_WGMMA=0)"
+  grep -E "^FAIL|^bench grouped|error|moe-kernels-check:|kernel:" "$OUT/moe-kernels-check-mma.log"
+  step "the same checks with the grouped products on CUDA cores (DCRT_MOE_SIMT=1)"
+  DCRT_MOE_SIMT=1 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" --no-bench \
+    > "$OUT/moe-kernels-check-simt.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_SIMT=1)"
+  grep -E "^FAIL|error|moe-kernels-check:" "$OUT/moe-kernels-check-simt.log"
+  # Worst-case grids, zero-filled tile edges, the sort's buffers: every
+  # access inside its buffer; no shared-memory races in dc's kernels
+  # (small shapes; MEMCHECK=0 and RACECHECK=0 skip them).
+  if [ "${MEMCHECK:-1}" != 0 ] && command -v compute-sanitizer > /dev/null; then
+    step "compute-sanitizer memcheck and racecheck on moe-kernels-check --quick"
+    DCRT_BACKEND=cuda timeout 300 compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 9 "$BIN/moe-kernels-check" --quick --no-bench \
+      > "$OUT/memcheck-moe.log" 2>&1 || fail "memcheck on moe-kernels-check"
+    tail -2 "$OUT/memcheck-moe.log"
+    if [ "${RACECHECK:-1}" = 1 ]; then
+      # Only dc's kernels and CUB's sort run (no cuBLASLt in --quick).
+      DCRT_BACKEND=cuda timeout 300 compute-sanitizer --tool racecheck --racecheck-report hazard \
+        --error-exitcode 9 "$BIN/moe-kernels-check" --quick --no-bench \
+        > "$OUT/racecheck-moe.log" 2>&1 || fail "racecheck on moe-kernels-check"
+      tail -2 "$OUT/racecheck-moe.log"
+    fi
+  fi
+}
+
 # ONLY=compiled runs just the compiled steps (after the build); ONLY=attention
-# just attention-check and the PyTorch SDPA bench; ONLY=sanitizers just the
+# just attention-check and the PyTorch SDPA bench; ONLY=moe just
+# moe-kernels-check (and its sanitizer runs); ONLY=sanitizers just the
 # compute-sanitizer runs (the whole script takes longer than one 10-minute
 # call on the device).
 if [ "${ONLY:-}" = attention ]; then
   attention_checks
+  exit $status
+fi
+if [ "${ONLY:-}" = moe ]; then
+  moe_checks
+  echo
+  [ $status -eq 0 ] && echo "gpu tests: all passed" || echo "gpu tests: FAILURES above"
   exit $status
 fi
 if [ -z "${ONLY:-}" ]; then
@@ -116,6 +162,8 @@ grep -q "finite-check: all passed" "$OUT/finite-check.log" \
   || fail "matmul-check --check-finite: no 'finite-check: all passed'"
 
 attention_checks
+
+moe_checks
 
 for run in 1 2 2-graphs 2-clip; do
   n=${run%%-*}
