@@ -128,7 +128,7 @@ def compare(args):
     sys.exit(1 if failures else 0)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("reference")
@@ -147,7 +147,7 @@ def main():
     c.add_argument("--rtol", type=float, default=1e-5)
     c.add_argument("--atol", type=float, default=1e-5)
     c.add_argument("--norm-rtol", type=float)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     (reference if args.command == "reference" else compare)(args)
 
 
