@@ -18,8 +18,8 @@ and compare) run their command-line entry points (main(argv)) in this
 process: one import of torch instead of six per family. Each family's
 export log (stdout and stderr, the notes) is DIR/<family>/export.log. The
 compiles are the time: two run at once (at most as many as there are
-CPUs), beside the next families' exports; the dc-run jobs (MPI) run one
-at a time."""
+CPUs; FAMILY_CHECK_JOBS=N sets it), beside the next families' exports;
+the dc-run jobs (MPI) run one at a time."""
 
 import argparse
 import concurrent.futures
@@ -38,7 +38,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BATCH, SEQ = 4, 7
 # A lit test runs one at a time in its parallelism group (dc-mpi-jobs):
 # the machine's other CPU would idle while one compile runs.
-COMPILE_JOBS = max(1, min(2, len(os.sched_getaffinity(0))))
+# FAMILY_CHECK_JOBS=1: one compile at a time (a machine busy otherwise).
+COMPILE_JOBS = int(os.environ.get("FAMILY_CHECK_JOBS") or
+                   max(1, min(2, len(os.sched_getaffinity(0)))))
 
 
 def run(cmd, log=None):
