@@ -8,8 +8,7 @@
 #                        $BUILD_DIR-asan): their unit tests, then the runtime and some
 #                        end-to-end lit tests with that dc-run (needs the main build)
 #   ./build.sh fuzz      the libFuzzer targets (clang, in $BUILD_DIR-fuzz), each run for
-#                        FUZZ_SECONDS (default 30) from seeds taken from the tests,
-#                        JOBS of them at once
+#                        FUZZ_SECONDS (default 30) from seeds taken from the tests
 #   ./build.sh setup     only install what a fresh Debian 12 machine lacks
 #   ./build.sh format    clang-format every C/C++ source of dc in place
 #
@@ -131,55 +130,37 @@ for path in sorted(glob.glob("test/**/*.mlir", recursive=True) + glob.glob("exam
   cp "$BUILD_DIR/lib/tiny-linear-w1.so" "$seeds/checkpoint/"
 }
 
-# One libFuzzer target for $3 seconds from the seeds and what earlier runs
-# kept ($1/corpus/$2); its output in $1/fuzz-$2.log.
-fuzz_target() {
-  local dir=$1 target=$2 seconds=$3 seeds="$1/seeds/$2"
-  [ "$target" = pipeline ] && seeds="$dir/seeds/ir"
-  mkdir -p "$dir/corpus/$target"
-  ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$dir/bin/dc-fuzz-$target" -max_total_time="$seconds" -timeout=30 \
-    -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$dir/crashes/$target-" "$dir/corpus/$target" "$seeds" \
-    > "$dir/fuzz-$target.log" 2>&1
-}
-
 # libFuzzer targets (fuzz/CMakeLists.txt says what each one checks), built
 # with clang, coverage, ASan and UBSan, each run for FUZZ_SECONDS from the
 # seeds and what earlier runs kept ($dir/corpus). A crash, a sanitizer
 # report or a timeout fails; the input is kept in $dir/crashes. ASan's user
 # poisoning is off: LLVM's inline allocators poison memory in our
 # instrumented code that the uninstrumented libMLIR then uses (false
-# reports). Each target is one process on one CPU: JOBS of them run at once,
-# each still for FUZZ_SECONDS.
+# reports).
 fuzz() {
-  local dir="$BUILD_DIR-fuzz" seconds=${FUZZ_SECONDS:-30} target
-  local targets=(ir pipeline manifest checkpoint) first i pids
-  echo "== libFuzzer targets, $seconds s each, $JOBS at a time ($dir)"
+  local dir="$BUILD_DIR-fuzz" seconds=${FUZZ_SECONDS:-30} target seeds
+  echo "== libFuzzer targets, $seconds s each ($dir)"
   CC="$LLVM/bin/clang" CXX="$LLVM/bin/clang++" cmake -G Ninja -S . -B "$dir" \
     -DCMAKE_BUILD_TYPE=Release -DDC_FUZZ=ON -DDC_ENABLE_CUDA=OFF
   ninja -C "$dir" -j "$JOBS" dc-fuzzers
   fuzz_seeds "$dir/seeds"
   mkdir -p "$dir/crashes"
-  for ((first = 0; first < ${#targets[@]}; first += JOBS)); do
-    pids=()
-    for ((i = first; i < first + JOBS && i < ${#targets[@]}; i++)); do
-      fuzz_target "$dir" "${targets[i]}" "$seconds" &
-      pids[i]=$!
-    done
-    for i in "${!pids[@]}"; do
-      target=${targets[i]}
-      if ! wait "${pids[i]}"; then
-        # The others of this round finish (their time is bounded) first.
-        wait
-        tail -n 60 "$dir/fuzz-$target.log"
-        echo "== dc-fuzz-$target failed; the input is in $dir/crashes/" >&2
-        return 1
-      fi
-      echo "dc-fuzz-$target: $(grep -o 'number_of_executed_units: [0-9]*' \
-        "$dir/fuzz-$target.log" | grep -o '[0-9]*$') executions in $seconds s," \
-        "corpus $(find "$dir/corpus/$target" -type f | wc -l) inputs, no crash"
-    done
+  for target in ir pipeline manifest checkpoint; do
+    seeds="$dir/seeds/$target"
+    [ "$target" = pipeline ] && seeds="$dir/seeds/ir"
+    mkdir -p "$dir/corpus/$target"
+    if ! ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$dir/bin/dc-fuzz-$target" -max_total_time="$seconds" -timeout=30 \
+        -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
+        -artifact_prefix="$dir/crashes/$target-" "$dir/corpus/$target" "$seeds" \
+        > "$dir/fuzz-$target.log" 2>&1; then
+      tail -n 60 "$dir/fuzz-$target.log"
+      echo "== dc-fuzz-$target failed; the input is in $dir/crashes/" >&2
+      return 1
+    fi
+    echo "dc-fuzz-$target: $(grep -o 'number_of_executed_units: [0-9]*' \
+      "$dir/fuzz-$target.log" | grep -o '[0-9]*$') executions in $seconds s," \
+      "corpus $(find "$dir/corpus/$target" -type f | wc -l) inputs, no crash"
   done
 }
 
