@@ -27,7 +27,9 @@ namespace {
 /// repeat values some other op made (or a constant): a NaN they hold came
 /// from there.
 bool computes(Operation *op) {
-  if (isa<gpu::LaunchOp, dc::AttentionIntoOp, dc::AttentionGradIntoOp>(op))
+  if (isa<gpu::LaunchOp, dc::AttentionIntoOp, dc::AttentionGradIntoOp,
+          dc::TopKIntoOp, dc::GatherRowsIntoOp, dc::ScatterAddRowsIntoOp,
+          dc::GroupedMatmulIntoOp, dc::GroupedWeightGradIntoOp>(op))
     return true;
   return isa<linalg::LinalgOp>(op) && !isa<linalg::FillOp, linalg::CopyOp>(op);
 }

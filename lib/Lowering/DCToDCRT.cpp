@@ -15,6 +15,7 @@
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Lowering/GemmForm.h"
+#include "dc/Support/Assert.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
@@ -674,6 +675,159 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
   StringRef function;
 };
 
+/// The descriptor fields of a mixture-of-experts buffer op's dcrt call
+/// after struct_size, in the struct's order (dcrt.h), all known when
+/// compiling: shapes, dtypes and the row strides of the views
+/// (getRowStride). `code` gives an operand's dcrt_dtype.
+using DTypeOf = function_ref<int64_t(Value)>;
+
+/// The rows of a top-k's scores: every dim but the last.
+static int64_t rowsOf(Value value) {
+  ArrayRef<int64_t> shape = cast<MemRefType>(value.getType()).getShape();
+  int64_t rows = 1;
+  for (int64_t size : shape.drop_back())
+    rows *= size;
+  return rows;
+}
+
+static int64_t strideOf(Value value) {
+  return getRowStride(cast<MemRefType>(value.getType()));
+}
+
+/// Elements of a row: every dim after the first.
+static int64_t widthOf(Value value) {
+  return cast<MemRefType>(value.getType()).getNumElements() /
+         cast<MemRefType>(value.getType()).getShape().front();
+}
+
+static SmallVector<int64_t> describe(TopKIntoOp op, DTypeOf code) {
+  auto scores = op.getScores().getType();
+  int64_t experts = scores.getShape().back();
+  // A rank-1 or dense multi-dim scores tensor is rows of `experts`; a
+  // rank-2 view has its own row stride.
+  int64_t ld = scores.getRank() == 2 ? strideOf(op.getScores()) : experts;
+  return {code(op.getScores()),
+          code(op.getIndices()),
+          rowsOf(op.getScores()),
+          experts,
+          static_cast<int64_t>(op.getK()),
+          ld,
+          op.getValues().getType().getShape().back(),
+          op.getIndices().getType().getShape().back()};
+}
+
+static SmallVector<int64_t> describe(GroupByExpertIntoOp op, DTypeOf code) {
+  return {code(op.getIds()), code(op.getOrder()), code(op.getEnds()),
+          op.getIds().getType().getNumElements(),
+          static_cast<int64_t>(op.getExperts())};
+}
+
+/// dcrt_row_map_desc: the indexed rows are the index's, the table's those
+/// of the other operand (gather's source, scatter-add's result).
+template <typename OpTy>
+static SmallVector<int64_t> describeRowMap(OpTy op, DTypeOf code, Value table) {
+  return {code(op.getSource()),
+          code(op.getIndex()),
+          op.getIndex().getType().getShape().front(),
+          cast<MemRefType>(table.getType()).getShape().front(),
+          widthOf(op.getSource()),
+          strideOf(op.getSource()),
+          strideOf(op.getResult())};
+}
+
+static SmallVector<int64_t> describe(GatherRowsIntoOp op, DTypeOf code) {
+  return describeRowMap(op, code, op.getSource());
+}
+
+static SmallVector<int64_t> describe(ScatterAddRowsIntoOp op, DTypeOf code) {
+  return describeRowMap(op, code, op.getResult());
+}
+
+static SmallVector<int64_t> describe(GroupedMatmulIntoOp op, DTypeOf code) {
+  ArrayRef<int64_t> lhs = op.getLhs().getType().getShape();
+  ArrayRef<int64_t> rhs = op.getRhs().getType().getShape();
+  bool transpose = op.getTransposeRhs();
+  return {code(op.getLhs()),
+          code(op.getEnds()),
+          lhs[0],
+          rhs[0],
+          lhs[1],
+          transpose ? rhs[1] : rhs[2],
+          transpose ? 1 : 0,
+          /*accumulate=*/0,
+          strideOf(op.getLhs()),
+          rhs[2],
+          strideOf(op.getResult()),
+          strideOf(op.getRhs()),
+          /*out_expert_stride=*/0};
+}
+
+static SmallVector<int64_t> describe(GroupedWeightGradIntoOp op, DTypeOf code) {
+  ArrayRef<int64_t> lhs = op.getLhs().getType().getShape();
+  ArrayRef<int64_t> out = op.getResult().getType().getShape();
+  return {code(op.getLhs()),
+          code(op.getEnds()),
+          lhs[0],
+          out[0],
+          lhs[1],
+          out[2],
+          /*transpose_rhs=*/0,
+          /*accumulate=*/0,
+          strideOf(op.getLhs()),
+          strideOf(op.getRhs()),
+          out[2],
+          /*rhs_expert_stride=*/0,
+          strideOf(op.getResult())};
+}
+
+/// The mixture-of-experts buffer ops: one dcrt call each, its descriptor
+/// (DescTy, all int64_t) built on the stack from describe(), then the
+/// operands' addresses in the op's order (the call's).
+template <typename OpTy, typename DescTy>
+struct RoutingLowering : public DCRTPattern<OpTy> {
+  RoutingLowering(const LLVMTypeConverter &converter,
+                  const FirstWaits &firstWaits, StringRef function)
+      : DCRTPattern<OpTy>(converter, firstWaits), function(function) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    bool invalid = false;
+    auto code = [&](Value value) -> int64_t {
+      FailureOr<int32_t> dtype =
+          this->dtype(op, cast<MemRefType>(value.getType()));
+      invalid |= failed(dtype);
+      return succeeded(dtype) ? *dtype : 0;
+    };
+    SmallVector<int64_t> values = {static_cast<int64_t>(sizeof(DescTy))};
+    llvm::append_range(values, describe(op, code));
+    if (invalid)
+      return failure();
+    static_assert(sizeof(DescTy) % sizeof(int64_t) == 0);
+    DC_ASSERT(values.size() == sizeof(DescTy) / sizeof(int64_t),
+              "describe() fills every field of the descriptor");
+    SmallVector<Value> fields;
+    for (int64_t value : values)
+      fields.push_back(this->i64(rewriter, loc, value));
+    SmallVector<Value> args = {
+        this->array(rewriter, op, this->i64Type(), fields)};
+    for (auto [value, buffer] :
+         llvm::zip(op->getOperands(), adaptor.getOperands())) {
+      MemRefDescriptor descriptor(buffer);
+      args.push_back(descriptor.bufferPtr(rewriter, loc,
+                                          *this->getTypeConverter(),
+                                          cast<MemRefType>(value.getType())));
+    }
+    if (failed(this->call(rewriter, op, function, args)))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  StringRef function;
+};
+
 /// gpu.launch_func of a kernel compiled into a gpu.binary: the binary
 /// becomes a constant global, and the launch dcrt_launch_kernel with one
 /// stack slot per kernel parameter (dcrt_launch_kernel_coresident where
@@ -815,6 +969,19 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
                                                        "dcrt_attention_bwd");
   patterns.add<BufferCallLowering<InvalidateGatheredOp>>(
       converter, firstWaits, "dcrt_invalidate_gathered");
+  patterns.add<RoutingLowering<TopKIntoOp, dcrt_topk_desc>>(
+      converter, firstWaits, "dcrt_topk");
+  patterns.add<RoutingLowering<GroupByExpertIntoOp, dcrt_group_by_expert_desc>>(
+      converter, firstWaits, "dcrt_group_by_expert");
+  patterns.add<RoutingLowering<GatherRowsIntoOp, dcrt_row_map_desc>>(
+      converter, firstWaits, "dcrt_gather_rows");
+  patterns.add<RoutingLowering<ScatterAddRowsIntoOp, dcrt_row_map_desc>>(
+      converter, firstWaits, "dcrt_scatter_add_rows");
+  patterns.add<RoutingLowering<GroupedMatmulIntoOp, dcrt_grouped_matmul_desc>>(
+      converter, firstWaits, "dcrt_grouped_matmul");
+  patterns
+      .add<RoutingLowering<GroupedWeightGradIntoOp, dcrt_grouped_matmul_desc>>(
+          converter, firstWaits, "dcrt_grouped_weight_grad");
 }
 
 /// shard.process_multi_index / process_linear_index (dc-ulysses' rank

@@ -50,6 +50,12 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_launch_kernel_coresident", Void, {Ptr, I64, Ptr, Ptr, I32, Ptr, I64}},
       {"dcrt_attention_fwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_attention_bwd",         Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_topk",                  Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_group_by_expert",       Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_gather_rows",           Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_scatter_add_rows",      Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_grouped_matmul",        Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_grouped_weight_grad",   Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
   };
   // clang-format on
   const RuntimeFunction *function =

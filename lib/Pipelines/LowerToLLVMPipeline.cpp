@@ -140,9 +140,12 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   DCExpandAttentionOptions expandAttention;
   expandAttention.keepFused = cuda;
   pm.addNestedPass<func::FuncOp>(createDCExpandAttention(expandAttention));
-  // No target has routing kernels yet: the mixture-of-experts ops run as
-  // their linalg reference.
-  pm.addNestedPass<func::FuncOp>(createDCExpandExperts());
+  // The mixture-of-experts ops bufferize to their buffer forms and call
+  // libdcrt's routing kernels on both targets (the host's are loops too,
+  // but linear in the assignments where the reference's grouping is
+  // quadratic); the linalg reference on request.
+  if (options.referenceExperts)
+    pm.addNestedPass<func::FuncOp>(createDCExpandExperts());
   // Powers by constants as multiplications: exact for negative bases on
   // every target, where the GPU's fast power is not.
   pm.addPass(createDCSimplifyMath());

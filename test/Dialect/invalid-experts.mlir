@@ -183,3 +183,86 @@ func.func @weight_grad_types(%a: tensor<32x8xf32>, %b: tensor<32x12xf32>, %ends:
   %dw = dc.grouped_weight_grad %a, %b, %ends : tensor<32x8xf32>, tensor<32x12xf32>, tensor<4xi64> -> tensor<4x8x12xbf16>
   return
 }
+
+// -----
+
+// The buffer forms share their tensor ops' shape rules, and take views only
+// where the runtime reads a row stride.
+
+func.func @topk_into_values_shape(%s: memref<16x4xf32>, %v: memref<16x3xf32>, %i: memref<16x2xi64>) {
+  // expected-error @+1 {{'dc.topk_into' op values (the scores' shape with k last) must be [16, 2], got [16, 3]}}
+  dc.topk_into %s into %v, %i k = 2 : memref<16x4xf32> into memref<16x3xf32>, memref<16x2xi64>
+  return
+}
+
+// -----
+
+func.func @topk_into_strided_rank3(%s: memref<2x8x4xf32, strided<[64, 4, 1]>>, %v: memref<2x8x2xf32>, %i: memref<2x8x2xi64>) {
+  // expected-error @+1 {{'dc.topk_into' op scores of rank > 2 must be a dense buffer (one row stride for every row)}}
+  dc.topk_into %s into %v, %i k = 2 : memref<2x8x4xf32, strided<[64, 4, 1]>> into memref<2x8x2xf32>, memref<2x8x2xi64>
+  return
+}
+
+// -----
+
+func.func @group_into_ends(%ids: memref<6x2xi64>, %order: memref<12xi64>, %ends: memref<3xi64>) {
+  // expected-error @+1 {{'dc.group_by_expert_into' op ends (one entry per expert) must be [4], got [3]}}
+  dc.group_by_expert_into %ids into %order, %ends experts = 4 : memref<6x2xi64> into memref<12xi64>, memref<3xi64>
+  return
+}
+
+// -----
+
+func.func @group_into_float_ids(%ids: memref<6x2xf32>, %order: memref<12xi64>, %ends: memref<4xi64>) {
+  // expected-error @+1 {{'dc.group_by_expert_into' op operand #0 must be statically shaped identity-layout memref of i32 or i64 (device)}}
+  dc.group_by_expert_into %ids into %order, %ends experts = 4 : memref<6x2xf32> into memref<12xi64>, memref<4xi64>
+  return
+}
+
+// -----
+
+func.func @gather_into_columns_strided(%x: memref<6x8xf32, strided<[1, 6]>>, %i: memref<12xi64>, %r: memref<12x8xf32>) {
+  // expected-error @+1 {{'dc.gather_rows_into' op operand #0 must be statically shaped float memref (device) whose dims after the first are dense}}
+  dc.gather_rows_into %x[%i] into %r : memref<6x8xf32, strided<[1, 6]>>, memref<12xi64> into memref<12x8xf32>
+  return
+}
+
+// -----
+
+func.func @gather_into_index_rows(%x: memref<6x8xf32>, %i: memref<10xi64>, %r: memref<12x8xf32>) {
+  // expected-error @+1 {{'dc.gather_rows_into' op index has 10 entries; it must have one per result row}}
+  dc.gather_rows_into %x[%i] into %r : memref<6x8xf32>, memref<10xi64> into memref<12x8xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_into_strided_result(%y: memref<12x8xf32>, %i: memref<12xi64>, %r: memref<6x8xf32, strided<[16, 1]>>) {
+  // expected-error @+1 {{'dc.scatter_add_rows_into' op operand #2 must be statically shaped identity-layout float memref (device)}}
+  dc.scatter_add_rows_into %y[%i] into %r : memref<12x8xf32>, memref<12xi64> into memref<6x8xf32, strided<[16, 1]>>
+  return
+}
+
+// -----
+
+func.func @matmul_into_reduced_dim(%l: memref<12x8xbf16>, %w: memref<4x6x8xbf16>, %e: memref<4xi64>, %o: memref<12x6xbf16>) {
+  // expected-error @+1 {{'dc.grouped_matmul_into' op rhs's middle dim (6) must equal lhs's columns (8)}}
+  dc.grouped_matmul_into %l, %w, %e into %o : memref<12x8xbf16>, memref<4x6x8xbf16>, memref<4xi64> into memref<12x6xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_into_row_stride_too_small(%l: memref<12x8xbf16, strided<[4, 1]>>, %w: memref<4x8x6xbf16>, %e: memref<4xi64>, %o: memref<12x6xbf16>) {
+  // expected-error @+1 {{'dc.grouped_matmul_into' op operand #0 must be statically shaped float memref (device) whose dims after the first are dense}}
+  dc.grouped_matmul_into %l, %w, %e into %o : memref<12x8xbf16, strided<[4, 1]>>, memref<4x8x6xbf16>, memref<4xi64> into memref<12x6xbf16>
+  return
+}
+
+// -----
+
+func.func @weight_grad_into_result(%l: memref<12x8xbf16>, %r: memref<12x6xbf16>, %e: memref<4xi64>, %o: memref<4x6x8xbf16>) {
+  // expected-error @+1 {{'dc.grouped_weight_grad_into' op result ([experts, lhs columns, rhs columns]) must be [4, 8, 6], got [4, 6, 8]}}
+  dc.grouped_weight_grad_into %l, %r, %e into %o : memref<12x8xbf16>, memref<12x6xbf16>, memref<4xi64> into memref<4x6x8xbf16>
+  return
+}

@@ -111,6 +111,37 @@ bool dc::isStridedDeviceBuffer(Type type) {
          !memref.getMemorySpace();
 }
 
+bool dc::hasStridedRows(Type type) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref || !memref.hasStaticShape() || memref.getMemorySpace() ||
+      memref.getRank() < 1)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(memref.getStridesAndOffset(strides, offset)))
+    return false;
+  ArrayRef<int64_t> shape = memref.getShape();
+  int64_t dense = 1;
+  for (int64_t dim = memref.getRank() - 1; dim >= 1; --dim) {
+    if (strides[dim] != dense && shape[dim] != 1)
+      return false;
+    dense *= shape[dim];
+  }
+  return !ShapedType::isDynamic(strides[0]) &&
+         (strides[0] >= dense || shape[0] == 1);
+}
+
+int64_t dc::getRowStride(MemRefType type) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (type.getRank() < 1 || failed(type.getStridesAndOffset(strides, offset)))
+    return 1;
+  // A single row's stride is never used: report the dense one.
+  if (type.getShape()[0] == 1)
+    return type.getNumElements();
+  return strides[0];
+}
+
 bool dc::isHostBuffer(Type type) {
   return isDenseBuffer(type, HostMemoryAttr::get(type.getContext()));
 }

@@ -46,34 +46,62 @@ static LogicalResult verifyRank(Operation *op, Value value, int64_t rank,
   return success();
 }
 
-LogicalResult TopKOp::verify() {
-  ArrayRef<int64_t> shape = shapeOf(getScores());
+/// The shape rules each op and its buffer form share: the tensor op's
+/// operands, then its results (the buffer form's outputs).
+static LogicalResult verifyTopK(Operation *op, Value scores, int64_t k,
+                                Value values, Value indices) {
+  ArrayRef<int64_t> shape = shapeOf(scores);
   if (shape.empty())
-    return emitOpError("scores must have rank >= 1 (top-k runs along the "
-                       "last dim)");
-  int64_t k = getK();
+    return op->emitOpError("scores must have rank >= 1 (top-k runs along the "
+                           "last dim)");
   if (k < 1 || k > shape.back())
-    return emitOpError() << "k = " << k << " must be in [1, " << shape.back()
-                         << "] (the size of the scores' last dim)";
+    return op->emitOpError()
+           << "k = " << k << " must be in [1, " << shape.back()
+           << "] (the size of the scores' last dim)";
   SmallVector<int64_t> expected(shape);
   expected.back() = k;
-  if (failed(verifyShaped(*this, getValues(), expected, elementOf(getScores()),
+  if (failed(verifyShaped(op, values, expected, elementOf(scores),
                           "values (the scores' shape with k last)")))
     return failure();
-  return verifyShaped(*this, getIndices(), expected, Type(),
+  return verifyShaped(op, indices, expected, Type(),
                       "indices (the shape of values)");
 }
 
-LogicalResult GroupByExpertOp::verify() {
-  int64_t experts = getExperts();
+LogicalResult TopKOp::verify() {
+  return verifyTopK(*this, getScores(), getK(), getValues(), getIndices());
+}
+
+LogicalResult TopKIntoOp::verify() {
+  // The runtime reads rows of scores with one stride: a view of rank 3 or
+  // more has several.
+  if (getScores().getType().getRank() > 2 &&
+      !isDeviceBuffer(getScores().getType()))
+    return emitOpError("scores of rank > 2 must be a dense buffer (one row "
+                       "stride for every row)");
+  return verifyTopK(*this, getScores(), getK(), getValues(), getIndices());
+}
+
+static LogicalResult verifyGroupByExpert(Operation *op, Value ids,
+                                         int64_t experts, Value order,
+                                         Value ends) {
   if (experts < 1)
-    return emitOpError() << "experts = " << experts << " must be >= 1";
-  int64_t assignments = cast<ShapedType>(getIds().getType()).getNumElements();
-  if (failed(verifyShaped(*this, getOrder(), {assignments}, Type(),
+    return op->emitOpError() << "experts = " << experts << " must be >= 1";
+  int64_t assignments = cast<ShapedType>(ids.getType()).getNumElements();
+  if (failed(verifyShaped(op, order, {assignments}, Type(),
                           "order (one entry per id)")))
     return failure();
-  return verifyShaped(*this, getEnds(), {experts}, Type(),
+  return verifyShaped(op, ends, {experts}, Type(),
                       "ends (one entry per expert)");
+}
+
+LogicalResult GroupByExpertOp::verify() {
+  return verifyGroupByExpert(*this, getIds(), getExperts(), getOrder(),
+                             getEnds());
+}
+
+LogicalResult GroupByExpertIntoOp::verify() {
+  return verifyGroupByExpert(*this, getIds(), getExperts(), getOrder(),
+                             getEnds());
 }
 
 /// The shared shape rule of dc.gather_rows and dc.scatter_add_rows: `rows`
@@ -109,6 +137,14 @@ LogicalResult ScatterAddRowsOp::verify() {
   return verifyRowMap(*this, getSource(), getIndex(), getResult(), "source");
 }
 
+LogicalResult GatherRowsIntoOp::verify() {
+  return verifyRowMap(*this, getSource(), getIndex(), getResult(), "result");
+}
+
+LogicalResult ScatterAddRowsIntoOp::verify() {
+  return verifyRowMap(*this, getSource(), getIndex(), getResult(), "source");
+}
+
 /// The ranks and element types both grouped products share: `lhs` rows
 /// [N, K], `rhs` of `rhsRank` with lhs's element type, one `ends` per
 /// expert.
@@ -124,36 +160,58 @@ static LogicalResult verifyGroupedOperands(Operation *op, Value lhs, Value rhs,
   return success();
 }
 
-LogicalResult GroupedMatmulOp::verify() {
-  if (failed(verifyGroupedOperands(*this, getLhs(), getRhs(), getEnds(), 3)))
+static LogicalResult verifyGroupedMatmul(Operation *op, Value lhsValue,
+                                         Value rhsValue, Value ends,
+                                         bool transposeRhs, Value result) {
+  if (failed(verifyGroupedOperands(op, lhsValue, rhsValue, ends, 3)))
     return failure();
-  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
-  Type element = elementOf(getLhs());
-  if (shapeOf(getEnds()).front() != rhs[0])
-    return emitOpError() << "ends has " << shapeOf(getEnds()).front()
-                         << " entries; it must have one per expert of rhs ("
-                         << rhs[0] << ")";
-  int64_t reduced = getTransposeRhs() ? rhs[2] : rhs[1];
-  int64_t columns = getTransposeRhs() ? rhs[1] : rhs[2];
+  ArrayRef<int64_t> lhs = shapeOf(lhsValue), rhs = shapeOf(rhsValue);
+  if (shapeOf(ends).front() != rhs[0])
+    return op->emitOpError()
+           << "ends has " << shapeOf(ends).front()
+           << " entries; it must have one per expert of rhs (" << rhs[0] << ")";
+  int64_t reduced = transposeRhs ? rhs[2] : rhs[1];
+  int64_t columns = transposeRhs ? rhs[1] : rhs[2];
   if (reduced != lhs[1])
-    return emitOpError() << "rhs's " << (getTransposeRhs() ? "last" : "middle")
-                         << " dim (" << reduced << ") must equal lhs's "
-                         << "columns (" << lhs[1] << ")";
-  return verifyShaped(*this, getResult(), {lhs[0], columns}, element,
+    return op->emitOpError()
+           << "rhs's " << (transposeRhs ? "last" : "middle") << " dim ("
+           << reduced << ") must equal lhs's columns (" << lhs[1] << ")";
+  return verifyShaped(op, result, {lhs[0], columns}, elementOf(lhsValue),
                       "result ([lhs rows, rhs columns])");
 }
 
-LogicalResult GroupedWeightGradOp::verify() {
-  if (failed(verifyGroupedOperands(*this, getLhs(), getRhs(), getEnds(), 2)))
+LogicalResult GroupedMatmulOp::verify() {
+  return verifyGroupedMatmul(*this, getLhs(), getRhs(), getEnds(),
+                             getTransposeRhs(), getResult());
+}
+
+LogicalResult GroupedMatmulIntoOp::verify() {
+  return verifyGroupedMatmul(*this, getLhs(), getRhs(), getEnds(),
+                             getTransposeRhs(), getResult());
+}
+
+static LogicalResult verifyGroupedWeightGrad(Operation *op, Value lhsValue,
+                                             Value rhsValue, Value ends,
+                                             Value result) {
+  if (failed(verifyGroupedOperands(op, lhsValue, rhsValue, ends, 2)))
     return failure();
-  ArrayRef<int64_t> lhs = shapeOf(getLhs()), rhs = shapeOf(getRhs());
-  Type element = elementOf(getLhs());
+  ArrayRef<int64_t> lhs = shapeOf(lhsValue), rhs = shapeOf(rhsValue);
   if (lhs[0] != rhs[0])
-    return emitOpError() << "lhs and rhs must have the same rows, got "
-                         << lhs[0] << " and " << rhs[0];
-  return verifyShaped(*this, getResult(),
-                      {shapeOf(getEnds()).front(), lhs[1], rhs[1]}, element,
+    return op->emitOpError() << "lhs and rhs must have the same rows, got "
+                             << lhs[0] << " and " << rhs[0];
+  return verifyShaped(op, result, {shapeOf(ends).front(), lhs[1], rhs[1]},
+                      elementOf(lhsValue),
                       "result ([experts, lhs columns, rhs columns])");
+}
+
+LogicalResult GroupedWeightGradOp::verify() {
+  return verifyGroupedWeightGrad(*this, getLhs(), getRhs(), getEnds(),
+                                 getResult());
+}
+
+LogicalResult GroupedWeightGradIntoOp::verify() {
+  return verifyGroupedWeightGrad(*this, getLhs(), getRhs(), getEnds(),
+                                 getResult());
 }
 
 //===----------------------------------------------------------------------===//

@@ -194,26 +194,16 @@ struct DCOpModel
   }
 };
 
-/// dc.attention and dc.attention_grad, left fused for a target that calls
-/// the runtime's flash attention: they bufferize to dc.attention_into and
-/// dc.attention_grad_into, which read their operands' buffers and write
-/// freshly allocated outputs (memref.alloc, which dc-assign-step-arena
-/// places). A strided view is copied to a dense buffer first, except a
-/// [B, S, H, D] operand of the bshd form, which the runtime reads in place
-/// (a column slice of a fused q/k/v projection, say).
-/// A rank-4 device view whose innermost stride is 1: what the bshd form of
-/// dc.attention_into takes for every operand but lse.
-static bool isStridedView(MemRefType type) {
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return type.getRank() == 4 && isStridedDeviceBuffer(type) &&
-         succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
-}
-
-template <typename OpTy, typename IntoOpTy>
-struct AttentionModel : public BufferizableOpInterface::ExternalModel<
-                            AttentionModel<OpTy, IntoOpTy>, OpTy> {
+/// Ops a target runs as one library call (dc.attention and
+/// dc.attention_grad left fused for the runtime's flash attention; the
+/// mixture-of-experts ops): each bufferizes to its buffer form (IntoOpTy),
+/// which reads its operands' buffers and writes freshly allocated outputs
+/// (memref.alloc, which dc-assign-step-arena places), with the same
+/// properties. An operand buffer the call cannot read as it is (a view
+/// `Layout::reads` rejects) is copied to a dense buffer first.
+template <typename OpTy, typename IntoOpTy, typename Layout>
+struct LibraryCallModel : public BufferizableOpInterface::ExternalModel<
+                              LibraryCallModel<OpTy, IntoOpTy, Layout>, OpTy> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &state) const {
     return true;
@@ -241,25 +231,26 @@ struct AttentionModel : public BufferizableOpInterface::ExternalModel<
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    bool bshd = cast<OpTy>(op).getBshd();
     SmallVector<Value> operands;
-    for (Value operand : op->getOperands()) {
-      FailureOr<Value> buffer = getBuffer(rewriter, operand, options, state);
+    for (OpOperand &operand : op->getOpOperands()) {
+      FailureOr<Value> buffer =
+          getBuffer(rewriter, operand.get(), options, state);
       if (failed(buffer))
         return failure();
-      Value dense = *buffer;
-      if (!isDeviceBuffer(dense.getType()) &&
-          !(bshd && isStridedView(cast<MemRefType>(dense.getType())))) {
-        // A strided view: the runtime takes dense row-major buffers.
-        auto type = cast<MemRefType>(getBufferFormType(operand.getType()));
+      Value read = *buffer;
+      if (!isDeviceBuffer(read.getType()) &&
+          !Layout::reads(cast<OpTy>(op), operand.getOperandNumber(),
+                         cast<MemRefType>(read.getType()))) {
+        auto type =
+            cast<MemRefType>(getBufferFormType(operand.get().getType()));
         FailureOr<Value> copy =
             options.createAlloc(rewriter, op->getLoc(), type, {});
         if (failed(copy) ||
-            failed(options.createMemCpy(rewriter, op->getLoc(), dense, *copy)))
+            failed(options.createMemCpy(rewriter, op->getLoc(), read, *copy)))
           return failure();
-        dense = *copy;
+        read = *copy;
       }
-      operands.push_back(dense);
+      operands.push_back(read);
     }
     SmallVector<Value> outputs;
     for (Value result : op->getResults()) {
@@ -270,7 +261,6 @@ struct AttentionModel : public BufferizableOpInterface::ExternalModel<
         return failure();
       outputs.push_back(*output);
     }
-    // The same properties (scale, causal) on the buffer form.
     llvm::append_range(operands, outputs);
     OperationState into(op->getLoc(), IntoOpTy::getOperationName(), operands,
                         {}, op->getDiscardableAttrDictionary().getValue());
@@ -278,6 +268,33 @@ struct AttentionModel : public BufferizableOpInterface::ExternalModel<
     rewriter.create(into);
     replaceOpWithBufferizedValues(rewriter, op, outputs);
     return success();
+  }
+};
+
+/// The bshd form of dc.attention_into reads its rank-4 [B, S, H, D]
+/// operands as strided views in place (a column slice of a fused q/k/v
+/// projection, say); every other operand is dense.
+struct AttentionLayout {
+  template <typename OpTy>
+  static bool reads(OpTy op, unsigned operand, MemRefType buffer) {
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    return op.getBshd() && buffer.getRank() == 4 &&
+           isStridedDeviceBuffer(buffer) &&
+           succeeded(buffer.getStridesAndOffset(strides, offset)) &&
+           strides.back() == 1;
+  }
+};
+
+/// The routing calls read float operands with a row stride (hasStridedRows;
+/// a multi-dim top-k's scores dense) and index operands dense.
+struct RoutingLayout {
+  static bool reads(Operation *op, unsigned operand, MemRefType buffer) {
+    if (!isa<FloatType>(buffer.getElementType()))
+      return false;
+    if (isa<TopKOp>(op) && buffer.getRank() > 2)
+      return false;
+    return hasStridedRows(buffer);
   }
 };
 
@@ -296,9 +313,25 @@ void dc::registerBufferizableOpInterfaceExternalModels(
                    EndBackwardOp, AllReduceStartOp, OffloadStartOp,
                    ReloadStartOp, AllToAllOp, AllToAllStartOp,
                    InvalidateGatheredOp>(context);
-    AttentionOp::attachInterface<AttentionModel<AttentionOp, AttentionIntoOp>>(
+    AttentionOp::attachInterface<
+        LibraryCallModel<AttentionOp, AttentionIntoOp, AttentionLayout>>(
         *context);
-    AttentionGradOp::attachInterface<
-        AttentionModel<AttentionGradOp, AttentionGradIntoOp>>(*context);
+    AttentionGradOp::attachInterface<LibraryCallModel<
+        AttentionGradOp, AttentionGradIntoOp, AttentionLayout>>(*context);
+    TopKOp::attachInterface<
+        LibraryCallModel<TopKOp, TopKIntoOp, RoutingLayout>>(*context);
+    GroupByExpertOp::attachInterface<
+        LibraryCallModel<GroupByExpertOp, GroupByExpertIntoOp, RoutingLayout>>(
+        *context);
+    GatherRowsOp::attachInterface<
+        LibraryCallModel<GatherRowsOp, GatherRowsIntoOp, RoutingLayout>>(
+        *context);
+    ScatterAddRowsOp::attachInterface<LibraryCallModel<
+        ScatterAddRowsOp, ScatterAddRowsIntoOp, RoutingLayout>>(*context);
+    GroupedMatmulOp::attachInterface<
+        LibraryCallModel<GroupedMatmulOp, GroupedMatmulIntoOp, RoutingLayout>>(
+        *context);
+    GroupedWeightGradOp::attachInterface<LibraryCallModel<
+        GroupedWeightGradOp, GroupedWeightGradIntoOp, RoutingLayout>>(*context);
   });
 }

@@ -107,6 +107,13 @@ def DCToDCRT : Pass<"dc-to-dcrt", "::mlir::ModuleOp"> {
     passing its descriptor's fields), and with `matmul-calls` each library
     matrix product (`linalg.matmul` / `batch_matmul` in a form cuBLASLt
     takes) becomes `dcrt_matmul` with its descriptor.
+
+    On every target the mixture-of-experts buffer ops (`dc.topk_into`,
+    `dc.group_by_expert_into`, `dc.gather_rows_into`,
+    `dc.scatter_add_rows_into`, `dc.grouped_matmul_into`,
+    `dc.grouped_weight_grad_into`) become one call each (`dcrt_topk`, ...)
+    with a descriptor of compile-time fields: shapes, dtypes and the row
+    strides of their views, whose offsets go into the operand addresses.
   }];
   let options = [
     Option<"matmulCalls", "matmul-calls", "bool", "false",

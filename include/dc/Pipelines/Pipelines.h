@@ -35,6 +35,12 @@ struct LowerToLLVMPipelineOptions
       llvm::cl::desc("Check each compute op's outputs for NaN and infinity "
                      "(dc-check-finite), for dc-run --check-finite"),
       llvm::cl::init(false)};
+  Option<bool> referenceExperts{
+      *this, "reference-experts",
+      llvm::cl::desc("Run the mixture-of-experts ops as their linalg "
+                     "reference (dc-expand-experts) instead of libdcrt's "
+                     "routing calls: for checking the calls against it"),
+      llvm::cl::init(false)};
   Option<bool> preciseMath{
       *this, "precise-math",
       llvm::cl::desc("cuda_sm90: kernels use libdevice's accurate exp, log and "

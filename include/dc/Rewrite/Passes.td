@@ -163,7 +163,10 @@ def DCExpandExperts : Pass<"dc-expand-experts", "::mlir::func::FuncOp"> {
     Rewrites `dc.topk`, `dc.group_by_expert`, `dc.gather_rows`,
     `dc.scatter_add_rows`, `dc.grouped_matmul` and `dc.grouped_weight_grad`
     into `linalg.generic`s on tensors with static shapes: their reference
-    semantics, for targets without routing kernels (the CPU loop lowering).
+    semantics. Compiled steps call libdcrt's routing kernels instead (the
+    ops bufferize to their buffer forms); `dc-lower-to-llvm
+    reference-experts` runs this expansion, to check the kernels against
+    it.
 
     - top-k ranks each score among its row (how many scores beat it, ties
       to the lower position) and picks the entries of ranks 0 to k - 1;

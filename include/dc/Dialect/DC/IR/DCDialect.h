@@ -125,6 +125,15 @@ mlir::Type getDeviceValueType(mlir::Type host);
 /// strided layout: the operands of dc.attention_into's `bshd` form.
 bool isStridedDeviceBuffer(mlir::Type type);
 
+/// A statically shaped device memref (no memory space) whose dims after the
+/// first are dense (row-major, static strides) and whose first dim has a
+/// static stride of at least a row's length; any offset: the rows of the
+/// mixture-of-experts ops' buffer forms, which the runtime reads with a row
+/// stride (a column slice of a wider tensor, an expert slice of a stacked
+/// weight). Its row stride, in elements, is getRowStride's.
+bool hasStridedRows(mlir::Type type);
+int64_t getRowStride(mlir::MemRefType type);
+
 /// The sequence dim of a rank-`rank` operand of a dc.attention-family op:
 /// [batch..., seq, head_dim], or [B, seq, H, head_dim] with `bshd`.
 inline int64_t getAttentionSeqDim(int64_t rank, bool bshd) {

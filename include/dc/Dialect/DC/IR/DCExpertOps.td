@@ -201,4 +201,154 @@ def DC_GroupedWeightGradOp : DC_Op<"grouped_weight_grad", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Buffer forms. One-Shot Bufferize makes each from its tensor op, with the
+// results freshly allocated, on the targets that call libdcrt's routing
+// kernels (dcrt_topk, dcrt_group_by_expert, dcrt_gather_rows,
+// dcrt_scatter_add_rows, dcrt_grouped_matmul, dcrt_grouped_weight_grad);
+// dc-to-dcrt lowers them. Operands are the tensor op's, then its results
+// as outputs, with the same properties and shape rules. Float inputs may be
+// row-strided views (a column slice, an expert slice of a stacked weight):
+// every dim but the first dense, the first with any static stride at least
+// a row's length (the runtime's `*_ld`); a multi-dim top-k's scores and
+// every index buffer and output are dense.
+//===----------------------------------------------------------------------===//
+
+def DC_RoutingIndexBuffer : Type<And<[
+    CPred<"::dc::isDeviceBuffer($_self)">,
+    CPred<"::llvm::cast<::mlir::MemRefType>($_self).getElementType()"
+          ".isSignlessInteger(32) || ::llvm::cast<::mlir::MemRefType>($_self)"
+          ".getElementType().isSignlessInteger(64)">]>,
+    "statically shaped identity-layout memref of i32 or i64 (device)",
+    "::mlir::MemRefType">;
+def DC_RoutingFloatBuffer : Type<And<[
+    CPred<"::dc::isDeviceBuffer($_self)">,
+    CPred<"::llvm::isa<::mlir::FloatType>("
+          "::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "statically shaped identity-layout float memref (device)",
+    "::mlir::MemRefType">;
+def DC_RoutingRowsBuffer : Type<And<[
+    CPred<"::dc::hasStridedRows($_self)">,
+    CPred<"::llvm::isa<::mlir::FloatType>("
+          "::llvm::cast<::mlir::MemRefType>($_self).getElementType())">]>,
+    "statically shaped float memref (device) whose dims after the first "
+    "are dense",
+    "::mlir::MemRefType">;
+
+def DC_TopKIntoOp : DC_Op<"topk_into"> {
+  let summary = "dc.topk in buffer form: writes values and indices";
+  let description = [{
+    ```mlir
+    dc.topk_into %probs into %values, %indices k = 2
+        : memref<4096x8xf32> into memref<4096x2xf32>, memref<4096x2xi64>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$scores,
+                       Arg<DC_RoutingFloatBuffer, "", [MemWrite]>:$values,
+                       Arg<DC_RoutingIndexBuffer, "", [MemWrite]>:$indices,
+                       I64Attr:$k);
+  let assemblyFormat = [{
+    $scores `into` $values `,` $indices `k` `=` $k attr-dict `:`
+    type($scores) `into` type($values) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_GroupByExpertIntoOp : DC_Op<"group_by_expert_into"> {
+  let summary = "dc.group_by_expert in buffer form: writes order and ends";
+  let description = [{
+    ```mlir
+    dc.group_by_expert_into %choice into %order, %ends experts = 8
+        : memref<4096x2xi64> into memref<8192xi64>, memref<8xi64>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingIndexBuffer, "", [MemRead]>:$ids,
+                       Arg<DC_RoutingIndexBuffer, "", [MemWrite]>:$order,
+                       Arg<DC_RoutingIndexBuffer, "", [MemWrite]>:$ends,
+                       I64Attr:$experts);
+  let assemblyFormat = [{
+    $ids `into` $order `,` $ends `experts` `=` $experts attr-dict `:`
+    type($ids) `into` type($order) `,` type($ends)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_GatherRowsIntoOp : DC_Op<"gather_rows_into"> {
+  let summary = "dc.gather_rows in buffer form";
+  let description = [{
+    ```mlir
+    dc.gather_rows_into %x[%token] into %rows
+        : memref<4096x2048xbf16>, memref<8192xi64> into memref<8192x2048xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$source,
+                       Arg<DC_RoutingIndexBuffer, "", [MemRead]>:$index,
+                       Arg<DC_RoutingFloatBuffer, "", [MemWrite]>:$result);
+  let assemblyFormat = [{
+    $source `[` $index `]` `into` $result attr-dict `:` type($source) `,`
+    type($index) `into` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_ScatterAddRowsIntoOp : DC_Op<"scatter_add_rows_into"> {
+  let summary = "dc.scatter_add_rows in buffer form (overwrites result)";
+  let description = [{
+    ```mlir
+    dc.scatter_add_rows_into %y[%token] into %out
+        : memref<8192x2048xbf16>, memref<8192xi64> into memref<4096x2048xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$source,
+                       Arg<DC_RoutingIndexBuffer, "", [MemRead]>:$index,
+                       Arg<DC_RoutingFloatBuffer, "", [MemWrite]>:$result);
+  let assemblyFormat = [{
+    $source `[` $index `]` `into` $result attr-dict `:` type($source) `,`
+    type($index) `into` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_GroupedMatmulIntoOp : DC_Op<"grouped_matmul_into"> {
+  let summary = "dc.grouped_matmul in buffer form (overwrites result)";
+  let description = [{
+    ```mlir
+    dc.grouped_matmul_into %rows, %w1, %ends into %h transpose_rhs
+        : memref<8192x2048xbf16>, memref<8x5632x2048xbf16>, memref<8xi64>
+          into memref<8192x5632xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$lhs,
+                       Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$rhs,
+                       Arg<DC_RoutingIndexBuffer, "", [MemRead]>:$ends,
+                       Arg<DC_RoutingFloatBuffer, "", [MemWrite]>:$result,
+                       UnitAttr:$transpose_rhs);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $ends `into` $result (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs) `,` type($ends) `into`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_GroupedWeightGradIntoOp : DC_Op<"grouped_weight_grad_into"> {
+  let summary = "dc.grouped_weight_grad in buffer form (overwrites result)";
+  let description = [{
+    ```mlir
+    dc.grouped_weight_grad_into %dh, %rows, %ends into %dw1
+        : memref<8192x5632xbf16>, memref<8192x2048xbf16>, memref<8xi64>
+          into memref<8x5632x2048xbf16>
+    ```
+  }];
+  let arguments = (ins Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$lhs,
+                       Arg<DC_RoutingRowsBuffer, "", [MemRead]>:$rhs,
+                       Arg<DC_RoutingIndexBuffer, "", [MemRead]>:$ends,
+                       Arg<DC_RoutingFloatBuffer, "", [MemWrite]>:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $ends `into` $result attr-dict `:` type($lhs) `,`
+    type($rhs) `,` type($ends) `into` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DC_EXPERT_OPS_TD
