@@ -54,6 +54,14 @@ PRESETS = {
                          kv_heads=8, vocab=32000, batch=1, seq=4096,
                          experts=8, top_k=2, expert_ffn=14336,
                          router="softmax", norm_topk=True),
+    # A Mixtral-shaped model that trains on one GPU (2.45B parameters): the
+    # one-GPU anchor of ../shared/BENCHMARKS.md's mixture-of-experts table
+    # (Hugging Face MixtralForCausalLM with these sizes: 8 layers, d 2048,
+    # expert ffn 5632, 8 experts top-2, 16/8 heads, two sequences of
+    # 2048). With --rotary it is that model's structure.
+    "mixtral-1gpu": dict(layers=8, dim=2048, ffn=5632, heads=16, kv_heads=8,
+                         vocab=32000, batch=2, seq=2048, experts=8, top_k=2,
+                         expert_ffn=5632, router="softmax", norm_topk=True),
     # Qwen3-30B-A3B: its config.json on the Hub (Qwen/Qwen3-30B-A3B;
     # model_type qwen3_moe, decoder_sparse_step 1, mlp_only_layers []:
     # every layer MoE) and transformers' Qwen3MoeTopKRouter (softmax,
