@@ -95,6 +95,15 @@ __device__ __forceinline__ void arrive(uint64_t *barrier) {
       : "memory");
 }
 
+/// A consumer warp is done with a stage: its lane 0 arrives on the
+/// stage's `empty` barrier for the warp, after a warp barrier so that the
+/// arrival's release covers every lane's reads.
+__device__ __forceinline__ void release(uint64_t *empty, int lane) {
+  __syncwarp();
+  if (lane == 0)
+    arrive(empty);
+}
+
 /// Waits until the phase of `barrier` with parity `parity` has completed.
 __device__ __forceinline__ void waitPhase(uint64_t *barrier, uint32_t parity) {
   uint32_t done = 0;
@@ -235,14 +244,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmmaCommit();
       wgmmaWait<1>(); // the previous stage's wgmmas are done: release it
       fenceOperands(d);
-      if (t > 0 && lane == 0)
-        arrive(&empty[previous]);
+      if (t > 0)
+        release(&empty[previous], lane);
       previous = pipe.stage;
     }
     wgmmaWait<0>();
     fenceOperands(d);
-    if (tileSteps > 0 && lane == 0)
-      arrive(&empty[previous]);
+    if (tileSteps > 0)
+      release(&empty[previous], lane);
 
     const OutTile o = outTile<T>(a, w, false);
 #pragma unroll
