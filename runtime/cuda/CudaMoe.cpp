@@ -16,11 +16,15 @@
 // As with matmul plans, make each descriptor's first call outside a CUDA
 // graph capture.
 //
-// The grouped products' tensor-core kernel is the wgmma one on sm_90 GPUs
-// (H100, H200), else the mma.sync one. DCRT_MOE_WGMMA=0 in the environment
-// picks the mma.sync kernel on sm_90 too, DCRT_MOE_SIMT=1 the CUDA-core
-// kernel for every shape: fallbacks should a tensor-core kernel misbehave
-// on some GPU, and references for them.
+// The grouped products' tensor-core kernels are the wgmma ones on sm_90
+// GPUs (H100, H200: the forward on TMA, MoeWgmmaTma.cu; the weight gradient
+// on cp.async, MoeWgmma.cu), else the mma.sync one. DCRT_MOE_TMA=0 in the
+// environment runs the forward on the cp.async wgmma kernel too,
+// DCRT_MOE_WGMMA=0 picks the mma.sync kernel on sm_90, DCRT_MOE_SIMT=1 the
+// CUDA-core kernel for every shape: fallbacks should a tensor-core kernel
+// misbehave on some GPU, and references for them. DCRT_MOE_TMA is read at
+// each call (the others once), so that moe-kernels-check times both wgmma
+// forwards in one process.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
@@ -88,6 +92,7 @@ MoeWorkspaces &CudaBackend::moeWorkspaces() {
     moeState->kernels.tensorCores = !(simt && std::strcmp(simt, "1") == 0);
     moeState->kernels.wgmma =
         major == 9 && minor == 0 && !(wgmma && std::strcmp(wgmma, "0") == 0);
+    moeState->kernels.multiprocessors = moeState->multiprocessors;
   }
   return *moeState;
 }
@@ -194,8 +199,11 @@ void CudaBackend::groupedMatmul(const dcrt_grouped_matmul_desc &d,
                                 const void *ends, void *out) {
   MoeWorkspaces &w = moeWorkspaces();
   moe::GroupedPlan plan = moe::planGrouped(d, false, w.multiprocessors);
-  checkLaunch(moe::groupedMatmul(d, plan, nullptr, w.kernels, lhs, rhs, ends,
-                                 out, compute),
+  moe::GroupedKernels kernels = w.kernels;
+  const char *tma = std::getenv("DCRT_MOE_TMA");
+  kernels.tma = !(tma && std::strcmp(tma, "0") == 0);
+  checkLaunch(moe::groupedMatmul(d, plan, nullptr, kernels, lhs, rhs, ends, out,
+                                 compute),
               "dcrt_grouped_matmul", describeGroupedMatmul(d));
 }
 

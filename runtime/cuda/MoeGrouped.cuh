@@ -147,12 +147,14 @@ inline __device__ void findSlice(const GroupedArgs &a, int e, int slice,
   end = hiBefore + length * (slice + 1) / a.slices;
 }
 
-/// The forward's block order: row tiles in groups of 8, column tiles
-/// inside a group (each group's weight tiles and rows stay in L2).
-__device__ __forceinline__ void
-forwardTile(const GroupedArgs &a, int64_t &rowTile, int64_t &colTile) {
+/// The forward's tile order: tile `pid` (a block's, or a persistent
+/// block's next) is a row tile and a column tile; row tiles in groups of 8,
+/// column tiles inside a group (each group's weight tiles and rows stay in
+/// L2).
+__device__ __forceinline__ void forwardTile(const GroupedArgs &a, int64_t pid,
+                                            int64_t &rowTile,
+                                            int64_t &colTile) {
   constexpr int64_t group = 8;
-  const int64_t pid = blockIdx.x;
   const int64_t perGroup = group * a.colTiles;
   const int64_t firstRow = pid / perGroup * group;
   const int64_t size = min(a.rowTiles - firstRow, group);
@@ -171,20 +173,28 @@ struct BlockWork {
   bool found;
 };
 
+/// A whole warp's part of the forward's schedule: the work of tile `pid`
+/// (every lane gets it). False past the last tile.
+template <int TILE_M, int TILE_N>
+__device__ bool forwardWork(const GroupedArgs &a, int64_t pid, BlockWork &w) {
+  int64_t rowTile, colTile;
+  forwardTile(a, pid, rowTile, colTile);
+  RowTile t{};
+  w.found = findRowTile(a, rowTile, TILE_M, t);
+  w.group = t.group;
+  w.first = w.row0 = t.first;
+  w.end = min(t.end, t.first + TILE_M);
+  w.col0 = colTile * TILE_N;
+  return w.found;
+}
+
 template <int TILE_M, int TILE_N>
 __device__ BlockWork findWork(const GroupedArgs &a, bool weightGrad) {
   __shared__ BlockWork work;
   if (threadIdx.x < 32) {
     BlockWork w{};
     if (!weightGrad) {
-      int64_t rowTile, colTile;
-      forwardTile(a, rowTile, colTile);
-      RowTile t{};
-      w.found = findRowTile(a, rowTile, TILE_M, t);
-      w.group = t.group;
-      w.first = w.row0 = t.first;
-      w.end = min(t.end, t.first + TILE_M);
-      w.col0 = colTile * TILE_N;
+      forwardWork<TILE_M, TILE_N>(a, blockIdx.x, w);
     } else {
       w.found = true;
       w.group = blockIdx.y;
@@ -325,6 +335,14 @@ template <typename T> struct TileSource {
 constexpr int kWgmmaTileM = 128, kWgmmaTileN = 256;
 cudaError_t launchWgmma(const GroupedArgs &a, int32_t dtype, bool weightGrad,
                         bool transposeRhs, cudaStream_t stream);
+/// The forward's TMA kernel for Hopper (MoeWgmmaTma.cu, sm_90a, the same
+/// tiles): launches it for `a` on `stream` with one persistent block per
+/// SM (`multiprocessors`), sets `status`, and returns true; or returns
+/// false, launching nothing, where tensor maps cannot describe the operands
+/// (the driver refuses them, or sizes past TMA's 32-bit coordinates).
+bool launchWgmmaTma(const GroupedArgs &a, int32_t dtype, bool transposeRhs,
+                    int multiprocessors, cudaStream_t stream,
+                    cudaError_t &status);
 
 } // namespace dcrt::cuda::moe::grouped
 

@@ -31,8 +31,10 @@
 //    With one slice it writes out; with more, f32 partial sums go to the
 //    workspace and a second kernel adds them in slice order.
 // Three kernels compute a tile:
-//  - wgmma (bf16, f16 on sm_90 GPUs; MoeWgmma.cu, compiled for sm_90a):
-//    128 x 256 tiles, 2 warpgroups of m64n256k16 wgmma.mma_async;
+//  - wgmma (bf16, f16 on sm_90 GPUs; compiled for sm_90a): 128 x 256
+//    tiles, 2 warpgroups of m64n256k16 wgmma.mma_async; the forward fed by
+//    TMA with persistent blocks (MoeWgmmaTma.cu), the weight gradient (and
+//    the forward with DCRT_MOE_TMA=0) by cp.async (MoeWgmma.cu);
 //  - mma.sync (bf16, f16 elsewhere, or with DCRT_MOE_WGMMA=0): 128 x 128
 //    tiles, 64 deep, 4 warps of 64 x 64, mma.sync m16n8k16 with f32
 //    accumulators, a 3-stage cp.async pipeline (rows and columns past the
@@ -790,7 +792,7 @@ enum class Kernel { CudaCores, MmaSync, Wgmma };
 
 template <typename T, bool WEIGHT_GRAD, bool TRANSPOSE_RHS>
 cudaError_t launchGrouped(const GroupedArgs &a, Kernel kernel,
-                          cudaStream_t stream) {
+                          const GroupedKernels &kernels, cudaStream_t stream) {
   dim3 grid;
   if (WEIGHT_GRAD)
     grid =
@@ -799,9 +801,15 @@ cudaError_t launchGrouped(const GroupedArgs &a, Kernel kernel,
   else
     grid = dim3(static_cast<unsigned>(a.rowTiles * a.colTiles));
   if constexpr (!std::is_same_v<T, float>) {
-    if (kernel == Kernel::Wgmma)
-      return launchWgmma(a, std::is_same_v<T, __half> ? DCRT_F16 : DCRT_BF16,
-                         WEIGHT_GRAD, TRANSPOSE_RHS, stream);
+    if (kernel == Kernel::Wgmma) {
+      const int32_t dtype = std::is_same_v<T, __half> ? DCRT_F16 : DCRT_BF16;
+      cudaError_t status;
+      if (!WEIGHT_GRAD && kernels.tma &&
+          launchWgmmaTma(a, dtype, TRANSPOSE_RHS, kernels.multiprocessors,
+                         stream, status))
+        return status;
+      return launchWgmma(a, dtype, WEIGHT_GRAD, TRANSPOSE_RHS, stream);
+    }
     if (kernel == Kernel::MmaSync) {
       auto mma = groupedMmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>;
       static bool sharedSet = false; // once per kernel (host only)
@@ -824,8 +832,9 @@ cudaError_t launchGrouped(const GroupedArgs &a, Kernel kernel,
 template <typename T>
 cudaError_t runGrouped(const dcrt_grouped_matmul_desc &d,
                        const GroupedPlan &plan, void *workspace, Kernel kernel,
-                       bool weightGrad, const void *lhs, const void *rhs,
-                       const void *ends, void *out, cudaStream_t stream) {
+                       const GroupedKernels &kernels, bool weightGrad,
+                       const void *lhs, const void *rhs, const void *ends,
+                       void *out, cudaStream_t stream) {
   GroupedArgs a =
       kernel == Kernel::Wgmma ? groupedArgs(d, plan, workspace, lhs, rhs, ends,
                                             out, kWgmmaTileM, kWgmmaTileN)
@@ -835,11 +844,11 @@ cudaError_t runGrouped(const dcrt_grouped_matmul_desc &d,
                         kSimtTile);
   cudaError_t status;
   if (weightGrad)
-    status = launchGrouped<T, true, false>(a, kernel, stream);
+    status = launchGrouped<T, true, false>(a, kernel, kernels, stream);
   else if (d.transpose_rhs)
-    status = launchGrouped<T, false, true>(a, kernel, stream);
+    status = launchGrouped<T, false, true>(a, kernel, kernels, stream);
   else
-    status = launchGrouped<T, false, false>(a, kernel, stream);
+    status = launchGrouped<T, false, false>(a, kernel, kernels, stream);
   if (status != cudaSuccess || !weightGrad || plan.slices == 1)
     return status;
   addSlicesKernel<T><<<gridFor(ceilDiv(d.experts * d.k * d.p, kThreads)),
@@ -858,14 +867,14 @@ cudaError_t dispatchGrouped(const dcrt_grouped_matmul_desc &d,
     kernel = kernels.wgmma ? Kernel::Wgmma : Kernel::MmaSync;
   switch (d.dtype) {
   case DCRT_BF16:
-    return runGrouped<__nv_bfloat16>(d, plan, workspace, kernel, weightGrad,
-                                     lhs, rhs, ends, out, stream);
+    return runGrouped<__nv_bfloat16>(d, plan, workspace, kernel, kernels,
+                                     weightGrad, lhs, rhs, ends, out, stream);
   case DCRT_F16:
-    return runGrouped<__half>(d, plan, workspace, kernel, weightGrad, lhs, rhs,
-                              ends, out, stream);
+    return runGrouped<__half>(d, plan, workspace, kernel, kernels, weightGrad,
+                              lhs, rhs, ends, out, stream);
   default:
-    return runGrouped<float>(d, plan, workspace, Kernel::CudaCores, weightGrad,
-                             lhs, rhs, ends, out, stream);
+    return runGrouped<float>(d, plan, workspace, Kernel::CudaCores, kernels,
+                             weightGrad, lhs, rhs, ends, out, stream);
   }
 }
 

@@ -101,6 +101,9 @@ DCRT_TILE_FN Cell accumulatorCell(int lane, int mRow0, int nCol0, int mi,
 ///    128 bytes (8 KiB, the leading byte offset between blocks), rows
 ///    swizzled<64>; 8-k-row groups 1024 bytes apart (the stride byte
 ///    offset); a k16 step moves the start 16 rows (2048 bytes).
+/// The TMA kernel (MoeWgmmaTma.cu) fills the same layouts with 128-byte
+/// swizzled boxes 64 elements wide: a K-major tile is one box of its rows,
+/// an MN-major one a box per 64-element block.
 namespace wgmma {
 
 constexpr int kTileM = 128, kTileN = 256, kTileK = 64;

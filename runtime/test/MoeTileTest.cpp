@@ -250,11 +250,40 @@ std::vector<float> fillHopperTile(bool mnMajor, Value value) {
   return shared;
 }
 
-void checkHopperLayouts(bool aMnMajor, bool bMnMajor) {
+/// The same tile filled as the TMA kernel (MoeWgmmaTma.cu) loads it:
+/// boxes of 64 elements (128 bytes) by rows, byte b of box row r at
+/// r * 128 + b, then TMA's 128-byte swizzle on the address (the 16-byte
+/// chunk bits 4-6 XOR bits 7-9; the tile 1024-byte aligned). K-major: one
+/// box of MN rows (of k); MN-major: MN / 64 boxes of 64 k-rows, box j (mn
+/// 64 j ...) at element j * kBlockElements.
+template <int MN, typename Value>
+std::vector<float> fillTmaTile(bool mnMajor, Value value) {
+  std::vector<float> shared(MN * 64, 1000);
+  std::vector<int> writes(MN * 64, 0);
+  const int boxes = mnMajor ? MN / 64 : 1, rows = mnMajor ? 64 : MN;
+  for (int box = 0; box < boxes; ++box)
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < 64; ++c) {
+        int byte = box * wg::kBlockBytes + r * 128 + c * 2;
+        byte ^= ((byte >> 7) & 7) << 4;
+        const auto at = static_cast<size_t>(byte / 2);
+        shared.at(at) = mnMajor ? value(box * 64 + c, r) : value(r, c);
+        ++writes[at];
+      }
+  for (int w : writes)
+    EXPECT_EQ(w, 1) << "a shared element written " << w << " times";
+  return shared;
+}
+
+/// Every element each warpgroup's wgmmas read, for tiles filled by the
+/// cp.async kernel's copies or (`tma`) the TMA kernel's boxes.
+void checkHopperLayouts(bool aMnMajor, bool bMnMajor, bool tma = false) {
   auto A = [](int m, int k) { return static_cast<float>(m * 64 + k); };
   auto B = [](int n, int k) { return static_cast<float>(n * 64 + k); };
-  std::vector<float> tileA = fillHopperTile<wg::kTileM>(aMnMajor, A);
-  std::vector<float> tileB = fillHopperTile<wg::kTileN>(bMnMajor, B);
+  std::vector<float> tileA = tma ? fillTmaTile<wg::kTileM>(aMnMajor, A)
+                                 : fillHopperTile<wg::kTileM>(aMnMajor, A);
+  std::vector<float> tileB = tma ? fillTmaTile<wg::kTileN>(bMnMajor, B)
+                                 : fillHopperTile<wg::kTileN>(bMnMajor, B);
   for (int step = 0; step < wg::kTileK / 16; ++step) {
     for (int group = 0; group < 2; ++group) {
       wg::Descriptor d = aMnMajor ? wg::mnMajorDescriptor(group, step)
@@ -289,6 +318,12 @@ TEST(MoeTile, HopperTilesOfAnUntransposedWeight) {
 }
 TEST(MoeTile, HopperTilesOfTheWeightGradient) {
   checkHopperLayouts(true, true);
+}
+TEST(MoeTile, TmaBoxesOfATransposedWeight) {
+  checkHopperLayouts(false, false, true);
+}
+TEST(MoeTile, TmaBoxesOfAnUntransposedWeight) {
+  checkHopperLayouts(false, true, true);
 }
 
 TEST(MoeTile, HopperAccumulatorsCoverTheTileOnce) {

@@ -25,9 +25,11 @@
 //     scores (the routing is read on the device only);
 //  4. (GPU) unless --no-bench: grouped products in TFLOP/s beside
 //     cuBLASLt's dense product of the same FLOPs (balanced routing, bf16,
-//     Mixtral-like shapes; the issue's target: 80%), and with every row on
-//     one expert; the routing kernels in GB/s beside cudaMemcpy device to
-//     device (target: 80%). Timed as CUDA graphs of repeated calls.
+//     Mixtral-like shapes; the issue's target: 80%), on sm_90 the forward
+//     also on the cp.async wgmma kernel (DCRT_MOE_TMA=0) beside the TMA
+//     one, and with every row on one expert; the routing kernels in GB/s beside
+//     cudaMemcpy device to device (target: 80%). Timed as CUDA graphs of
+//     repeated calls.
 // Prints one line per check ("ok" or "FAIL"), "bench" lines, and
 // "moe-kernels-check: all passed" (exit 0) or "moe-kernels-check: FAILED"
 // (exit 1).
@@ -63,6 +65,9 @@ namespace {
 
 bool onHost = false; // the host backend: checks only
 bool small = false;  // the host backend or --quick: smaller shapes
+/// The forward runs on the TMA wgmma kernel (sm_90, DCRT_MOE_TMA not 0):
+/// the bench times the cp.async one beside it.
+bool tmaForward = false;
 
 cudaStream_t stream() {
   return static_cast<cudaStream_t>(dcrt_compute_stream());
@@ -369,6 +374,14 @@ std::vector<GroupedCase> groupedCases() {
     s.k = 512;
     s.p = 384;
     add("bf16 4096 x 512 x 384, 8 experts (tensor cores)", s, form, 0, true);
+    // More tiles than an H100 has SMs: a persistent block (the TMA
+    // forward) takes several, and 64 experts' partial tiles end anywhere.
+    s.rows = 8192;
+    s.experts = 64;
+    s.k = 128;
+    s.p = 520;
+    add("bf16 8192 x 128 x 520, 64 experts (tensor cores, 3 column tiles)", s,
+        form, 0, true);
   }
   // A weight gradient in one slice (few rows), and many slices.
   GroupedShape s;
@@ -896,17 +909,31 @@ void benchGrouped(int64_t rows, int64_t experts, int64_t D, int64_t F,
     double cublas = timeCalls(
         [&] { dcrt_matmul(&dense, b.lhs.data(), b.rhs.data(), b.out.data()); },
         10);
+    // The forward's previous kernel, for comparison: the runtime reads
+    // DCRT_MOE_TMA at each call (the graph keeps the kernel it captured).
+    std::string previous;
+    if (tmaForward && !f.weightGrad) {
+      setenv("DCRT_MOE_TMA", "0", 1);
+      double cpAsync = timeCalls([&] { runGrouped(b, b.out.data()); }, 10);
+      unsetenv("DCRT_MOE_TMA");
+      char line[160];
+      std::snprintf(line, sizeof(line),
+                    "; cp.async wgmma kernel (DCRT_MOE_TMA=0) %.3f ms %.1f "
+                    "TFLOP/s = %.0f%% of dense",
+                    cpAsync, flops / cpAsync * 1e-9, 100.0 * cublas / cpAsync);
+      previous = line;
+    }
     setEnds(b, benchEnds(rows, experts, true));
     double skewed = timeCalls([&] { runGrouped(b, b.out.data()); }, 10);
     std::printf("bench grouped %s N=%lld E=%lld K=%lld P=%lld bf16: %.3f ms "
                 "%.1f TFLOP/s; cuBLASLt dense same FLOPs %.3f ms %.1f TFLOP/s; "
-                "grouped/dense %.0f%% (target 80%%); all rows on one expert "
+                "grouped/dense %.0f%% (target 80%%)%s; all rows on one expert "
                 "%.1f TFLOP/s\n",
                 f.what.c_str(), static_cast<long long>(rows),
                 static_cast<long long>(experts), static_cast<long long>(f.k),
                 static_cast<long long>(f.p), grouped, flops / grouped * 1e-9,
                 cublas, flops / cublas * 1e-9, 100.0 * cublas / grouped,
-                flops / skewed * 1e-9);
+                previous.c_str(), flops / skewed * 1e-9);
     std::fflush(stdout);
   }
 }
@@ -1037,7 +1064,8 @@ int main(int argc, char **argv) {
                       : "");
   if (!onHost) {
     // The runtime's choice (CudaMoe.cpp): wgmma on sm_90 unless
-    // DCRT_MOE_WGMMA=0, CUDA cores everywhere with DCRT_MOE_SIMT=1.
+    // DCRT_MOE_WGMMA=0 (the forward on TMA unless DCRT_MOE_TMA=0), CUDA
+    // cores everywhere with DCRT_MOE_SIMT=1.
     int device = 0, major = 0, minor = 0;
     DCRT_CUDA_CHECK(cudaGetDevice(&device));
     DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
@@ -1047,14 +1075,18 @@ int main(int argc, char **argv) {
     const char *simt = std::getenv("DCRT_MOE_SIMT");
     const char *wgmma = std::getenv("DCRT_MOE_WGMMA");
     bool cudaCores = simt && std::string(simt) == "1";
+    const char *tma = std::getenv("DCRT_MOE_TMA");
     bool hopper =
         major == 9 && minor == 0 && !(wgmma && std::string(wgmma) == "0");
-    std::printf("grouped products' tensor-core kernel: %s (sm_%d%d%s%s)\n",
-                cudaCores ? "none, CUDA cores (DCRT_MOE_SIMT=1)"
-                : hopper  ? "wgmma"
-                          : "mma.sync",
+    tmaForward = !cudaCores && hopper && !(tma && std::string(tma) == "0");
+    std::printf("grouped products' tensor-core kernel: %s (sm_%d%d%s%s%s%s)\n",
+                cudaCores    ? "none, CUDA cores (DCRT_MOE_SIMT=1)"
+                : tmaForward ? "wgmma, the forward fed by TMA"
+                : hopper     ? "wgmma fed by cp.async"
+                             : "mma.sync",
                 major, minor, wgmma ? ", DCRT_MOE_WGMMA=" : "",
-                wgmma ? wgmma : "");
+                wgmma ? wgmma : "", tma ? ", DCRT_MOE_TMA=" : "",
+                tma ? tma : "");
   }
   checkTopk();
   checkGroupByExpert();
