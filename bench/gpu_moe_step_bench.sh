@@ -11,6 +11,10 @@
 # eager and by torch.compile (fused AdamW). A per-op profile of dc's step
 # (summed by kind of op) says where its time goes.
 #
+# STATES (default "f32,f32 bf16,bf16") and GRAPHS (default "0 1") pick dc's
+# runs, PROFILE=0 skips the profile, PEER_MODES (default "eager compile";
+# empty: no peer) PyTorch's.
+#
 #   bash bench/gpu_moe_step_bench.sh OUT     (ART: default .gpu-artifacts/moe-step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +24,8 @@ source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/moe-step}
 RUN="timeout ${RUN_TIMEOUT_S:-180} stdbuf -oL -eL $BUILD/bin/dc-run --nproc 1"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
-for state in f32,f32 bf16,bf16; do
-  for g in 0 1; do
+for state in ${STATES:-f32,f32 bf16,bf16}; do
+  for g in ${GRAPHS:-0 1}; do
     graphs=""; [ "$g" = 1 ] && graphs=--cuda-graphs
     log="$OUT/dc$graphs-${state/,/-}.log"
     echo "== dc mixtral-1gpu $graphs states $state"
@@ -31,7 +35,7 @@ for state in f32,f32 bf16,bf16; do
     grep -E "summary|memory reserved|^step=8" "$log"
   done
 done
-if [ -e "$ART/mixtral-1gpu-h200-w1-prof.so" ]; then
+if [ "${PROFILE:-1}" = 1 ] && [ -e "$ART/mixtral-1gpu-h200-w1-prof.so" ]; then
   echo "== dc per-op profile"
   $RUN "$ART/mixtral-1gpu-h200-w1-prof.so" --steps 3 --vocab 32000 \
     --profile-out "$OUT/profile.json" > "$OUT/prof.log" 2>&1 \
@@ -39,6 +43,8 @@ if [ -e "$ART/mixtral-1gpu-h200-w1-prof.so" ]; then
       | tee "$OUT/profile-by-kind.txt" \
     || { echo "profile FAILED"; tail -5 "$OUT/prof.log"; }
 fi
-echo "== PyTorch: Hugging Face MixtralForCausalLM, eager and torch.compile"
-timeout 420 python3 bench/moe_peer.py --modes ${PEER_MODES:-eager compile} 2> "$OUT/peer.err" \
+PEER_MODES=${PEER_MODES-eager compile}
+[ -n "$PEER_MODES" ] || exit 0
+echo "== PyTorch: Hugging Face MixtralForCausalLM ($PEER_MODES)"
+timeout 420 python3 bench/moe_peer.py --modes $PEER_MODES 2> "$OUT/peer.err" \
   | tee "$OUT/peer.jsonl" || { echo "peer FAILED"; tail -20 "$OUT/peer.err"; }
