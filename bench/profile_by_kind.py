@@ -45,8 +45,15 @@ def step_ops(ir_path):
     return functions
 
 
+# The dc compute ops (ComputeOpInterface): the cost model counts them with
+# the upstream ops; the other dc ops (transfers, waits) it does not.
+DC_COMPUTE = ("dc.attention", "dc.attention_grad", "dc.topk",
+              "dc.group_by_expert", "dc.gather_rows", "dc.scatter_add_rows",
+              "dc.grouped_matmul", "dc.grouped_weight_grad")
+
+
 def is_counted(op):
-    return not op.startswith("dc.") or op.startswith("dc.attention")
+    return not op.startswith("dc.") or op in DC_COMPUTE
 
 
 def classify(op, text):
@@ -56,6 +63,11 @@ def classify(op, text):
         return "attention forward"
     if op == "dc.attention_grad":
         return "attention backward"
+    if op in ("dc.grouped_matmul", "dc.grouped_weight_grad"):
+        return "grouped products (experts)"
+    if op in ("dc.topk", "dc.group_by_expert", "dc.gather_rows",
+              "dc.scatter_add_rows"):
+        return "routing (top-k, grouping, gathers, scatter-adds)"
     if op == "linalg.fill":
         return "fills"
     if op == "linalg.transpose":
