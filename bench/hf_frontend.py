@@ -171,7 +171,7 @@ def train_losses(model, stream, steps, device, bf16_autocast, f64=False,
     f64: model, loss and optimizer in float64; nudge: every weight scaled
     by (1 + nudge) first. Both tell how far PyTorch's own f32 run is from
     an equally right one: its rounding, amplified by training."""
-    from dc_torch.trace import default_loss
+    from dc_torch.trace import default_loss, step_loss
     model = model.to(device)
     if nudge:
         with torch.no_grad():
@@ -190,7 +190,9 @@ def train_losses(model, stream, steps, device, bf16_autocast, f64=False,
         with torch.autocast(device_type=device, dtype=torch.bfloat16,
                             enabled=bf16_autocast):
             out = model(tokens)
-        loss = default_loss(getattr(out, "logits", out), targets)
+        # What the exported step computes: the cross-entropy, plus the
+        # router's auxiliary loss where the output has one.
+        loss = step_loss(out, targets, loss_fn=default_loss, model=model)
         opt.zero_grad()
         loss.backward()
         opt.step()
