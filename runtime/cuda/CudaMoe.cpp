@@ -17,14 +17,13 @@
 // graph capture.
 //
 // The grouped products' tensor-core kernels are the wgmma ones on sm_90
-// GPUs (H100, H200: the forward on TMA, MoeWgmmaTma.cu; the weight gradient
-// on cp.async, MoeWgmma.cu), else the mma.sync one. DCRT_MOE_TMA=0 in the
-// environment runs the forward on the cp.async wgmma kernel too,
-// DCRT_MOE_WGMMA=0 picks the mma.sync kernel on sm_90, DCRT_MOE_SIMT=1 the
-// CUDA-core kernel for every shape: fallbacks should a tensor-core kernel
-// misbehave on some GPU, and references for them. DCRT_MOE_TMA is read at
-// each call (the others once), so that moe-kernels-check times both wgmma
-// forwards in one process.
+// GPUs (H100, H200: fed by TMA, MoeWgmmaTma.cu), else the mma.sync one.
+// DCRT_MOE_TMA=0 in the environment runs both products on the cp.async
+// wgmma kernel (MoeWgmma.cu), DCRT_MOE_WGMMA=0 picks the mma.sync kernel on
+// sm_90, DCRT_MOE_SIMT=1 the CUDA-core kernel for every shape: fallbacks
+// should a tensor-core kernel misbehave on some GPU, and references for
+// them. DCRT_MOE_TMA is read at each call (the others once), so that
+// moe-kernels-check times both wgmma kernels in one process.
 //
 //===----------------------------------------------------------------------===//
 #include "CudaBackend.h"
@@ -194,14 +193,24 @@ void CudaBackend::scatterAddRows(const dcrt_row_map_desc &d, const void *source,
               caller, describeRowMap(d));
 }
 
+namespace {
+
+/// The kernels of this call: DCRT_MOE_TMA=0 keeps off the TMA kernel.
+moe::GroupedKernels callKernels(const moe::GroupedKernels &kernels) {
+  moe::GroupedKernels call = kernels;
+  const char *tma = std::getenv("DCRT_MOE_TMA");
+  call.tma = !(tma && std::strcmp(tma, "0") == 0);
+  return call;
+}
+
+} // namespace
+
 void CudaBackend::groupedMatmul(const dcrt_grouped_matmul_desc &d,
                                 const void *lhs, const void *rhs,
                                 const void *ends, void *out) {
   MoeWorkspaces &w = moeWorkspaces();
   moe::GroupedPlan plan = moe::planGrouped(d, false, w.multiprocessors);
-  moe::GroupedKernels kernels = w.kernels;
-  const char *tma = std::getenv("DCRT_MOE_TMA");
-  kernels.tma = !(tma && std::strcmp(tma, "0") == 0);
+  moe::GroupedKernels kernels = callKernels(w.kernels);
   checkLaunch(moe::groupedMatmul(d, plan, nullptr, kernels, lhs, rhs, ends, out,
                                  compute),
               "dcrt_grouped_matmul", describeGroupedMatmul(d));
@@ -226,8 +235,8 @@ void CudaBackend::groupedWeightGrad(const dcrt_grouped_matmul_desc &d,
           plan.workspaceBytes};
     entry = w.gradients.emplace(key, std::make_pair(plan, memory)).first;
   }
-  checkLaunch(moe::groupedWeightGrad(d, entry->second.first,
-                                     entry->second.second.pointer, w.kernels,
-                                     lhs, rhs, ends, out, compute),
+  checkLaunch(moe::groupedWeightGrad(
+                  d, entry->second.first, entry->second.second.pointer,
+                  callKernels(w.kernels), lhs, rhs, ends, out, compute),
               caller, describeGroupedMatmul(d));
 }

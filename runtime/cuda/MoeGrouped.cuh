@@ -1,7 +1,8 @@
 //===- MoeGrouped.cuh - what the MoE kernels share (device code) -*- CUDA
 //-*-===//
 //
-// Included by MoeKernels.cu and MoeWgmma.cu (compiled for sm_90a alone):
+// Included by MoeKernels.cu, MoeWgmma.cu and MoeWgmmaTma.cu (the last two
+// compiled for sm_90a alone):
 // element access, the grouped products' arguments and schedule (which
 // expert and rows a block works on, from `ends` on the device), their
 // output tiles, and the cp.async helpers.
@@ -147,27 +148,36 @@ inline __device__ void findSlice(const GroupedArgs &a, int e, int slice,
   end = hiBefore + length * (slice + 1) / a.slices;
 }
 
+/// The output tiles' order: tile `pid` of rowTiles x colTiles is a row
+/// tile and a column tile; row tiles in groups of GROUP, column tiles
+/// inside a group, so that the blocks running at once share their operands'
+/// tiles in L2.
+template <int GROUP>
+__device__ __forceinline__ void tileOrder(int64_t pid, int64_t rowTiles,
+                                          int64_t colTiles, int64_t &rowTile,
+                                          int64_t &colTile) {
+  const int64_t perGroup = GROUP * colTiles;
+  const int64_t firstRow = pid / perGroup * GROUP;
+  const int64_t size = min(rowTiles - firstRow, int64_t(GROUP));
+  rowTile = firstRow + pid % perGroup % size;
+  colTile = pid % perGroup / size;
+}
+
 /// The forward's tile order: tile `pid` (a block's, or a persistent
-/// block's next) is a row tile and a column tile; row tiles in groups of 8,
-/// column tiles inside a group (each group's weight tiles and rows stay in
-/// L2).
+/// block's next); row tiles in groups of 8 (each group's weight tiles and
+/// rows stay in L2).
 __device__ __forceinline__ void forwardTile(const GroupedArgs &a, int64_t pid,
                                             int64_t &rowTile,
                                             int64_t &colTile) {
-  constexpr int64_t group = 8;
-  const int64_t perGroup = group * a.colTiles;
-  const int64_t firstRow = pid / perGroup * group;
-  const int64_t size = min(a.rowTiles - firstRow, group);
-  rowTile = firstRow + pid % perGroup % size;
-  colTile = pid % perGroup / size;
+  tileOrder<8>(pid, a.rowTiles, a.colTiles, rowTile, colTile);
 }
 
 /// What a block computes: for the forward, out rows [first, end) (relative
 /// row r of the tile is first + r) and columns from col0; for the weight
 /// gradient, out[e] rows (k) from row0 and columns from col0, reducing
-/// over data rows [first, end). `skip`: nothing to multiply (zeros).
+/// over data rows [first, end), slice `slice` of expert e's rows.
 struct BlockWork {
-  int group;
+  int group, slice;
   int64_t first, end; // the data rows
   int64_t row0, col0; // the output tile's origin (forward: row0 = first)
   bool found;
@@ -188,6 +198,25 @@ __device__ bool forwardWork(const GroupedArgs &a, int64_t pid, BlockWork &w) {
   return w.found;
 }
 
+/// A whole warp's part of the weight gradient's schedule for a persistent
+/// block: the work of item `pid` of kTiles x colTiles x experts x slices
+/// (every lane gets it). Items go by expert, then slice, then output tile
+/// (tileOrder, groups of 16 k tiles: the blocks running at once read about
+/// as many bytes of lhs as of rhs): when one expert takes every row, its
+/// items are consecutive and spread over every block.
+template <int TILE_M, int TILE_N>
+__device__ void weightWork(const GroupedArgs &a, int64_t pid, BlockWork &w) {
+  const int64_t tiles = a.kTiles * a.colTiles, rest = pid / tiles;
+  int64_t kTile, colTile;
+  tileOrder<16>(pid % tiles, a.kTiles, a.colTiles, kTile, colTile);
+  w.found = true;
+  w.group = int(rest / a.slices);
+  w.slice = int(rest % a.slices);
+  findSlice(a, w.group, w.slice, w.first, w.end);
+  w.row0 = kTile * TILE_M;
+  w.col0 = colTile * TILE_N;
+}
+
 template <int TILE_M, int TILE_N>
 __device__ BlockWork findWork(const GroupedArgs &a, bool weightGrad) {
   __shared__ BlockWork work;
@@ -198,6 +227,7 @@ __device__ BlockWork findWork(const GroupedArgs &a, bool weightGrad) {
     } else {
       w.found = true;
       w.group = blockIdx.y;
+      w.slice = blockIdx.z;
       findSlice(a, blockIdx.y, blockIdx.z, w.first, w.end);
       w.row0 = blockIdx.x % a.kTiles * TILE_M;
       w.col0 = blockIdx.x / a.kTiles * TILE_N;
@@ -258,10 +288,9 @@ __device__ OutTile outTile(const GroupedArgs &a, const BlockWork &w,
     o.write = true;
     o.accumulate = a.accumulate;
   } else {
-    o.base =
-        a.partial +
-        ((int64_t(blockIdx.z) * a.experts + w.group) * a.k + w.row0) * a.p +
-        w.col0;
+    o.base = a.partial +
+             ((int64_t(w.slice) * a.experts + w.group) * a.k + w.row0) * a.p +
+             w.col0;
     o.ld = a.p;
     o.rowsLeft = a.k - w.row0;
     o.partial = true;
@@ -335,13 +364,13 @@ template <typename T> struct TileSource {
 constexpr int kWgmmaTileM = 128, kWgmmaTileN = 256;
 cudaError_t launchWgmma(const GroupedArgs &a, int32_t dtype, bool weightGrad,
                         bool transposeRhs, cudaStream_t stream);
-/// The forward's TMA kernel for Hopper (MoeWgmmaTma.cu, sm_90a, the same
-/// tiles): launches it for `a` on `stream` with one persistent block per
-/// SM (`multiprocessors`), sets `status`, and returns true; or returns
-/// false, launching nothing, where tensor maps cannot describe the operands
-/// (the driver refuses them, or sizes past TMA's 32-bit coordinates).
-bool launchWgmmaTma(const GroupedArgs &a, int32_t dtype, bool transposeRhs,
-                    int multiprocessors, cudaStream_t stream,
+/// The TMA kernel for Hopper (MoeWgmmaTma.cu, sm_90a, the same tiles):
+/// launches it for `a` on `stream` with one persistent block per SM
+/// (`multiprocessors`), sets `status`, and returns true; or returns false,
+/// launching nothing, where tensor maps cannot describe the operands (the
+/// driver refuses them, or sizes past TMA's 32-bit coordinates).
+bool launchWgmmaTma(const GroupedArgs &a, int32_t dtype, bool weightGrad,
+                    bool transposeRhs, int multiprocessors, cudaStream_t stream,
                     cudaError_t &status);
 
 } // namespace dcrt::cuda::moe::grouped

@@ -32,9 +32,10 @@
 //    workspace and a second kernel adds them in slice order.
 // Three kernels compute a tile:
 //  - wgmma (bf16, f16 on sm_90 GPUs; compiled for sm_90a): 128 x 256
-//    tiles, 2 warpgroups of m64n256k16 wgmma.mma_async; the forward fed by
-//    TMA with persistent blocks (MoeWgmmaTma.cu), the weight gradient (and
-//    the forward with DCRT_MOE_TMA=0) by cp.async (MoeWgmma.cu);
+//    tiles, 2 warpgroups of m64n256k16 wgmma.mma_async; fed by TMA with
+//    persistent blocks (MoeWgmmaTma.cu; the weight gradient's blocks walk
+//    the same tiles, experts and slices as this grid), or with
+//    DCRT_MOE_TMA=0 by cp.async (MoeWgmma.cu);
 //  - mma.sync (bf16, f16 elsewhere, or with DCRT_MOE_WGMMA=0): 128 x 128
 //    tiles, 64 deep, 4 warps of 64 x 64, mma.sync m16n8k16 with f32
 //    accumulators, a 3-stage cp.async pipeline (rows and columns past the
@@ -804,9 +805,9 @@ cudaError_t launchGrouped(const GroupedArgs &a, Kernel kernel,
     if (kernel == Kernel::Wgmma) {
       const int32_t dtype = std::is_same_v<T, __half> ? DCRT_F16 : DCRT_BF16;
       cudaError_t status;
-      if (!WEIGHT_GRAD && kernels.tma &&
-          launchWgmmaTma(a, dtype, TRANSPOSE_RHS, kernels.multiprocessors,
-                         stream, status))
+      if (kernels.tma &&
+          launchWgmmaTma(a, dtype, WEIGHT_GRAD, TRANSPOSE_RHS,
+                         kernels.multiprocessors, stream, status))
         return status;
       return launchWgmma(a, dtype, WEIGHT_GRAD, TRANSPOSE_RHS, stream);
     }

@@ -66,11 +66,10 @@ bool groupedUsesTensorCores(const dcrt_grouped_matmul_desc &desc,
 /// The kernels a grouped product may run on: with tensorCores false the
 /// CUDA-core kernel whatever the shape (DCRT_MOE_SIMT=1); else, where
 /// groupedUsesTensorCores, Hopper's wgmma kernels (sm_90a: an sm_90 GPU
-/// only) when `wgmma`, or the mma.sync one. With wgmma, the forward runs on
-/// the TMA kernel (MoeWgmmaTma.cu, one persistent block per SM of the
-/// `multiprocessors`) when `tma` and tensor maps describe its operands,
-/// else on the cp.async one (MoeWgmma.cu), as the weight gradient always
-/// does.
+/// only) when `wgmma`, or the mma.sync one. With wgmma, both products run
+/// on the TMA kernel (MoeWgmmaTma.cu, one persistent block per SM of the
+/// `multiprocessors`) when `tma` and tensor maps describe their operands,
+/// else on the cp.async one (MoeWgmma.cu).
 struct GroupedKernels {
   bool tensorCores = true;
   bool wgmma = false;

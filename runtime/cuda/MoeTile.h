@@ -103,7 +103,7 @@ DCRT_TILE_FN Cell accumulatorCell(int lane, int mRow0, int nCol0, int mi,
 ///    offset); a k16 step moves the start 16 rows (2048 bytes).
 /// The TMA kernel (MoeWgmmaTma.cu) fills the same layouts with 128-byte
 /// swizzled boxes 64 elements wide: a K-major tile is one box of its rows,
-/// an MN-major one a box per 64-element block.
+/// an MN-major one a box per 64-element block (64 k-rows deep).
 namespace wgmma {
 
 constexpr int kTileM = 128, kTileN = 256, kTileK = 64;
@@ -119,6 +119,13 @@ constexpr int kBlockBytes = kBlockElements * 2;
 DCRT_TILE_FN int mnMajorOffset(int k, int mn) {
   return mn / 64 * kBlockElements + swizzled<64>(k, mn % 64);
 }
+
+/// The k row whose elements 16-byte chunk `chunk` of an MN-major tile
+/// holds, or of consecutive MN-major tiles (the weight gradient's stage: A's
+/// 2 blocks, then B's 4): k row r of a block is its 128-byte line r (the
+/// swizzle moves chunks within their line), so zeroing the chunks of rows
+/// >= v zeroes exactly the elements of depth >= v, whatever their mn.
+DCRT_TILE_FN int mnMajorChunkRow(int chunk) { return chunk / 8 % 64; }
 
 /// The copy order of a tile stored in global memory as ROWS x COLS
 /// (COLS contiguous): chunk i is (row, first column); its shared offset is

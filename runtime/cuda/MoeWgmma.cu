@@ -1,8 +1,8 @@
 //===- MoeWgmma.cu - the grouped products on Hopper's wgmma (sm_90a) ------===//
 //
-// dcrt_grouped_weight_grad's tensor-core kernel for sm_90 GPUs (H100,
-// H200), and dcrt_grouped_matmul's where the TMA kernel (MoeWgmmaTma.cu)
-// does not run (DCRT_MOE_TMA=0, or operands no tensor map describes);
+// The grouped products' tensor-core kernel for sm_90 GPUs (H100, H200)
+// where the TMA kernel (MoeWgmmaTma.cu) does not run (DCRT_MOE_TMA=0, or
+// operands no tensor map describes);
 // compiled for sm_90a alone (wgmma is an arch-specific instruction), its
 // wgmma pieces in MoeWgmma.cuh: a block computes a 128 x 256 output tile with
 // 2 warpgroups of 64 x 256, each k16 step one wgmma.mma_async m64n256k16

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <random>
 #include <set>
 #include <vector>
@@ -324,6 +326,50 @@ TEST(MoeTile, TmaBoxesOfATransposedWeight) {
 }
 TEST(MoeTile, TmaBoxesOfAnUntransposedWeight) {
   checkHopperLayouts(false, true, true);
+}
+
+TEST(MoeTile, TmaBoxesOfTheWeightGradient) {
+  checkHopperLayouts(true, true, true);
+}
+
+/// The weight gradient's TMA kernel zeroes the k rows >= valid of its
+/// stage (A's MN-major tile, then B's) by chunk, as mnMajorChunkRow says:
+/// wgmma then reads zeros at exactly the depths >= valid, in both
+/// operands, and the loaded values below.
+TEST(MoeTile, ZeroingAStagesRowsPastAnExpertsEnd) {
+  auto A = [](int m, int k) { return static_cast<float>(1 + m * 64 + k); };
+  auto B = [](int n, int k) { return static_cast<float>(1 + n * 64 + k); };
+  for (int valid = 1; valid <= wg::kTileK; ++valid) {
+    std::vector<float> stage = fillTmaTile<wg::kTileM>(true, A);
+    std::vector<float> tileB = fillTmaTile<wg::kTileN>(true, B);
+    stage.insert(stage.end(), tileB.begin(), tileB.end());
+    ASSERT_EQ(stage.size(),
+              static_cast<size_t>(wg::kATileElements + wg::kBTileElements));
+    for (size_t chunk = 0; chunk < stage.size() / 8; ++chunk)
+      if (wg::mnMajorChunkRow(static_cast<int>(chunk)) >= valid)
+        std::fill_n(stage.begin() + static_cast<std::ptrdiff_t>(chunk * 8), 8,
+                    0.0f);
+    for (int step = 0; step < wg::kTileK / 16; ++step) {
+      for (int k = step * 16; k < step * 16 + 16; ++k) {
+        for (int group = 0; group < 2; ++group) {
+          wg::Descriptor d = wg::mnMajorDescriptor(group, step);
+          for (int m = 0; m < 64; ++m)
+            ASSERT_EQ(stage[static_cast<size_t>(
+                          canonicalByte(true, d, m, k - step * 16) / 2)],
+                      k < valid ? A(group * 64 + m, k) : 0.0f)
+                << "A (m " << group * 64 + m << ", k " << k << "), valid "
+                << valid;
+        }
+        wg::Descriptor d = wg::mnMajorDescriptor(0, step);
+        d.start += wg::kATileElements; // B follows A in the stage
+        for (int n = 0; n < wg::kTileN; ++n)
+          ASSERT_EQ(stage[static_cast<size_t>(
+                        canonicalByte(true, d, n, k - step * 16) / 2)],
+                    k < valid ? B(n, k) : 0.0f)
+              << "B (n " << n << ", k " << k << "), valid " << valid;
+      }
+    }
+  }
 }
 
 TEST(MoeTile, HopperAccumulatorsCoverTheTileOnce) {

@@ -14,7 +14,8 @@
 //     dcrt_grouped_matmul (and transpose_rhs) and dcrt_grouped_weight_grad
 //     within f32 accumulation of a double reference, f32/bf16/f16, the
 //     tensor-core and CUDA-core kernels (odd shapes, unaligned pointers),
-//     sliced weight gradients, accumulation; a second call bit-identical;
+//     sliced weight gradients, accumulation, infinities in the rows past
+//     the last end (which count nowhere); a second call bit-identical;
 //     padding untouched everywhere;
 //  2. (GPU) the grouped products at the bench's shapes against cuBLASLt
 //     (dcrt_matmul) on each expert's rows, balanced and all to one expert;
@@ -25,9 +26,9 @@
 //     scores (the routing is read on the device only);
 //  4. (GPU) unless --no-bench: grouped products in TFLOP/s beside
 //     cuBLASLt's dense product of the same FLOPs (balanced routing, bf16,
-//     Mixtral-like shapes; the issue's target: 80%), on sm_90 the forward
-//     also on the cp.async wgmma kernel (DCRT_MOE_TMA=0) beside the TMA
-//     one, and with every row on one expert; the routing kernels in GB/s beside
+//     Mixtral-like shapes; the issue's target: 80%), on sm_90 also on the
+//     cp.async wgmma kernel (DCRT_MOE_TMA=0) beside the TMA one, and with
+//     every row on one expert; the routing kernels in GB/s beside
 //     cudaMemcpy device to device (target: 80%). Timed as CUDA graphs of
 //     repeated calls.
 // Prints one line per check ("ok" or "FAIL"), "bench" lines, and
@@ -65,9 +66,9 @@ namespace {
 
 bool onHost = false; // the host backend: checks only
 bool small = false;  // the host backend or --quick: smaller shapes
-/// The forward runs on the TMA wgmma kernel (sm_90, DCRT_MOE_TMA not 0):
-/// the bench times the cp.async one beside it.
-bool tmaForward = false;
+/// The grouped products run on the TMA wgmma kernel (sm_90, DCRT_MOE_TMA
+/// not 0): the bench times the cp.async one beside it.
+bool tmaKernel = false;
 
 cudaStream_t stream() {
   return static_cast<cudaStream_t>(dcrt_compute_stream());
@@ -313,8 +314,9 @@ struct GroupedCase {
   std::string what;
   GroupedShape shape;
   bool weightGrad;
-  int64_t offset; // elements off alignment (another kernel)
-  bool big;       // skipped on the host backend
+  int64_t offset;  // elements off alignment (another kernel)
+  bool big;        // skipped on the host backend
+  bool infPastEnd; // lhs and rhs rows past the last end all +Inf
 };
 
 std::vector<GroupedCase> groupedCases() {
@@ -324,8 +326,8 @@ std::vector<GroupedCase> groupedCases() {
     s.transposeRhs = form == 1;
     const char *forms[] = {"forward", "forward transpose_rhs",
                            "weight gradient"};
-    cases.push_back(
-        {std::string(forms[form]) + ", " + what, s, form == 2, offset, big});
+    cases.push_back({std::string(forms[form]) + ", " + what, s, form == 2,
+                     offset, big, false});
   };
   for (int form = 0; form < 3; ++form) {
     for (int32_t dtype : {DCRT_BF16, DCRT_F16}) {
@@ -397,7 +399,26 @@ std::vector<GroupedCase> groupedCases() {
   s.p = 128;
   add("bf16 4096 rows, one 128 x 128 tile per expert (16 slices)", s, 2, 0,
       false);
+  // The TMA kernel loads whole 64-row steps from each expert's (slice's)
+  // first row and zeroes the rows past its end in shared memory: in both
+  // operands, or 0 x Inf would reach the sums.
+  s.rows = 1000;
+  s.experts = 5;
+  s.k = 136;
+  s.p = 264;
+  add("bf16 1000 x 136 x 264, +Inf in every row past the last end", s, 2, 0,
+      false);
+  cases.back().infPastEnd = true;
   return cases;
+}
+
+/// Sets every element of rows `first` ... (row stride `ld`) to +Inf.
+void poisonRowsFrom(Bytes &data, int32_t dtype, int64_t ld, int64_t first) {
+  const int64_t size = dtypeSize(dtype);
+  const int64_t count = static_cast<int64_t>(data.size()) / size;
+  const float inf = INFINITY;
+  for (int64_t i = first * ld; i < count; ++i)
+    convert(&inf, DCRT_F32, data.data() + i * size, dtype, 1);
 }
 
 void checkGrouped() {
@@ -427,6 +448,10 @@ void checkGrouped() {
       Bytes lhs = randomFloats(s.dtype, groupedLhsElements(d), rng);
       Bytes rhs =
           randomFloats(s.dtype, groupedRhsElements(d, c.weightGrad), rng);
+      if (c.infPastEnd) {
+        poisonRowsFrom(lhs, s.dtype, d.lhs_ld, ends.back());
+        poisonRowsFrom(rhs, s.dtype, d.rhs_ld, ends.back());
+      }
       Bytes out =
           randomFloats(s.dtype, groupedOutElements(d, c.weightGrad), rng);
       DeviceBytes dLhs = upload(lhs, offset), dRhs = upload(rhs, offset),
@@ -909,10 +934,10 @@ void benchGrouped(int64_t rows, int64_t experts, int64_t D, int64_t F,
     double cublas = timeCalls(
         [&] { dcrt_matmul(&dense, b.lhs.data(), b.rhs.data(), b.out.data()); },
         10);
-    // The forward's previous kernel, for comparison: the runtime reads
-    // DCRT_MOE_TMA at each call (the graph keeps the kernel it captured).
+    // The previous kernel, for comparison: the runtime reads DCRT_MOE_TMA
+    // at each call (the graph keeps the kernel it captured).
     std::string previous;
-    if (tmaForward && !f.weightGrad) {
+    if (tmaKernel) {
       setenv("DCRT_MOE_TMA", "0", 1);
       double cpAsync = timeCalls([&] { runGrouped(b, b.out.data()); }, 10);
       unsetenv("DCRT_MOE_TMA");
@@ -1064,8 +1089,8 @@ int main(int argc, char **argv) {
                       : "");
   if (!onHost) {
     // The runtime's choice (CudaMoe.cpp): wgmma on sm_90 unless
-    // DCRT_MOE_WGMMA=0 (the forward on TMA unless DCRT_MOE_TMA=0), CUDA
-    // cores everywhere with DCRT_MOE_SIMT=1.
+    // DCRT_MOE_WGMMA=0 (fed by TMA unless DCRT_MOE_TMA=0), CUDA cores
+    // everywhere with DCRT_MOE_SIMT=1.
     int device = 0, major = 0, minor = 0;
     DCRT_CUDA_CHECK(cudaGetDevice(&device));
     DCRT_CUDA_CHECK(cudaDeviceGetAttribute(
@@ -1078,12 +1103,12 @@ int main(int argc, char **argv) {
     const char *tma = std::getenv("DCRT_MOE_TMA");
     bool hopper =
         major == 9 && minor == 0 && !(wgmma && std::string(wgmma) == "0");
-    tmaForward = !cudaCores && hopper && !(tma && std::string(tma) == "0");
+    tmaKernel = !cudaCores && hopper && !(tma && std::string(tma) == "0");
     std::printf("grouped products' tensor-core kernel: %s (sm_%d%d%s%s%s%s)\n",
-                cudaCores    ? "none, CUDA cores (DCRT_MOE_SIMT=1)"
-                : tmaForward ? "wgmma, the forward fed by TMA"
-                : hopper     ? "wgmma fed by cp.async"
-                             : "mma.sync",
+                cudaCores   ? "none, CUDA cores (DCRT_MOE_SIMT=1)"
+                : tmaKernel ? "wgmma fed by TMA"
+                : hopper    ? "wgmma fed by cp.async"
+                            : "mma.sync",
                 major, minor, wgmma ? ", DCRT_MOE_WGMMA=" : "",
                 wgmma ? wgmma : "", tma ? ", DCRT_MOE_TMA=" : "",
                 tma ? tma : "");

@@ -400,13 +400,12 @@ void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
  *    and rhs swapped.)
  * The cuda backend runs bf16 and f16 with 16-byte aligned operands (k, p,
  * row strides and expert strides multiples of 8 elements) on tensor cores
- * (on sm_90 GPUs wgmma, 128 x 256 tiles, the forward fed by TMA, the
- * weight gradient by cp.async; elsewhere mma.sync, 128 x 128, cp.async;
- * multi-stage pipelines), f32 and other layouts on a CUDA-core kernel. The
- * tiles are the worst case for any routing: the forward's cover
- * ceil(rows / tile) + experts + 1 row tiles (on sm_90 walked by one
- * persistent block per SM), each finding its expert from `ends` on the
- * device; the weight gradient's blocks cover every
+ * (on sm_90 GPUs wgmma, 128 x 256 tiles fed by TMA; elsewhere mma.sync,
+ * 128 x 128, cp.async; multi-stage pipelines), f32 and other layouts on a
+ * CUDA-core kernel. The tiles are the worst case for any routing (on sm_90
+ * walked by one persistent block per SM): the forward's cover
+ * ceil(rows / tile) + experts + 1 row tiles, each finding its expert from
+ * `ends` on the device; the weight gradient's cover every
  * (k, p) tile of every expert, each looping over its expert's rows, and
  * when an expert's tiles are few for the GPU the rows are also split into
  * a fixed number of slices (by the descriptor and the GPU's SM count only)

@@ -76,11 +76,11 @@ moe_checks() {
   DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" > "$OUT/moe-kernels-check.log" 2>&1 \
     || fail "moe-kernels-check"
   grep -E "^FAIL|^ok|^bench|error|moe-kernels-check|moe workspaces|kernel:" "$OUT/moe-kernels-check.log"
-  # The other kernels: the forward's cp.async wgmma kernel (the bench above
+  # The other kernels: the cp.async wgmma kernel (the bench above
   # times it beside the TMA one; here its checks), mma.sync (what GPUs other
   # than sm_90 run) with its TFLOP/s, and every grouped product on CUDA
   # cores: tells a tensor-core kernel's fault from one elsewhere.
-  step "the same checks with the forward on the cp.async wgmma kernel (DCRT_MOE_TMA=0)"
+  step "the same checks on the cp.async wgmma kernel (DCRT_MOE_TMA=0)"
   DCRT_MOE_TMA=0 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" --no-bench \
     > "$OUT/moe-kernels-check-cpasync.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_TMA=0)"
   grep -E "^FAIL|error|moe-kernels-check:|kernel:" "$OUT/moe-kernels-check-cpasync.log"
