@@ -104,8 +104,10 @@ private:
   std::vector<std::pair<int32_t, dcrt::Buffer>> accumulators;
   std::unique_ptr<Optimizer> optimizer = createAdamW(options.adamw);
   int64_t microBatches = options.microBatches;
-  /// Tokens the whole job trains on per step: the integer data arguments
-  /// with a vocabulary (token ids) of every rank, in every micro-batch.
+  /// Tokens the whole job trains on per step: the first integer data
+  /// argument with a vocabulary (the input token ids; the targets that
+  /// follow are the same tokens shifted, not more of them) of every rank,
+  /// in every micro-batch.
   double tokensPerStep = countTokens() * static_cast<double>(microBatches);
   std::deque<dcrt::Buffer> ownedResults; // stable addresses
   /// Gradient buffers of dc-run's that some form writes (not in the arena).
