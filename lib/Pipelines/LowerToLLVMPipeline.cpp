@@ -143,9 +143,11 @@ void dc::buildLowerToLLVMPipeline(OpPassManager &pm,
   // The mixture-of-experts ops bufferize to their buffer forms and call
   // libdcrt's routing kernels on both targets (the host's are loops too,
   // but linear in the assignments where the reference's grouping is
-  // quadratic); the linalg reference on request.
-  if (options.referenceExperts)
-    pm.addNestedPass<func::FuncOp>(createDCExpandExperts());
+  // quadratic); those of element types the calls lack (f64) and, on
+  // request, all of them run as their linalg reference.
+  DCExpandExpertsOptions expandExperts;
+  expandExperts.keepLibraryTypes = !options.referenceExperts;
+  pm.addNestedPass<func::FuncOp>(createDCExpandExperts(expandExperts));
   // Powers by constants as multiplications: exact for negative bases on
   // every target, where the GPU's fast power is not.
   pm.addPass(createDCSimplifyMath());

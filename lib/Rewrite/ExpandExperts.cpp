@@ -479,14 +479,27 @@ void expand(RewriterBase &rewriter, GroupedWeightGradOp op) {
   rewriter.replaceOp(op, x.roundTo(product, element));
 }
 
+/// Whether libdcrt's routing call for `op` takes its element types: f32,
+/// bf16 and f16 floats (the index operands are always i32 or i64).
+bool hasLibraryTypes(Operation *op) {
+  return llvm::all_of(op->getOperandTypes(), [](Type type) {
+    Type element = cast<ShapedType>(type).getElementType();
+    return !isa<FloatType>(element) || element.isF32() || element.isBF16() ||
+           element.isF16();
+  });
+}
+
 struct ExpandExpertsPass
     : public dc::impl::DCExpandExpertsBase<ExpandExpertsPass> {
+  using DCExpandExpertsBase::DCExpandExpertsBase;
+
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
       if (isa<TopKOp, GroupByExpertOp, GatherRowsOp, ScatterAddRowsOp,
-              GroupedMatmulOp, GroupedWeightGradOp>(op))
+              GroupedMatmulOp, GroupedWeightGradOp>(op) &&
+          !(keepLibraryTypes && hasLibraryTypes(op)))
         ops.push_back(op);
     });
     for (Operation *op : ops) {

@@ -164,9 +164,10 @@ def DCExpandExperts : Pass<"dc-expand-experts", "::mlir::func::FuncOp"> {
     `dc.scatter_add_rows`, `dc.grouped_matmul` and `dc.grouped_weight_grad`
     into `linalg.generic`s on tensors with static shapes: their reference
     semantics. Compiled steps call libdcrt's routing kernels instead (the
-    ops bufferize to their buffer forms); `dc-lower-to-llvm
-    reference-experts` runs this expansion, to check the kernels against
-    it.
+    ops bufferize to their buffer forms), and run this pass with
+    `keep-library-types` for the ops whose element types those calls do
+    not take (f64 and narrower floats than f16); `dc-lower-to-llvm
+    reference-experts` expands every op, to check the kernels against it.
 
     - top-k ranks each score among its row (how many scores beat it, ties
       to the lower position) and picks the entries of ranks 0 to k - 1;
@@ -182,6 +183,12 @@ def DCExpandExperts : Pass<"dc-expand-experts", "::mlir::func::FuncOp"> {
       end get zeros. Products and sums accumulate in f32 (or the element
       type, if wider) and are rounded once to the result type.
   }];
+  let options = [
+    Option<"keepLibraryTypes", "keep-library-types", "bool",
+           /*default=*/"false",
+           "Leave the ops whose element types libdcrt's routing calls take "
+           "(f32, bf16, f16) for them; expand the others">
+  ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
