@@ -170,6 +170,26 @@ protected:
     return MemRefDescriptor(memref).alignedPtr(builder, loc);
   }
 
+  /// Replaces `op`, whose operands are all buffers, by a call of dcrt
+  /// function `name` with the stack array of `fields` (its int64_t
+  /// descriptor) and then each operand's address (offset included), in the
+  /// op's order.
+  LogicalResult callWithDescriptor(ConversionPatternRewriter &rewriter,
+                                   Operation *op, ValueRange buffers,
+                                   StringRef name, ValueRange fields) const {
+    SmallVector<Value> args = {array(rewriter, op, i64Type(), fields)};
+    for (auto [value, buffer] : llvm::zip(op->getOperands(), buffers)) {
+      MemRefDescriptor descriptor(buffer);
+      args.push_back(descriptor.bufferPtr(rewriter, op->getLoc(),
+                                          *this->getTypeConverter(),
+                                          cast<MemRefType>(value.getType())));
+    }
+    if (failed(call(rewriter, op, name, args)))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
   /// The futures of a start op: its handle with each of its `count` slots.
   SmallVector<Value> futures(OpBuilder &builder, Location loc, Value handle,
                              Value slots, int64_t count) const {
@@ -657,19 +677,8 @@ template <typename OpTy> struct AttentionLowering : public DCRTPattern<OpTy> {
     // are unread: zero.
     fields.append(sizeof(dcrt_attention_desc) / sizeof(int64_t) - fields.size(),
                   i64(0));
-    SmallVector<Value> args = {
-        this->array(rewriter, op, this->i64Type(), fields)};
-    for (auto [value, buffer] :
-         llvm::zip(op->getOperands(), adaptor.getOperands())) {
-      MemRefDescriptor descriptor(buffer);
-      args.push_back(descriptor.bufferPtr(rewriter, loc,
-                                          *this->getTypeConverter(),
-                                          cast<MemRefType>(value.getType())));
-    }
-    if (failed(this->call(rewriter, op, function, args)))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+    return this->callWithDescriptor(rewriter, op, adaptor.getOperands(),
+                                    function, fields);
   }
 
   StringRef function;
@@ -810,19 +819,8 @@ struct RoutingLowering : public DCRTPattern<OpTy> {
     SmallVector<Value> fields;
     for (int64_t value : values)
       fields.push_back(this->i64(rewriter, loc, value));
-    SmallVector<Value> args = {
-        this->array(rewriter, op, this->i64Type(), fields)};
-    for (auto [value, buffer] :
-         llvm::zip(op->getOperands(), adaptor.getOperands())) {
-      MemRefDescriptor descriptor(buffer);
-      args.push_back(descriptor.bufferPtr(rewriter, loc,
-                                          *this->getTypeConverter(),
-                                          cast<MemRefType>(value.getType())));
-    }
-    if (failed(this->call(rewriter, op, function, args)))
-      return failure();
-    rewriter.eraseOp(op);
-    return success();
+    return this->callWithDescriptor(rewriter, op, adaptor.getOperands(),
+                                    function, fields);
   }
 
   StringRef function;
