@@ -373,6 +373,18 @@ bool launchWgmmaTma(const GroupedArgs &a, int32_t dtype, bool weightGrad,
                     bool transposeRhs, int multiprocessors, cudaStream_t stream,
                     cudaError_t &status);
 
+/// Lets KERNEL use `bytes` of dynamic shared memory (above the default 48
+/// KiB), once per kernel: host code, called before each launch.
+template <auto KERNEL> cudaError_t allowSharedBytes(int bytes) {
+  static bool allowed = false;
+  if (allowed)
+    return cudaSuccess;
+  cudaError_t status = cudaFuncSetAttribute(
+      KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  allowed = status == cudaSuccess;
+  return status;
+}
+
 } // namespace dcrt::cuda::moe::grouped
 
 #endif // DCRT_CUDA_MOEGROUPED_CUH

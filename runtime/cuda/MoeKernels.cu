@@ -813,14 +813,11 @@ cudaError_t launchGrouped(const GroupedArgs &a, Kernel kernel,
     }
     if (kernel == Kernel::MmaSync) {
       auto mma = groupedMmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>;
-      static bool sharedSet = false; // once per kernel (host only)
-      if (!sharedSet) {
-        cudaError_t status = cudaFuncSetAttribute(
-            mma, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSharedBytes);
-        if (status != cudaSuccess)
-          return status;
-        sharedSet = true;
-      }
+      if (cudaError_t status =
+              allowSharedBytes<groupedMmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>>(
+                  kMmaSharedBytes);
+          status != cudaSuccess)
+        return status;
       mma<<<grid, kMmaThreads, kMmaSharedBytes, stream>>>(a);
       return cudaGetLastError();
     }

@@ -167,14 +167,11 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
 template <typename T, bool WEIGHT_GRAD, bool TRANSPOSE_RHS>
 cudaError_t launch(const GroupedArgs &a, cudaStream_t stream) {
   auto kernel = groupedWgmmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>;
-  static bool sharedSet = false; // once per kernel (host only)
-  if (!sharedSet) {
-    cudaError_t status = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-    if (status != cudaSuccess)
-      return status;
-    sharedSet = true;
-  }
+  if (cudaError_t status =
+          allowSharedBytes<groupedWgmmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>>(
+              kSharedBytes);
+      status != cudaSuccess)
+    return status;
   dim3 grid = WEIGHT_GRAD
                   ? dim3(static_cast<unsigned>(a.kTiles * a.colTiles),
                          static_cast<unsigned>(a.experts),

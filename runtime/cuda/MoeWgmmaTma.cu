@@ -399,14 +399,11 @@ cudaError_t launch(const CUtensorMap &lhsMap, const CUtensorMap &rhsMap,
                    const GroupedArgs &a, int multiprocessors,
                    cudaStream_t stream) {
   auto kernel = groupedTmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>;
-  static bool sharedSet = false; // once per kernel (host only)
-  if (!sharedSet) {
-    cudaError_t status = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-    if (status != cudaSuccess)
-      return status;
-    sharedSet = true;
-  }
+  if (cudaError_t status =
+          allowSharedBytes<groupedTmaKernel<T, WEIGHT_GRAD, TRANSPOSE_RHS>>(
+              kSharedBytes);
+      status != cudaSuccess)
+    return status;
   const int64_t items = WEIGHT_GRAD
                             ? a.kTiles * a.colTiles * a.experts * a.slices
                             : a.rowTiles * a.colTiles;
