@@ -109,9 +109,11 @@ sanitize() {
 }
 
 # Seeds for the fuzzers, from what the tests already exercise: every .mlir
-# test and example, split at "// -----"; the manifests of test artifacts
-# (fuzz/corpus/manifest); a checkpoint dc-run saves, and the artifact itself
-# (the checkpoint target also runs the artifact check on its input).
+# test and example, split at "// -----"; inputs an earlier fuzzer run crashed
+# on (fuzz/corpus/ir: every run replays them first); the manifests of test
+# artifacts (fuzz/corpus/manifest); a checkpoint dc-run saves, and the
+# artifact itself (the checkpoint target also runs the artifact check on its
+# input).
 fuzz_seeds() {
   local seeds=$1
   rm -rf "$seeds" && mkdir -p "$seeds/ir" "$seeds/manifest" "$seeds/checkpoint"
@@ -123,6 +125,7 @@ for path in sorted(glob.glob("test/**/*.mlir", recursive=True) + glob.glob("exam
         count += 1
         open(os.path.join(sys.argv[1], "%04d.mlir" % count), "w").write(part)
 ' "$seeds/ir"
+  cp fuzz/corpus/ir/* "$seeds/ir/"
   cp fuzz/corpus/manifest/* "$seeds/manifest/"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     "$BUILD_DIR/bin/dc-run" "$BUILD_DIR/lib/tiny-linear-w1.so" --steps 1 \
