@@ -417,13 +417,15 @@ class Module:
                             [filled], [[0, 1]],
                             ["parallel", "parallel", "reduction"], body)
 
-    def group_by_expert(self, hint, ids, experts):
-        """dc.group_by_expert; returns (order, ends)."""
+    def group_by_expert(self, hint, ids, experts, capacity=0):
+        """dc.group_by_expert; returns (order, ends). capacity > 0: each
+        expert keeps at most that many assignments."""
         order = Value(self.fresh(f"{hint}_order"), [math.prod(ids.shape)],
                       ids.elt)
         ends = Value(self.fresh(f"{hint}_ends"), [experts], ids.elt)
+        bound = f" capacity = {capacity}" if capacity else ""
         self.emit(f"{order.name}, {ends.name} = dc.group_by_expert "
-                  f"{ids.name} experts = {experts} : {ids.type} -> "
+                  f"{ids.name} experts = {experts}{bound} : {ids.type} -> "
                   f"{order.type}, {ends.type}")
         return order, ends
 

@@ -479,6 +479,79 @@ void expand(RewriterBase &rewriter, GroupedWeightGradOp op) {
   rewriter.replaceOp(op, x.roundTo(product, element));
 }
 
+/// dc.group_by_expert with a capacity C as two plain groupings, so that
+/// every target runs it on the grouping it has. The first sorts by expert;
+/// its sorted row p of expert e (e's rows [start(e), ends[e]) are in flat
+/// order) is kept when p - start(e) < C. The second groups the sorted rows
+/// by their expert, -1 for a drop: stably, so kept rows stay where they
+/// were relative to each other, and the drops follow every expert's rows
+/// (the capacity's by expert and flat order, then the invalid ids). The
+/// order is the first grouping's order at the second's.
+void expandCapacity(RewriterBase &rewriter, GroupByExpertOp op) {
+  Expander x(rewriter, op.getLoc());
+  Location loc = op.getLoc();
+  auto orderType = cast<RankedTensorType>(op.getOrder().getType());
+  auto endsType = cast<RankedTensorType>(op.getEnds().getType());
+  Type orderElement = orderType.getElementType();
+  Type endElement = endsType.getElementType();
+  int64_t n = orderType.getDimSize(0), experts = op.getExperts();
+  int64_t capacity = *op.getCapacity();
+  auto first =
+      GroupByExpertOp::create(rewriter, loc, orderType, endsType, op.getIds(),
+                              op.getExpertsAttr(), /*capacity=*/IntegerAttr());
+  Value firstEnds = first.getEnds();
+  // Each sorted row's expert (E past the last end: an invalid id).
+  Value group = x.groupOfRows(n, firstEnds);
+  // The sorted rows' ids for the second grouping. Loops: (p).
+  Value kept = x.generic1(
+      {n}, 0, {{group, {0}}},
+      {tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{n}, endElement),
+       {0}},
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        Value expert = args[0];
+        Value zero = Expander::constantInt(b, l, 0, endElement);
+        Value one = Expander::constantInt(b, l, 1, endElement);
+        Value valid = arith::CmpIOp::create(
+            b, l, arith::CmpIPredicate::slt, expert,
+            Expander::constantInt(b, l, experts, endElement));
+        // start(e) = ends[e - 1], 0 for e == 0 (the index clamped: an
+        // invalid row's E - 1 is in range, and its start is not used).
+        Value previous = arith::MaxSIOp::create(
+            b, l, arith::SubIOp::create(b, l, expert, one), zero);
+        Value previousEnd = tensor::ExtractOp::create(
+            b, l, firstEnds,
+            ValueRange{Expander::toInt(b, l, previous, b.getIndexType())});
+        Value start = arith::SelectOp::create(
+            b, l,
+            arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, expert, zero),
+            zero, previousEnd);
+        Value place = arith::SubIOp::create(
+            b, l, Expander::loopIndex(b, l, 0, endElement), start);
+        Value within = arith::CmpIOp::create(
+            b, l, arith::CmpIPredicate::slt, place,
+            Expander::constantInt(b, l, capacity, endElement));
+        return arith::SelectOp::create(
+            b, l, arith::AndIOp::create(b, l, valid, within), expert,
+            Expander::constantInt(b, l, -1, endElement));
+      });
+  auto second =
+      GroupByExpertOp::create(rewriter, loc, orderType, endsType, kept,
+                              op.getExpertsAttr(), /*capacity=*/IntegerAttr());
+  // order[q] = first order[second order[q]]. Loops: (q).
+  Value firstOrder = first.getOrder();
+  Value order = x.generic1(
+      {n}, 0, {{second.getOrder(), {0}}},
+      {tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{n},
+                               orderElement),
+       {0}},
+      [&](OpBuilder &b, Location l, ValueRange args) {
+        Value at = Expander::toInt(b, l, args[0], b.getIndexType());
+        return tensor::ExtractOp::create(b, l, firstOrder, ValueRange{at})
+            .getResult();
+      });
+  rewriter.replaceOp(op, {order, second.getEnds()});
+}
+
 /// Whether libdcrt's routing call for `op` takes its element types: f32,
 /// bf16 and f16 floats (the index operands are always i32 or i64).
 bool hasLibraryTypes(Operation *op) {
@@ -495,6 +568,17 @@ struct ExpandExpertsPass
 
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
+    // Capacities first, on every target: what they become is plain
+    // groupings and linalg, expanded below like the rest.
+    SmallVector<GroupByExpertOp> capacities;
+    getOperation().walk([&](GroupByExpertOp op) {
+      if (op.getCapacity())
+        capacities.push_back(op);
+    });
+    for (GroupByExpertOp op : capacities) {
+      rewriter.setInsertionPoint(op);
+      expandCapacity(rewriter, op);
+    }
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
       if (isa<TopKOp, GroupByExpertOp, GatherRowsOp, ScatterAddRowsOp,

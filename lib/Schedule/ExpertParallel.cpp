@@ -3,12 +3,15 @@
 // Expert parallelism: each rank of the expert axis holds E/W of every
 // routing's experts, keeps its own tokens, and the rows of the routing's
 // sorted space travel to the rank of their expert and back. Shapes stay
-// static by giving every peer a slot of the sender's N sorted rows: a
-// dispatch sends [W, N, ...] (slot s: the rows for rank s's experts, a
-// prefix of the slot, the rest zeros) and the receiver re-groups the real
-// rows of all slots by its local experts; a combine is the same exchange
-// back. So every buffer's worst case (every row of every rank to one rank's
-// experts) is its static size, which the memory timeline and the budget see.
+// static by giving every peer a slot of S rows: a dispatch sends
+// [W, S, ...] (slot s: the rows for rank s's experts, a prefix of the slot,
+// the rest zeros) and the receiver re-groups the real rows of all slots by
+// its local experts; a combine is the same exchange back. S is the most
+// rows a rank can send one peer: all its N sorted rows, or, where the
+// grouping has a capacity C, C for each of the peer's E/W experts. So every
+// buffer's worst case (every row of every rank to one rank's experts, or
+// each of its experts full) is its static size, which the memory timeline
+// and the budget see.
 //
 // What runs on the experts' ranks is found as the ops that read what the
 // grouped products made, as long as they are row-parallel (a row of the
@@ -44,17 +47,18 @@ namespace {
 /// One routing made expert-parallel: what its exchanges read.
 struct Routing {
   GroupByExpertOp group;
-  /// E experts, E/W on each rank, N sorted rows per rank.
-  int64_t experts = 0, localExperts = 0, rows = 0;
+  /// E experts, E/W on each rank, N sorted rows per rank, and S rows in
+  /// each peer's slot: N, or min(N, C E/W) for a grouping of capacity C.
+  int64_t experts = 0, localExperts = 0, rows = 0, slotRows = 0;
   /// The element type of the routing's indices (order, ends).
   Type indexType;
   /// [W, E/W]: the rows this rank sends to each peer for each of the
   /// peer's experts, in flight.
   Value countsFuture;
-  /// [W N]: for slot s row j, the sender's sorted row (-1: padding).
+  /// [W S]: for slot s row j, the sender's sorted row (-1: padding).
   Value packIndex;
   /// The received rows' regrouping by local expert (made before the first
-  /// op that needs it): `order` [W N] and `ends` [E/W].
+  /// op that needs it): `order` [W S] and `ends` [E/W].
   Value order, ends;
   /// Sorted value -> its rows on the experts' ranks, and back.
   llvm::DenseMap<Value, Value> dispatched, combined;
@@ -162,18 +166,18 @@ Operation *definingTopOp(Block &body, Value value) {
 RankedTensorType ExpertSharder::widened(Type type, Routing &routing) const {
   auto tensor = cast<RankedTensorType>(type);
   SmallVector<int64_t> shape(tensor.getShape());
-  shape[0] = parts * routing.rows;
+  shape[0] = parts * routing.slotRows;
   return tensor.clone(shape);
 }
 
 RankedTensorType ExpertSharder::slotted(Type type, Routing &routing) const {
   auto tensor = cast<RankedTensorType>(type);
-  SmallVector<int64_t> shape{parts, routing.rows};
+  SmallVector<int64_t> shape{parts, routing.slotRows};
   llvm::append_range(shape, tensor.getShape().drop_front());
   return tensor.clone(shape);
 }
 
-/// [[0, 1], [2], ...]: the slot dims of a [W, N, ...] tensor merged.
+/// [[0, 1], [2], ...]: the slot dims of a [W, S, ...] tensor merged.
 SmallVector<ReassociationIndices> slotReassociation(int64_t rank) {
   SmallVector<ReassociationIndices> groups{{0, 1}};
   for (int64_t dim = 2; dim < rank; ++dim)
@@ -216,6 +220,10 @@ LogicalResult ExpertSharder::collectRoutings() {
     routing.experts = experts;
     routing.localExperts = experts / parts;
     routing.rows = group.getOrder().getType().getDimSize(0);
+    routing.slotRows = routing.rows;
+    if (std::optional<int64_t> capacity = group.getCapacity())
+      routing.slotRows =
+          std::min(routing.rows, *capacity * routing.localExperts);
     routing.indexType = group.getEnds().getType().getElementType();
   }
   return success();
@@ -280,7 +288,7 @@ void ExpertSharder::beginRouting(Routing &routing) {
   Location loc = group.getLoc();
   Value ends = group.getEnds();
   Type type = routing.indexType;
-  int64_t local = routing.localExperts, rows = routing.rows;
+  int64_t local = routing.localExperts, rows = routing.slotRows;
 
   Value counts = buildIndexed(
       builder, loc, {parts, local}, type,
@@ -332,7 +340,7 @@ void ExpertSharder::ensureRegrouped(Routing &routing, Operation *before) {
   OpBuilder builder(before);
   Location loc = routing.group.getLoc();
   Type type = routing.indexType;
-  int64_t local = routing.localExperts, rows = routing.rows;
+  int64_t local = routing.localExperts, rows = routing.slotRows;
   Value received = WaitOp::create(builder, loc, routing.countsFuture);
   Value ids = buildIndexed(
       builder, loc, {parts * rows}, type,
@@ -361,7 +369,7 @@ void ExpertSharder::ensureRegrouped(Routing &routing, Operation *before) {
   auto regroup = GroupByExpertOp::create(
       builder, loc, RankedTensorType::get({parts * rows}, type),
       RankedTensorType::get({local}, type), ids,
-      builder.getI64IntegerAttr(local));
+      builder.getI64IntegerAttr(local), /*capacity=*/IntegerAttr());
   routing.order = regroup.getOrder();
   routing.ends = regroup.getEnds();
 }

@@ -181,8 +181,8 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
     aux_loss`, as the model's own forward does with labels; None takes
     the model's router_aux_loss_coef, 0 leaves it out (trace.step_loss).
     `moe_capacity_factor` C: every MoE block keeps at most ceil(C T k / E)
-    of its T k assignments per expert (moe.drop_over_capacity); None (the
-    default) is dropless, the model's own routing."""
+    of its T k assignments per expert (dc.group_by_expert's capacity);
+    None (the default) is dropless, the model's own routing."""
     if batch <= 0 or seq <= 0:
         raise ExportError(f"batch {batch} and seq {seq} must be positive "
                           "(dc needs static shapes)")

@@ -909,7 +909,8 @@ def div_rounding(L, node, args, kwargs):
 
 def group_by_expert(L, node, args, kwargs):
     ids, experts = args[0], args[1]
-    return L.m.group_by_expert("grouped", ids, experts)
+    capacity = args[2] if len(args) > 2 else kwargs.get("capacity", 0)
+    return L.m.group_by_expert("grouped", ids, experts, capacity)
 
 
 def gather_rows(L, node, args, kwargs):

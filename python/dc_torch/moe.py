@@ -56,14 +56,27 @@ from .library import dc_library
 # -- reference kernels (the dialect's semantics) -------------------------------
 
 
-def _group_by_expert_impl(ids, experts):
+def _group_by_expert_impl(ids, experts, capacity=0):
     """order[p]: the flat index of the assignment at sorted position p,
     grouped by expert, stable; ends[e]: where expert e's rows end. Ids
-    outside [0, experts) sort after every expert, in their original order."""
+    outside [0, experts) sort after every expert, in their original order.
+    With capacity C > 0 each expert keeps its first C assignments in flat
+    order; the rest are dropped, after every expert's rows: by expert and
+    flat order, then the invalid ids (dc.group_by_expert's rule)."""
     flat = ids.reshape(-1).long()
     valid = (flat >= 0) & (flat < experts)
     key = torch.where(valid, flat, torch.full_like(flat, experts))
     order = torch.sort(key, stable=True).indices
+    if capacity > 0:
+        sorted_key = key[order]
+        counts = torch.bincount(sorted_key, minlength=experts + 1)
+        start = counts.cumsum(0) - counts
+        place = torch.arange(flat.numel()) - start[sorted_key]
+        kept = (sorted_key < experts) & (place < capacity)
+        again = torch.where(kept, sorted_key,
+                            torch.full_like(sorted_key, experts))
+        order = order[torch.sort(again, stable=True).indices]
+        key = again
     counts = (key[None, :] == torch.arange(experts)[:, None]).sum(1)
     return order, counts.cumsum(0)
 
@@ -124,7 +137,7 @@ def _grouped_weight_grad_impl(a, b, ends):
 
 # Shapes only, for tracers that run ops on tensors without data (torch 2.x
 # fake tensors).
-def _group_by_expert_meta(ids, experts):
+def _group_by_expert_meta(ids, experts, capacity=0):
     return (ids.new_empty((ids.numel(),), dtype=torch.int64),
             ids.new_empty((experts,), dtype=torch.int64))
 
@@ -147,7 +160,7 @@ def _grouped_weight_grad_meta(a, b, ends):
 
 
 _SCHEMAS = {
-    "group_by_expert": ("group_by_expert(Tensor ids, int experts) -> "
+    "group_by_expert": ("group_by_expert(Tensor ids, int experts, int capacity=0) -> "
                         "(Tensor, Tensor)", _group_by_expert_impl,
                         _group_by_expert_meta),
     "gather_rows": ("gather_rows(Tensor src, Tensor index) -> Tensor",
@@ -229,8 +242,10 @@ class _GroupedMM(torch.autograd.Function):
         return dx, dw, None, None
 
 
-def group_by_expert(ids, experts):
-    return _ops().group_by_expert(ids, experts)
+def group_by_expert(ids, experts, capacity=0):
+    """(order, ends); capacity C > 0: each expert keeps at most C
+    assignments (see _group_by_expert_impl)."""
+    return _ops().group_by_expert(ids, experts, capacity)
 
 
 def gather_rows(src, index):
@@ -519,25 +534,6 @@ def expert_capacity(capacity_factor, tokens, top_k, experts):
     return math.ceil(capacity_factor * tokens * top_k / experts)
 
 
-def drop_over_capacity(ids, experts, capacity):
-    """ids [T, k] with every assignment past its expert's first `capacity`
-    replaced by -1. An expert keeps its assignments in token order, then
-    choice order (the row-major order of ids, which dc.group_by_expert
-    keeps within an expert). -1 sorts after every expert in
-    dc.group_by_expert, so a dropped assignment lies past ends[E - 1]: the
-    grouped matmuls give its row zeros and its routing weight multiplies
-    zero, forward and backward; the token keeps its residual (and the
-    shared expert's output)."""
-    flat = ids.reshape(-1)
-    hits = flat.unsqueeze(-1) == torch.arange(experts, device=ids.device)
-    # The assignment's place among its expert's, counting from 0: the
-    # running count of the expert's assignments up to and including it.
-    place = (hits.long().cumsum(0) * hits.long()).sum(-1) - 1
-    kept = place < capacity
-    return torch.where(kept, flat, torch.full_like(flat, -1)).reshape(
-        ids.shape)
-
-
 def static_forward(block, spec, hidden_states):
     """The block's output (and router logits where the block returns them)
     as static-shape ops; hidden_states [..., d]."""
@@ -557,12 +553,16 @@ def static_forward(block, spec, hidden_states):
         weights = weights / total
     if spec.routed_scale != 1.0:
         weights = weights * spec.routed_scale
+    # With a capacity, each expert keeps its first `capacity` assignments
+    # in token order, then choice order; the dropped ones lie past
+    # ends[E - 1], where the grouped products give their rows zeros (the
+    # token keeps its residual and the shared expert's output).
+    capacity = 0
     if spec.capacity_factor is not None:
         capacity = expert_capacity(spec.capacity_factor, tokens, k,
                                    spec.num_experts)
         spec.traced_capacity = (capacity, tokens * k)  # for the export's note
-        ids = drop_over_capacity(ids, spec.num_experts, capacity)
-    order, ends = group_by_expert(ids, spec.num_experts)
+    order, ends = group_by_expert(ids, spec.num_experts, capacity)
     token = torch.div(order, k, rounding_mode="floor")
     rows = gather_rows(x, token)
     w_gate, w_up, w_down = _expert_weights(block, spec)
@@ -695,8 +695,8 @@ def static_moe(model, tokens=None, capacity_factor=None):
     (see module doc). With `tokens`, each block is first checked against
     its own forward on the input these tokens give it (dropless: the
     blocks recognised are). With `capacity_factor` C, each block then
-    keeps at most ceil(C T k / E) assignments per expert
-    (drop_over_capacity) while tracing."""
+    keeps at most ceil(C T k / E) assignments per expert (the capacity of
+    its dc.group_by_expert) while tracing."""
     if capacity_factor is not None and not capacity_factor > 0:
         raise ExportError(f"the MoE capacity factor must be positive, got "
                           f"{capacity_factor}")

@@ -32,6 +32,14 @@ func.func @moe_layer(%x: tensor<16x8xbf16>, %probs: tensor<16x4xf32>,
   return
 }
 
+// A grouping with a capacity (each expert keeps at most 10 of the 32).
+// CHECK-LABEL: func.func @capacity
+// CHECK: dc.group_by_expert %{{.*}} experts = 4 capacity = 10 : tensor<16x2xi64> -> tensor<32xi64>, tensor<4xi64>
+func.func @capacity(%i: tensor<16x2xi64>) -> (tensor<32xi64>, tensor<4xi64>) {
+  %order, %ends = dc.group_by_expert %i experts = 4 capacity = 10 : tensor<16x2xi64> -> tensor<32xi64>, tensor<4xi64>
+  return %order, %ends : tensor<32xi64>, tensor<4xi64>
+}
+
 // i32 indices, a rank-1 top-k, rows of rank 3.
 // CHECK-LABEL: func.func @i32_indices
 // CHECK: dc.topk %{{.*}} k = 1 : tensor<8xf16> -> tensor<1xf16>, tensor<1xi32>

@@ -50,6 +50,14 @@ func.func @group_no_experts(%ids: tensor<16x2xi64>) {
 
 // -----
 
+func.func @group_no_capacity(%ids: tensor<16x2xi64>) {
+  // expected-error @+1 {{'dc.group_by_expert' op capacity = 0 must be >= 1 (each expert keeps at most that many assignments)}}
+  %o, %e = dc.group_by_expert %ids experts = 4 capacity = 0 : tensor<16x2xi64> -> tensor<32xi64>, tensor<4xi64>
+  return
+}
+
+// -----
+
 func.func @group_order_size(%ids: tensor<16x2xi64>) {
   // expected-error @+1 {{'dc.group_by_expert' op order (one entry per id) must be [32], got [16]}}
   %o, %e = dc.group_by_expert %ids experts = 4 : tensor<16x2xi64> -> tensor<16xi64>, tensor<4xi64>

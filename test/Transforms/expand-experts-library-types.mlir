@@ -29,3 +29,23 @@ func.func @mixed(%scores: tensor<6x4xf32>, %x: tensor<6x8xbf16>,
       : tensor<12x8xf64>, tensor<4x8x8xf64>, tensor<4xi64> -> tensor<12x8xf64>
   return %rows, %h : tensor<12x8xbf16>, tensor<12x8xf64>
 }
+
+// A grouping with a capacity becomes two plain groupings (the second over
+// the sorted rows' ids, drops -1) and the order composed, on every target.
+// CHECK-LABEL: func.func @capacity
+// CHECK: %[[O1:.*]], %[[E1:.*]] = dc.group_by_expert %{{.*}} experts = 4 : tensor<6x2xi64> -> tensor<12xi64>, tensor<4xi64>
+// CHECK: %[[GROUP:.*]] = linalg.generic {{.*}} ins(%[[E1]] : tensor<4xi64>) outs(%{{.*}} : tensor<12xi64>)
+// CHECK: %[[KEPT:.*]] = linalg.generic {{.*}} ins(%[[GROUP]] : tensor<12xi64>) outs(%{{.*}} : tensor<12xi64>)
+// CHECK: tensor.extract %[[E1]]
+// CHECK: arith.constant 3 : i64
+// CHECK: arith.constant -1 : i64
+// CHECK: %[[O2:.*]], %[[E2:.*]] = dc.group_by_expert %[[KEPT]] experts = 4 : tensor<12xi64> -> tensor<12xi64>, tensor<4xi64>
+// CHECK: %[[ORDER:.*]] = linalg.generic {{.*}} ins(%[[O2]] : tensor<12xi64>) outs(%{{.*}} : tensor<12xi64>)
+// CHECK: tensor.extract %[[O1]]
+// CHECK: return %[[ORDER]], %[[E2]]
+// CHECK-NOT: capacity
+func.func @capacity(%choice: tensor<6x2xi64>) -> (tensor<12xi64>, tensor<4xi64>) {
+  %order, %ends = dc.group_by_expert %choice experts = 4 capacity = 3
+      : tensor<6x2xi64> -> tensor<12xi64>, tensor<4xi64>
+  return %order, %ends : tensor<12xi64>, tensor<4xi64>
+}

@@ -95,7 +95,8 @@ SIZE_KEYS = ("layers", "dim", "ffn", "heads", "vocab", "batch", "seq")
 # the others are read only with experts > 0; expert_ffn defaults to ffn).
 MOE_DEFAULTS = dict(experts=0, top_k=2, shared_experts=0, expert_ffn=None,
                     router="softmax", norm_topk=False, routed_scale=1.0,
-                    router_bias=False, expert_groups=1, topk_groups=None)
+                    router_bias=False, expert_groups=1, topk_groups=None,
+                    capacity_factor=None)
 
 # The data arguments after the parameters, by their SSA and manifest
 # (dc.name) names: token ids and next-token targets.
@@ -576,6 +577,14 @@ class LlamaStep:
             lambda b: [b.div(b.exp(b.sub(b.load(0), b.load(1))),
                              b.load(2))])
 
+    def expert_capacity(self):
+        """Assignments each expert keeps, ceil(C T k / E) for
+        --capacity-factor C; 0: dropless."""
+        c = self.cfg
+        if not c.capacity_factor:
+            return 0
+        return math.ceil(c.capacity_factor * self.n_tok * c.top_k / c.experts)
+
     def choose(self, p, scores, w):
         """(the chosen experts' scores [T, K], the chosen experts [T, K]):
         the top-k of the scores; with DeepSeek-V3's routing, the top-k of
@@ -633,7 +642,8 @@ class LlamaStep:
             scale = e.scalar_const(c.routed_scale, STATS, "routed_scale")
             weights = e.elementwise(f"{p}_weights", [weights], STATS,
                                     lambda b: [b.mul(b.load(0), scale)])
-        order, ends = e.group_by_expert(f"{p}_group", choice, c.experts)
+        order, ends = e.group_by_expert(f"{p}_group", choice, c.experts,
+                                        self.expert_capacity())
         # Assignment p of the flat [T, k] choices belongs to token p / k.
         k = e.hoist(("i64", c.top_k), "top_k", f"arith.constant {c.top_k} : i64")
         token = e.elementwise(
@@ -1012,7 +1022,9 @@ def generate(c):
           else "") +
          (" router_bias" if c.router_bias else "") +
          (f" expert_groups={c.expert_groups} topk_groups={c.topk_groups}"
-          if c.expert_groups > 1 else "") if c.experts else ""),
+          if c.expert_groups > 1 else "") +
+         (f" capacity_factor={c.capacity_factor:g}" if c.capacity_factor
+          else "") if c.experts else ""),
         f"// parameters: {count}{millions} in {len(params) - len(frozen)} "
         "tensors" + (f", {len(frozen)} non-trainable" if frozen else ""),
         "",
@@ -1092,6 +1104,13 @@ def parse_args(argv):
     moe.add_argument("--topk-groups", type=int,
                      help="groups each token chooses its experts from "
                      "(DeepSeek-V3's topk_group)")
+    moe.add_argument("--capacity-factor", type=float,
+                     help="each expert keeps at most ceil(C T k / E) of a "
+                     "layer's T k assignments, in token order then choice "
+                     "order; the others are dropped (the token keeps its "
+                     "residual and shared experts). Bounds what "
+                     "dc-expert-parallel exchanges and holds. Default: "
+                     "dropless")
     ap.add_argument("-o", dest="output", default="-",
                     help="output file (default: stdout)")
     args = ap.parse_args(argv)
@@ -1118,6 +1137,9 @@ def parse_args(argv):
         ap.error("--shared-experts must not be negative")
     if args.experts and args.routed_scale <= 0:
         ap.error("--routed-scale must be positive")
+    if args.experts and args.capacity_factor is not None and \
+            not args.capacity_factor > 0:
+        ap.error("--capacity-factor must be positive")
     if args.experts:
         check_groups(ap, args, given_topk_groups)
     if args.kv_heads is None:  # a multi-head preset

@@ -95,6 +95,11 @@ static LogicalResult verifyGroupByExpert(Operation *op, Value ids,
 }
 
 LogicalResult GroupByExpertOp::verify() {
+  if (std::optional<int64_t> capacity = getCapacity();
+      capacity && *capacity < 1)
+    return emitOpError() << "capacity = " << *capacity
+                         << " must be >= 1 (each expert keeps at most that "
+                            "many assignments)";
   return verifyGroupByExpert(*this, getIds(), getExperts(), getOrder(),
                              getEnds());
 }

@@ -169,6 +169,12 @@ def DCExpandExperts : Pass<"dc-expand-experts", "::mlir::func::FuncOp"> {
     not take (f64 and narrower floats than f16); `dc-lower-to-llvm
     reference-experts` expands every op, to check the kernels against it.
 
+    A grouping with a `capacity` becomes two plain groupings on every
+    target (the first sorts; the sorted rows past their expert's capacity
+    get id -1; the second moves them after every expert's rows; the order
+    is the first's at the second's), which are then expanded or called like
+    any other.
+
     - top-k ranks each score among its row (how many scores beat it, ties
       to the lower position) and picks the entries of ranks 0 to k - 1;
     - the grouping counts each expert's assignments, sums the counts into

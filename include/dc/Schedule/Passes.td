@@ -172,16 +172,18 @@ def DCExpertParallel : Pass<"dc-expert-parallel", "::mlir::ModuleOp"> {
 
     For each `dc.group_by_expert` whose `ends` feed grouped products, the
     rows move in the sorted space, with static shapes: each rank's N sorted
-    assignments are at most N rows for any one peer, so a dispatch sends a
-    `[W, N, ...]` tensor (slot s: the rows for rank s's experts, a prefix of
+    assignments are at most S rows for any one peer, S = N, or
+    min(N, C E/W) where the grouping has a capacity C. A dispatch sends a
+    `[W, S, ...]` tensor (slot s: the rows for rank s's experts, a prefix of
     the slot) by `dc.all_to_all_start` (split = concat = the slot dim) and
-    receives `[W, N, ...]` (slot s: what rank s sent). The per-expert counts
+    receives `[W, S, ...]` (slot s: what rank s sent). The per-expert counts
     go first (a `[W, E/W]` all-to-all); the receiver re-groups the real rows
     by its local expert with a `dc.group_by_expert` over ids computed from
     them (padding rows get id E/W: they sort last and compute nothing). A
     combine is the same exchange back. The worst case (every assignment of
-    every rank to one rank's experts) is the static size, which the memory
-    timeline charges like any tensor.
+    every rank to one rank's experts, or every local expert at its
+    capacity) is the static size, which the memory timeline charges like
+    any tensor.
 
     The grouped products of the routing, and every row-parallel
     `linalg.generic` that reads a value they produced (the SwiGLU between

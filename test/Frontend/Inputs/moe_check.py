@@ -11,7 +11,7 @@
            parameter, under ordinary and skewed routing (every token to
            one expert, an expert with no token, all ties, k = E); the
            output in bf16 too (within 1e-2 relative);
-  capacity each block with a capacity factor (moe.drop_over_capacity)
+  capacity each block with a capacity factor (dc.group_by_expert's capacity)
            against the block's own forward with families.py's loop-written
            dropping rule, under skewed and random routing where
            assignments are dropped, and with a capacity of every token

@@ -3,7 +3,7 @@
 upstream mlir-opt and mlir-runner, against a reference written here in
 plain Python on the same inputs: top-k with ties and with k = E, the
 grouping with skewed routing (every assignment to one expert), an expert
-without assignments and dropped (out-of-range) ids, gathers and
+without assignments, dropped (out-of-range) ids and a capacity, gathers and
 scatter-adds with out-of-range indices and repeated rows, the grouped
 products with an empty group and rows past the last end, in both rhs
 layouts. Each case prints `<name>: ok` or what differs; exits 1 on any
@@ -88,6 +88,28 @@ def group_by_expert(ids, experts):
     return order, ends
 
 
+def group_by_expert_capacity(ids, experts, capacity):
+    """dc.group_by_expert's capacity rule as its description states it:
+    each expert keeps its first `capacity` assignments in flat order; then
+    the dropped ones by expert, in flat order; then the invalid ids."""
+    kept = [[] for _ in range(experts)]
+    dropped = [[] for _ in range(experts)]
+    invalid = []
+    for a, e in enumerate(flat(ids)):
+        if not 0 <= e < experts:
+            invalid.append(a)
+        elif len(kept[e]) < capacity:
+            kept[e].append(a)
+        else:
+            dropped[e].append(a)
+    order = [a for rows in kept + dropped for a in rows] + invalid
+    ends, total = [], 0
+    for rows in kept:
+        total += len(rows)
+        ends.append(total)
+    return order, ends
+
+
 def gather_rows(source, index):
     zero = [0.0] * len(source[0])
     return [list(source[i]) if 0 <= i < len(source) else zero for i in index]
@@ -164,6 +186,17 @@ def cases():
         out.append(Case(
             name,
             lambda n, t, r: f"dc.group_by_expert {n[0]} experts = 4 : {t[0]} -> {r[0]}, {r[1]}",
+            [(ids, elt)], [(order, elt), (ends, elt)]))
+    # With a capacity: drops from several experts, an invalid id among
+    # them, and a capacity no expert reaches.
+    for name, ids, elt, capacity in (
+            ("group capacity 2", [[2, 0], [1, 2], [0, 2], [2, 1], [-1, 2]], "i64", 2),
+            ("group capacity 1", [[3, 3], [3, 1], [1, 3], [5, 0]], "i32", 1),
+            ("group capacity 8", [[2, 0], [1, 2], [0, 2]], "i64", 8)):
+        order, ends = group_by_expert_capacity(ids, 4, capacity)
+        out.append(Case(
+            name,
+            lambda n, t, r, c=capacity: f"dc.group_by_expert {n[0]} experts = 4 capacity = {c} : {t[0]} -> {r[0]}, {r[1]}",
             [(ids, elt)], [(order, elt), (ends, elt)]))
     source = rand_matrix(rng, 4, 3)
     index = [2, 0, -1, 3, 2, 4]

@@ -66,16 +66,29 @@ def DC_GroupByExpertOp : DC_Op<"group_by_expert", [Pure,
     order. With k choices per token, the token of sorted row p is
     `order[p] / k`.
 
+    With `capacity = C`, each expert keeps at most C assignments: its
+    first C in flat order (token order, then choice order), so that
+    `ends[e] - ends[e - 1] <= C`. The others are dropped. They are sorted
+    after every expert's rows too: first the capacity's drops, by expert
+    and then in flat order, then the ids outside `[0, experts)` in flat
+    order. A dropped assignment computes nothing downstream (the grouped
+    products give its row zeros). The static bound is what
+    `dc-expert-parallel` sizes its exchanges by: a rank sends a peer at most
+    `C x experts / W` rows instead of all N.
+
     ```mlir
     %order, %ends = dc.group_by_expert %choice experts = 8
         : tensor<4096x2xi64> -> tensor<8192xi64>, tensor<8xi64>
+    %order, %ends = dc.group_by_expert %choice experts = 8 capacity = 1280
+        : tensor<4096x2xi64> -> tensor<8192xi64>, tensor<8xi64>
     ```
   }];
-  let arguments = (ins DC_RoutingIndices:$ids, I64Attr:$experts);
+  let arguments = (ins DC_RoutingIndices:$ids, I64Attr:$experts,
+                       OptionalAttr<I64Attr>:$capacity);
   let results = (outs DC_RoutingIndices:$order, DC_RoutingIndices:$ends);
   let assemblyFormat = [{
-    $ids `experts` `=` $experts attr-dict `:` type($ids) `->` type($order)
-    `,` type($ends)
+    $ids `experts` `=` $experts (`capacity` `=` $capacity^)? attr-dict `:`
+    type($ids) `->` type($order) `,` type($ends)
   }];
   let hasVerifier = 1;
 }
