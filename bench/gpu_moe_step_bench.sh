@@ -22,23 +22,27 @@ OUT=${1:?usage: gpu_moe_step_bench.sh OUT}
 mkdir -p "$OUT"
 source bench/gpu_env.sh
 ART=${ART:-.gpu-artifacts/moe-step}
-RUN="timeout ${RUN_TIMEOUT_S:-180} stdbuf -oL -eL $BUILD/bin/dc-run --nproc 1"
+RUN="stdbuf -oL -eL $BUILD/bin/dc-run --nproc 1"
+RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-180}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
 for state in ${STATES:-f32,f32 bf16,bf16}; do
   for g in ${GRAPHS:-0 1}; do
     graphs=""; [ "$g" = 1 ] && graphs=--cuda-graphs
     log="$OUT/dc$graphs-${state/,/-}.log"
     echo "== dc mixtral-1gpu $graphs states $state"
-    $RUN "$ART/mixtral-1gpu-h200-w1.so" --steps 8 --vocab 32000 $graphs \
+    # Watched: with --cuda-graphs and bf16 states dc-run printed its summary
+    # and then did not exit (2026-12-07); the stacks say where it waits.
+    run_watched "$log" "$RUN_TIMEOUT_S" $RUN "$ART/mixtral-1gpu-h200-w1.so" \
+      --steps 8 --vocab 32000 $graphs \
       --master-dtype "${state%,*}" --moment-dtype "${state#*,}" \
-      > "$log" 2>&1 || { echo "FAILED (rc $?)"; tail -5 "$log"; continue; }
+      || { echo "FAILED (rc $?)"; tail -5 "$log"; continue; }
     grep -E "summary|memory reserved|^step=8" "$log"
   done
 done
 if [ "${PROFILE:-1}" = 1 ] && [ -e "$ART/mixtral-1gpu-h200-w1-prof.so" ]; then
   echo "== dc per-op profile"
-  $RUN "$ART/mixtral-1gpu-h200-w1-prof.so" --steps 3 --vocab 32000 \
-    --profile-out "$OUT/profile.json" > "$OUT/prof.log" 2>&1 \
+  run_watched "$OUT/prof.log" "$RUN_TIMEOUT_S" $RUN "$ART/mixtral-1gpu-h200-w1-prof.so" \
+    --steps 3 --vocab 32000 --profile-out "$OUT/profile.json" \
     && python3 bench/profile_by_kind.py "$ART/mixtral-1gpu-prof.mlir" "$OUT/profile.json" \
       | tee "$OUT/profile-by-kind.txt" \
     || { echo "profile FAILED"; tail -5 "$OUT/prof.log"; }
