@@ -14,6 +14,7 @@
 #include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
+#include <numeric>
 
 using namespace mlir;
 using namespace dc;
@@ -116,12 +117,15 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
             fn, arg, "argument #" + llvm::Twine(arg.getArgNumber()))))
       return failure();
 
-  // One walk over the body (a planner takes a timeline per decision: each
-  // walk of a large step is a cache miss per op): index the ops and name
-  // the buffers, every value that allocates, in definition order.
+  // A planner takes a timeline per decision, so this is the planners' inner
+  // loop: the op list is walked once (each step of it a cache miss on a
+  // large step; its size() walks it too), uses are read as each op's
+  // operands rather than through use lists, and nothing is looked up by op
+  // that the walk already knows.
   MemoryTimeline timeline;
-  size_t bodySize = body.getOperations().size();
-  timeline.ops.reserve(bodySize);
+  for (Operation &op : body)
+    timeline.ops.push_back(&op);
+  size_t bodySize = timeline.ops.size();
   timeline.index.reserve(bodySize);
   llvm::DenseMap<Value, unsigned> bufferOf;
   bufferOf.reserve(bodySize + body.getNumArguments());
@@ -138,27 +142,21 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
     // Cleared by a dc.release; a persistent gather keeps it set.
     isUnreleasedGather.push_back(gather);
   };
-  std::vector<Value> namedValues;
   for (BlockArgument arg : body.getArguments()) {
     addBuffer(arg, 0, /*gather=*/false);
     if (bufferOf.count(arg))
       wholeFunction.back() = true;
-    namedValues.push_back(arg);
   }
   SmallVector<size_t> startOps;
   SmallVector<GatherStartOp> persistentGathers;
-  for (Operation &operation : body) {
-    Operation *op = &operation;
-    size_t i = timeline.ops.size();
+  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
     timeline.index[op] = i;
-    timeline.ops.push_back(op);
     for (OpResult result : op->getResults()) {
       if (failed(checkStaticShape(fn, result,
                                   "result #" +
                                       llvm::Twine(result.getResultNumber()) +
                                       " of " + op->getName().getStringRef())))
         return failure();
-      namedValues.push_back(result);
       if (Value source = getAliasedValue(result)) {
         auto it = bufferOf.find(source);
         if (it != bufferOf.end())
@@ -180,44 +178,58 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
     return MemoryTimeline();
   const size_t last = numOps - 1;
 
-  // Where each start op's futures are waited: the operands it reads stay
-  // live until then. A future never waited keeps them to the end.
-  llvm::DenseMap<Operation *, size_t> waitedAt;
+  // Until where each op's operands stay live: the op itself, or for a
+  // start op where its futures are waited. A future never waited keeps
+  // them to the end.
+  std::vector<size_t> liveTo(numOps);
+  std::iota(liveTo.begin(), liveTo.end(), 0);
   for (size_t i : startOps) {
-    Operation *op = timeline.ops[i];
-    size_t waited = i;
-    for (Value future : op->getResults()) {
+    for (Value future : timeline.ops[i]->getResults()) {
       if (future.use_empty())
-        waited = last;
+        liveTo[i] = last;
       for (Operation *user : future.getUsers())
         if (Operation *ancestor = body.findAncestorOpInBlock(*user))
-          waited = std::max(waited, timeline.index[ancestor]);
+          liveTo[i] = std::max(liveTo[i], timeline.index[ancestor]);
     }
-    waitedAt[op] = waited;
   }
 
-  // Extend each buffer over the uses of every value naming it, and record
-  // which buffers each op touches (for the floor).
+  // Extend each buffer over its uses: each top-level op reads its operands
+  // and those of the ops nested in it (a use inside a region counts at the
+  // enclosing op); a start op's until its futures are waited. The floor
+  // reads the distinct buffers each op touches (results and operands).
   std::vector<llvm::SmallVector<unsigned, 4>> touched(numOps);
-  for (Value value : namedValues) {
-    auto buffer = bufferOf.find(value);
-    if (buffer == bufferOf.end())
-      continue;
-    Buffer &live = timeline.buffers[buffer->second];
-    if (auto result = dyn_cast<OpResult>(value))
-      touched[timeline.index[result.getOwner()]].push_back(buffer->second);
-    for (OpOperand &use : value.getUses()) {
-      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
-      if (!user)
-        continue;
-      size_t at = timeline.index[user];
-      touched[at].push_back(buffer->second);
-      if (isStartOp(user))
-        at = waitedAt[user];
-      live.end = std::max(live.end, at);
-      if (isa<ReleaseOp>(use.getOwner()))
-        isUnreleasedGather[buffer->second] = false;
-    }
+  for (auto [i, op] : llvm::enumerate(timeline.ops)) {
+    llvm::SmallVector<unsigned, 4> &ids = touched[i];
+    for (Value result : op->getResults())
+      if (auto it = bufferOf.find(result); it != bufferOf.end())
+        ids.push_back(it->second);
+    auto readOperands = [&](Operation *user) {
+      bool release = isa<ReleaseOp>(user);
+      for (Value operand : user->getOperands()) {
+        auto it = bufferOf.find(operand);
+        if (it == bufferOf.end())
+          continue;
+        ids.push_back(it->second);
+        Buffer &live = timeline.buffers[it->second];
+        live.end = std::max(live.end, liveTo[i]);
+        if (release)
+          isUnreleasedGather[it->second] = false;
+      }
+    };
+    // The nested ops by hand (a linalg body is a handful of ops; the
+    // generic walk costs more than reading them).
+    auto readNested = [&](auto &self, Operation *parent) -> void {
+      for (Region &region : parent->getRegions())
+        for (Block &block : region)
+          for (Operation &inner : block) {
+            readOperands(&inner);
+            if (inner.getNumRegions() != 0)
+              self(self, &inner);
+          }
+    };
+    readOperands(op);
+    if (op->getNumRegions() != 0)
+      readNested(readNested, op);
   }
   for (GatherStartOp gather : persistentGathers)
     for (Value future : gather.getFutures())
