@@ -14,6 +14,10 @@
                             dim 0, a line each
   zero IN OUT NAME...       OUT is IN with tensors NAME... all zeros (their
                             checksums recomputed: a valid file)
+  set IN OUT NAME I VALUE   OUT is IN with element I of the F32 tensor NAME
+                            set to VALUE (nan, inf, -1.5, ...; its checksum
+                            recomputed)
+  meta IN OUT KEY VALUE     OUT is IN with metadata KEY set to VALUE
 
 "show" prints the metadata without the per-tensor checksums
 ("fnv1a64:<tensor>"), then how many checksums match the data (computed here
@@ -149,6 +153,21 @@ def main():
             tensors[name] = (dtype, shape, bytes(len(data)))
             if "fnv1a64:" + name in metadata:
                 metadata["fnv1a64:" + name] = fnv1a64(bytes(len(data)))
+        write(args[1], metadata, tensors)
+    elif command == "set":
+        metadata, tensors = read(args[0])
+        name, index = args[2], int(args[3])
+        dtype, shape, data = tensors[name]
+        assert dtype == "F32", "set: F32 tensors only"
+        data = data[:4 * index] + struct.pack("<f", float(args[4])) + \
+            data[4 * index + 4:]
+        tensors[name] = (dtype, shape, data)
+        if "fnv1a64:" + name in metadata:
+            metadata["fnv1a64:" + name] = fnv1a64(data)
+        write(args[1], metadata, tensors)
+    elif command == "meta":
+        metadata, tensors = read(args[0])
+        metadata[args[2]] = args[3]
         write(args[1], metadata, tensors)
     elif command == "header":
         with open(args[0], "rb") as f:

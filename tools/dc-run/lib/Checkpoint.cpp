@@ -144,11 +144,23 @@ static AlignedBuffer slotOf(const Param &param, Part part, int32_t dtype) {
   return slot;
 }
 
+/// Ends the job over a checkpoint write that failed: the partial file at
+/// `temporary` goes first (the previous checkpoint, if any, is untouched:
+/// it is replaced only by the rename of a complete file).
+[[noreturn]] static void failWrite(FILE *file, const std::string &temporary,
+                                   const char *what) {
+  int error = errno;
+  if (file)
+    std::fclose(file);
+  std::remove(temporary.c_str());
+  fatal("cannot %s checkpoint '%s': %s", what, temporary.c_str(),
+        std::strerror(error));
+}
+
 static void writeAll(FILE *file, const void *data, size_t bytes,
-                     const std::string &path) {
+                     const std::string &temporary) {
   if (bytes > 0 && std::fwrite(data, 1, bytes, file) != bytes)
-    fatal("cannot write checkpoint '%s': %s", path.c_str(),
-          std::strerror(errno));
+    failWrite(file, temporary, "write");
 }
 
 static void writeTensors(const std::string &path, const ParamRegistry &registry,
@@ -158,16 +170,17 @@ static void writeTensors(const std::string &path, const ParamRegistry &registry,
 void dcrun::saveCheckpoint(const std::string &path,
                            const ParamRegistry &registry, int64_t step,
                            bool allowNonFinite) {
-  // Non-finite weights would be saved silently otherwise: without
-  // --max-grad-norm no step looks at the gradients, and the loss shows them
-  // only a step later. Each rank checks its shard (fatal ends every rank).
-  // --allow-nonfinite saves what there is.
+  // Non-finite weights would be saved silently otherwise: training stops
+  // at a non-finite loss or gradient norm, but an update can still make a
+  // weight non-finite (from loaded optimizer state, say) and the loss
+  // shows it only a step later. Each rank checks its shard (fatal ends
+  // every rank). --allow-nonfinite saves what there is.
   for (const Param &param : registry.params())
     for (int64_t i = 0; i < param.validNumel && !allowNonFinite; ++i)
       if (!std::isfinite(param.master[i]))
         fatal("not saving checkpoint '%s' at step %lld: parameter '%s' is "
-              "not finite at element %lld (the step's gradients were not; "
-              "--max-grad-norm stops at the step where they appear)",
+              "not finite at element %lld (its update made it so; "
+              "--allow-nonfinite saves it anyway)",
               path.c_str(), static_cast<long long>(step),
               param.spec.name.c_str(),
               static_cast<long long>(param.offset + i));
@@ -275,15 +288,16 @@ static void writeTensors(const std::string &path, const ParamRegistry &registry,
       fatal("internal: the checkpoint header changed size (%zu to %zu bytes)",
             header.size(), final.size());
     if (std::fseek(file, 8, SEEK_SET) != 0)
-      fatal("cannot write checkpoint '%s': %s", temporary.c_str(),
-            std::strerror(errno));
+      failWrite(file, temporary, "write");
     writeAll(file, final.data(), final.size(), temporary);
     if (std::fclose(file) != 0)
-      fatal("cannot write checkpoint '%s': %s", temporary.c_str(),
-            std::strerror(errno));
-    if (std::rename(temporary.c_str(), path.c_str()) != 0)
-      fatal("cannot rename '%s' to '%s': %s", temporary.c_str(), path.c_str(),
-            std::strerror(errno));
+      failWrite(nullptr, temporary, "write");
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      int error = errno;
+      std::remove(temporary.c_str());
+      fatal("cannot rename '%s' to '%s': %s (the checkpoint is not saved)",
+            temporary.c_str(), path.c_str(), std::strerror(error));
+    }
   }
   if (registry.worldSize() > 1)
     barrier(); // every rank returns once the file is complete
@@ -608,6 +622,24 @@ private:
 };
 } // namespace
 
+/// AdamW's moments as loaded: the first finite, the second finite and not
+/// negative (a mean of squares). Anything else turns the weights to NaN
+/// at the next update, a step after the load that caused it.
+static void checkMoments(const std::string &path, const Param &param) {
+  for (int64_t i = 0; i < param.validNumel; ++i) {
+    float m = param.expAvg[i], v = param.expAvgSq[i];
+    const char *bad = !std::isfinite(m)   ? "exp_avg is not finite"
+                      : !std::isfinite(v) ? "exp_avg_sq is not finite"
+                      : v < 0 ? "exp_avg_sq is negative (a mean of squares)"
+                              : nullptr;
+    if (bad)
+      fatal("corrupt checkpoint '%s': tensor '%s' at element %lld: %s (%g, "
+            "%g)",
+            path.c_str(), param.spec.name.c_str(),
+            static_cast<long long>(param.offset + i), bad, m, v);
+  }
+}
+
 int64_t dcrun::loadCheckpoint(const std::string &path,
                               ParamRegistry &registry) {
   CheckpointReader reader(path, "checkpoint");
@@ -626,6 +658,7 @@ int64_t dcrun::loadCheckpoint(const std::string &path,
       reader.readElements(reader.require(name + ".exp_avg_sq", param),
                           param.offset, param.validNumel, DCRT_F32,
                           param.expAvgSq.data());
+      checkMoments(path, param);
     } else {
       std::fill(param.expAvg.begin(), param.expAvg.end(), 0.0f);
       std::fill(param.expAvgSq.begin(), param.expAvgSq.end(), 0.0f);

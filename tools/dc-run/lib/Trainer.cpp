@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -60,9 +61,17 @@ void Trainer::run() {
   double buffersReady = secondsSinceStart();
   int64_t first = 1;
   if (!options.load.empty()) {
-    first = dcrun::loadCheckpoint(options.load, registry) + 1;
+    int64_t loaded = dcrun::loadCheckpoint(options.load, registry);
+    // Step numbers stay in int64_t: the last one run is loaded + steps.
+    if (loaded >= INT64_MAX - options.steps)
+      dcrt::fatal("checkpoint '%s' is at step %lld; %lld more would pass "
+                  "the largest step number (%lld)",
+                  options.load.c_str(), static_cast<long long>(loaded),
+                  static_cast<long long>(options.steps),
+                  static_cast<long long>(INT64_MAX - 1));
+    first = loaded + 1;
     report("loaded checkpoint %s (step %lld)\n", options.load.c_str(),
-           static_cast<long long>(first - 1));
+           static_cast<long long>(loaded));
   } else if (!options.init.empty()) {
     dcrun::loadInitialWeights(options.init, registry);
     report("loaded initial weights %s\n", options.init.c_str());
