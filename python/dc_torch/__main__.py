@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 import time
+import traceback
 
 import torch
 
@@ -60,7 +61,21 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     try:
-        exported = export(factory(), args.batch, args.seq, dtype=args.dtype,
+        model = factory()
+    except Exception as e:  # the user's code: say where, not a traceback
+        frames = traceback.extract_tb(e.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames \
+            else ""
+        print(f"dc_torch: error: the factory {args.factory} raised "
+              f"{type(e).__name__}{where}: {e}", file=sys.stderr)
+        return 1
+    if not isinstance(model, torch.nn.Module):
+        print(f"dc_torch: error: the factory {args.factory} returned "
+              f"{type(model).__name__}, not a torch.nn.Module",
+              file=sys.stderr)
+        return 1
+    try:
+        exported = export(model, args.batch, args.seq, dtype=args.dtype,
                           vocab=args.vocab, aux_loss_coef=args.aux_loss_coef,
                           moe_capacity_factor=args.moe_capacity_factor)
     except ExportError as e:
@@ -69,13 +84,18 @@ def main(argv=None):
     seconds = time.perf_counter() - start
     for note in exported.notes:
         print(f"dc_torch: note: {note}", file=sys.stderr)
-    if args.output == "-":
-        sys.stdout.write(exported.mlir)
-    else:
-        with open(args.output, "w") as f:
-            f.write(exported.mlir)
-    if args.weights:
-        write_safetensors(args.weights, exported.weights)
+    try:
+        if args.output == "-":
+            sys.stdout.write(exported.mlir)
+        else:
+            with open(args.output, "w") as f:
+                f.write(exported.mlir)
+        if args.weights:
+            write_safetensors(args.weights, exported.weights)
+    except OSError as e:
+        print(f"dc_torch: error: cannot write {e.filename or args.output}: "
+              f"{e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"dc_torch: exported {args.factory} in {seconds:.1f} s",
           file=sys.stderr)
     return 0

@@ -147,3 +147,13 @@ class AuxLossWithoutCoefficient(Base):
 
 
 aux_loss_without_coefficient = AuxLossWithoutCoefficient
+
+
+def raising():
+    """A factory that fails (a missing config, say)."""
+    raise RuntimeError("no config file here")
+
+
+def nothing():
+    """A factory that forgot its return."""
+    torch.nn.Linear(2, 2)
