@@ -159,19 +159,30 @@ def aux_loss_coefficient(model):
 
 
 def step_loss(output, targets, loss_fn=default_loss, aux_loss_coef=None,
-              model=None):
+              model=None, classes=None):
     """The step's loss from the model's output, the way Hugging Face's
     *ForCausalLM forward makes its `loss` from labels: loss_fn(logits,
     targets), plus `coef * output.aux_loss` where the output has an
     aux_loss (an MoE model returns one when its config's
     output_router_logits is on). `aux_loss_coef` None: the model's
-    router_aux_loss_coef."""
+    router_aux_loss_coef. `classes`: the token ids the targets may hold,
+    which the logits' last dim must cover."""
     logits, aux = output, None
     # Hugging Face models return an output object, others a tuple.
     if hasattr(output, "logits"):
         logits, aux = output.logits, getattr(output, "aux_loss", None)
     elif isinstance(output, (tuple, list)):
         logits = output[0]
+    # The default loss is cross-entropy over the last dim; another loss_fn
+    # reads the output its own way.
+    if loss_fn is default_loss and classes is not None and \
+            isinstance(logits, torch.Tensor) and \
+            (logits.dim() == 0 or logits.shape[-1] < classes):
+        raise ExportError(
+            f"the model's output has shape {list(logits.shape)}: a training "
+            f"step needs logits whose last dim covers the {classes} token "
+            "ids of the vocabulary (does the forward return hidden states "
+            "instead of the LM head's output?)")
     loss = loss_fn(logits, targets)
     if isinstance(aux, torch.Tensor):
         coef = aux_loss_coef
@@ -221,6 +232,7 @@ def capture(model, tokens, targets, loss_fn=default_loss, aux_loss_coef=None,
     if not params.trainable:
         raise ExportError("the model has no trainable parameters")
     n_train = len(params.trainable)
+    classes = int(targets.max()) + 1 if targets.numel() else None
     recorder = _SourceRecorder()
 
     def step(*inputs):
@@ -229,7 +241,7 @@ def capture(model, tokens, targets, loss_fn=default_loss, aux_loss_coef=None,
         tok, tgt = inputs[-2:]
         output = _functional_call(model, params.mapping(trainable, frozen),
                                   (tok,))
-        loss = step_loss(output, tgt, loss_fn, aux_loss_coef, model)
+        loss = step_loss(output, tgt, loss_fn, aux_loss_coef, model, classes)
         if loss.dim() != 0:
             raise ExportError(f"the loss must be a scalar, got shape "
                               f"{list(loss.shape)}")

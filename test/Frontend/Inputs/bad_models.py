@@ -157,3 +157,15 @@ def raising():
 def nothing():
     """A factory that forgot its return."""
     torch.nn.Linear(2, 2)
+
+
+class HiddenStates(torch.nn.Module):
+    """A forward that returns the hidden states, not the LM head's logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 8)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, tokens):
+        return self.proj(self.embed(tokens))
