@@ -107,13 +107,6 @@ struct DCOpModel
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    // The library's grouping has no capacity: dc-expand-experts rewrites a
-    // capacity into two plain groupings before bufferization.
-    if constexpr (std::is_same_v<OpTy, GroupByExpertOp>)
-      if (cast<OpTy>(op).getCapacity())
-        return op->emitError("dc.group_by_expert with a capacity must be "
-                             "expanded (dc-expand-experts) before it is "
-                             "bufferized");
     SmallVector<Value> operands;
     for (Value operand : op->getOperands()) {
       Type type = operand.getType();
