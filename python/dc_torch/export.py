@@ -29,21 +29,24 @@ class Exported:
         self.notes = list(notes)
 
 
-def _embedding_rows(model):
-    """The rows of the model's first nn.Embedding (its vocabulary), or
-    None without one."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Embedding):
-            return module.num_embeddings
-    return None
-
-
-def _vocab_of(model):
-    rows = _embedding_rows(model)
-    if rows is None:
-        raise ExportError("cannot tell the vocabulary size (the model has no "
-                          "nn.Embedding): pass vocab=")
-    return rows
+def _vocab_of(model, vocab):
+    """The vocabulary the token ids are drawn from: `vocab`, positive and
+    at most the rows of the model's first nn.Embedding, else those rows."""
+    rows = next((m.num_embeddings for m in model.modules()
+                 if isinstance(m, torch.nn.Embedding)), None)
+    if vocab is None:
+        if rows is None:
+            raise ExportError("cannot tell the vocabulary size (the model "
+                              "has no nn.Embedding): pass vocab=")
+        return rows
+    if vocab <= 0:
+        raise ExportError(f"vocab {vocab} must be positive (the token ids "
+                          "are drawn from [0, vocab))")
+    if rows is not None and vocab > rows:
+        raise ExportError(f"vocab {vocab} is larger than the model's "
+                          f"embedding of {rows} rows: token ids from {rows} "
+                          "on would index outside it")
+    return vocab
 
 
 def _constant(m, node, tensor):
@@ -197,15 +200,7 @@ def export(model, batch, seq, dtype="f32", loss_fn=default_loss,
                           "(dc needs static shapes)")
     torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     model = model.to(torch_dtype)
-    if vocab is not None and vocab <= 0:
-        raise ExportError(f"vocab {vocab} must be positive (the token ids "
-                          "are drawn from [0, vocab))")
-    rows = _embedding_rows(model)
-    if vocab is not None and rows is not None and vocab > rows:
-        raise ExportError(f"vocab {vocab} is larger than the model's "
-                          f"embedding of {rows} rows: token ids from {rows} "
-                          "on would index outside it")
-    vocab = vocab or _vocab_of(model)
+    vocab = _vocab_of(model, vocab)
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (batch, seq), generator=g)
     targets = torch.randint(0, vocab, (batch, seq), generator=g)

@@ -160,8 +160,9 @@ def _grouped_weight_grad_meta(a, b, ends):
 
 
 _SCHEMAS = {
-    "group_by_expert": ("group_by_expert(Tensor ids, int experts, int capacity=0) -> "
-                        "(Tensor, Tensor)", _group_by_expert_impl,
+    "group_by_expert": ("group_by_expert(Tensor ids, int experts, "
+                        "int capacity=0) -> (Tensor, Tensor)",
+                        _group_by_expert_impl,
                         _group_by_expert_meta),
     "gather_rows": ("gather_rows(Tensor src, Tensor index) -> Tensor",
                     _gather_rows_impl, _gather_rows_meta),
