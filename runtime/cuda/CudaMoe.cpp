@@ -18,8 +18,6 @@
 //
 // The grouped products' tensor-core kernels are the wgmma ones on sm_90
 // GPUs (H100, H200: fed by TMA, MoeWgmmaTma.cu), else the mma.sync one.
-// The weight gradient's TMA kernel is opt-in for now
-// (DCRT_MOE_TMA_WEIGHT_GRAD=1: it has not yet run on a GPU).
 // DCRT_MOE_TMA=0 in the environment runs both products on the cp.async
 // wgmma kernel (MoeWgmma.cu), DCRT_MOE_WGMMA=0 picks the mma.sync kernel on
 // sm_90, DCRT_MOE_SIMT=1 the CUDA-core kernel for every shape: fallbacks
@@ -205,20 +203,6 @@ moe::GroupedKernels callKernels(const moe::GroupedKernels &kernels) {
   return call;
 }
 
-/// The weight gradient's TMA kernel compiles and its tiles and zeroing pass
-/// MoeTileTest, but it has not yet run on a GPU: it is off unless
-/// DCRT_MOE_TMA_WEIGHT_GRAD=1 (read at each call), until moe-kernels-check
-/// has passed on it there.
-constexpr bool kWeightGradTmaByDefault = false;
-
-moe::GroupedKernels weightGradKernels(const moe::GroupedKernels &kernels) {
-  moe::GroupedKernels call = callKernels(kernels);
-  const char *on = std::getenv("DCRT_MOE_TMA_WEIGHT_GRAD");
-  bool tma = on ? std::strcmp(on, "0") != 0 : kWeightGradTmaByDefault;
-  call.tma = call.tma && tma;
-  return call;
-}
-
 } // namespace
 
 void CudaBackend::groupedMatmul(const dcrt_grouped_matmul_desc &d,
@@ -253,6 +237,6 @@ void CudaBackend::groupedWeightGrad(const dcrt_grouped_matmul_desc &d,
   }
   checkLaunch(moe::groupedWeightGrad(
                   d, entry->second.first, entry->second.second.pointer,
-                  weightGradKernels(w.kernels), lhs, rhs, ends, out, compute),
+                  callKernels(w.kernels), lhs, rhs, ends, out, compute),
               caller, describeGroupedMatmul(d));
 }

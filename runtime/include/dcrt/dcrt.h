@@ -400,8 +400,7 @@ void dcrt_scatter_add_rows(const dcrt_row_map_desc *desc, const void *source,
  *    and rhs swapped.)
  * The cuda backend runs bf16 and f16 with 16-byte aligned operands (k, p,
  * row strides and expert strides multiples of 8 elements) on tensor cores
- * (on sm_90 GPUs wgmma, 128 x 256 tiles fed by TMA, the weight gradient's
- * by cp.async unless DCRT_MOE_TMA_WEIGHT_GRAD=1; elsewhere mma.sync,
+ * (on sm_90 GPUs wgmma, 128 x 256 tiles fed by TMA; elsewhere mma.sync,
  * 128 x 128, cp.async; multi-stage pipelines), f32 and other layouts on a
  * CUDA-core kernel. The tiles are the worst case for any routing (on sm_90
  * walked by one persistent block per SM): the forward's cover

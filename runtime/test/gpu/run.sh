@@ -80,10 +80,6 @@ moe_checks() {
   # times it beside the TMA one; here its checks), mma.sync (what GPUs other
   # than sm_90 run) with its TFLOP/s, and every grouped product on CUDA
   # cores: tells a tensor-core kernel's fault from one elsewhere.
-  step "the same with the weight gradient on its TMA kernel (opt-in: DCRT_MOE_TMA_WEIGHT_GRAD=1)"
-  DCRT_MOE_TMA_WEIGHT_GRAD=1 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" \
-    > "$OUT/moe-kernels-check-tma-wgrad.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_TMA_WEIGHT_GRAD=1)"
-  grep -E "^FAIL|^bench grouped dW|error|moe-kernels-check:" "$OUT/moe-kernels-check-tma-wgrad.log"
   step "the same checks on the cp.async wgmma kernel (DCRT_MOE_TMA=0)"
   DCRT_MOE_TMA=0 DCRT_BACKEND=cuda mpi 1 "$BIN/moe-kernels-check" --no-bench \
     > "$OUT/moe-kernels-check-cpasync.log" 2>&1 || fail "moe-kernels-check (DCRT_MOE_TMA=0)"
