@@ -17,6 +17,9 @@
 #include <string>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -44,6 +47,21 @@ void forwardToRanks(int signal) {
   for (int i = 0; i < rankCount; ++i)
     if (rankPids[i] > 0)
       kill(rankPids[i], signal);
+}
+
+/// In a child just forked by dc-run's launcher `parent`: the child gets
+/// `signal` when the launcher dies, however it dies (kill -9 included), so
+/// that no job outlives the dc-run that started it. mpirun passes a SIGTERM
+/// on to every rank of its job; a TCP rank ends on it. The signal survives
+/// exec. If the launcher is already gone, the child ends at once.
+void dieWithLauncher(pid_t parent, int signal) {
+#ifdef __linux__
+  if (prctl(PR_SET_PDEATHSIG, signal) != 0 || getppid() != parent)
+    _exit(128 + signal);
+#else
+  (void)parent;
+  (void)signal;
+#endif
 }
 
 std::string selfPath() {
@@ -149,10 +167,12 @@ void dcrun::relaunchUnderMpirun(int nproc, const std::string &mpirun, int argc,
   int ready[2];
   if (pipe2(ready, O_CLOEXEC) != 0)
     dcrt::fatal("cannot create a pipe: %s", std::strerror(errno));
+  pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0)
     dcrt::fatal("cannot fork: %s", std::strerror(errno));
   if (child == 0) {
+    dieWithLauncher(parent, SIGTERM);
     close(ready[0]);
     int failure[2] = {ENOENT, 0}; // errno, which launcher
     for (std::string &launcher : launchers) {
@@ -231,12 +251,14 @@ void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
   signal(SIGTERM, forwardToRanks);
   signal(SIGHUP, forwardToRanks);
   std::vector<pid_t> children;
+  pid_t launcher = getpid();
   for (int rank = 0; rank < nproc; ++rank) {
     std::fflush(nullptr);
     pid_t child = fork();
     if (child < 0)
       dcrt::fatal("cannot fork rank %d: %s", rank, std::strerror(errno));
     if (child == 0) {
+      dieWithLauncher(launcher, SIGTERM);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       signal(SIGHUP, SIG_DFL);
