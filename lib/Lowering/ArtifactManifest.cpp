@@ -13,12 +13,14 @@
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
+#include "dc/Support/Assert.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 
 #include <algorithm>
@@ -541,6 +543,36 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
   return result;
 }
 
+/// The manifest's last member, `"checksum"`: the FNV-1a 64-bit hash of
+/// every byte before it, in 16 lowercase hex digits (dcrt.h). dc-run refuses
+/// a manifest whose text does not match it, so an artifact edited after
+/// dc-compile wrote it (a world size, a shape) does not run. Every writer of
+/// the text seals it again, replacing the member an earlier one added; a
+/// terminating NUL stays last.
+static std::string sealManifest(StringRef text) {
+  constexpr StringLiteral key = ",\"checksum\":\"";
+  constexpr size_t member = key.size() + 16 + 2; // the hex digits, "}
+  bool terminated = text.consume_back(StringRef("\0", 1));
+  if (text.size() >= member &&
+      text.substr(text.size() - member).starts_with(key))
+    text = text.drop_back(member);
+  else if (text.ends_with("}"))
+    text = text.drop_back(1);
+  else
+    DC_UNREACHABLE("the manifest is a JSON object");
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text.bytes()) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  std::string sealed;
+  llvm::raw_string_ostream os(sealed);
+  os << text << key << llvm::format_hex_no_prefix(hash, 16) << "\"}";
+  if (terminated)
+    os << '\0';
+  return sealed;
+}
+
 /// Adds `dc_artifact_abi_version` and `dc_artifact_manifest`.
 void ArtifactManifestPass::exportFunctions(ModuleOp module,
                                            StringRef manifest) {
@@ -563,9 +595,9 @@ void ArtifactManifestPass::exportFunctions(ModuleOp module,
                                LLVM::LLVMFunctionType::get(ptr, {}));
   body.setInsertionPointToStart(manifestFn.addEntryBlock(builder));
   // A C string: the global holds the terminating NUL.
-  Value text = LLVM::createGlobalString(loc, body, "dc_manifest_json",
-                                        (manifest + Twine('\0')).str(),
-                                        LLVM::Linkage::Internal);
+  Value text = LLVM::createGlobalString(
+      loc, body, "dc_manifest_json",
+      sealManifest((manifest + Twine('\0')).str()), LLVM::Linkage::Internal);
   LLVM::ReturnOp::create(body, loc, text);
 }
 
@@ -637,7 +669,8 @@ void ArtifactManifestPass::runOnOperation() {
 } // namespace
 
 /// Replaces the manifest global's text with `json`.
-static void setManifestText(LLVM::GlobalOp global, StringRef json) {
+static void setManifestText(LLVM::GlobalOp global, StringRef text) {
+  std::string json = sealManifest(text);
   MLIRContext *context = global.getContext();
   global.setValueAttr(StringAttr::get(context, json));
   global.setGlobalType(

@@ -33,6 +33,7 @@
  * manifest.
  *===----------------------------------------------------------------------===*/
 #include "dcrt/dcrt.h"
+#include "seal_manifest.h"
 
 #include <math.h>
 #include <signal.h>
@@ -115,6 +116,7 @@ const char *dc_artifact_manifest(void) {
       memory_of("fc.weight"), CLASSES, B_LOCAL, memory_of("fc.bias"), BATCH, IN,
       memory_of("x"), BATCH, memory_of("labels"), IN, CLASSES, W_LOCAL, CLASSES,
       B_LOCAL);
+  sealManifest(manifest, sizeof(manifest));
   return manifest;
 }
 

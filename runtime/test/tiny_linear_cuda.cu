@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "CudaCheck.h"
 #include "dcrt/dcrt.h"
+#include "seal_manifest.h"
 
 #include <cuda_runtime.h>
 
@@ -110,6 +111,7 @@ const char *dc_artifact_manifest(void) {
       TINY_WORLD * (WLocal + BLocal) * 4, XBytes, StepArenaBytes, 4096, 4096,
       In, Classes, WLocal, Classes, BLocal, Batch, In, Batch, In, Classes,
       WLocal, Classes, BLocal);
+  sealManifest(manifest, sizeof(manifest));
   return manifest;
 }
 

@@ -3,9 +3,10 @@
 // A scheduled step on two ranks: one sharded parameter gathered (120 bytes
 // at the peak), one data argument named by its dc.name, token ids with
 // their vocabulary (dc.vocab) and no dc.name (arg<N>), the loss and the
-// reduced gradient shard.
+// reduced gradient shard. The last member is the checksum that seals the
+// text (dcrt.h).
 
-// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:60,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22,\22vocab\22:50}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}]}\00")
+// CHECK: llvm.mlir.global internal constant @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:120,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:60,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22train_step\22,\22entry\22:\22dc_entry_train_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15},{\22kind\22:\22data\22,\22name\22:\22x\22,\22shape\22:[3,6],\22dtype\22:\22bf16\22},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[4],\22dtype\22:\22i32\22,\22vocab\22:50}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[6,5],\22dtype\22:\22f32\22,\22local\22:15}]}],\22checksum\22:\22{{[0-9a-f]+}}\22}\00")
 // CHECK: func.func @train_step(%{{.*}}: !dc.shard<tensor<6x5xf32>, @world[0], local = 15> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "w">}, %{{.*}}: tensor<3x6xbf16> {bufferization.writable = false, dc.name = "x"}, %{{.*}}: tensor<4xi32> {bufferization.writable = false, dc.vocab = 50 : i64})
 // CHECK-SAME: attributes {dc.entry = "dc_entry_train_step"}
 // CHECK: llvm.func @dc_artifact_abi_version() -> i32
@@ -33,7 +34,7 @@ func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">},
 
 // Unscheduled: one rank, replicated parameters (no "local"); the plan is
 // empty. A private function is no step.
-// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:0,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}]}\00")
+// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:1,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:0,\22host_pool_bytes\22:0,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:0,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:7,\22name\22:\22arg0\22,\22shape\22:[2],\22dtype\22:\22f16\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:7,\22shape\22:[2],\22dtype\22:\22f16\22}]}],\22checksum\22:\22{{[0-9a-f]+}}\22}\00")
 // CHECK: func.func private @helper(%{{.*}}: tensor<2xf16>) -> tensor<2xf16> {
 // CHECK: func.func @step({{.*}}) attributes {dc.entry = "dc_entry_step"}
 func.func private @helper(%p: tensor<2xf16>) -> tensor<2xf16> {
@@ -82,7 +83,7 @@ func.func @step(%a: !dc.shard<tensor<4xf32>, @world[0], local = 2> {dc.param = #
 // activation; the gathers of 16 bytes each overlap. The step buffers hold
 // only the 8-byte reduced shard (the upload and the reload copy into step
 // temporaries). The device-resident shard has no "memory".
-// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:32,\22host_pool_bytes\22:64,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:8,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22a\22,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2,\22memory\22:\22host\22},{\22kind\22:\22param\22,\22id\22:1,\22name\22:\22b\22,\22shape\22:[8],\22dtype\22:\22bf16\22,\22local\22:4},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[16],\22dtype\22:\22f32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2}]}]}\00")
+// CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:2,\22grid\22:\22world\22,\22plan\22:{\22gather_arena_bytes\22:32,\22host_pool_bytes\22:64,\22step_arena_bytes\22:0,\22step_buffer_bytes\22:8,\22staging_bytes\22:0},\22steps\22:[{\22name\22:\22step\22,\22entry\22:\22dc_entry_step\22,\22flops\22:0,\22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22a\22,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2,\22memory\22:\22host\22},{\22kind\22:\22param\22,\22id\22:1,\22name\22:\22b\22,\22shape\22:[8],\22dtype\22:\22bf16\22,\22local\22:4},{\22kind\22:\22data\22,\22name\22:\22arg2\22,\22shape\22:[16],\22dtype\22:\22f32\22}],\22results\22:[{\22kind\22:\22loss\22,\22shape\22:[],\22dtype\22:\22f32\22},{\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[4],\22dtype\22:\22f32\22,\22local\22:2}]}],\22checksum\22:\22{{[0-9a-f]+}}\22}\00")
 // CHECK: func.func @step(%{{.*}}: !dc.host<!dc.shard<tensor<4xf32>, @world[0], local = 2>> {bufferization.writable = false, dc.param = #dc.param<id = 0, name = "a">}
 shard.grid @world(shape = 2)
 !a = !dc.shard<tensor<4xf32>, @world[0], local = 2>
@@ -154,7 +155,7 @@ func.func @gpu_step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
 
 // CHECK: @dc_manifest_json("{\22abi\22:4,\22target\22:\22host\22,\22world_size\22:6,\22grid\22:\22world\22,\22grid_shape\22:[2,3],\22plan\22:{{.*}}\22staging_bytes\22:72},
 // CHECK-SAME: \22args\22:[{\22kind\22:\22param\22,\22id\22:0,\22name\22:\22w\22,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}],
-// CHECK-SAME: {\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}]}]}\00")
+// CHECK-SAME: {\22kind\22:\22grad\22,\22param\22:0,\22shape\22:[16],\22dtype\22:\22f32\22,\22local\22:6,\22shard_axes\22:[1]}]}],\22checksum\22:\22{{[0-9a-f]+}}\22}\00")
 shard.grid @world(shape = 2x3)
 !w = !dc.shard<tensor<16xf32>, @world[1], local = 6>
 func.func @train_step(%w: !w {dc.param = #dc.param<id = 0, name = "w">})

@@ -519,7 +519,12 @@ void dcrt_op_end(const char *op_key, int64_t begin);
  *      "results": [{"kind": "loss", "shape": [], "dtype": "f32",
  *                   "arena_offset": 512},
  *                  {"kind": "grad", "param": 0, "shape": [16, 32],
- *                   "dtype": "f32", "local": 256, "arena_offset": 0}]}]}
+ *                   "dtype": "f32", "local": 256, "arena_offset": 0}]}],
+ *    "checksum": "3f2a..."}
+ * "checksum" is the last member, written exactly as ,"checksum":"<16
+ * lowercase hex digits>"} : the FNV-1a 64-bit hash of every byte of the
+ * text before that comma. dc-run refuses a manifest without it or whose
+ * text does not hash to it (one edited after it was compiled).
  * "target" picks the backend ("host": host, "cuda_sm90": cuda; "cpu" and
  * "h200", their spellings before, likewise) unless
  * DCRT_BACKEND overrides it; plan fields may be absent (0). "local" is

@@ -39,7 +39,10 @@ Artifact dcrun::openArtifact(const std::string &path) {
                 path.c_str(), version(), dcrt_abi_version());
   auto manifestText = reinterpret_cast<const char *(*)()>(
       artifact.symbol("dc_artifact_manifest", path));
-  std::string error;
+  std::string error = checkManifestSeal(manifestText());
+  if (!error.empty())
+    dcrt::fatal("artifact '%s' has a bad manifest: %s", path.c_str(),
+                error.c_str());
   std::optional<Manifest> manifest = parseManifest(manifestText(), error);
   if (!manifest)
     dcrt::fatal("artifact '%s' has a bad manifest: %s", path.c_str(),

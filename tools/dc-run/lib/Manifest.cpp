@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace dcrun;
@@ -545,4 +546,29 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
   if (reader.failed())
     return std::nullopt;
   return manifest;
+}
+
+std::string dcrun::checkManifestSeal(std::string_view text) {
+  constexpr std::string_view key = ",\"checksum\":\"";
+  constexpr size_t digits = 16, member = key.size() + digits + 2;
+  if (text.size() < member ||
+      text.substr(text.size() - member, key.size()) != key ||
+      text.substr(text.size() - 2) != "\"}")
+    return "it has no checksum (its last member must be \"checksum\", as "
+           "dc-compile writes it: recompile the artifact)";
+  std::string_view sealed = text.substr(text.size() - digits - 2, digits);
+  std::string_view body = text.substr(0, text.size() - member);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : body) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  char actual[digits + 1];
+  std::snprintf(actual, sizeof(actual), "%016llx",
+                static_cast<unsigned long long>(hash));
+  if (sealed != actual)
+    return "it was changed after dc-compile wrote it (its checksum is " +
+           std::string(sealed) + ", its text's " + actual +
+           "): recompile the artifact instead of editing it";
+  return "";
 }

@@ -100,6 +100,11 @@ struct Manifest {
 std::optional<Manifest> parseManifest(std::string_view text,
                                       std::string &error);
 
+/// Empty if `text` ends with the "checksum" member dc-compile seals every
+/// manifest with (dcrt.h) and that checksum is the text's; else why not. A
+/// manifest edited after it was compiled (a world size, a shape) fails.
+std::string checkManifestSeal(std::string_view text);
+
 } // namespace dcrun
 
 #endif // DC_RUN_MANIFEST_H
