@@ -5,13 +5,16 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/IPO/LoopExtractor.h"
 
 using namespace mlir;
 
@@ -35,6 +38,37 @@ dc::createHostTargetMachine(ModuleOp module) {
   return machine;
 }
 
+/// Moves every top-level loop of the module's functions into a function of
+/// its own, kept out of line. LLVM's loop passes (IndVarSimplify above all)
+/// take time that grows faster than the function they run on, and a step
+/// lowered for the host is one function of hundreds of loop nests: a small
+/// Gemma 2 step's (40,000 lines of IR, 618 loop nests) spent 33 of its 43 s
+/// of -O2 in IndVarSimplify, and -O2 took 3.3 s with its loops extracted.
+/// Each extracted loop is optimized alone, and a call per loop nest costs
+/// nothing beside the nest.
+static void extractLoops(llvm::Module &module, llvm::TargetMachine &machine) {
+  llvm::SmallPtrSet<llvm::Function *, 16> before;
+  for (llvm::Function &function : module)
+    before.insert(&function);
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PassBuilder builder(&machine);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  llvm::ModulePassManager passes;
+  passes.addPass(llvm::LoopExtractorPass());
+  passes.run(module, modules);
+  // The inliner would put each one back (one call site, internal).
+  for (llvm::Function &function : module)
+    if (!before.contains(&function))
+      function.addFnAttr(llvm::Attribute::NoInline);
+}
+
 FailureOr<std::unique_ptr<llvm::Module>>
 dc::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
                       llvm::TargetMachine &machine) {
@@ -47,6 +81,7 @@ dc::translateToLLVMIR(ModuleOp module, llvm::LLVMContext &context,
            << "cannot translate the lowered module to LLVM IR";
   llvmModule->setTargetTriple(machine.getTargetTriple());
   llvmModule->setDataLayout(machine.createDataLayout());
+  extractLoops(*llvmModule, machine);
   if (llvm::Error error = makeOptimizingTransformer(
           /*optLevel=*/2, /*sizeLevel=*/0, &machine)(llvmModule.get()))
     return emitError(module.getLoc())
