@@ -10,6 +10,7 @@
 
 #include "dc/Analysis/Accumulators.h"
 #include "dc/Analysis/CostModel.h"
+#include "dc/Analysis/IndexBounds.h"
 #include "dc/Analysis/MemoryTimeline.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -473,9 +474,18 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute("seq_dim", seqDim.getInt());
             json.attribute("seq_axis", seqAxis.getInt());
           }
+          // Ids past the tables the step reads at them would read and
+          // write outside those tables: dc.vocab may not exceed the
+          // smallest extent they index, and without dc.vocab that extent
+          // is the argument's vocabulary (dc-run's --vocab may only
+          // narrow it).
+          auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+          std::optional<IndexBound> bound;
+          if (tensor && tensor.getElementType().isSignlessInteger() &&
+              !fn.getArgAttr(i, kParamAttrName))
+            bound = findIndexBound(arg);
           if (Attribute vocab = fn.getArgAttr(i, kVocabAttrName)) {
             auto value = dyn_cast<IntegerAttr>(vocab);
-            auto tensor = dyn_cast<RankedTensorType>(arg.getType());
             if (!value || value.getInt() <= 0 ||
                 fn.getArgAttr(i, kParamAttrName) || !tensor ||
                 !tensor.getElementType().isSignlessInteger()) {
@@ -485,9 +495,21 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                      "argument (token ids), got "
                   << vocab;
               result = failure();
+            } else if (bound && value.getInt() > bound->bound) {
+              InFlightDiagnostic diag =
+                  emitError(arg.getLoc())
+                  << "argument #" << i << ": " << kVocabAttrName << " = "
+                  << value.getInt() << " exceeds the " << bound->bound
+                  << " entries its ids index: a larger id would read or "
+                     "write outside the table";
+              diag.attachNote(bound->where)
+                  << "indexed here (an extent of " << bound->bound << ")";
+              result = failure();
             } else {
               json.attribute("vocab", value.getInt());
             }
+          } else if (bound) {
+            json.attribute("vocab", bound->bound);
           }
         });
       }

@@ -115,3 +115,56 @@ func.func @step(%x: tensor<4xi32> {dc.vocab = 0 : i64}) -> (tensor<f32> {dc.loss
   %l = arith.constant dense<0.0> : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Token ids index an embedding of 13 rows (through a view and a linalg
+// body's index_cast): a vocabulary of 20 would read past the table.
+#col = affine_map<(d0, d1) -> (d0)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+// expected-error @+1 {{argument #1: dc.vocab = 20 exceeds the 13 entries its ids index: a larger id would read or write outside the table}}
+func.func @step(%table: tensor<13x4xf32> {dc.param = #dc.param<id = 0, name = "table">}, %tokens: tensor<2x3xi32> {dc.vocab = 20 : i64}) -> (tensor<6x4xf32> {dc.loss}) {
+  %flat = tensor.collapse_shape %tokens [[0, 1]] : tensor<2x3xi32> into tensor<6xi32>
+  %init = tensor.empty() : tensor<6x4xf32>
+  %rows = linalg.generic {indexing_maps = [#col, #id2], iterator_types = ["parallel", "parallel"]} ins(%flat : tensor<6xi32>) outs(%init : tensor<6x4xf32>) {
+  ^bb0(%id: i32, %out: f32):
+    %row = arith.index_cast %id : i32 to index
+    %col = linalg.index 1 : index
+    // expected-note @+1 {{indexed here (an extent of 13)}}
+    %v = tensor.extract %table[%row, %col] : tensor<13x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<6x4xf32>
+  return %rows : tensor<6x4xf32>
+}
+
+// -----
+
+// Targets with an ignored id replaced by 0 (a loss's ignore_index) index
+// the logits' 5 columns; a 3-row slice at a token's row of an 8-row table
+// may start at rows 0 to 5: 6 is the bound.
+#col = affine_map<(d0) -> (d0)>
+#none = affine_map<(d0) -> ()>
+// expected-error @+1 {{argument #2: dc.vocab = 6 exceeds the 5 entries its ids index}}
+func.func @step(%logits: tensor<4x5xf32> {dc.param = #dc.param<id = 0, name = "logits">}, %table: tensor<8x2xf32> {dc.param = #dc.param<id = 1, name = "table">}, %targets: tensor<4xi32> {dc.vocab = 6 : i64}) -> (tensor<f32> {dc.loss}) {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<f32>
+  %acc = linalg.fill ins(%zero : f32) outs(%init : tensor<f32>) -> tensor<f32>
+  %sum = linalg.generic {indexing_maps = [#col, #none], iterator_types = ["reduction"]} ins(%targets : tensor<4xi32>) outs(%acc : tensor<f32>) {
+  ^bb0(%t: i32, %o: f32):
+    %ignore = arith.constant -100 : i32
+    %keep = arith.cmpi ne, %t, %ignore : i32
+    %c0 = arith.constant 0 : i32
+    %safe = arith.select %keep, %t, %c0 : i32
+    %i = linalg.index 0 : index
+    %col = arith.index_cast %safe : i32 to index
+    // expected-note @+1 {{indexed here (an extent of 5)}}
+    %v = tensor.extract %logits[%i, %col] : tensor<4x5xf32>
+    %s = arith.addf %o, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %c0 = arith.constant 0 : index
+  %t0 = tensor.extract %targets[%c0] : tensor<4xi32>
+  %r0 = arith.index_cast %t0 : i32 to index
+  %rows = tensor.extract_slice %table[%r0, 0] [3, 2] [1, 1] : tensor<8x2xf32> to tensor<3x2xf32>
+  return %sum : tensor<f32>
+}

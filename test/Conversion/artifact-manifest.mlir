@@ -191,3 +191,22 @@ func.func @ulysses(%q: tensor<4x4xf32>, %k: tensor<4x4xf32>, %x: tensor<2x4xf32>
   %l = arith.constant dense<1.0> : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Token ids without dc.vocab that index a table of 13 rows: their
+// vocabulary is the table's rows (dc-run's --vocab may only narrow it).
+// CHECK: \22kind\22:\22data\22,\22name\22:\22tokens\22,\22shape\22:[6],\22dtype\22:\22i32\22,\22vocab\22:13}
+#col = affine_map<(d0, d1) -> (d0)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @train_step(%table: tensor<13x4xf32> {dc.param = #dc.param<id = 0, name = "table">}, %tokens: tensor<6xi32> {dc.name = "tokens"}) -> (tensor<6x4xf32> {dc.loss}) {
+  %init = tensor.empty() : tensor<6x4xf32>
+  %rows = linalg.generic {indexing_maps = [#col, #id2], iterator_types = ["parallel", "parallel"]} ins(%tokens : tensor<6xi32>) outs(%init : tensor<6x4xf32>) {
+  ^bb0(%id: i32, %out: f32):
+    %row = arith.index_cast %id : i32 to index
+    %col = linalg.index 1 : index
+    %v = tensor.extract %table[%row, %col] : tensor<13x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<6x4xf32>
+  return %rows : tensor<6x4xf32>
+}
