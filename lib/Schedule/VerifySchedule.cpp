@@ -4,6 +4,7 @@
 #include "dc/Support/ByteSize.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/StepSignature.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -101,7 +102,8 @@ struct VerifySchedulePass
         return signalPassFailure();
       }
       Block &body = fn.getBody().front();
-      if (failed(verifyFutures(body, "")) || failed(verifyReleases(body, "")) ||
+      if (failed(verifyStepSignature(fn)) || failed(verifyFutures(body, "")) ||
+          failed(verifyReleases(body, "")) ||
           failed(verifyExchangesWaited(body)))
         return signalPassFailure();
       if (!budget)

@@ -168,3 +168,14 @@ func.func @step(%logits: tensor<4x5xf32> {dc.param = #dc.param<id = 0, name = "l
   %rows = tensor.extract_slice %table[%r0, 0] [3, 2] [1, 1] : tensor<8x2xf32> to tensor<3x2xf32>
   return %sum : tensor<f32>
 }
+
+// -----
+
+// A gradient with another shape than its parameter's (an edited param id):
+// refused when the manifest is written (dc-compile --no-schedule too), not
+// first by dc-run.
+// expected-error @+1 {{result #1 has type 'tensor<3xf32>', but it is the gradient of parameter id 0, argument #0 of type 'tensor<4xf32>' (a gradient has its parameter's shape and sharding)}}
+func.func @step(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %b: tensor<3xf32> {dc.param = #dc.param<id = 1>}) -> (tensor<f32> {dc.loss}, tensor<3xf32> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<0.0> : tensor<f32>
+  return %l, %b : tensor<f32>, tensor<3xf32>
+}

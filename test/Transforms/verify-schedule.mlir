@@ -259,3 +259,56 @@ func.func @exchange_input_written_early(%x: memref<4x8xf32>, %y: memref<8x4xf32>
   %r = dc.wait %f : !dc.future<memref<8x4xf32>>
   return %r : memref<8x4xf32>
 }
+
+// -----
+
+// A gradient names the parameter it is of, with that parameter's shape and
+// sharding (dc-run relies on both): dc.grad<param = 0> edited to param = 1
+// is refused here, not first by dc-run.
+shard.grid @world(shape = 2)
+!w0 = !dc.shard<tensor<8x8xf32>, @world[0], local = 32>
+!w1 = !dc.shard<tensor<8xf32>, @world[0], local = 4>
+// expected-error @+1 {{result #1 has type '!dc.shard<tensor<8x8xf32>, @world[0], local = 32>', but it is the gradient of parameter id 1, argument #1 of type '!dc.shard<tensor<8xf32>, @world[0], local = 4>' (a gradient has its parameter's shape and sharding)}}
+func.func @edited_grad(%w: !w0 {dc.param = #dc.param<id = 0>}, %b: !w1 {dc.param = #dc.param<id = 1>})
+    -> (tensor<f32> {dc.loss}, !w0 {dc.grad = #dc.grad<param = 1>}) {
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %w : tensor<f32>, !w0
+}
+
+// -----
+
+// expected-error @+1 {{result #1 is the gradient of parameter id 7, which no argument declares}}
+func.func @grad_of_nothing(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>})
+    -> (tensor<f32> {dc.loss}, tensor<4xf32> {dc.grad = #dc.grad<param = 7>}) {
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{results #1 and #2 are both the gradient of parameter id 0}}
+func.func @two_grads(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>})
+    -> (tensor<f32> {dc.loss}, tensor<4xf32> {dc.grad = #dc.grad<param = 0>}, tensor<4xf32> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %w, %w : tensor<f32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A bf16 parameter's gradient may be f32 (the same shape); an integer one
+// is no gradient.
+// CHECK-LABEL: func.func @f32_grad_of_bf16
+func.func @f32_grad_of_bf16(%w: tensor<4xbf16> {dc.param = #dc.param<id = 0>}, %g: tensor<4xf32>)
+    -> (tensor<f32> {dc.loss}, tensor<4xf32> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %g : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #1 ('tensor<4xi32>') is the gradient of argument #0 ('tensor<4xf32>'): both must be floating point}}
+func.func @integer_grad(%w: tensor<4xf32> {dc.param = #dc.param<id = 0>}, %g: tensor<4xi32>)
+    -> (tensor<f32> {dc.loss}, tensor<4xi32> {dc.grad = #dc.grad<param = 0>}) {
+  %l = arith.constant dense<1.0> : tensor<f32>
+  return %l, %g : tensor<f32>, tensor<4xi32>
+}
