@@ -18,6 +18,8 @@
                             set to VALUE (nan, inf, -1.5, ...; its checksum
                             recomputed)
   meta IN OUT KEY VALUE     OUT is IN with metadata KEY set to VALUE
+  bf16 IN OUT NAME          OUT is IN with the F32 tensor NAME stored as BF16
+                            (truncated; its checksum recomputed)
 
 "show" prints the metadata without the per-tensor checksums
 ("fnv1a64:<tensor>"), then how many checksums match the data (computed here
@@ -162,6 +164,16 @@ def main():
         data = data[:4 * index] + struct.pack("<f", float(args[4])) + \
             data[4 * index + 4:]
         tensors[name] = (dtype, shape, data)
+        if "fnv1a64:" + name in metadata:
+            metadata["fnv1a64:" + name] = fnv1a64(data)
+        write(args[1], metadata, tensors)
+    elif command == "bf16":
+        metadata, tensors = read(args[0])
+        name = args[2]
+        dtype, shape, data = tensors[name]
+        assert dtype == "F32", "bf16: F32 tensors only"
+        data = b"".join(data[i + 2:i + 4] for i in range(0, len(data), 4))
+        tensors[name] = ("BF16", shape, data)
         if "fnv1a64:" + name in metadata:
             metadata["fnv1a64:" + name] = fnv1a64(data)
         write(args[1], metadata, tensors)

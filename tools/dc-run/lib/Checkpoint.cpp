@@ -424,6 +424,19 @@ public:
     return *tensor;
   }
 
+  /// `tensor`, the checkpoint's `name`, as dc-run saves it: in `dtype`. A
+  /// checkpoint resumes the run exactly, so nothing is converted (a weight
+  /// saved as F32 and stored as BF16 since was converted silently).
+  void requireDType(const StoredTensor &tensor, const std::string &name,
+                    int32_t dtype) {
+    if (tensor.dtype != dtype)
+      fatal("%s '%s': tensor '%s' is stored as %s, but this model keeps it "
+            "as %s: a checkpoint resumes a run as it was saved, without "
+            "conversion (--init loads weights converting them)",
+            kind, path.c_str(), name.c_str(), safetensorsDType(tensor.dtype),
+            safetensorsDType(dtype));
+  }
+
   /// Elements [first, first + count) of `tensor`, converted to `dtype`.
   void readElements(const StoredTensor &tensor, int64_t first, int64_t count,
                     int32_t dtype, void *out) {
@@ -646,12 +659,18 @@ int64_t dcrun::loadCheckpoint(const std::string &path,
   for (Param &param : registry.params()) {
     const std::string &name = param.spec.name;
     const StoredTensor &value = reader.require(name, param);
+    reader.requireDType(value, name, param.spec.dtype);
     const StoredTensor *master = reader.find(name + ".master");
-    if (master)
+    if (master) {
       master = &reader.require(name + ".master", param);
+      reader.requireDType(*master, name + ".master", DCRT_F32);
+    }
     reader.readElements(master ? *master : value, param.offset,
                         param.validNumel, DCRT_F32, param.master.data());
     if (reader.hasOptimizerState) {
+      for (const char *moment : {".exp_avg", ".exp_avg_sq"})
+        reader.requireDType(reader.require(name + moment, param), name + moment,
+                            DCRT_F32);
       reader.readElements(reader.require(name + ".exp_avg", param),
                           param.offset, param.validNumel, DCRT_F32,
                           param.expAvg.data());
