@@ -166,11 +166,15 @@ def batch_of(stream, step, global_batch):
 
 
 def train_losses(model, stream, steps, device, bf16_autocast, f64=False,
-                 nudge=0.0):
+                 nudge=0.0, ranks=1):
     """PyTorch's losses over `steps` AdamW steps on dc-run's data order;
     f64: model, loss and optimizer in float64; nudge: every weight scaled
     by (1 + nudge) first. Both tell how far PyTorch's own f32 run is from
-    an equally right one: its rounding, amplified by training."""
+    an equally right one: its rounding, amplified by training. ranks: the
+    loss as data parallelism on that many ranks computes it, the mean of
+    each rank's loss on its consecutive rows of the batch (as dc-run splits
+    it); it differs where a loss is not a mean over tokens (a router's
+    auxiliary loss is over the rank's own tokens)."""
     from dc_torch.trace import default_loss, step_loss
     model = model.to(device)
     if nudge:
@@ -187,12 +191,16 @@ def train_losses(model, stream, steps, device, bf16_autocast, f64=False,
     losses = []
     for step in range(1, steps + 1):
         tokens, targets = (t.to(device) for t in batch_of(stream, step, BATCH))
-        with torch.autocast(device_type=device, dtype=torch.bfloat16,
-                            enabled=bf16_autocast):
-            out = model(tokens)
-        # What the exported step computes: the cross-entropy, plus the
-        # router's auxiliary loss where the output has one.
-        loss = step_loss(out, targets, loss_fn=default_loss, model=model)
+        shards = zip(tokens.chunk(ranks), targets.chunk(ranks))
+        loss = 0
+        for shard_tokens, shard_targets in shards:
+            with torch.autocast(device_type=device, dtype=torch.bfloat16,
+                                enabled=bf16_autocast):
+                out = model(shard_tokens)
+            # What the exported step computes: the cross-entropy, plus the
+            # router's auxiliary loss where the output has one.
+            loss = loss + step_loss(out, shard_targets, loss_fn=default_loss,
+                                    model=model) / ranks
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -267,6 +275,9 @@ def export_all(args):
         # PyTorch's curves from the same weights (a fresh model, same seed).
         cpu = train_losses(build(name), stream, args.steps, "cpu", False)
         entry["torch-f32"] = cpu
+        # The reference of the 2-rank host runs.
+        entry["torch-f32-w2"] = train_losses(build(name), stream, args.steps,
+                                             "cpu", False, ranks=2)
         # torch 1.13 cannot run the plain families' attention masks in f64
         # (a where() against finfo(f64).min overflows its f32 scalars): no
         # f64 record then, and the f32 bound rests on the nudged run.
@@ -377,6 +388,8 @@ def compare(args):
             runs.append(run)
         entry = record["models"][name]
         ref = entry["torch-f32"]
+        if run.endswith("-w2") and "torch-f32-w2" in entry:
+            ref = entry["torch-f32-w2"]
         have = dc_losses(log) if os.path.exists(log) else []
         if len(have) != len(ref):
             cells[name, run] = f"FAIL: {len(have)} of {len(ref)} steps"
