@@ -95,7 +95,10 @@ fi
 # for one GPU and 2 host ranks: run.sh trains them (bench/gpu_hf_bench.sh).
 # The transformers families need the GPU machine's torch to export:
 # bench/hf_frontend.py export there, bench/pack-hf-artifacts.sh here.
-if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+# SUITE=0 leaves them out (a run.sh call without the model suite).
+if [ "${SUITE:-1}" = 0 ]; then
+  echo "SUITE=0: the plain-PyTorch families are not packed"
+elif /usr/bin/python3 -c "import torch" 2> /dev/null; then
   /usr/bin/python3 bench/hf_frontend.py export "$DEST/families-src" --plain --steps 20
   bash bench/pack-hf-artifacts.sh "$DEST/families-src" "$DEST/families"
   rm -rf "$DEST/families-src"
