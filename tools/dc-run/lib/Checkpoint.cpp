@@ -23,9 +23,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -658,12 +661,16 @@ int64_t dcrun::loadCheckpoint(const std::string &path,
   CheckpointReader reader(path, "checkpoint");
   for (Param &param : registry.params()) {
     const std::string &name = param.spec.name;
+    // A dc checkpoint (with optimizer state) resumes exactly: its tensors
+    // in the dtypes dc-run saves them in. Plain weights convert.
     const StoredTensor &value = reader.require(name, param);
-    reader.requireDType(value, name, param.spec.dtype);
+    if (reader.hasOptimizerState)
+      reader.requireDType(value, name, param.spec.dtype);
     const StoredTensor *master = reader.find(name + ".master");
     if (master) {
       master = &reader.require(name + ".master", param);
-      reader.requireDType(*master, name + ".master", DCRT_F32);
+      if (reader.hasOptimizerState)
+        reader.requireDType(*master, name + ".master", DCRT_F32);
     }
     reader.readElements(master ? *master : value, param.offset,
                         param.validNumel, DCRT_F32, param.master.data());
@@ -708,4 +715,31 @@ void dcrun::loadInitialWeights(const std::string &path,
   reader.checkAllUsed();
   reader.verifyChecksums(registry.rank(), registry.worldSize());
   registry.refreshData();
+}
+
+std::string dcrun::periodicCheckpoint(const std::string &dir, int64_t step) {
+  return dir + "/step-" + std::to_string(step) + ".safetensors";
+}
+
+std::string dcrun::latestCheckpoint(const std::string &dir) {
+  std::error_code error;
+  std::filesystem::directory_iterator entries(dir, error);
+  if (error)
+    return "";
+  int64_t latest = -1;
+  for (const std::filesystem::directory_entry &entry : entries) {
+    std::string name = entry.path().filename().string();
+    constexpr std::string_view prefix = "step-", suffix = ".safetensors";
+    if (name.size() <= prefix.size() + suffix.size() ||
+        name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    latest = std::max<int64_t>(latest, std::stoll(digits));
+  }
+  return latest < 0 ? "" : periodicCheckpoint(dir, latest);
 }

@@ -51,6 +51,15 @@ void saveGradients(const std::string &path, const ParamRegistry &registry,
 /// mismatch or a checksum that does not match.
 int64_t loadCheckpoint(const std::string &path, ParamRegistry &registry);
 
+/// `dir`/step-<step>.safetensors: the periodic checkpoint of a step
+/// (dc-run --save-every).
+std::string periodicCheckpoint(const std::string &dir, int64_t step);
+
+/// The periodic checkpoint of the highest step in `dir`, or "" where it
+/// holds none (or does not exist). Only complete checkpoints carry that
+/// name: a save writes a temporary file and renames it when it is whole.
+std::string latestCheckpoint(const std::string &dir);
+
 /// The initial weights of a run (dc-run --init): every parameter's full
 /// tensor `<name>` (its fp32 `<name>.master` when stored) from a safetensors
 /// file, each rank reading only its own slices; the step count and any

@@ -112,6 +112,13 @@ public:
             1);
     text("--load", "PATH", "start from a checkpoint (and its step count)",
          options.load);
+    text("--checkpoint-dir", "DIR",
+         "where --save-every writes and --resume looks: DIR/step-<N>."
+         "safetensors",
+         options.checkpointDir);
+    integer("--save-every", "K",
+            "a checkpoint in --checkpoint-dir after every K-th step",
+            options.saveEvery, 1);
     text("--init", "PATH",
          "initial weights: a safetensors file of full tensors named as the "
          "parameters (e.g. from dc_torch export), sharded on load",
@@ -145,6 +152,10 @@ public:
                  "stop at the first op of a step (in program order) whose "
                  "output holds a NaN or an infinity, naming it (an artifact "
                  "compiled with dc-compile --check-finite)");
+    app.add_flag("--resume", options.resume,
+                 "start from the latest checkpoint in --checkpoint-dir (none "
+                 "there: from the start); --steps is then the last step, so "
+                 "a restarted job ends where it would have");
     app.add_flag("--cuda-graphs", options.cudaGraphs,
                  "capture the step after the first and replay it as one CUDA "
                  "graph (cuda backend)");
@@ -276,6 +287,17 @@ bool dcrun::parseOptions(int argc, char **argv, Options &options,
   }
   if (options.saveStep > 0 && options.save.empty()) {
     error = "--save-step needs --save";
+    return false;
+  }
+  if ((options.saveEvery > 0 || options.resume) &&
+      options.checkpointDir.empty()) {
+    error = options.resume ? "--resume needs --checkpoint-dir"
+                           : "--save-every needs --checkpoint-dir";
+    return false;
+  }
+  if (options.resume && !options.load.empty()) {
+    error = "--resume and --load both give the checkpoint to start from: "
+            "use one";
     return false;
   }
   if (!options.init.empty() && !options.load.empty()) {

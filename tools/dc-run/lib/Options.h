@@ -27,6 +27,14 @@ struct Options {
   std::string save;
   int64_t saveStep = 0; // 0: after the last step
   std::string load;
+  /// Periodic checkpoints: every `saveEvery` steps into
+  /// `checkpointDir`/step-<N>.safetensors; with `resume`, the run starts
+  /// from the latest of them there (if any) and `steps` is its last step,
+  /// so a job restarted with the same command line ends where it would
+  /// have.
+  std::string checkpointDir;
+  int64_t saveEvery = 0;
+  bool resume = false;
   std::string init;      // initial weights (safetensors), not a checkpoint
   std::string saveGrads; // the last step's gradients (safetensors)
   std::string trace;

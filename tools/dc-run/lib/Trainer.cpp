@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -60,17 +61,28 @@ Trainer::Trainer(const Options &options, const Artifact &artifact)
 void Trainer::run() {
   double buffersReady = secondsSinceStart();
   int64_t first = 1;
-  if (!options.load.empty()) {
-    int64_t loaded = dcrun::loadCheckpoint(options.load, registry);
+  if (options.saveEvery > 0) {
+    std::error_code error;
+    std::filesystem::create_directories(options.checkpointDir, error);
+    if (error)
+      dcrt::fatal("cannot create --checkpoint-dir '%s': %s",
+                  options.checkpointDir.c_str(), error.message().c_str());
+  }
+  // --resume: the latest periodic checkpoint, if the job saved one.
+  std::string load = options.load;
+  if (options.resume)
+    load = latestCheckpoint(options.checkpointDir);
+  if (!load.empty()) {
+    int64_t loaded = dcrun::loadCheckpoint(load, registry);
     // Step numbers stay in int64_t: the last one run is loaded + steps.
     if (loaded >= INT64_MAX - options.steps)
       dcrt::fatal("checkpoint '%s' is at step %lld; %lld more would pass "
                   "the largest step number (%lld)",
-                  options.load.c_str(), static_cast<long long>(loaded),
+                  load.c_str(), static_cast<long long>(loaded),
                   static_cast<long long>(options.steps),
                   static_cast<long long>(INT64_MAX - 1));
     first = loaded + 1;
-    report("loaded checkpoint %s (step %lld)\n", options.load.c_str(),
+    report("loaded checkpoint %s (step %lld)\n", load.c_str(),
            static_cast<long long>(loaded));
   } else if (!options.init.empty()) {
     dcrun::loadInitialWeights(options.init, registry);
@@ -88,7 +100,10 @@ void Trainer::run() {
     dcrt::fatal("--cuda-graphs needs a backend that captures steps (cuda); "
                 "this run uses the %s backend",
                 dcrt_backend_name());
-  int64_t last = first + options.steps - 1;
+  // Resumed, --steps is the run's last step: a restarted job ends where
+  // the uninterrupted one would have.
+  int64_t last = options.resume ? std::max(options.steps, first - 1)
+                                : first + options.steps - 1;
   int64_t saveAt = saveStepOf(options, last);
   std::string unusable = checkStepOptions(options, first, last);
   if (!unusable.empty())
@@ -98,14 +113,14 @@ void Trainer::run() {
   report("dc-run: start-up %.1f s (runtime %.1f s, buffers %.1f s, %s %.1f "
          "s, optimizer state %.1f s)\n",
          stateReady, runtimeReady, buffersReady - runtimeReady,
-         !options.load.empty()   ? "checkpoint"
+         !load.empty()           ? "checkpoint"
          : !options.init.empty() ? "initial weights"
                                  : "initial values",
          valuesReady - buffersReady, stateReady - valuesReady);
   printHeader();
 
   if (!options.save.empty() && saveAt == first - 1)
-    save(saveAt); // --steps 0: re-save what was loaded or initialized
+    save(options.save, saveAt); // --steps 0: re-save what was loaded
   std::vector<double> stepSeconds;
   for (int64_t s = first; s <= last; ++s) {
     recordRankStatus(RankState::InStep, s);
@@ -209,7 +224,9 @@ void Trainer::run() {
     if (s == first && last > first)
       dcrt::resetOpProfile();
     if (!options.save.empty() && s == saveAt)
-      save(s);
+      save(options.save, s);
+    if (options.saveEvery > 0 && s % options.saveEvery == 0)
+      save(periodicCheckpoint(options.checkpointDir, s), s);
   }
   printSummary(stepSeconds, first);
   if (!options.trace.empty()) {
@@ -444,10 +461,10 @@ size_t Trainer::dataIndex(const TensorSpec &arg) const {
   dcrt::fatal("internal: no data argument '%s'", arg.name.c_str());
 }
 
-void Trainer::save(int64_t atStep) {
+void Trainer::save(const std::string &path, int64_t atStep) {
   optimizer->storeState(registry);
-  dcrun::saveCheckpoint(options.save, registry, atStep, options.allowNonFinite);
-  report("saved checkpoint %s (step %lld)\n", options.save.c_str(),
+  dcrun::saveCheckpoint(path, registry, atStep, options.allowNonFinite);
+  report("saved checkpoint %s (step %lld)\n", path.c_str(),
          static_cast<long long>(atStep));
 }
 

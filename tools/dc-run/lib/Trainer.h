@@ -86,7 +86,7 @@ private:
   void bindForm(Form &form);
   void *accumulatorOf(int32_t param);
   size_t dataIndex(const TensorSpec &arg) const;
-  void save(int64_t atStep);
+  void save(const std::string &path, int64_t atStep);
   void printHeader();
   void printSummary(const std::vector<double> &stepSeconds, int64_t first);
   void writeProfile();
