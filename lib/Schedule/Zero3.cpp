@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dc/Analysis/BufferAliasing.h"
+#include "dc/Analysis/StepSignature.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Schedule/Passes.h"
 #include "dc/Schedule/Planning.h"
@@ -581,12 +582,21 @@ struct Zero3Pass : public dc::impl::DCZero3Base<Zero3Pass> {
                                 hierarchical, 0, kMaxWorldSize)))
       return signalPassFailure();
     SmallVector<func::FuncOp> steps;
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() &&
-          llvm::any_of(llvm::seq(fn.getNumArguments()), [&](unsigned i) {
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (llvm::any_of(llvm::seq(fn.getNumArguments()), [&](unsigned i) {
             return fn.getArgAttr(i, kParamAttrName) != nullptr;
-          }))
+          })) {
         steps.push_back(fn);
+        continue;
+      }
+      // Not sharded, but its signature must still hold what the runtime
+      // relies on (a gradient of no parameter is refused here, not passed
+      // on to dc-verify-schedule). Steps are checked as they are sharded.
+      if (failed(verifyStepSignature(fn)))
+        return signalPassFailure();
+    }
     if (steps.empty())
       return;
     // Expert parallelism (dc-expert-parallel) gives every rank its own
