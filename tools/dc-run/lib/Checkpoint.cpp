@@ -743,3 +743,21 @@ std::string dcrun::latestCheckpoint(const std::string &dir) {
   }
   return latest < 0 ? "" : periodicCheckpoint(dir, latest);
 }
+
+void dcrun::removeUnfinishedCheckpoints(const std::string &dir) {
+  std::error_code error;
+  std::filesystem::directory_iterator entries(dir, error);
+  if (error)
+    return;
+  std::vector<std::filesystem::path> unfinished;
+  for (const std::filesystem::directory_entry &entry : entries) {
+    std::string name = entry.path().filename().string();
+    constexpr std::string_view prefix = "step-", suffix = ".safetensors.tmp";
+    if (name.size() > prefix.size() + suffix.size() &&
+        name.compare(0, prefix.size(), prefix) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      unfinished.push_back(entry.path());
+  }
+  for (const std::filesystem::path &path : unfinished)
+    std::filesystem::remove(path, error);
+}

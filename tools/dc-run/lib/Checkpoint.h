@@ -60,6 +60,10 @@ std::string periodicCheckpoint(const std::string &dir, int64_t step);
 /// name: a save writes a temporary file and renames it when it is whole.
 std::string latestCheckpoint(const std::string &dir);
 
+/// Removes the temporary files of periodic checkpoints in `dir` whose save
+/// did not finish (a job killed mid-save).
+void removeUnfinishedCheckpoints(const std::string &dir);
+
 /// The initial weights of a run (dc-run --init): every parameter's full
 /// tensor `<name>` (its fp32 `<name>.master` when stored) from a safetensors
 /// file, each rank reading only its own slices; the step count and any

@@ -67,6 +67,10 @@ void Trainer::run() {
     if (error)
       dcrt::fatal("cannot create --checkpoint-dir '%s': %s",
                   options.checkpointDir.c_str(), error.message().c_str());
+    // A job killed while saving left its temporary file: nothing else
+    // writes here, so it is garbage.
+    if (rank == 0)
+      removeUnfinishedCheckpoints(options.checkpointDir);
   }
   // --resume: the latest periodic checkpoint, if the job saved one.
   std::string load = options.load;
