@@ -117,13 +117,14 @@ std::string checksumKey(const std::string &tensor) {
   return "fnv1a64:" + tensor;
 }
 
-std::string checksumText(uint64_t checksum) {
+} // namespace
+
+std::string dcrun::checksumText(uint64_t checksum) {
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx",
                 static_cast<unsigned long long>(checksum));
   return text;
 }
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Saving

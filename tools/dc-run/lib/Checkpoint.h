@@ -26,6 +26,9 @@ namespace dcrun {
 /// start from kChecksumSeed.
 constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ull;
 uint64_t checksumBytes(uint64_t checksum, const void *data, size_t bytes);
+/// A checksum as 16 lowercase hex digits (checkpoints' metadata, manifests'
+/// seals).
+std::string checksumText(uint64_t checksum);
 
 /// Collective: every rank sends its slices, rank 0 writes `path` (through a
 /// temporary file and a rename, so a crash leaves no half-written file).

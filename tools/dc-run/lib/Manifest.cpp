@@ -1,6 +1,7 @@
 //===- Manifest.cpp - the artifact's manifest, read and checked -----------===//
 #include "Manifest.h"
 
+#include "Checkpoint.h"
 #include "Params.h"
 #include "ParseJson.h"
 
@@ -8,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 
 using namespace dcrun;
@@ -558,14 +558,8 @@ std::string dcrun::checkManifestSeal(std::string_view text) {
            "dc-compile writes it: recompile the artifact)";
   std::string_view sealed = text.substr(text.size() - digits - 2, digits);
   std::string_view body = text.substr(0, text.size() - member);
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : body) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
-  char actual[digits + 1];
-  std::snprintf(actual, sizeof(actual), "%016llx",
-                static_cast<unsigned long long>(hash));
+  std::string actual =
+      checksumText(checksumBytes(kChecksumSeed, body.data(), body.size()));
   if (sealed != actual)
     return "it was changed after dc-compile wrote it (its checksum is " +
            std::string(sealed) + ", its text's " + actual +
