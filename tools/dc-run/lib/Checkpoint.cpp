@@ -722,43 +722,41 @@ std::string dcrun::periodicCheckpoint(const std::string &dir, int64_t step) {
   return dir + "/step-" + std::to_string(step) + ".safetensors";
 }
 
-std::string dcrun::latestCheckpoint(const std::string &dir) {
+namespace {
+/// The files of `dir` named step-<middle><suffix>, as (middle, path).
+std::vector<std::pair<std::string, std::filesystem::path>>
+stepFiles(const std::string &dir, std::string_view suffix) {
+  std::vector<std::pair<std::string, std::filesystem::path>> found;
   std::error_code error;
   std::filesystem::directory_iterator entries(dir, error);
   if (error)
-    return "";
-  int64_t latest = -1;
+    return found;
+  constexpr std::string_view prefix = "step-";
   for (const std::filesystem::directory_entry &entry : entries) {
     std::string name = entry.path().filename().string();
-    constexpr std::string_view prefix = "step-", suffix = ".safetensors";
-    if (name.size() <= prefix.size() + suffix.size() ||
-        name.compare(0, prefix.size(), prefix) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    std::string digits =
-        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-    if (digits.size() > 18 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    latest = std::max<int64_t>(latest, std::stoll(digits));
+    if (name.size() > prefix.size() + suffix.size() &&
+        name.compare(0, prefix.size(), prefix) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.emplace_back(
+          name.substr(prefix.size(),
+                      name.size() - prefix.size() - suffix.size()),
+          entry.path());
   }
+  return found;
+}
+} // namespace
+
+std::string dcrun::latestCheckpoint(const std::string &dir) {
+  int64_t latest = -1;
+  for (const auto &[digits, path] : stepFiles(dir, ".safetensors"))
+    if (digits.size() <= 18 &&
+        digits.find_first_not_of("0123456789") == std::string::npos)
+      latest = std::max<int64_t>(latest, std::stoll(digits));
   return latest < 0 ? "" : periodicCheckpoint(dir, latest);
 }
 
 void dcrun::removeUnfinishedCheckpoints(const std::string &dir) {
   std::error_code error;
-  std::filesystem::directory_iterator entries(dir, error);
-  if (error)
-    return;
-  std::vector<std::filesystem::path> unfinished;
-  for (const std::filesystem::directory_entry &entry : entries) {
-    std::string name = entry.path().filename().string();
-    constexpr std::string_view prefix = "step-", suffix = ".safetensors.tmp";
-    if (name.size() > prefix.size() + suffix.size() &&
-        name.compare(0, prefix.size(), prefix) == 0 &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      unfinished.push_back(entry.path());
-  }
-  for (const std::filesystem::path &path : unfinished)
+  for (const auto &[digits, path] : stepFiles(dir, ".safetensors.tmp"))
     std::filesystem::remove(path, error);
 }
