@@ -18,40 +18,7 @@ import sys
 import tempfile
 import time
 
-
-def children_of():
-    """Parent pid -> child pids, from /proc."""
-    tree = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as stat:
-                # The command name (2nd field) is in parentheses and may hold
-                # spaces: the parent pid is the 2nd field after its ')'.
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry))
-    return tree
-
-
-def descendants(pid):
-    tree, found, todo = children_of(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid):
-    """True while `pid` runs (a zombie has ended)."""
-    try:
-        with open("/proc/%d/stat" % pid) as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from processes import alive, descendants
 
 
 def main():

@@ -21,35 +21,9 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-
-def descendants(pid):
-    """Every process under `pid`, from /proc's parent links."""
-    tree = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-                tree.setdefault(parent, []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    found, todo = [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def running(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from processes import alive, descendants
 
 
 def first_step_printed(log_path):
@@ -74,12 +48,6 @@ def latest_checkpoint_step(directory):
     steps = [int(m.group(1)) for name in os.listdir(directory)
              if (m := re.fullmatch(r"step-(\d+)\.safetensors", name))]
     return max(steps, default=0)
-
-
-def last_step_printed(log_path):
-    with open(log_path) as log:
-        steps = re.findall(r"^step=(\d+) ", log.read(), re.M)
-    return int(steps[-1]) if steps else 0
 
 
 def main():
@@ -147,7 +115,7 @@ def main():
                 return 1
             # The job ends with dc-run; the next start waits for all of it.
             deadline = time.time() + 10
-            while any(running(p) for p in job_processes):
+            while any(alive(p) for p in job_processes):
                 if time.time() > deadline:
                     print("soak: the killed job's processes still run")
                     return 1
