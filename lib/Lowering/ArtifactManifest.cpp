@@ -16,6 +16,7 @@
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
 #include "dc/Support/Assert.h"
+#include "dcrt/checksum.h"
 #include "dcrt/dcrt.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -577,11 +578,7 @@ static std::string sealManifest(StringRef text) {
     text = text.drop_back(1);
   else
     DC_UNREACHABLE("the manifest is a JSON object");
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text.bytes()) {
-    hash ^= c;
-    hash *= 0x100000001b3ull;
-  }
+  uint64_t hash = dcrt_fnv1a64(DCRT_FNV1A64_SEED, text.data(), text.size());
   std::string sealed;
   llvm::raw_string_ostream os(sealed);
   os << text << key << llvm::format_hex_no_prefix(hash, 16) << "\"}";

@@ -8,6 +8,8 @@
 #ifndef DC_TEST_SEAL_MANIFEST_H
 #define DC_TEST_SEAL_MANIFEST_H
 
+#include "dcrt/checksum.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,11 +20,7 @@ static inline void sealManifest(char *manifest, size_t capacity) {
   size_t length = strlen(manifest);
   if (length == 0 || manifest[length - 1] != '}')
     return; /* not an object: dc-run says so when it parses it */
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i + 1 < length; ++i) {
-    hash ^= (unsigned char)manifest[i];
-    hash *= 0x100000001b3ull;
-  }
+  uint64_t hash = dcrt_fnv1a64(DCRT_FNV1A64_SEED, manifest, length - 1);
   snprintf(manifest + length - 1, capacity - (length - 1),
            ",\"checksum\":\"%016llx\"}", (unsigned long long)hash);
 }

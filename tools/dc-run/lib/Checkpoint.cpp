@@ -12,6 +12,7 @@
 
 #include "ParseJson.h"
 
+#include "dcrt/checksum.h"
 #include "dcrt/core.hpp"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
@@ -101,12 +102,7 @@ struct SavedTensor {
 
 uint64_t dcrun::checksumBytes(uint64_t checksum, const void *data,
                               size_t bytes) {
-  const auto *byte = static_cast<const unsigned char *>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    checksum ^= byte[i];
-    checksum *= 0x100000001b3ull; // the 64-bit FNV prime
-  }
-  return checksum;
+  return dcrt_fnv1a64(checksum, data, bytes);
 }
 
 namespace {

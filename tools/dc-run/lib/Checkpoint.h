@@ -16,6 +16,8 @@
 
 #include "Params.h"
 
+#include "dcrt/checksum.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,7 +26,7 @@ namespace dcrun {
 
 /// FNV-1a (64-bit) over `bytes` more bytes, continuing from `checksum`;
 /// start from kChecksumSeed.
-constexpr uint64_t kChecksumSeed = 0xcbf29ce484222325ull;
+constexpr uint64_t kChecksumSeed = DCRT_FNV1A64_SEED;
 uint64_t checksumBytes(uint64_t checksum, const void *data, size_t bytes);
 /// A checksum as 16 lowercase hex digits (checkpoints' metadata, manifests'
 /// seals).
