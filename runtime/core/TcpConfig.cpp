@@ -1,6 +1,8 @@
 //===- TcpConfig.cpp - where a tcp job's rank 0 is, from the launcher -----===//
 #include "TcpConfig.h"
 
+#include "TcpWire.h"
+
 #include "dcrt/error.hpp"
 
 #include <cerrno>
@@ -81,6 +83,17 @@ TcpConfig dcrt::detail::tcpConfigFromEnvironment(double timeoutSeconds) {
   else if (config.worldSize > 1)
     fatal("the tcp transport needs MASTER_ADDR (the host of rank 0) in the "
           "environment");
+  // Rank 0 sends it in the address table, whose hosts are bounded.
+  if (config.masterAddr.size() > tcp::kMaxHostBytes)
+    fatal("MASTER_ADDR='%.40s...' is not a host name (at most %zu "
+          "characters)",
+          config.masterAddr.c_str(), tcp::kMaxHostBytes);
+  if (const char *token = environment("DCRT_TCP_TOKEN")) {
+    config.token = token;
+    if (config.token.size() > tcp::kMaxTokenBytes)
+      fatal("DCRT_TCP_TOKEN is %zu characters long (at most %zu)",
+            config.token.size(), tcp::kMaxTokenBytes);
+  }
   const char *agentStore = environment("TORCHELASTIC_USE_AGENT_STORE");
   if (environment("DCRT_MASTER_PORT")) {
     config.masterPort = static_cast<int>(integerVariable(

@@ -17,6 +17,9 @@ struct TcpConfig {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 0;
   double timeoutSeconds = 300;
+  /// DCRT_TCP_TOKEN, the same on every rank of a job (empty: none): rank 0
+  /// lets only a hello that carries it join the rendezvous.
+  std::string token;
   /// Where the settings came from ("torchrun", "SLURM"), for messages.
   std::string source = "environment";
 };
@@ -25,8 +28,9 @@ struct TcpConfig {
 /// SLURM_NTASKS with MASTER_ADDR or SLURM's first node and MASTER_PORT or
 /// one derived from SLURM_JOB_ID. DCRT_MASTER_PORT, when set, is the port;
 /// under torchrun with TORCHELASTIC_USE_AGENT_STORE=True (its agent serves
-/// a store on MASTER_PORT) it is MASTER_PORT + 1. Fatal naming the variable
-/// when one is missing or wrong.
+/// a store on MASTER_PORT) it is MASTER_PORT + 1. DCRT_TCP_TOKEN, when set,
+/// is the job's token. Fatal naming the variable when one is missing or
+/// wrong.
 TcpConfig tcpConfigFromEnvironment(double timeoutSeconds);
 
 /// The first host of a SLURM node list ("gpu[07-09,12],cpu1" -> "gpu07").

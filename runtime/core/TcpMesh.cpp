@@ -14,11 +14,6 @@ using namespace dcrt;
 using namespace dcrt::detail;
 using namespace dcrt::detail::tcp;
 
-namespace {
-/// Mesh hello: magic, rank, token.
-constexpr size_t kMeshHelloBytes = 16;
-} // namespace
-
 TcpMesh::TcpMesh(const TcpConfig &config) {
   sockets.assign(config.worldSize, -1);
   if (config.worldSize == 1)
@@ -60,11 +55,10 @@ void TcpMesh::connectPeers(const TcpConfig &config, int dataListener,
     sockaddr_storage address =
         resolve(peer.host, peer.port, length, "a rank's address");
     int fd = connectBefore(address, length, deadline, error);
-    std::string hello;
-    put32(hello, kMagic);
-    put32(hello, static_cast<uint32_t>(rank));
-    put64(hello, job.token);
-    if (fd < 0 || !writeBefore(fd, hello, deadline, error))
+    if (fd < 0 ||
+        !writeBefore(fd,
+                     encodeMeshHello(static_cast<uint32_t>(rank), job.token),
+                     deadline, error))
       fatal("tcp transport: cannot connect to rank %d at %s:%d: %s", r,
             peer.host.c_str(), peer.port, error.c_str());
     sockets[r] = fd;
@@ -82,19 +76,29 @@ void TcpMesh::connectPeers(const TcpConfig &config, int dataListener,
             "to this rank",
             config.timeoutSeconds, nameRanks(missing).c_str());
     }
-    int fd = accept4(dataListener, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage from = {};
+    socklen_t fromLength = sizeof(from);
+    int fd = accept4(dataListener, reinterpret_cast<sockaddr *>(&from),
+                     &fromLength, SOCK_CLOEXEC);
     if (fd < 0)
       continue;
     std::string hello;
+    uint32_t peer = 0;
     if (!readBefore(fd, hello, kMeshHelloBytes,
                     std::min(deadline, deadlineIn(kHelloSeconds)), error) ||
-        get32(hello.data()) != kMagic || get64(hello.data() + 8) != job.token) {
-      close(fd); // not a rank of this job
+        !parseMeshHello(hello, job.token, peer, error)) {
+      // Not a rank of this job: the mesh waits on for the real ones.
+      warn("tcp transport: this rank's mesh listener refused a connection "
+           "from %s: %s",
+           numericHost(from, fromLength).c_str(), error.c_str());
+      close(fd);
       continue;
     }
-    int peer = static_cast<int>(get32(hello.data() + 4));
-    if (peer <= rank || peer >= worldSize || sockets[peer] >= 0)
-      fatal("tcp transport: a second connection claims to be rank %d", peer);
+    // The token says it is a rank of this job: a wrong rank is the job's
+    // error.
+    if (peer <= static_cast<uint32_t>(rank) ||
+        peer >= static_cast<uint32_t>(worldSize) || sockets[peer] >= 0)
+      fatal("tcp transport: a second connection claims to be rank %u", peer);
     sockets[peer] = fd;
     ++accepted;
   }

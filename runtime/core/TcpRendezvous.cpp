@@ -7,7 +7,10 @@
 #include "dcrt/error.hpp"
 
 #include <algorithm>
-#include <netdb.h>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
 #include <poll.h>
 #include <random>
 #include <unistd.h>
@@ -17,11 +20,12 @@ using namespace dcrt::detail;
 using namespace dcrt::detail::tcp;
 
 namespace {
-/// Raised when the hello changes, so that ranks of different libdcrt
-/// builds fail with a message instead of misreading each other.
-constexpr uint32_t kVersion = 1;
-/// Rendezvous hello: magic, version, rank, world size, data port.
-constexpr size_t kHelloBytes = 20;
+/// Connections that may be sending their hellos at once; more wait in the
+/// listen backlog until one is done.
+constexpr size_t kMaxPendingHellos = 256;
+/// Refused connections that rank 0 reports one by one (a port scanner may
+/// knock many times); the rest only count.
+constexpr int kReportedRefusals = 8;
 
 /// A rank other than 0: hello to rank 0, then its answer.
 JobAddresses joinRankZero(const TcpConfig &config, int dataPort,
@@ -38,23 +42,30 @@ JobAddresses joinRankZero(const TcpConfig &config, int dataPort,
           "not start, or listens elsewhere",
           config.timeoutSeconds, where.c_str(), config.source.c_str(),
           error.c_str());
-  std::string hello;
-  put32(hello, kMagic);
-  put32(hello, kVersion);
-  put32(hello, static_cast<uint32_t>(config.rank));
-  put32(hello, static_cast<uint32_t>(config.worldSize));
-  put32(hello, static_cast<uint32_t>(dataPort));
-  // The answer: status (0: accepted), then the table or why not.
-  std::string status, body;
-  if (!writeBefore(fd, hello, deadline, error) ||
-      !readBefore(fd, status, 8, deadline, error) ||
-      !readBefore(fd, body, get32(status.data() + 4), deadline, error))
+  Hello hello;
+  hello.rank = static_cast<uint32_t>(config.rank);
+  hello.worldSize = static_cast<uint32_t>(config.worldSize);
+  hello.dataPort = static_cast<uint32_t>(dataPort);
+  hello.token = config.token;
+  std::string header, body;
+  if (!writeBefore(fd, encodeHello(hello), deadline, error) ||
+      !readBefore(fd, header, kReplyHeaderBytes, deadline, error))
     fatal("tcp transport: the rendezvous with rank 0 at %s failed: %s "
           "(waited up to %g s for every rank to join)",
           where.c_str(), error.c_str(), config.timeoutSeconds);
+  bool accepted = false;
+  size_t bodyBytes = 0;
+  if (!parseReplyHeader(header, config.worldSize, accepted, bodyBytes, error))
+    fatal("tcp transport: what answered at %s (MASTER_ADDR:MASTER_PORT from "
+          "%s) is not dcrt's rank 0: %s",
+          where.c_str(), config.source.c_str(), error.c_str());
+  if (!readBefore(fd, body, bodyBytes, deadline, error))
+    fatal("tcp transport: the rendezvous with rank 0 at %s failed: %s",
+          where.c_str(), error.c_str());
   close(fd);
-  if (get32(status.data()) != 0)
-    fatal("tcp transport: rank 0 refused this rank: %s", body.c_str());
+  if (!accepted)
+    fatal("tcp transport: rank 0 refused this rank: %s",
+          printable(body).c_str());
   JobAddresses job;
   if (!decodeAddressTable(body, job.token, job.table, error) ||
       static_cast<int>(job.table.size()) != config.worldSize)
@@ -63,11 +74,65 @@ JobAddresses joinRankZero(const TcpConfig &config, int dataPort,
   return job;
 }
 
-/// Rank 0: one hello from every other rank, then the table to each.
-JobAddresses gatherRanks(const TcpConfig &config, int dataPort,
-                         Clock::time_point deadline, const std::string &where) {
-  int worldSize = config.worldSize;
-  std::string error;
+/// Whether two tokens are equal, in a time that does not tell how much of
+/// a guess was right.
+bool sameToken(const std::string &a, const std::string &b) {
+  if (a.size() != b.size())
+    return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
+}
+
+/// A connection to the rendezvous port that has not sent a whole hello.
+struct Pending {
+  int fd = -1;
+  std::string from; // its numeric host
+  bool loopback = false;
+  std::string bytes; // what it sent so far
+  Clock::time_point deadline;
+};
+
+/// Rank 0's side: one hello from every other rank, then the table to each.
+/// Hellos are read from every connection at once, so that one that sends
+/// nothing, or slowly, holds up no rank; one that is no rank of this job is
+/// refused, reported and closed, and the rendezvous goes on.
+class Gathering {
+public:
+  Gathering(const TcpConfig &config, int dataPort, Clock::time_point deadline,
+            const std::string &where)
+      : config(config), deadline(deadline), where(where) {
+    job.table.assign(config.worldSize, PeerAddress());
+    job.table[0] = {config.masterAddr, dataPort};
+    connections.assign(config.worldSize, -1);
+  }
+  JobAddresses run();
+
+private:
+  void acceptOne(int listener);
+  /// Reads what `p` sent and judges it; true when `p` is done with (joined
+  /// or closed).
+  bool readFrom(Pending &p);
+  bool judge(Pending &p, const Hello &hello);
+  /// Tells `p` why (when it speaks dcrt), reports it and closes it.
+  void refuse(Pending &p, const std::string &why, bool reply);
+  /// A rank of this job that disagrees: tells it why, then ends the job.
+  [[noreturn]] void reject(Pending &p, const std::string &why);
+  [[noreturn]] void timedOut();
+
+  const TcpConfig &config;
+  Clock::time_point deadline;
+  std::string where;
+  JobAddresses job;
+  std::vector<int> connections; // by rank, once its hello is accepted
+  int joined = 1;
+  std::vector<Pending> pending;
+  int refused = 0;
+  std::string lastRefusal;
+};
+
+JobAddresses Gathering::run() {
   int listener = listenOn(
       [&] {
         socklen_t length = 0;
@@ -77,85 +142,51 @@ JobAddresses gatherRanks(const TcpConfig &config, int dataPort,
       }(),
       config.masterPort,
       "the rendezvous (MASTER_PORT from " + config.source + ")");
-  JobAddresses job;
-  job.table.assign(worldSize, PeerAddress());
-  job.table[0] = {config.masterAddr, dataPort};
-  std::vector<int> connections(worldSize, -1);
-  int joined = 1;
-  // Tell the rank why before ending the job, so that its message says too.
-  auto refuse = [&](int fd, const std::string &message) {
-    std::string reply;
-    put32(reply, 1);
-    put32(reply, static_cast<uint32_t>(message.size()));
-    reply += message;
-    std::string ignored;
-    writeBefore(fd, reply, Clock::now() + std::chrono::seconds(2), ignored);
-    fatal("tcp transport: %s", message.c_str());
-  };
-  while (joined < worldSize) {
-    pollfd entry = {listener, POLLIN, 0};
-    if (poll(&entry, 1, pollMillis(deadline)) <= 0) {
-      if (secondsLeft(deadline) > 0)
+  while (joined < config.worldSize) {
+    std::vector<pollfd> entries;
+    bool listening = pending.size() < kMaxPendingHellos;
+    if (listening)
+      entries.push_back({listener, POLLIN, 0});
+    Clock::time_point wake = deadline;
+    for (const Pending &p : pending) {
+      entries.push_back({p.fd, POLLIN, 0});
+      wake = std::min(wake, p.deadline);
+    }
+    int ready = poll(entries.data(), entries.size(), pollMillis(wake));
+    if (ready < 0 && errno != EINTR)
+      fatal("tcp transport: poll failed in the rendezvous: %s",
+            std::strerror(errno));
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      Pending &p = pending[i];
+      short revents = ready > 0 ? entries[i + listening].revents : 0;
+      if (revents && readFrom(p))
         continue;
-      std::vector<int> missing;
-      for (int r = 1; r < worldSize; ++r)
-        if (connections[r] < 0)
-          missing.push_back(r);
-      fatal("tcp transport: timed out after %g s waiting for %s of %d to "
-            "connect to %s (MASTER_ADDR:MASTER_PORT from %s)",
-            config.timeoutSeconds, nameRanks(missing).c_str(), worldSize,
-            where.c_str(), config.source.c_str());
+      if (Clock::now() >= p.deadline) {
+        refuse(p,
+               "sent no whole hello within " +
+                   std::to_string(static_cast<int>(kHelloSeconds)) + " s",
+               false);
+        continue;
+      }
+      still.push_back(std::move(p));
     }
-    sockaddr_storage peer = {};
-    socklen_t length = sizeof(peer);
-    int fd = accept4(listener, reinterpret_cast<sockaddr *>(&peer), &length,
-                     SOCK_CLOEXEC);
-    if (fd < 0)
-      continue;
-    // A rank sends its hello at once; something that does not is no rank
-    // of ours and may not hold the rendezvous up for long.
-    std::string hello;
-    if (!readBefore(fd, hello, kHelloBytes,
-                    std::min(deadline, deadlineIn(kHelloSeconds)), error) ||
-        get32(hello.data()) != kMagic) {
-      // Not a rank of ours (a port scan, a stray client): ignore it.
-      close(fd);
-      continue;
-    }
-    int theirRank = static_cast<int>(get32(hello.data() + 8));
-    int theirWorld = static_cast<int>(get32(hello.data() + 12));
-    int theirPort = static_cast<int>(get32(hello.data() + 16));
-    std::string from = numericHost(peer, length);
-    if (get32(hello.data() + 4) != kVersion)
-      refuse(fd, "a rank at " + from +
-                     " runs another libdcrt (tcp protocol version " +
-                     std::to_string(get32(hello.data() + 4)) + ", this is " +
-                     std::to_string(kVersion) + ")");
-    if (theirWorld != worldSize)
-      refuse(fd, "rank " + std::to_string(theirRank) + " (at " + from +
-                     ") has a world size of " + std::to_string(theirWorld) +
-                     ", but rank 0 has " + std::to_string(worldSize) +
-                     " (WORLD_SIZE differs between the ranks)");
-    if (theirRank <= 0 || theirRank >= worldSize || connections[theirRank] >= 0)
-      refuse(fd, "two ranks claim rank " + std::to_string(theirRank) +
-                     " (the second at " + from + ")");
-    connections[theirRank] = fd;
-    // A rank that reached rank 0 over loopback shares its host, which the
-    // others reach as MASTER_ADDR.
-    job.table[theirRank] = {isLoopback(peer) ? config.masterAddr : from,
-                            theirPort};
-    ++joined;
+    pending = std::move(still);
+    if (listening && ready > 0 && entries[0].revents)
+      acceptOne(listener);
+    if (joined < config.worldSize && secondsLeft(deadline) <= 0)
+      timedOut();
   }
   close(listener);
+  for (Pending &p : pending)
+    close(p.fd); // strangers still talking: the job does not wait for them
   std::random_device entropy;
   job.token = uint64_t(entropy()) << 32 ^ entropy() ^
               static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  std::string body = encodeAddressTable(job.token, job.table);
-  std::string reply;
-  put32(reply, 0);
-  put32(reply, static_cast<uint32_t>(body.size()));
-  reply += body;
-  for (int r = 1; r < worldSize; ++r) {
+  std::string reply =
+      encodeReply(true, encodeAddressTable(job.token, job.table));
+  std::string error;
+  for (int r = 1; r < config.worldSize; ++r) {
     if (!writeBefore(connections[r], reply, deadline, error))
       fatal("tcp transport: cannot send the address table to rank %d: %s", r,
             error.c_str());
@@ -163,64 +194,149 @@ JobAddresses gatherRanks(const TcpConfig &config, int dataPort,
   }
   return job;
 }
+
+void Gathering::acceptOne(int listener) {
+  sockaddr_storage peer = {};
+  socklen_t length = sizeof(peer);
+  int fd = accept4(listener, reinterpret_cast<sockaddr *>(&peer), &length,
+                   SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0)
+    return;
+  Pending p;
+  p.fd = fd;
+  p.from = numericHost(peer, length);
+  p.loopback = isLoopback(peer);
+  // A rank sends its hello at once; something that does not is no rank of
+  // ours and may not keep its connection long.
+  p.deadline = std::min(deadline, deadlineIn(kHelloSeconds));
+  pending.push_back(std::move(p));
+}
+
+bool Gathering::readFrom(Pending &p) {
+  Hello hello;
+  size_t more = 0;
+  std::string error;
+  HelloState state = parseHello(p.bytes, hello, more, error);
+  if (state == HelloState::Partial) {
+    // Never more than the hello still lacks: what follows is not read.
+    char buffer[kHelloHeaderBytes + kMaxTokenBytes];
+    ssize_t n = recv(p.fd, buffer, std::min(more, sizeof(buffer)), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+      return false;
+    if (n <= 0) {
+      refuse(p,
+             n == 0
+                 ? "closed before a whole hello"
+                 : std::string(std::strerror(errno)) + " before a whole hello",
+             false);
+      return true;
+    }
+    p.bytes.append(buffer, static_cast<size_t>(n));
+    state = parseHello(p.bytes, hello, more, error);
+  }
+  switch (state) {
+  case HelloState::Partial:
+    return false;
+  case HelloState::Foreign:
+    refuse(p, "no dcrt hello (not a rank: a port scan, another program)",
+           false);
+    return true;
+  case HelloState::Malformed:
+    refuse(p, error, true);
+    return true;
+  case HelloState::Whole:
+    return judge(p, hello);
+  }
+  return true;
+}
+
+bool Gathering::judge(Pending &p, const Hello &hello) {
+  if (hello.version != kVersion) {
+    refuse(p,
+           "a hello of another libdcrt (tcp protocol version " +
+               std::to_string(hello.version) + ", this is " +
+               std::to_string(kVersion) + ")",
+           true);
+    return true;
+  }
+  if (!sameToken(hello.token, config.token)) {
+    refuse(p,
+           std::string(config.token.empty()
+                           ? "a hello with a job token, but rank 0 has none"
+                       : hello.token.empty()
+                           ? "a hello without the job token"
+                           : "a hello with another job's token") +
+               " (DCRT_TCP_TOKEN): no rank of this job",
+           true);
+    return true;
+  }
+  // The token (or, without one, the magic and version) says it is a rank
+  // of this job: a disagreement is the job's error.
+  int worldSize = config.worldSize;
+  int theirRank = static_cast<int>(std::min<uint32_t>(hello.rank, INT32_MAX));
+  if (hello.worldSize != static_cast<uint32_t>(worldSize))
+    reject(p, "rank " + std::to_string(hello.rank) + " (at " + p.from +
+                  ") has a world size of " + std::to_string(hello.worldSize) +
+                  ", but rank 0 has " + std::to_string(worldSize) +
+                  " (WORLD_SIZE differs between the ranks)");
+  if (theirRank <= 0 || theirRank >= worldSize || connections[theirRank] >= 0)
+    reject(p, "two ranks claim rank " + std::to_string(hello.rank) +
+                  " (the second at " + p.from + ")");
+  // Replies go out with blocking writes once every rank has come.
+  int flags = fcntl(p.fd, F_GETFL);
+  fcntl(p.fd, F_SETFL, flags & ~O_NONBLOCK);
+  connections[theirRank] = p.fd;
+  // A rank that reached rank 0 over loopback shares its host, which the
+  // others reach as MASTER_ADDR.
+  job.table[theirRank] = {p.loopback ? config.masterAddr : p.from,
+                          static_cast<int>(hello.dataPort)};
+  ++joined;
+  return true;
+}
+
+void Gathering::refuse(Pending &p, const std::string &why, bool reply) {
+  ++refused;
+  lastRefusal = "from " + p.from + ": " + why;
+  if (refused <= kReportedRefusals)
+    warn("tcp transport: the rendezvous at %s refused a connection %s%s",
+         where.c_str(), lastRefusal.c_str(),
+         refused == kReportedRefusals ? " (further refusals are only counted)"
+                                      : "");
+  if (reply) {
+    std::string error;
+    writeBefore(p.fd, encodeReply(false, "rank 0 at " + where + ": " + why),
+                deadlineIn(1), error);
+  }
+  close(p.fd);
+}
+
+void Gathering::reject(Pending &p, const std::string &why) {
+  std::string error;
+  writeBefore(p.fd, encodeReply(false, why), deadlineIn(2), error);
+  fatal("tcp transport: %s", why.c_str());
+}
+
+void Gathering::timedOut() {
+  std::vector<int> missing;
+  for (int r = 1; r < config.worldSize; ++r)
+    if (connections[r] < 0)
+      missing.push_back(r);
+  std::string refusals;
+  if (refused > 0)
+    refusals = "; it refused " + std::to_string(refused) +
+               (refused == 1 ? " connection" : " connections") + ", the last " +
+               lastRefusal;
+  fatal("tcp transport: timed out after %g s waiting for %s of %d to "
+        "connect to %s (MASTER_ADDR:MASTER_PORT from %s)%s",
+        config.timeoutSeconds, nameRanks(missing).c_str(), config.worldSize,
+        where.c_str(), config.source.c_str(), refusals.c_str());
+}
 } // namespace
 
 JobAddresses dcrt::detail::rendezvous(const TcpConfig &config, int dataPort) {
   Clock::time_point deadline = deadlineIn(config.timeoutSeconds);
   std::string where =
       config.masterAddr + ":" + std::to_string(config.masterPort);
-  return config.rank == 0 ? gatherRanks(config, dataPort, deadline, where)
+  return config.rank == 0 ? Gathering(config, dataPort, deadline, where).run()
                           : joinRankZero(config, dataPort, deadline, where);
-}
-
-std::string
-dcrt::detail::encodeAddressTable(uint64_t token,
-                                 const std::vector<PeerAddress> &table) {
-  std::string out;
-  put32(out, kMagic);
-  put64(out, token);
-  put32(out, static_cast<uint32_t>(table.size()));
-  for (const PeerAddress &entry : table) {
-    put32(out, static_cast<uint32_t>(entry.port));
-    put32(out, static_cast<uint32_t>(entry.host.size()));
-    out += entry.host;
-  }
-  return out;
-}
-
-bool dcrt::detail::decodeAddressTable(const std::string &bytes, uint64_t &token,
-                                      std::vector<PeerAddress> &table,
-                                      std::string &error) {
-  table.clear();
-  size_t at = 16;
-  if (bytes.size() < at || get32(bytes.data()) != kMagic) {
-    error = "no table header";
-    return false;
-  }
-  token = get64(bytes.data() + 4);
-  uint32_t count = get32(bytes.data() + 12);
-  for (uint32_t i = 0; i < count; ++i) {
-    if (bytes.size() - at < 8) {
-      error = "entry " + std::to_string(i) + " of " + std::to_string(count) +
-              " is cut short";
-      return false;
-    }
-    PeerAddress entry;
-    entry.port = static_cast<int>(get32(bytes.data() + at));
-    uint32_t length = get32(bytes.data() + at + 4);
-    at += 8;
-    if (bytes.size() - at < length || entry.port < 1 || entry.port > 65535 ||
-        length == 0 || length > NI_MAXHOST) {
-      error = "entry " + std::to_string(i) + " is malformed";
-      return false;
-    }
-    entry.host = bytes.substr(at, length);
-    at += length;
-    table.push_back(entry);
-  }
-  if (at != bytes.size()) {
-    error = std::to_string(bytes.size() - at) + " bytes after the table";
-    return false;
-  }
-  return true;
 }

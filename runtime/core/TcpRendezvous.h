@@ -2,37 +2,26 @@
 //
 // Rank 0 listens on MASTER_PORT; every other rank connects to
 // MASTER_ADDR:MASTER_PORT (retrying until rank 0 is up) and sends a hello
-// (rank, world size, the port of its own data listener). Rank 0 checks them
-// (world sizes agree, each rank once) and answers each with the address
-// table: every rank's host and data port, and a random job token. Only rank
-// 0's address has to be known in advance: the launcher's.
+// (rank, world size, the port of its own data listener, the job token of
+// DCRT_TCP_TOKEN). Rank 0 refuses, and reports, a connection that is no rank
+// of this job (no dcrt hello, another token, another protocol version) and
+// goes on waiting; it checks the rest (world sizes agree, each rank once)
+// and answers each with the address table: every rank's host and data
+// port, and a random mesh token. Only rank 0's address has to be known in
+// advance: the launcher's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DCRT_CORE_TCPRENDEZVOUS_H
 #define DCRT_CORE_TCPRENDEZVOUS_H
 
 #include "TcpConfig.h"
+#include "TcpWire.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dcrt::detail {
-
-/// One entry of the address table rank 0 sends: where a rank's data
-/// listener is.
-struct PeerAddress {
-  std::string host; // numeric address or a name getaddrinfo resolves
-  int port = 0;
-  bool operator==(const PeerAddress &other) const {
-    return host == other.host && port == other.port;
-  }
-};
-std::string encodeAddressTable(uint64_t token,
-                               const std::vector<PeerAddress> &table);
-/// False, with `error` set, when `bytes` is not a whole table.
-bool decodeAddressTable(const std::string &bytes, uint64_t &token,
-                        std::vector<PeerAddress> &table, std::string &error);
 
 /// What the rendezvous tells every rank, the same on all of them.
 struct JobAddresses {
@@ -44,8 +33,8 @@ struct JobAddresses {
 
 /// Meets the other ranks of `config`'s job at rank 0, telling them this
 /// rank's data listener is at `dataPort`. Fatal, naming the ranks, when one
-/// does not come within config.timeoutSeconds or disagrees (world size,
-/// protocol version, a rank claimed twice).
+/// does not come within config.timeoutSeconds or one with this job's token
+/// disagrees (world size, a rank claimed twice).
 JobAddresses rendezvous(const TcpConfig &config, int dataPort);
 
 } // namespace dcrt::detail

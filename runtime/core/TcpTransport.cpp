@@ -21,8 +21,7 @@ using namespace dcrt::detail;
 using namespace dcrt::detail::tcp;
 
 namespace {
-/// Every collective message: kind, sequence number, payload bytes.
-constexpr size_t kHeaderBytes = 16;
+constexpr size_t kHeaderBytes = kFrameHeaderBytes;
 /// A reduction goes in pieces of at most this many bytes per peer, which
 /// bounds its scratch memory to (n-1) pieces.
 constexpr int64_t kReducePieceBytes = int64_t(4) << 20;
@@ -178,11 +177,11 @@ void TcpTransport::addSend(std::vector<Transfer> &transfers, int peer,
   transfer.sending = true;
   transfer.data = const_cast<char *>(static_cast<const char *>(data));
   transfer.bytes = bytes;
-  std::string header;
-  put32(header, static_cast<uint32_t>(op.kind));
-  put32(header, sequence);
-  put64(header, static_cast<uint64_t>(bytes));
-  std::memcpy(transfer.header, header.data(), kHeaderBytes);
+  FrameHeader header;
+  header.kind = static_cast<uint32_t>(op.kind);
+  header.sequence = sequence;
+  header.bytes = static_cast<uint64_t>(bytes);
+  encodeFrameHeader(header, transfer.header);
   transfers.push_back(transfer);
 }
 
@@ -273,17 +272,20 @@ void TcpTransport::exchange(std::vector<Transfer> &transfers,
           t.done += n;
           lastProgress = Clock::now();
           if (!hadHeader && t.done >= static_cast<int64_t>(kHeaderBytes)) {
-            auto kind = static_cast<CommKind>(get32(t.header));
-            uint32_t theirSequence = get32(t.header + 4);
-            auto bytes = static_cast<int64_t>(get64(t.header + 8));
-            if (kind != op.kind || theirSequence != sequence ||
-                bytes != t.bytes)
+            // The payload goes into the buffer the receiver sized: only
+            // the count it expects is taken.
+            FrameHeader theirs = decodeFrameHeader(t.header);
+            if (theirs.kind != static_cast<uint32_t>(op.kind) ||
+                theirs.sequence != sequence ||
+                theirs.bytes != static_cast<uint64_t>(t.bytes))
               fatal("tcp transport: the ranks issued different collectives: "
-                    "rank %d sent %lld bytes of its collective #%u (%s) "
+                    "rank %d sent %llu bytes of its collective #%u (%s) "
                     "where this rank, in %s (#%u, %s), expected %lld",
-                    t.peer, static_cast<long long>(bytes), theirSequence,
-                    commKindName(kind), op.name, sequence,
-                    commKindName(op.kind), static_cast<long long>(t.bytes));
+                    t.peer, static_cast<unsigned long long>(theirs.bytes),
+                    theirs.sequence,
+                    commKindName(static_cast<CommKind>(theirs.kind)), op.name,
+                    sequence, commKindName(op.kind),
+                    static_cast<long long>(t.bytes));
           }
         }
         if (!wasFinished && finished(t))

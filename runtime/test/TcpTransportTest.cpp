@@ -9,15 +9,18 @@
 #include "TcpTransport.h"
 #include "Streams.h"
 #include "TcpRendezvous.h"
+#include "TcpWire.h"
 #include "dcrt/error.hpp"
 
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdarg>
@@ -345,40 +348,8 @@ std::string describe(const std::vector<RankResult> &results) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
-// Encodings
+// Settings
 //===----------------------------------------------------------------------===//
-
-TEST(TcpAddressTable, RoundTrips) {
-  std::vector<PeerAddress> table = {
-      {"10.0.0.1", 29500}, {"fe80::1", 1}, {"node-07.cluster", 65535}};
-  std::string bytes = encodeAddressTable(0x0123456789abcdefULL, table);
-  uint64_t token = 0;
-  std::vector<PeerAddress> decoded;
-  std::string error;
-  ASSERT_TRUE(decodeAddressTable(bytes, token, decoded, error)) << error;
-  EXPECT_EQ(token, 0x0123456789abcdefULL);
-  EXPECT_EQ(decoded, table);
-}
-
-TEST(TcpAddressTable, RejectsMalformedTables) {
-  std::vector<PeerAddress> table = {{"10.0.0.1", 29500}, {"10.0.0.2", 4000}};
-  std::string bytes = encodeAddressTable(7, table);
-  uint64_t token = 0;
-  std::vector<PeerAddress> decoded;
-  std::string error;
-  // Every strict prefix is refused, and so is a longer one.
-  for (size_t length = 0; length < bytes.size(); ++length)
-    EXPECT_FALSE(
-        decodeAddressTable(bytes.substr(0, length), token, decoded, error))
-        << "a prefix of " << length << " bytes was accepted";
-  EXPECT_FALSE(decodeAddressTable(bytes + "x", token, decoded, error));
-  EXPECT_NE(error.find("after the table"), std::string::npos) << error;
-  std::string badPort = encodeAddressTable(7, {{"10.0.0.1", 0}});
-  EXPECT_FALSE(decodeAddressTable(badPort, token, decoded, error));
-  std::string badMagic = bytes;
-  badMagic[0] ^= 1;
-  EXPECT_FALSE(decodeAddressTable(badMagic, token, decoded, error));
-}
 
 TEST(TcpSlurm, FirstHostOfANodeList) {
   EXPECT_EQ(firstSlurmHost("gpu[07-09,12],cpu1"), "gpu07");
@@ -500,6 +471,241 @@ TEST(TcpRendezvous, IgnoresAStrayConnection) {
       60);
   for (const RankResult &result : results)
     EXPECT_TRUE(result.exitedZero()) << describe(results);
+}
+
+namespace {
+/// In a stranger's child: a connection to the rendezvous at `port` once
+/// rank 0 listens.
+int connectToRendezvous(int port) {
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof(address)) ==
+        0)
+      return fd;
+    close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  failChild("rank 0 never listened");
+}
+
+void sendAll(int fd, const std::string &bytes) {
+  if (write(fd, bytes.data(), bytes.size()) !=
+      static_cast<ssize_t>(bytes.size()))
+    failChild("a stranger's write failed: %s", std::strerror(errno));
+}
+
+/// Everything `fd` receives until it is closed (or reset), within
+/// `seconds`; a child failure if it stays open longer.
+std::string readUntilClosed(int fd, double seconds) {
+  std::string received;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int>(seconds * 1e3));
+  for (;;) {
+    int left =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now())
+                             .count());
+    pollfd entry = {fd, POLLIN, 0};
+    if (left <= 0 || poll(&entry, 1, left) <= 0)
+      failChild("the connection stayed open for %g s", seconds);
+    char buffer[4096];
+    ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0)
+      return received;
+    received.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+/// A stranger that sends `bytes` and expects rank 0 to refuse it with a
+/// reply containing `why` (or, with `why` empty, to close it unanswered).
+void strangerExpecting(int port, const std::string &bytes,
+                       const std::string &why) {
+  int fd = connectToRendezvous(port);
+  sendAll(fd, bytes);
+  std::string reply = readUntilClosed(fd, 20);
+  close(fd);
+  if (why.empty()) {
+    if (!reply.empty())
+      failChild("a stranger got %zu bytes back", reply.size());
+    return;
+  }
+  if (reply.size() < tcp::kReplyHeaderBytes || tcp::get32(reply.data()) != 1 ||
+      reply.find(why) == std::string::npos)
+    failChild("expected a refusal saying '%s', got %zu bytes: %s", why.c_str(),
+              reply.size(), tcp::printable(reply).c_str());
+}
+
+tcp::Hello helloOf(uint32_t rank, uint32_t world, const std::string &token) {
+  tcp::Hello hello;
+  hello.rank = rank;
+  hello.worldSize = world;
+  hello.dataPort = 9;
+  hello.token = token;
+  return hello;
+}
+} // namespace
+
+TEST(TcpRendezvous, RefusesStrangersAndTheJobCompletes) {
+  // Strangers reach the rendezvous of a job with a token before its ranks
+  // 1 and 2 do: one that sends nothing, an HTTP client, hellos without the
+  // token or with another job's (claiming real ranks, or another world
+  // size), one announcing a 4 GiB token, one of another protocol version.
+  // Each is refused and reported, none ends or holds up the job.
+  int port = freePort();
+  const std::string token = "the-job-token";
+  auto start = std::chrono::steady_clock::now();
+  auto results = forkRanks(
+      {0, 1, 2, -1, -2, -3, -4, -5, -6},
+      [&](int rank) {
+        switch (rank) {
+        case -1: {
+          // Silent: closed when the job no longer needs the port, long
+          // before its hello time (10 s) would have run out.
+          int fd = connectToRendezvous(port);
+          auto opened = std::chrono::steady_clock::now();
+          readUntilClosed(fd, 20);
+          double open = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - opened)
+                            .count();
+          if (open > 8)
+            failChild("the silent connection stayed open %g s", open);
+          return;
+        }
+        case -2:
+          return strangerExpecting(port, "GET / HTTP/1.0\r\n\r\n", "");
+        case -3:
+          return strangerExpecting(port, encodeHello(helloOf(1, 3, "")),
+                                   "a hello without the job token");
+        case -4:
+          return strangerExpecting(port,
+                                   encodeHello(helloOf(2, 99, "other-job")),
+                                   "a hello with another job's token");
+        case -5: {
+          std::string header = encodeHello(helloOf(1, 3, "")).substr(0, 20);
+          tcp::put32(header, 0xffffffffu);
+          return strangerExpecting(port, header,
+                                   "a token of 4294967295 bytes (at most 256)");
+        }
+        case -6: {
+          // Version 1's hello: magic, version, rank, world size, port.
+          std::string old;
+          for (uint32_t word : {tcp::kMagic, 1u, 1u, 3u, 9u})
+            tcp::put32(old, word);
+          return strangerExpecting(port, old, "a hello of another libdcrt");
+        }
+        }
+        // The real ranks 1 and 2 come once the strangers are in line.
+        if (rank > 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        TcpConfig config = localConfig(rank, 3, port);
+        config.token = token;
+        auto t = createTcpTransport(config);
+        t->barrier(20);
+        int64_t value = rank + 1;
+        TestOp sum(CommKind::AllReduce, &value, &value, 1, ElementType::I64);
+        runOp(*t, sum);
+        if (value != 6)
+          failChild("sum %lld", static_cast<long long>(value));
+      },
+      60);
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  for (const RankResult &result : results)
+    EXPECT_TRUE(result.exitedZero()) << describe(results);
+  EXPECT_LT(took, 9) << "a stranger held the rendezvous up";
+  std::string refused = "refused a connection from 127.0.0.1: ";
+  for (const char *why :
+       {"no dcrt hello", "a hello without the job token",
+        "a hello with another job's token",
+        "a hello announcing a token of 4294967295 bytes (at most 256)",
+        "a hello of another libdcrt (tcp protocol version 1, this is 2)"})
+    EXPECT_NE(results[0].log.find(refused + why), std::string::npos)
+        << why << "\n"
+        << results[0].log;
+}
+
+TEST(TcpRendezvous, ARankWithoutTheTokenIsRefused) {
+  // Rank 0 has the job's token, rank 1 none: rank 1 ends saying why, rank
+  // 0 waits on for a rank 1 with the token and names the refusal when it
+  // gives up.
+  int port = freePort();
+  auto results = forkRanks(
+      {0, 1},
+      [&](int rank) {
+        TcpConfig config = localConfig(rank, 2, port, 3);
+        if (rank == 0)
+          config.token = "the-job-token";
+        createTcpTransport(config)->barrier(3);
+      },
+      30);
+  for (const RankResult &result : results)
+    EXPECT_FALSE(result.exitedZero() || result.hung) << describe(results);
+  std::string where = "127.0.0.1:" + std::to_string(port);
+  EXPECT_NE(results[1].log.find("rank 0 refused this rank: rank 0 at " + where +
+                                ": a hello without the job token "
+                                "(DCRT_TCP_TOKEN): no rank of this job"),
+            std::string::npos)
+      << results[1].log;
+  EXPECT_NE(results[0].log.find("timed out after 3 s waiting for rank 1 of 2 "
+                                "to connect to " +
+                                where +
+                                " (MASTER_ADDR:MASTER_PORT from the test); it "
+                                "refused 1 connection, the last from "
+                                "127.0.0.1: a hello without the job token"),
+            std::string::npos)
+      << results[0].log;
+}
+
+TEST(TcpRendezvous, ARankDoesNotTrustWhatAnswers) {
+  // Something else listens at MASTER_PORT and answers with a header
+  // announcing 4 GiB: the rank refuses it at once, allocating nothing.
+  int port = freePort();
+  auto start = std::chrono::steady_clock::now();
+  auto results = forkRanks(
+      {-1, 1},
+      [&](int rank) {
+        if (rank == 1) {
+          createTcpTransport(localConfig(1, 2, port, 20));
+          return;
+        }
+        int listener = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        sockaddr_in address = {};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = htons(static_cast<uint16_t>(port));
+        if (bind(listener, reinterpret_cast<sockaddr *>(&address),
+                 sizeof(address)) != 0 ||
+            listen(listener, 4) != 0)
+          failChild("cannot listen: %s", std::strerror(errno));
+        int fd = accept(listener, nullptr, nullptr);
+        char hello[64];
+        if (recv(fd, hello, sizeof(hello), 0) <= 0)
+          failChild("no hello");
+        std::string reply;
+        tcp::put32(reply, 0);
+        tcp::put32(reply, 0xffffffffu);
+        sendAll(fd, reply);
+        readUntilClosed(fd, 20);
+      },
+      30);
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  EXPECT_TRUE(results[0].exitedZero()) << describe(results);
+  EXPECT_FALSE(results[1].exitedZero() || results[1].hung) << describe(results);
+  EXPECT_LT(took, 10);
+  EXPECT_NE(results[1].log.find("is not dcrt's rank 0: a reply announcing "
+                                "4294967295 bytes, more than an address table "
+                                "of 2 ranks can hold"),
+            std::string::npos)
+      << results[1].log;
 }
 
 //===----------------------------------------------------------------------===//
@@ -625,7 +831,8 @@ RankResult inEnvironment(
               "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_ID",
               "SLURM_JOB_NODELIST", "SLURM_NODELIST", "OMPI_COMM_WORLD_SIZE",
               "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "DCRT_TRANSPORT",
-              "DCRT_MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"})
+              "DCRT_MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+              "DCRT_TCP_TOKEN"})
           unsetenv(name);
         for (const auto &[name, value] : variables)
           setenv(name, value, 1);
@@ -710,6 +917,22 @@ TEST(TcpEnvironment, ReadsTorchrunAndSlurm) {
   EXPECT_TRUE(fromSlurm.exitedZero()) << fromSlurm.log;
 }
 
+TEST(TcpEnvironment, ReadsTheJobToken) {
+  auto withToken = torchrun;
+  withToken.push_back({"DCRT_TCP_TOKEN", "3f2a"});
+  RankResult set = inEnvironment(withToken, [] {
+    TcpConfig c = tcpConfigFromEnvironment(5);
+    if (c.token != "3f2a")
+      failChild("token '%s'", c.token.c_str());
+  });
+  EXPECT_TRUE(set.exitedZero()) << set.log;
+  RankResult unset = inEnvironment(torchrun, [] {
+    if (!tcpConfigFromEnvironment(5).token.empty())
+      failChild("a token without DCRT_TCP_TOKEN");
+  });
+  EXPECT_TRUE(unset.exitedZero()) << unset.log;
+}
+
 TEST(TcpEnvironment, BadValuesAreNamed) {
   auto fails = [](std::vector<std::pair<const char *, const char *>> env,
                   const std::string &message) {
@@ -728,4 +951,12 @@ TEST(TcpEnvironment, BadValuesAreNamed) {
   auto noAddress = torchrun;
   noAddress.erase(noAddress.begin() + 2);
   fails(noAddress, "needs MASTER_ADDR");
+  auto longToken = torchrun;
+  std::string token(257, 'k');
+  longToken.push_back({"DCRT_TCP_TOKEN", token.c_str()});
+  fails(longToken, "DCRT_TCP_TOKEN is 257 characters long (at most 256)");
+  auto longAddress = torchrun;
+  std::string host(256, 'h');
+  longAddress[2].second = host.c_str();
+  fails(longAddress, "is not a host name (at most 255 characters)");
 }
