@@ -108,6 +108,27 @@ int freeLocalPort() {
   close(fd);
   return ntohs(address.sin_port);
 }
+
+/// 128 random bits in hex: the job's DCRT_TCP_TOKEN. The rendezvous lets
+/// only hellos carrying it join, so that nothing else on the port (another
+/// job's rank, a scanner) can take a rank's place or end the job.
+std::string newJobToken() {
+  unsigned char bytes[16];
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool got = fd >= 0 && read(fd, bytes, sizeof(bytes)) ==
+                            static_cast<ssize_t>(sizeof(bytes));
+  if (fd >= 0)
+    close(fd);
+  if (!got)
+    dcrt::fatal("cannot read /dev/urandom for the job's token: %s",
+                std::strerror(errno));
+  std::string token;
+  for (unsigned char byte : bytes) {
+    token.push_back("0123456789abcdef"[byte >> 4]);
+    token.push_back("0123456789abcdef"[byte & 15]);
+  }
+  return token;
+}
 } // namespace
 
 static int environmentInteger(const char *name) {
@@ -244,6 +265,9 @@ void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
   std::string statusDir = makeStatusDirectory();
   std::string port = std::to_string(freeLocalPort());
   std::string world = std::to_string(nproc);
+  // Fresh for every job, whatever dc-run's environment holds: two jobs
+  // never share one.
+  std::string token = newJobToken();
 
   // Ctrl-C reaches every rank (the terminal's group); a SIGTERM or SIGHUP
   // sent to dc-run alone is passed on to them.
@@ -270,6 +294,7 @@ void dcrun::startLocalTcpJob(int nproc, int argc, char **argv) {
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       setenv("MASTER_PORT", port.c_str(), 1);
       setenv("DCRT_TRANSPORT", "tcp", 1);
+      setenv("DCRT_TCP_TOKEN", token.c_str(), 1);
       std::vector<char *> args = {self.data()};
       for (int i = 1; i < argc; ++i)
         args.push_back(argv[i]);
