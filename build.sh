@@ -113,10 +113,10 @@ sanitize() {
 # on (fuzz/corpus/ir: every run replays them first); the manifests of test
 # artifacts (fuzz/corpus/manifest); a checkpoint dc-run saves, and the
 # artifact itself (the checkpoint target also runs the artifact check on its
-# input).
+# input); the tcp transport's messages (fuzz/corpus/tcp).
 fuzz_seeds() {
   local seeds=$1
-  rm -rf "$seeds" && mkdir -p "$seeds/ir" "$seeds/manifest" "$seeds/checkpoint"
+  rm -rf "$seeds" && mkdir -p "$seeds/ir" "$seeds/manifest" "$seeds/checkpoint" "$seeds/tcp"
   python3 -c '
 import glob, os, sys
 count = 0
@@ -127,6 +127,7 @@ for path in sorted(glob.glob("test/**/*.mlir", recursive=True) + glob.glob("exam
 ' "$seeds/ir"
   cp fuzz/corpus/ir/* "$seeds/ir/"
   cp fuzz/corpus/manifest/* "$seeds/manifest/"
+  cp fuzz/corpus/tcp/* "$seeds/tcp/"
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     "$BUILD_DIR/bin/dc-run" "$BUILD_DIR/lib/tiny-linear-w1.so" --steps 1 \
     --save "$seeds/checkpoint/step1.safetensors" > /dev/null
@@ -148,7 +149,7 @@ fuzz() {
   ninja -C "$dir" -j "$JOBS" dc-fuzzers
   fuzz_seeds "$dir/seeds"
   mkdir -p "$dir/crashes"
-  for target in ir pipeline manifest checkpoint; do
+  for target in ir pipeline manifest checkpoint tcp; do
     seeds="$dir/seeds/$target"
     [ "$target" = pipeline ] && seeds="$dir/seeds/ir"
     mkdir -p "$dir/corpus/$target"
