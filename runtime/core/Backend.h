@@ -10,6 +10,8 @@
 #ifndef DCRT_CORE_BACKEND_H
 #define DCRT_CORE_BACKEND_H
 
+#include "AdamW.h"
+
 #include "dcrt/core.hpp"
 #include "dcrt/dcrt.h"
 
@@ -149,6 +151,17 @@ public:
   virtual void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc,
                                  const void *lhs, const void *rhs,
                                  const void *ends, void *out) = 0;
+  /// dcrt_grad_squares and dcrt_adamw: `desc` was checked and `slot`
+  /// computed by checkAdamW (core/AdamW.h); lr, step and squares are
+  /// scalars in the backend's memory.
+  virtual void gradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+                           const void *grad, const double *squaresIn,
+                           double *squaresOut) = 0;
+  virtual void adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+                     const void *param, const void *grad, const void *master,
+                     const void *expAvg, const void *expAvgSq, const double *lr,
+                     const int64_t *step, const double *squares, void *paramOut,
+                     void *masterOut, void *expAvgOut, void *expAvgSqOut) = 0;
   /// dcrt_launch_kernel and dcrt_launch_kernel_coresident: binary, kernel
   /// and dims checked (non-null, positive sizes); `coresidentBlocks` is 0
   /// for a kernel whose blocks never wait for each other, else at least 1

@@ -7,7 +7,7 @@
 using namespace dcrt;
 
 bool dcrt::isValidDType(int32_t dtype) {
-  return dtype >= DCRT_F32 && dtype <= DCRT_I64;
+  return dtype >= DCRT_F32 && dtype <= DCRT_F64;
 }
 
 bool dcrt::isFloatDType(int32_t dtype) {
@@ -23,9 +23,10 @@ int64_t dcrt::dtypeSize(int32_t dtype) {
   case DCRT_F16:
     return 2;
   case DCRT_I64:
+  case DCRT_F64:
     return 8;
   }
-  fatal("unknown dtype code %d (dcrt.h knows 0..4)", dtype);
+  fatal("unknown dtype code %d (dcrt.h knows 0..5)", dtype);
 }
 
 const char *dcrt::dtypeName(int32_t dtype) {
@@ -40,12 +41,15 @@ const char *dcrt::dtypeName(int32_t dtype) {
     return "i32";
   case DCRT_I64:
     return "i64";
+  case DCRT_F64:
+    return "f64";
   }
   return "<unknown dtype>";
 }
 
 std::optional<dcrt_dtype> dcrt::parseDType(std::string_view name) {
-  for (dcrt_dtype dtype : {DCRT_F32, DCRT_BF16, DCRT_F16, DCRT_I32, DCRT_I64})
+  for (dcrt_dtype dtype :
+       {DCRT_F32, DCRT_BF16, DCRT_F16, DCRT_I32, DCRT_I64, DCRT_F64})
     if (name == dtypeName(dtype))
       return dtype;
   return std::nullopt;
@@ -158,8 +162,10 @@ void dcrt::convert(const void *src, int32_t srcType, void *dst, int32_t dstType,
       storeFloat(dst, dstType, i, loadFloat(src, srcType, i));
     return;
   }
-  if (isValidDType(srcType) && isValidDType(dstType) &&
-      !isFloatDType(srcType) && !isFloatDType(dstType)) {
+  auto isInteger = [](int32_t type) {
+    return type == DCRT_I32 || type == DCRT_I64;
+  };
+  if (isInteger(srcType) && isInteger(dstType)) {
     for (int64_t i = 0; i < numel; ++i) {
       int64_t value = loadInt(src, srcType, i);
       if (dstType == DCRT_I32)
@@ -177,5 +183,7 @@ double dcrt::loadAsDouble(const void *data, int32_t dtype, int64_t index) {
     return loadFloat(data, dtype, index);
   if (dtype == DCRT_I32 || dtype == DCRT_I64)
     return static_cast<double>(loadInt(data, dtype, index));
+  if (dtype == DCRT_F64)
+    return static_cast<const double *>(data)[index];
   fatal("unknown dtype code %d", dtype);
 }

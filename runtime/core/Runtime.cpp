@@ -5,6 +5,7 @@
 // host program's blocking collectives run on the Job, whatever the backend.
 //
 //===----------------------------------------------------------------------===//
+#include "AdamW.h"
 #include "Attention.h"
 #include "Backend.h"
 #include "Internal.h"
@@ -526,6 +527,38 @@ void dcrt_grouped_weight_grad(const dcrt_grouped_matmul_desc *desc,
   bk.groupedWeightGrad(checkGroupedMatmul(desc, GroupedProduct::WeightGrad, lhs,
                                           rhs, ends, out, caller),
                        lhs, rhs, ends, out);
+}
+
+void dcrt_grad_squares(const dcrt_adamw_desc *desc, const void *grad,
+                       const double *squares_in, double *squares_out) {
+  const char *caller = "dcrt_grad_squares";
+  Backend &bk = backend(caller);
+  AdamWSlot slot;
+  dcrt_adamw_desc d = checkAdamW(desc, job(caller), slot, caller);
+  if ((!grad && d.local_numel > 0) || !squares_in || !squares_out)
+    fatal("%s: null buffer (%s)", caller, describeAdamW(d).c_str());
+  bk.gradSquares(d, slot, grad, squares_in, squares_out);
+}
+
+void dcrt_adamw(const dcrt_adamw_desc *desc, const void *param,
+                const void *grad, const void *exp_avg, const void *exp_avg_sq,
+                const void *master, const double *lr, const int64_t *step,
+                const double *squares, void *param_out, void *exp_avg_out,
+                void *exp_avg_sq_out, void *master_out) {
+  const char *caller = "dcrt_adamw";
+  Backend &bk = backend(caller);
+  AdamWSlot slot;
+  dcrt_adamw_desc d = checkAdamW(desc, job(caller), slot, caller);
+  bool hasMaster = d.master_dtype == DCRT_F32;
+  bool tensors =
+      d.local_numel == 0 ||
+      (param && grad && exp_avg && exp_avg_sq && param_out && exp_avg_out &&
+       exp_avg_sq_out && (!hasMaster || (master && master_out)));
+  if (!tensors || !lr || !step || !squares)
+    fatal("%s: null buffer (%s)", caller, describeAdamW(d).c_str());
+  bk.adamw(d, slot, param, grad, hasMaster ? master : nullptr, exp_avg,
+           exp_avg_sq, lr, step, squares, param_out,
+           hasMaster ? master_out : nullptr, exp_avg_out, exp_avg_sq_out);
 }
 
 namespace {

@@ -39,6 +39,8 @@ ncclDataType_t ncclTypeOf(int32_t dtype) {
     return ncclInt32;
   case DCRT_I64:
     return ncclInt64;
+  case DCRT_F64:
+    return ncclFloat64;
   default:
     return ncclFloat32;
   }

@@ -189,6 +189,14 @@ public:
                      const void *rhs, const void *ends, void *out) override;
   void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc, const void *lhs,
                          const void *rhs, const void *ends, void *out) override;
+  void gradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+                   const void *grad, const double *squaresIn,
+                   double *squaresOut) override;
+  void adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+             const void *param, const void *grad, const void *master,
+             const void *expAvg, const void *expAvgSq, const double *lr,
+             const int64_t *step, const double *squares, void *paramOut,
+             void *masterOut, void *expAvgOut, void *expAvgSqOut) override;
   void checkFinite(const void *data, int64_t numel, int32_t dtype,
                    int32_t flags, const char *site) override;
   const char *firstNonFinite(const char *&what, int64_t &count) override;
@@ -266,6 +274,9 @@ private:
   void *moeAllocate(int64_t bytes, const char *caller, const std::string &what);
   void tearDownMoe();
   PoolStats moeStats() const;
+  /// dcrt_grad_squares' partial sums (AdamWKernels.h), made zeroed on
+  /// first use and kept until dcrt_finalize (captured steps hold it).
+  void *squaresWorkspace = nullptr;
   /// Enqueues the reset of finiteRecord for the next step.
   void resetFiniteRecord();
 

@@ -128,6 +128,9 @@ void CudaBackend::setUpCompute() {
 void CudaBackend::tearDownCompute() {
   tearDownAttention();
   tearDownMoe();
+  if (squaresWorkspace)
+    cudaFree(squaresWorkspace);
+  squaresWorkspace = nullptr;
   for (auto &[key, plan] : matmulPlans) {
     cublasLtMatrixLayoutDestroy(plan.first);
     cublasLtMatrixLayoutDestroy(plan.second);

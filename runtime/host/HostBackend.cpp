@@ -152,6 +152,22 @@ void HostBackend::groupedWeightGrad(const dcrt_grouped_matmul_desc &desc,
   hostGroupedWeightGrad(desc, lhs, rhs, ends, out);
 }
 
+void HostBackend::gradSquares(const dcrt_adamw_desc &desc,
+                              const AdamWSlot &slot, const void *grad,
+                              const double *squaresIn, double *squaresOut) {
+  hostGradSquares(desc, slot, grad, squaresIn, squaresOut);
+}
+
+void HostBackend::adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+                        const void *param, const void *grad, const void *master,
+                        const void *expAvg, const void *expAvgSq,
+                        const double *lr, const int64_t *step,
+                        const double *squares, void *paramOut, void *masterOut,
+                        void *expAvgOut, void *expAvgSqOut) {
+  hostAdamW(desc, slot, param, grad, master, expAvg, expAvgSq, *lr, *step,
+            *squares, paramOut, masterOut, expAvgOut, expAvgSqOut);
+}
+
 void HostBackend::launchKernel(const void *, int64_t, const char *kernel,
                                const int64_t *, int32_t, void **, int64_t) {
   fatal("artifact compiled for a GPU (dc-compile --target=h200): kernel %s "
@@ -489,6 +505,7 @@ dcrt_future HostBackend::allReduceStart(int32_t axis, int32_t op,
     comm.send = input;
     comm.recv = future->allReduceOut;
     comm.type = dtype == DCRT_F32   ? ElementType::F32
+                : dtype == DCRT_F64 ? ElementType::F64
                 : dtype == DCRT_I32 ? ElementType::I32
                                     : ElementType::I64;
   }
@@ -499,6 +516,13 @@ dcrt_future HostBackend::allReduceStart(int32_t axis, int32_t op,
 }
 
 void HostBackend::finishAllReduce(HostFuture *future) {
+  if (future->allReduceType == DCRT_F64) {
+    auto *reduced = static_cast<double *>(future->allReduceOut);
+    if (future->average)
+      for (int64_t i = 0; i < future->allReduceNumel; ++i)
+        reduced[i] /= static_cast<double>(future->groupSize);
+    return;
+  }
   float *reduced = static_cast<float *>(
       future->recvStaging ? future->recvStaging : future->allReduceOut);
   if (future->average)

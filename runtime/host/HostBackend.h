@@ -114,6 +114,14 @@ public:
                      const void *rhs, const void *ends, void *out) override;
   void groupedWeightGrad(const dcrt_grouped_matmul_desc &desc, const void *lhs,
                          const void *rhs, const void *ends, void *out) override;
+  void gradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+                   const void *grad, const double *squaresIn,
+                   double *squaresOut) override;
+  void adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
+             const void *param, const void *grad, const void *master,
+             const void *expAvg, const void *expAvgSq, const double *lr,
+             const int64_t *step, const double *squares, void *paramOut,
+             void *masterOut, void *expAvgOut, void *expAvgSqOut) override;
   void launchKernel(const void *binary, int64_t binaryBytes, const char *kernel,
                     const int64_t *dims, int32_t sharedBytes, void **args,
                     int64_t coresidentBlocks) override;

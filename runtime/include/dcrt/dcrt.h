@@ -58,6 +58,10 @@ typedef enum dcrt_dtype {
   DCRT_F16 = 2,
   DCRT_I32 = 3,
   DCRT_I64 = 4,
+  /* Scalars only (addition): the optimizer's squared gradient norm and
+   * learning rate, which the host trainer keeps in double. No tensor kernel
+   * takes it; all-reduces do. */
+  DCRT_F64 = 5,
 } dcrt_dtype;
 
 /* The `axis` of a collective over every axis of the grid at once (the
@@ -444,6 +448,60 @@ void dcrt_launch_kernel_coresident(const void *binary, int64_t binary_bytes,
                                    const char *kernel, const int64_t *dims,
                                    int32_t shared_bytes, void **args,
                                    int64_t coresident_blocks);
+
+/*--- The optimizer inside the step (additions) -----------------------------
+ *
+ * AdamW over one parameter's local elements, as dc-run's trainer runs it
+ * (torch.optim.AdamW: decoupled weight decay, bias-corrected moments),
+ * with gradient clipping by the global norm. dc-optimizer-in-step calls
+ * them at the end of a step: dcrt_grad_squares for each gradient, in the
+ * parameters' order, into one f64 accumulator that the step all-reduces;
+ * then dcrt_adamw for each parameter.
+ *
+ * `shard_axis` says which elements are this rank's: an axis of the grid or
+ * DCRT_ALL_AXES (a shard, slot = this rank's coordinate on it, the last
+ * slots' tails padding), or DCRT_NOT_SHARDED (the whole tensor, on every
+ * rank). A slot is counted in the norm by one rank of the ranks that hold
+ * it (coordinate 0 on every other axis), as dc-run's trainer does. */
+#define DCRT_NOT_SHARDED (-2)
+
+typedef struct dcrt_adamw_desc {
+  int64_t struct_size; /* 104 */
+  int64_t full_numel;  /* elements of the whole parameter */
+  int64_t local_numel; /* of each rank's buffers: a slot, or full_numel */
+  int64_t shard_axis;  /* an axis, DCRT_ALL_AXES or DCRT_NOT_SHARDED */
+  int64_t param_dtype, grad_dtype;
+  /* DCRT_F32 for a separate fp32 master copy, -1 for none (the parameter
+   * is its own master: f32, or bf16 with bf16 state). */
+  int64_t master_dtype;
+  int64_t moment_dtype; /* DCRT_F32 or DCRT_BF16 */
+  double beta1, beta2, eps, weight_decay;
+  /* Clip the gradients to this global L2 norm; 0: no clipping. */
+  double max_grad_norm;
+} dcrt_adamw_desc;
+
+/* *squares_out = *squares_in + this rank's share of the squared L2 norm
+ * of `grad` (the desc's grad_dtype and extent): its slot's real elements
+ * summed in order in double where it counts the slot, else 0 (NaN where
+ * the slot is not finite, so that a replica's NaN still stops training).
+ * f64 scalars; squares_out may be squares_in. */
+void dcrt_grad_squares(const dcrt_adamw_desc *desc, const void *grad,
+                       const double *squares_in, double *squares_out);
+
+/* One AdamW step of the parameter: reads `param`, `grad`, `exp_avg`,
+ * `exp_avg_sq` and `master` (null when the desc has none); writes the
+ * updated values to the *_out buffers, which may be the same buffers (the
+ * update is elementwise). `lr` (f64), `step` (i64, counting from 1) and
+ * `squares` (f64, the all-reduced squared global norm) are scalars in the
+ * backend's memory, read when the update runs (a captured step replays
+ * with new values). A non-finite `squares` skips the update: the outputs
+ * get the inputs unchanged. Padding past a slot's real elements is
+ * copied. */
+void dcrt_adamw(const dcrt_adamw_desc *desc, const void *param,
+                const void *grad, const void *exp_avg, const void *exp_avg_sq,
+                const void *master, const double *lr, const int64_t *step,
+                const double *squares, void *param_out, void *exp_avg_out,
+                void *exp_avg_sq_out, void *master_out);
 
 /*--- Finite-value checks (additions: artifacts compiled with dc-compile
  * --check-finite call dcrt_check_finite; dc-run --check-finite calls

@@ -1,0 +1,349 @@
+//===- AdamWKernels.cu - dcrt_grad_squares and dcrt_adamw on the GPU ------===//
+//
+// Both kernels are pure bandwidth (AdamW moves 28 bytes an element with
+// fp32 state). Where every buffer is 16-byte aligned and of f32 or bf16,
+// each thread moves 8 elements of each stream with 16-byte accesses; the
+// rest (f16, misaligned buffers, the last elements) takes a scalar
+// grid-stride loop. Both paths compute the same fp32 update, so which one
+// runs does not change a bit of the result.
+//
+//===----------------------------------------------------------------------===//
+#include "AdamWKernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+namespace dcrt::cuda::adamw {
+namespace {
+
+constexpr int kThreads = 256;
+/// Elements a thread moves per stream at once on the vectorized path.
+constexpr int kPack = 8;
+/// Blocks of the norm kernel at most: its workspace holds a partial sum
+/// for each.
+constexpr int64_t kNormBlocks = 1024;
+
+__device__ float load(const void *data, int64_t type, int64_t i) {
+  if (type == DCRT_BF16)
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(data)[i]);
+  if (type == DCRT_F16)
+    return __half2float(static_cast<const __half *>(data)[i]);
+  return static_cast<const float *>(data)[i];
+}
+
+__device__ void store(void *data, int64_t type, int64_t i, float value) {
+  if (type == DCRT_BF16)
+    static_cast<__nv_bfloat16 *>(data)[i] = __float2bfloat16_rn(value);
+  else if (type == DCRT_F16)
+    static_cast<__half *>(data)[i] = __float2half_rn(value);
+  else
+    static_cast<float *>(data)[i] = value;
+}
+
+/// kPack consecutive values (16-byte aligned) into floats, and back.
+__device__ void loadPack(const float *data, float *out) {
+  float4 a = reinterpret_cast<const float4 *>(data)[0];
+  float4 b = reinterpret_cast<const float4 *>(data)[1];
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+__device__ void loadPack(const __nv_bfloat16 *data, float *out) {
+  uint4 raw = *reinterpret_cast<const uint4 *>(data);
+  const auto *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+  for (int k = 0; k < kPack / 2; ++k) {
+    float2 pair = __bfloat1622float2(pairs[k]);
+    out[2 * k] = pair.x, out[2 * k + 1] = pair.y;
+  }
+}
+__device__ void storePack(float *data, const float *in) {
+  reinterpret_cast<float4 *>(data)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4 *>(data)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+__device__ void storePack(__nv_bfloat16 *data, const float *in) {
+  uint4 raw;
+  auto *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
+  for (int k = 0; k < kPack / 2; ++k)
+    pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+  *reinterpret_cast<uint4 *>(data) = raw;
+}
+
+/// The hyperparameters of the descriptor, passed by value.
+struct Hyper {
+  double beta1, beta2, eps, weightDecay, maxNorm;
+};
+
+/// The update's constants in fp32, and whether to update at all.
+struct Update {
+  float beta1, oneMinusBeta1, beta2, oneMinusBeta2, eps, decay, stepSize,
+      correction2, gradScale;
+  bool skip;
+};
+
+/// Computed in double from the scalars the step holds, as the host does,
+/// then rounded to fp32. Thread 0 of each block computes them into shared
+/// memory.
+__device__ Update blockUpdate(const Hyper &h, const double *lr,
+                              const int64_t *step, const double *squares) {
+  __shared__ Update u;
+  if (threadIdx.x == 0) {
+    double rate = *lr, sq = *squares;
+    double t = static_cast<double>(*step);
+    double norm = sqrt(sq);
+    double scale = h.maxNorm > 0 ? fmin(1.0, h.maxNorm / (norm + 1e-6)) : 1.0;
+    u.beta1 = float(h.beta1);
+    u.oneMinusBeta1 = float(1.0 - h.beta1);
+    u.beta2 = float(h.beta2);
+    u.oneMinusBeta2 = float(1.0 - h.beta2);
+    u.eps = float(h.eps);
+    u.decay = float(1.0 - rate * h.weightDecay);
+    u.stepSize = float(rate / (1.0 - pow(h.beta1, t)));
+    u.correction2 = float(sqrt(1.0 - pow(h.beta2, t)));
+    u.gradScale = float(scale);
+    u.skip = !isfinite(sq) || *step < 1;
+  }
+  __syncthreads();
+  return u;
+}
+
+/// One element, in fp32 like PyTorch's fused AdamW. Every operation is an
+/// explicitly rounded intrinsic, so the compiler contracts nothing
+/// differently in the two kernels that inline it.
+__device__ void adamwElement(const Update &u, float grad, float &avg,
+                             float &avgSq, float &master) {
+  float g = __fmul_rn(grad, u.gradScale);
+  avg = __fmaf_rn(u.beta1, avg, __fmul_rn(u.oneMinusBeta1, g));
+  avgSq =
+      __fmaf_rn(u.beta2, avgSq, __fmul_rn(__fmul_rn(u.oneMinusBeta2, g), g));
+  float denominator =
+      __fadd_rn(__fdiv_rn(__fsqrt_rn(avgSq), u.correction2), u.eps);
+  master = __fsub_rn(__fmul_rn(master, u.decay),
+                     __fdiv_rn(__fmul_rn(u.stepSize, avg), denominator));
+}
+
+/// The buffers of one update, from element `from` on.
+struct Streams {
+  const void *grad;
+  void *master, *param, *expAvg, *expAvgSq;
+  int64_t gradType, masterType, paramType, momentType;
+};
+
+__global__ void updateKernel(Streams s, int64_t from, int64_t numel, Hyper h,
+                             const double *lr, const int64_t *step,
+                             const double *squares) {
+  Update u = blockUpdate(h, lr, step, squares);
+  if (u.skip)
+    return;
+  const bool separateParam = s.master != s.param;
+  for (int64_t i = from + blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       i < numel; i += int64_t(gridDim.x) * blockDim.x) {
+    float m = load(s.expAvg, s.momentType, i),
+          v = load(s.expAvgSq, s.momentType, i);
+    float w = load(s.master, s.masterType, i);
+    adamwElement(u, load(s.grad, s.gradType, i), m, v, w);
+    store(s.expAvg, s.momentType, i, m);
+    store(s.expAvgSq, s.momentType, i, v);
+    store(s.master, s.masterType, i, w);
+    if (separateParam)
+      store(s.param, s.paramType, i, w);
+  }
+}
+
+/// The vectorized path: `packs` packs of kPack elements.
+template <typename Grad, typename Moment, typename Master, typename Param>
+__global__ void updatePackKernel(Streams s, int64_t packs, Hyper h,
+                                 const double *lr, const int64_t *step,
+                                 const double *squares) {
+  Update u = blockUpdate(h, lr, step, squares);
+  if (u.skip)
+    return;
+  auto *grad = static_cast<const Grad *>(s.grad);
+  auto *expAvg = static_cast<Moment *>(s.expAvg);
+  auto *expAvgSq = static_cast<Moment *>(s.expAvgSq);
+  auto *master = static_cast<Master *>(s.master);
+  auto *param = static_cast<Param *>(s.param);
+  const bool separateParam = s.master != s.param;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = p * kPack;
+    float g[kPack], m[kPack], v[kPack], w[kPack];
+    loadPack(grad + at, g);
+    loadPack(expAvg + at, m);
+    loadPack(expAvgSq + at, v);
+    loadPack(master + at, w);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      adamwElement(u, g[k], m[k], v[k], w[k]);
+    storePack(expAvg + at, m);
+    storePack(expAvgSq + at, v);
+    storePack(master + at, w);
+    if (separateParam)
+      storePack(param + at, w);
+  }
+}
+
+/// Calls `body` with a value of the C++ type of `type` (f32 or bf16): what
+/// it returns (true if nothing); false for other types.
+template <typename Body> bool withType(int64_t type, Body &&body) {
+  auto call = [&](auto tag) -> bool {
+    if constexpr (std::is_same_v<decltype(body(tag)), bool>)
+      return body(tag);
+    else
+      return body(tag), true;
+  };
+  if (type == DCRT_F32)
+    return call(float{});
+  if (type == DCRT_BF16)
+    return call(__nv_bfloat16{});
+  return false;
+}
+
+bool aligned(const void *pointer) {
+  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+/// Blocks for a grid-stride loop over `items`: at least one, at most `cap`.
+int64_t gridFor(int64_t items, int64_t cap) {
+  int64_t blocks = (items + kThreads - 1) / kThreads;
+  return blocks < 1 ? 1 : blocks < cap ? blocks : cap;
+}
+
+/// The sum of `value` over the block's threads, in a fixed order.
+__device__ double blockSum(double value, double *shared) {
+  shared[threadIdx.x] = value;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+/// This thread's squares: packs of kPack elements (16-byte loads) when
+/// `Grad` is a type, else one element at a time.
+template <typename Grad>
+__device__ double threadSquares(const void *grad, int64_t gradType,
+                                int64_t numel) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  double local = 0;
+  int64_t scalarFrom = 0;
+  if constexpr (!std::is_void_v<Grad>) {
+    const int64_t packs = numel / kPack;
+    for (int64_t p = first; p < packs; p += stride) {
+      float g[kPack];
+      loadPack(static_cast<const Grad *>(grad) + p * kPack, g);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        local += double(g[k]) * g[k];
+    }
+    scalarFrom = packs * kPack;
+  }
+  for (int64_t i = scalarFrom + first; i < numel; i += stride) {
+    double g = load(grad, gradType, i);
+    local += g * g;
+  }
+  return local;
+}
+
+/// Each block sums its squares into partials[block]; the last block to
+/// finish adds the partials in block order (an atomic add per block would
+/// sum in arrival order) and writes *out = *in + the share.
+template <typename Grad>
+__global__ void squaresKernel(const void *grad, int64_t gradType, int64_t numel,
+                              bool counts, const double *in, double *out,
+                              double *partials, unsigned *finished) {
+  __shared__ double shared[kThreads];
+  __shared__ bool last;
+  double total = blockSum(threadSquares<Grad>(grad, gradType, numel), shared);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = total;
+    __threadfence();
+    // Wraps back to 0 for the last block: the counter is ready for the
+    // next launch.
+    last = atomicInc(finished, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last)
+    return;
+  double mine = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    mine += __ldcg(&partials[b]);
+  __syncthreads(); // `shared` is reused
+  total = blockSum(mine, shared);
+  if (threadIdx.x == 0)
+    *out = *in + (counts ? total : 0.0 * total);
+}
+
+} // namespace
+
+int64_t squaresWorkspaceBytes() {
+  return kNormBlocks * int64_t(sizeof(double)) + int64_t(sizeof(unsigned));
+}
+
+cudaError_t gradSquares(const dcrt_adamw_desc &desc, int64_t valid, bool counts,
+                        const void *grad, const double *in, double *out,
+                        void *workspace, cudaStream_t stream) {
+  auto *partials = static_cast<double *>(workspace);
+  auto *finished = reinterpret_cast<unsigned *>(partials + kNormBlocks);
+  auto launch = [&](auto kernel, int64_t items) {
+    kernel<<<static_cast<unsigned>(gridFor(items, kNormBlocks)), kThreads, 0,
+             stream>>>(grad, desc.grad_dtype, valid, counts, in, out, partials,
+                       finished);
+  };
+  bool vectorized = aligned(grad) && withType(desc.grad_dtype, [&](auto g) {
+                      launch(squaresKernel<decltype(g)>, valid / kPack);
+                    });
+  if (!vectorized)
+    launch(squaresKernel<void>, valid);
+  return cudaGetLastError();
+}
+
+cudaError_t update(const dcrt_adamw_desc &desc, int64_t valid, const void *grad,
+                   const double *lr, const int64_t *step, const double *squares,
+                   void *param, void *master, void *expAvg, void *expAvgSq,
+                   cudaStream_t stream) {
+  if (valid == 0)
+    return cudaSuccess;
+  bool separateMaster = desc.master_dtype == DCRT_F32;
+  Streams s{grad,
+            separateMaster ? master : param,
+            param,
+            expAvg,
+            expAvgSq,
+            desc.grad_dtype,
+            separateMaster ? int64_t(DCRT_F32) : desc.param_dtype,
+            desc.param_dtype,
+            desc.moment_dtype};
+  Hyper h{desc.beta1, desc.beta2, desc.eps, desc.weight_decay,
+          desc.max_grad_norm};
+  int64_t vectorized = 0;
+  if (aligned(s.master) && aligned(grad) && aligned(expAvg) &&
+      aligned(expAvgSq) && aligned(param)) {
+    int64_t packs = valid / kPack;
+    bool launched =
+        packs > 0 && withType(s.gradType, [&](auto g) {
+          return withType(s.momentType, [&](auto m) {
+            return withType(s.masterType, [&](auto w) {
+              return withType(s.paramType, [&](auto d) {
+                updatePackKernel<decltype(g), decltype(m), decltype(w),
+                                 decltype(d)>
+                    <<<static_cast<unsigned>(gridFor(packs, 8192)), kThreads, 0,
+                       stream>>>(s, packs, h, lr, step, squares);
+              });
+            });
+          });
+        });
+    if (launched)
+      vectorized = packs * kPack;
+  }
+  if (vectorized < valid)
+    updateKernel<<<static_cast<unsigned>(gridFor(valid - vectorized, 4096)),
+                   kThreads, 0, stream>>>(s, vectorized, valid, h, lr, step,
+                                          squares);
+  return cudaGetLastError();
+}
+
+} // namespace dcrt::cuda::adamw
