@@ -5,6 +5,7 @@
 
 #include "Random.h"
 
+#include "dcrt/adamw.hpp"
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
@@ -24,24 +25,12 @@ void dcrun::adamwUpdate(float *master, const float *grad, float *expAvg,
                         const AdamWConfig &config, int64_t step) {
   if (step < 1)
     fatal("AdamW step %lld: steps count from 1", static_cast<long long>(step));
-  // As torch.optim.AdamW: decay the weight, update both moments, then step
-  // by lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
-  double decay = 1.0 - config.lr * config.weightDecay;
-  double stepSize = config.lr / (1.0 - std::pow(config.beta1, step));
-  double correction2 = std::sqrt(1.0 - std::pow(config.beta2, step));
-  for (int64_t i = 0; i < numel; ++i) {
-    double g = grad[i];
-    double m = config.beta1 * expAvg[i] + (1.0 - config.beta1) * g;
-    double v = config.beta2 * expAvgSq[i] + (1.0 - config.beta2) * g * g;
-    expAvg[i] = roundToStateDtype(static_cast<float>(m), config.momentDtype);
-    expAvgSq[i] = roundToStateDtype(static_cast<float>(v), config.momentDtype);
-    // The step uses the moments as computed; what is kept is rounded, as
-    // the device kernel does.
-    double denominator = std::sqrt(v) / correction2 + config.eps;
-    master[i] = roundToStateDtype(
-        static_cast<float>(master[i] * decay - stepSize * m / denominator),
-        config.masterDtype);
-  }
+  dcrt::AdamWStepConstants constants =
+      dcrt::adamwStepConstants(config.lr, config.beta1, config.beta2,
+                               config.eps, config.weightDecay, step);
+  for (int64_t i = 0; i < numel; ++i)
+    dcrt::adamwElement(constants, grad[i], expAvg[i], expAvgSq[i], master[i],
+                       config.momentDtype, config.masterDtype);
 }
 
 int64_t dcrun::stateBytesPerElement(const AdamWConfig &config) {
@@ -51,7 +40,7 @@ int64_t dcrun::stateBytesPerElement(const AdamWConfig &config) {
 }
 
 float dcrun::roundToStateDtype(float value, dcrt_dtype dtype) {
-  return dtype == DCRT_BF16 ? bf16ToFloat(floatToBF16(value)) : value;
+  return dcrt::roundToState(value, dtype);
 }
 
 static bool endsWith(const std::string &text, const char *suffix) {
@@ -172,8 +161,9 @@ Param &ParamRegistry::add(ParamSpec spec) {
   param.data =
       Buffer(param.localNumel * dtypeSize(spec.dtype),
              spec.onHost ? MemoryKind::Host : MemoryKind::Device, name);
-  param.grad = Buffer(param.localNumel * dtypeSize(spec.gradDtype),
-                      MemoryKind::Device, name);
+  if (!spec.updatedByStep)
+    param.grad = Buffer(param.localNumel * dtypeSize(spec.gradDtype),
+                        MemoryKind::Device, name);
   param.master.assign(param.validNumel, 0.0f);
   param.expAvg.assign(param.validNumel, 0.0f);
   param.expAvgSq.assign(param.validNumel, 0.0f);
@@ -227,9 +217,7 @@ void Param::refreshData() {
 }
 
 double dcrun::clipScale(double globalNorm, double maxNorm) {
-  if (maxNorm <= 0)
-    return 1.0;
-  return std::min(1.0, maxNorm / (globalNorm + 1e-6));
+  return dcrt::adamwClipScale(globalNorm, maxNorm);
 }
 
 double dcrun::shareOfSquaredNorm(const Param &param, double sumOfSquares) {
