@@ -38,6 +38,13 @@ static Value getAliasedValue(OpResult result) {
     return flush.getFutures()[result.getResultNumber()];
   if (OpOperand *viewed = getViewedOperand(op))
     return viewed->get();
+  // The updated parameter and state are returned into their arguments'
+  // buffers (dc-optimizer-in-step): the update allocates nothing.
+  if (auto update = dyn_cast<AdamWOp>(op)) {
+    Value operands[] = {update.getParam(), update.getExpAvg(),
+                        update.getExpAvgSq(), update.getMaster()};
+    return operands[result.getResultNumber()];
+  }
   // A destination-style op writes its result into its init, and a loop
   // updates the tensor it carries in its init's buffer, as One-Shot
   // Bufferize does in place when nothing else reads the init afterwards

@@ -12,6 +12,7 @@
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/IndexBounds.h"
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/OptimizerState.h"
 #include "dc/Analysis/StepSignature.h"
 #include "dc/Dialect/DC/IR/DCDialect.h"
 #include "dc/Dialect/DC/IR/TypeSizes.h"
@@ -51,6 +52,8 @@ std::optional<StringRef> getDTypeName(Type type) {
     return StringRef("i32");
   if (type.isSignlessInteger(64))
     return StringRef("i64");
+  if (type.isF64())
+    return StringRef("f64");
   return std::nullopt;
 }
 
@@ -422,6 +425,17 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
       json.attribute("accumulates_for", other.getValue());
     if (auto micro = fn->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName))
       json.attribute("micro_batches", micro.getInt());
+    // The optimizer inside the step (dc-optimizer-in-step): its
+    // hyperparameters, which dc-run must not contradict.
+    if (auto optimizer = fn->getAttrOfType<DictionaryAttr>(kOptimizerAttrName))
+      json.attributeObject("optimizer", [&] {
+        for (NamedAttribute entry : optimizer) {
+          if (auto text = dyn_cast<StringAttr>(entry.getValue()))
+            json.attribute(entry.getName(), text.getValue());
+          else if (auto number = dyn_cast<FloatAttr>(entry.getValue()))
+            json.attribute(entry.getName(), number.getValueAsDouble());
+        }
+      });
     llvm::DenseMap<int64_t, int64_t> expertAxisOfParam;
     json.attributeArray("args", [&] {
       // The first error of a step is enough (one per argument repeats).
@@ -443,6 +457,16 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             // micro-batches of an optimizer step.
             json.attribute("kind", "grad_accum");
             json.attribute("param", *id);
+          } else if (std::optional<OptimizerStateRef> state =
+                         getOptimizerState(fn.getArgAttrDict(i))) {
+            // A moment or master the caller keeps across steps.
+            json.attribute("kind", "opt_state");
+            json.attribute("param", state->param);
+            json.attribute("state", state->state);
+          } else if (fn.getArgAttr(i, kLearningRateAttrName)) {
+            json.attribute("kind", "learning_rate");
+          } else if (fn.getArgAttr(i, kStepCountAttrName)) {
+            json.attribute("kind", "step_count");
           } else {
             json.attribute("kind", "data");
           }
@@ -516,8 +540,13 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
         });
       }
     });
+    SmallVector<int64_t> inArguments;
     json.attributeArray("results", [&] {
       for (auto [i, type] : llvm::enumerate(fn.getResultTypes())) {
+        if (getAccumulatingResultParam(fn, i) ||
+            fn.getResultAttr(i, kParamUpdateAttrName) ||
+            getOptimizerState(fn.getResultAttrDict(i)))
+          inArguments.push_back(static_cast<int64_t>(i));
         if (failed(result))
           return;
         json.object([&] {
@@ -528,6 +557,20 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             // The accumulator updated, in its argument's buffer.
             json.attribute("kind", "grad_accum");
             json.attribute("param", *id);
+          } else if (auto id = fn.getResultAttrOfType<IntegerAttr>(
+                         i, kParamUpdateAttrName)) {
+            // The parameter updated, in its argument's buffer.
+            json.attribute("kind", "param_update");
+            json.attribute("param", id.getInt());
+          } else if (std::optional<OptimizerStateRef> state =
+                         getOptimizerState(fn.getResultAttrDict(i))) {
+            // The state updated, in its argument's buffer.
+            json.attribute("kind", "opt_state");
+            json.attribute("param", state->param);
+            json.attribute("state", state->state);
+          } else if (fn.getResultAttr(i, kGradSquaresAttrName)) {
+            // The squared global gradient norm (f64).
+            json.attribute("kind", "grad_squares");
           } else if (auto grad =
                          fn.getResultAttrOfType<GradAttr>(i, kGradAttrName)) {
             json.attribute("kind", "grad");
@@ -550,6 +593,9 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
         });
       }
     });
+    if (!inArguments.empty())
+      fn->setAttr(kResultsInArgumentsAttrName,
+                  DenseI64ArrayAttr::get(&getContext(), inArguments));
   });
   FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world, gridShape);
   if (failed(stepPlan))

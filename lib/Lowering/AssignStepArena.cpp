@@ -216,6 +216,14 @@ private:
     size_t numAllocs = temps.size();
     SmallVector<int64_t> resultOffsets;
     SmallVector<std::pair<size_t, size_t>> resultTemps; // (result, temp)
+    // Results written into an argument's buffer keep no arena bytes: the
+    // caller passes that argument's buffer.
+    llvm::SmallDenseSet<int64_t> inArguments;
+    if (auto indices =
+            fn->getAttrOfType<DenseI64ArrayAttr>(kResultsInArgumentsAttrName))
+      inArguments.insert(indices.asArrayRef().begin(),
+                         indices.asArrayRef().end());
+    fn->removeAttr(kResultsInArgumentsAttrName);
     for (BlockArgument arg : body.getArguments()) {
       if (!fn.getArgAttr(arg.getArgNumber(), kResultAttr))
         continue;
@@ -223,6 +231,8 @@ private:
       if (!fn.isPublic())
         continue;
       resultOffsets.push_back(-1);
+      if (inArguments.contains(static_cast<int64_t>(resultOffsets.size() - 1)))
+        continue;
       std::optional<int64_t> bytes = getArenaBytes(arg.getType(), alignment);
       if (!bytes)
         continue;

@@ -74,6 +74,10 @@ std::optional<int32_t> getDType(Type type) {
     return DCRT_I32;
   if (type.isSignlessInteger(64))
     return DCRT_I64;
+  // The optimizer's scalars (its learning rate, the squared norm's
+  // all-reduce).
+  if (type.isF64())
+    return DCRT_F64;
   return std::nullopt;
 }
 
@@ -826,6 +830,110 @@ struct RoutingLowering : public DCRTPattern<OpTy> {
   StringRef function;
 };
 
+/// dc.grad_squares_into and dc.adamw_into: one dcrt call each, its
+/// descriptor (dcrt_adamw_desc: int64_t fields, then the hyperparameters'
+/// doubles stored by their bits) on the stack, then the buffers' addresses
+/// in the call's order, null for an absent master.
+template <typename OpTy> struct OptimizerLowering : public DCRTPattern<OpTy> {
+  using DCRTPattern<OpTy>::DCRTPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto code = [&](Value value) -> FailureOr<int32_t> {
+      return this->dtype(op, cast<MemRefType>(value.getType()));
+    };
+    auto local = [](Value value) {
+      return cast<MemRefType>(value.getType()).getNumElements();
+    };
+    auto bits = [](APFloat value) {
+      return llvm::bit_cast<int64_t>(value.convertToDouble());
+    };
+    Value param, master;
+    int64_t beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, maxNorm = 0;
+    if constexpr (std::is_same_v<OpTy, AdamWIntoOp>) {
+      param = op.getParam();
+      master = op.getMaster();
+      beta1 = bits(op.getBeta1());
+      beta2 = bits(op.getBeta2());
+      eps = bits(op.getEps());
+      weightDecay = bits(op.getWeightDecay());
+      maxNorm = bits(op.getMaxGradNorm());
+    } else {
+      param = op.getGrad();
+    }
+    FailureOr<int32_t> paramType = code(param), gradType = code(op.getGrad());
+    if (failed(paramType) || failed(gradType))
+      return failure();
+    // dc.grad_squares reads the gradient alone: the other dtypes are the
+    // gradient's, and the moments' f32.
+    int64_t momentType = DCRT_F32;
+    if constexpr (std::is_same_v<OpTy, AdamWIntoOp>) {
+      FailureOr<int32_t> moment = code(op.getExpAvg());
+      if (failed(moment))
+        return failure();
+      momentType = *moment;
+    }
+    SmallVector<int64_t> values = {
+        static_cast<int64_t>(sizeof(dcrt_adamw_desc)),
+        static_cast<int64_t>(op.getFullNumel()),
+        local(param),
+        static_cast<int64_t>(op.getShardAxis()),
+        *paramType,
+        *gradType,
+        master ? int64_t(DCRT_F32) : int64_t(-1),
+        momentType,
+        beta1,
+        beta2,
+        eps,
+        weightDecay,
+        maxNorm};
+    static_assert(sizeof(dcrt_adamw_desc) == 13 * sizeof(int64_t));
+    SmallVector<Value> fields;
+    for (int64_t value : values)
+      fields.push_back(this->i64(rewriter, loc, value));
+    SmallVector<Value> args = {
+        this->array(rewriter, op, this->i64Type(), fields)};
+    auto address = [&](Value original, Value converted) -> Value {
+      if (!original)
+        return LLVM::ZeroOp::create(rewriter, loc, this->ptrType());
+      MemRefDescriptor descriptor(converted);
+      return descriptor.bufferPtr(rewriter, loc, *this->getTypeConverter(),
+                                  cast<MemRefType>(original.getType()));
+    };
+    StringRef function;
+    if constexpr (std::is_same_v<OpTy, AdamWIntoOp>) {
+      function = "dcrt_adamw";
+      for (auto [original, converted] :
+           {std::pair{op.getParam(), adaptor.getParam()},
+            {op.getGrad(), adaptor.getGrad()},
+            {op.getExpAvg(), adaptor.getExpAvg()},
+            {op.getExpAvgSq(), adaptor.getExpAvgSq()},
+            {op.getMaster(), adaptor.getMaster()},
+            {op.getLr(), adaptor.getLr()},
+            {op.getStep(), adaptor.getStep()},
+            {op.getSquares(), adaptor.getSquares()},
+            {op.getNewParam(), adaptor.getNewParam()},
+            {op.getNewExpAvg(), adaptor.getNewExpAvg()},
+            {op.getNewExpAvgSq(), adaptor.getNewExpAvgSq()},
+            {op.getNewMaster(), adaptor.getNewMaster()}})
+        args.push_back(address(original, converted));
+    } else {
+      function = "dcrt_grad_squares";
+      for (auto [original, converted] :
+           {std::pair{op.getGrad(), adaptor.getGrad()},
+            {op.getSquares(), adaptor.getSquares()},
+            {op.getResult(), adaptor.getResult()}})
+        args.push_back(address(original, converted));
+    }
+    if (failed(this->call(rewriter, op, function, args)))
+      return failure();
+    rewriter.eraseOp(op);
+    return success();
+  }
+};
+
 /// gpu.launch_func of a kernel compiled into a gpu.binary: the binary
 /// becomes a constant global, and the launch dcrt_launch_kernel with one
 /// stack slot per kernel parameter (dcrt_launch_kernel_coresident where
@@ -980,6 +1088,8 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
   patterns
       .add<RoutingLowering<GroupedWeightGradIntoOp, dcrt_grouped_matmul_desc>>(
           converter, firstWaits, "dcrt_grouped_weight_grad");
+  patterns.add<OptimizerLowering<GradSquaresIntoOp>,
+               OptimizerLowering<AdamWIntoOp>>(converter, firstWaits);
 }
 
 /// shard.process_multi_index / process_linear_index (dc-ulysses' rank

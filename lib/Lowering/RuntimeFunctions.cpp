@@ -18,7 +18,7 @@ enum ABIType : uint8_t { None, Void, Ptr, I32, I64 };
 struct RuntimeFunction {
   llvm::StringLiteral name;
   abi::ABIType result;
-  std::array<abi::ABIType, 10> args; // ends at the first None
+  std::array<abi::ABIType, 13> args; // ends at the first None
 };
 } // namespace
 
@@ -56,6 +56,8 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_scatter_add_rows",      Void,   {Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_grouped_matmul",        Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_grouped_weight_grad",   Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_grad_squares",          Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_adamw",                 Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
   };
   // clang-format on
   const RuntimeFunction *function =

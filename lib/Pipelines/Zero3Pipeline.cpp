@@ -186,8 +186,23 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
                             options.localAccumulation.end());
     pm.addPass(createDCAccumulateGradients(accumulate));
   }
+  // Last, on the final schedule: the update of each parameter, after every
+  // gradient (the norm's clipping needs them all). The state becomes
+  // arguments of the step, which the verifier's timeline then holds.
   DCVerifyScheduleOptions verify;
   verify.optimizerStateBytes = trainerBytesPerElement(options);
+  if (options.optimizerInStep) {
+    DCOptimizerInStepOptions adamw;
+    adamw.beta1 = options.beta1;
+    adamw.beta2 = options.beta2;
+    adamw.eps = options.eps;
+    adamw.weightDecay = options.weightDecay;
+    adamw.maxGradNorm = options.clipGradNorm;
+    adamw.masterDtype = options.masterDtype;
+    adamw.momentDtype = options.momentDtype;
+    pm.addPass(createDCOptimizerInStep(adamw));
+    verify.optimizerStateBytes = 0;
+  }
   pm.addPass(createDCVerifySchedule(verify));
 }
 

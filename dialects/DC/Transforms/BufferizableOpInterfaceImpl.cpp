@@ -305,6 +305,107 @@ struct RoutingLayout {
   }
 };
 
+/// The parameter's element count and the axis dcrt_adamw finds this
+/// rank's elements by (its shard's group axis, or -2 where it is not
+/// sharded).
+std::pair<int64_t, int64_t> slotOf(Type type) {
+  if (auto shard = dyn_cast<ShardType>(type))
+    return {shard.getLogical().getNumElements(), shard.getGroupAxis()};
+  return {cast<ShapedType>(type).getNumElements(), -2};
+}
+
+/// dc.grad_squares and dc.adamw: their buffer forms read the operands'
+/// dense buffers (a view is copied first) and write freshly allocated
+/// outputs (memref.alloc, which dc-assign-step-arena places, or the
+/// caller's out-parameters for the step's results), with the slot's
+/// attributes a shard's flat buffer no longer shows.
+template <typename OpTy>
+struct OptimizerCallModel
+    : public BufferizableOpInterface::ExternalModel<OptimizerCallModel<OpTy>,
+                                                    OpTy> {
+  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
+                              const AnalysisState &state) const {
+    return true;
+  }
+
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &state) const {
+    return false;
+  }
+
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &state) const {
+    return {};
+  }
+
+  bool bufferizesToAllocation(Operation *op, Value value) const { return true; }
+
+  FailureOr<BufferLikeType>
+  getBufferType(Operation *op, Value value, const BufferizationOptions &options,
+                const BufferizationState &state,
+                SmallVector<Value> &invocationStack) const {
+    return cast<BufferLikeType>(getBufferFormType(value.getType()));
+  }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto buffer = [&](Value value) -> FailureOr<Value> {
+      FailureOr<Value> read = getBuffer(rewriter, value, options, state);
+      if (failed(read) || isDeviceBuffer(read->getType()))
+        return read;
+      auto type = cast<MemRefType>(getBufferFormType(value.getType()));
+      FailureOr<Value> copy =
+          options.createAlloc(rewriter, op->getLoc(), type, {});
+      if (failed(copy) ||
+          failed(options.createMemCpy(rewriter, op->getLoc(), *read, *copy)))
+        return failure();
+      return copy;
+    };
+    auto output = [&](Value result) {
+      return options.createAlloc(
+          rewriter, op->getLoc(),
+          cast<MemRefType>(getBufferFormType(result.getType())), {});
+    };
+    auto typed = cast<OpTy>(op);
+    SmallVector<Value> inputs, outputs;
+    for (Value operand : op->getOperands()) {
+      FailureOr<Value> read = buffer(operand);
+      if (failed(read))
+        return failure();
+      inputs.push_back(*read);
+    }
+    for (Value result : op->getResults()) {
+      FailureOr<Value> written = output(result);
+      if (failed(written))
+        return failure();
+      outputs.push_back(*written);
+    }
+    auto [fullNumel, shardAxis] =
+        slotOf(op->getOperand(0).getType()); // grad, or param
+    if constexpr (std::is_same_v<OpTy, GradSquaresOp>) {
+      GradSquaresIntoOp::create(rewriter, op->getLoc(), inputs[0], inputs[1],
+                                outputs[0], fullNumel, shardAxis);
+    } else {
+      bool master = typed.getMaster() != nullptr;
+      // Operands: param, grad, exp_avg, exp_avg_sq, [master], lr, step,
+      // squares; results: param, exp_avg, exp_avg_sq, [master].
+      Value masterIn = master ? inputs[4] : Value();
+      unsigned scalars = master ? 5 : 4;
+      AdamWIntoOp::create(
+          rewriter, op->getLoc(), inputs[0], inputs[1], inputs[2], inputs[3],
+          masterIn, inputs[scalars], inputs[scalars + 1], inputs[scalars + 2],
+          outputs[0], outputs[1], outputs[2], master ? outputs[3] : Value(),
+          rewriter.getI64IntegerAttr(fullNumel),
+          rewriter.getI64IntegerAttr(shardAxis), typed.getBeta1Attr(),
+          typed.getBeta2Attr(), typed.getEpsAttr(), typed.getWeightDecayAttr(),
+          typed.getMaxGradNormAttr());
+    }
+    replaceOpWithBufferizedValues(rewriter, op, outputs);
+    return success();
+  }
+};
+
 template <typename... OpTys> void attachOpModels(MLIRContext *context) {
   (OpTys::template attachInterface<DCOpModel<OpTys>>(*context), ...);
 }
@@ -340,5 +441,7 @@ void dc::registerBufferizableOpInterfaceExternalModels(
         *context);
     GroupedWeightGradOp::attachInterface<LibraryCallModel<
         GroupedWeightGradOp, GroupedWeightGradIntoOp, RoutingLayout>>(*context);
+    GradSquaresOp::attachInterface<OptimizerCallModel<GradSquaresOp>>(*context);
+    AdamWOp::attachInterface<OptimizerCallModel<AdamWOp>>(*context);
   });
 }

@@ -12,6 +12,13 @@
 
 namespace dc {
 
+/// On a step, set by dc-artifact-manifest: the indices (i64 array) of the
+/// results the caller writes into an argument's buffer (an updated
+/// parameter, optimizer state or gradient accumulator). dc-assign-step-arena
+/// gives them no arena bytes, and removes the attribute.
+constexpr llvm::StringLiteral kResultsInArgumentsAttrName =
+    "dc.results_in_arguments";
+
 /// Sets the manifest's `plan.<field>` (written as 0 by dc-artifact-manifest)
 /// to `bytes` in `module`'s manifest global. Does nothing when the module
 /// has no manifest (a pass run on its own); fails, with an error, when the

@@ -168,6 +168,41 @@ struct Zero3PipelineOptions
       *this, "local-accumulation",
       llvm::cl::desc("Parameters (by name) whose gradients the step always "
                      "sums itself over the micro-batches")};
+  Option<bool> optimizerInStep{
+      *this, "optimizer-in-step",
+      llvm::cl::desc("Run AdamW inside the step (dc-optimizer-in-step): the "
+                     "step takes the optimizer's state and returns the "
+                     "updated parameters instead of gradients"),
+      llvm::cl::init(false)};
+  Option<double> beta1{*this, "beta1",
+                       llvm::cl::desc("With optimizer-in-step: AdamW's beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2",
+                       llvm::cl::desc("With optimizer-in-step: AdamW's beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps",
+                     llvm::cl::desc("With optimizer-in-step: AdamW's eps"),
+                     llvm::cl::init(1e-8)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("With optimizer-in-step: decoupled weight decay"),
+      llvm::cl::init(0.0)};
+  Option<double> clipGradNorm{
+      *this, "clip-grad-norm",
+      llvm::cl::desc("With optimizer-in-step: clip gradients to this global "
+                     "L2 norm (0: no clipping)"),
+      llvm::cl::init(0.0)};
+  Option<std::string> masterDtype{
+      *this, "master-dtype",
+      llvm::cl::desc("With optimizer-in-step: f32 (an fp32 master copy of "
+                     "each parameter that is not f32) or bf16 (the bf16 "
+                     "parameter is its own master)"),
+      llvm::cl::init("f32")};
+  Option<std::string> momentDtype{
+      *this, "moment-dtype",
+      llvm::cl::desc("With optimizer-in-step: the moments' element type, f32 "
+                     "or bf16"),
+      llvm::cl::init("f32")};
   Option<ScheduleChoice> choose{
       *this, "choose",
       llvm::cl::desc("Schedule the step several ways, print what the cost "

@@ -575,6 +575,54 @@ def DCWaitReductionsEarly
   ]);
 }
 
+def DCOptimizerInStep : Pass<"dc-optimizer-in-step", "::mlir::ModuleOp"> {
+  let summary = "Run AdamW inside the step: the update of every parameter "
+                "becomes ops of the step, its state arguments of it";
+  let description = [{
+    Turns a sharded step (after `dc-zero3`) that returns gradients into one
+    that updates its parameters itself, as dc-run's trainer would after it
+    (torch.optim.AdamW with clipping by the global norm):
+
+    * each gradient's share of the squared global norm is added up in
+      parameter (argument) order, `dc.grad_squares`, then summed over the
+      ranks (`dc.all_reduce_start` on each axis of the grid), so that the
+      norm is the trainer's;
+    * each parameter gets `dc.adamw`, reading its moments (new arguments
+      with `dc.optimizer_state = {param, state}`, f32 or bf16 as
+      `moment-dtype` says), an f32 master (`master-dtype=f32` over a
+      parameter that is not f32), the learning rate and the step count
+      (scalar arguments, `dc.learning_rate`, `dc.step_count`) and the
+      norm: the clipping scale needs every gradient, so every update waits
+      for the norm's all-reduce;
+    * the gradient results are replaced by the updated parameters
+      (`dc.param_update = <id>`) and state (`dc.optimizer_state`), each
+      written by the caller into its argument's buffer, and the squared
+      norm (`dc.grad_squares`), which dc-run prints and checks.
+
+    A non-finite norm skips every update (dc-run then stops, as it does
+    before its own update). The step records its hyperparameters in
+    `dc.optimizer` for the manifest. Not yet: steps compiled for gradient
+    accumulation, parameters kept in host memory (`dc-offload-params`) and
+    blocks of experts (`dc-expert-parallel`) are refused with an error.
+  }];
+  let dependentDialects = ["::dc::DCDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"beta1", "beta1", "double", "0.9", "AdamW's beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW's beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW's eps">,
+    Option<"weightDecay", "weight-decay", "double", "0.0",
+           "Decoupled weight decay">,
+    Option<"maxGradNorm", "max-grad-norm", "double", "0.0",
+           "Clip gradients to this global L2 norm (0: no clipping)">,
+    Option<"masterDtype", "master-dtype", "std::string", "\"f32\"",
+           "f32: an fp32 master copy of each parameter that is not f32; "
+           "bf16: the bf16 parameter is its own master">,
+    Option<"momentDtype", "moment-dtype", "std::string", "\"f32\"",
+           "Element type of both moments: f32 or bf16">,
+  ];
+}
+
 def DCAccumulateGradients
     : Pass<"dc-accumulate-gradients", "::mlir::ModuleOp"> {
   let summary = "Gradient accumulation: choose, per parameter, to sum its "

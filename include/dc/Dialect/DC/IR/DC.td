@@ -2,3 +2,4 @@
 include "dc/Dialect/DC/IR/DCOps.td"
 include "dc/Dialect/DC/IR/DCAttentionOps.td"
 include "dc/Dialect/DC/IR/DCExpertOps.td"
+include "dc/Dialect/DC/IR/DCOptimizerOps.td"
