@@ -42,6 +42,26 @@ const TensorSpec *StepSpec::findAccumulator(int32_t param) const {
   return nullptr;
 }
 
+static const TensorSpec *findTensor(const std::vector<TensorSpec> &tensors,
+                                    TensorKind kind, int32_t param,
+                                    std::string_view state) {
+  for (const TensorSpec &tensor : tensors)
+    if (tensor.kind == kind && (param < 0 || tensor.param == param) &&
+        (state.empty() || tensor.state == state))
+      return &tensor;
+  return nullptr;
+}
+
+const TensorSpec *StepSpec::findArg(TensorKind kind, int32_t param,
+                                    std::string_view state) const {
+  return findTensor(args, kind, param, state);
+}
+
+const TensorSpec *StepSpec::findResult(TensorKind kind, int32_t param,
+                                       std::string_view state) const {
+  return findTensor(results, kind, param, state);
+}
+
 const StepSpec *Manifest::findStep(std::string_view name) const {
   for (const StepSpec &step : steps)
     if (step.name == name)
@@ -138,6 +158,16 @@ public:
       spec.kind = TensorKind::Grad;
     else if (spec.kindName == "grad_accum")
       spec.kind = TensorKind::GradAccum;
+    else if (spec.kindName == "opt_state")
+      spec.kind = TensorKind::OptState;
+    else if (spec.kindName == "learning_rate")
+      spec.kind = TensorKind::LearningRate;
+    else if (spec.kindName == "step_count")
+      spec.kind = TensorKind::StepCount;
+    else if (spec.kindName == "param_update")
+      spec.kind = TensorKind::ParamUpdate;
+    else if (spec.kindName == "grad_squares")
+      spec.kind = TensorKind::GradSquares;
     spec.name = string(entry, "name", where, false);
     std::optional<std::vector<int64_t>> dims = shape(entry, "shape", where);
     if (!dims)
@@ -184,9 +214,18 @@ public:
     if (spec.kind == TensorKind::Param)
       spec.id =
           static_cast<int32_t>(integer(entry, "id", where, true).value_or(-1));
-    if (spec.kind == TensorKind::Grad || spec.kind == TensorKind::GradAccum)
+    if (spec.kind == TensorKind::Grad || spec.kind == TensorKind::GradAccum ||
+        spec.kind == TensorKind::OptState ||
+        spec.kind == TensorKind::ParamUpdate)
       spec.param = static_cast<int32_t>(
           integer(entry, "param", where, true).value_or(-1));
+    if (spec.kind == TensorKind::OptState) {
+      spec.state = string(entry, "state", where, true);
+      if (spec.state != "exp_avg" && spec.state != "exp_avg_sq" &&
+          spec.state != "master" && !failed())
+        fail(where, "\"state\" is \"" + spec.state +
+                        "\" (expected exp_avg, exp_avg_sq or master)");
+    }
     if (failed())
       return std::nullopt;
     return spec;
@@ -249,6 +288,89 @@ int64_t checkShardAxes(TensorSpec &spec, const std::vector<int64_t> &gridShape,
   return ranks;
 }
 
+/// A step that runs the optimizer: one learning rate, step count and
+/// squared norm; for each parameter it updates, the update and both
+/// moments (arguments and results), and a master where its state says so,
+/// each of the parameter's shape and sharding; no gradient results. A step
+/// without "optimizer" has none of these.
+void checkOptimizer(const StepSpec &step, const std::string &where,
+                    Reader &reader) {
+  bool any = false;
+  for (const auto *tensors : {&step.args, &step.results})
+    for (const TensorSpec &tensor : *tensors)
+      any |= tensor.kind == TensorKind::OptState ||
+             tensor.kind == TensorKind::LearningRate ||
+             tensor.kind == TensorKind::StepCount ||
+             tensor.kind == TensorKind::ParamUpdate ||
+             tensor.kind == TensorKind::GradSquares;
+  if (!step.optimizer) {
+    if (any)
+      reader.fail(where, "has optimizer state, updates or a learning rate "
+                         "but no \"optimizer\"");
+    return;
+  }
+  auto scalar = [&](const TensorSpec *tensor, dcrt_dtype dtype,
+                    const char *what) {
+    if (!tensor || !tensor->shape.empty() || tensor->dtype != dtype)
+      reader.fail(where, std::string("runs the optimizer but has no ") + what +
+                             " (a " + dcrt::dtypeName(dtype) + " scalar)");
+  };
+  scalar(step.findArg(TensorKind::LearningRate), DCRT_F64,
+         "learning_rate argument");
+  scalar(step.findArg(TensorKind::StepCount), DCRT_I64, "step_count argument");
+  scalar(step.findResult(TensorKind::GradSquares), DCRT_F64,
+         "grad_squares result");
+  for (const TensorSpec &result : step.results)
+    if (result.kind == TensorKind::Grad)
+      reader.fail(where, "runs the optimizer but returns a gradient");
+  auto sameAs = [](const TensorSpec &tensor, const TensorSpec &param) {
+    return tensor.shape == param.shape && tensor.local == param.local &&
+           tensor.shardAxes == param.shardAxes;
+  };
+  for (const TensorSpec &update : step.results) {
+    if (update.kind != TensorKind::ParamUpdate)
+      continue;
+    const TensorSpec *param = step.findParam(update.param);
+    if (!param || !sameAs(update, *param) || update.dtype != param->dtype) {
+      reader.fail(where, "an update of parameter " +
+                             std::to_string(update.param) +
+                             " is not of an argument's shape, sharding and "
+                             "dtype");
+      continue;
+    }
+    bool master =
+        step.optimizer->masterDtype == DCRT_F32 && param->dtype != DCRT_F32;
+    for (const char *state : {"exp_avg", "exp_avg_sq", "master"}) {
+      bool wanted = std::string_view(state) != "master" || master;
+      dcrt_dtype dtype = std::string_view(state) == "master"
+                             ? DCRT_F32
+                             : step.optimizer->momentDtype;
+      for (const TensorSpec *tensor :
+           {step.findArg(TensorKind::OptState, update.param, state),
+            step.findResult(TensorKind::OptState, update.param, state)}) {
+        if (!wanted) {
+          if (tensor)
+            reader.fail(where, "parameter '" + param->name + "' has a " +
+                                   state + " it does not need");
+          continue;
+        }
+        if (!tensor || !sameAs(*tensor, *param) || tensor->dtype != dtype)
+          reader.fail(where, "parameter '" + param->name + "' needs its " +
+                                 state +
+                                 " as an argument and a result of its "
+                                 "shape and sharding, in " +
+                                 dcrt::dtypeName(dtype));
+      }
+    }
+  }
+  for (const TensorSpec &state : step.args)
+    if (state.kind == TensorKind::OptState &&
+        !step.findResult(TensorKind::ParamUpdate, state.param))
+      reader.fail(where, "has optimizer state of parameter " +
+                             std::to_string(state.param) +
+                             ", which it does not update");
+}
+
 /// What must hold between the tensors of one step.
 void checkStep(StepSpec &step, int32_t worldSize,
                const std::vector<int64_t> &gridShape, Reader &reader) {
@@ -258,10 +380,14 @@ void checkStep(StepSpec &step, int32_t worldSize,
       checkShardAxes(result, gridShape, worldSize, where, reader);
   for (TensorSpec &arg : step.args) {
     if (arg.kind == TensorKind::Loss || arg.kind == TensorKind::Grad ||
-        arg.kind == TensorKind::Other)
+        arg.kind == TensorKind::ParamUpdate ||
+        arg.kind == TensorKind::GradSquares || arg.kind == TensorKind::Other)
       reader.fail(where, "argument '" + arg.name + "' has kind \"" +
                              arg.kindName +
-                             "\" (expected param, data or grad_accum)");
+                             "\" (expected param, data, grad_accum, "
+                             "opt_state, learning_rate or step_count)");
+    if (arg.kind == TensorKind::OptState && arg.local)
+      checkShardAxes(arg, gridShape, worldSize, where, reader);
     if (arg.kind != TensorKind::Param)
       continue;
     if (arg.name.empty())
@@ -314,7 +440,10 @@ void checkStep(StepSpec &step, int32_t worldSize,
     }
   int losses = 0;
   for (const TensorSpec &result : step.results) {
-    if (result.kind == TensorKind::Data || result.kind == TensorKind::Param)
+    if (result.kind == TensorKind::Data || result.kind == TensorKind::Param ||
+        result.kind == TensorKind::LearningRate ||
+        result.kind == TensorKind::StepCount ||
+        result.kind == TensorKind::Other)
       reader.fail(where, "a result has kind \"" + result.kindName + "\"");
     if (result.kind == TensorKind::Loss) {
       ++losses;
@@ -344,6 +473,7 @@ void checkStep(StepSpec &step, int32_t worldSize,
   if (losses != 1)
     reader.fail(where, "has " + std::to_string(losses) +
                            " loss results (expected one)");
+  checkOptimizer(step, where, reader);
 }
 /// A final form and its accumulating form: each names the other; they take
 /// the same parameters, data and accumulators; the accumulating form
@@ -485,6 +615,42 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
         reader.fail(where, "\"flops\" is not a non-negative number");
       else
         step.flops = flops->get<double>();
+    }
+    if (auto optimizer = entry.find("optimizer"); optimizer != entry.end()) {
+      CompiledOptimizer config;
+      auto number = [&](const char *key, double &value) {
+        auto field = optimizer->find(key);
+        if (field == optimizer->end() || !field->is_number() ||
+            !std::isfinite(field->get<double>()))
+          reader.fail(where, std::string("\"optimizer\" has no number \"") +
+                                 key + "\"");
+        else
+          value = field->get<double>();
+      };
+      auto dtype = [&](const char *key, dcrt_dtype &value) {
+        auto field = optimizer->find(key);
+        std::optional<dcrt_dtype> parsed;
+        if (field != optimizer->end() && field->is_string())
+          parsed = dcrt::parseDType(field->get<std::string>());
+        if (!parsed || (*parsed != DCRT_F32 && *parsed != DCRT_BF16))
+          reader.fail(where, std::string("\"optimizer\" has no \"") + key +
+                                 "\" of f32 or bf16");
+        else
+          value = *parsed;
+      };
+      if (!optimizer->is_object() ||
+          reader.string(*optimizer, "name", where, true) != "adamw") {
+        reader.fail(where, "\"optimizer\" is not {\"name\": \"adamw\", ...}");
+      } else {
+        number("beta1", config.beta1);
+        number("beta2", config.beta2);
+        number("eps", config.eps);
+        number("weight_decay", config.weightDecay);
+        number("max_grad_norm", config.maxGradNorm);
+        dtype("master_dtype", config.masterDtype);
+        dtype("moment_dtype", config.momentDtype);
+      }
+      step.optimizer = config;
     }
     step.accumulatingStep =
         reader.string(entry, "accumulating_step", where, false);

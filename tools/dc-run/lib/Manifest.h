@@ -15,7 +15,24 @@ namespace dcrun {
 /// GradAccum: an fp32 accumulator of a parameter's full gradient, which a
 /// step compiled for micro-batches keeps summing (an argument, and in the
 /// accumulating form also a result written into the same buffer).
-enum class TensorKind { Param, Data, Loss, Grad, GradAccum, Other };
+/// A step that runs the optimizer itself (dc-compile --optimizer-in-step)
+/// takes its state, OptState (an argument, and a result written into the
+/// same buffer), the LearningRate (f64) and the StepCount (i64, from 1),
+/// and returns ParamUpdate results (each written into its parameter's
+/// buffer) and GradSquares (f64: the squared global gradient norm).
+enum class TensorKind {
+  Param,
+  Data,
+  Loss,
+  Grad,
+  GradAccum,
+  OptState,
+  LearningRate,
+  StepCount,
+  ParamUpdate,
+  GradSquares,
+  Other
+};
 
 /// One argument or result of a step function.
 struct TensorSpec {
@@ -23,7 +40,10 @@ struct TensorSpec {
   std::string kindName;
   std::string name;
   int32_t id = -1;    // a parameter's id
-  int32_t param = -1; // the parameter a gradient (or accumulator) belongs to
+  int32_t param = -1; // the parameter a gradient (accumulator, state,
+                      // update) belongs to
+  /// An OptState's name: "exp_avg", "exp_avg_sq" or "master".
+  std::string state;
   std::vector<int64_t> shape;
   dcrt_dtype dtype = DCRT_F32;
   /// Elements per rank of a sharded tensor; absent when replicated.
@@ -52,8 +72,16 @@ struct TensorSpec {
   int64_t bufferNumel() const { return local ? *local : numel(); }
 };
 
+/// The optimizer a step runs itself ("optimizer" in the manifest): its
+/// hyperparameters, fixed when it was compiled.
+struct CompiledOptimizer {
+  double beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, maxGradNorm = 0;
+  dcrt_dtype masterDtype = DCRT_F32, momentDtype = DCRT_F32;
+};
+
 struct StepSpec {
   std::string name, entry;
+  std::optional<CompiledOptimizer> optimizer;
   std::vector<TensorSpec> args, results;
   /// Floating-point operations of one step on one rank, as dc's cost model
   /// counts them in the step's ops (0: not given).
@@ -70,6 +98,12 @@ struct StepSpec {
   /// The accumulator argument of parameter `param`, if the step has one.
   const TensorSpec *findAccumulator(int32_t param) const;
   const TensorSpec *findGrad(int32_t param) const;
+  /// The first argument or result of `kind` (and, where given, of
+  /// parameter `param` and state `state`).
+  const TensorSpec *findArg(TensorKind kind, int32_t param = -1,
+                            std::string_view state = {}) const;
+  const TensorSpec *findResult(TensorKind kind, int32_t param = -1,
+                               std::string_view state = {}) const;
 };
 
 struct Manifest {

@@ -79,6 +79,9 @@ struct ParamSpec {
   /// over the micro-batches (dc-accumulate-gradients): only the last
   /// micro-batch's entry writes `grad`, and it holds the sum of all of them.
   bool stepAccumulates = false;
+  /// The compiled step updates this parameter itself (its optimizer
+  /// inside): it returns no gradient, so `grad` stays empty.
+  bool updatedByStep = false;
 };
 
 struct Param {

@@ -48,8 +48,24 @@ Trainer::Trainer(const Options &options, const Artifact &artifact)
   for (const TensorSpec &arg : step.args)
     if (arg.kind == TensorKind::Param)
       registry.add(paramSpec(arg));
+  if (step.optimizer) {
+    // The step updates the parameters itself, with the hyperparameters it
+    // was compiled for; dc-run gives it the state, learning rate and step.
+    if (microBatches > 1)
+      dcrt::fatal("--micro-batches %lld: the step runs its optimizer itself "
+                  "(compiled with --optimizer-in-step), which does not "
+                  "accumulate gradients yet; compile without it to use "
+                  "--micro-batches",
+                  static_cast<long long>(microBatches));
+    adamw = compiledAdamWConfig(*step.optimizer, options.adamw);
+    auto compiled = std::make_unique<CompiledAdamW>(step, registry);
+    compiledOptimizer = compiled.get();
+    optimizer = std::move(compiled);
+  } else {
+    optimizer = createAdamW(adamw);
+  }
   // A bf16 master is the parameter itself: it must be bf16.
-  if (options.adamw.masterDtype == DCRT_BF16)
+  if (adamw.masterDtype == DCRT_BF16)
     for (const dcrun::Param &param : registry.params())
       if (param.spec.hasGrad && param.spec.dtype != DCRT_BF16)
         dcrt::fatal("--master-dtype bf16 keeps the master weights in the "
@@ -141,6 +157,8 @@ void Trainer::run() {
     // is their mean and its gradient the mean of theirs: N micro-batches
     // of B rows give one step of N B rows.
     double loss = 0;
+    if (compiledOptimizer)
+      compiledOptimizer->setStep(adamw.lr, s);
     for (int64_t micro = 0; micro < microBatches; ++micro) {
       data.fill(s, micro, microBatches);
       // With accumulators, every micro-batch but the last runs the
@@ -169,11 +187,16 @@ void Trainer::run() {
     // non-finite value ride along, and their report comes first: it
     // names the op where the values turned, the loss and the norm only
     // where they ended up.
+    // A step that runs its optimizer itself returns the global norm (and
+    // skipped its update if it is not finite).
     double localLoss = loss;
-    double localSquares = optimizer->gradientSquares(registry);
+    double localSquares =
+        compiledOptimizer ? 0.0 : optimizer->gradientSquares(registry);
     double sums[3] = {loss, localSquares, nonFiniteOp.empty() ? 0.0 : 1.0};
     dcrt::allReduceSum(sums, 3);
     loss = sums[0] / worldSize;
+    if (compiledOptimizer)
+      localSquares = sums[1] = compiledOptimizer->squaredNorm();
     double gradNorm = std::sqrt(sums[1]);
     if (sums[2] > 0)
       stopAtNonFiniteOp(s);
@@ -190,8 +213,7 @@ void Trainer::run() {
     // runs (waiting here starved the GPU at the next step's start: config
     // A took 107 ms instead of 96 on one H200), so time_ms covers the
     // previous step's update.
-    optimizer->step(registry, options.adamw, s,
-                    clipScale(gradNorm, options.adamw.maxGradNorm));
+    optimizer->step(registry, adamw, s, clipScale(gradNorm, adamw.maxGradNorm));
     int64_t end = dcrt::nowNs();
     dcrt::traceSpan(dcrt::Track::Compute, "step", begin, end, "step", s);
     dcrt::traceSpan(dcrt::Track::Compute, "entry", begin, entryEnd);
@@ -362,7 +384,8 @@ ParamSpec Trainer::paramSpec(const TensorSpec &arg) const {
   spec.shardAxes = arg.shardAxes;
   spec.onHost = arg.onHost;
   const TensorSpec *grad = step.findGrad(arg.id);
-  spec.hasGrad = grad != nullptr;
+  spec.updatedByStep = step.findResult(TensorKind::ParamUpdate, arg.id);
+  spec.hasGrad = grad != nullptr || spec.updatedByStep;
   spec.gradDtype = grad ? grad->dtype : arg.dtype;
   return spec;
 }
@@ -415,6 +438,10 @@ void Trainer::bindForm(Form &form) {
       form.pointers.push_back(registry.find(arg.id)->data.data());
     else if (arg.kind == TensorKind::GradAccum)
       form.pointers.push_back(accumulatorOf(arg.param));
+    else if (arg.kind == TensorKind::OptState ||
+             arg.kind == TensorKind::LearningRate ||
+             arg.kind == TensorKind::StepCount)
+      form.pointers.push_back(compiledOptimizer->bufferOf(arg));
     else
       form.pointers.push_back(data.buffer(dataIndex(arg)));
   }
@@ -432,6 +459,16 @@ void Trainer::bindForm(Form &form) {
     }
     if (result.kind == TensorKind::GradAccum) {
       form.pointers.push_back(accumulatorOf(result.param));
+      continue;
+    }
+    // The step's update, in place: the parameter's own buffer, the state's.
+    if (result.kind == TensorKind::ParamUpdate) {
+      form.pointers.push_back(registry.find(result.param)->data.data());
+      continue;
+    }
+    if (result.kind == TensorKind::OptState ||
+        result.kind == TensorKind::GradSquares) {
+      form.pointers.push_back(compiledOptimizer->bufferOf(result));
       continue;
     }
     if (result.kind == TensorKind::Loss && lossBuffer) {
@@ -490,10 +527,9 @@ void Trainer::printHeader() {
   for (const dcrun::Param &param : registry.params())
     grads += param.spec.hasGrad;
   const Manifest &manifest = artifact.manifest;
-  const dcrun::AdamWConfig &adamw = options.adamw;
   report(
       "dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
-      "elements)%s, plan: gather arena %s, host pool %s; AdamW state: "
+      "elements)%s, plan: gather arena %s, host pool %s; %s: "
       "%s master, %s moments (%lld B/element); gradients in the step "
       "arena: %lld of %lld\n",
       options.artifact.c_str(), step.name.c_str(), worldSize,
@@ -503,6 +539,7 @@ void Trainer::printHeader() {
           .c_str(),
       formatBytes(options.hostPoolBytes.value_or(manifest.hostPoolBytes))
           .c_str(),
+      compiledOptimizer ? "AdamW inside the step, state" : "AdamW state",
       dcrt::dtypeName(adamw.masterDtype), dcrt::dtypeName(adamw.momentDtype),
       static_cast<long long>(dcrun::stateBytesPerElement(adamw)),
       static_cast<long long>(gradientsInArena), static_cast<long long>(grads));

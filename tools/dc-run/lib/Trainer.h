@@ -11,6 +11,7 @@
 #define DC_RUN_TRAINER_H
 
 #include "Artifact.h"
+#include "CompiledAdamW.h"
 #include "Data.h"
 #include "Manifest.h"
 #include "Options.h"
@@ -102,7 +103,11 @@ private:
   Form finalForm, accumulatingForm;
   /// The step's fp32 accumulators of full gradients, by parameter id.
   std::vector<std::pair<int32_t, dcrt::Buffer>> accumulators;
-  std::unique_ptr<Optimizer> optimizer = createAdamW(options.adamw);
+  /// The AdamW the run uses: the options', or a compiled step's.
+  AdamWConfig adamw = options.adamw;
+  std::unique_ptr<Optimizer> optimizer;
+  /// The optimizer when the step runs it itself (else null): `optimizer`.
+  CompiledAdamW *compiledOptimizer = nullptr;
   int64_t microBatches = options.microBatches;
   /// Tokens the whole job trains on per step: the first integer data
   /// argument with a vocabulary (the input token ids; the targets that

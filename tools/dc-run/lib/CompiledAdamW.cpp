@@ -1,0 +1,157 @@
+//===- CompiledAdamW.cpp - the state of a step that runs AdamW itself -----===//
+#include "CompiledAdamW.h"
+
+#include "HostAccess.h"
+
+#include "dcrt/dcrt.h"
+#include "dcrt/dtype.hpp"
+#include "dcrt/error.hpp"
+
+#include <cmath>
+#include <cstring>
+
+using namespace dcrun;
+
+CompiledAdamW::CompiledAdamW(const StepSpec &step, ParamRegistry &registry)
+    : lr(sizeof(double), dcrt::MemoryKind::Device, "the learning rate"),
+      stepCount(sizeof(int64_t), dcrt::MemoryKind::Device, "the step count"),
+      squares(sizeof(double), dcrt::MemoryKind::Device,
+              "the squared gradient norm") {
+  for (const TensorSpec &arg : step.args) {
+    if (arg.kind != TensorKind::OptState)
+      continue;
+    Param *param = registry.find(arg.param);
+    if (!param)
+      dcrt::fatal("internal: optimizer state of unknown parameter %d",
+                  arg.param);
+    State &state = states.emplace_back();
+    state.param = param;
+    state.name = arg.state == "exp_avg"      ? "exp_avg"
+                 : arg.state == "exp_avg_sq" ? "exp_avg_sq"
+                                             : "master";
+    state.dtype = arg.dtype;
+    state.buffer = dcrt::Buffer(arg.bufferNumel() * dcrt::dtypeSize(arg.dtype),
+                                dcrt::MemoryKind::Device, arg.name.c_str());
+  }
+}
+
+void *CompiledAdamW::bufferOf(const TensorSpec &tensor) {
+  switch (tensor.kind) {
+  case TensorKind::LearningRate:
+    return lr.data();
+  case TensorKind::StepCount:
+    return stepCount.data();
+  case TensorKind::GradSquares:
+    return squares.data();
+  case TensorKind::OptState:
+    for (State &state : states)
+      if (state.param->spec.id == tensor.param && state.name == tensor.state)
+        return state.buffer.data();
+    break;
+  default:
+    break;
+  }
+  dcrt::fatal("internal: no optimizer buffer for '%s'", tensor.name.c_str());
+}
+
+void CompiledAdamW::setStep(double rate, int64_t step) {
+  writeFromHost(lr, sizeof(double),
+                [&](void *host) { std::memcpy(host, &rate, sizeof(double)); });
+  writeFromHost(stepCount, sizeof(int64_t),
+                [&](void *host) { std::memcpy(host, &step, sizeof(int64_t)); });
+}
+
+double CompiledAdamW::squaredNorm() const {
+  double value = 0;
+  readToHost(squares, sizeof(double), [&](const void *host) {
+    std::memcpy(&value, host, sizeof(double));
+  });
+  return value;
+}
+
+double CompiledAdamW::gradientSquares(ParamRegistry &) {
+  dcrt::fatal("internal: the step computes its own gradient norm");
+}
+
+void CompiledAdamW::accumulate(ParamRegistry &, int64_t, int64_t) {
+  dcrt::fatal("a step that runs its optimizer itself takes no "
+              "--micro-batches (not supported yet); compile without "
+              "--optimizer-in-step to accumulate gradients");
+}
+
+/// The registry's fp32 values of `state` (its real elements).
+static std::vector<float> &hostValues(Param &param, std::string_view state) {
+  return state == "exp_avg"      ? param.expAvg
+         : state == "exp_avg_sq" ? param.expAvgSq
+                                 : param.master;
+}
+
+void CompiledAdamW::loadState(ParamRegistry &) {
+  for (State &state : states) {
+    const std::vector<float> &values = hostValues(*state.param, state.name);
+    int64_t bytes = state.buffer.size();
+    writeFromHost(state.buffer, bytes, [&](void *host) {
+      // Padding past the real elements stays zero.
+      std::memset(host, 0, static_cast<size_t>(bytes));
+      dcrt::convert(values.data(), DCRT_F32, host, state.dtype,
+                    static_cast<int64_t>(values.size()));
+    });
+  }
+}
+
+void CompiledAdamW::storeState(ParamRegistry &registry) {
+  for (State &state : states) {
+    std::vector<float> &values = hostValues(*state.param, state.name);
+    readToHost(state.buffer, state.buffer.size(), [&](const void *host) {
+      dcrt::convert(host, state.dtype, values.data(), DCRT_F32,
+                    static_cast<int64_t>(values.size()));
+    });
+  }
+  // A parameter without a master state is its own master.
+  for (Param &param : registry.params()) {
+    bool hasMaster = false;
+    for (const State &state : states)
+      hasMaster |= state.param == &param && state.name == "master";
+    if (hasMaster || !param.spec.hasGrad)
+      continue;
+    readToHost(param.data, param.validNumel * dcrt::dtypeSize(param.spec.dtype),
+               [&](const void *host) {
+                 dcrt::convert(host, param.spec.dtype, param.master.data(),
+                               DCRT_F32, param.validNumel);
+               });
+  }
+}
+
+AdamWConfig dcrun::compiledAdamWConfig(const CompiledOptimizer &compiled,
+                                       const AdamWConfig &given) {
+  AdamWConfig defaults, config = given;
+  auto take = [&](const char *option, double &value, double defaultValue,
+                  double compiledValue) {
+    if (value != defaultValue && value != compiledValue)
+      dcrt::fatal("%s %g, but the step was compiled with its optimizer "
+                  "inside for %g: recompile it (dc-compile %s) or leave the "
+                  "option out",
+                  option, value, compiledValue, option);
+    value = compiledValue;
+  };
+  take("--beta1", config.beta1, defaults.beta1, compiled.beta1);
+  take("--beta2", config.beta2, defaults.beta2, compiled.beta2);
+  take("--eps", config.eps, defaults.eps, compiled.eps);
+  take("--weight-decay", config.weightDecay, defaults.weightDecay,
+       compiled.weightDecay);
+  take("--clip-grad-norm", config.maxGradNorm, defaults.maxGradNorm,
+       compiled.maxGradNorm);
+  auto takeDtype = [&](const char *option, dcrt_dtype &value,
+                       dcrt_dtype compiledValue) {
+    if (value != DCRT_F32 && value != compiledValue)
+      dcrt::fatal("%s %s, but the step was compiled with its optimizer "
+                  "inside for %s: recompile it (dc-compile %s) or leave the "
+                  "option out",
+                  option, dcrt::dtypeName(value),
+                  dcrt::dtypeName(compiledValue), option);
+    value = compiledValue;
+  };
+  takeDtype("--master-dtype", config.masterDtype, compiled.masterDtype);
+  takeDtype("--moment-dtype", config.momentDtype, compiled.momentDtype);
+  return config;
+}
