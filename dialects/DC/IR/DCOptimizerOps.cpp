@@ -176,7 +176,8 @@ static LogicalResult verifyScalar(Operation *op, Value value, Type element,
   auto type = cast<MemRefType>(value.getType());
   if (type.getRank() != 0 || type.getElementType() != element)
     return op->emitOpError()
-           << what << " must be memref<" << element << ">, got " << type;
+           << what << " must be " << MemRefType::get({}, element) << ", got "
+           << type;
   return success();
 }
 

@@ -58,6 +58,9 @@ inline float roundToState(float value, int32_t dtype) {
 inline void adamwElement(const AdamWStepConstants &c, float grad, float &expAvg,
                          float &expAvgSq, float &master, int32_t momentDtype,
                          int32_t masterDtype) {
+  // A bf16 master is the bf16 parameter: an fp32 value not on its grid (an
+  // initial value, a loaded one) is what the parameter holds, rounded.
+  master = roundToState(master, masterDtype);
   double g = grad;
   double m = c.beta1 * expAvg + (1.0 - c.beta1) * g;
   double v = c.beta2 * expAvgSq + (1.0 - c.beta2) * g * g;

@@ -317,6 +317,16 @@ for suite in families hf; do
     || fail "model suite '$suite'"
 done
 
+# The optimizer inside the step: the tiny bf16 Llama with its AdamW
+# compiled into the step against dc-run's trainer AdamW, bit for bit
+# (bench/pack-optimizer-artifacts.sh packs it into $ART/optimizer).
+if [ -d "$ART/optimizer" ] && [ "${ONLY:-}" != sanitizers ] &&
+   { [ -z "${COMPILED_MODELS:-}" ] || [[ " $COMPILED_MODELS " == *" optimizer "* ]]; }; then
+  step "the optimizer inside the step against the trainer's AdamW"
+  ART=$ART/optimizer BUILD=$BUILD bash bench/gpu_optimizer_bench.sh "$OUT/optimizer" \
+    || fail "the optimizer inside the step"
+fi
+
 if [ "$GPUS" -ge 2 ] && [ -z "${ONLY:-}" ]; then
   for fault in die bad-argument; do
     step "fault '$fault' on rank 1 of 2 ends the job with a message"

@@ -87,15 +87,29 @@ static std::vector<float> &hostValues(Param &param, std::string_view state) {
 }
 
 void CompiledAdamW::loadState(ParamRegistry &) {
+  // Straight from the host copies (converted where the state is bf16), the
+  // padding past the real elements zeroed: one copy of each state's bytes,
+  // as the device AdamW uploads it.
   for (State &state : states) {
     const std::vector<float> &values = hostValues(*state.param, state.name);
-    int64_t bytes = state.buffer.size();
-    writeFromHost(state.buffer, bytes, [&](void *host) {
-      // Padding past the real elements stays zero.
-      std::memset(host, 0, static_cast<size_t>(bytes));
-      dcrt::convert(values.data(), DCRT_F32, host, state.dtype,
-                    static_cast<int64_t>(values.size()));
-    });
+    auto valid = static_cast<int64_t>(values.size());
+    int64_t validBytes = valid * dcrt::dtypeSize(state.dtype);
+    auto *device = static_cast<char *>(state.buffer.data());
+    if (validBytes == 0) {
+      // A rank past a small parameter's elements: padding only.
+    } else if (state.dtype == DCRT_F32) {
+      dcrt::copy(device, values.data(), validBytes);
+    } else {
+      std::vector<unsigned char> converted(static_cast<size_t>(validBytes));
+      dcrt::convert(values.data(), DCRT_F32, converted.data(), state.dtype,
+                    valid);
+      dcrt::copy(device, converted.data(), validBytes);
+    }
+    int64_t padding = state.buffer.size() - validBytes;
+    if (padding > 0) {
+      std::vector<unsigned char> zeros(static_cast<size_t>(padding), 0);
+      dcrt::copy(device + validBytes, zeros.data(), padding);
+    }
   }
 }
 

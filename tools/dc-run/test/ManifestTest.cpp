@@ -329,3 +329,98 @@ TEST(Manifest, RejectsResultsOutsideTheStepArena) {
   EXPECT_EQ(error, "step 's': argument 'w' has an \"arena_offset\" (only "
                    "results do)");
 }
+
+namespace {
+/// A one-rank step that runs AdamW itself (bf16 parameter, fp32 master,
+/// bf16 moments), with `results` as its results.
+std::string optimizerStep(const std::string &results,
+                          const std::string &optimizer =
+                              R"("optimizer": {"name": "adamw", "beta1": 0.9,
+  "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.1, "max_grad_norm": 1.0,
+  "master_dtype": "f32", "moment_dtype": "bf16"},)") {
+  return R"({"abi": 4, "world_size": 2, "steps": [{"name": "s", "entry": "e",
+  )" + optimizer +
+         R"(
+  "args": [{"kind": "param", "id": 0, "name": "w", "shape": [3], "dtype": "bf16",
+            "local": 2},
+           {"kind": "learning_rate", "shape": [], "dtype": "f64"},
+           {"kind": "step_count", "shape": [], "dtype": "i64"},
+           {"kind": "opt_state", "param": 0, "state": "exp_avg", "shape": [3],
+            "dtype": "bf16", "local": 2},
+           {"kind": "opt_state", "param": 0, "state": "exp_avg_sq", "shape": [3],
+            "dtype": "bf16", "local": 2},
+           {"kind": "opt_state", "param": 0, "state": "master", "shape": [3],
+            "dtype": "f32", "local": 2}],
+  "results": )" +
+         results + "}]}";
+}
+
+const char *kOptimizerResults =
+    R"([{"kind": "loss", "shape": [], "dtype": "f32"},
+  {"kind": "param_update", "param": 0, "shape": [3], "dtype": "bf16", "local": 2},
+  {"kind": "opt_state", "param": 0, "state": "exp_avg", "shape": [3],
+   "dtype": "bf16", "local": 2},
+  {"kind": "opt_state", "param": 0, "state": "exp_avg_sq", "shape": [3],
+   "dtype": "bf16", "local": 2},
+  {"kind": "opt_state", "param": 0, "state": "master", "shape": [3],
+   "dtype": "f32", "local": 2},
+  {"kind": "grad_squares", "shape": [], "dtype": "f64"}])";
+} // namespace
+
+TEST(Manifest, ReadsAStepThatRunsItsOptimizer) {
+  std::string error;
+  std::optional<Manifest> manifest =
+      parseManifest(optimizerStep(kOptimizerResults), error);
+  ASSERT_TRUE(manifest) << error;
+  const StepSpec &step = manifest->steps[0];
+  ASSERT_TRUE(step.optimizer);
+  EXPECT_EQ(step.optimizer->weightDecay, 0.1);
+  EXPECT_EQ(step.optimizer->maxGradNorm, 1.0);
+  EXPECT_EQ(step.optimizer->momentDtype, DCRT_BF16);
+  const TensorSpec *master = step.findArg(TensorKind::OptState, 0, "master");
+  ASSERT_NE(master, nullptr);
+  EXPECT_EQ(master->dtype, DCRT_F32);
+  EXPECT_NE(step.findResult(TensorKind::ParamUpdate, 0), nullptr);
+  EXPECT_NE(step.findResult(TensorKind::GradSquares), nullptr);
+  EXPECT_NE(step.findArg(TensorKind::LearningRate), nullptr);
+}
+
+TEST(Manifest, RejectsAnOptimizerStepWithoutItsState) {
+  std::string error;
+  // No updated exp_avg_sq.
+  std::string results = kOptimizerResults;
+  std::string sq =
+      R"({"kind": "opt_state", "param": 0, "state": "exp_avg_sq", "shape": [3],
+   "dtype": "bf16", "local": 2},
+  )";
+  ASSERT_NE(results.find(sq), std::string::npos);
+  results.erase(results.find(sq), sq.size());
+  EXPECT_FALSE(parseManifest(optimizerStep(results), error));
+  EXPECT_EQ(error, "step 's': parameter 'w' needs its exp_avg_sq as an "
+                   "argument and a result of its shape and sharding, in bf16");
+  // A gradient beside the update.
+  results = kOptimizerResults;
+  results.insert(results.size() - 1, R"(, {"kind": "grad", "param": 0,
+    "shape": [3], "dtype": "bf16", "local": 2})");
+  EXPECT_FALSE(parseManifest(optimizerStep(results), error));
+  EXPECT_EQ(error, "step 's': runs the optimizer but returns a gradient");
+  // State without "optimizer".
+  EXPECT_FALSE(parseManifest(optimizerStep(kOptimizerResults, ""), error));
+  EXPECT_EQ(error, "step 's': has optimizer state, updates or a learning "
+                   "rate but no \"optimizer\"");
+  // An unknown state, and moments of another dtype than the optimizer's.
+  std::string text = optimizerStep(kOptimizerResults);
+  std::string unknown = text;
+  unknown.replace(unknown.find("\"exp_avg\""), 9, "\"momentum\"");
+  EXPECT_FALSE(parseManifest(unknown, error));
+  EXPECT_NE(error.find("\"state\" is \"momentum\" (expected exp_avg, "
+                       "exp_avg_sq or master)"),
+            std::string::npos)
+      << error;
+  std::string f32 = text;
+  f32.replace(f32.find("\"moment_dtype\": \"bf16\""), 22,
+              "\"moment_dtype\": \"f32\"");
+  EXPECT_FALSE(parseManifest(f32, error));
+  EXPECT_EQ(error, "step 's': parameter 'w' needs its exp_avg as an argument "
+                   "and a result of its shape and sharding, in f32");
+}

@@ -92,8 +92,10 @@ def DC_AdamWOp : DC_Op<"adamw", [Pure,
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq (`master` $master^)? `,`
     $lr `,` $step `,` $squares attr-dict `:` type($param) `,` type($grad) `,`
-    type($exp_avg) `,` type($exp_avg_sq) (`,` type($master)^)? `,` type($lr)
-    `,` type($step) `,` type($squares) `->` type(results)
+    type($exp_avg) `,` type($exp_avg_sq) `,` type($lr) `,` type($step) `,`
+    type($squares) (`master` type($master)^)? `->` type($new_param) `,`
+    type($new_exp_avg) `,` type($new_exp_avg_sq)
+    (`master` type($new_master)^)?
   }];
   let builders = [
     OpBuilder<(ins "::mlir::Value":$param, "::mlir::Value":$grad,
@@ -172,9 +174,10 @@ def DC_AdamWIntoOp : DC_Op<"adamw_into", [AttrSizedOperandSegments]> {
     $lr `,` $step `,` $squares `into` $new_param `,` $new_exp_avg `,`
     $new_exp_avg_sq (`master` $new_master^)? `full_numel` `=` $full_numel
     `shard_axis` `=` $shard_axis attr-dict `:` type($param) `,` type($grad) `,`
-    type($exp_avg) `,` type($exp_avg_sq) (`,` type($master)^)? `,` type($lr)
-    `,` type($step) `,` type($squares) `into` type($new_param) `,`
-    type($new_exp_avg) `,` type($new_exp_avg_sq) (`,` type($new_master)^)?
+    type($exp_avg) `,` type($exp_avg_sq) `,` type($lr) `,` type($step) `,`
+    type($squares) (`master` type($master)^)? `into` type($new_param) `,`
+    type($new_exp_avg) `,` type($new_exp_avg_sq)
+    (`master` type($new_master)^)?
   }];
   let hasVerifier = 1;
 }

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The optimizer inside the step (issue 53) on one GPU: the same steps with
+# dc-run's trainer AdamW after the step and with the update compiled into
+# it (dc-compile --optimizer-in-step), one call.
+#
+#   ART=.gpu-artifacts/optimizer BUILD=build-gpu bash bench/gpu_optimizer_bench.sh OUT
+#
+# Checks: the tiny bf16 Llama (fp32 master, bf16 moments, clipping) trains
+# 20 steps with the compiled update as with the trainer's (losses and norms
+# bit for bit, eager and with CUDA graphs; the final checkpoints compared),
+# and config A/B (where packed) step times, the two side by side, with CUDA
+# graphs. Pack with bench/pack-optimizer-artifacts.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: gpu_optimizer_bench.sh OUT}
+mkdir -p "$OUT"
+ART=${ART:-.gpu-artifacts/optimizer}
+BIN=${BUILD:-build-gpu}/bin
+export NCCL_NVLS_ENABLE=0 DCRT_TIMEOUT_S=${DCRT_TIMEOUT_S:-60}
+status=0
+fail() { echo "FAILED: $*"; status=1; }
+
+if [ -f "$ART/tiny-bf16-h200-w1.so" ]; then
+  echo "== tiny bf16: 20 steps, trainer AdamW vs the step's own (clip 0.05, bf16 moments)"
+  common="--steps 20 --vocab 32 --lr 0.01"
+  for graphs in "" --cuda-graphs; do
+    tag=${graphs:+-graphs}
+    "$BIN/dc-run" "$ART/tiny-bf16-h200-w1.so" $common $graphs --clip-grad-norm 0.05 \
+      --moment-dtype bf16 --save "$OUT/trainer$tag.safetensors" > "$OUT/tiny-trainer$tag.log" 2>&1 \
+      || { tail -5 "$OUT/tiny-trainer$tag.log"; fail "trainer AdamW$tag"; }
+    "$BIN/dc-run" "$ART/tiny-bf16-in-step-h200-w1.so" $common $graphs \
+      --save "$OUT/in-step$tag.safetensors" > "$OUT/tiny-in-step$tag.log" 2>&1 \
+      || { tail -5 "$OUT/tiny-in-step$tag.log"; fail "AdamW in the step$tag"; }
+    for field in loss grad_norm; do
+      python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
+        "$OUT/tiny-trainer$tag.log" "$OUT/tiny-in-step$tag.log" \
+        || fail "the step's AdamW differs from the trainer's ($field$tag)"
+    done
+    if cmp -s "$OUT/trainer$tag.safetensors" "$OUT/in-step$tag.safetensors"; then
+      echo "checkpoints$tag: identical"
+    else
+      python3 test/Runtime/Inputs/safetensors_tool.py close "$OUT/trainer$tag.safetensors" \
+        "$OUT/in-step$tag.safetensors" 1e-2 | tail -3
+      fail "checkpoints$tag differ"
+    fi
+    grep "step=20" "$OUT/tiny-trainer$tag.log" "$OUT/tiny-in-step$tag.log"
+  done
+fi
+
+for c in A B; do
+  [ -f "$ART/$c-h200-w1.so" ] || continue
+  echo "== config $c, 1 GPU, 12 steps with CUDA graphs: trainer AdamW vs the step's own"
+  for form in "" -in-step; do
+    "$BIN/dc-run" "$ART/$c$form-h200-w1.so" --steps 12 --cuda-graphs \
+      > "$OUT/$c$form.log" 2>&1 || { tail -5 "$OUT/$c$form.log"; fail "config $c$form"; continue; }
+    echo "$c${form:- (trainer AdamW)}: $(grep -E '^dc-run: start-up' "$OUT/$c$form.log")"
+    grep -E "^summary" "$OUT/$c$form.log"
+    grep "step=12" "$OUT/$c$form.log"
+  done
+done
+exit $status

@@ -1,0 +1,38 @@
+// RUN: dc-opt %s --split-input-file --dc-optimizer-in-step -verify-diagnostics
+
+// What dc-optimizer-in-step does not update (yet), each a located error.
+
+shard.grid @world(shape = 2)
+
+// expected-error @+1 {{dc-optimizer-in-step: @accumulating is compiled for gradient accumulation (dc-accumulate-gradients); the optimizer inside such a step is not supported yet}}
+func.func @accumulating(%w: !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.param = #dc.param<id = 0>},
+                        %g: !dc.shard<tensor<8xf32>, @world[0], local = 4>)
+    -> (tensor<f32> {dc.loss}, !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.grad = #dc.grad<param = 0>})
+    attributes {dc.accumulating_step = @accumulating_accumulate} {
+  %c = arith.constant dense<1.0> : tensor<f32>
+  return %c, %g : tensor<f32>, !dc.shard<tensor<8xf32>, @world[0], local = 4>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @host(
+    // expected-error @+1 {{dc-optimizer-in-step: parameter 'w' is kept in host memory (dc-offload-params); its update inside the step is not supported yet}}
+    %w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0, name = "w">},
+    %g: !dc.shard<tensor<8xf32>, @world[0], local = 4>)
+    -> (tensor<f32> {dc.loss}, !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.grad = #dc.grad<param = 0>}) {
+  %c = arith.constant dense<1.0> : tensor<f32>
+  return %c, %g : tensor<f32>, !dc.shard<tensor<8xf32>, @world[0], local = 4>
+}
+
+// -----
+
+func.func @integer(
+    // expected-error @+1 {{dc-optimizer-in-step: parameter 'n' must be f32, bf16 or f16 to be updated by AdamW}}
+    %n: tensor<8xf64> {dc.param = #dc.param<id = 0, name = "n">},
+    %g: tensor<8xf64>)
+    -> (tensor<f32> {dc.loss}, tensor<8xf64> {dc.grad = #dc.grad<param = 0>}) {
+  %c = arith.constant dense<1.0> : tensor<f32>
+  return %c, %g : tensor<f32>, tensor<8xf64>
+}
