@@ -52,8 +52,6 @@ std::optional<StringRef> getDTypeName(Type type) {
     return StringRef("i32");
   if (type.isSignlessInteger(64))
     return StringRef("i64");
-  if (type.isF64())
-    return StringRef("f64");
   return std::nullopt;
 }
 
@@ -288,7 +286,8 @@ private:
   LogicalResult findWorld(ModuleOp module);
   LogicalResult writeTensor(llvm::json::OStream &json, Location loc, Type type,
                             const Twine &what,
-                            std::optional<int64_t> expertAxis = std::nullopt);
+                            std::optional<int64_t> expertAxis = std::nullopt,
+                            bool optimizerScalar = false);
   LogicalResult writeStep(llvm::json::OStream &json, func::FuncOp fn);
   void exportFunctions(ModuleOp module, StringRef manifest);
 
@@ -330,10 +329,9 @@ LogicalResult ArtifactManifestPass::findWorld(ModuleOp module) {
 /// tensor, sharded over its axis first (which block) and then the axes the
 /// block is sharded over (which slot of it): dc-run then finds the rank's
 /// elements, and checkpoints hold full tensors.
-LogicalResult
-ArtifactManifestPass::writeTensor(llvm::json::OStream &json, Location loc,
-                                  Type type, const Twine &what,
-                                  std::optional<int64_t> expertAxis) {
+LogicalResult ArtifactManifestPass::writeTensor(
+    llvm::json::OStream &json, Location loc, Type type, const Twine &what,
+    std::optional<int64_t> expertAxis, bool optimizerScalar) {
   if (isa<HostType>(type))
     return emitError(loc) << what << " is " << type
                           << ", in host memory; an artifact keeps only "
@@ -354,6 +352,11 @@ ArtifactManifestPass::writeTensor(llvm::json::OStream &json, Location loc,
                           << "; an artifact takes statically shaped "
                              "tensors";
   std::optional<StringRef> dtype = getDTypeName(tensor.getElementType());
+  // The optimizer's f64 scalars (its learning rate, the squared norm) are
+  // the only f64 tensors a step exchanges: dc-run fills and reads them.
+  if (optimizerScalar && tensor.getElementType().isF64() &&
+      tensor.getRank() == 0)
+    dtype = StringRef("f64");
   if (!dtype)
     return emitError(loc) << what << " has element type "
                           << tensor.getElementType()
@@ -487,8 +490,9 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             expertAxis = axis.getInt();
             expertAxisOfParam[param.getId()] = axis.getInt();
           }
-          if (failed(writeTensor(json, arg.getLoc(), type,
-                                 "argument #" + Twine(i), expertAxis)))
+          if (failed(writeTensor(
+                  json, arg.getLoc(), type, "argument #" + Twine(i), expertAxis,
+                  fn.getArgAttr(i, kLearningRateAttrName) != nullptr)))
             result = failure();
           if (hostShard)
             json.attribute("memory", "host");
@@ -587,8 +591,9 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             if (auto it = expertAxisOfParam.find(grad.getParam());
                 it != expertAxisOfParam.end())
               expertAxis = it->second;
-          if (failed(writeTensor(json, fn.getLoc(), type, "result #" + Twine(i),
-                                 expertAxis)))
+          if (failed(writeTensor(
+                  json, fn.getLoc(), type, "result #" + Twine(i), expertAxis,
+                  fn.getResultAttr(i, kGradSquaresAttrName) != nullptr)))
             result = failure();
         });
       }

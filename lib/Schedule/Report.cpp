@@ -9,6 +9,7 @@
 #include "dc/Analysis/BufferAliasing.h"
 #include "dc/Analysis/CostModel.h"
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Analysis/OptimizerState.h"
 #include "dc/Analysis/StreamSimulator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -376,6 +377,12 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "dc-report @" << *r.getString("function") << "\n";
   os << "  predicted step        " << ms(num("stepSeconds")) << "\n";
   os << "  compute (busy)        " << ms(num("computeSeconds")) << "\n";
+  if (const json::Object *inStep = r.getObject("optimizerInStep"))
+    os << "  optimizer (in step)   " << ms(*inStep->getNumber("seconds"))
+       << "   AdamW of " << *inStep->getInteger("updates")
+       << " parameters and the norm, state "
+       << formatBytes(*inStep->getInteger("stateBytes"))
+       << " (in the step's memory)\n";
   if (double optimizer = num("optimizerSeconds"))
     os << "  optimizer step        " << ms(optimizer) << "   trainer step "
        << ms(num("trainerStepSeconds"))
@@ -568,15 +575,37 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
       if (failed(timeline))
         return signalPassFailure();
       SimulationResult sim = StreamSimulator(costModel).run(fn, *timeline);
-      json::Object report =
-          reportFunction(fn, *timeline, sim, setup->budgetBytes,
-                         trainerStateBytes(fn, optimizerStateBytes),
-                         // Memory-bound: it streams the state once. No
-                         // state on the device: no optimizer step there.
-                         optimizerStateBytes > 0
-                             ? optimizerStepBytes(fn, optimizerStateBytes) /
-                                   setup->target.memoryBandwidth
-                             : 0.0);
+      // A step that updates its parameters itself holds its state as
+      // arguments (in the timeline) and its update as ops (in the
+      // simulation): the trainer keeps nothing and runs nothing beside it.
+      bool inStep = fn->hasAttr(kOptimizerAttrName);
+      json::Object report = reportFunction(
+          fn, *timeline, sim, setup->budgetBytes,
+          inStep ? 0 : trainerStateBytes(fn, optimizerStateBytes),
+          // Memory-bound: it streams the state once. No state on the
+          // device: no optimizer step there.
+          !inStep && optimizerStateBytes > 0
+              ? optimizerStepBytes(fn, optimizerStateBytes) /
+                    setup->target.memoryBandwidth
+              : 0.0);
+      if (inStep) {
+        int64_t stateBytes = 0;
+        for (BlockArgument arg : fn.getArguments())
+          if (getOptimizerState(fn.getArgAttrDict(arg.getArgNumber())))
+            stateBytes += getTypeBytes(arg.getType());
+        double updateSeconds = 0;
+        int64_t updates = 0;
+        for (const SimulatedOp &op : sim.ops)
+          if (isa_and_nonnull<AdamWOp, GradSquaresOp>(op.op)) {
+            updateSeconds += op.end - op.start;
+            updates += isa<AdamWOp>(op.op);
+          }
+        report["optimizerInStep"] = json::Object{
+            {"stateBytes", stateBytes},
+            {"updates", updates},
+            {"seconds", updateSeconds},
+        };
+      }
       report["target"] = setup->target.name;
       report["targetMemoryBytes"] = setup->target.deviceMemoryBytes;
       report["grids"] = reportGrids(module, setup->target);

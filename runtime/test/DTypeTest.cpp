@@ -16,7 +16,11 @@ TEST(DType, SizesNamesAndParsing) {
   EXPECT_EQ(dtypeSize(DCRT_I64), 8);
   EXPECT_EQ(parseDType("bf16"), DCRT_BF16);
   EXPECT_EQ(parseDType("i64"), DCRT_I64);
-  EXPECT_FALSE(parseDType("f64").has_value());
+  // f64 is the optimizer's scalars' dtype, not a tensor element type.
+  EXPECT_EQ(parseDType("f64"), DCRT_F64);
+  EXPECT_EQ(dtypeSize(DCRT_F64), 8);
+  EXPECT_FALSE(isFloatDType(DCRT_F64));
+  EXPECT_FALSE(parseDType("f8").has_value());
   EXPECT_STREQ(dtypeName(DCRT_F16), "f16");
   EXPECT_TRUE(isFloatDType(DCRT_BF16));
   EXPECT_FALSE(isFloatDType(DCRT_I32));

@@ -375,6 +375,14 @@ void checkOptimizer(const StepSpec &step, const std::string &where,
 void checkStep(StepSpec &step, int32_t worldSize,
                const std::vector<int64_t> &gridShape, Reader &reader) {
   std::string where = "step '" + step.name + "'";
+  // f64 is for the optimizer's scalars alone.
+  for (const auto *tensors : {&step.args, &step.results})
+    for (const TensorSpec &tensor : *tensors)
+      if (tensor.dtype == DCRT_F64 && tensor.kind != TensorKind::LearningRate &&
+          tensor.kind != TensorKind::GradSquares)
+        reader.fail(where, "'" + tensor.name + "' (" + tensor.kindName +
+                               ") is f64, which only the optimizer's "
+                               "learning_rate and grad_squares are");
   for (TensorSpec &result : step.results)
     if (result.local)
       checkShardAxes(result, gridShape, worldSize, where, reader);

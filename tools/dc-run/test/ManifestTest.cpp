@@ -417,6 +417,11 @@ TEST(Manifest, RejectsAnOptimizerStepWithoutItsState) {
                        "exp_avg_sq or master)"),
             std::string::npos)
       << error;
+  std::string f64 = text;
+  f64.replace(f64.find("\"bf16\",\n            \"local\": 2}"), 6, "\"f64\"");
+  EXPECT_FALSE(parseManifest(f64, error));
+  EXPECT_EQ(error, "step 's': 'w' (param) is f64, which only the optimizer's "
+                   "learning_rate and grad_squares are");
   std::string f32 = text;
   f32.replace(f32.find("\"moment_dtype\": \"bf16\""), 22,
               "\"moment_dtype\": \"f32\"");
