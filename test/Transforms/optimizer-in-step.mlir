@@ -1,6 +1,14 @@
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-optimizer-in-step="max-grad-norm=1.0 weight-decay=0.1" | FileCheck %s
 // RUN: dc-opt %s --dc-zero3="world-size=2" --dc-optimizer-in-step="moment-dtype=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: not dc-opt %s --dc-zero3="world-size=2" --dc-optimizer-in-step="master-dtype=f16" 2>&1 | FileCheck %s --check-prefix=BADDTYPE
+// RUN: dc-opt %s --dc-zero3="world-size=2" --dc-attach-target=target=%S/Inputs/toy-target.json --dc-optimizer-in-step --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+
+// dc-report: the update is part of the step (its time in the simulation,
+// its state in the step's memory), no trainer state beside it.
+// REPORT: optimizer (in step)   {{ *[0-9.]+}} ms   AdamW of 2 parameters and the norm, state 144 B (in the step's memory)
+// REPORT-NOT: optimizer step
+// REPORT: peak device memory
+// REPORT-NOT: optimizer state
 
 // A sharded weight and a bias: each gradient's share of the squared norm
 // is added in parameter (argument) order, the sum all-reduced over the
