@@ -172,6 +172,25 @@ LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
     if (fn.getArgAttr(arg.getArgNumber(), kExpertAxisAttrName))
       return refuse("is a block of experts (dc-expert-parallel); its update "
                     "inside the step is not supported yet");
+    auto tensor = dyn_cast<RankedTensorType>(arg.getType());
+    if (!isa<ShardType>(arg.getType()) && !(tensor && tensor.hasStaticShape()))
+      return refuse("is not a shard or a statically shaped tensor");
+    // dc.adamw takes the gradient in the parameter's shape and sharding.
+    Value grad = gradOf[param.getId()];
+    auto gradShard = dyn_cast<ShardType>(grad.getType());
+    auto paramShard = dyn_cast<ShardType>(arg.getType());
+    bool sameSlots =
+        paramShard ? gradShard &&
+                         gradShard.getLogical().getShape() ==
+                             paramShard.getLogical().getShape() &&
+                         gradShard.getAxes() == paramShard.getAxes() &&
+                         gradShard.getLocal() == paramShard.getLocal()
+                   : !gradShard && isa<RankedTensorType>(grad.getType()) &&
+                         cast<RankedTensorType>(grad.getType()).getShape() ==
+                             tensor.getShape();
+    if (!sameSlots)
+      return refuse("has a gradient of another shape or sharding (")
+             << grad.getType() << ")";
     Type element = elementOf(arg.getType());
     if (masterType.isBF16() && !element.isBF16())
       return refuse("is not bf16: master-dtype=bf16 makes each parameter "

@@ -36,3 +36,14 @@ func.func @integer(
   %c = arith.constant dense<1.0> : tensor<f32>
   return %c, %g : tensor<f32>, tensor<8xf64>
 }
+
+// -----
+
+func.func @grad_of_another_shape(
+    // expected-error @+1 {{dc-optimizer-in-step: parameter 'w' has a gradient of another shape or sharding ('tensor<4xf32>')}}
+    %w: tensor<8xf32> {dc.param = #dc.param<id = 0, name = "w">},
+    %g: tensor<4xf32>)
+    -> (tensor<f32> {dc.loss}, tensor<4xf32> {dc.grad = #dc.grad<param = 0>}) {
+  %c = arith.constant dense<1.0> : tensor<f32>
+  return %c, %g : tensor<f32>, tensor<4xf32>
+}

@@ -57,6 +57,10 @@ Trainer::Trainer(const Options &options, const Artifact &artifact)
                   "accumulate gradients yet; compile without it to use "
                   "--micro-batches",
                   static_cast<long long>(microBatches));
+    if (!options.saveGrads.empty())
+      dcrt::fatal("--save-grads: the step runs its optimizer itself "
+                  "(compiled with --optimizer-in-step) and returns no "
+                  "gradients; compile without it to save them");
     adamw = compiledAdamWConfig(*step.optimizer, options.adamw);
     auto compiled = std::make_unique<CompiledAdamW>(step, registry);
     compiledOptimizer = compiled.get();
