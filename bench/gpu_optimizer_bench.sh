@@ -9,7 +9,9 @@
 # 20 steps with the compiled update as with the trainer's (losses and norms
 # bit for bit, eager and with CUDA graphs; the final checkpoints compared),
 # and config A/B (where packed) step times, the two side by side, with CUDA
-# graphs. Pack with bench/pack-optimizer-artifacts.sh.
+# graphs. Pack with bench/pack-optimizer-artifacts.sh. MEMCHECK=1 also runs
+# 3 steps of the tiny step with its AdamW under compute-sanitizer memcheck
+# and racecheck.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_optimizer_bench.sh OUT}
@@ -44,6 +46,16 @@ if [ -f "$ART/tiny-bf16-h200-w1.so" ]; then
       fail "checkpoints$tag differ"
     fi
     grep "step=20" "$OUT/tiny-trainer$tag.log" "$OUT/tiny-in-step$tag.log"
+  done
+fi
+
+if [ "${MEMCHECK:-0}" = 1 ] && [ -f "$ART/tiny-bf16-in-step-h200-w1.so" ]; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool: 3 steps of the tiny step with its AdamW"
+    compute-sanitizer --tool $tool --error-exitcode 1 "$BIN/dc-run" \
+      "$ART/tiny-bf16-in-step-h200-w1.so" --steps 3 --vocab 32 \
+      > "$OUT/sanitizer-$tool.log" 2>&1 || { tail -20 "$OUT/sanitizer-$tool.log"; fail "$tool"; }
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer-$tool.log"
   done
 fi
 
