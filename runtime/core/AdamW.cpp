@@ -2,6 +2,7 @@
 #include "AdamW.h"
 
 #include "Backend.h"
+#include "Descriptor.h"
 #include "Job.h"
 
 #include "dcrt/dtype.hpp"
@@ -19,11 +20,9 @@ namespace {
 
 long long ll(int64_t value) { return static_cast<long long>(value); }
 
+/// A dtype field for a message: -1 is the master's "none".
 const char *nameOf(int64_t dtype) {
-  return dtype == -1 ? "none"
-         : isValidDType(static_cast<int32_t>(dtype))
-             ? dtypeName(static_cast<int32_t>(dtype))
-             : "<unknown dtype>";
+  return dtype == -1 ? "none" : descriptorDTypeName(dtype);
 }
 
 bool isTensorFloat(int64_t dtype) {
@@ -53,16 +52,7 @@ std::string dcrt::detail::describeAdamW(const dcrt_adamw_desc &d) {
 dcrt_adamw_desc dcrt::detail::checkAdamW(const dcrt_adamw_desc *desc,
                                          const Job &job, AdamWSlot &slot,
                                          const char *caller) {
-  if (!desc)
-    fatal("%s: null descriptor", caller);
-  dcrt_adamw_desc d{};
-  std::memcpy(&d, desc, sizeof(int64_t)); // struct_size
-  if (d.struct_size < kAdamWDescV1Size)
-    fatal("%s: bad descriptor: struct_size %lld, must be at least %lld "
-          "(sizeof the first version)",
-          caller, ll(d.struct_size), ll(kAdamWDescV1Size));
-  std::memcpy(&d, desc,
-              std::min<size_t>(static_cast<size_t>(d.struct_size), sizeof(d)));
+  dcrt_adamw_desc d = readDescriptor(desc, kAdamWDescV1Size, caller);
   auto bad = [&](const char *why) {
     fatal("%s: %s (%s)", caller, why, describeAdamW(d).c_str());
   };

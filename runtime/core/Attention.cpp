@@ -1,6 +1,8 @@
 //===- Attention.cpp - dcrt_attention_*'s descriptor checks and messages --===//
 #include "Attention.h"
 
+#include "Descriptor.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
@@ -26,11 +28,7 @@ int64_t dcrt::detail::attentionScaleBits(float scale) {
   return static_cast<int64_t>(bits);
 }
 
-static const char *nameOf(int64_t dtype) {
-  return dtype >= 0 && dtype <= DCRT_I64
-             ? dtypeName(static_cast<int32_t>(dtype))
-             : "<unknown dtype>";
-}
+static const char *nameOf(int64_t dtype) { return descriptorDTypeName(dtype); }
 
 namespace {
 /// Each operand's name in messages, its stride field's name in dcrt.h and

@@ -1,6 +1,8 @@
 //===- Matmul.cpp - dcrt_matmul's descriptor checks and messages ----------===//
 #include "Matmul.h"
 
+#include "Descriptor.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
@@ -23,11 +25,7 @@ StoredMatrix dcrt::detail::storedC(const dcrt_matmul_desc &desc) {
   return {desc.m, desc.n};
 }
 
-static const char *nameOf(int64_t dtype) {
-  return dtype >= 0 && dtype <= DCRT_I64
-             ? dtypeName(static_cast<int32_t>(dtype))
-             : "<unknown dtype>";
-}
+static const char *nameOf(int64_t dtype) { return descriptorDTypeName(dtype); }
 
 std::string dcrt::detail::describeMatmul(const dcrt_matmul_desc &d) {
   char text[512];

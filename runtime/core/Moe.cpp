@@ -1,6 +1,8 @@
 //===- Moe.cpp - the mixture-of-experts calls' checks and messages --------===//
 #include "Moe.h"
 
+#include "Descriptor.h"
+
 #include "dcrt/dtype.hpp"
 #include "dcrt/error.hpp"
 
@@ -14,11 +16,7 @@ using namespace dcrt::detail;
 
 namespace {
 
-const char *nameOf(int64_t dtype) {
-  return dtype >= 0 && dtype <= DCRT_I64
-             ? dtypeName(static_cast<int32_t>(dtype))
-             : "<unknown dtype>";
-}
+const char *nameOf(int64_t dtype) { return descriptorDTypeName(dtype); }
 
 bool isFloat(int64_t dtype) {
   return dtype == DCRT_F32 || dtype == DCRT_BF16 || dtype == DCRT_F16;
@@ -27,26 +25,6 @@ bool isFloat(int64_t dtype) {
 bool isIndex(int64_t dtype) { return dtype == DCRT_I32 || dtype == DCRT_I64; }
 
 long long ll(int64_t value) { return static_cast<long long>(value); }
-
-/// The caller's descriptor: only its struct_size bytes are read (a later
-/// version's fields stay zero for an older caller); fatal when struct_size
-/// is below the first version's.
-template <typename Desc>
-Desc readDesc(const Desc *desc, int64_t firstSize, const char *caller) {
-  if (!desc)
-    fatal("%s: null descriptor", caller);
-  Desc d{};
-  std::memcpy(&d, desc, sizeof(int64_t)); // struct_size
-  if (d.struct_size < firstSize) {
-    fatal("%s: bad descriptor: struct_size %lld, must be at least %lld "
-          "(sizeof the first version)",
-          caller, ll(d.struct_size), ll(firstSize));
-  }
-  std::memcpy(
-      &d, desc,
-      std::min<size_t>(static_cast<size_t>(d.struct_size), sizeof(Desc)));
-  return d;
-}
 
 /// The largest value an index of `dtype` holds.
 int64_t indexLimit(int64_t dtype) {
@@ -117,7 +95,7 @@ dcrt_topk_desc dcrt::detail::checkTopk(const dcrt_topk_desc *desc,
                                        const void *scores, const void *values,
                                        const void *indices,
                                        const char *caller) {
-  dcrt_topk_desc d = readDesc(desc, kTopkDescV1Size, caller);
+  dcrt_topk_desc d = readDescriptor(desc, kTopkDescV1Size, caller);
   auto bad = [&](const char *why) {
     fatal("%s: bad descriptor: %s (%s)", caller, why, describeTopk(d).c_str());
   };
@@ -144,7 +122,7 @@ dcrt::detail::checkGroupByExpert(const dcrt_group_by_expert_desc *desc,
                                  const void *ids, const void *order,
                                  const void *ends, const char *caller) {
   dcrt_group_by_expert_desc d =
-      readDesc(desc, kGroupByExpertDescV1Size, caller);
+      readDescriptor(desc, kGroupByExpertDescV1Size, caller);
   auto bad = [&](const char *why) {
     fatal("%s: bad descriptor: %s (%s)", caller, why,
           describeGroupByExpert(d).c_str());
@@ -168,7 +146,7 @@ dcrt_row_map_desc dcrt::detail::checkRowMap(const dcrt_row_map_desc *desc,
                                             const void *index,
                                             const void *result,
                                             const char *caller) {
-  dcrt_row_map_desc d = readDesc(desc, kRowMapDescV1Size, caller);
+  dcrt_row_map_desc d = readDescriptor(desc, kRowMapDescV1Size, caller);
   auto bad = [&](const char *why) {
     fatal("%s: bad descriptor: %s (%s)", caller, why,
           describeRowMap(d).c_str());
@@ -192,7 +170,8 @@ dcrt::detail::checkGroupedMatmul(const dcrt_grouped_matmul_desc *desc,
                                  GroupedProduct product, const void *lhs,
                                  const void *rhs, const void *ends,
                                  const void *out, const char *caller) {
-  dcrt_grouped_matmul_desc d = readDesc(desc, kGroupedMatmulDescV1Size, caller);
+  dcrt_grouped_matmul_desc d =
+      readDescriptor(desc, kGroupedMatmulDescV1Size, caller);
   auto bad = [&](const char *why) {
     fatal("%s: bad descriptor: %s (%s)", caller, why,
           describeGroupedMatmul(d).c_str());
