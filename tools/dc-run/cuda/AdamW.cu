@@ -10,89 +10,17 @@
 //===----------------------------------------------------------------------===//
 #include "AdamW.h"
 
+#include "AdamWDevice.cuh"
+
 #include "dcrt/dcrt.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <type_traits>
-
 namespace dcrun::cuda {
+
+using namespace dcrt::cuda::adamw;
+
 namespace {
 
-constexpr int kThreads = 256;
-/// Elements a thread moves per stream at once on the vectorized path.
-constexpr int kPack = 8;
-
 int64_t elementBytes(int32_t type) { return type == DCRT_F32 ? 4 : 2; }
-
-__device__ float load(const void *data, int32_t type, int64_t i) {
-  if (type == DCRT_BF16)
-    return __bfloat162float(static_cast<const __nv_bfloat16 *>(data)[i]);
-  if (type == DCRT_F16)
-    return __half2float(static_cast<const __half *>(data)[i]);
-  return static_cast<const float *>(data)[i];
-}
-
-__device__ void store(void *data, int32_t type, int64_t i, float value) {
-  if (type == DCRT_BF16)
-    static_cast<__nv_bfloat16 *>(data)[i] = __float2bfloat16_rn(value);
-  else if (type == DCRT_F16)
-    static_cast<__half *>(data)[i] = __float2half_rn(value);
-  else
-    static_cast<float *>(data)[i] = value;
-}
-
-/// kPack consecutive values (16-byte aligned) into floats, and back.
-__device__ void loadPack(const float *data, float *out) {
-  float4 a = reinterpret_cast<const float4 *>(data)[0];
-  float4 b = reinterpret_cast<const float4 *>(data)[1];
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-  out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
-__device__ void loadPack(const __nv_bfloat16 *data, float *out) {
-  uint4 raw = *reinterpret_cast<const uint4 *>(data);
-  const auto *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-  for (int k = 0; k < kPack / 2; ++k) {
-    float2 pair = __bfloat1622float2(pairs[k]);
-    out[2 * k] = pair.x, out[2 * k + 1] = pair.y;
-  }
-}
-__device__ void storePack(float *data, const float *in) {
-  reinterpret_cast<float4 *>(data)[0] = make_float4(in[0], in[1], in[2], in[3]);
-  reinterpret_cast<float4 *>(data)[1] = make_float4(in[4], in[5], in[6], in[7]);
-}
-__device__ void storePack(__nv_bfloat16 *data, const float *in) {
-  uint4 raw;
-  auto *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
-  for (int k = 0; k < kPack / 2; ++k)
-    pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
-  *reinterpret_cast<uint4 *>(data) = raw;
-}
-
-/// The update's constants, from AdamWStep, in fp32.
-struct Update {
-  float beta1, oneMinusBeta1, beta2, oneMinusBeta2, eps, decay, stepSize,
-      correction2, gradScale;
-};
-
-/// One element, in fp32 like PyTorch's fused AdamW (in double, the divide
-/// and square root made the kernel compute-bound: 2.6 TB/s instead of 3.9
-/// on an H200). The host AdamW computes in double: the two agree to a few
-/// fp32 roundings. Every operation is an explicitly rounded intrinsic, so
-/// the compiler contracts nothing differently in the two kernels that
-/// inline it (it did: the paths differed in the last bit).
-__device__ void adamwElement(const Update &u, float grad, float &avg,
-                             float &avgSq, float &master) {
-  float g = __fmul_rn(grad, u.gradScale);
-  avg = __fmaf_rn(u.beta1, avg, __fmul_rn(u.oneMinusBeta1, g));
-  avgSq =
-      __fmaf_rn(u.beta2, avgSq, __fmul_rn(__fmul_rn(u.oneMinusBeta2, g), g));
-  float denominator =
-      __fadd_rn(__fdiv_rn(__fsqrt_rn(avgSq), u.correction2), u.eps);
-  master = __fsub_rn(__fmul_rn(master, u.decay),
-                     __fdiv_rn(__fmul_rn(u.stepSize, avg), denominator));
-}
 
 __global__ void adamwKernel(void *master, int32_t masterType, const void *grad,
                             int32_t gradType, void *expAvg, void *expAvgSq,
@@ -136,32 +64,6 @@ __global__ void adamwPackKernel(Master *master, const Grad *grad,
     if (separateData)
       storePack(data + at, w);
   }
-}
-
-/// Calls `body` with a value of the C++ type of `type` (f32 or bf16): what
-/// it returns (true if nothing); false for other types.
-template <typename Body> bool withType(int32_t type, Body &&body) {
-  auto call = [&](auto tag) -> bool {
-    if constexpr (std::is_same_v<decltype(body(tag)), bool>)
-      return body(tag);
-    else
-      return body(tag), true;
-  };
-  if (type == DCRT_F32)
-    return call(float{});
-  if (type == DCRT_BF16)
-    return call(__nv_bfloat16{});
-  return false;
-}
-
-bool aligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-}
-
-/// Blocks for a grid-stride loop over `items`: at least one, at most `cap`.
-int64_t gridFor(int64_t items, int64_t cap) {
-  int64_t blocks = (items + kThreads - 1) / kThreads;
-  return blocks < 1 ? 1 : blocks < cap ? blocks : cap;
 }
 
 } // namespace
@@ -232,45 +134,6 @@ cudaError_t adamwStep(void *master, int32_t masterType, const void *grad,
 }
 
 namespace {
-
-/// The sum of `value` over the block's threads, in a fixed order.
-__device__ double blockSum(double value, double *shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride)
-      shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  return shared[0];
-}
-
-/// This thread's squares: packs of kPack elements (16-byte loads) when
-/// `Grad` is a type, else one element at a time.
-template <typename Grad>
-__device__ double threadSquares(const void *grad, int32_t gradType,
-                                int64_t numel) {
-  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  double local = 0;
-  int64_t scalarFrom = 0;
-  if constexpr (!std::is_void_v<Grad>) {
-    const int64_t packs = numel / kPack;
-    for (int64_t p = first; p < packs; p += stride) {
-      float g[kPack];
-      loadPack(static_cast<const Grad *>(grad) + p * kPack, g);
-#pragma unroll
-      for (int k = 0; k < kPack; ++k)
-        local += double(g[k]) * g[k];
-    }
-    scalarFrom = packs * kPack;
-  }
-  for (int64_t i = scalarFrom + first; i < numel; i += stride) {
-    double g = load(grad, gradType, i);
-    local += g * g;
-  }
-  return local;
-}
 
 /// Each block sums its squares into partials[block]; the last block to
 /// finish adds the partials in block order: the same bits every run (an
