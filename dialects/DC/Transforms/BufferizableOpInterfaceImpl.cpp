@@ -199,8 +199,10 @@ struct DCOpModel
 /// mixture-of-experts ops): each bufferizes to its buffer form (IntoOpTy),
 /// which reads its operands' buffers and writes freshly allocated outputs
 /// (memref.alloc, which dc-assign-step-arena places), with the same
-/// properties. An operand buffer the call cannot read as it is (a view
-/// `Layout::reads` rejects) is copied to a dense buffer first.
+/// properties (or, with IntoOpTy void, the buffer form Layout::build
+/// makes from the inputs and outputs). An operand buffer the call cannot
+/// read as it is (a view `Layout::reads` rejects) is copied to a dense
+/// buffer first.
 template <typename OpTy, typename IntoOpTy, typename Layout>
 struct LibraryCallModel : public BufferizableOpInterface::ExternalModel<
                               LibraryCallModel<OpTy, IntoOpTy, Layout>, OpTy> {
@@ -268,11 +270,15 @@ struct LibraryCallModel : public BufferizableOpInterface::ExternalModel<
         return failure();
       outputs.push_back(*output);
     }
-    llvm::append_range(operands, outputs);
-    OperationState into(op->getLoc(), IntoOpTy::getOperationName(), operands,
-                        {}, op->getDiscardableAttrDictionary().getValue());
-    into.propertiesAttr = op->getPropertiesAsAttribute();
-    rewriter.create(into);
+    if constexpr (std::is_void_v<IntoOpTy>) {
+      Layout::build(rewriter, cast<OpTy>(op), operands, outputs);
+    } else {
+      llvm::append_range(operands, outputs);
+      OperationState into(op->getLoc(), IntoOpTy::getOperationName(), operands,
+                          {}, op->getDiscardableAttrDictionary().getValue());
+      into.propertiesAttr = op->getPropertiesAsAttribute();
+      rewriter.create(into);
+    }
     replaceOpWithBufferizedValues(rewriter, op, outputs);
     return success();
   }
@@ -314,95 +320,36 @@ std::pair<int64_t, int64_t> slotOf(Type type) {
   return {cast<ShapedType>(type).getNumElements(), -2};
 }
 
-/// dc.grad_squares and dc.adamw: their buffer forms read the operands'
-/// dense buffers (a view is copied first) and write freshly allocated
-/// outputs (memref.alloc, which dc-assign-step-arena places, or the
-/// caller's out-parameters for the step's results), with the slot's
-/// attributes a shard's flat buffer no longer shows.
-template <typename OpTy>
-struct OptimizerCallModel
-    : public BufferizableOpInterface::ExternalModel<OptimizerCallModel<OpTy>,
-                                                    OpTy> {
-  bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
-                              const AnalysisState &state) const {
-    return true;
-  }
-
-  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
-                               const AnalysisState &state) const {
+/// dc.grad_squares and dc.adamw read dense buffers only (a shard's flat
+/// local buffer); their buffer forms carry the slot's attributes, which the
+/// flat buffers no longer show.
+struct OptimizerLayout {
+  static bool reads(Operation *op, unsigned operand, MemRefType buffer) {
     return false;
   }
 
-  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
-                                      const AnalysisState &state) const {
-    return {};
+  static void build(RewriterBase &rewriter, GradSquaresOp op, ValueRange inputs,
+                    ValueRange outputs) {
+    auto [fullNumel, shardAxis] = slotOf(op.getGrad().getType());
+    GradSquaresIntoOp::create(rewriter, op.getLoc(), inputs[0], inputs[1],
+                              outputs[0], fullNumel, shardAxis);
   }
 
-  bool bufferizesToAllocation(Operation *op, Value value) const { return true; }
-
-  FailureOr<BufferLikeType>
-  getBufferType(Operation *op, Value value, const BufferizationOptions &options,
-                const BufferizationState &state,
-                SmallVector<Value> &invocationStack) const {
-    return cast<BufferLikeType>(getBufferFormType(value.getType()));
-  }
-
-  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
-                          const BufferizationOptions &options,
-                          BufferizationState &state) const {
-    auto buffer = [&](Value value) -> FailureOr<Value> {
-      FailureOr<Value> read = getBuffer(rewriter, value, options, state);
-      if (failed(read) || isDeviceBuffer(read->getType()))
-        return read;
-      auto type = cast<MemRefType>(getBufferFormType(value.getType()));
-      FailureOr<Value> copy =
-          options.createAlloc(rewriter, op->getLoc(), type, {});
-      if (failed(copy) ||
-          failed(options.createMemCpy(rewriter, op->getLoc(), *read, *copy)))
-        return failure();
-      return copy;
-    };
-    auto output = [&](Value result) {
-      return options.createAlloc(
-          rewriter, op->getLoc(),
-          cast<MemRefType>(getBufferFormType(result.getType())), {});
-    };
-    auto typed = cast<OpTy>(op);
-    SmallVector<Value> inputs, outputs;
-    for (Value operand : op->getOperands()) {
-      FailureOr<Value> read = buffer(operand);
-      if (failed(read))
-        return failure();
-      inputs.push_back(*read);
-    }
-    for (Value result : op->getResults()) {
-      FailureOr<Value> written = output(result);
-      if (failed(written))
-        return failure();
-      outputs.push_back(*written);
-    }
-    auto [fullNumel, shardAxis] =
-        slotOf(op->getOperand(0).getType()); // grad, or param
-    if constexpr (std::is_same_v<OpTy, GradSquaresOp>) {
-      GradSquaresIntoOp::create(rewriter, op->getLoc(), inputs[0], inputs[1],
-                                outputs[0], fullNumel, shardAxis);
-    } else {
-      bool master = typed.getMaster() != nullptr;
-      // Operands: param, grad, exp_avg, exp_avg_sq, [master], lr, step,
-      // squares; results: param, exp_avg, exp_avg_sq, [master].
-      Value masterIn = master ? inputs[4] : Value();
-      unsigned scalars = master ? 5 : 4;
-      AdamWIntoOp::create(
-          rewriter, op->getLoc(), inputs[0], inputs[1], inputs[2], inputs[3],
-          masterIn, inputs[scalars], inputs[scalars + 1], inputs[scalars + 2],
-          outputs[0], outputs[1], outputs[2], master ? outputs[3] : Value(),
-          rewriter.getI64IntegerAttr(fullNumel),
-          rewriter.getI64IntegerAttr(shardAxis), typed.getBeta1Attr(),
-          typed.getBeta2Attr(), typed.getEpsAttr(), typed.getWeightDecayAttr(),
-          typed.getMaxGradNormAttr());
-    }
-    replaceOpWithBufferizedValues(rewriter, op, outputs);
-    return success();
+  static void build(RewriterBase &rewriter, AdamWOp op, ValueRange inputs,
+                    ValueRange outputs) {
+    auto [fullNumel, shardAxis] = slotOf(op.getParam().getType());
+    // Operands: param, grad, exp_avg, exp_avg_sq, [master], lr, step,
+    // squares; results: param, exp_avg, exp_avg_sq, [master].
+    bool master = op.getMaster() != nullptr;
+    unsigned scalars = master ? 5 : 4;
+    AdamWIntoOp::create(
+        rewriter, op.getLoc(), inputs[0], inputs[1], inputs[2], inputs[3],
+        master ? inputs[4] : Value(), inputs[scalars], inputs[scalars + 1],
+        inputs[scalars + 2], outputs[0], outputs[1], outputs[2],
+        master ? outputs[3] : Value(), rewriter.getI64IntegerAttr(fullNumel),
+        rewriter.getI64IntegerAttr(shardAxis), op.getBeta1Attr(),
+        op.getBeta2Attr(), op.getEpsAttr(), op.getWeightDecayAttr(),
+        op.getMaxGradNormAttr());
   }
 };
 
@@ -441,7 +388,9 @@ void dc::registerBufferizableOpInterfaceExternalModels(
         *context);
     GroupedWeightGradOp::attachInterface<LibraryCallModel<
         GroupedWeightGradOp, GroupedWeightGradIntoOp, RoutingLayout>>(*context);
-    GradSquaresOp::attachInterface<OptimizerCallModel<GradSquaresOp>>(*context);
-    AdamWOp::attachInterface<OptimizerCallModel<AdamWOp>>(*context);
+    GradSquaresOp::attachInterface<
+        LibraryCallModel<GradSquaresOp, void, OptimizerLayout>>(*context);
+    AdamWOp::attachInterface<LibraryCallModel<AdamWOp, void, OptimizerLayout>>(
+        *context);
   });
 }
