@@ -575,8 +575,11 @@ func.func @contractions(%q: memref<4x8x16xbf16>, %k: memref<4x8x16xbf16>, %s: me
 // CHECK: gpu.barrier
 // CHECK: %[[FIRSTWARP:.*]] = arith.cmpi eq, %[[WARP]], %c0
 // CHECK: scf.if %[[FIRSTWARP]]
-// CHECK: %[[COUNTED:.*]] = memref.load %[[COUNTS]]
-// CHECK: %[[COUNT:.*]] = arith.select %{{.*}}, %[[COUNTED]]
+// CHECK: %[[ISPAIR:.*]] = arith.cmpi ult, %[[LANE]]
+// CHECK: %[[COUNT:.*]] = scf.if %[[ISPAIR]] -> (i32) {
+// CHECK-NEXT: %[[COUNTED:.*]] = memref.load %[[COUNTS]][%[[LANE]]]
+// CHECK-NEXT: scf.yield %[[COUNTED]]
+// CHECK-NEXT: } else {
 // CHECK-COUNT-5: gpu.shuffle  up
 // CHECK: %[[INCLUSIVE:.*]] = arith.addi
 // CHECK: %[[EXCLUSIVE:.*]] = arith.subi %[[INCLUSIVE]], %[[COUNT]]

@@ -239,12 +239,22 @@ void KernelMapper::mapBinnedColumnParallelLoop(IRRewriter &rewriter,
     rewriter.setInsertionPointToStart(firstWarp.thenBlock());
     Value isPair = arith::CmpIOp::create(
         rewriter, loc, arith::CmpIPredicate::ult, lane, index(pairs));
-    Value count = arith::SelectOp::create(
+    // Only the lanes that own a count read it: a lane past them reading
+    // one that its owner overwrites below, with no barrier between (none
+    // can be inside this warp's branch), is a shared-memory hazard to
+    // racecheck even where the value is discarded.
+    auto ownCount = scf::IfOp::create(
         rewriter, loc, isPair,
-        memref::LoadOp::create(rewriter, loc, counts,
-                               ValueRange{arith::MinUIOp::create(
-                                   rewriter, loc, lane, index(pairs - 1))}),
-        constI32(0));
+        [&](OpBuilder &b, Location at) {
+          scf::YieldOp::create(
+              b, at,
+              memref::LoadOp::create(b, at, counts, ValueRange{lane})
+                  .getResult());
+        },
+        [&](OpBuilder &b, Location at) {
+          scf::YieldOp::create(b, at, constI32(0));
+        });
+    Value count = ownCount.getResult(0);
     Value inclusive = count;
     for (int32_t offset = 1; offset < kWarpSize; offset *= 2) {
       auto up = gpu::ShuffleOp::create(rewriter, loc, inclusive, offset,
