@@ -49,10 +49,14 @@ if [ -f "$ART/tiny-bf16-h200-w1.so" ]; then
   done
 fi
 
+# API errors are not reported (NCCL probes kernel images of other GPUs at
+# start-up and handles the error); RACECHECK=0 skips racecheck.
 if [ "${MEMCHECK:-0}" = 1 ] && [ -f "$ART/tiny-bf16-in-step-h200-w1.so" ]; then
-  for tool in memcheck racecheck; do
+  tools=memcheck
+  [ "${RACECHECK:-1}" = 1 ] && tools="memcheck racecheck"
+  for tool in $tools; do
     echo "== compute-sanitizer $tool: 3 steps of the tiny step with its AdamW"
-    compute-sanitizer --tool $tool --error-exitcode 1 "$BIN/dc-run" \
+    compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 "$BIN/dc-run" \
       "$ART/tiny-bf16-in-step-h200-w1.so" --steps 3 --vocab 32 \
       > "$OUT/sanitizer-$tool.log" 2>&1 || { tail -20 "$OUT/sanitizer-$tool.log"; fail "$tool"; }
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer-$tool.log"

@@ -45,6 +45,13 @@ static Value getAliasedValue(OpResult result) {
                         update.getExpAvgSq(), update.getMaster()};
     return operands[result.getResultNumber()];
   }
+  // A gradient's sum over micro-batches is returned into its accumulator
+  // argument's buffer (dc-optimizer-in-step): the caller passes one.
+  if (auto sum = dyn_cast<GradAccumulateOp>(op))
+    if (auto arg = dyn_cast<BlockArgument>(sum.getSum()))
+      if (auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+        if (arg.hasOneUse() && getAccumulatedParam(fn, arg.getArgNumber()))
+          return arg;
   // A destination-style op writes its result into its init, and a loop
   // updates the tensor it carries in its init's buffer, as One-Shot
   // Bufferize does in place when nothing else reads the init afterwards

@@ -437,9 +437,27 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute(entry.getName(), text.getValue());
           else if (auto number = dyn_cast<FloatAttr>(entry.getValue()))
             json.attribute(entry.getName(), number.getValueAsDouble());
+          else if (auto count = dyn_cast<IntegerAttr>(entry.getValue()))
+            json.attribute(entry.getName(), count.getInt());
         }
       });
+    // A block of experts (dc-expert-parallel) is written whole, and so is
+    // everything of its shape that belongs to it: its gradient, its
+    // accumulator, its update and its optimizer state.
     llvm::DenseMap<int64_t, int64_t> expertAxisOfParam;
+    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+      if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName))
+        if (auto axis =
+                fn.getArgAttrOfType<IntegerAttr>(i, kExpertAxisAttrName))
+          expertAxisOfParam[param.getId()] = axis.getInt();
+    auto expertAxisOf =
+        [&](std::optional<int64_t> param) -> std::optional<int64_t> {
+      if (param)
+        if (auto it = expertAxisOfParam.find(*param);
+            it != expertAxisOfParam.end())
+          return it->second;
+      return std::nullopt;
+    };
     json.attributeArray("args", [&] {
       // The first error of a step is enough (one per argument repeats).
       for (BlockArgument arg : fn.getArguments()) {
@@ -482,14 +500,13 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                            fn.getArgAttr(i, kParamAttrName);
           if (hostShard)
             type = host.getValue();
-          std::optional<int64_t> expertAxis;
-          auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName);
-          if (auto axis =
-                  fn.getArgAttrOfType<IntegerAttr>(i, kExpertAxisAttrName);
-              axis && param) {
-            expertAxis = axis.getInt();
-            expertAxisOfParam[param.getId()] = axis.getInt();
-          }
+          std::optional<int64_t> owner = getAccumulatedParam(fn, i);
+          if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName))
+            owner = param.getId();
+          else if (std::optional<OptimizerStateRef> state =
+                       getOptimizerState(fn.getArgAttrDict(i)))
+            owner = state->param;
+          std::optional<int64_t> expertAxis = expertAxisOf(owner);
           if (failed(writeTensor(
                   json, arg.getLoc(), type, "argument #" + Twine(i), expertAxis,
                   fn.getArgAttr(i, kLearningRateAttrName) != nullptr)))
@@ -586,11 +603,16 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
                               "other results";
             result = failure();
           }
-          std::optional<int64_t> expertAxis;
+          std::optional<int64_t> owner = getAccumulatingResultParam(fn, i);
           if (auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName))
-            if (auto it = expertAxisOfParam.find(grad.getParam());
-                it != expertAxisOfParam.end())
-              expertAxis = it->second;
+            owner = grad.getParam();
+          else if (auto id = fn.getResultAttrOfType<IntegerAttr>(
+                       i, kParamUpdateAttrName))
+            owner = id.getInt();
+          else if (std::optional<OptimizerStateRef> state =
+                       getOptimizerState(fn.getResultAttrDict(i)))
+            owner = state->param;
+          std::optional<int64_t> expertAxis = expertAxisOf(owner);
           if (failed(writeTensor(
                   json, fn.getLoc(), type, "result #" + Twine(i), expertAxis,
                   fn.getResultAttr(i, kGradSquaresAttrName) != nullptr)))

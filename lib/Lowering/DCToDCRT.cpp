@@ -852,6 +852,7 @@ template <typename OpTy> struct OptimizerLowering : public DCRTPattern<OpTy> {
     };
     Value param, master;
     int64_t beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, maxNorm = 0;
+    int64_t distinctAxes = 0, microBatches = 1;
     if constexpr (std::is_same_v<OpTy, AdamWIntoOp>) {
       param = op.getParam();
       master = op.getMaster();
@@ -860,8 +861,14 @@ template <typename OpTy> struct OptimizerLowering : public DCRTPattern<OpTy> {
       eps = bits(op.getEps());
       weightDecay = bits(op.getWeightDecay());
       maxNorm = bits(op.getMaxGradNorm());
+      microBatches = op.getMicroBatches();
     } else {
       param = op.getGrad();
+    }
+    if constexpr (std::is_same_v<OpTy, GradSquaresIntoOp>) {
+      if (std::optional<int64_t> axis = op.getExpertAxis())
+        distinctAxes = int64_t(1) << *axis;
+      microBatches = op.getMicroBatches();
     }
     FailureOr<int32_t> paramType = code(param), gradType = code(op.getGrad());
     if (failed(paramType) || failed(gradType))
@@ -888,8 +895,10 @@ template <typename OpTy> struct OptimizerLowering : public DCRTPattern<OpTy> {
         beta2,
         eps,
         weightDecay,
-        maxNorm};
-    static_assert(sizeof(dcrt_adamw_desc) == 13 * sizeof(int64_t));
+        maxNorm,
+        distinctAxes,
+        microBatches};
+    static_assert(sizeof(dcrt_adamw_desc) == 15 * sizeof(int64_t));
     SmallVector<Value> fields;
     for (int64_t value : values)
       fields.push_back(this->i64(rewriter, loc, value));
@@ -918,6 +927,13 @@ template <typename OpTy> struct OptimizerLowering : public DCRTPattern<OpTy> {
             {op.getNewExpAvg(), adaptor.getNewExpAvg()},
             {op.getNewExpAvgSq(), adaptor.getNewExpAvgSq()},
             {op.getNewMaster(), adaptor.getNewMaster()}})
+        args.push_back(address(original, converted));
+    } else if constexpr (std::is_same_v<OpTy, GradAccumulateIntoOp>) {
+      function = "dcrt_grad_accumulate";
+      for (auto [original, converted] :
+           {std::pair{op.getGrad(), adaptor.getGrad()},
+            {op.getSum(), adaptor.getSum()},
+            {op.getResult(), adaptor.getResult()}})
         args.push_back(address(original, converted));
     } else {
       function = "dcrt_grad_squares";
@@ -1089,6 +1105,7 @@ void dc::populateDCToDCRTPatterns(LLVMTypeConverter &converter,
       .add<RoutingLowering<GroupedWeightGradIntoOp, dcrt_grouped_matmul_desc>>(
           converter, firstWaits, "dcrt_grouped_weight_grad");
   patterns.add<OptimizerLowering<GradSquaresIntoOp>,
+               OptimizerLowering<GradAccumulateIntoOp>,
                OptimizerLowering<AdamWIntoOp>>(converter, firstWaits);
 }
 

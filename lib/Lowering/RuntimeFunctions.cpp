@@ -57,6 +57,7 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_grouped_matmul",        Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_grouped_weight_grad",   Void,   {Ptr, Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_grad_squares",          Void,   {Ptr, Ptr, Ptr, Ptr}},
+      {"dcrt_grad_accumulate",       Void,   {Ptr, Ptr, Ptr, Ptr}},
       {"dcrt_adamw",                 Void,   {Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr}},
   };
   // clang-format on

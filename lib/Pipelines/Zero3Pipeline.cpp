@@ -200,6 +200,7 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     adamw.maxGradNorm = options.clipGradNorm;
     adamw.masterDtype = options.masterDtype;
     adamw.momentDtype = options.momentDtype;
+    adamw.microBatches = options.microBatches;
     pm.addPass(createDCOptimizerInStep(adamw));
     verify.optimizerStateBytes = 0;
   }

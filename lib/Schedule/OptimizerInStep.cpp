@@ -29,14 +29,6 @@ using namespace dc;
 
 namespace {
 
-/// One parameter the step updates.
-struct Updated {
-  int64_t id = 0;
-  std::string name;
-  BlockArgument param;
-  Value grad;
-};
-
 /// `type` (a shard or a tensor) with element type `element`.
 Type withElement(Type type, Type element) {
   if (auto shard = dyn_cast<ShardType>(type))
@@ -49,6 +41,110 @@ Type elementOf(Type type) {
   if (auto shard = dyn_cast<ShardType>(type))
     return shard.getElementType();
   return cast<ShapedType>(type).getElementType();
+}
+
+/// One parameter the step updates.
+struct Updated {
+  int64_t id = 0;
+  std::string name;
+  BlockArgument param;
+  Value grad;
+  /// The grid axis whose ranks hold different experts of a block of
+  /// experts (dc.expert_axis), if it is one.
+  std::optional<int64_t> expertAxis;
+};
+
+/// The gradient each parameter id has as a result of `fn`, and where.
+llvm::MapVector<int64_t, unsigned> gradResults(func::FuncOp fn) {
+  llvm::MapVector<int64_t, unsigned> results;
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
+    if (auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName))
+      results[grad.getParam()] = i;
+  return results;
+}
+
+/// The name of parameter `id` of `fn` (its dc.param name, else paramN).
+std::string paramName(func::FuncOp fn, int64_t id) {
+  for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+    if (auto param = fn.getArgAttrOfType<ParamAttr>(i, kParamAttrName);
+        param && param.getId() == id)
+      return param.getName() ? param.getName().str()
+                             : "param" + std::to_string(id);
+  return "param" + std::to_string(id);
+}
+
+/// Whether `fn` has an accumulator argument for parameter `id`
+/// (dc-accumulate-gradients sums that gradient before its reduction).
+bool hasAccumulatorArgument(func::FuncOp fn, int64_t id) {
+  return llvm::any_of(llvm::seq(fn.getNumArguments()), [&](unsigned i) {
+    std::optional<int64_t> accumulated = getAccumulatedParam(fn, i);
+    return accumulated && *accumulated == id;
+  });
+}
+
+/// Appends an fp32 accumulator of `grad`'s shape and sharding for
+/// parameter `id` (dc.accumulator), named after it.
+BlockArgument addShardAccumulator(func::FuncOp fn, int64_t id, Type grad) {
+  MLIRContext *context = fn.getContext();
+  unsigned index = fn.getNumArguments();
+  auto name = StringAttr::get(context, paramName(fn, id) + ".grad_accum");
+  NamedAttrList attrs;
+  attrs.set(kAccumulatorAttrName,
+            IntegerAttr::get(IntegerType::get(context, 64), id));
+  attrs.set(kNameAttrName, name);
+  (void)fn.insertArgument(index, withElement(grad, Float32Type::get(context)),
+                          attrs.getDictionary(context),
+                          NameLoc::get(name, fn.getLoc()));
+  return fn.getArgument(index);
+}
+
+/// Replaces the gradient results of `fn` (parameter id -> result) by their
+/// sums with new accumulator arguments (`dc.grad_accumulate`), returned
+/// with `dc.accumulator` (into the accumulator's buffer). `keep`: also
+/// keep each gradient result, now the sum (the final form's optimizer
+/// reads it; the results go when the optimizer replaces them). Returns the
+/// sums by parameter id.
+llvm::DenseMap<int64_t, Value>
+sumOverMicroBatches(func::FuncOp fn,
+                    const llvm::MapVector<int64_t, unsigned> &grads,
+                    bool keep) {
+  MLIRContext *context = fn.getContext();
+  auto terminator = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  OpBuilder builder(terminator);
+  llvm::DenseMap<int64_t, Value> sums;
+  SmallVector<std::pair<int64_t, Value>> updated;
+  for (auto [id, result] : grads) {
+    Value grad = terminator.getOperand(result);
+    BlockArgument accumulator = addShardAccumulator(fn, id, grad.getType());
+    Value sum = GradAccumulateOp::create(builder, terminator.getLoc(), grad,
+                                         accumulator);
+    sums[id] = sum;
+    updated.push_back({id, sum});
+  }
+  SmallVector<Value> operands;
+  SmallVector<DictionaryAttr> attrs;
+  llvm::DenseSet<unsigned> replaced;
+  for (auto [id, result] : grads)
+    replaced.insert(result);
+  for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i) {
+    if (replaced.contains(i) && !keep)
+      continue;
+    operands.push_back(terminator.getOperand(i));
+    attrs.push_back(fn.getResultAttrDict(i));
+  }
+  for (auto [id, sum] : updated) {
+    operands.push_back(sum);
+    NamedAttrList attr;
+    attr.set(kAccumulatorAttrName,
+             IntegerAttr::get(IntegerType::get(context, 64), id));
+    attrs.push_back(attr.getDictionary(context));
+  }
+  func::ReturnOp::create(builder, terminator.getLoc(), operands);
+  terminator.erase();
+  fn.setType(FunctionType::get(context, fn.getArgumentTypes(),
+                               ValueRange(operands).getTypes()));
+  fn.setAllResultAttrs(attrs);
+  return sums;
 }
 
 struct OptimizerInStepPass
@@ -72,18 +168,37 @@ struct OptimizerInStepPass
     if (!masterType || !momentType)
       return signalPassFailure();
     SmallVector<func::FuncOp> steps;
+    if (microBatches < 1) {
+      module.emitError() << "dc-optimizer-in-step: micro-batches must be at "
+                            "least 1, got "
+                         << int64_t(microBatches);
+      return signalPassFailure();
+    }
+    // The final forms: an accumulating form is rewritten with its own.
     for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() &&
+      if (!fn.isExternal() && !fn->hasAttr(kAccumulatesForAttrName) &&
           llvm::any_of(llvm::seq(fn.getNumResults()), [&](unsigned i) {
             return fn.getResultAttr(i, kGradAttrName);
           }))
         steps.push_back(fn);
-    for (func::FuncOp fn : steps)
-      if (failed(rewrite(fn)))
+    for (func::FuncOp fn : steps) {
+      llvm::DenseMap<int64_t, Value> sums;
+      if (microBatches > 1 && failed(accumulate(fn, sums)))
         return signalPassFailure();
+      if (failed(rewrite(fn, sums)))
+        return signalPassFailure();
+    }
   }
 
-  LogicalResult rewrite(func::FuncOp fn);
+  /// Gradient accumulation: the accumulating form (made where
+  /// dc-accumulate-gradients made none) and the final form `fn` sum each
+  /// gradient they still return over the micro-batches; `sums` gets the
+  /// final form's sums, by parameter id.
+  LogicalResult accumulate(func::FuncOp fn,
+                           llvm::DenseMap<int64_t, Value> &sums);
+  /// `sums`: the gradients to update with, where not the returned ones.
+  LogicalResult rewrite(func::FuncOp fn,
+                        const llvm::DenseMap<int64_t, Value> &sums);
   /// The global squared norm: the gradients' shares in parameter order,
   /// summed over every axis of the step's grid.
   Value globalSquares(OpBuilder &builder, Location loc, func::FuncOp fn,
@@ -99,7 +214,10 @@ Value OptimizerInStepPass::globalSquares(OpBuilder &builder, Location loc,
   Value squares = arith::ConstantOp::create(
       builder, loc, DenseElementsAttr::get(scalar, builder.getF64FloatAttr(0)));
   for (const Updated &u : updated)
-    squares = GradSquaresOp::create(builder, loc, u.grad, squares);
+    squares = GradSquaresOp::create(
+        builder, loc, u.grad, squares,
+        u.expertAxis ? builder.getI64IntegerAttr(*u.expertAxis) : IntegerAttr(),
+        builder.getI64IntegerAttr(microBatches));
   // The grid the step's shards live on (the one of its first sharded
   // parameter, else the module's only grid): every rank holds a share.
   FlatSymbolRefAttr grid;
@@ -132,27 +250,96 @@ Value OptimizerInStepPass::globalSquares(OpBuilder &builder, Location loc,
   return squares;
 }
 
-LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
+LogicalResult
+OptimizerInStepPass::accumulate(func::FuncOp fn,
+                                llvm::DenseMap<int64_t, Value> &sums) {
+  MLIRContext *context = fn.getContext();
+  auto planned = fn->getAttrOfType<IntegerAttr>(kMicroBatchesAttrName);
+  if (planned && planned.getInt() != microBatches)
+    return fn.emitError() << "dc-optimizer-in-step: micro-batches="
+                          << int64_t(microBatches) << ", but @" << fn.getName()
+                          << " was planned for " << planned.getInt()
+                          << " (dc-accumulate-gradients)";
+  auto module = fn->getParentOfType<ModuleOp>();
+  func::FuncOp accumulating;
+  if (auto name =
+          fn->getAttrOfType<FlatSymbolRefAttr>(kAccumulatingStepAttrName)) {
+    accumulating = module.lookupSymbol<func::FuncOp>(name.getAttr());
+    if (!accumulating)
+      return fn.emitError()
+             << "dc-optimizer-in-step: @" << fn.getName()
+             << "'s accumulating form " << name << " is not in the module";
+  } else {
+    // Every gradient is still reduced in every micro-batch: the
+    // accumulating form is the step that sums them.
+    std::string formName = (fn.getSymName() + "_accumulate").str();
+    if (module.lookupSymbol(formName))
+      return fn.emitError() << "dc-optimizer-in-step: @" << formName
+                            << " exists already; it would be the "
+                               "accumulating form of @"
+                            << fn.getSymName();
+    accumulating = cast<func::FuncOp>(fn->clone());
+    accumulating.setSymName(formName);
+    accumulating->removeAttr(kAccumulationPlanAttrName);
+    accumulating->setAttr(kAccumulatesForAttrName,
+                          FlatSymbolRefAttr::get(context, fn.getSymName()));
+    module.getBody()->getOperations().insertAfter(fn->getIterator(),
+                                                  accumulating);
+    fn->setAttr(kAccumulatingStepAttrName,
+                FlatSymbolRefAttr::get(context, formName));
+  }
+  auto i64 = IntegerType::get(context, 64);
+  for (func::FuncOp form : {fn, accumulating})
+    form->setAttr(kMicroBatchesAttrName, IntegerAttr::get(i64, microBatches));
+  // Both forms return the gradients they reduce in every micro-batch, in
+  // the same order: their accumulators become the same new arguments.
+  llvm::MapVector<int64_t, unsigned> finalGrads = gradResults(fn);
+  llvm::MapVector<int64_t, unsigned> accumulatingGrads;
+  for (auto [id, result] : finalGrads)
+    if (!hasAccumulatorArgument(fn, id))
+      accumulatingGrads[id] = result;
+  llvm::MapVector<int64_t, unsigned> inAccumulating = gradResults(accumulating);
+  if (inAccumulating.size() != accumulatingGrads.size() ||
+      !llvm::all_of(accumulatingGrads, [&](auto entry) {
+        return inAccumulating.count(entry.first);
+      }))
+    return fn.emitError() << "dc-optimizer-in-step: @" << fn.getName()
+                          << " and its accumulating form @"
+                          << accumulating.getSymName()
+                          << " do not return the same gradients";
+  llvm::MapVector<int64_t, unsigned> ordered;
+  for (auto [id, result] : accumulatingGrads)
+    ordered[id] = inAccumulating.lookup(id);
+  (void)sumOverMicroBatches(accumulating, ordered, /*keep=*/false);
+  sums = sumOverMicroBatches(fn, accumulatingGrads, /*keep=*/true);
+  return success();
+}
+
+LogicalResult
+OptimizerInStepPass::rewrite(func::FuncOp fn,
+                             const llvm::DenseMap<int64_t, Value> &sums) {
   MLIRContext *context = fn.getContext();
   if (fn->hasAttr(kOptimizerAttrName))
     return fn.emitError() << "dc-optimizer-in-step: @" << fn.getName()
                           << " updates its parameters already";
-  if (fn->hasAttr(kAccumulatesForAttrName) ||
-      fn->hasAttr(kAccumulatingStepAttrName))
+  if (microBatches == 1 && (fn->hasAttr(kAccumulatesForAttrName) ||
+                            fn->hasAttr(kAccumulatingStepAttrName)))
     return fn.emitError()
            << "dc-optimizer-in-step: @" << fn.getName()
            << " is compiled for gradient accumulation (dc-accumulate-"
-              "gradients); the optimizer inside such a step is not "
-              "supported yet: compile with micro-batches=1, or without "
-              "the optimizer in the step";
+              "gradients); give dc-optimizer-in-step the same "
+              "micro-batches";
   auto terminator = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
 
-  // The gradient of each parameter, then the parameters in argument order
-  // (the trainer's order: the norm adds their shares in it).
+  // The gradient of each parameter (its sum over the micro-batches where
+  // the step makes one), then the parameters in argument order (the
+  // trainer's order: the norm adds their shares in it).
   llvm::DenseMap<int64_t, Value> gradOf;
   for (unsigned i = 0, e = fn.getNumResults(); i < e; ++i)
-    if (auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName))
-      gradOf[grad.getParam()] = terminator.getOperand(i);
+    if (auto grad = fn.getResultAttrOfType<GradAttr>(i, kGradAttrName)) {
+      Value sum = sums.lookup(grad.getParam());
+      gradOf[grad.getParam()] = sum ? sum : terminator.getOperand(i);
+    }
   SmallVector<Updated> updated;
   for (BlockArgument arg : fn.getArguments()) {
     auto param =
@@ -169,9 +356,10 @@ LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
     if (isa<HostType>(arg.getType()))
       return refuse("is kept in host memory (dc-offload-params); its update "
                     "inside the step is not supported yet");
-    if (fn.getArgAttr(arg.getArgNumber(), kExpertAxisAttrName))
-      return refuse("is a block of experts (dc-expert-parallel); its update "
-                    "inside the step is not supported yet");
+    std::optional<int64_t> expertAxis;
+    if (auto axis = fn.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     kExpertAxisAttrName))
+      expertAxis = axis.getInt();
     auto tensor = dyn_cast<RankedTensorType>(arg.getType());
     if (!isa<ShardType>(arg.getType()) && !(tensor && tensor.hasStaticShape()))
       return refuse("is not a shard or a statically shaped tensor");
@@ -197,7 +385,8 @@ LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
                     "its own master, which needs bf16 parameters");
     if (!element.isF32() && !element.isBF16() && !element.isF16())
       return refuse("must be f32, bf16 or f16 to be updated by AdamW");
-    updated.push_back({param.getId(), name, arg, gradOf[param.getId()]});
+    updated.push_back(
+        {param.getId(), name, arg, gradOf[param.getId()], expertAxis});
   }
 
   Location loc = terminator.getLoc();
@@ -251,9 +440,10 @@ LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
     if (masterType.isF32() && !elementOf(type).isF32())
       master = addArgument(withElement(type, builder.getF32Type()),
                            stateAttrs(u.id, "master"), u.name + ".master");
-    auto update = AdamWOp::create(builder, u.param.getLoc(), u.param, u.grad,
-                                  expAvg, expAvgSq, master, lr, step, squares,
-                                  beta1, beta2, eps, weightDecay, maxGradNorm);
+    auto update =
+        AdamWOp::create(builder, u.param.getLoc(), u.param, u.grad, expAvg,
+                        expAvgSq, master, lr, step, squares, beta1, beta2, eps,
+                        weightDecay, maxGradNorm, microBatches);
     NamedAttrList paramAttrs;
     paramAttrs.set(kParamUpdateAttrName, builder.getI64IntegerAttr(u.id));
     results.push_back(update.getNewParam());
@@ -292,7 +482,9 @@ LogicalResult OptimizerInStepPass::rewrite(func::FuncOp fn) {
            builder.getNamedAttr("master_dtype",
                                 builder.getStringAttr(masterDtype)),
            builder.getNamedAttr("moment_dtype",
-                                builder.getStringAttr(momentDtype))}));
+                                builder.getStringAttr(momentDtype)),
+           builder.getNamedAttr("micro_batches",
+                                builder.getI64IntegerAttr(microBatches))}));
   return success();
 }
 

@@ -40,12 +40,13 @@ std::string dcrt::detail::describeAdamW(const dcrt_adamw_desc &d) {
   std::snprintf(text, sizeof(text),
                 "full_numel %lld, local_numel %lld, shard_axis %lld, param "
                 "%s, grad %s, master %s, moments %s, beta1 %g, beta2 %g, eps "
-                "%g, weight_decay %g, max_grad_norm %g, struct_size %lld",
+                "%g, weight_decay %g, max_grad_norm %g, distinct_axes %#llx, "
+                "micro_batches %lld, struct_size %lld",
                 ll(d.full_numel), ll(d.local_numel), ll(d.shard_axis),
                 nameOf(d.param_dtype), nameOf(d.grad_dtype),
                 nameOf(d.master_dtype), nameOf(d.moment_dtype), d.beta1,
                 d.beta2, d.eps, d.weight_decay, d.max_grad_norm,
-                ll(d.struct_size));
+                ll(d.distinct_axes), ll(d.micro_batches), ll(d.struct_size));
   return text;
 }
 
@@ -72,27 +73,45 @@ dcrt_adamw_desc dcrt::detail::checkAdamW(const dcrt_adamw_desc *desc,
       !(d.eps >= 0) || !std::isfinite(d.weight_decay) ||
       !(d.max_grad_norm >= 0) || !std::isfinite(d.max_grad_norm))
     bad("betas must lie in [0, 1), eps and max_grad_norm be >= 0 and finite");
+  if (d.micro_batches < 0)
+    bad("micro_batches must be >= 0");
+  int axes = static_cast<int>(job.gridShape().size());
+  if (d.distinct_axes < 0 || (axes < 63 && d.distinct_axes >> axes != 0))
+    bad("distinct_axes names an axis the grid does not have");
+  auto distinct = [&](int axis) { return (d.distinct_axes >> axis) & 1; };
   slot = {};
+  // The ranks that differ from this one only on axes that neither split
+  // the parameter nor hold different blocks of it hold the same slot: the
+  // one at coordinate 0 on each of them counts it.
+  auto countsOnce = [&](int splitAxis) {
+    for (int axis = 0; axis < axes; ++axis)
+      if (axis != splitAxis && !distinct(axis) && job.coordinate(axis) != 0)
+        return false;
+    return true;
+  };
   if (d.shard_axis == DCRT_NOT_SHARDED) {
     if (d.local_numel != d.full_numel)
       bad("a parameter that is not sharded has local_numel == full_numel");
     slot.valid = d.full_numel;
-    // Every rank holds it: rank 0 counts it.
-    slot.counts = job.rank() == 0;
+    slot.counts = countsOnce(-1);
     return d;
   }
   int group = job.groupOf(static_cast<int32_t>(d.shard_axis));
   if (group < 0 || d.shard_axis < DCRT_ALL_AXES)
     bad("shard_axis names no axis of the grid");
+  if (group < axes && distinct(group))
+    bad("distinct_axes holds the axis the parameter is split over");
+  if (group == axes && d.distinct_axes != 0)
+    bad("a parameter split over every axis has no distinct_axes");
   int64_t ranks = job.axisSize(group);
   checkShard(d.local_numel, d.full_numel, static_cast<int32_t>(ranks), caller,
              0);
   slot.valid = validInSlot(d.full_numel, d.local_numel, job.coordinate(group));
-  // The ranks that differ from this one only on the other axes hold the
-  // same slot: the one at coordinate 0 on each of them counts it.
-  int axes = static_cast<int>(job.gridShape().size());
-  for (int axis = 0; axis < axes && group != axes; ++axis)
-    if (axis != group && job.coordinate(axis) != 0)
-      slot.counts = false;
+  slot.counts = group == axes || countsOnce(group);
   return d;
+}
+
+double dcrt::detail::meanScale(const dcrt_adamw_desc &desc) {
+  return desc.micro_batches > 1 ? 1.0 / static_cast<double>(desc.micro_batches)
+                                : 1.0;
 }

@@ -19,7 +19,8 @@ namespace dcrt::detail {
 
 class Job;
 
-/// The struct_size of the descriptor's first version.
+/// The struct_size of the descriptor's first version (without
+/// distinct_axes and micro_batches, read as 0).
 constexpr int64_t kAdamWDescV1Size = 104;
 
 /// This rank's part of a parameter: its first `valid` elements are real
@@ -44,6 +45,10 @@ std::string describeAdamW(const dcrt_adamw_desc &desc);
 dcrt_adamw_desc checkAdamW(const dcrt_adamw_desc *desc, const Job &job,
                            AdamWSlot &slot, const char *caller);
 
+/// What the summed gradient is multiplied by to be the mean: 1 /
+/// micro_batches, 1 without accumulation.
+double meanScale(const dcrt_adamw_desc &desc);
+
 /// The host loops (dcrt.h's semantics; `slot` as checkAdamW set it).
 void hostGradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                      const void *grad, const double *squaresIn,
@@ -53,6 +58,8 @@ void hostAdamW(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                const void *expAvg, const void *expAvgSq, double lr,
                int64_t step, double squares, void *paramOut, void *masterOut,
                void *expAvgOut, void *expAvgSqOut);
+void hostGradAccumulate(const dcrt_adamw_desc &desc, const void *grad,
+                        const float *sumIn, float *sumOut);
 
 } // namespace dcrt::detail
 

@@ -157,6 +157,9 @@ public:
   virtual void gradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                            const void *grad, const double *squaresIn,
                            double *squaresOut) = 0;
+  /// dcrt_grad_accumulate (`desc` checked by checkAdamW).
+  virtual void gradAccumulate(const dcrt_adamw_desc &desc, const void *grad,
+                              const float *sumIn, float *sumOut) = 0;
   virtual void adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                      const void *param, const void *grad, const void *master,
                      const void *expAvg, const void *expAvgSq, const double *lr,

@@ -540,6 +540,17 @@ void dcrt_grad_squares(const dcrt_adamw_desc *desc, const void *grad,
   bk.gradSquares(d, slot, grad, squares_in, squares_out);
 }
 
+void dcrt_grad_accumulate(const dcrt_adamw_desc *desc, const void *grad,
+                          const float *sum_in, float *sum_out) {
+  const char *caller = "dcrt_grad_accumulate";
+  Backend &bk = backend(caller);
+  AdamWSlot slot;
+  dcrt_adamw_desc d = checkAdamW(desc, job(caller), slot, caller);
+  if (d.local_numel > 0 && (!grad || !sum_in || !sum_out))
+    fatal("%s: null buffer (%s)", caller, describeAdamW(d).c_str());
+  bk.gradAccumulate(d, grad, sum_in, sum_out);
+}
+
 void dcrt_adamw(const dcrt_adamw_desc *desc, const void *param,
                 const void *grad, const void *exp_avg, const void *exp_avg_sq,
                 const void *master, const double *lr, const int64_t *step,

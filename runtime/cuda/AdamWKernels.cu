@@ -22,6 +22,7 @@ constexpr int64_t kNormBlocks = 1024;
 /// The hyperparameters of the descriptor, passed by value.
 struct Hyper {
   double beta1, beta2, eps, weightDecay, maxNorm;
+  double meanScale; // 1 / micro_batches (1 without accumulation)
 };
 
 /// Computed in double from the scalars the step holds, as the host does,
@@ -35,6 +36,7 @@ __device__ Update blockUpdate(const Hyper &h, const double *lr,
     double t = static_cast<double>(*step);
     double norm = sqrt(sq);
     double scale = h.maxNorm > 0 ? fmin(1.0, h.maxNorm / (norm + 1e-6)) : 1.0;
+    scale *= h.meanScale;
     u.beta1 = float(h.beta1);
     u.oneMinusBeta1 = float(1.0 - h.beta1);
     u.beta2 = float(h.beta2);
@@ -116,8 +118,9 @@ __global__ void updatePackKernel(Streams s, int64_t packs, Hyper h,
 /// sum in arrival order) and writes *out = *in + the share.
 template <typename Grad>
 __global__ void squaresKernel(const void *grad, int64_t gradType, int64_t numel,
-                              bool counts, const double *in, double *out,
-                              double *partials, unsigned *finished) {
+                              bool counts, double scale2, const double *in,
+                              double *out, double *partials,
+                              unsigned *finished) {
   __shared__ double shared[kThreads];
   __shared__ bool last;
   double total = blockSum(threadSquares<Grad>(grad, gradType, numel), shared);
@@ -136,8 +139,36 @@ __global__ void squaresKernel(const void *grad, int64_t gradType, int64_t numel,
     mine += __ldcg(&partials[b]);
   __syncthreads(); // `shared` is reused
   total = blockSum(mine, shared);
+  if (scale2 != 1.0)
+    total *= scale2;
   if (threadIdx.x == 0)
     *out = *in + (counts ? total : 0.0 * total);
+}
+
+/// sum[i] += grad[i] in fp32, kPack elements a thread (the vectorized
+/// path, `packs` packs) or one (from element `from`).
+template <typename Grad>
+__global__ void accumulatePackKernel(const Grad *grad, const float *in,
+                                     float *out, int64_t packs) {
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < packs;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = p * kPack;
+    float g[kPack], sum[kPack];
+    loadPack(grad + at, g);
+    loadPack(in + at, sum);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      sum[k] += g[k];
+    storePack(out + at, sum);
+  }
+}
+
+__global__ void accumulateKernel(const void *grad, int64_t gradType,
+                                 const float *in, float *out, int64_t from,
+                                 int64_t numel) {
+  for (int64_t i = from + blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+       i < numel; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[i] + load(grad, gradType, i);
 }
 
 } // namespace
@@ -151,10 +182,14 @@ cudaError_t gradSquares(const dcrt_adamw_desc &desc, int64_t valid, bool counts,
                         void *workspace, cudaStream_t stream) {
   auto *partials = static_cast<double *>(workspace);
   auto *finished = reinterpret_cast<unsigned *>(partials + kNormBlocks);
+  double mean = desc.micro_batches > 1
+                    ? 1.0 / static_cast<double>(desc.micro_batches)
+                    : 1.0;
+  double scale2 = mean * mean;
   auto launch = [&](auto kernel, int64_t items) {
     kernel<<<static_cast<unsigned>(gridFor(items, kNormBlocks)), kThreads, 0,
-             stream>>>(grad, desc.grad_dtype, valid, counts, in, out, partials,
-                       finished);
+             stream>>>(grad, desc.grad_dtype, valid, counts, scale2, in, out,
+                       partials, finished);
   };
   bool vectorized = aligned(grad) && withType(desc.grad_dtype, [&](auto g) {
                       launch(squaresKernel<decltype(g)>, valid / kPack);
@@ -180,8 +215,13 @@ cudaError_t update(const dcrt_adamw_desc &desc, int64_t valid, const void *grad,
             separateMaster ? int64_t(DCRT_F32) : desc.param_dtype,
             desc.param_dtype,
             desc.moment_dtype};
-  Hyper h{desc.beta1, desc.beta2, desc.eps, desc.weight_decay,
-          desc.max_grad_norm};
+  Hyper h{desc.beta1,
+          desc.beta2,
+          desc.eps,
+          desc.weight_decay,
+          desc.max_grad_norm,
+          desc.micro_batches > 1 ? 1.0 / static_cast<double>(desc.micro_batches)
+                                 : 1.0};
   int64_t vectorized = 0;
   if (aligned(s.master) && aligned(grad) && aligned(expAvg) &&
       aligned(expAvgSq) && aligned(param)) {
@@ -206,6 +246,29 @@ cudaError_t update(const dcrt_adamw_desc &desc, int64_t valid, const void *grad,
     updateKernel<<<static_cast<unsigned>(gridFor(valid - vectorized, 4096)),
                    kThreads, 0, stream>>>(s, vectorized, valid, h, lr, step,
                                           squares);
+  return cudaGetLastError();
+}
+
+cudaError_t accumulate(const dcrt_adamw_desc &desc, const void *grad,
+                       const float *sumIn, float *sumOut, cudaStream_t stream) {
+  int64_t numel = desc.local_numel, vectorized = 0;
+  if (numel == 0)
+    return cudaSuccess;
+  if (aligned(grad) && aligned(sumIn) && aligned(sumOut)) {
+    int64_t packs = numel / kPack;
+    bool launched =
+        packs > 0 && withType(desc.grad_dtype, [&](auto g) {
+          accumulatePackKernel<<<static_cast<unsigned>(gridFor(packs, 8192)),
+                                 kThreads, 0, stream>>>(
+              static_cast<const decltype(g) *>(grad), sumIn, sumOut, packs);
+        });
+    if (launched)
+      vectorized = packs * kPack;
+  }
+  if (vectorized < numel)
+    accumulateKernel<<<static_cast<unsigned>(gridFor(numel - vectorized, 4096)),
+                       kThreads, 0, stream>>>(grad, desc.grad_dtype, sumIn,
+                                              sumOut, vectorized, numel);
   return cudaGetLastError();
 }
 

@@ -50,6 +50,12 @@ void CudaBackend::gradSquares(const dcrt_adamw_desc &desc,
               caller, desc);
 }
 
+void CudaBackend::gradAccumulate(const dcrt_adamw_desc &desc, const void *grad,
+                                 const float *sumIn, float *sumOut) {
+  checkLaunch(cuda::adamw::accumulate(desc, grad, sumIn, sumOut, compute),
+              "dcrt_grad_accumulate", desc);
+}
+
 void CudaBackend::adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                         const void *param, const void *grad, const void *master,
                         const void *expAvg, const void *expAvgSq,

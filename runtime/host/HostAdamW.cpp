@@ -28,6 +28,12 @@ void dcrt::detail::hostGradSquares(const dcrt_adamw_desc &desc,
     double g = loadAsDouble(grad, gradType, i);
     sum += g * g;
   }
+  // Of the mean where the gradient is a sum over micro-batches: the sum's
+  // squares over count^2, as the trainer scales them.
+  if (desc.micro_batches > 1) {
+    double scale = meanScale(desc);
+    sum *= scale * scale;
+  }
   // A replica adds 0, or NaN where it is not finite (0 * inf is NaN).
   double share = slot.counts ? sum : 0.0 * sum;
   *squaresOut = *squaresIn + share;
@@ -70,6 +76,8 @@ void dcrt::detail::hostAdamW(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
   AdamWStepConstants constants = adamwStepConstants(
       lr, desc.beta1, desc.beta2, desc.eps, desc.weight_decay, step);
   double scale = adamwClipScale(std::sqrt(squares), desc.max_grad_norm);
+  if (desc.micro_batches > 1)
+    scale *= meanScale(desc);
   // The master's dtype: the parameter's own when it is its own master.
   int32_t masterType = separateMaster ? DCRT_F32 : paramType;
   std::vector<float> g(slot.valid), m(slot.valid), v(slot.valid), w(slot.valid);
@@ -88,4 +96,14 @@ void dcrt::detail::hostAdamW(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
   if (separateMaster)
     convert(w.data(), DCRT_F32, masterOut, DCRT_F32, slot.valid);
   convert(w.data(), DCRT_F32, paramOut, paramType, slot.valid);
+}
+
+void dcrt::detail::hostGradAccumulate(const dcrt_adamw_desc &desc,
+                                      const void *grad, const float *sumIn,
+                                      float *sumOut) {
+  auto gradType = static_cast<int32_t>(desc.grad_dtype);
+  std::vector<float> g(static_cast<size_t>(desc.local_numel));
+  convert(grad, gradType, g.data(), DCRT_F32, desc.local_numel);
+  for (int64_t i = 0; i < desc.local_numel; ++i)
+    sumOut[i] = sumIn[i] + g[i];
 }

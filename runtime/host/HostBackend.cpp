@@ -158,6 +158,11 @@ void HostBackend::gradSquares(const dcrt_adamw_desc &desc,
   hostGradSquares(desc, slot, grad, squaresIn, squaresOut);
 }
 
+void HostBackend::gradAccumulate(const dcrt_adamw_desc &desc, const void *grad,
+                                 const float *sumIn, float *sumOut) {
+  hostGradAccumulate(desc, grad, sumIn, sumOut);
+}
+
 void HostBackend::adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                         const void *param, const void *grad, const void *master,
                         const void *expAvg, const void *expAvgSq,

@@ -117,6 +117,8 @@ public:
   void gradSquares(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
                    const void *grad, const double *squaresIn,
                    double *squaresOut) override;
+  void gradAccumulate(const dcrt_adamw_desc &desc, const void *grad,
+                      const float *sumIn, float *sumOut) override;
   void adamw(const dcrt_adamw_desc &desc, const AdamWSlot &slot,
              const void *param, const void *grad, const void *master,
              const void *expAvg, const void *expAvgSq, const double *lr,

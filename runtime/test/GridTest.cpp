@@ -96,6 +96,64 @@ TEST(Grid, ReductionsRunOnTheAxisTheyName) {
   }
 }
 
+namespace {
+/// A descriptor of a parameter of `full` f32 elements, `local` of them on
+/// each rank, split over `axis`.
+dcrt_adamw_desc adamwDesc(int64_t full, int64_t local, int64_t axis) {
+  dcrt_adamw_desc desc{};
+  desc.struct_size = sizeof(desc);
+  desc.full_numel = full;
+  desc.local_numel = local;
+  desc.shard_axis = axis;
+  desc.param_dtype = desc.grad_dtype = desc.moment_dtype = DCRT_F32;
+  desc.master_dtype = -1;
+  desc.beta1 = 0.9;
+  desc.beta2 = 0.999;
+  return desc;
+}
+} // namespace
+
+// A slot is counted in the norm by one rank of those holding it; ranks
+// that differ on a distinct axis (experts) hold different blocks and each
+// counts its own. The share of a sum over micro-batches is of the mean.
+TEST(Grid, NormSharesCountEachSlotOnce) {
+  int64_t d = rank() / columns(), s = rank() % columns();
+  std::vector<float> grad = {1.0f + float(rank()), 2.0f};
+  double squares = (1.0 + rank()) * (1.0 + rank()) + 4.0;
+  struct Case {
+    int64_t shardAxis, distinctAxes, microBatches;
+    bool counts;
+  };
+  Case cases[] = {
+      {0, 0, 0, s == 0},                     // split over axis 0: axis 1 copies
+      {0, 1 << 1, 0, true},                  // axis 1 holds other experts
+      {1, 0, 0, d == 0},                     // split over axis 1: axis 0 copies
+      {DCRT_NOT_SHARDED, 0, 0, rank() == 0}, // whole everywhere
+      {DCRT_NOT_SHARDED, 1 << 1, 0, d == 0}, // a block per axis-1 rank
+      {DCRT_ALL_AXES, 0, 4, true},           // a sum of 4: a sixteenth
+  };
+  for (const Case &c : cases) {
+    int64_t ranks = c.shardAxis == 0               ? 2
+                    : c.shardAxis == 1             ? columns()
+                    : c.shardAxis == DCRT_ALL_AXES ? world()
+                                                   : 1;
+    dcrt_adamw_desc desc = adamwDesc(2 * ranks, 2, c.shardAxis);
+    desc.distinct_axes = c.distinctAxes;
+    desc.micro_batches = c.microBatches;
+    double in = 0.5, out = 0;
+    dcrt_grad_squares(&desc, grad.data(), &in, &out);
+    double share = c.microBatches > 1 ? squares / 16.0 : squares;
+    EXPECT_EQ(out, c.counts ? 0.5 + share : 0.5)
+        << "shard_axis " << c.shardAxis << " distinct_axes " << c.distinctAxes;
+  }
+  // A micro-batch's gradient added into its fp32 sum, in place.
+  dcrt_adamw_desc desc = adamwDesc(2 * world(), 2, DCRT_ALL_AXES);
+  std::vector<float> sum = {0.25f, -1.0f};
+  dcrt_grad_accumulate(&desc, grad.data(), sum.data(), sum.data());
+  EXPECT_EQ(sum[0], 1.25f + float(rank()));
+  EXPECT_EQ(sum[1], 1.0f);
+}
+
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
   int worldSize = 0;

@@ -137,3 +137,95 @@ func.func @adamw_into_step_f64(%p: memref<4xf32>, %lr: memref<f64>, %s: memref<f
   dc.adamw_into %p, %p, %p, %p, %lr, %lr, %s into %p, %p, %p full_numel = 8 shard_axis = 0 {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64} : memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<f64>, memref<f64>, memref<f64> into memref<4xf32>, memref<4xf32>, memref<4xf32>
   return
 }
+
+// -----
+
+shard.grid @world(shape = 2x2)
+
+func.func @expert_axis_split(%g: !dc.shard<tensor<8xf32>, @world[0], local = 4>, %s: tensor<f64>) {
+  // expected-error @+1 {{'dc.grad_squares' op expert_axis 0 is an axis the gradient is split over; the ranks along the expert axis hold different experts, not parts of one}}
+  %r = dc.grad_squares %g, %s {expert_axis = 0 : i64} : !dc.shard<tensor<8xf32>, @world[0], local = 4>, tensor<f64>
+  return
+}
+
+// -----
+
+func.func @expert_axis_negative(%g: tensor<8xf32>, %s: tensor<f64>) {
+  // expected-error @+1 {{'dc.grad_squares' op expert_axis must be a grid axis (>= 0), got -1}}
+  %r = dc.grad_squares %g, %s {expert_axis = -1 : i64} : tensor<8xf32>, tensor<f64>
+  return
+}
+
+// -----
+
+func.func @no_micro_batches(%g: tensor<8xf32>, %s: tensor<f64>) {
+  // expected-error @+1 {{'dc.grad_squares' op micro_batches must be at least 1, got 0}}
+  %r = dc.grad_squares %g, %s {micro_batches = 0 : i64} : tensor<8xf32>, tensor<f64>
+  return
+}
+
+// -----
+
+func.func @adamw_no_micro_batches(%p: tensor<4xf32>, %lr: tensor<f64>, %n: tensor<i64>, %s: tensor<f64>) {
+  // expected-error @+1 {{'dc.adamw' op micro_batches must be at least 1, got -2}}
+  %a, %b, %c = dc.adamw %p, %p, %p, %p, %lr, %n, %s {beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64, max_grad_norm = 0.0 : f64, micro_batches = -2 : i64} : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<i64>, tensor<f64> -> tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @bf16_sum(%g: tensor<8xbf16>, %s: tensor<8xbf16>) {
+  // expected-error @+1 {{'dc.grad_accumulate' op the sum must be f32, got 'bf16'}}
+  %r = dc.grad_accumulate %g, %s : tensor<8xbf16>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @integer_grad_sum(%g: tensor<8xi32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.grad_accumulate' op grad must have element type f32, bf16 or f16, got 'i32'}}
+  %r = dc.grad_accumulate %g, %s : tensor<8xi32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+
+func.func @sum_of_another_sharding(%g: !dc.shard<tensor<8xbf16>, @world[0], local = 4>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{'dc.grad_accumulate' op the sum must have the parameter's shape and sharding '!dc.shard<tensor<8xbf16>, @world[0], local = 4>', got 'tensor<8xf32>'}}
+  %r = dc.grad_accumulate %g, %s : !dc.shard<tensor<8xbf16>, @world[0], local = 4>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_into_short(%g: memref<4xbf16>, %s: memref<3xf32>, %r: memref<4xf32>) {
+  // expected-error @+1 {{'dc.grad_accumulate_into' op the sums must be f32 buffers of the gradient's 4 elements, got 'memref<3xf32>'}}
+  dc.grad_accumulate_into %g, %s into %r full_numel = 8 shard_axis = 0 : memref<4xbf16>, memref<3xf32> into memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_into_bad_slot(%g: memref<4xbf16>, %s: memref<4xf32>, %r: memref<4xf32>) {
+  // expected-error @+1 {{'dc.grad_accumulate_into' op buffers of 4 elements cannot be this rank's part of 2 elements (shard_axis 0)}}
+  dc.grad_accumulate_into %g, %s into %r full_numel = 2 shard_axis = 0 : memref<4xbf16>, memref<4xf32> into memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @squares_into_expert_on_split_axis(%g: memref<4xf32>, %s: memref<f64>) {
+  // expected-error @+1 {{'dc.grad_squares_into' op expert_axis 0 must be a grid axis other than the one the gradient is split over (shard_axis 0)}}
+  dc.grad_squares_into %g, %s into %s full_numel = 8 shard_axis = 0 {expert_axis = 0 : i64} : memref<4xf32>, memref<f64> into memref<f64>
+  return
+}
+
+// -----
+
+func.func @squares_into_no_micro_batches(%g: memref<4xf32>, %s: memref<f64>) {
+  // expected-error @+1 {{'dc.grad_squares_into' op micro_batches must be at least 1, got 0}}
+  dc.grad_squares_into %g, %s into %s full_numel = 8 shard_axis = 0 {micro_batches = 0 : i64} : memref<4xf32>, memref<f64> into memref<f64>
+  return
+}

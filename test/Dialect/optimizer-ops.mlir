@@ -62,3 +62,23 @@ func.func @buffers(%p: memref<256xbf16>, %g: memref<256xbf16>,
         memref<256xf32> master memref<256xf32>
   return
 }
+
+// Gradient accumulation's sum, the norm share of a block of experts and of
+// a mean over micro-batches, and their buffer forms.
+shard.grid @grid2(shape = 2x2)
+
+// CHECK-LABEL: func.func @accumulation
+// CHECK: %[[A:.*]] = dc.grad_accumulate %arg0, %arg1 : !dc.shard<tensor<2x8xbf16>, @grid2[0], local = 8>, !dc.shard<tensor<2x8xf32>, @grid2[0], local = 8>
+// CHECK: dc.grad_squares %[[A]], %arg2 {expert_axis = 1 : i64, micro_batches = 4 : i64}
+// CHECK: dc.grad_accumulate_into %arg3, %arg4 into %arg4 full_numel = 16 shard_axis = 0 : memref<8xbf16>, memref<8xf32> into memref<8xf32>
+// CHECK: dc.grad_squares_into %arg4, %arg5 into %arg5 full_numel = 16 shard_axis = 0 {expert_axis = 1 : i64, micro_batches = 4 : i64}
+func.func @accumulation(%g: !dc.shard<tensor<2x8xbf16>, @grid2[0], local = 8>,
+                        %sum: !dc.shard<tensor<2x8xf32>, @grid2[0], local = 8>,
+                        %s0: tensor<f64>, %gb: memref<8xbf16>, %sb: memref<8xf32>,
+                        %qb: memref<f64>) {
+  %a = dc.grad_accumulate %g, %sum : !dc.shard<tensor<2x8xbf16>, @grid2[0], local = 8>, !dc.shard<tensor<2x8xf32>, @grid2[0], local = 8>
+  %s = dc.grad_squares %a, %s0 {expert_axis = 1 : i64, micro_batches = 4 : i64} : !dc.shard<tensor<2x8xf32>, @grid2[0], local = 8>, tensor<f64>
+  dc.grad_accumulate_into %gb, %sb into %sb full_numel = 16 shard_axis = 0 : memref<8xbf16>, memref<8xf32> into memref<8xf32>
+  dc.grad_squares_into %sb, %qb into %qb full_numel = 16 shard_axis = 0 {expert_axis = 1 : i64, micro_batches = 4 : i64} : memref<8xf32>, memref<f64> into memref<f64>
+  return
+}

@@ -1,10 +1,14 @@
 // RUN: dc-opt %s --split-input-file --dc-optimizer-in-step -verify-diagnostics
+// RUN: dc-opt %S/Inputs/optimizer-accumulation-invalid.mlir --split-input-file --dc-optimizer-in-step=micro-batches=4 -verify-diagnostics
+// RUN: not dc-opt %s --split-input-file --dc-optimizer-in-step=micro-batches=0 2>&1 | FileCheck %s --check-prefix=ZERO
+
+// ZERO: error: dc-optimizer-in-step: micro-batches must be at least 1, got 0
 
 // What dc-optimizer-in-step does not update (yet), each a located error.
 
 shard.grid @world(shape = 2)
 
-// expected-error @+1 {{dc-optimizer-in-step: @accumulating is compiled for gradient accumulation (dc-accumulate-gradients); the optimizer inside such a step is not supported yet}}
+// expected-error @+1 {{dc-optimizer-in-step: @accumulating is compiled for gradient accumulation (dc-accumulate-gradients); give dc-optimizer-in-step the same micro-batches}}
 func.func @accumulating(%w: !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.param = #dc.param<id = 0>},
                         %g: !dc.shard<tensor<8xf32>, @world[0], local = 4>)
     -> (tensor<f32> {dc.loss}, !dc.shard<tensor<8xf32>, @world[0], local = 4> {dc.grad = #dc.grad<param = 0>})

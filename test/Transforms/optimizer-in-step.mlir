@@ -24,7 +24,7 @@
 // CHECK-SAME: %arg6: !dc.shard<tensor<8x4xf32>, @world[0], local = 16> {dc.name = "w.exp_avg_sq", dc.optimizer_state = {param = 0 : i64, state = "exp_avg_sq"}}
 // CHECK-SAME: -> (tensor<f32> {dc.loss}, !dc.shard<tensor<8x4xf32>, @world[0], local = 16> {dc.param_update = 0 : i64}, {{.*}} {dc.optimizer_state = {param = 0 : i64, state = "exp_avg"}}
 // CHECK-SAME: tensor<f64> {dc.grad_squares})
-// CHECK-SAME: attributes {dc.optimizer = {beta1 = 9.000000e-01 : f64, beta2 = {{[0-9.e-]+}} : f64, eps = 1.000000e-08 : f64, master_dtype = "f32", max_grad_norm = 1.000000e+00 : f64, moment_dtype = "f32", name = "adamw", weight_decay = 1.000000e-01 : f64}}
+// CHECK-SAME: attributes {dc.optimizer = {beta1 = 9.000000e-01 : f64, beta2 = {{[0-9.e-]+}} : f64, eps = 1.000000e-08 : f64, master_dtype = "f32", max_grad_norm = 1.000000e+00 : f64, micro_batches = 1 : i64, moment_dtype = "f32", name = "adamw", weight_decay = 1.000000e-01 : f64}}
 // CHECK: %[[G:.*]]:2 = dc.end_backward
 // CHECK: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : tensor<f64>
 // CHECK-NEXT: %[[S0:.*]] = dc.grad_squares %[[G]]#0, %[[ZERO]]

@@ -48,12 +48,58 @@ static LogicalResult verifySameSlots(Operation *op, Type reference, Type other,
 
 static bool isF32OrBF16(Type type) { return type.isF32() || type.isBF16(); }
 
+static LogicalResult verifyMicroBatches(Operation *op, int64_t count) {
+  if (count < 1)
+    return op->emitOpError()
+           << "micro_batches must be at least 1, got " << count;
+  return success();
+}
+
+/// An expert axis is one the gradient is not split over: ranks along it
+/// hold different experts, not parts of one.
+static LogicalResult
+verifyExpertAxis(Operation *op, std::optional<int64_t> expertAxis, Type grad) {
+  if (!expertAxis)
+    return success();
+  if (*expertAxis < 0)
+    return op->emitOpError()
+           << "expert_axis must be a grid axis (>= 0), got " << *expertAxis;
+  if (auto shard = dyn_cast<ShardType>(grad))
+    if (shard.isSplitOver(*expertAxis))
+      return op->emitOpError()
+             << "expert_axis " << *expertAxis
+             << " is an axis the gradient is split over; the ranks along "
+                "the expert axis hold different experts, not parts of one";
+  return success();
+}
+
+static bool isTensorFloat(Type type) {
+  return type.isF32() || type.isBF16() || type.isF16();
+}
+
 LogicalResult GradSquaresOp::verify() {
-  if (!isa<FloatType>(elementOf(getGrad().getType())) ||
-      elementOf(getGrad().getType()).isF64())
+  if (!isTensorFloat(elementOf(getGrad().getType())))
     return emitOpError() << "grad must have element type f32, bf16 or f16, "
                          << "got " << elementOf(getGrad().getType());
-  return success();
+  if (failed(verifyMicroBatches(*this, getMicroBatches())))
+    return failure();
+  return verifyExpertAxis(*this, getExpertAxis(), getGrad().getType());
+}
+
+LogicalResult GradAccumulateOp::verify() {
+  Type grad = getGrad().getType();
+  if (!isTensorFloat(elementOf(grad)))
+    return emitOpError() << "grad must have element type f32, bf16 or f16, "
+                         << "got " << elementOf(grad);
+  if (!elementOf(getSum().getType()).isF32())
+    return emitOpError() << "the sum must be f32, got "
+                         << elementOf(getSum().getType());
+  return verifySameSlots(*this, grad, getSum().getType(), "the sum");
+}
+
+/// One add an element.
+double GradAccumulateOp::getFlops() {
+  return static_cast<double>(localElements(getGrad().getType()));
 }
 
 double GradSquaresOp::getFlops() {
@@ -86,9 +132,6 @@ static LogicalResult verifyHyperparameters(Operation *op, double beta1,
 static LogicalResult verifyElementTypes(Operation *op, Type param, Type grad,
                                         Type moment, Type momentSq,
                                         Type master) {
-  auto isTensorFloat = [](Type type) {
-    return type.isF32() || type.isBF16() || type.isF16();
-  };
   if (!isTensorFloat(param) || !isTensorFloat(grad))
     return op->emitOpError() << "the parameter and its gradient must be f32, "
                                 "bf16 or f16, got "
@@ -108,13 +151,14 @@ void AdamWOp::build(OpBuilder &builder, OperationState &state, Value param,
                     Value grad, Value expAvg, Value expAvgSq, Value master,
                     Value lr, Value step, Value squares, double beta1,
                     double beta2, double eps, double weightDecay,
-                    double maxGradNorm) {
+                    double maxGradNorm, int64_t microBatches) {
   build(builder, state, param.getType(), expAvg.getType(), expAvgSq.getType(),
         master ? master.getType() : Type(), param, grad, expAvg, expAvgSq,
         master, lr, step, squares, builder.getF64FloatAttr(beta1),
         builder.getF64FloatAttr(beta2), builder.getF64FloatAttr(eps),
         builder.getF64FloatAttr(weightDecay),
-        builder.getF64FloatAttr(maxGradNorm));
+        builder.getF64FloatAttr(maxGradNorm),
+        builder.getI64IntegerAttr(microBatches));
 }
 
 LogicalResult AdamWOp::verify() {
@@ -138,6 +182,8 @@ LogicalResult AdamWOp::verify() {
     return emitOpError("results must be the parameter, the moments and the "
                        "master (where there is one), of their operands' "
                        "types");
+  if (failed(verifyMicroBatches(*this, getMicroBatches())))
+    return failure();
   return verifyHyperparameters(
       *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),
       getEps().convertToDouble(), getWeightDecay().convertToDouble(),
@@ -187,11 +233,38 @@ LogicalResult GradSquaresIntoOp::verify() {
       failed(verifyScalar(*this, getResult(), b.getF64Type(), "result")))
     return failure();
   Type grad = cast<MemRefType>(getGrad().getType()).getElementType();
-  if (!grad.isF32() && !grad.isBF16() && !grad.isF16())
+  if (!isTensorFloat(grad))
     return emitOpError() << "grad must have element type f32, bf16 or f16, "
                          << "got " << grad;
+  if (failed(verifyMicroBatches(*this, getMicroBatches())))
+    return failure();
+  if (std::optional<uint64_t> expertAxis = getExpertAxis()) {
+    auto axis = static_cast<int64_t>(*expertAxis);
+    auto shardAxis = static_cast<int64_t>(getShardAxis());
+    if (axis < 0 || axis == shardAxis || shardAxis == kAllGridAxes)
+      return emitOpError()
+             << "expert_axis " << axis
+             << " must be a grid axis other than the one the gradient is "
+                "split over (shard_axis "
+             << shardAxis << ")";
+  }
   return verifySlot(*this, getFullNumel(), getShardAxis(),
                     localElements(getGrad().getType()));
+}
+
+LogicalResult GradAccumulateIntoOp::verify() {
+  Type grad = cast<MemRefType>(getGrad().getType()).getElementType();
+  if (!isTensorFloat(grad))
+    return emitOpError() << "grad must have element type f32, bf16 or f16, "
+                         << "got " << grad;
+  int64_t local = localElements(getGrad().getType());
+  for (Value value : {getSum(), getResult()}) {
+    auto type = cast<MemRefType>(value.getType());
+    if (!type.getElementType().isF32() || type.getNumElements() != local)
+      return emitOpError() << "the sums must be f32 buffers of the gradient's "
+                           << local << " elements, got " << type;
+  }
+  return verifySlot(*this, getFullNumel(), getShardAxis(), local);
 }
 
 LogicalResult AdamWIntoOp::verify() {
@@ -223,7 +296,8 @@ LogicalResult AdamWIntoOp::verify() {
                                 element(getExpAvg()), element(getExpAvgSq()),
                                 element(getMaster()))))
     return failure();
-  if (failed(verifySlot(*this, getFullNumel(), getShardAxis(), local)))
+  if (failed(verifySlot(*this, getFullNumel(), getShardAxis(), local)) ||
+      failed(verifyMicroBatches(*this, getMicroBatches())))
     return failure();
   return verifyHyperparameters(
       *this, getBeta1().convertToDouble(), getBeta2().convertToDouble(),

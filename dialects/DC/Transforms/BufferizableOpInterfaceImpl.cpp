@@ -332,7 +332,16 @@ struct OptimizerLayout {
                     ValueRange outputs) {
     auto [fullNumel, shardAxis] = slotOf(op.getGrad().getType());
     GradSquaresIntoOp::create(rewriter, op.getLoc(), inputs[0], inputs[1],
-                              outputs[0], fullNumel, shardAxis);
+                              outputs[0], rewriter.getI64IntegerAttr(fullNumel),
+                              rewriter.getI64IntegerAttr(shardAxis),
+                              op.getExpertAxisAttr(), op.getMicroBatchesAttr());
+  }
+
+  static void build(RewriterBase &rewriter, GradAccumulateOp op,
+                    ValueRange inputs, ValueRange outputs) {
+    auto [fullNumel, shardAxis] = slotOf(op.getGrad().getType());
+    GradAccumulateIntoOp::create(rewriter, op.getLoc(), inputs[0], inputs[1],
+                                 outputs[0], fullNumel, shardAxis);
   }
 
   static void build(RewriterBase &rewriter, AdamWOp op, ValueRange inputs,
@@ -349,7 +358,7 @@ struct OptimizerLayout {
         master ? outputs[3] : Value(), rewriter.getI64IntegerAttr(fullNumel),
         rewriter.getI64IntegerAttr(shardAxis), op.getBeta1Attr(),
         op.getBeta2Attr(), op.getEpsAttr(), op.getWeightDecayAttr(),
-        op.getMaxGradNormAttr());
+        op.getMaxGradNormAttr(), op.getMicroBatchesAttr());
   }
 };
 
@@ -392,5 +401,7 @@ void dc::registerBufferizableOpInterfaceExternalModels(
         LibraryCallModel<GradSquaresOp, void, OptimizerLayout>>(*context);
     AdamWOp::attachInterface<LibraryCallModel<AdamWOp, void, OptimizerLayout>>(
         *context);
+    GradAccumulateOp::attachInterface<
+        LibraryCallModel<GradAccumulateOp, void, OptimizerLayout>>(*context);
   });
 }

@@ -601,9 +601,25 @@ def DCOptimizerInStep : Pass<"dc-optimizer-in-step", "::mlir::ModuleOp"> {
 
     A non-finite norm skips every update (dc-run then stops, as it does
     before its own update). The step records its hyperparameters in
-    `dc.optimizer` for the manifest. Not yet: steps compiled for gradient
-    accumulation, parameters kept in host memory (`dc-offload-params`) and
-    blocks of experts (`dc-expert-parallel`) are refused with an error.
+    `dc.optimizer` for the manifest.
+
+    Blocks of experts (`dc-expert-parallel`) are updated like any shard;
+    their norm shares carry the expert axis (`dc.grad_squares {expert_axis}`:
+    every expert rank counts its own experts).
+
+    With `micro-batches=N` > 1 (gradient accumulation) the step sums every
+    gradient over the micro-batches itself: each gradient the step still
+    reduces in every micro-batch is added (`dc.grad_accumulate`, fp32) into
+    an accumulator argument of its reduced shape (`dc.accumulator`), in the
+    accumulating form (`@<step>_accumulate`, made here where
+    `dc-accumulate-gradients` made none) and in the final form, which
+    returns the sum into the accumulator's buffer and updates from it;
+    gradients `dc-accumulate-gradients` accumulates before their reduction
+    arrive summed. The norm and the updates use the mean (the ops'
+    `micro_batches`), as dc-run's trainer does.
+
+    Refused with an error: parameters kept in host memory
+    (`dc-offload-params`).
   }];
   let dependentDialects = ["::dc::DCDialect", "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -620,6 +636,9 @@ def DCOptimizerInStep : Pass<"dc-optimizer-in-step", "::mlir::ModuleOp"> {
            "bf16: the bf16 parameter is its own master">,
     Option<"momentDtype", "moment-dtype", "std::string", "\"f32\"",
            "Element type of both moments: f32 or bf16">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per optimizer step: the step sums the gradients "
+           "over them and updates with their mean (1: no accumulation)">,
   ];
 }
 

@@ -462,11 +462,19 @@ void dcrt_launch_kernel_coresident(const void *binary, int64_t binary_bytes,
  * DCRT_ALL_AXES (a shard, slot = this rank's coordinate on it, the last
  * slots' tails padding), or DCRT_NOT_SHARDED (the whole tensor, on every
  * rank). A slot is counted in the norm by one rank of the ranks that hold
- * it (coordinate 0 on every other axis), as dc-run's trainer does. */
+ * it (coordinate 0 on every other axis), as dc-run's trainer does; ranks
+ * that differ on an axis of `distinct_axes` hold different blocks of the
+ * parameter (expert parallelism: each rank its own experts), so each counts
+ * its own.
+ *
+ * With gradient accumulation the step sums each gradient over its
+ * micro-batches in fp32 (dcrt_grad_accumulate) and the norm and the update
+ * use the mean: the sum times 1 / micro_batches. */
 #define DCRT_NOT_SHARDED (-2)
 
 typedef struct dcrt_adamw_desc {
-  int64_t struct_size; /* 104 */
+  int64_t struct_size; /* 120 (104: the first version, without the last
+                          two fields) */
   int64_t full_numel;  /* elements of the whole parameter */
   int64_t local_numel; /* of each rank's buffers: a slot, or full_numel */
   int64_t shard_axis;  /* an axis, DCRT_ALL_AXES or DCRT_NOT_SHARDED */
@@ -478,15 +486,28 @@ typedef struct dcrt_adamw_desc {
   double beta1, beta2, eps, weight_decay;
   /* Clip the gradients to this global L2 norm; 0: no clipping. */
   double max_grad_norm;
+  /* Bit a set: ranks at different coordinates on grid axis a hold
+   * different blocks of the parameter. 0: none. */
+  int64_t distinct_axes;
+  /* The gradient is the sum over this many micro-batches; the norm and the
+   * update use its mean. 0 or 1: one. */
+  int64_t micro_batches;
 } dcrt_adamw_desc;
 
 /* *squares_out = *squares_in + this rank's share of the squared L2 norm
  * of `grad` (the desc's grad_dtype and extent): its slot's real elements
- * summed in order in double where it counts the slot, else 0 (NaN where
+ * summed in order in double (times 1 / micro_batches^2 where the gradient
+ * is a sum over micro-batches) where it counts the slot, else 0 (NaN where
  * the slot is not finite, so that a replica's NaN still stops training).
  * f64 scalars; squares_out may be squares_in. */
 void dcrt_grad_squares(const dcrt_adamw_desc *desc, const void *grad,
                        const double *squares_in, double *squares_out);
+
+/* sum_out = sum_in + grad over the desc's local_numel elements (grad in
+ * the desc's grad_dtype, converted to fp32; the sums fp32), as dc-run's
+ * trainer sums a gradient shard over micro-batches. sum_out may be sum_in. */
+void dcrt_grad_accumulate(const dcrt_adamw_desc *desc, const void *grad,
+                          const float *sum_in, float *sum_out);
 
 /* One AdamW step of the parameter: reads `param`, `grad`, `exp_avg`,
  * `exp_avg_sq` and `master` (null when the desc has none); writes the

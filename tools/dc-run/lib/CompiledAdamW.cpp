@@ -73,12 +73,6 @@ double CompiledAdamW::gradientSquares(ParamRegistry &) {
   dcrt::fatal("internal: the step computes its own gradient norm");
 }
 
-void CompiledAdamW::accumulate(ParamRegistry &, int64_t, int64_t) {
-  dcrt::fatal("a step that runs its optimizer itself takes no "
-              "--micro-batches (not supported yet); compile without "
-              "--optimizer-in-step to accumulate gradients");
-}
-
 /// The registry's fp32 values of `state` (its real elements).
 static std::vector<float> &hostValues(Param &param, std::string_view state) {
   return state == "exp_avg"      ? param.expAvg
@@ -168,4 +162,18 @@ AdamWConfig dcrun::compiledAdamWConfig(const CompiledOptimizer &compiled,
   takeDtype("--master-dtype", config.masterDtype, compiled.masterDtype);
   takeDtype("--moment-dtype", config.momentDtype, compiled.momentDtype);
   return config;
+}
+
+int64_t dcrun::compiledMicroBatches(const StepSpec &step, int64_t given) {
+  if (!step.optimizer)
+    return given;
+  int64_t compiled = step.optimizer->microBatches;
+  if (given != 1 && given != compiled)
+    dcrt::fatal("--micro-batches %lld, but the step was compiled with its "
+                "optimizer inside for %lld (its update uses their mean): "
+                "recompile it (dc-compile --micro-batches %lld) or leave the "
+                "option out",
+                static_cast<long long>(given), static_cast<long long>(compiled),
+                static_cast<long long>(given));
+  return compiled;
 }

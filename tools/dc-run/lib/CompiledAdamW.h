@@ -47,8 +47,8 @@ public:
   /// The step updated the parameters already.
   void step(ParamRegistry &registry, const AdamWConfig &config, int64_t step,
             double gradScale) override {}
-  void accumulate(ParamRegistry &registry, int64_t index,
-                  int64_t count) override;
+  /// The step sums the gradients itself: nothing to do.
+  void accumulate(ParamRegistry &, int64_t, int64_t) override {}
   void loadState(ParamRegistry &registry) override;
   void storeState(ParamRegistry &registry) override;
 
@@ -69,6 +69,12 @@ private:
 /// learning rate is the step's input and may be anything).
 AdamWConfig compiledAdamWConfig(const CompiledOptimizer &compiled,
                                 const AdamWConfig &given);
+
+/// The micro-batches of a step: `given` (--micro-batches), or, for a step
+/// that runs its optimizer, the count it was compiled for (its update uses
+/// the mean over exactly that many). Fatal when `given` (not the default
+/// 1) contradicts it.
+int64_t compiledMicroBatches(const StepSpec &step, int64_t given);
 
 } // namespace dcrun
 

@@ -394,7 +394,9 @@ void checkStep(StepSpec &step, int32_t worldSize,
                              arg.kindName +
                              "\" (expected param, data, grad_accum, "
                              "opt_state, learning_rate or step_count)");
-    if (arg.kind == TensorKind::OptState && arg.local)
+    if ((arg.kind == TensorKind::OptState ||
+         arg.kind == TensorKind::GradAccum) &&
+        arg.local)
       checkShardAxes(arg, gridShape, worldSize, where, reader);
     if (arg.kind != TensorKind::Param)
       continue;
@@ -425,10 +427,11 @@ void checkStep(StepSpec &step, int32_t worldSize,
                              ", which is not an argument");
       return;
     }
-    if (accumulator.shape != param->shape || accumulator.local ||
-        accumulator.dtype != DCRT_F32)
+    // Whole on every rank (summed before the reduction), or sharded (a
+    // step that runs its optimizer sums the reduced shards itself).
+    if (accumulator.shape != param->shape || accumulator.dtype != DCRT_F32)
       reader.fail(where, std::string(what) + " of '" + param->name +
-                             "' is not an fp32 tensor of its full shape " +
+                             "' is not an fp32 tensor of its shape " +
                              shapeText(param->shape));
   };
   for (const TensorSpec &arg : step.args)
@@ -498,10 +501,13 @@ void checkAccumulatingPair(const Manifest &manifest, const StepSpec &step,
                              "\"accumulating_step\"");
     return;
   }
-  for (const TensorSpec &result : step.results)
-    if (result.kind == TensorKind::GradAccum)
-      reader.fail(where, "returns an accumulator but is not an accumulating "
-                         "form (no \"accumulates_for\")");
+  // A step that runs its optimizer returns the sums it updates with into
+  // the accumulators, in its final form too.
+  if (!step.optimizer)
+    for (const TensorSpec &result : step.results)
+      if (result.kind == TensorKind::GradAccum)
+        reader.fail(where, "returns an accumulator but is not an "
+                           "accumulating form (no \"accumulates_for\")");
   if (step.accumulatingStep.empty())
     return;
   const StepSpec *accumulating = manifest.findStep(step.accumulatingStep);
@@ -518,24 +524,47 @@ void checkAccumulatingPair(const Manifest &manifest, const StepSpec &step,
               shapeText(tensor.shape) + dcrt::dtypeName(tensor.dtype) + ";";
     return text;
   };
-  if (signature(step.args) != signature(accumulating->args))
+  // The final form of a step that runs its optimizer takes the optimizer's
+  // arguments too (the state, the learning rate and the step count).
+  std::vector<TensorSpec> finalArgs;
+  for (const TensorSpec &arg : step.args)
+    if (arg.kind != TensorKind::OptState &&
+        arg.kind != TensorKind::LearningRate &&
+        arg.kind != TensorKind::StepCount)
+      finalArgs.push_back(arg);
+  if (signature(finalArgs) != signature(accumulating->args))
     reader.fail(where, "and its accumulating step '" + accumulating->name +
                            "' take different arguments");
+  if (accumulating->optimizer)
+    reader.fail(where, "its accumulating step '" + accumulating->name +
+                           "' runs the optimizer");
+  // With the optimizer inside, the final form returns the update of every
+  // parameter, and each is accumulated by the step.
+  auto returnsGradient = [&](int32_t param) {
+    return step.optimizer ? step.findResult(TensorKind::ParamUpdate, param)
+                          : step.findGrad(param);
+  };
   for (const TensorSpec &arg : step.args) {
     if (arg.kind == TensorKind::GradAccum) {
       bool updated = false;
       for (const TensorSpec &result : accumulating->results)
         updated |=
             result.kind == TensorKind::GradAccum && result.param == arg.param;
-      if (!updated || !step.findGrad(arg.param) ||
+      if (!updated || !returnsGradient(arg.param) ||
           accumulating->findGrad(arg.param))
         reader.fail(where, "parameter " + std::to_string(arg.param) +
                                " is accumulated by the step: the final form "
-                               "must return its gradient and the "
+                               "must return its gradient (or update) and the "
                                "accumulating form its accumulator, not its "
                                "gradient");
     }
-    if (arg.kind == TensorKind::Param && !step.findAccumulator(arg.id) &&
+    if (arg.kind == TensorKind::Param && step.optimizer &&
+        returnsGradient(arg.id) && !step.findAccumulator(arg.id))
+      reader.fail(where, "runs its optimizer over micro-batches but does not "
+                         "accumulate the gradient of '" +
+                             arg.name + "'");
+    if (arg.kind == TensorKind::Param && !step.optimizer &&
+        !step.findAccumulator(arg.id) &&
         (step.findGrad(arg.id) != nullptr) !=
             (accumulating->findGrad(arg.id) != nullptr))
       reader.fail(where, "and its accumulating step '" + accumulating->name +
@@ -657,6 +686,11 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
         number("max_grad_norm", config.maxGradNorm);
         dtype("master_dtype", config.masterDtype);
         dtype("moment_dtype", config.momentDtype);
+        config.microBatches =
+            reader.integer(*optimizer, "micro_batches", where, false)
+                .value_or(1);
+        if (config.microBatches < 1)
+          reader.fail(where, "\"optimizer\" has \"micro_batches\" below 1");
       }
       step.optimizer = config;
     }

@@ -77,6 +77,9 @@ struct TensorSpec {
 struct CompiledOptimizer {
   double beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, maxGradNorm = 0;
   dcrt_dtype masterDtype = DCRT_F32, momentDtype = DCRT_F32;
+  /// The step sums its gradients over this many micro-batches and updates
+  /// with their mean ("micro_batches"; 1 without accumulation).
+  int64_t microBatches = 1;
 };
 
 struct StepSpec {

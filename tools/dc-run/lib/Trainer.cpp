@@ -51,12 +51,6 @@ Trainer::Trainer(const Options &options, const Artifact &artifact)
   if (step.optimizer) {
     // The step updates the parameters itself, with the hyperparameters it
     // was compiled for; dc-run gives it the state, learning rate and step.
-    if (microBatches > 1)
-      dcrt::fatal("--micro-batches %lld: the step runs its optimizer itself "
-                  "(compiled with --optimizer-in-step), which does not "
-                  "accumulate gradients yet; compile without it to use "
-                  "--micro-batches",
-                  static_cast<long long>(microBatches));
     if (!options.saveGrads.empty())
       dcrt::fatal("--save-grads: the step runs its optimizer itself "
                   "(compiled with --optimizer-in-step) and returns no "
@@ -402,7 +396,7 @@ void Trainer::bindBuffers() {
     if (arg.kind == TensorKind::GradAccum) {
       accumulators.emplace_back(
           arg.param,
-          dcrt::Buffer(arg.numel() * int64_t(sizeof(float)),
+          dcrt::Buffer(arg.bufferNumel() * int64_t(sizeof(float)),
                        dcrt::MemoryKind::Device, "a gradient accumulator"));
       registry.find(arg.param)->spec.stepAccumulates = true;
     }

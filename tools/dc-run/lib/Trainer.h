@@ -101,14 +101,17 @@ private:
   ParamRegistry registry;
   DataSource data;
   Form finalForm, accumulatingForm;
-  /// The step's fp32 accumulators of full gradients, by parameter id.
+  /// The step's fp32 gradient accumulators (whole, or shards where the
+  /// step runs its optimizer), by parameter id.
   std::vector<std::pair<int32_t, dcrt::Buffer>> accumulators;
   /// The AdamW the run uses: the options', or a compiled step's.
   AdamWConfig adamw = options.adamw;
   std::unique_ptr<Optimizer> optimizer;
   /// The optimizer when the step runs it itself (else null): `optimizer`.
   CompiledAdamW *compiledOptimizer = nullptr;
-  int64_t microBatches = options.microBatches;
+  /// --micro-batches, or what a step that runs its optimizer was compiled
+  /// for (compiledMicroBatches).
+  int64_t microBatches = compiledMicroBatches(step, options.microBatches);
   /// Tokens the whole job trains on per step: the first integer data
   /// argument with a vocabulary (the input token ids; the targets that
   /// follow are the same tokens shifted, not more of them) of every rank,

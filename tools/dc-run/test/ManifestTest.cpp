@@ -263,8 +263,8 @@ TEST(Manifest, ReadsAStepAndItsAccumulatingForm) {
         {"kind": "grad_accum", "param": 1, "shape": [5], "dtype": "f32"}])"),
       error));
   EXPECT_EQ(error, "step 's': parameter 1 is accumulated by the step: the "
-                   "final form must return its gradient and the accumulating "
-                   "form its accumulator, not its gradient");
+                   "final form must return its gradient (or update) and the "
+                   "accumulating form its accumulator, not its gradient");
   // Nor leave out another parameter's gradient.
   EXPECT_FALSE(parseManifest(
       accumulatingPair(R"([{"kind": "loss", "shape": [], "dtype": "f32"},
@@ -280,7 +280,7 @@ TEST(Manifest, ReadsAStepAndItsAccumulatingForm) {
         {"kind": "grad_accum", "param": 1, "shape": [6], "dtype": "f32"}])"),
       error));
   EXPECT_EQ(error, "step 's_accumulate': an accumulating result of 'norm' is "
-                   "not an fp32 tensor of its full shape [5]");
+                   "not an fp32 tensor of its shape [5]");
 }
 
 namespace {

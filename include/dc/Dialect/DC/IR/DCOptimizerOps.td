@@ -35,12 +35,20 @@ def DC_GradSquaresOp : DC_Op<"grad_squares", [Pure,
     parameter order and all-reduced, it is the squared global L2 norm that
     dc-run's trainer computes, bit for bit on the host backend.
 
+    `expert_axis`: the gradient of a block of experts (dc-expert-parallel):
+    ranks at different coordinates on that grid axis hold different
+    experts, so each counts its own. `micro_batches` > 1: `grad` is the sum
+    of that many micro-batches' gradients, and `s` is of their mean (the
+    sum's squares over `micro_batches`^2).
+
     ```mlir
     %s1 = dc.grad_squares %g, %s0
         : !dc.shard<tensor<16x32xf32>, @world[0], local = 256>, tensor<f64>
     ```
   }];
-  let arguments = (ins DC_OptimizerTensor:$grad, DC_F64Scalar:$squares);
+  let arguments = (ins DC_OptimizerTensor:$grad, DC_F64Scalar:$squares,
+                       OptionalAttr<I64Attr>:$expert_axis,
+                       DefaultValuedAttr<I64Attr, "1">:$micro_batches);
   let results = (outs DC_F64Scalar:$result);
   let assemblyFormat = [{
     $grad `,` $squares attr-dict `:` type($grad) `,` type($squares)
@@ -64,9 +72,12 @@ def DC_AdamWOp : DC_Op<"adamw", [Pure,
     (in its own element type), the moments, and the master when there is
     one.
 
-    All operands have the parameter's shape and sharding; the master and
-    the moments may differ in element type only. Without a master, the
-    parameter must be f32, or bf16 with bf16 moments.
+    All operands have the parameter's shape and sharding; the gradient,
+    the master and the moments may differ in element type only. Without a
+    master, the parameter must be f32, or bf16 with bf16 moments.
+    `micro_batches` > 1: `grad` is the sum of that many micro-batches'
+    gradients (an fp32 sum, dc.grad_accumulate), and the update uses their
+    mean.
 
     ```mlir
     %p1, %m1, %v1 = dc.adamw %p, %g, %m, %v, %lr, %step, %sq
@@ -84,7 +95,8 @@ def DC_AdamWOp : DC_Op<"adamw", [Pure,
                        DC_F64Scalar:$lr, DC_I64Scalar:$step,
                        DC_F64Scalar:$squares,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                       F64Attr:$weight_decay, F64Attr:$max_grad_norm);
+                       F64Attr:$weight_decay, F64Attr:$max_grad_norm,
+                       DefaultValuedAttr<I64Attr, "1">:$micro_batches);
   let results = (outs DC_OptimizerTensor:$new_param,
                       DC_OptimizerTensor:$new_exp_avg,
                       DC_OptimizerTensor:$new_exp_avg_sq,
@@ -103,8 +115,35 @@ def DC_AdamWOp : DC_Op<"adamw", [Pure,
                    "::mlir::Value":$master, "::mlir::Value":$lr,
                    "::mlir::Value":$step, "::mlir::Value":$squares,
                    "double":$beta1, "double":$beta2, "double":$eps,
-                   "double":$weightDecay, "double":$maxGradNorm)>
+                   "double":$weightDecay, "double":$maxGradNorm,
+                   CArg<"int64_t", "1">:$microBatches)>
   ];
+  let hasVerifier = 1;
+}
+
+def DC_GradAccumulateOp : DC_Op<"grad_accumulate", [Pure,
+    AllTypesMatch<["sum", "result"]>,
+    DeclareOpInterfaceMethods<DC_ComputeOpInterface>]> {
+  let summary = "add a micro-batch's gradient into its fp32 sum";
+  let description = [{
+    `result = sum + grad`, elementwise in fp32 (the gradient converted
+    first), over this rank's elements: how a step that runs its optimizer
+    sums a reduced gradient over the micro-batches of gradient
+    accumulation, as dc-run's trainer sums the shards it is given. `sum`
+    is the gradient's shape and sharding in f32. The caller keeps the sum
+    across micro-batches (an accumulator argument, `dc.accumulator`).
+
+    ```mlir
+    %s1 = dc.grad_accumulate %g, %s0
+        : !dc.shard<tensor<16x32xbf16>, @world[0], local = 256>,
+          !dc.shard<tensor<16x32xf32>, @world[0], local = 256>
+    ```
+  }];
+  let arguments = (ins DC_OptimizerTensor:$grad, DC_OptimizerTensor:$sum);
+  let results = (outs DC_OptimizerTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $sum attr-dict `:` type($grad) `,` type($sum)
+  }];
   let hasVerifier = 1;
 }
 
@@ -116,6 +155,7 @@ def DC_AdamWOp : DC_Op<"adamw", [Pure,
 //===----------------------------------------------------------------------===//
 
 defvar DC_OptimizerSlotArgs = (ins I64Attr:$full_numel, I64Attr:$shard_axis);
+defvar DC_MicroBatchesArg = (ins DefaultValuedAttr<I64Attr, "1">:$micro_batches);
 
 def DC_GradSquaresIntoOp : DC_Op<"grad_squares_into"> {
   let summary = "dc.grad_squares in buffer form (overwrites result)";
@@ -128,7 +168,9 @@ def DC_GradSquaresIntoOp : DC_Op<"grad_squares_into"> {
   let arguments = !con((ins Arg<DC_DeviceBuffer, "", [MemRead]>:$grad,
                             Arg<DC_DeviceBuffer, "", [MemRead]>:$squares,
                             Arg<DC_DeviceBuffer, "", [MemWrite]>:$result),
-                       DC_OptimizerSlotArgs);
+                       DC_OptimizerSlotArgs,
+                       (ins OptionalAttr<I64Attr>:$expert_axis),
+                       DC_MicroBatchesArg);
   let assemblyFormat = [{
     $grad `,` $squares `into` $result `full_numel` `=` $full_numel
     `shard_axis` `=` $shard_axis attr-dict `:` type($grad) `,` type($squares)
@@ -168,7 +210,8 @@ def DC_AdamWIntoOp : DC_Op<"adamw_into", [AttrSizedOperandSegments]> {
                             Arg<Optional<DC_DeviceBuffer>, "", [MemWrite]>:$new_master),
                        DC_OptimizerSlotArgs,
                        (ins F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
-                            F64Attr:$weight_decay, F64Attr:$max_grad_norm));
+                            F64Attr:$weight_decay, F64Attr:$max_grad_norm),
+                       DC_MicroBatchesArg);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq (`master` $master^)? `,`
     $lr `,` $step `,` $squares `into` $new_param `,` $new_exp_avg `,`
@@ -178,6 +221,26 @@ def DC_AdamWIntoOp : DC_Op<"adamw_into", [AttrSizedOperandSegments]> {
     type($squares) (`master` type($master)^)? `into` type($new_param) `,`
     type($new_exp_avg) `,` type($new_exp_avg_sq)
     (`master` type($new_master)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+def DC_GradAccumulateIntoOp : DC_Op<"grad_accumulate_into"> {
+  let summary = "dc.grad_accumulate in buffer form (overwrites result)";
+  let description = [{
+    ```mlir
+    dc.grad_accumulate_into %g, %s0 into %s1 full_numel = 512 shard_axis = 0
+        : memref<256xbf16>, memref<256xf32> into memref<256xf32>
+    ```
+  }];
+  let arguments = !con((ins Arg<DC_DeviceBuffer, "", [MemRead]>:$grad,
+                            Arg<DC_DeviceBuffer, "", [MemRead]>:$sum,
+                            Arg<DC_DeviceBuffer, "", [MemWrite]>:$result),
+                       DC_OptimizerSlotArgs);
+  let assemblyFormat = [{
+    $grad `,` $sum `into` $result `full_numel` `=` $full_numel
+    `shard_axis` `=` $shard_axis attr-dict `:` type($grad) `,` type($sum)
+    `into` type($result)
   }];
   let hasVerifier = 1;
 }
