@@ -12,8 +12,9 @@
 # (summed by kind of op) says where its time goes.
 #
 # STATES (default "f32,f32 bf16,bf16") and GRAPHS (default "0 1") pick dc's
-# runs, PROFILE=0 skips the profile, PEER_MODES (default "eager compile";
-# empty: no peer) PyTorch's.
+# runs, IN_STEP=0 skips the step with its AdamW inside (bf16 state; where
+# packed), PROFILE=0 skips the profile, PEER_MODES (default "eager
+# compile"; empty: no peer) PyTorch's.
 #
 #   bash bench/gpu_moe_step_bench.sh OUT     (ART: default .gpu-artifacts/moe-step)
 set -uo pipefail
@@ -39,6 +40,18 @@ for state in ${STATES:-f32,f32 bf16,bf16}; do
     grep -E "summary|memory reserved|^step=8" "$log"
   done
 done
+# The same step with its AdamW inside (bf16 state), where packed.
+if [ -e "$ART/mixtral-1gpu-in-step-h200-w1.so" ] && [ "${IN_STEP:-1}" = 1 ]; then
+  for g in ${GRAPHS:-0 1}; do
+    graphs=""; [ "$g" = 1 ] && graphs=--cuda-graphs
+    log="$OUT/dc$graphs-in-step.log"
+    echo "== dc mixtral-1gpu $graphs, AdamW inside the step (bf16 state)"
+    run_watched "$log" "$RUN_TIMEOUT_S" $RUN "$ART/mixtral-1gpu-in-step-h200-w1.so" \
+      --steps 8 --vocab 32000 $graphs \
+      || { echo "FAILED (rc $?)"; tail -5 "$log"; continue; }
+    grep -E "summary|memory reserved|^step=8" "$log"
+  done
+fi
 if [ "${PROFILE:-1}" = 1 ] && [ -e "$ART/mixtral-1gpu-h200-w1-prof.so" ]; then
   echo "== dc per-op profile"
   run_watched "$OUT/prof.log" "$RUN_TIMEOUT_S" $RUN "$ART/mixtral-1gpu-h200-w1-prof.so" \

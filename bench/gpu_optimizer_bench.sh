@@ -9,9 +9,10 @@
 # 20 steps with the compiled update as with the trainer's (losses and norms
 # bit for bit, eager and with CUDA graphs; the final checkpoints compared),
 # and config A/B (where packed) step times, the two side by side, with CUDA
-# graphs. Pack with bench/pack-optimizer-artifacts.sh. MEMCHECK=1 also runs
-# 3 steps of the tiny step with its AdamW under compute-sanitizer memcheck
-# and racecheck.
+# graphs; the tiny step over 4 micro-batches (the step's fp32 sums against
+# the trainer's), bit for bit. Pack with bench/pack-optimizer-artifacts.sh.
+# MEMCHECK=1 also runs 2 steps of 4 micro-batches of the tiny step with its
+# AdamW under compute-sanitizer memcheck and racecheck.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_optimizer_bench.sh OUT}
@@ -51,13 +52,36 @@ fi
 
 # API errors are not reported (NCCL probes kernel images of other GPUs at
 # start-up and handles the error); RACECHECK=0 skips racecheck.
+if [ -f "$ART/tiny-bf16-micro4-in-step-h200-w1.so" ]; then
+  echo "== tiny bf16, 4 micro-batches: the trainer's fp32 sums and AdamW vs the step's own"
+  common="--steps 12 --vocab 32 --lr 0.01 --cuda-graphs"
+  "$BIN/dc-run" "$ART/tiny-bf16-micro4-h200-w1.so" $common --micro-batches 4 --clip-grad-norm 0.05 \
+    --moment-dtype bf16 --save "$OUT/micro4-trainer.safetensors" > "$OUT/micro4-trainer.log" 2>&1 \
+    || { tail -5 "$OUT/micro4-trainer.log"; fail "trainer AdamW, 4 micro-batches"; }
+  "$BIN/dc-run" "$ART/tiny-bf16-micro4-in-step-h200-w1.so" $common \
+    --save "$OUT/micro4-in-step.safetensors" > "$OUT/micro4-in-step.log" 2>&1 \
+    || { tail -5 "$OUT/micro4-in-step.log"; fail "AdamW in the step, 4 micro-batches"; }
+  for field in loss grad_norm; do
+    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
+      "$OUT/micro4-trainer.log" "$OUT/micro4-in-step.log" \
+      || fail "the step's AdamW over micro-batches differs from the trainer's ($field)"
+  done
+  if cmp -s "$OUT/micro4-trainer.safetensors" "$OUT/micro4-in-step.safetensors"; then
+    echo "checkpoints, 4 micro-batches: identical"
+  else
+    python3 test/Runtime/Inputs/safetensors_tool.py close "$OUT/micro4-trainer.safetensors" \
+      "$OUT/micro4-in-step.safetensors" 1e-2 | tail -3
+    fail "checkpoints differ (4 micro-batches)"
+  fi
+fi
+
 if [ "${MEMCHECK:-0}" = 1 ] && [ -f "$ART/tiny-bf16-in-step-h200-w1.so" ]; then
   tools=memcheck
   [ "${RACECHECK:-1}" = 1 ] && tools="memcheck racecheck"
   for tool in $tools; do
-    echo "== compute-sanitizer $tool: 3 steps of the tiny step with its AdamW"
+    echo "== compute-sanitizer $tool: 2 steps (4 micro-batches) of the tiny step with its AdamW"
     compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 1 "$BIN/dc-run" \
-      "$ART/tiny-bf16-in-step-h200-w1.so" --steps 3 --vocab 32 \
+      "$ART/tiny-bf16-micro4-in-step-h200-w1.so" --steps 2 --vocab 32 \
       > "$OUT/sanitizer-$tool.log" 2>&1 || { tail -20 "$OUT/sanitizer-$tool.log"; fail "$tool"; }
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer-$tool.log"
   done

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Compiles the artifacts of bench/gpu_optimizer_bench.sh into
 # .gpu-artifacts/optimizer (run here, where MLIR is): the tiny bf16 Llama
-# and configs A and B (CONFIGS, default "A"), each with dc-run's trainer
-# AdamW and with the update inside the step (bf16 moments and clipping for
-# the tiny one, dc-run's default f32 state for A and B).
+# (also over 4 micro-batches) and configs A and B (CONFIGS, default "A"),
+# each with dc-run's trainer AdamW and with the update inside the step
+# (bf16 moments and clipping for the tiny one, dc-run's default f32 state
+# for A and B).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
@@ -14,6 +15,12 @@ mkdir -p "$DEST"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 -o "$DEST/tiny-bf16-h200-w1.so"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --optimizer-in-step \
   --clip-grad-norm=0.05 --moment-dtype=bf16 -o "$DEST/tiny-bf16-in-step-h200-w1.so"
+# Gradient accumulation over 4 micro-batches: the step's own fp32 sums.
+"$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --micro-batches=4 \
+  -o "$DEST/tiny-bf16-micro4-h200-w1.so"
+"$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --micro-batches=4 \
+  --optimizer-in-step --clip-grad-norm=0.05 --moment-dtype=bf16 \
+  -o "$DEST/tiny-bf16-micro4-in-step-h200-w1.so"
 for c in ${CONFIGS:-A}; do
   "$GEN" --config $c -o "$DEST/$c.mlir"
   /usr/bin/time -f "dc-compile $c: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/$c-h200-w1.so"
