@@ -52,6 +52,24 @@ fi
 
 # API errors are not reported (NCCL probes kernel images of other GPUs at
 # start-up and handles the error); RACECHECK=0 skips racecheck.
+if [ -f "$ART/tiny-bf16-host-state-h200-w1.so" ]; then
+  echo "== tiny bf16: the step's AdamW with its state in host memory vs the trainer's"
+  common="--steps 20 --vocab 32 --lr 0.01 --cuda-graphs"
+  "$BIN/dc-run" "$ART/tiny-bf16-host-state-h200-w1.so" $common \
+    --save "$OUT/host-state.safetensors" > "$OUT/tiny-host-state.log" 2>&1 \
+    || { tail -5 "$OUT/tiny-host-state.log"; fail "AdamW in the step, state in host memory"; }
+  for field in loss grad_norm; do
+    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
+      "$OUT/tiny-trainer-graphs.log" "$OUT/tiny-host-state.log" \
+      || fail "the step's AdamW with host state differs from the trainer's ($field)"
+  done
+  if cmp -s "$OUT/trainer-graphs.safetensors" "$OUT/host-state.safetensors"; then
+    echo "checkpoints, state in host memory: identical"
+  else
+    fail "checkpoints differ (state in host memory)"
+  fi
+fi
+
 if [ -f "$ART/tiny-bf16-micro4-in-step-h200-w1.so" ]; then
   echo "== tiny bf16, 4 micro-batches: the trainer's fp32 sums and AdamW vs the step's own"
   common="--steps 12 --vocab 32 --lr 0.01 --cuda-graphs"

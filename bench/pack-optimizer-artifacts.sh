@@ -15,6 +15,11 @@ mkdir -p "$DEST"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 -o "$DEST/tiny-bf16-h200-w1.so"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --optimizer-in-step \
   --clip-grad-norm=0.05 --moment-dtype=bf16 -o "$DEST/tiny-bf16-in-step-h200-w1.so"
+# The state in host memory (pinned), uploaded for each update and written
+# back.
+"$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --optimizer-in-step \
+  --clip-grad-norm=0.05 --moment-dtype=bf16 --offload-optimizer-state=all \
+  -o "$DEST/tiny-bf16-host-state-h200-w1.so"
 # Gradient accumulation over 4 micro-batches: the step's own fp32 sums.
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --micro-batches=4 \
   -o "$DEST/tiny-bf16-micro4-h200-w1.so"

@@ -39,11 +39,14 @@ static Value getAliasedValue(OpResult result) {
   if (OpOperand *viewed = getViewedOperand(op))
     return viewed->get();
   // The updated parameter and state are returned into their arguments'
-  // buffers (dc-optimizer-in-step): the update allocates nothing.
+  // buffers (dc-optimizer-in-step): the update allocates nothing for them.
+  // State uploaded from host memory (dc-offload-optimizer-state) is updated
+  // into a buffer of its own.
   if (auto update = dyn_cast<AdamWOp>(op)) {
     Value operands[] = {update.getParam(), update.getExpAvg(),
                         update.getExpAvgSq(), update.getMaster()};
-    return operands[result.getResultNumber()];
+    Value operand = operands[result.getResultNumber()];
+    return isa<BlockArgument>(operand) ? operand : Value();
   }
   // A gradient's sum over micro-batches is returned into its accumulator
   // argument's buffer (dc-optimizer-in-step): the caller passes one.

@@ -214,7 +214,11 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
   };
   PlanBytes plan;
   plan.gatherArena = peakOf(bytesIfMadeBy<GatherStartOp>);
-  plan.hostPool = peakOf(bytesIfMadeBy<OffloadStartOp>);
+  // Copies into the caller's host buffers (`into`) take none of the pool.
+  plan.hostPool = peakOf([](OpResult result, int64_t bytes) -> int64_t {
+    auto offload = dyn_cast<OffloadStartOp>(result.getOwner());
+    return offload && !offload.getDestination() ? bytes : 0;
+  });
   // Reductions live to the end of the step: all of them at once.
   fn.walk([&](Operation *op) {
     if (isa<ReduceScatterStartOp, AllReduceStartOp>(op))
@@ -335,8 +339,9 @@ LogicalResult ArtifactManifestPass::writeTensor(
   if (isa<HostType>(type))
     return emitError(loc) << what << " is " << type
                           << ", in host memory; an artifact keeps only "
-                             "parameter shard arguments in host memory "
-                             "(dc-offload-params)";
+                             "parameter shard arguments (dc-offload-params) "
+                             "and optimizer state arguments "
+                             "(dc-offload-optimizer-state) in host memory";
   RankedTensorType tensor;
   std::optional<int64_t> local;
   ArrayRef<int64_t> shardAxes;
@@ -492,12 +497,15 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
             json.attribute("kind", "data");
           }
           json.attribute("name", name);
-          // A parameter shard kept in host memory (dc-offload-params): the
-          // caller allocates it there and the step uploads it.
+          // A parameter shard kept in host memory (dc-offload-params), or
+          // optimizer state (dc-offload-optimizer-state): the caller
+          // allocates it there; the step uploads it (and writes the state
+          // back into it).
           Type type = arg.getType();
           auto host = dyn_cast<HostType>(type);
-          bool hostShard = host && isa<ShardType>(host.getValue()) &&
-                           fn.getArgAttr(i, kParamAttrName);
+          bool hostShard = host && ((isa<ShardType>(host.getValue()) &&
+                                     fn.getArgAttr(i, kParamAttrName)) ||
+                                    getOptimizerState(fn.getArgAttrDict(i)));
           if (hostShard)
             type = host.getValue();
           std::optional<int64_t> owner = getAccumulatedParam(fn, i);

@@ -369,7 +369,7 @@ StringRef getReloadFunction(ReloadStartOp op) {
 }
 
 /// dc.offload_start: copy the bytes of one buffer to a host-pool buffer the
-/// runtime picks.
+/// runtime picks, or into the caller's host buffer (`into`).
 struct OffloadStartLowering : public DCRTPattern<OffloadStartOp> {
   using DCRTPattern::DCRTPattern;
 
@@ -378,10 +378,19 @@ struct OffloadStartLowering : public DCRTPattern<OffloadStartOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     Value out = stackSlots(rewriter, op, ptrType(), 1);
-    FailureOr<Value> handle = call(
-        rewriter, op, "dcrt_offload_start",
-        {alignedPtr(rewriter, loc, adaptor.getValue()),
-         i64(rewriter, loc, getTypeBytes(getBufferType(op.getValue()))), out});
+    Value source = alignedPtr(rewriter, loc, adaptor.getValue());
+    Value bytes =
+        i64(rewriter, loc, getTypeBytes(getBufferType(op.getValue())));
+    FailureOr<Value> handle;
+    if (op.getDestination()) {
+      // Into the caller's host buffer, which the future's slot names.
+      Value destination = alignedPtr(rewriter, loc, adaptor.getDestination());
+      LLVM::StoreOp::create(rewriter, loc, destination, out);
+      handle = call(rewriter, op, "dcrt_download_into",
+                    {source, bytes, destination});
+    } else {
+      handle = call(rewriter, op, "dcrt_offload_start", {source, bytes, out});
+    }
     if (failed(handle))
       return failure();
     rewriter.replaceOp(op, futures(rewriter, loc, *handle, out, 1));

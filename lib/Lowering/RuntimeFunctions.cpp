@@ -34,6 +34,7 @@ static const RuntimeFunction &findRuntimeFunction(llvm::StringRef name) {
       {"dcrt_offload_start",         Ptr,    {Ptr, I64, Ptr}},
       {"dcrt_reload_into",           Ptr,    {Ptr, I64, Ptr}},
       {"dcrt_upload_into",           Ptr,    {Ptr, I64, Ptr}},
+      {"dcrt_download_into",         Ptr,    {Ptr, I64, Ptr}},
       {"dcrt_wait",                  Void,   {Ptr}},
       {"dcrt_release",               Void,   {Ptr}},
       {"dcrt_invalidate_gathered",   Void,   {Ptr}},

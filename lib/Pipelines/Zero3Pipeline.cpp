@@ -16,7 +16,13 @@ using namespace dc;
 /// Bytes the trainer keeps per parameter element: the optimizer's state,
 /// and with micro-batches dc-run's fp32 sum of the gradient shards.
 static int64_t trainerBytesPerElement(const dc::Zero3PipelineOptions &options) {
-  return options.optimizerStateBytes + (options.microBatches > 1 ? 4 : 0);
+  // State the step keeps in host memory takes none of the device while
+  // forward and backward run (dc-offload-optimizer-state plans its visits).
+  int64_t state = options.optimizerInStep &&
+                          options.offloadOptimizerState != StateInHost::None
+                      ? 0
+                      : int64_t(options.optimizerStateBytes);
+  return state + (options.microBatches > 1 ? 4 : 0);
 }
 
 /// Every planning pass plans against the same profile (and the module's one
@@ -203,6 +209,13 @@ void dc::buildZero3Pipeline(OpPassManager &pm,
     adamw.microBatches = options.microBatches;
     pm.addPass(createDCOptimizerInStep(adamw));
     verify.optimizerStateBytes = 0;
+  }
+  // (Without the optimizer in the step the pass says there is no state.)
+  if (options.offloadOptimizerState != StateInHost::None) {
+    DCOffloadOptimizerStateOptions offload;
+    offload.profile = options.profile;
+    offload.state = options.offloadOptimizerState;
+    pm.addPass(createDCOffloadOptimizerState(offload));
   }
   pm.addPass(createDCVerifySchedule(verify));
 }

@@ -111,7 +111,9 @@ json::Array reportActivations(func::FuncOp fn, const MemoryTimeline &timeline,
   for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
     if (auto id = op->getAttrOfType<IntegerAttr>(kRecomputeAttrName))
       recomputations[id.getInt()].push_back(i);
-    if (auto offload = dyn_cast<OffloadStartOp>(op)) {
+    // (An offload into the caller's buffer writes optimizer state back.)
+    if (auto offload = dyn_cast<OffloadStartOp>(op);
+        offload && !offload.getDestination()) {
       double stall = 0;
       auto hostWait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
       stall += sim.ops[timeline.indexOf(hostWait)].stall;
@@ -377,12 +379,19 @@ void printText(const json::Object &r, llvm::raw_ostream &os) {
   os << "dc-report @" << *r.getString("function") << "\n";
   os << "  predicted step        " << ms(num("stepSeconds")) << "\n";
   os << "  compute (busy)        " << ms(num("computeSeconds")) << "\n";
-  if (const json::Object *inStep = r.getObject("optimizerInStep"))
+  if (const json::Object *inStep = r.getObject("optimizerInStep")) {
+    int64_t hostState = *inStep->getInteger("hostStateBytes");
     os << "  optimizer (in step)   " << ms(*inStep->getNumber("seconds"))
        << "   AdamW of " << *inStep->getInteger("updates")
        << " parameters and the norm, state "
        << formatBytes(*inStep->getInteger("stateBytes"))
-       << " (in the step's memory)\n";
+       << " (in the step's memory";
+    if (hostState)
+      os << "; " << formatBytes(hostState) << " of it in host memory, copies "
+         << ms(*inStep->getNumber("stateCopySeconds")) << " (waited "
+         << ms(*inStep->getNumber("stateCopyStallSeconds")) << ")";
+    os << ")\n";
+  }
   if (double optimizer = num("optimizerSeconds"))
     os << "  optimizer step        " << ms(optimizer) << "   trainer step "
        << ms(num("trainerStepSeconds"))
@@ -589,19 +598,43 @@ struct ReportPass : public dc::impl::DCReportBase<ReportPass> {
                     setup->target.memoryBandwidth
               : 0.0);
       if (inStep) {
-        int64_t stateBytes = 0;
+        // State in host memory (dc-offload-optimizer-state): its bytes,
+        // its copies' time and how long the step waited for them.
+        int64_t stateBytes = 0, hostStateBytes = 0;
         for (BlockArgument arg : fn.getArguments())
-          if (getOptimizerState(fn.getArgAttrDict(arg.getArgNumber())))
+          if (getOptimizerState(fn.getArgAttrDict(arg.getArgNumber()))) {
             stateBytes += getTypeBytes(arg.getType());
-        double updateSeconds = 0;
+            if (isa<HostType>(arg.getType()))
+              hostStateBytes += getTypeBytes(arg.getType());
+          }
+        double updateSeconds = 0, copySeconds = 0, copyStalls = 0;
         int64_t updates = 0;
-        for (const SimulatedOp &op : sim.ops)
+        for (const SimulatedOp &op : sim.ops) {
           if (isa_and_nonnull<AdamWOp, GradSquaresOp>(op.op)) {
             updateSeconds += op.end - op.start;
             updates += isa<AdamWOp>(op.op);
           }
+          auto stateCopy = [&](Operation *copy) {
+            if (auto offload = dyn_cast_or_null<OffloadStartOp>(copy))
+              return bool(offload.getDestination());
+            auto reload = dyn_cast_or_null<ReloadStartOp>(copy);
+            auto arg = reload ? dyn_cast<BlockArgument>(reload.getHost())
+                              : BlockArgument();
+            return arg &&
+                   getOptimizerState(fn.getArgAttrDict(arg.getArgNumber()))
+                       .has_value();
+          };
+          if (stateCopy(op.op))
+            copySeconds += op.end - op.start;
+          if (auto wait = dyn_cast_or_null<WaitOp>(op.op))
+            if (stateCopy(wait.getFuture().getDefiningOp()))
+              copyStalls += op.stall;
+        }
         report["optimizerInStep"] = json::Object{
             {"stateBytes", stateBytes},
+            {"hostStateBytes", hostStateBytes},
+            {"stateCopySeconds", copySeconds},
+            {"stateCopyStallSeconds", copyStalls},
             {"updates", updates},
             {"seconds", updateSeconds},
         };

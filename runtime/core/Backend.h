@@ -114,6 +114,9 @@ public:
   virtual dcrt_future reloadInto(void *host, int64_t bytes, void *device) = 0;
   virtual dcrt_future uploadInto(const void *host, int64_t bytes,
                                  void *device) = 0;
+  /// Copy device bytes into the caller's host buffer `host`.
+  virtual dcrt_future downloadInto(const void *device, int64_t bytes,
+                                   void *host) = 0;
   virtual void wait(dcrt_future future) = 0;
   virtual void release(void *buffer) = 0;
   virtual void invalidateGathered(const void *shard) = 0;

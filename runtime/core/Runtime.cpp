@@ -420,6 +420,15 @@ dcrt_future dcrt_upload_into(const void *host, int64_t bytes,
   return b.uploadInto(host, bytes, device_dst);
 }
 
+dcrt_future dcrt_download_into(const void *device, int64_t bytes,
+                               void *host_dst) {
+  Backend &b = backend("dcrt_download_into");
+  if (bytes < 0 || (bytes > 0 && (!device || !host_dst)))
+    fatal("dcrt_download_into: bad copy (%p to %p, %lld bytes)", device,
+          host_dst, static_cast<long long>(bytes));
+  return b.downloadInto(device, bytes, host_dst);
+}
+
 void dcrt_wait(dcrt_future future) {
   Backend &b = backend("dcrt_wait");
   if (!future || !future->inUse)

@@ -766,6 +766,23 @@ dcrt_future CudaBackend::uploadInto(const void *host, int64_t bytes,
   return future;
 }
 
+// The caller's host buffer (pinned) gets the device bytes; newFuture orders
+// the copy after the compute that wrote them.
+dcrt_future CudaBackend::downloadInto(const void *device, int64_t bytes,
+                                      void *host) {
+  if (hostPool->owns(host))
+    fatal("dcrt_download_into(%p): a host copy from dcrt_offload_start, not "
+          "a caller's buffer",
+          host);
+  CudaFuture *future = newFuture(Kind::Offload, toHost, Track::CopyToHost);
+  DCRT_CUDA_CHECK_WHAT(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, toHost),
+      "a download copy");
+  future->bytes = bytes;
+  finishStart(future);
+  return future;
+}
+
 //===----------------------------------------------------------------------===//
 // Releasing and the end of a step
 //===----------------------------------------------------------------------===//

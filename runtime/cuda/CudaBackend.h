@@ -156,6 +156,8 @@ public:
   dcrt_future reloadInto(void *host, int64_t bytes, void *device) override;
   dcrt_future uploadInto(const void *host, int64_t bytes,
                          void *device) override;
+  dcrt_future downloadInto(const void *device, int64_t bytes,
+                           void *host) override;
   void wait(dcrt_future future) override;
   void release(void *buffer) override;
   void invalidateGathered(const void *shard) override;

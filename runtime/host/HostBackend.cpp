@@ -604,6 +604,25 @@ dcrt_future HostBackend::uploadInto(const void *host, int64_t bytes,
   return copyToDevice(Kind::Upload, "upload", host, bytes, device, nullptr);
 }
 
+dcrt_future HostBackend::downloadInto(const void *device, int64_t bytes,
+                                      void *host) {
+  HostBackend &rt = *this;
+  // A pool copy is the runtime's: the caller's buffers only.
+  if (rt.hostPool.owns(host))
+    fatal("dcrt_download_into(%p): a host copy from dcrt_offload_start, not "
+          "a caller's buffer",
+          host);
+  HostFuture *future = rt.newFuture(Kind::Offload);
+  CopyJob &job = future->copy;
+  job.dst = host;
+  job.src = device;
+  job.bytes = bytes;
+  job.name = "download";
+  job.releaseTo = nullptr;
+  rt.toHost.submit(&job);
+  return future;
+}
+
 //===----------------------------------------------------------------------===//
 // Waiting
 //===----------------------------------------------------------------------===//

@@ -72,7 +72,7 @@ func.func @step(%x: tensor<4xf32>) -> (tensor<f32> {dc.loss}) {
 // Only parameter shards live in host memory: not data,
 shard.grid @world(shape = 2)
 func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0>},
-                // expected-error @+1 {{argument #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+                // expected-error @+1 {{argument #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments (dc-offload-params) and optimizer state arguments (dc-offload-optimizer-state) in host memory}}
                 %v: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>)
     -> (tensor<f32> {dc.loss}) {
   %l = arith.constant dense<0.0> : tensor<f32>
@@ -82,7 +82,7 @@ func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc
 // -----
 
 // not a replicated parameter (dc-offload-params moves only shards),
-// expected-error @+1 {{argument #0 is '!dc.host<tensor<8xf32>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+// expected-error @+1 {{argument #0 is '!dc.host<tensor<8xf32>>', in host memory; an artifact keeps only parameter shard arguments (dc-offload-params) and optimizer state arguments (dc-offload-optimizer-state) in host memory}}
 func.func @step(%w: !dc.host<tensor<8xf32>> {dc.param = #dc.param<id = 0>})
     -> (tensor<f32> {dc.loss}) {
   %l = arith.constant dense<0.0> : tensor<f32>
@@ -93,7 +93,7 @@ func.func @step(%w: !dc.host<tensor<8xf32>> {dc.param = #dc.param<id = 0>})
 
 // and not a result.
 shard.grid @world(shape = 2)
-// expected-error @+1 {{result #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments in host memory (dc-offload-params)}}
+// expected-error @+1 {{result #1 is '!dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>>', in host memory; an artifact keeps only parameter shard arguments (dc-offload-params) and optimizer state arguments (dc-offload-optimizer-state) in host memory}}
 func.func @step(%w: !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.param = #dc.param<id = 0>})
     -> (tensor<f32> {dc.loss}, !dc.host<!dc.shard<tensor<8xf32>, @world[0], local = 4>> {dc.grad = #dc.grad<param = 0>}) {
   %l = arith.constant dense<0.0> : tensor<f32>

@@ -175,6 +175,23 @@ func.func @upload_param(%w: memref<128xf32, #dc.host_memory> {dc.param = #dc.par
   return %s, %back : memref<128xf32>, memref<4x16xf32>
 }
 
+// Optimizer state kept in host memory: the update is written back into
+// the caller's host buffer (64 bytes), whose address the future's slot
+// holds, not into the host pool.
+// CHECK-LABEL: func.func @download_state
+// CHECK-DAG: %[[BYTES:.*]] = llvm.mlir.constant(64 : i64) : i64
+// CHECK: %[[HD:.*]] = builtin.unrealized_conversion_cast %arg1 : memref<16xf32> to !llvm.struct
+// CHECK: %[[HP:.*]] = llvm.extractvalue %[[HD]][1]
+// CHECK: llvm.store %[[HP]], %[[SLOT:.*]] : !llvm.ptr, !llvm.ptr
+// CHECK-NEXT: %[[D:.*]] = llvm.call @dcrt_download_into(%{{.*}}, %[[BYTES]], %[[HP]]) : (!llvm.ptr, i64, !llvm.ptr) -> !llvm.ptr
+// CHECK: llvm.call @dcrt_wait(%[[D]])
+// CHECK-NOT: dcrt_offload_start
+func.func @download_state(%m: memref<16xf32>, %h: memref<16xf32, #dc.host_memory> {dc.optimizer_state = {param = 0 : i64, state = "exp_avg"}}) {
+  %f = dc.offload_start %m into %h : memref<16xf32> into memref<16xf32, #dc.host_memory>
+  %w = dc.wait %f : !dc.future<memref<16xf32, #dc.host_memory>>
+  return
+}
+
 // The synchronous all-to-all, a start waited at once: axis 0, rank 2, shape
 // [2, 8], split 1, concat 0, f32.
 // CHECK-LABEL: func.func @ulysses

@@ -996,6 +996,26 @@ func.func @reload_of_unknown_host_buffer() {
 
 // -----
 
+// A write-back goes into the caller's buffer, a step argument, only.
+func.func @download_into_a_pool_copy(%v: tensor<4xf32>) {
+  %f = dc.offload_start %v : tensor<4xf32>
+  %h = dc.wait %f : !dc.future<!dc.host<tensor<4xf32>>>
+  // expected-error @+1 {{'dc.offload_start' op writes into a host value that is not a step argument (the caller's buffer)}}
+  %g = dc.offload_start %v into %h : tensor<4xf32> into !dc.host<tensor<4xf32>>
+  %d = dc.wait %g : !dc.future<!dc.host<tensor<4xf32>>>
+  return
+}
+
+// -----
+
+func.func @download_into_another_type(%v: tensor<4xf32>, %h: !dc.host<tensor<8xf32>>) {
+  // expected-error @+1 {{'dc.offload_start' op destination type '!dc.host<tensor<8xf32>>' is not the host value's type '!dc.host<tensor<4xf32>>'}}
+  %f = dc.offload_start %v into %h : tensor<4xf32> into !dc.host<tensor<8xf32>>
+  return
+}
+
+// -----
+
 func.func @step_arena_not_bytes() {
   // expected-error @+1 {{'dc.step_arena' op must be a non-empty, statically sized 1-D i8 buffer in device memory, got 'memref<16xf32>'}}
   %a = dc.step_arena : memref<16xf32>

@@ -201,3 +201,17 @@ func.func @named_data(%w: tensor<4xf32> {dc.param = #dc.param<id = 0, name = "w"
 func.func @named_data_again(%tokens: tensor<2x4xi32> {dc.name = "tokens"}) -> tensor<2x4xi32> {
   return %tokens : tensor<2x4xi32>
 }
+
+// A write-back into the caller's host buffer (optimizer state kept in host
+// memory), in both forms.
+// CHECK-LABEL: func.func @download
+// CHECK: dc.offload_start %arg0 into %arg1 : tensor<4xf32> into !dc.host<tensor<4xf32>>
+// CHECK: dc.offload_start %arg2 into %arg3 : memref<4xf32> into memref<4xf32, #dc.host_memory>
+func.func @download(%v: tensor<4xf32>, %h: !dc.host<tensor<4xf32>>,
+                    %vb: memref<4xf32>, %hb: memref<4xf32, #dc.host_memory>) {
+  %f = dc.offload_start %v into %h : tensor<4xf32> into !dc.host<tensor<4xf32>>
+  %w = dc.wait %f : !dc.future<!dc.host<tensor<4xf32>>>
+  %g = dc.offload_start %vb into %hb : memref<4xf32> into memref<4xf32, #dc.host_memory>
+  %x = dc.wait %g : !dc.future<memref<4xf32, #dc.host_memory>>
+  return
+}

@@ -316,6 +316,23 @@ LogicalResult EndBackwardOp::verify() {
 // OffloadStartOp, ReloadStartOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult OffloadStartOp::verify() {
+  Value destination = getDestination();
+  if (!destination)
+    return success();
+  Type host = cast<FutureType>(getFuture().getType()).getValue();
+  if (destination.getType() != host)
+    return emitOpError() << "destination type " << destination.getType()
+                         << " is not the host value's type " << host;
+  // Only a caller's buffer: the runtime's host copies are its own.
+  if (auto arg = dyn_cast<BlockArgument>(destination))
+    if (arg.getOwner()->isEntryBlock() &&
+        isa<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      return success();
+  return emitOpError("writes into a host value that is not a step argument "
+                     "(the caller's buffer)");
+}
+
 LogicalResult OffloadStartOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyShardOperands(*this, symbols);
 }

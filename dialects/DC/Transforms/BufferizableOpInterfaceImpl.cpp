@@ -72,12 +72,28 @@ struct DCOpModel
     : public BufferizableOpInterface::ExternalModel<DCOpModel<OpTy>, OpTy> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &state) const {
+    if (isDownloadDestination(op, operand))
+      return false;
     // Dropping a cached gather touches no data.
     return !std::is_same_v<OpTy, InvalidateGatheredOp>;
   }
 
+  /// The caller's host buffer a dc.offload_start writes back into (a step
+  /// argument): the runtime overwrites it after every read of it in the
+  /// step (the update it feeds comes first), so One-Shot Bufferize must
+  /// not give the write a copy of its own, which would leave the caller's
+  /// buffer unchanged.
+  static bool isDownloadDestination(Operation *op, OpOperand &operand) {
+    if constexpr (std::is_same_v<OpTy, OffloadStartOp>)
+      return cast<OffloadStartOp>(op).getDestination() &&
+             operand.getOperandNumber() == 1;
+    return false;
+  }
+
   bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
                                const AnalysisState &state) const {
+    if (isDownloadDestination(op, operand))
+      return false;
     // The runtime reads these operands until the wait. Modelling that as a
     // write keeps later ops from writing the buffer in place meanwhile: a
     // value used again gives the transfer its own copy. Shards are never

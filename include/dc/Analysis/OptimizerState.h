@@ -34,6 +34,9 @@ constexpr llvm::StringLiteral kGradSquaresAttrName = "dc.grad_squares";
 /// weight_decay, max_grad_norm (f64), master_dtype, moment_dtype
 /// ("f32" | "bf16")}.
 constexpr llvm::StringLiteral kOptimizerAttrName = "dc.optimizer";
+/// On the step (dc-offload-optimizer-state): the ids (i64 array) of the
+/// parameters whose state the caller keeps in host memory.
+constexpr llvm::StringLiteral kStateInHostAttrName = "dc.state_in_host";
 
 /// A state argument's or result's parameter and state name.
 struct OptimizerStateRef {

@@ -168,6 +168,17 @@ struct Zero3PipelineOptions
       *this, "local-accumulation",
       llvm::cl::desc("Parameters (by name) whose gradients the step always "
                      "sums itself over the micro-batches")};
+  Option<StateInHost> offloadOptimizerState{
+      *this, "offload-optimizer-state",
+      llvm::cl::desc("With optimizer-in-step: optimizer state in host "
+                     "memory (dc-offload-optimizer-state): none, all or "
+                     "budget"),
+      llvm::cl::values(
+          clEnumValN(StateInHost::None, "none", "none"),
+          clEnumValN(StateInHost::All, "all", "every parameter's"),
+          clEnumValN(StateInHost::Budget, "budget",
+                     "the largest, until the step fits the budget")),
+      llvm::cl::init(StateInHost::None)};
   Option<bool> optimizerInStep{
       *this, "optimizer-in-step",
       llvm::cl::desc("Run AdamW inside the step (dc-optimizer-in-step): the "

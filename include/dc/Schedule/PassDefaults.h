@@ -17,6 +17,10 @@ namespace dc {
 /// dc-zero3-pipeline `offload-params`).
 enum class ParamsInHost { None, All, Budget };
 
+/// Which optimizer state lives in host memory (dc-offload-optimizer-state
+/// `state`, dc-zero3-pipeline `offload-optimizer-state`).
+enum class StateInHost { None, All, Budget };
+
 /// Ranks on the grid axis; 0 takes them from the module's grid.
 constexpr int64_t kDefaultWorldSize = 0;
 constexpr const char kDefaultGrid[] = "world";

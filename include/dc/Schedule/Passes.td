@@ -642,6 +642,45 @@ def DCOptimizerInStep : Pass<"dc-optimizer-in-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def DCOffloadOptimizerState
+    : Pass<"dc-offload-optimizer-state", "::mlir::ModuleOp"> {
+  let summary = "Keep optimizer state in host memory (pinned) and bring it "
+                "to the device for its update only";
+  let description = [{
+    After `dc-optimizer-in-step`: a chosen parameter's state arguments
+    (moments and master) become `!dc.host` arguments the caller keeps in
+    host memory. The step uploads them (`dc.reload_start` of the argument,
+    on the host-to-device copy stream) for the parameter's `dc.adamw`, and
+    writes the updated state back into the same host buffers
+    (`dc.offload_start ... into`, on the device-to-host stream); the state
+    is then no result of the step. So the state takes no device memory
+    while forward and backward run.
+
+    The copies are pipelined over the updates, one parameter ahead: the
+    first offloaded parameter's upload starts with the optimizer phase
+    (before the norm's first share), each next one's right after the
+    previous offloaded update, and each write-back is waited before the
+    next offloaded update. At most two parameters' state is on the device
+    at a time, and the copies in both directions overlap the updates.
+
+    `state=all` offloads every parameter's state; `state=budget` the
+    largest first (a parameter's state together), only until the memory
+    timeline fits the budget (nothing when it fits already; an error
+    naming the peak when even all of it does not fit). The choice is
+    recorded on the step (`dc.state_in_host`, parameter ids) for dc-report.
+  }];
+  let dependentDialects = ["::dc::DCDialect"];
+  let options = !listconcat(DCPlanningOptions, [
+    Option<"state", "state", "::dc::StateInHost", "::dc::StateInHost::Budget",
+           "Which parameters' optimizer state lives in host memory: all or "
+           "budget",
+           [{::llvm::cl::values(
+             clEnumValN(::dc::StateInHost::All, "all", "every parameter's"),
+             clEnumValN(::dc::StateInHost::Budget, "budget",
+                        "the largest, until the step fits the budget"))}]>,
+  ]);
+}
+
 def DCAccumulateGradients
     : Pass<"dc-accumulate-gradients", "::mlir::ModuleOp"> {
   let summary = "Gradient accumulation: choose, per parameter, to sum its "

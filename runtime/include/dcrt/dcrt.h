@@ -203,6 +203,14 @@ dcrt_future dcrt_reload_into(void *host, int64_t bytes, void *device_dst);
  * the caller's and unchanged (it must not be written until the wait). */
 dcrt_future dcrt_upload_into(const void *host, int64_t bytes, void *device_dst);
 
+/* Copies `bytes` from a device buffer into `host_dst`, a caller-owned host
+ * buffer (optimizer state kept in host memory, "memory": "host"), on the
+ * device-to-host copy stream (an addition: ABI unchanged). Like any start,
+ * the copy is ordered after the compute enqueued before it; the caller must
+ * not touch either buffer until the wait. */
+dcrt_future dcrt_download_into(const void *device, int64_t bytes,
+                               void *host_dst);
+
 /* Profiling: drop cached gathered copies (of one shard, or all). */
 void dcrt_invalidate_gathered(const void *shard);
 void dcrt_clear_gathered(void);

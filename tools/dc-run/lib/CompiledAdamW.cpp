@@ -30,8 +30,12 @@ CompiledAdamW::CompiledAdamW(const StepSpec &step, ParamRegistry &registry)
                  : arg.state == "exp_avg_sq" ? "exp_avg_sq"
                                              : "master";
     state.dtype = arg.dtype;
+    // State the step keeps in host memory (pinned on a device backend) is
+    // uploaded for its update and written back by the step itself.
     state.buffer = dcrt::Buffer(arg.bufferNumel() * dcrt::dtypeSize(arg.dtype),
-                                dcrt::MemoryKind::Device, arg.name.c_str());
+                                arg.onHost ? dcrt::MemoryKind::Host
+                                           : dcrt::MemoryKind::Device,
+                                arg.name.c_str());
   }
 }
 

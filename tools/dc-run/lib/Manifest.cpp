@@ -201,9 +201,13 @@ public:
       fail(where, "\"memory\" is \"" + memory +
                       "\" (expected \"host\" or \"device\")");
     spec.onHost = memory == "host";
-    if (spec.onHost && spec.kind != TensorKind::Param)
+    // Parameters (dc-offload-params) and optimizer state
+    // (dc-offload-optimizer-state), which the step uploads and writes back.
+    if (spec.onHost && spec.kind != TensorKind::Param &&
+        spec.kind != TensorKind::OptState)
       fail(where, "\"memory\": \"host\" on a " + spec.kindName +
-                      " tensor; only parameters are kept in host memory");
+                      " tensor; only parameters and optimizer state are kept "
+                      "in host memory");
     if (std::optional<int64_t> offset =
             integer(entry, "arena_offset", where, false);
         offset && *offset != -1) {
@@ -345,9 +349,18 @@ void checkOptimizer(const StepSpec &step, const std::string &where,
       dcrt_dtype dtype = std::string_view(state) == "master"
                              ? DCRT_F32
                              : step.optimizer->momentDtype;
-      for (const TensorSpec *tensor :
-           {step.findArg(TensorKind::OptState, update.param, state),
-            step.findResult(TensorKind::OptState, update.param, state)}) {
+      // State in host memory is written back into its argument by the
+      // step: it has no result.
+      const TensorSpec *arg =
+          step.findArg(TensorKind::OptState, update.param, state);
+      const TensorSpec *result =
+          step.findResult(TensorKind::OptState, update.param, state);
+      bool onHost = arg && arg->onHost;
+      if (onHost && result)
+        reader.fail(where, "parameter '" + param->name + "' has its " + state +
+                               " in host memory and as a result: the step "
+                               "writes host state back into its argument");
+      for (const TensorSpec *tensor : {arg, onHost ? arg : result}) {
         if (!wanted) {
           if (tensor)
             reader.fail(where, "parameter '" + param->name + "' has a " +

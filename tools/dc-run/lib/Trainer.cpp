@@ -524,11 +524,22 @@ void Trainer::printHeader() {
   int64_t grads = 0;
   for (const dcrun::Param &param : registry.params())
     grads += param.spec.hasGrad;
+  // Optimizer state the step keeps in host memory.
+  int64_t hostStates = 0, states = 0;
+  for (const TensorSpec &arg : step.args)
+    if (arg.kind == TensorKind::OptState) {
+      ++states;
+      hostStates += arg.onHost;
+    }
+  std::string stateInHost = hostStates
+                                ? ", " + std::to_string(hostStates) + " of " +
+                                      std::to_string(states) + " in host memory"
+                                : "";
   const Manifest &manifest = artifact.manifest;
   report(
       "dc-run: %s, step %s, %d rank%s, %zu parameters (%lld "
       "elements)%s, plan: gather arena %s, host pool %s; %s: "
-      "%s master, %s moments (%lld B/element); gradients in the step "
+      "%s master, %s moments (%lld B/element%s); gradients in the step "
       "arena: %lld of %lld\n",
       options.artifact.c_str(), step.name.c_str(), worldSize,
       worldSize == 1 ? "" : "s", registry.params().size(),
@@ -540,7 +551,8 @@ void Trainer::printHeader() {
       compiledOptimizer ? "AdamW inside the step, state" : "AdamW state",
       dcrt::dtypeName(adamw.masterDtype), dcrt::dtypeName(adamw.momentDtype),
       static_cast<long long>(dcrun::stateBytesPerElement(adamw)),
-      static_cast<long long>(gradientsInArena), static_cast<long long>(grads));
+      stateInHost.c_str(), static_cast<long long>(gradientsInArena),
+      static_cast<long long>(grads));
 }
 
 /// The mean over all steps, and, with more than one, the mean and

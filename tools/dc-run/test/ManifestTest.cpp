@@ -385,6 +385,49 @@ TEST(Manifest, ReadsAStepThatRunsItsOptimizer) {
   EXPECT_NE(step.findArg(TensorKind::LearningRate), nullptr);
 }
 
+// State in host memory (dc-offload-optimizer-state): the step writes it
+// back into its argument, so it has no result; one with a result too is
+// refused.
+TEST(Manifest, ReadsOptimizerStateInHostMemory) {
+  std::string text = optimizerStep(kOptimizerResults);
+  std::string master =
+      R"({"kind": "opt_state", "param": 0, "state": "master", "shape": [3],
+            "dtype": "f32", "local": 2})";
+  std::string hostMaster =
+      R"({"kind": "opt_state", "param": 0, "state": "master", "shape": [3],
+            "dtype": "f32", "local": 2, "memory": "host"})";
+  ASSERT_NE(text.find(master), std::string::npos);
+  text.replace(text.find(master), master.size(), hostMaster);
+  std::string error;
+  // Still returned as a result: refused.
+  EXPECT_FALSE(parseManifest(text, error));
+  EXPECT_EQ(error, "step 's': parameter 'w' has its master in host memory and "
+                   "as a result: the step writes host state back into its "
+                   "argument");
+  std::string result =
+      R"({"kind": "opt_state", "param": 0, "state": "master", "shape": [3],
+   "dtype": "f32", "local": 2},
+  )";
+  ASSERT_NE(text.find(result), std::string::npos);
+  text.erase(text.find(result), result.size());
+  std::optional<Manifest> manifest = parseManifest(text, error);
+  ASSERT_TRUE(manifest) << error;
+  const TensorSpec *arg =
+      manifest->steps[0].findArg(TensorKind::OptState, 0, "master");
+  ASSERT_NE(arg, nullptr);
+  EXPECT_TRUE(arg->onHost);
+  // Host memory is for parameters and state only.
+  std::string data = text;
+  std::string rate = R"("kind": "learning_rate", )";
+  data.replace(data.find(rate), rate.size(),
+               R"("kind": "learning_rate", "memory": "host", )");
+  EXPECT_FALSE(parseManifest(data, error));
+  EXPECT_NE(error.find("only parameters and optimizer state are kept in host "
+                       "memory"),
+            std::string::npos)
+      << error;
+}
+
 TEST(Manifest, RejectsAnOptimizerStepWithoutItsState) {
   std::string error;
   // No updated exp_avg_sq.

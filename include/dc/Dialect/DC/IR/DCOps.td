@@ -281,10 +281,34 @@ def DC_OffloadStartOp : DC_Op<"offload_start", [
     %f = dc.offload_start %act : tensor<4x16xf32>
     %h = dc.wait %f : !dc.future<!dc.host<tensor<4x16xf32>>>
     ```
+
+    With `into` the copy goes to `destination` instead, a step argument the
+    caller keeps in host memory (optimizer state kept on the host by
+    `dc-offload-optimizer-state`), which it overwrites: the step writes the
+    updated value back into the caller's buffer (`dcrt_download_into`), and
+    the future's value is that buffer.
+
+    ```mlir
+    %f = dc.offload_start %m1 into %m : tensor<16xf32> into !dc.host<tensor<16xf32>>
+    %h = dc.wait %f : !dc.future<!dc.host<tensor<16xf32>>>
+    ```
   }];
-  let arguments = (ins DC_AnyValueOnDevice:$value);
+  let arguments = (ins DC_AnyValueOnDevice:$value,
+                       Arg<Optional<AnyTypeOf<[DC_AnyHost, DC_HostBuffer]>>,
+                           "the caller's host buffer the copy writes",
+                           [MemWrite]>:$destination);
   let results = (outs DC_AnyFuture:$future);
-  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let assemblyFormat = [{
+    $value (`into` $destination^)? attr-dict `:` type($value)
+    (`into` type($destination)^)?
+  }];
+  // The passes build the pool form.
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$value), [{
+      build($_builder, $_state, value, ::mlir::Value());
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 def DC_ReloadStartOp : DC_Op<"reload_start", [
