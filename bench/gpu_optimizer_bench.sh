@@ -105,15 +105,27 @@ if [ "${MEMCHECK:-0}" = 1 ] && [ -f "$ART/tiny-bf16-in-step-h200-w1.so" ]; then
   done
 fi
 
+# Configs A and B: the trainer's AdamW, the step's, and the step's with
+# its state offloaded under each packed budget (whose losses and norms must
+# be the unconstrained step's: the same arithmetic, other memory).
 for c in A B; do
-  [ -f "$ART/$c-h200-w1.so" ] || continue
-  echo "== config $c, 1 GPU, 12 steps with CUDA graphs: trainer AdamW vs the step's own"
-  for form in "" -in-step; do
-    "$BIN/dc-run" "$ART/$c$form-h200-w1.so" --steps 12 --cuda-graphs \
+  [ -f "$ART/$c-in-step-h200-w1.so" ] || continue
+  echo "== config $c, 1 GPU, ${BIG_STEPS:-12} steps with CUDA graphs"
+  for form in "" -in-step $(cd "$ART" && ls $c-in-step-cut*-h200-w1.so 2> /dev/null \
+                             | sed "s/^$c//; s/-h200-w1.so$//"); do
+    [ -f "$ART/$c$form-h200-w1.so" ] || continue
+    "$BIN/dc-run" "$ART/$c$form-h200-w1.so" --steps ${BIG_STEPS:-12} --cuda-graphs \
       > "$OUT/$c$form.log" 2>&1 || { tail -5 "$OUT/$c$form.log"; fail "config $c$form"; continue; }
     echo "$c${form:- (trainer AdamW)}: $(grep -E '^dc-run: start-up' "$OUT/$c$form.log")"
     grep -E "^summary" "$OUT/$c$form.log"
-    grep "step=12" "$OUT/$c$form.log"
+    grep "step=${BIG_STEPS:-12} " "$OUT/$c$form.log"
+    if [ "${form#-in-step-cut}" != "$form" ]; then
+      for field in loss grad_norm; do
+        python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
+          "$OUT/$c-in-step.log" "$OUT/$c$form.log" \
+          || fail "config $c$form differs from the unconstrained step ($field)"
+      done
+    fi
   done
 done
 exit $status

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Compiles the artifacts of bench/gpu_optimizer_bench.sh into
 # .gpu-artifacts/optimizer (run here, where MLIR is): the tiny bf16 Llama
-# (also over 4 micro-batches) and configs A and B (CONFIGS, default "A"),
-# each with dc-run's trainer AdamW and with the update inside the step
-# (bf16 moments and clipping for the tiny one, dc-run's default f32 state
-# for A and B).
+# (also over 4 micro-batches, and with its state in host memory) and
+# configs A and B (CONFIGS, default "A"), each with dc-run's trainer AdamW
+# (TRAINER=0: not) and with the update inside the step (bf16 moments and
+# clipping for the tiny one, dc-run's default f32 state for A and B), and
+# with the state offloaded as budgets of CUTS (e.g. "0.8 0.6") times the
+# in-step peak need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
@@ -28,9 +30,23 @@ mkdir -p "$DEST"
   -o "$DEST/tiny-bf16-micro4-in-step-h200-w1.so"
 for c in ${CONFIGS:-A}; do
   "$GEN" --config $c -o "$DEST/$c.mlir"
-  /usr/bin/time -f "dc-compile $c: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" --world-size=1 --target=h200 -o "$DEST/$c-h200-w1.so"
+  [ "${TRAINER:-1}" = 1 ] && /usr/bin/time -f "dc-compile $c: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" \
+    --world-size=1 --target=h200 -o "$DEST/$c-h200-w1.so"
   /usr/bin/time -f "dc-compile $c --optimizer-in-step: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" \
     --world-size=1 --target=h200 --optimizer-in-step -o "$DEST/$c-in-step-h200-w1.so"
+  # The state offloaded to host memory as the budget needs, at CUTS
+  # (fractions of the in-step step's planned peak; dc-report's prediction
+  # beside each in $c-in-step-cutX.txt).
+  peak=$("$BIN/dc-opt" "$DEST/$c.mlir" --dc-zero3-pipeline="world-size=1 target=h200 optimizer-in-step=true" \
+    --dc-report -o /dev/null | sed -n 's/.*peak device memory *[^(]*(\([0-9]*\) B).*/\1/p' | head -1)
+  for cut in ${CUTS:-}; do
+    budget=$(python3 -c "print(int($peak * $cut))")
+    "$BIN/dc-opt" "$DEST/$c.mlir" --dc-zero3-pipeline="world-size=1 target=h200 optimizer-in-step=true \
+      offload-optimizer-state=budget memory-budget=$budget" --dc-report -o /dev/null > "$DEST/$c-in-step-cut$cut.txt"
+    /usr/bin/time -f "dc-compile $c, state offload at $cut x $peak B: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" \
+      --world-size=1 --target=h200 --optimizer-in-step --offload-optimizer-state=budget \
+      --memory-budget=$budget -o "$DEST/$c-in-step-cut$cut-h200-w1.so"
+  done
 done
 rm -f "$DEST"/*.mlir
 du -sh "$DEST"
