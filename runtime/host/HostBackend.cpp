@@ -220,19 +220,21 @@ const char *HostBackend::firstNonFinite(const char *&what, int64_t &count) {
   return site;
 }
 
-void *HostBackend::allocate(int64_t bytes, MemoryKind, const char *what) {
-  hostProgramBuffers.emplace_back(bytes, what);
-  hostProgramBytes += bytes;
-  return hostProgramBuffers.back().data();
+void *HostBackend::allocate(int64_t bytes, MemoryKind kind, const char *what) {
+  hostProgramBuffers.emplace_back(AlignedBuffer(bytes, what), kind);
+  if (kind == MemoryKind::Device)
+    hostProgramBytes += bytes;
+  return hostProgramBuffers.back().first.data();
 }
 
 void HostBackend::deallocate(void *pointer) {
   auto found = std::find_if(
       hostProgramBuffers.begin(), hostProgramBuffers.end(),
-      [&](const AlignedBuffer &buffer) { return buffer.data() == pointer; });
+      [&](const auto &buffer) { return buffer.first.data() == pointer; });
   if (found == hostProgramBuffers.end())
     fatal("dcrt::deallocate(%p): not a buffer from dcrt::allocate", pointer);
-  hostProgramBytes -= found->size();
+  if (found->second == MemoryKind::Device)
+    hostProgramBytes -= found->first.size();
   hostProgramBuffers.erase(found);
 }
 

@@ -167,8 +167,10 @@ private:
   int outstanding_ = 0;
   uint64_t startedOps = 0;
   std::vector<GatheredTensor> gathered;
-  /// The host program's buffers (allocate/deallocate), by address.
-  std::vector<AlignedBuffer> hostProgramBuffers;
+  /// The host program's buffers (allocate/deallocate), by address, with
+  /// the kind each was asked for: what it asked as device memory counts
+  /// (hostProgramBytes), as the cuda backend counts its device buffers.
+  std::vector<std::pair<AlignedBuffer, MemoryKind>> hostProgramBuffers;
   int64_t hostProgramBytes = 0;
   /// The step's first check that found a non-finite value (site null: none
   /// yet); later checks of the step are not even scanned.

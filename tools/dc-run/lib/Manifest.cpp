@@ -666,6 +666,10 @@ std::optional<Manifest> dcrun::parseManifest(std::string_view text,
       else
         step.flops = flops->get<double>();
     }
+    step.plannedPeakBytes =
+        reader.integer(entry, "planned_peak_bytes", where, false);
+    if (step.plannedPeakBytes && *step.plannedPeakBytes < 0)
+      reader.fail(where, "\"planned_peak_bytes\" is negative");
     if (auto optimizer = entry.find("optimizer"); optimizer != entry.end()) {
       CompiledOptimizer config;
       auto number = [&](const char *key, double &value) {

@@ -89,6 +89,9 @@ struct StepSpec {
   /// Floating-point operations of one step on one rank, as dc's cost model
   /// counts them in the step's ops (0: not given).
   double flops = 0;
+  /// The device memory dc's plan says the step peaks at
+  /// ("planned_peak_bytes"; absent: not given).
+  std::optional<int64_t> plannedPeakBytes;
   /// Gradient accumulation (dc-accumulate-gradients): the final form names
   /// its accumulating form ("accumulating_step"), run for every
   /// micro-batch but the last; the accumulating form names its final one

@@ -152,6 +152,11 @@ public:
                  "stop at the first op of a step (in program order) whose "
                  "output holds a NaN or an infinity, naming it (an artifact "
                  "compiled with dc-compile --check-finite)");
+    app.add_flag("--check-memory-plan", options.checkMemoryPlan,
+                 "exit with an error when a step's measured device peak "
+                 "(the runtime's pools and dc-run's buffers) exceeds the "
+                 "step's planned peak plus what dc-run keeps beside it "
+                 "(the trainer's optimizer state, its gradient sums)");
     app.add_flag("--resume", options.resume,
                  "start from the latest checkpoint in --checkpoint-dir (none "
                  "there: from the start); --steps is then the last step, so "

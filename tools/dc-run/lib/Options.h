@@ -54,6 +54,9 @@ struct Options {
   /// must be compiled with dc-compile --check-finite) and stop at the first
   /// op of a step that wrote a NaN or an infinity, naming it.
   bool checkFinite = false;
+  /// Fail when a step's measured device peak exceeds what dc planned for
+  /// it (with what dc-run keeps beside the step).
+  bool checkMemoryPlan = false;
   std::optional<int64_t> gatherArenaBytes, hostPoolBytes;
 };
 

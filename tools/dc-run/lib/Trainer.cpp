@@ -222,6 +222,14 @@ void Trainer::run() {
     stepResults.push_back({s, loss, gradNorm, seconds});
     dcrt::MemoryStats memory = dcrt::memoryStats();
     int64_t peak = memory.peakBytes();
+    if (memory.devicePeakBytes() > measuredPeak) {
+      measuredPeak = memory.devicePeakBytes();
+      peakMemory = memory;
+    }
+    workspacePeak =
+        std::max(workspacePeak, memory.matmulWorkspace.highWater +
+                                    memory.attentionWorkspace.highWater +
+                                    memory.moeWorkspace.highWater);
     dcrt::resetPeakMemory();
     std::string norm = " grad_norm=" + formatDouble(gradNorm);
     std::string throughput =
@@ -253,6 +261,7 @@ void Trainer::run() {
       save(periodicCheckpoint(options.checkpointDir, s), s);
   }
   printSummary(stepSeconds, first);
+  checkMemoryPlan();
   if (!options.trace.empty()) {
     dcrt::writeTrace(options.trace);
     report("wrote trace %s\n", options.trace.c_str());
@@ -588,6 +597,52 @@ void Trainer::printSummary(const std::vector<double> &stepSeconds,
          formatBytes(memory.hostPool.reserved).c_str(),
          formatBytes(memory.stepBuffers.reserved).c_str(),
          formatBytes(memory.staging.reserved).c_str());
+}
+
+int64_t Trainer::bytesBesidePlan() const {
+  // The host AdamW's state and sums are host vectors, not dcrt memory; a
+  // step that runs its optimizer holds its state as planned arguments.
+  if (compiledOptimizer || dcrt::deviceIsHost())
+    return 0;
+  int64_t elements = 0;
+  for (const dcrun::Param &param : registry.params())
+    if (param.spec.hasGrad)
+      elements += param.validNumel;
+  int64_t perElement = dcrun::stateBytesPerElement(adamw) +
+                       (microBatches > 1 ? int64_t(sizeof(float)) : 0);
+  return elements * perElement;
+}
+
+void Trainer::checkMemoryPlan() {
+  if (!step.plannedPeakBytes)
+    return;
+  int64_t beside = bytesBesidePlan();
+  int64_t planned = *step.plannedPeakBytes + beside;
+  std::string verdict =
+      measuredPeak <= planned
+          ? "within the plan"
+          : "OVER the plan by " + formatBytes(measuredPeak - planned);
+  // The pools' high-water marks add up as if each peaked at once: where
+  // the plan's one timeline shares memory between them, the runtime holds
+  // each apart.
+  const dcrt::MemoryStats &m = peakMemory;
+  report("  device peak: %s measured, %s planned (the step %s, beside it "
+         "%s): %s; measured: gather arena %s, step arena %s, step buffers "
+         "%s, staging %s, library workspaces %s, dc-run's buffers %s\n",
+         formatBytes(measuredPeak).c_str(), formatBytes(planned).c_str(),
+         formatBytes(*step.plannedPeakBytes).c_str(),
+         formatBytes(beside).c_str(), verdict.c_str(),
+         formatBytes(m.gatherArena.highWater).c_str(),
+         formatBytes(m.stepArena.highWater).c_str(),
+         formatBytes(m.stepBuffers.highWater).c_str(),
+         formatBytes(m.staging.highWater).c_str(),
+         formatBytes(workspacePeak).c_str(),
+         formatBytes(m.hostProgramBytes).c_str());
+  if (options.checkMemoryPlan && measuredPeak > planned)
+    dcrt::fatal("--check-memory-plan: the measured device peak %s exceeds "
+                "the plan's %s by %s",
+                formatBytes(measuredPeak).c_str(), formatBytes(planned).c_str(),
+                formatBytes(measuredPeak - planned).c_str());
 }
 
 /// {"ops": {"<function>:<ordinal>": seconds}}: what the cost model reads.

@@ -112,6 +112,16 @@ private:
   /// --micro-batches, or what a step that runs its optimizer was compiled
   /// for (compiledMicroBatches).
   int64_t microBatches = compiledMicroBatches(step, options.microBatches);
+  /// The largest per-step device peak measured (MemoryStats::
+  /// devicePeakBytes), and the libraries' workspaces in it.
+  int64_t measuredPeak = 0, workspacePeak = 0;
+  dcrt::MemoryStats peakMemory; // of the step that peaked
+  /// Device bytes dc-run keeps beside the step's plan: the trainer's
+  /// AdamW state and gradient sums on a device backend.
+  int64_t bytesBesidePlan() const;
+  /// Reports the measured peak against the plan; fatal when over with
+  /// --check-memory-plan.
+  void checkMemoryPlan();
   /// Tokens the whole job trains on per step: the first integer data
   /// argument with a vocabulary (the input token ids; the targets that
   /// follow are the same tokens shifted, not more of them) of every rank,

@@ -388,6 +388,29 @@ TEST(Manifest, ReadsAStepThatRunsItsOptimizer) {
 // State in host memory (dc-offload-optimizer-state): the step writes it
 // back into its argument, so it has no result; one with a result too is
 // refused.
+// The step's planned device peak, which dc-run holds the measured peak to.
+TEST(Manifest, ReadsThePlannedPeak) {
+  std::string text = optimizerStep(kOptimizerResults);
+  std::string entry = R"("entry": "e",)";
+  ASSERT_NE(text.find(entry), std::string::npos);
+  std::string error;
+  std::string planned = text;
+  planned.replace(planned.find(entry), entry.size(),
+                  R"("entry": "e", "planned_peak_bytes": 4096,)");
+  std::optional<Manifest> manifest = parseManifest(planned, error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_EQ(manifest->steps[0].plannedPeakBytes, 4096);
+  // Absent: not given.
+  manifest = parseManifest(text, error);
+  ASSERT_TRUE(manifest) << error;
+  EXPECT_FALSE(manifest->steps[0].plannedPeakBytes);
+  std::string negative = text;
+  negative.replace(negative.find(entry), entry.size(),
+                   R"("entry": "e", "planned_peak_bytes": -1,)");
+  EXPECT_FALSE(parseManifest(negative, error));
+  EXPECT_EQ(error, "step 's': \"planned_peak_bytes\" is negative");
+}
+
 TEST(Manifest, ReadsOptimizerStateInHostMemory) {
   std::string text = optimizerStep(kOptimizerResults);
   std::string master =
