@@ -423,12 +423,6 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
       return isa<scf::ForOp>(op) ? WalkResult::skip() : WalkResult::advance();
     });
     json.attribute("flops", flops);
-    // The device memory dc's plan says the step peaks at (the memory
-    // timeline's: the arguments it holds on the device, gathered copies,
-    // temporaries and results), which dc-run holds the measured peak to.
-    if (FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-        succeeded(timeline))
-      json.attribute("planned_peak_bytes", timeline->getPeakDeviceBytes());
     // Gradient accumulation (dc-accumulate-gradients): the final form
     // names its accumulating form and the accumulating form its final one.
     if (auto other =
@@ -637,6 +631,17 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
     if (!inArguments.empty())
       fn->setAttr(kResultsInArgumentsAttrName,
                   DenseI64ArrayAttr::get(&getContext(), inArguments));
+    // The device memory dc's plan says the step peaks at (the memory
+    // timeline's: the arguments it holds on the device, gathered copies,
+    // temporaries and results), which dc-run holds the measured peak to.
+    // (A step whose tensors could not be written has no plan.)
+    if (succeeded(result)) {
+      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
+      if (failed(timeline))
+        result = failure();
+      else
+        json.attribute("planned_peak_bytes", timeline->getPeakDeviceBytes());
+    }
   });
   FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world, gridShape);
   if (failed(stepPlan))
