@@ -157,7 +157,9 @@ template <typename OpTy> int64_t bytesIfMadeBy(OpResult result, int64_t bytes) {
   return isa<OpTy>(result.getOwner()) ? bytes : 0;
 }
 
-FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
+/// `timeline`: `fn`'s memory timeline.
+FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn,
+                                  const MemoryTimeline &timeline, int64_t world,
                                   ArrayRef<int64_t> gridShape) {
   bool usesRuntimeMemory = false;
   fn.walk([&](Operation *op) {
@@ -167,15 +169,12 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
   });
   if (!usesRuntimeMemory)
     return PlanBytes();
-  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-  if (failed(timeline))
-    return failure();
   // The all-to-alls' staging, held from each start to its wait (the
   // runtime returns it there); the synchronous form's only at the op.
-  const size_t numOps = timeline->getOps().size();
+  const size_t numOps = timeline.getOps().size();
   std::vector<int64_t> exchanges(numOps + 1, 0);
   Block &body = fn.getBody().front();
-  for (auto [i, op] : llvm::enumerate(timeline->getOps())) {
+  for (auto [i, op] : llvm::enumerate(timeline.getOps())) {
     Value input;
     size_t waited = i;
     if (auto sync = dyn_cast<AllToAllOp>(op))
@@ -185,7 +184,7 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
       waited = numOps - 1; // never waited: to the end
       for (Operation *user : start.getFuture().getUsers())
         if (Operation *wait = body.findAncestorOpInBlock(*user))
-          waited = timeline->indexOf(wait);
+          waited = timeline.indexOf(wait);
     }
     if (!input)
       continue;
@@ -197,7 +196,7 @@ FailureOr<PlanBytes> getPlanBytes(func::FuncOp fn, int64_t world,
   auto peakOf = [&](auto bytesOf, ArrayRef<int64_t> extra = {}) {
     std::vector<int64_t> delta(numOps + 1, 0);
     llvm::copy(extra, delta.begin());
-    for (const Buffer &buffer : timeline->getBuffers()) {
+    for (const Buffer &buffer : timeline.getBuffers()) {
       auto result = dyn_cast<OpResult>(buffer.value);
       if (!result)
         continue;
@@ -412,6 +411,7 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
   auto entry = StringAttr::get(&getContext(), "dc_entry_" + fn.getSymName());
   fn->setAttr("dc.entry", entry);
   LogicalResult result = success();
+  std::optional<MemoryTimeline> timeline;
   json.object([&] {
     json.attribute("name", fn.getSymName());
     json.attribute("entry", entry.getValue());
@@ -636,14 +636,19 @@ LogicalResult ArtifactManifestPass::writeStep(llvm::json::OStream &json,
     // temporaries and results), which dc-run holds the measured peak to.
     // (A step whose tensors could not be written has no plan.)
     if (succeeded(result)) {
-      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-      if (failed(timeline))
+      FailureOr<MemoryTimeline> computed = MemoryTimeline::compute(fn);
+      if (failed(computed)) {
         result = failure();
-      else
-        json.attribute("planned_peak_bytes", timeline->getPeakDeviceBytes());
+        return;
+      }
+      timeline = std::move(*computed);
+      json.attribute("planned_peak_bytes", timeline->getPeakDeviceBytes());
     }
   });
-  FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, world, gridShape);
+  // The same timeline sizes the runtime's pools.
+  if (!timeline)
+    return failure();
+  FailureOr<PlanBytes> stepPlan = getPlanBytes(fn, *timeline, world, gridShape);
   if (failed(stepPlan))
     return failure();
   plan.gatherArena = std::max(plan.gatherArena, stepPlan->gatherArena);
