@@ -456,21 +456,11 @@ struct AccumulateGradientsPass
     if (chosen.empty())
       return success();
 
-    std::string name = (fn.getSymName() + "_accumulate").str();
-    auto module = fn->getParentOfType<ModuleOp>();
-    if (module.lookupSymbol(name))
-      return fn.emitError() << getArgument() << ": @" << name
-                            << " exists already; it would be the "
-                               "accumulating form of @"
-                            << fn.getSymName();
-    auto clone = cast<func::FuncOp>(fn->clone());
-    clone.setSymName(name);
-    clone->removeAttr(kAccumulationPlanAttrName);
-    clone->setAttr(kAccumulatesForAttrName,
-                   FlatSymbolRefAttr::get(context, fn.getSymName()));
-    module.getBody()->getOperations().insertAfter(fn->getIterator(), clone);
-    fn->setAttr(kAccumulatingStepAttrName,
-                FlatSymbolRefAttr::get(context, name));
+    FailureOr<func::FuncOp> accumulating =
+        makeAccumulatingForm(fn, getArgument());
+    if (failed(accumulating))
+      return failure();
+    func::FuncOp clone = *accumulating;
     // The same candidates in the clone (found the same way, in order).
     SmallVector<Candidate> cloneChosen;
     for (Candidate &candidate : findCandidates(clone))

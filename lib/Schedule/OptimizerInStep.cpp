@@ -272,21 +272,10 @@ OptimizerInStepPass::accumulate(func::FuncOp fn,
   } else {
     // Every gradient is still reduced in every micro-batch: the
     // accumulating form is the step that sums them.
-    std::string formName = (fn.getSymName() + "_accumulate").str();
-    if (module.lookupSymbol(formName))
-      return fn.emitError() << "dc-optimizer-in-step: @" << formName
-                            << " exists already; it would be the "
-                               "accumulating form of @"
-                            << fn.getSymName();
-    accumulating = cast<func::FuncOp>(fn->clone());
-    accumulating.setSymName(formName);
-    accumulating->removeAttr(kAccumulationPlanAttrName);
-    accumulating->setAttr(kAccumulatesForAttrName,
-                          FlatSymbolRefAttr::get(context, fn.getSymName()));
-    module.getBody()->getOperations().insertAfter(fn->getIterator(),
-                                                  accumulating);
-    fn->setAttr(kAccumulatingStepAttrName,
-                FlatSymbolRefAttr::get(context, formName));
+    FailureOr<func::FuncOp> made = makeAccumulatingForm(fn, getArgument());
+    if (failed(made))
+      return failure();
+    accumulating = *made;
   }
   auto i64 = IntegerType::get(context, 64);
   for (func::FuncOp form : {fn, accumulating})

@@ -12,6 +12,7 @@
 #define DC_ANALYSIS_ACCUMULATORS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
@@ -49,6 +50,31 @@ inline std::optional<int64_t> getAccumulatingResultParam(mlir::func::FuncOp fn,
                                                           kAccumulatorAttrName))
     return id.getInt();
   return std::nullopt;
+}
+
+/// Makes `fn`'s accumulating form: a clone named `<fn>_accumulate`
+/// (`dc.accumulates_for = @fn`, without the plan) right after it, which `fn`
+/// names (`dc.accumulating_step`). A located error, beginning with
+/// "<passName>: ", where the name is taken.
+inline mlir::FailureOr<mlir::func::FuncOp>
+makeAccumulatingForm(mlir::func::FuncOp fn, llvm::StringRef passName) {
+  mlir::MLIRContext *context = fn.getContext();
+  std::string name = (fn.getSymName() + "_accumulate").str();
+  auto module = fn->getParentOfType<mlir::ModuleOp>();
+  if (module.lookupSymbol(name))
+    return fn.emitError() << passName << ": @" << name
+                          << " exists already; it would be the "
+                             "accumulating form of @"
+                          << fn.getSymName();
+  auto clone = mlir::cast<mlir::func::FuncOp>(fn->clone());
+  clone.setSymName(name);
+  clone->removeAttr(kAccumulationPlanAttrName);
+  clone->setAttr(kAccumulatesForAttrName,
+                 mlir::FlatSymbolRefAttr::get(context, fn.getSymName()));
+  module.getBody()->getOperations().insertAfter(fn->getIterator(), clone);
+  fn->setAttr(kAccumulatingStepAttrName,
+              mlir::FlatSymbolRefAttr::get(context, name));
+  return clone;
 }
 
 } // namespace dc
