@@ -149,20 +149,11 @@ Value addInto(OpBuilder &builder, Location loc, Value addend, Value into) {
   return generic.getResult(0);
 }
 
-/// Appends an accumulator argument for `candidate`, named (dc.name, the
-/// manifest's name) after its parameter.
+/// Appends an accumulator argument for `candidate`, named after its
+/// parameter.
 Value addAccumulatorArgument(func::FuncOp fn, const Candidate &candidate) {
-  unsigned index = fn.getNumArguments();
-  MLIRContext *context = fn.getContext();
-  auto name = StringAttr::get(context, candidate.name + ".grad_accum");
-  NamedAttrList attrs;
-  attrs.set(kAccumulatorAttrName,
-            IntegerAttr::get(IntegerType::get(context, 64), candidate.id));
-  attrs.set(kNameAttrName, name);
-  Location loc = NameLoc::get(name, fn.getLoc());
-  (void)fn.insertArgument(index, accumulatorType(candidate.grad),
-                          attrs.getDictionary(context), loc);
-  return fn.getArgument(index);
+  return dc::addAccumulatorArgument(fn, candidate.id, candidate.name,
+                                    accumulatorType(candidate.grad));
 }
 
 /// The final form: each chosen gradient is reduced with the accumulator

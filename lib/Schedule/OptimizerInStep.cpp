@@ -85,17 +85,9 @@ bool hasAccumulatorArgument(func::FuncOp fn, int64_t id) {
 /// Appends an fp32 accumulator of `grad`'s shape and sharding for
 /// parameter `id` (dc.accumulator), named after it.
 BlockArgument addShardAccumulator(func::FuncOp fn, int64_t id, Type grad) {
-  MLIRContext *context = fn.getContext();
-  unsigned index = fn.getNumArguments();
-  auto name = StringAttr::get(context, paramName(fn, id) + ".grad_accum");
-  NamedAttrList attrs;
-  attrs.set(kAccumulatorAttrName,
-            IntegerAttr::get(IntegerType::get(context, 64), id));
-  attrs.set(kNameAttrName, name);
-  (void)fn.insertArgument(index, withElement(grad, Float32Type::get(context)),
-                          attrs.getDictionary(context),
-                          NameLoc::get(name, fn.getLoc()));
-  return fn.getArgument(index);
+  return addAccumulatorArgument(
+      fn, id, paramName(fn, id),
+      withElement(grad, Float32Type::get(fn.getContext())));
 }
 
 /// Replaces the gradient results of `fn` (parameter id -> result) by their

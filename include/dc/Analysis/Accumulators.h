@@ -11,6 +11,8 @@
 #ifndef DC_ANALYSIS_ACCUMULATORS_H
 #define DC_ANALYSIS_ACCUMULATORS_H
 
+#include "dc/Dialect/DC/IR/DCDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -50,6 +52,25 @@ inline std::optional<int64_t> getAccumulatingResultParam(mlir::func::FuncOp fn,
                                                           kAccumulatorAttrName))
     return id.getInt();
   return std::nullopt;
+}
+
+/// Appends to `fn` an accumulator argument of `type` for parameter `id`
+/// (`dc.accumulator`), named `<paramName>.grad_accum` (dc.name, the
+/// manifest's name, and its location).
+inline mlir::BlockArgument addAccumulatorArgument(mlir::func::FuncOp fn,
+                                                  int64_t id,
+                                                  llvm::StringRef paramName,
+                                                  mlir::Type type) {
+  mlir::MLIRContext *context = fn.getContext();
+  unsigned index = fn.getNumArguments();
+  auto name = mlir::StringAttr::get(context, paramName + ".grad_accum");
+  mlir::NamedAttrList attrs;
+  attrs.set(kAccumulatorAttrName,
+            mlir::IntegerAttr::get(mlir::IntegerType::get(context, 64), id));
+  attrs.set(kNameAttrName, name);
+  (void)fn.insertArgument(index, type, attrs.getDictionary(context),
+                          mlir::NameLoc::get(name, fn.getLoc()));
+  return fn.getArgument(index);
 }
 
 /// Makes `fn`'s accumulating form: a clone named `<fn>_accumulate`
