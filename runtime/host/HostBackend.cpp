@@ -543,20 +543,26 @@ void HostBackend::finishAllReduce(HostFuture *future) {
 // Offload and reload
 //===----------------------------------------------------------------------===//
 
-dcrt_future HostBackend::offloadStart(const void *device, int64_t bytes,
-                                      void **out_host) {
-  HostBackend &rt = *this;
-  void *host = rt.hostPool.allocate(bytes, "an offload");
-  *out_host = host;
-  HostFuture *future = rt.newFuture(Kind::Offload);
+/// Starts copying `bytes` from `device` into `host` on the device-to-host
+/// stream. The compute that wrote `device` ran on this thread before.
+dcrt_future HostBackend::copyToHost(const char *name, const void *device,
+                                    int64_t bytes, void *host) {
+  HostFuture *future = newFuture(Kind::Offload);
   CopyJob &job = future->copy;
   job.dst = host;
   job.src = device;
   job.bytes = bytes;
-  job.name = "offload";
+  job.name = name;
   job.releaseTo = nullptr;
-  rt.toHost.submit(&job);
+  toHost.submit(&job);
   return future;
+}
+
+dcrt_future HostBackend::offloadStart(const void *device, int64_t bytes,
+                                      void **out_host) {
+  void *host = hostPool.allocate(bytes, "an offload");
+  *out_host = host;
+  return copyToHost("offload", device, bytes, host);
 }
 
 /// Starts copying `bytes` from `host` into the caller's `device` buffer on
@@ -608,21 +614,12 @@ dcrt_future HostBackend::uploadInto(const void *host, int64_t bytes,
 
 dcrt_future HostBackend::downloadInto(const void *device, int64_t bytes,
                                       void *host) {
-  HostBackend &rt = *this;
   // A pool copy is the runtime's: the caller's buffers only.
-  if (rt.hostPool.owns(host))
+  if (hostPool.owns(host))
     fatal("dcrt_download_into(%p): a host copy from dcrt_offload_start, not "
           "a caller's buffer",
           host);
-  HostFuture *future = rt.newFuture(Kind::Offload);
-  CopyJob &job = future->copy;
-  job.dst = host;
-  job.src = device;
-  job.bytes = bytes;
-  job.name = "download";
-  job.releaseTo = nullptr;
-  rt.toHost.submit(&job);
-  return future;
+  return copyToHost("download", device, bytes, host);
 }
 
 //===----------------------------------------------------------------------===//

@@ -155,6 +155,8 @@ private:
   dcrt_future copyToDevice(dcrt_future_impl::Kind kind, const char *name,
                            const void *host, int64_t bytes, void *device,
                            Arena *releaseTo);
+  dcrt_future copyToHost(const char *name, const void *device, int64_t bytes,
+                         void *host);
 
   Job &job;
   Arena gatherArena, hostPool;
