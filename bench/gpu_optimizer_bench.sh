@@ -23,76 +23,63 @@ export NCCL_NVLS_ENABLE=0 DCRT_TIMEOUT_S=${DCRT_TIMEOUT_S:-60}
 status=0
 fail() { echo "FAILED: $*"; status=1; }
 
+# same_training WHAT A B: the runs whose logs are $OUT/A.log and $OUT/B.log
+# trained alike: the same losses and gradient norms, bit for bit, and
+# byte-identical final checkpoints ($OUT/A.safetensors, $OUT/B.safetensors).
+same_training() {
+  local what=$1 a=$OUT/$2 b=$OUT/$3 field
+  for field in loss grad_norm; do
+    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field "$a.log" "$b.log" \
+      || fail "$what: the $field differs"
+  done
+  if cmp -s "$a.safetensors" "$b.safetensors"; then
+    echo "checkpoints, $what: identical"
+  else
+    python3 test/Runtime/Inputs/safetensors_tool.py close "$a.safetensors" "$b.safetensors" 1e-2 \
+      | tail -3
+    fail "checkpoints differ ($what)"
+  fi
+}
+
+# run NAME ARTIFACT OPTIONS...: dc-run into $OUT/NAME.log, saving
+# $OUT/NAME.safetensors.
+run() {
+  local name=$1 artifact=$2
+  shift 2
+  "$BIN/dc-run" "$ART/$artifact" "$@" --save "$OUT/$name.safetensors" > "$OUT/$name.log" 2>&1 \
+    || { tail -5 "$OUT/$name.log"; fail "$name"; }
+}
+
 if [ -f "$ART/tiny-bf16-h200-w1.so" ]; then
   echo "== tiny bf16: 20 steps, trainer AdamW vs the step's own (clip 0.05, bf16 moments)"
   common="--steps 20 --vocab 32 --lr 0.01"
   for graphs in "" --cuda-graphs; do
     tag=${graphs:+-graphs}
-    "$BIN/dc-run" "$ART/tiny-bf16-h200-w1.so" $common $graphs --clip-grad-norm 0.05 \
-      --moment-dtype bf16 --save "$OUT/trainer$tag.safetensors" > "$OUT/tiny-trainer$tag.log" 2>&1 \
-      || { tail -5 "$OUT/tiny-trainer$tag.log"; fail "trainer AdamW$tag"; }
-    "$BIN/dc-run" "$ART/tiny-bf16-in-step-h200-w1.so" $common $graphs \
-      --save "$OUT/in-step$tag.safetensors" > "$OUT/tiny-in-step$tag.log" 2>&1 \
-      || { tail -5 "$OUT/tiny-in-step$tag.log"; fail "AdamW in the step$tag"; }
-    for field in loss grad_norm; do
-      python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
-        "$OUT/tiny-trainer$tag.log" "$OUT/tiny-in-step$tag.log" \
-        || fail "the step's AdamW differs from the trainer's ($field$tag)"
-    done
-    if cmp -s "$OUT/trainer$tag.safetensors" "$OUT/in-step$tag.safetensors"; then
-      echo "checkpoints$tag: identical"
-    else
-      python3 test/Runtime/Inputs/safetensors_tool.py close "$OUT/trainer$tag.safetensors" \
-        "$OUT/in-step$tag.safetensors" 1e-2 | tail -3
-      fail "checkpoints$tag differ"
-    fi
+    run tiny-trainer$tag tiny-bf16-h200-w1.so $common $graphs --clip-grad-norm 0.05 \
+      --moment-dtype bf16
+    run tiny-in-step$tag tiny-bf16-in-step-h200-w1.so $common $graphs
+    same_training "the step's AdamW$tag" tiny-trainer$tag tiny-in-step$tag
     grep "step=20" "$OUT/tiny-trainer$tag.log" "$OUT/tiny-in-step$tag.log"
   done
 fi
 
-# API errors are not reported (NCCL probes kernel images of other GPUs at
-# start-up and handles the error); RACECHECK=0 skips racecheck.
 if [ -f "$ART/tiny-bf16-host-state-h200-w1.so" ]; then
   echo "== tiny bf16: the step's AdamW with its state in host memory vs the trainer's"
-  common="--steps 20 --vocab 32 --lr 0.01 --cuda-graphs"
-  "$BIN/dc-run" "$ART/tiny-bf16-host-state-h200-w1.so" $common \
-    --save "$OUT/host-state.safetensors" > "$OUT/tiny-host-state.log" 2>&1 \
-    || { tail -5 "$OUT/tiny-host-state.log"; fail "AdamW in the step, state in host memory"; }
-  for field in loss grad_norm; do
-    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
-      "$OUT/tiny-trainer-graphs.log" "$OUT/tiny-host-state.log" \
-      || fail "the step's AdamW with host state differs from the trainer's ($field)"
-  done
-  if cmp -s "$OUT/trainer-graphs.safetensors" "$OUT/host-state.safetensors"; then
-    echo "checkpoints, state in host memory: identical"
-  else
-    fail "checkpoints differ (state in host memory)"
-  fi
+  run tiny-host-state tiny-bf16-host-state-h200-w1.so --steps 20 --vocab 32 --lr 0.01 --cuda-graphs
+  same_training "state in host memory" tiny-trainer-graphs tiny-host-state
 fi
 
 if [ -f "$ART/tiny-bf16-micro4-in-step-h200-w1.so" ]; then
   echo "== tiny bf16, 4 micro-batches: the trainer's fp32 sums and AdamW vs the step's own"
   common="--steps 12 --vocab 32 --lr 0.01 --cuda-graphs"
-  "$BIN/dc-run" "$ART/tiny-bf16-micro4-h200-w1.so" $common --micro-batches 4 --clip-grad-norm 0.05 \
-    --moment-dtype bf16 --save "$OUT/micro4-trainer.safetensors" > "$OUT/micro4-trainer.log" 2>&1 \
-    || { tail -5 "$OUT/micro4-trainer.log"; fail "trainer AdamW, 4 micro-batches"; }
-  "$BIN/dc-run" "$ART/tiny-bf16-micro4-in-step-h200-w1.so" $common \
-    --save "$OUT/micro4-in-step.safetensors" > "$OUT/micro4-in-step.log" 2>&1 \
-    || { tail -5 "$OUT/micro4-in-step.log"; fail "AdamW in the step, 4 micro-batches"; }
-  for field in loss grad_norm; do
-    python3 test/Runtime/Inputs/losses.py --rtol 0 --field $field \
-      "$OUT/micro4-trainer.log" "$OUT/micro4-in-step.log" \
-      || fail "the step's AdamW over micro-batches differs from the trainer's ($field)"
-  done
-  if cmp -s "$OUT/micro4-trainer.safetensors" "$OUT/micro4-in-step.safetensors"; then
-    echo "checkpoints, 4 micro-batches: identical"
-  else
-    python3 test/Runtime/Inputs/safetensors_tool.py close "$OUT/micro4-trainer.safetensors" \
-      "$OUT/micro4-in-step.safetensors" 1e-2 | tail -3
-    fail "checkpoints differ (4 micro-batches)"
-  fi
+  run micro4-trainer tiny-bf16-micro4-h200-w1.so $common --micro-batches 4 --clip-grad-norm 0.05 \
+    --moment-dtype bf16
+  run micro4-in-step tiny-bf16-micro4-in-step-h200-w1.so $common
+  same_training "4 micro-batches" micro4-trainer micro4-in-step
 fi
 
+# API errors are not reported (NCCL probes kernel images of other GPUs at
+# start-up and handles the error); RACECHECK=0 skips racecheck.
 if [ "${MEMCHECK:-0}" = 1 ] && [ -f "$ART/tiny-bf16-in-step-h200-w1.so" ]; then
   tools=memcheck
   [ "${RACECHECK:-1}" = 1 ] && tools="memcheck racecheck"
