@@ -6,13 +6,17 @@
 # (TRAINER=0: not) and with the update inside the step (bf16 moments and
 # clipping for the tiny one, dc-run's default f32 state for A and B), and
 # with the state offloaded as budgets of CUTS (e.g. "0.8 0.6") times the
-# in-step peak need.
+# in-step peak need. JOINT=1 lets those budgets also recompute and offload
+# activations (the pipeline's recompute and offload-activations), where the
+# state alone cannot make the room (config A's activations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/bin}
 GEN=${GEN:-$BIN/dc-gen-llama}
 DEST=.gpu-artifacts/optimizer
 mkdir -p "$DEST"
+plan=()
+[ "${JOINT:-0}" = 1 ] && plan=(recompute=true offload-activations=true)
 "$GEN" --config tiny --batch 2 --dtype bf16 -o "$DEST/tiny-bf16.mlir"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 -o "$DEST/tiny-bf16-h200-w1.so"
 "$BIN/dc-compile" "$DEST/tiny-bf16.mlir" --world-size=1 --target=h200 --optimizer-in-step \
@@ -41,11 +45,15 @@ for c in ${CONFIGS:-A}; do
     --dc-report -o /dev/null | sed -n 's/.*peak device memory *[^(]*(\([0-9]*\) B).*/\1/p' | head -1)
   for cut in ${CUTS:-}; do
     budget=$(python3 -c "print(int($peak * $cut))")
+    # A budget no plan reaches is refused with its reason (kept in the
+    # .txt, as the benchmark's answer for that cut).
     "$BIN/dc-opt" "$DEST/$c.mlir" --dc-zero3-pipeline="world-size=1 target=h200 optimizer-in-step=true \
-      offload-optimizer-state=budget memory-budget=$budget" --dc-report -o /dev/null > "$DEST/$c-in-step-cut$cut.txt"
+      offload-optimizer-state=budget memory-budget=$budget ${plan[*]}" --dc-report -o /dev/null \
+      > "$DEST/$c-in-step-cut$cut.txt" 2>&1 \
+      || { echo "$c at $cut x $peak B refused:"; grep error: "$DEST/$c-in-step-cut$cut.txt"; continue; }
     /usr/bin/time -f "dc-compile $c, state offload at $cut x $peak B: %e s" "$BIN/dc-compile" "$DEST/$c.mlir" \
       --world-size=1 --target=h200 --optimizer-in-step --offload-optimizer-state=budget \
-      --memory-budget=$budget -o "$DEST/$c-in-step-cut$cut-h200-w1.so"
+      --memory-budget=$budget ${plan[@]/#/--} -o "$DEST/$c-in-step-cut$cut-h200-w1.so"
   done
 done
 rm -f "$DEST"/*.mlir
