@@ -262,35 +262,13 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
         if (auto it = bufferOf.find(returned); it != bufferOf.end())
           timeline.buffers[it->second].end = last;
 
-  // Sweep: +bytes at a buffer's begin, -bytes after its end.
-  std::vector<int64_t> deviceDelta(numOps + 1, 0), hostDelta(numOps + 1, 0);
   for (auto [id, buffer] : llvm::enumerate(timeline.buffers)) {
-    if (wholeFunction[id]) {
-      buffer.begin = 0;
+    buffer.wholeFunction = wholeFunction[id];
+    if (isUnreleasedGather[id])
       buffer.end = last;
-      if (!buffer.onHost)
-        timeline.baseDevice += buffer.bytes;
-    } else if (isUnreleasedGather[id]) {
-      buffer.end = last;
-    }
-    std::vector<int64_t> &delta = buffer.onHost ? hostDelta : deviceDelta;
-    delta[buffer.begin] += buffer.bytes;
-    delta[buffer.end + 1] -= buffer.bytes;
   }
-  timeline.deviceBytes.resize(numOps);
-  timeline.hostBytes.resize(numOps);
-  int64_t device = 0, host = 0;
-  for (size_t i = 0; i < numOps; ++i) {
-    device += deviceDelta[i];
-    host += hostDelta[i];
-    timeline.deviceBytes[i] = device;
-    timeline.hostBytes[i] = host;
-    if (device > timeline.peakDevice) {
-      timeline.peakDevice = device;
-      timeline.peakIndex = i;
-    }
-    timeline.peakHost = std::max(timeline.peakHost, host);
-  }
+  timeline.bufferByValue = std::move(bufferOf);
+  timeline.sweep();
 
   int64_t largestOpNeed = 0;
   for (llvm::SmallVector<unsigned, 4> &ids : touched) {
@@ -303,6 +281,179 @@ FailureOr<MemoryTimeline> MemoryTimeline::compute(func::FuncOp fn) {
   }
   timeline.floorBytes = timeline.baseDevice + largestOpNeed;
   return timeline;
+}
+
+void MemoryTimeline::sweep() {
+  const size_t numOps = ops.size();
+  deviceBytes.assign(numOps, 0);
+  hostBytes.assign(numOps, 0);
+  peakDevice = peakHost = baseDevice = 0;
+  peakIndex = 0;
+  peaksStale = false;
+  if (numOps == 0)
+    return;
+  // +bytes at a buffer's begin, -bytes after its end.
+  std::vector<int64_t> deviceDelta(numOps + 1, 0), hostDelta(numOps + 1, 0);
+  for (Buffer &buffer : buffers) {
+    if (buffer.wholeFunction) {
+      buffer.begin = 0;
+      buffer.end = numOps - 1;
+      if (!buffer.onHost)
+        baseDevice += buffer.bytes;
+    }
+    std::vector<int64_t> &delta = buffer.onHost ? hostDelta : deviceDelta;
+    delta[buffer.begin] += buffer.bytes;
+    delta[buffer.end + 1] -= buffer.bytes;
+  }
+  int64_t device = 0, host = 0;
+  for (size_t i = 0; i < numOps; ++i) {
+    device += deviceDelta[i];
+    host += hostDelta[i];
+    deviceBytes[i] = device;
+    hostBytes[i] = host;
+    if (device > peakDevice) {
+      peakDevice = device;
+      peakIndex = i;
+    }
+    peakHost = std::max(peakHost, host);
+  }
+}
+
+void MemoryTimeline::refreshPeaks() const {
+  if (!peaksStale)
+    return;
+  peaksStale = false;
+  peakDevice = peakHost = 0;
+  peakIndex = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (deviceBytes[i] > peakDevice) {
+      peakDevice = deviceBytes[i];
+      peakIndex = i;
+    }
+    peakHost = std::max(peakHost, hostBytes[i]);
+  }
+}
+
+void MemoryTimeline::addLive(bool onHost, size_t begin, size_t end,
+                             int64_t bytes) {
+  std::vector<int64_t> &live = onHost ? hostBytes : deviceBytes;
+  for (size_t i = begin; i <= end && i < live.size(); ++i)
+    live[i] += bytes;
+  peaksStale = true;
+}
+
+std::pair<int64_t, int64_t> MemoryTimeline::liveAt(size_t i) const {
+  int64_t device = 0, host = 0;
+  for (const Buffer &buffer : buffers)
+    if (buffer.wholeFunction || (buffer.begin <= i && i <= buffer.end))
+      (buffer.onHost ? host : device) += buffer.bytes;
+  return {device, host};
+}
+
+void MemoryTimeline::insertOp(Operation *op, size_t at) {
+  ops.insert(ops.begin() + at, op);
+  for (size_t i = at; i < ops.size(); ++i)
+    index[ops[i]] = i;
+  for (Buffer &buffer : buffers) {
+    if (buffer.wholeFunction)
+      continue;
+    buffer.begin += buffer.begin >= at;
+    buffer.end += buffer.end >= at;
+  }
+  auto [device, host] = liveAt(at);
+  deviceBytes.insert(deviceBytes.begin() + at, device);
+  hostBytes.insert(hostBytes.begin() + at, host);
+  peaksStale = true;
+}
+
+void MemoryTimeline::moveOp(size_t from, size_t to) {
+  if (to == from || to == from + 1)
+    return;
+  size_t dest = to > from ? to - 1 : to;
+  // The ops it passes (old indices) gain or lose the buffers it bounds: one
+  // it makes is live at them only if it now comes before them, one it reads
+  // last only if it now comes after them.
+  size_t first = to > from ? from + 1 : to,
+         last = to > from ? to - 1 : from - 1;
+  for (const Buffer &buffer : buffers) {
+    if (buffer.wholeFunction || buffer.begin == buffer.end ||
+        (buffer.begin != from && buffer.end != from))
+      continue;
+    bool made = buffer.begin == from;
+    if (to > from) // later: a made one leaves the ops up to its end
+      made ? addLive(buffer.onHost, first, std::min(last, buffer.end),
+                     -buffer.bytes)
+           : addLive(buffer.onHost, first, last, buffer.bytes);
+    else // earlier: an ended one leaves the ops from its begin
+      made ? addLive(buffer.onHost, first, last, buffer.bytes)
+           : addLive(buffer.onHost, std::max(first, buffer.begin), last,
+                     -buffer.bytes);
+  }
+  auto moved = [&](size_t old) -> size_t {
+    if (old == from)
+      return dest;
+    if (to > from && old > from && old < to)
+      return old - 1;
+    if (to < from && old >= to && old < from)
+      return old + 1;
+    return old;
+  };
+  Operation *op = ops[from];
+  if (to > from) {
+    std::move(ops.begin() + from + 1, ops.begin() + to, ops.begin() + from);
+    std::move(deviceBytes.begin() + from + 1, deviceBytes.begin() + to,
+              deviceBytes.begin() + from);
+    std::move(hostBytes.begin() + from + 1, hostBytes.begin() + to,
+              hostBytes.begin() + from);
+  } else {
+    std::move_backward(ops.begin() + to, ops.begin() + from,
+                       ops.begin() + from + 1);
+    std::move_backward(deviceBytes.begin() + to, deviceBytes.begin() + from,
+                       deviceBytes.begin() + from + 1);
+    std::move_backward(hostBytes.begin() + to, hostBytes.begin() + from,
+                       hostBytes.begin() + from + 1);
+  }
+  ops[dest] = op;
+  for (size_t i = std::min(from, dest), e = std::max(from, dest); i <= e; ++i)
+    index[ops[i]] = i;
+  for (Buffer &buffer : buffers) {
+    if (buffer.wholeFunction)
+      continue;
+    buffer.begin = moved(buffer.begin);
+    buffer.end = moved(buffer.end);
+  }
+  std::tie(deviceBytes[dest], hostBytes[dest]) = liveAt(dest);
+  peaksStale = true;
+}
+
+void MemoryTimeline::setBufferEnd(size_t id, size_t end) {
+  Buffer &buffer = buffers[id];
+  if (end < buffer.end)
+    addLive(buffer.onHost, end + 1, buffer.end, -buffer.bytes);
+  else if (end > buffer.end)
+    addLive(buffer.onHost, buffer.end + 1, end, buffer.bytes);
+  buffer.end = end;
+}
+
+void MemoryTimeline::addBuffer(const Buffer &buffer) {
+  bufferByValue[buffer.value] = buffers.size();
+  buffers.push_back(buffer);
+  addLive(buffer.onHost, buffer.begin, buffer.end, buffer.bytes);
+}
+
+std::optional<size_t> MemoryTimeline::findBuffer(Value value) const {
+  auto it = bufferByValue.find(value);
+  if (it == bufferByValue.end())
+    return std::nullopt;
+  return it->second;
+}
+
+bool MemoryTimeline::equalsRecomputed(func::FuncOp fn) const {
+  FailureOr<MemoryTimeline> fresh = compute(fn);
+  return succeeded(fresh) && fresh->ops == ops &&
+         fresh->deviceBytes == deviceBytes && fresh->hostBytes == hostBytes &&
+         fresh->getPeakDeviceBytes() == getPeakDeviceBytes() &&
+         fresh->getPeakIndex() == getPeakIndex();
 }
 
 size_t MemoryTimeline::indexOf(Operation *op) const {

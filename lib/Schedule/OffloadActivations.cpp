@@ -41,62 +41,13 @@ llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
   return index;
 }
 
-/// The timeline's op order and live device bytes while reloads move, kept
-/// up to date instead of recomputed after each move (a 70B step moved
-/// thousands): a reload's destination is live from the reload to its use,
-/// so moving the reload within that range shifts the ops it passes by one
-/// and adds (moved earlier) or removes (later) its bytes at them. The
-/// reload's own entry is left stale; the planner reads no op's bytes at or
-/// before the last reload it moved.
-class ReloadOrder {
-public:
-  explicit ReloadOrder(const MemoryTimeline &timeline)
-      : ops(timeline.getOps()), bytes(ops.size()) {
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      index[op] = i;
-      bytes[i] = timeline.deviceBytesAt(i);
-    }
-  }
-  size_t indexOf(Operation *op) const { return index.at(op); }
-  Operation *opAt(size_t i) const { return ops[i]; }
-  int64_t deviceBytesAt(size_t i) const { return bytes[i]; }
-
-  /// Moves the reload at `from` (a destination of `size` bytes) before the
-  /// op at `to`, in the order only (the caller moves the IR op).
-  void moveReload(size_t from, size_t to, int64_t size) {
-    Operation *reload = ops[from];
-    if (to < from) { // earlier: ops [to, from) shift up, the buffer is live
-      for (size_t i = from; i > to; --i) {
-        ops[i] = ops[i - 1];
-        bytes[i] = bytes[i - 1] + size;
-        index[ops[i]] = i;
-      }
-      ops[to] = reload;
-      index[reload] = to;
-      return;
-    }
-    // Later: ops (from, to) shift down, the buffer is not live yet there.
-    for (size_t i = from; i + 1 < to; ++i) {
-      ops[i] = ops[i + 1];
-      bytes[i] = bytes[i + 1] - size;
-      index[ops[i]] = i;
-    }
-    ops[to - 1] = reload;
-    index[reload] = to - 1;
-  }
-
-private:
-  std::vector<Operation *> ops;
-  std::vector<int64_t> bytes;
-  llvm::DenseMap<Operation *, size_t> index;
-};
-
 class ActivationOffloader {
 public:
   ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
-                      int64_t budget, int64_t minBytes, int64_t keepLast)
+                      int64_t budget, int64_t minBytes, int64_t keepLast,
+                      bool checkEdits = false)
       : fn(fn), costModel(costModel), simulation(costModel, fn), budget(budget),
-        minBytes(minBytes), keepLast(keepLast) {}
+        minBytes(minBytes), keepLast(keepLast), checkEdits(checkEdits) {}
 
   LogicalResult run() {
     collectPlaced();
@@ -107,7 +58,7 @@ public:
     // re-timed: passes since (prefetch, selective gather) changed when ops
     // run and what memory is free.
     if (timeline->getPeakDeviceBytes() <= budget)
-      return replan();
+      return replan(*timeline);
     if (budget < timeline->getFloorBytes())
       return fn.emitError()
              << "memory budget " << formatBytes(budget)
@@ -123,18 +74,26 @@ public:
       fn->setAttr(kOffloadFloorAttrName, *floor);
 
     // Each round offloads a tensor or moves a wait or a reload of one; the
-    // bound only keeps a planner bug from looping forever.
+    // bound only keeps a planner bug from looping forever. The rounds edit
+    // one timeline as they edit the IR (a whole timeline reads every op,
+    // and a 70B step takes hundreds of rounds); a fit is confirmed on a
+    // whole one, and where the edits' model missed a buffer the rounds go
+    // on from that.
     size_t rounds = 4 * timeline->getOps().size() + 16;
     for (size_t round = 0;; ++round) {
       if (round == rounds)
         return fn.emitError() << "dc-offload-activations did not converge "
                                  "after "
                               << rounds << " rounds";
-      timeline = MemoryTimeline::compute(fn);
-      if (failed(timeline))
+      if (failed(checkTimeline(*timeline, "by the placement rounds")))
         return failure();
-      if (timeline->getPeakDeviceBytes() <= budget)
-        return replan();
+      if (timeline->getPeakDeviceBytes() <= budget) {
+        timeline = MemoryTimeline::compute(fn);
+        if (failed(timeline))
+          return failure();
+        if (timeline->getPeakDeviceBytes() <= budget)
+          return replan(*timeline);
+      }
       size_t peak = timeline->getPeakIndex();
       if (tightenReloadAround(peak, *timeline))
         continue;
@@ -201,7 +160,7 @@ private:
 
   /// When the peak falls while a placed offload's reload is already in
   /// flight, starts the reload after the peak op.
-  bool tightenReloadAround(size_t peak, const MemoryTimeline &timeline) {
+  bool tightenReloadAround(size_t peak, MemoryTimeline &timeline) {
     Operation *peakOp = timeline.getOps()[peak];
     // Not around another reload: the peak would move to the one moved,
     // with the same bytes, and the two would swap places forever.
@@ -213,6 +172,8 @@ private:
       if (reload <= peak && peak < timeline.indexOf(use) &&
           placed.reload != peakOp && peakOp->isBeforeInBlock(use)) {
         placed.reload->moveAfter(peakOp);
+        // Its destination is live from its new place on.
+        timeline.moveOp(reload, peak + 1);
         return true;
       }
     }
@@ -221,13 +182,15 @@ private:
 
   /// When the peak falls while a placed offload's copy is still in flight,
   /// waits for the copy before the peak op: compute may stall, memory fits.
-  bool tightenWaitAround(size_t peak, const MemoryTimeline &timeline) {
+  bool tightenWaitAround(size_t peak, MemoryTimeline &timeline) {
     Operation *peakOp = timeline.getOps()[peak];
     for (PlacedOffload &placed : placed) {
       size_t start = timeline.indexOf(placed.start);
       size_t waited = timeline.indexOf(placed.hostWait);
       if (start < peak && peak <= waited && placed.hostWait != peakOp) {
         placed.hostWait->moveBefore(peakOp);
+        // The offloaded buffer is freed at its wait, now before the peak.
+        timeline.moveOp(waited, peak);
         return true;
       }
     }
@@ -254,14 +217,26 @@ private:
     }
   }
 
-  LogicalResult replan() {
+  /// Re-times the placed offloads on the step that fits (`timeline`, which
+  /// the moves edit).
+  LogicalResult replan(MemoryTimeline &timeline) {
     if (placed.empty())
       return success();
     // Reloads first: one started too early holds memory a later wait
     // needs; then the reloads again, for the waits' new times.
-    if (failed(replanReloads()) || failed(replanOffloadWaits()))
+    if (failed(replanReloads(timeline)) || failed(replanOffloadWaits(timeline)))
       return failure();
-    return replanReloads();
+    return replanReloads(timeline);
+  }
+
+  /// Fails, where check-timeline-edits asks, if `timeline` is not the
+  /// step's.
+  LogicalResult checkTimeline(const MemoryTimeline &timeline,
+                              llvm::StringRef after) {
+    if (!checkEdits || timeline.equalsRecomputed(fn))
+      return success();
+    return fn.emitError() << "dc-offload-activations: the timeline edited "
+                          << after << " differs from the step's";
   }
 
   /// Re-places the waits for the offloads once their set is final. Each
@@ -269,17 +244,13 @@ private:
   /// placed later can queue ahead of it on the FIFO stream and delay it:
   /// such a wait moves down to the first op issued after its copy ends,
   /// as far as the budget allows (the device buffer lives until the wait).
-  LogicalResult replanOffloadWaits() {
+  LogicalResult replanOffloadWaits(MemoryTimeline &timeline) {
     for (int round = 0; round < 4; ++round) {
-      // Times by op (moves shift indices); the timeline and the times are
-      // recomputed after each move only.
-      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-      if (failed(timeline))
-        return failure();
-      SimulationResult sim = simulation.run(*timeline);
-      llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
+      // The timeline is edited with each move, the times simulated again
+      // on it (so the simulation's indices are the timeline's).
+      SimulationResult sim = simulation.run(timeline);
       auto simOf = [&](Operation *op) -> const SimulatedOp & {
-        return sim.ops[simIndex.at(op)];
+        return sim.ops[timeline.indexOf(op)];
       };
       bool moved = false;
       for (PlacedOffload &placed : placed) {
@@ -287,25 +258,24 @@ private:
         if (stall <= 0)
           continue;
         double ready = sim.futureReady.lookup(placed.start.getFuture());
-        size_t current = timeline->indexOf(placed.hostWait);
-        size_t limit = timeline->indexOf(placed.reload);
+        size_t current = timeline.indexOf(placed.hostWait);
+        size_t limit = timeline.indexOf(placed.reload);
         // Ops that would be issued before the copy ends (once this wait
         // no longer stalls them) go before it; the buffer then stays live
         // through them.
         size_t target = current + 1;
         while (target < limit &&
-               simOf(timeline->getOps()[target]).issue - stall < ready &&
-               timeline->deviceBytesAt(target) + placed.bytes <= budget)
+               simOf(timeline.getOps()[target]).issue - stall < ready &&
+               timeline.deviceBytesAt(target) + placed.bytes <= budget)
           ++target;
         if (target > current + 1) {
-          placed.hostWait->moveBefore(timeline->getOps()[target]);
+          placed.hostWait->moveBefore(timeline.getOps()[target]);
           moved = true;
           // Later waits see the times this move gives.
-          timeline = MemoryTimeline::compute(fn);
-          if (failed(timeline))
+          timeline.moveOp(current, target);
+          if (failed(checkTimeline(timeline, "by a wait's move")))
             return failure();
-          sim = simulation.run(*timeline);
-          simIndex = indexByOp(sim);
+          sim = simulation.run(timeline);
         }
       }
       if (!moved)
@@ -323,12 +293,9 @@ private:
   /// to the op issued at that time, or to the earliest op the budget
   /// allows if that is later (then the copy stalls compute, as little as
   /// memory permits). A few rounds, since stalls shift the times.
-  LogicalResult replanReloads() {
+  LogicalResult replanReloads(MemoryTimeline &timeline) {
     for (int round = 0; round < 4; ++round) {
-      FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-      if (failed(timeline))
-        return failure();
-      SimulationResult sim = simulation.run(*timeline);
+      SimulationResult sim = simulation.run(timeline);
       llvm::DenseMap<Operation *, size_t> simIndex = indexByOp(sim);
       auto useOf = [&](PlacedOffload &placed) {
         return simIndex.lookup(*placed.reload.getFuture().getUsers().begin());
@@ -360,19 +327,19 @@ private:
         nextStart = latestStart[k];
       }
       bool moved = false;
-      ReloadOrder now(*timeline);
       size_t previous = 0; // keep the issue order = the use order (FIFO)
       for (auto [k, placed] : llvm::enumerate(order)) {
-        size_t current = now.indexOf(placed->reload);
+        size_t current = timeline.indexOf(placed->reload);
         size_t use =
-            now.indexOf(*placed->reload.getFuture().getUsers().begin());
-        size_t lowest = std::max(now.indexOf(placed->hostWait) + 1, previous);
+            timeline.indexOf(*placed->reload.getFuture().getUsers().begin());
+        size_t lowest =
+            std::max(timeline.indexOf(placed->hostWait) + 1, previous);
         // The latest op issued by the latest start (sim indices are those
         // of the round's first timeline: the ops' order only changes here,
         // by moving reloads, so map through the ops themselves).
         size_t target = lowest;
         for (size_t i = lowest; i < use; ++i) {
-          Operation *op = now.opAt(i);
+          Operation *op = timeline.getOps()[i];
           auto simIt = simIndex.find(op);
           if (simIt == simIndex.end() ||
               stallFree[simIt->second] <= latestStart[k])
@@ -385,39 +352,28 @@ private:
         if (target < current) {
           size_t earliest = current;
           while (earliest > target &&
-                 now.deviceBytesAt(earliest - 1) + placed->bytes <= budget)
+                 timeline.deviceBytesAt(earliest - 1) + placed->bytes <= budget)
             --earliest;
           target = earliest;
         }
         if (target != current && target < use) {
-          placed->reload->moveBefore(now.opAt(target));
-          now.moveReload(current, target, placed->bytes);
+          placed->reload->moveBefore(timeline.getOps()[target]);
+          // Its destination is live from its new place to its use.
+          timeline.moveOp(current, target);
           moved = true;
         }
-        previous = now.indexOf(placed->reload) + 1;
+        previous = timeline.indexOf(placed->reload) + 1;
       }
       if (!moved)
         break;
-#ifndef NDEBUG
-      // The kept order is the IR's, its bytes the timeline's (but at the
-      // reloads, left stale).
-      FailureOr<MemoryTimeline> fresh = MemoryTimeline::compute(fn);
-      if (failed(fresh))
+      if (failed(checkTimeline(timeline, "by the reloads' moves")))
         return failure();
-      for (auto [i, op] : llvm::enumerate(fresh->getOps())) {
-        assert(now.opAt(i) == op && "reload order out of step with the IR");
-        assert((isa<ReloadStartOp>(op) ||
-                now.deviceBytesAt(i) == fresh->deviceBytesAt(i)) &&
-               "reload order's bytes out of step with the timeline");
-      }
-#endif
     }
     return success();
   }
 
-  void offload(const OffloadCandidate &candidate,
-               const MemoryTimeline &timeline, const SimulationResult &sim,
-               size_t peak) {
+  void offload(const OffloadCandidate &candidate, MemoryTimeline &timeline,
+               const SimulationResult &sim, size_t peak) {
     const std::vector<Operation *> &ops = timeline.getOps();
     size_t begin = timeline.indexOf(candidate.lastBefore);
     size_t end = timeline.indexOf(candidate.firstAfter);
@@ -454,9 +410,10 @@ private:
     OpBuilder builder(fn.getContext());
     builder.setInsertionPointAfter(candidate.lastBefore);
     auto start = OffloadStartOp::create(builder, loc, candidate.value);
-    builder.setInsertionPoint(ops[waitAt]);
+    Operation *waitBefore = ops[waitAt], *reloadBefore = ops[reloadAt];
+    builder.setInsertionPoint(waitBefore);
     auto host = WaitOp::create(builder, loc, start.getFuture());
-    builder.setInsertionPoint(ops[reloadAt]);
+    builder.setInsertionPoint(reloadBefore);
     auto reload = ReloadStartOp::create(builder, loc, host.getResult());
     builder.setInsertionPoint(candidate.firstAfter);
     auto back = WaitOp::create(builder, loc, reload.getFuture());
@@ -464,7 +421,7 @@ private:
     Block &body = fn.getBody().front();
     // Every read from the next use on, through views of the reload where
     // it read views of the value.
-    redirectBufferUses(
+    SmallVector<std::pair<Value, Value>> views = redirectBufferUses(
         candidate.value, back.getResult(),
         [&](OpOperand &use) {
           Operation *top = body.findAncestorOpInBlock(*use.getOwner());
@@ -472,6 +429,30 @@ private:
                  timeline.indexOf(top) >= end;
         },
         builder);
+
+    // The same in the timeline. The value's buffer is now read last by
+    // the offload, until its wait; the reload's destination takes over its
+    // reads from the next use on (the views cloned before that use share
+    // it), the host copy lives from the offload to the reload's wait.
+    std::optional<size_t> buffer = timeline.findBuffer(candidate.value);
+    Operation *lastReader =
+        ops[buffer ? timeline.getBuffers()[*buffer].end : end];
+    timeline.insertOp(start, begin + 1);
+    timeline.insertOp(host, timeline.indexOf(waitBefore));
+    timeline.insertOp(reload, timeline.indexOf(reloadBefore));
+    timeline.insertOp(back, timeline.indexOf(candidate.firstAfter));
+    for (auto &[clone, view] : views)
+      timeline.insertOp(clone.getDefiningOp(),
+                        timeline.indexOf(candidate.firstAfter));
+    if (buffer)
+      timeline.setBufferEnd(*buffer, timeline.indexOf(host));
+    timeline.addBuffer(
+        {start.getFuture(), getTypeBytes(start.getFuture().getType()),
+         /*onHost=*/true, timeline.indexOf(start), timeline.indexOf(back)});
+    timeline.addBuffer({reload.getFuture(),
+                        getTypeBytes(reload.getFuture().getType()),
+                        /*onHost=*/false, timeline.indexOf(reload),
+                        timeline.indexOf(lastReader)});
   }
 
   func::FuncOp fn;
@@ -479,6 +460,7 @@ private:
   // The offloader adds and moves schedule ops and erases none.
   IncrementalSimulation simulation;
   int64_t budget, minBytes, keepLast;
+  bool checkEdits;
   std::vector<PlacedOffload> placed;
 };
 
@@ -555,7 +537,7 @@ struct OffloadActivationsPass
     auto plan = [&](func::FuncOp fn, const PlanningSetup &setup,
                     const CostModel &costModel) {
       if (failed(ActivationOffloader(fn, costModel, setup.budgetBytes, minBytes,
-                                     keepLast)
+                                     keepLast, checkTimelineEdits)
                      .run()))
         return failure();
       // Each reloaded buffer is freed after its last use, as planned.

@@ -1,4 +1,4 @@
-// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-offload-activations="min-bytes=1024 check-timeline-edits=true" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s
 // RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 

@@ -1,7 +1,7 @@
 // RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024" --dc-attach-target=memory-budget=136KiB --dc-verify-schedule | FileCheck %s
 // RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 merge-siblings=false" | FileCheck %s --check-prefix=APART
 // RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024" --dc-report -o /dev/null | FileCheck %s --check-prefix=REPORT
-// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" | FileCheck %s --check-prefix=LINK
+// RUN: dc-opt %s --dc-attach-target="target=cpu memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024 check-timeline-edits=true" | FileCheck %s --check-prefix=LINK
 // RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/cpu-copies-slow-compute-target.json memory-budget=136KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" | FileCheck %s --check-prefix=SLOWED
 
 // A SwiGLU-like block: a = g * u is read by the forward's product p and,

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <optional>
 #include <vector>
 
 namespace dc {
@@ -36,7 +37,8 @@ struct Buffer {
   mlir::Value value; // the value that names the buffer (future for async)
   int64_t bytes = 0;
   bool onHost = false;
-  size_t begin = 0, end = 0; // op indices, inclusive
+  size_t begin = 0, end = 0;  // op indices, inclusive
+  bool wholeFunction = false; // an argument: live from the first op to the last
 };
 
 class MemoryTimeline {
@@ -55,9 +57,18 @@ public:
   /// Live device/host bytes while op `i` executes.
   int64_t deviceBytesAt(size_t i) const { return deviceBytes[i]; }
   int64_t hostBytesAt(size_t i) const { return hostBytes[i]; }
-  int64_t getPeakDeviceBytes() const { return peakDevice; }
-  size_t getPeakIndex() const { return peakIndex; }
-  int64_t getPeakHostBytes() const { return peakHost; }
+  int64_t getPeakDeviceBytes() const {
+    refreshPeaks();
+    return peakDevice;
+  }
+  size_t getPeakIndex() const {
+    refreshPeaks();
+    return peakIndex;
+  }
+  int64_t getPeakHostBytes() const {
+    refreshPeaks();
+    return peakHost;
+  }
   /// Bytes live from the first op to the last (args, results).
   int64_t getBaseDeviceBytes() const { return baseDevice; }
   /// Base bytes plus the largest single op's need: the distinct device
@@ -66,14 +77,52 @@ public:
   int64_t getFloorBytes() const { return floorBytes; }
   /// Index of a top-level op of the function (asserts that it is one).
   size_t indexOf(mlir::Operation *op) const;
+  /// The buffer `value` names or shares (a view's, a wait's, an in-place
+  /// result's), if any.
+  std::optional<size_t> findBuffer(mlir::Value value) const;
+
+  /// Edits for a planner that places many ops (the offloader places
+  /// thousands on a 70B step, and a whole timeline reads every op): it
+  /// states what each of its edits does to the buffers instead of a
+  /// recompute after each; the bytes follow in the ops the edit spans, the
+  /// peaks when next read. The caller keeps the IR and the edits in step;
+  /// equalsRecomputed checks them against compute() (the offloader's
+  /// check-timeline-edits).
+  ///
+  /// `op`, placed in the IR before the op at index `at` (or at the end),
+  /// takes index `at`: the ops and the buffer bounds from `at` on shift up;
+  /// it is live with the buffers live across it.
+  void insertOp(mlir::Operation *op, size_t at);
+  /// The op at `from`, moved in the IR to just before the op at `to` (or
+  /// to the end): the ops between shift by one, and so do the bounds that
+  /// were at them; a bound at the moved op moves with it (the buffers it
+  /// makes or reads last).
+  void moveOp(size_t from, size_t to);
+  /// A buffer the edits made (a transfer's destination).
+  void addBuffer(const Buffer &buffer);
+  /// Where buffer `id` is last live (its last reader moved or was replaced).
+  void setBufferEnd(size_t id, size_t end);
+  /// True if this timeline is the one compute(fn) gives (ops, bytes, peaks).
+  bool equalsRecomputed(mlir::func::FuncOp fn) const;
 
 private:
+  /// The bytes live at each op and the peaks, from the buffers.
+  void sweep();
+  /// Adds `bytes` to the device or host bytes of ops [begin, end].
+  void addLive(bool onHost, size_t begin, size_t end, int64_t bytes);
+  /// The device and host bytes of the buffers live at op `i`.
+  std::pair<int64_t, int64_t> liveAt(size_t i) const;
+  void refreshPeaks() const;
+
   std::vector<mlir::Operation *> ops;
   llvm::DenseMap<mlir::Operation *, size_t> index;
   std::vector<Buffer> buffers;
+  llvm::DenseMap<mlir::Value, unsigned> bufferByValue;
   std::vector<int64_t> deviceBytes, hostBytes;
-  int64_t peakDevice = 0, peakHost = 0, baseDevice = 0, floorBytes = 0;
-  size_t peakIndex = 0;
+  mutable int64_t peakDevice = 0, peakHost = 0;
+  mutable size_t peakIndex = 0;
+  mutable bool peaksStale = false; // edited since the peaks were found
+  int64_t baseDevice = 0, floorBytes = 0;
 };
 
 } // namespace dc

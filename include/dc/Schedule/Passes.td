@@ -324,6 +324,10 @@ def DCOffloadActivations : Pass<"dc-offload-activations", "::mlir::ModuleOp"> {
            "Smallest tensor worth offloading (bytes)">,
     Option<"keepLast", "keep-last", "int64_t", "::dc::kDefaultOffloadKeepLast",
            "Candidates kept on the device, counted from the last">,
+    Option<"checkTimelineEdits", "check-timeline-edits", "bool", "false",
+           "Tests: after each placement round, compare the memory timeline "
+           "the planner edited with one computed again, and fail where "
+           "they differ">,
   ]);
 }
 
