@@ -20,8 +20,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 
 #include <limits>
+#include <optional>
 
 namespace dc {
 #define GEN_PASS_DEF_DCOFFLOADACTIVATIONS
@@ -43,11 +45,16 @@ llvm::DenseMap<Operation *, size_t> indexByOp(const SimulationResult &sim) {
 
 class ActivationOffloader {
 public:
+  /// `shared`, if given, is the simulation (and its op costs) to use,
+  /// e.g. kept across several placements on one copy of a step.
   ActivationOffloader(func::FuncOp fn, const CostModel &costModel,
                       int64_t budget, int64_t minBytes, int64_t keepLast,
-                      bool checkEdits = false)
-      : fn(fn), costModel(costModel), simulation(costModel, fn), budget(budget),
-        minBytes(minBytes), keepLast(keepLast), checkEdits(checkEdits) {}
+                      bool checkEdits = false,
+                      IncrementalSimulation *shared = nullptr)
+      : fn(fn), costModel(costModel),
+        simulation(shared ? *shared : own.emplace(costModel, fn)),
+        budget(budget), minBytes(minBytes), keepLast(keepLast),
+        checkEdits(checkEdits) {}
 
   LogicalResult run() {
     collectPlaced();
@@ -458,7 +465,8 @@ private:
   func::FuncOp fn;
   const CostModel &costModel;
   // The offloader adds and moves schedule ops and erases none.
-  IncrementalSimulation simulation;
+  std::optional<IncrementalSimulation> own;
+  IncrementalSimulation &simulation;
   int64_t budget, minBytes, keepLast;
   bool checkEdits;
   std::vector<PlacedOffload> placed;
@@ -466,59 +474,106 @@ private:
 
 } // namespace
 
+namespace {
+
+/// dc-offload-activations' placement on `copy` (a copy of a step, which it
+/// changes): the simulated step once placed, less the step before;
+/// infinity where it cannot fit. `byStall`, if given, receives the copy's
+/// offloaded values whose copies compute waits for, the longest first.
+double placeOnCopy(func::FuncOp copy, const CostModel &costModel,
+                   int64_t budget, int64_t minBytes,
+                   SmallVectorImpl<Value> *byStall) {
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(copy);
+  if (failed(timeline))
+    return kNever;
+  // One simulation throughout: the copy's ops are estimated once, the
+  // placements' own ops as they come.
+  IncrementalSimulation simulation(costModel, copy);
+  double before = simulation.run(*timeline).stepSeconds;
+  // Placed, then re-timed as the pipeline does after prefetch.
+  auto place = [&] {
+    if (failed(ActivationOffloader(copy, costModel, budget, minBytes,
+                                   /*keepLast=*/0, /*checkEdits=*/false,
+                                   &simulation)
+                   .run()))
+      return false;
+    insertReloadReleases(copy);
+    return true;
+  };
+  if (!place() || !place())
+    return kNever;
+  FailureOr<MemoryTimeline> placed = MemoryTimeline::compute(copy);
+  if (failed(placed))
+    return kNever;
+  SimulationResult sim = simulation.run(*placed);
+  if (byStall) {
+    SmallVector<std::pair<double, Value>> stalls;
+    for (auto offload : copy.getBody().front().getOps<OffloadStartOp>()) {
+      auto wait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
+      double stall = sim.ops[placed->indexOf(wait)].stall;
+      if (stall > 0)
+        stalls.push_back({stall, offload.getValue()});
+    }
+    llvm::stable_sort(stalls,
+                      [](auto &a, auto &b) { return a.first > b.first; });
+    for (auto &[stall, value] : stalls)
+      byStall->push_back(value);
+  }
+  return sim.stepSeconds - before;
+}
+
+} // namespace
+
 double dc::trialOffloadSeconds(func::FuncOp fn, const CostModel &costModel,
                                int64_t budget, int64_t minBytes,
                                SmallVectorImpl<Value> *stalled) {
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(fn);
-  if (failed(timeline))
-    return kNever;
-  double before = StreamSimulator(costModel).run(fn, *timeline).stepSeconds;
   // A copy beside `fn` (its own name: nothing may find it in its place),
   // errors kept quiet: a placement that cannot fit is an answer here.
   OpBuilder builder(fn);
   IRMapping mapping;
   auto copy = cast<func::FuncOp>(builder.clone(*fn, mapping));
   copy.setName((fn.getName() + ".offload_trial").str());
-  double added = kNever;
+  SmallVector<Value> byStall;
+  double added;
   {
     ScopedDiagnosticHandler quiet(fn.getContext(),
                                   [](Diagnostic &) { return success(); });
-    // Placed, then re-timed as the pipeline does after prefetch.
-    auto place = [&] {
-      if (failed(ActivationOffloader(copy, costModel, budget, minBytes,
-                                     /*keepLast=*/0)
-                     .run()))
-        return false;
-      insertReloadReleases(copy);
-      return true;
-    };
-    if (place() && place())
-      if (FailureOr<MemoryTimeline> placed = MemoryTimeline::compute(copy);
-          succeeded(placed)) {
-        SimulationResult sim = StreamSimulator(costModel).run(copy, *placed);
-        added = sim.stepSeconds - before;
-        if (stalled) {
-          // The copy's offloaded values, back to fn's, by their stall.
-          llvm::DenseMap<Value, Value> original;
-          for (auto [from, to] : mapping.getValueMap())
-            original[to] = from;
-          SmallVector<std::pair<double, Value>> byStall;
-          for (auto offload : copy.getBody().front().getOps<OffloadStartOp>()) {
-            auto wait = cast<WaitOp>(*offload.getFuture().getUsers().begin());
-            double stall = sim.ops[placed->indexOf(wait)].stall;
-            if (Value value = original.lookup(offload.getValue());
-                value && stall > 0)
-              byStall.push_back({stall, value});
-          }
-          llvm::stable_sort(byStall,
-                            [](auto &a, auto &b) { return a.first > b.first; });
-          for (auto &[stall, value] : byStall)
-            stalled->push_back(value);
-        }
-      }
+    added = placeOnCopy(copy, costModel, budget, minBytes,
+                        stalled ? &byStall : nullptr);
+  }
+  if (stalled) {
+    // The copy's offloaded values, back to fn's.
+    llvm::DenseMap<Value, Value> original;
+    for (auto [from, to] : mapping.getValueMap())
+      original[to] = from;
+    for (Value value : byStall)
+      if (Value mine = original.lookup(value))
+        stalled->push_back(mine);
   }
   copy.erase();
+  return added;
+}
+
+SmallVector<double> dc::trialOffloadSeconds(ArrayRef<func::FuncOp> copies,
+                                            const CostModel &costModel,
+                                            int64_t budget, int64_t minBytes) {
+  SmallVector<double> added(copies.size());
+  if (copies.empty())
+    return added;
+  MLIRContext *context = copies.front()->getContext();
+  {
+    ScopedDiagnosticHandler quiet(context,
+                                  [](Diagnostic &) { return success(); });
+    // Each placement changes only its own copy (the module's block is not
+    // touched until the copies are erased below).
+    parallelFor(context, 0, copies.size(), [&](size_t i) {
+      added[i] = placeOnCopy(copies[i], costModel, budget, minBytes,
+                             /*byStall=*/nullptr);
+    });
+  }
+  for (func::FuncOp copy : copies)
+    copy.erase();
   return added;
 }
 

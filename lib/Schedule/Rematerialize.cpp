@@ -577,7 +577,7 @@ private:
   /// copies start last), kLateCandidates of each that are cheaper than that
   /// time, are recomputed on trial, and the one whose time plus the
   /// placement's after it is least is chosen if that beats the placement
-  /// alone.
+  /// alone. The tried placements run in parallel (each on its own copy).
   std::optional<Recomputation>
   chooseOverOffload(std::vector<Recomputation> &all,
                     const MemoryTimeline &timeline) {
@@ -605,13 +605,24 @@ private:
     for (Recomputation *candidate : late)
       if (!llvm::is_contained(tried, candidate))
         tried.push_back(candidate);
-    Recomputation *chosen = nullptr;
-    double least = adds;
+    // Each tried recomputation on a copy of the step, the placements on
+    // the copies at once.
+    SmallVector<func::FuncOp> copies;
+    OpBuilder builder(fn);
     for (Recomputation *candidate : tried) {
       SmallVector<Operation *> added = recompute(*candidate, timeline);
-      double total = candidate->seconds +
-                     trialOffloadSeconds(fn, costModel, budget, minBytes);
+      auto copy = cast<func::FuncOp>(builder.clone(*fn));
+      copy.setName(
+          (fn.getName() + ".recompute_trial" + Twine(copies.size())).str());
+      copies.push_back(copy);
       undo(*candidate, added);
+    }
+    SmallVector<double> placements =
+        trialOffloadSeconds(copies, costModel, budget, minBytes);
+    Recomputation *chosen = nullptr;
+    double least = adds;
+    for (auto [candidate, placement] : llvm::zip_equal(tried, placements)) {
+      double total = candidate->seconds + placement;
       if (total < least) {
         least = total;
         chosen = candidate;

@@ -1,6 +1,9 @@
 // RUN: dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s
+// RUN: dc-opt %s --mlir-disable-threading --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-rematerialize="min-bytes=1024 leave-to-offload=true" --dc-offload-activations="min-bytes=1024" --dc-attach-target=memory-budget=84KiB --dc-verify-schedule | FileCheck %s
 // RUN: not dc-opt %s --dc-attach-target="target=%S/Inputs/toy-target.json memory-budget=84KiB" --dc-offload-activations="min-bytes=1024" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ALONE
 
+// (The second run places the tried recomputations' offloads one after
+// another instead of on the context's threads: the same plan.)
 // a = exp(x) is made first and b = exp(m6) after six products (3 ms on the
 // toy target), both read only by the last op, which writes s over q (80 KiB
 // live there: the step's floor stays below the peak); the step peaks at 96

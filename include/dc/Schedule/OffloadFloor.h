@@ -90,6 +90,14 @@ trialOffloadSeconds(mlir::func::FuncOp fn, const CostModel &costModel,
                     int64_t budget, int64_t minBytes,
                     llvm::SmallVectorImpl<mlir::Value> *stalled = nullptr);
 
+/// The same for each of `copies` (copies of a step beside it in the module,
+/// e.g. each with another tensor recomputed), placed in parallel on the
+/// context's threads; the copies are erased.
+llvm::SmallVector<double>
+trialOffloadSeconds(llvm::ArrayRef<mlir::func::FuncOp> copies,
+                    const CostModel &costModel, int64_t budget,
+                    int64_t minBytes);
+
 } // namespace dc
 
 #endif // DC_SCHEDULE_OFFLOADFLOOR_H
