@@ -2,7 +2,10 @@
 #include "AnalysisTestUtils.h"
 
 #include "dc/Analysis/MemoryTimeline.h"
+#include "dc/Dialect/DC/IR/DCDialect.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +96,49 @@ TEST_F(AnalysisTest, TimelineOfGatherOffloadAndReduceScatter) {
   EXPECT_EQ(gathered->bytes, 1024);
   EXPECT_EQ(gathered->begin, 0u);
   EXPECT_EQ(gathered->end, 4u);
+}
+
+// A planner moves and inserts ops and states what that does to the
+// buffers; each edit must leave the timeline a recomputation would give.
+TEST_F(AnalysisTest, TimelineEditsMatchARecomputedTimeline) {
+  auto module = parse(kTimelineIR);
+  func::FuncOp step = getFunc(*module, "step");
+  FailureOr<MemoryTimeline> timeline = MemoryTimeline::compute(step);
+  ASSERT_TRUE(succeeded(timeline));
+  auto opAt = [&](size_t i) { return timeline->getOps()[i]; };
+  // The reload (9) earlier, before the constant (7): its destination is
+  // live from there, the peak moves with it.
+  ASSERT_TRUE(isa<ReloadStartOp>(opAt(9)));
+  opAt(9)->moveBefore(opAt(7));
+  timeline->moveOp(9, 7);
+  EXPECT_TRUE(timeline->equalsRecomputed(step));
+  EXPECT_TRUE(isa<ReloadStartOp>(opAt(7)));
+  EXPECT_EQ(timeline->getPeakDeviceBytes(), 2560);
+  EXPECT_EQ(timeline->getPeakIndex(), 9u);
+  // And back later, before the reload's wait (10).
+  opAt(7)->moveBefore(opAt(10));
+  timeline->moveOp(7, 10);
+  EXPECT_TRUE(timeline->equalsRecomputed(step));
+  EXPECT_TRUE(isa<ReloadStartOp>(opAt(9)));
+  // The gather's release (4) later, before the offload's wait (6): the
+  // gathered buffer, which it ends, stays live over the offload.
+  ASSERT_TRUE(isa<ReleaseOp>(opAt(4)));
+  opAt(4)->moveBefore(opAt(6));
+  timeline->moveOp(4, 6);
+  EXPECT_TRUE(timeline->equalsRecomputed(step));
+  EXPECT_EQ(timeline->deviceBytesAt(4), 2048);
+  // An op that allocates and reads nothing, inserted before the matmul:
+  // live with what spans it.
+  OpBuilder builder(opAt(3));
+  auto empty = tensor::EmptyOp::create(
+      builder, step.getLoc(), ArrayRef<int64_t>{4, 16}, builder.getF32Type());
+  timeline->insertOp(empty, 3);
+  EXPECT_TRUE(timeline->equalsRecomputed(step));
+  EXPECT_EQ(timeline->indexOf(empty), 3u);
+  EXPECT_EQ(timeline->getOps().size(), 14u);
+  // A stale edit is caught: the IR moved, the timeline not.
+  opAt(10)->moveBefore(opAt(8));
+  EXPECT_FALSE(timeline->equalsRecomputed(step));
 }
 
 TEST_F(AnalysisTest, TimelineKeepsPersistentGathersAndAliasesViews) {
