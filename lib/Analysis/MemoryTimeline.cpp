@@ -287,9 +287,8 @@ void MemoryTimeline::sweep() {
   const size_t numOps = ops.size();
   deviceBytes.assign(numOps, 0);
   hostBytes.assign(numOps, 0);
-  peakDevice = peakHost = baseDevice = 0;
-  peakIndex = 0;
-  peaksStale = false;
+  baseDevice = 0;
+  peaksStale = true;
   if (numOps == 0)
     return;
   // +bytes at a buffer's begin, -bytes after its end.
@@ -311,11 +310,6 @@ void MemoryTimeline::sweep() {
     host += hostDelta[i];
     deviceBytes[i] = device;
     hostBytes[i] = host;
-    if (device > peakDevice) {
-      peakDevice = device;
-      peakIndex = i;
-    }
-    peakHost = std::max(peakHost, host);
   }
 }
 
@@ -369,6 +363,10 @@ void MemoryTimeline::insertOp(Operation *op, size_t at) {
 void MemoryTimeline::moveOp(size_t from, size_t to) {
   if (to == from || to == from + 1)
     return;
+  if (to < ops.size())
+    ops[from]->moveBefore(ops[to]);
+  else
+    ops[from]->moveAfter(ops.back());
   size_t dest = to > from ? to - 1 : to;
   // The ops it passes (old indices) gain or lose the buffers it bounds: one
   // it makes is live at them only if it now comes before them, one it reads
@@ -398,22 +396,17 @@ void MemoryTimeline::moveOp(size_t from, size_t to) {
       return old + 1;
     return old;
   };
-  Operation *op = ops[from];
-  if (to > from) {
-    std::move(ops.begin() + from + 1, ops.begin() + to, ops.begin() + from);
-    std::move(deviceBytes.begin() + from + 1, deviceBytes.begin() + to,
-              deviceBytes.begin() + from);
-    std::move(hostBytes.begin() + from + 1, hostBytes.begin() + to,
-              hostBytes.begin() + from);
-  } else {
-    std::move_backward(ops.begin() + to, ops.begin() + from,
-                       ops.begin() + from + 1);
-    std::move_backward(deviceBytes.begin() + to, deviceBytes.begin() + from,
-                       deviceBytes.begin() + from + 1);
-    std::move_backward(hostBytes.begin() + to, hostBytes.begin() + from,
-                       hostBytes.begin() + from + 1);
-  }
-  ops[dest] = op;
+  // The moved entry to `dest`, the passed ones by one toward `from`.
+  auto shift = [&](auto &entries) {
+    auto at = [&](size_t i) { return entries.begin() + i; };
+    if (to > from)
+      std::rotate(at(from), at(from + 1), at(to));
+    else
+      std::rotate(at(to), at(from), at(from + 1));
+  };
+  shift(ops);
+  shift(deviceBytes);
+  shift(hostBytes);
   for (size_t i = std::min(from, dest), e = std::max(from, dest); i <= e; ++i)
     index[ops[i]] = i;
   for (Buffer &buffer : buffers) {

@@ -178,8 +178,7 @@ private:
       size_t reload = timeline.indexOf(placed.reload);
       if (reload <= peak && peak < timeline.indexOf(use) &&
           placed.reload != peakOp && peakOp->isBeforeInBlock(use)) {
-        placed.reload->moveAfter(peakOp);
-        // Its destination is live from its new place on.
+        // After the peak op: its destination is live from there on.
         timeline.moveOp(reload, peak + 1);
         return true;
       }
@@ -195,7 +194,6 @@ private:
       size_t start = timeline.indexOf(placed.start);
       size_t waited = timeline.indexOf(placed.hostWait);
       if (start < peak && peak <= waited && placed.hostWait != peakOp) {
-        placed.hostWait->moveBefore(peakOp);
         // The offloaded buffer is freed at its wait, now before the peak.
         timeline.moveOp(waited, peak);
         return true;
@@ -276,7 +274,6 @@ private:
                timeline.deviceBytesAt(target) + placed.bytes <= budget)
           ++target;
         if (target > current + 1) {
-          placed.hostWait->moveBefore(timeline.getOps()[target]);
           moved = true;
           // Later waits see the times this move gives.
           timeline.moveOp(current, target);
@@ -364,7 +361,6 @@ private:
           target = earliest;
         }
         if (target != current && target < use) {
-          placed->reload->moveBefore(timeline.getOps()[target]);
           // Its destination is live from its new place to its use.
           timeline.moveOp(current, target);
           moved = true;

@@ -109,21 +109,18 @@ TEST_F(AnalysisTest, TimelineEditsMatchARecomputedTimeline) {
   // The reload (9) earlier, before the constant (7): its destination is
   // live from there, the peak moves with it.
   ASSERT_TRUE(isa<ReloadStartOp>(opAt(9)));
-  opAt(9)->moveBefore(opAt(7));
   timeline->moveOp(9, 7);
   EXPECT_TRUE(timeline->equalsRecomputed(step));
   EXPECT_TRUE(isa<ReloadStartOp>(opAt(7)));
   EXPECT_EQ(timeline->getPeakDeviceBytes(), 2560);
   EXPECT_EQ(timeline->getPeakIndex(), 9u);
   // And back later, before the reload's wait (10).
-  opAt(7)->moveBefore(opAt(10));
   timeline->moveOp(7, 10);
   EXPECT_TRUE(timeline->equalsRecomputed(step));
   EXPECT_TRUE(isa<ReloadStartOp>(opAt(9)));
   // The gather's release (4) later, before the offload's wait (6): the
   // gathered buffer, which it ends, stays live over the offload.
   ASSERT_TRUE(isa<ReleaseOp>(opAt(4)));
-  opAt(4)->moveBefore(opAt(6));
   timeline->moveOp(4, 6);
   EXPECT_TRUE(timeline->equalsRecomputed(step));
   EXPECT_EQ(timeline->deviceBytesAt(4), 2048);

@@ -85,18 +85,18 @@ public:
   /// thousands on a 70B step, and a whole timeline reads every op): it
   /// states what each of its edits does to the buffers instead of a
   /// recompute after each; the bytes follow in the ops the edit spans, the
-  /// peaks when next read. The caller keeps the IR and the edits in step;
-  /// equalsRecomputed checks them against compute() (the offloader's
-  /// check-timeline-edits).
+  /// peaks when next read. An inserted op the caller has placed in the IR;
+  /// a moved one the move places. equalsRecomputed checks the edits against
+  /// compute() (the offloader's check-timeline-edits).
   ///
   /// `op`, placed in the IR before the op at index `at` (or at the end),
   /// takes index `at`: the ops and the buffer bounds from `at` on shift up;
   /// it is live with the buffers live across it.
   void insertOp(mlir::Operation *op, size_t at);
-  /// The op at `from`, moved in the IR to just before the op at `to` (or
-  /// to the end): the ops between shift by one, and so do the bounds that
-  /// were at them; a bound at the moved op moves with it (the buffers it
-  /// makes or reads last).
+  /// Moves the op at `from` to just before the op at `to` (or to the end),
+  /// in the IR and here: the ops between shift by one, and so do the bounds
+  /// that were at them; a bound at the moved op moves with it (the buffers
+  /// it makes or reads last).
   void moveOp(size_t from, size_t to);
   /// A buffer the edits made (a transfer's destination).
   void addBuffer(const Buffer &buffer);
